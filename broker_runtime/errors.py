@@ -1,0 +1,187 @@
+"""The project's exception tree and Kafka's error codes.
+
+Every error pylog raises on purpose derives from :class:`PylogError`, so callers can catch one type::
+
+    PylogError
+     +-- ProtocolError               malformed bytes on the wire or in a record batch
+     |    +-- CorruptRecordError     a record batch failed a structural or CRC check
+     |    +-- UnsupportedVersionError an API version or record magic we do not speak
+     +-- StorageError                the partition log could not do what was asked
+     |    +-- OffsetOutOfRangeError  an offset outside [log start, log end]
+     |    +-- CorruptIndexError      an index file that breaks its invariants
+     +-- KafkaError                  a broker answered with a non-zero error code
+     +-- ConfigError (ValueError)    a bad configuration value; the message names the key
+
+Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "ConfigError",
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "ErrorCode",
+    "KafkaError",
+    "OffsetOutOfRangeError",
+    "ProtocolError",
+    "PylogError",
+    "StorageError",
+    "UnsupportedVersionError",
+]
+
+
+class ErrorCode(enum.IntEnum):
+    """Kafka protocol error codes used by pylog (subset of Errors.java)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    NETWORK_EXCEPTION = 13
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTION_COORDINATOR_FENCED = 52
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    SECURITY_DISABLED = 54
+    OPERATION_NOT_ATTEMPTED = 55
+    KAFKA_STORAGE_ERROR = 56
+    LOG_DIR_NOT_FOUND = 57
+    SASL_AUTHENTICATION_FAILED = 58
+    UNKNOWN_PRODUCER_ID = 59
+    REASSIGNMENT_IN_PROGRESS = 60
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    FENCED_LEADER_EPOCH = 74
+    OFFSET_NOT_AVAILABLE = 78
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
+    PRODUCER_FENCED = 90
+
+    @property
+    def retriable(self) -> bool:
+        """True for the codes Kafka's Java client retries (RetriableException subclasses)."""
+        return self in _RETRIABLE
+
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+    }
+)
+
+
+class PylogError(Exception):
+    """Base class of every error pylog raises on purpose."""
+
+
+class ProtocolError(PylogError):
+    """Bytes that do not follow the Kafka wire or record format."""
+
+
+class CorruptRecordError(ProtocolError):
+    """A record batch or record failed a structural or checksum check.
+
+    The message says which field held which value and where (byte position), e.g.
+    ``"batch at position 0: CRC-32C 0x1234abcd does not match computed 0xdeadbeef"``.
+    """
+
+
+class UnsupportedVersionError(ProtocolError):
+    """An API version, record magic or compression codec pylog does not speak."""
+
+
+class StorageError(PylogError):
+    """The partition log could not perform the requested operation."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """An offset outside the log's [log start offset, log end offset] range."""
+
+
+class CorruptIndexError(StorageError):
+    """An offset or time index file that violates its invariants."""
+
+
+class KafkaError(PylogError):
+    """A broker answered with a non-zero error code."""
+
+    def __init__(self, code: ErrorCode | int, message: str = "") -> None:
+        try:
+            self.code: ErrorCode | int = ErrorCode(code)
+            name = self.code.name
+        except ValueError:
+            self.code = code
+            name = f"UNKNOWN_ERROR_CODE_{code}"
+        self.name = name
+        super().__init__(f"{name} ({int(code)})" + (f": {message}" if message else ""))
+
+    @property
+    def retriable(self) -> bool:
+        return isinstance(self.code, ErrorCode) and self.code.retriable
+
+
+class ConfigError(PylogError, ValueError):
+    """A configuration value that cannot be used; the message names the key and the allowed values."""

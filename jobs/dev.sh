@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# pylog's one entry point for developers and CI.
+#
+#   bash jobs/dev.sh main  [args]   set up .venv if needed, then run the main job (jobs/main.py)
+#   bash jobs/dev.sh test  [args]   set up .venv if needed, then ruff, mypy and the whole pytest suite
+#   bash jobs/dev.sh bench [args]   set up .venv if needed, then the benchmark suite (python -m jobs.bench)
+#   bash jobs/dev.sh setup          only create / refresh .venv
+#
+# Idempotent: the virtualenv is (re)installed only when pyproject.toml changed since the last install.
+# PYLOG_VENV overrides the virtualenv location (default .venv in the project root).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+VENV="${PYLOG_VENV:-.venv}"
+
+die() { echo "error: $*" >&2; exit 1; }
+
+find_python() {
+    local candidate
+    for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+check_java() {
+    local java="java" version major
+    [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ] && java="$JAVA_HOME/bin/java"
+    if ! command -v "$java" >/dev/null 2>&1; then
+        die "PySpark needs Java 17 or newer and no 'java' was found.
+  Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless
+  macOS:         brew install openjdk@17
+  or set JAVA_HOME to a JDK 17+ installation."
+    fi
+    version=$("$java" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')
+    major=${version%%.*}
+    [ "$major" = "1" ] && major=$(echo "$version" | cut -d. -f2)
+    if ! [ "$major" -ge 17 ] 2>/dev/null; then
+        die "PySpark needs Java 17 or newer; found Java '$version' at $(command -v "$java").
+  Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless (then select it with update-alternatives)
+  or set JAVA_HOME to a JDK 17+ installation."
+    fi
+}
+
+setup() {
+    local python stamp want
+    python=$(find_python) || die "Python 3.11 or newer is required (none found on PATH)."
+    if [ ! -x "$VENV/bin/python" ]; then
+        echo "creating virtualenv $VENV with $python" >&2
+        "$python" -m venv "$VENV"
+    fi
+    stamp="$VENV/.pylog-installed"
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "installing pylog and its test dependencies into $VENV (first run takes a few minutes)" >&2
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+        "$VENV/bin/python" -m pip install --quiet -e '.[test]' >&2
+        echo "$want" > "$stamp"
+    fi
+}
+
+run_tests() {
+    echo "== ruff check" && "$VENV/bin/ruff" check .
+    echo "== ruff format --check" && "$VENV/bin/ruff" format --check .
+    echo "== mypy" && "$VENV/bin/mypy"
+    echo "== pytest"
+    "$VENV/bin/python" -m pytest "$@"
+}
+
+command="${1:-}"
+[ $# -gt 0 ] && shift
+case "$command" in
+    setup) setup ;;
+    main) check_java; setup; exec "$VENV/bin/python" -m jobs.main "$@" ;;
+    test) check_java; setup; run_tests "$@" ;;
+    bench) check_java; setup; exec "$VENV/bin/python" -m jobs.bench "$@" ;;
+    *) die "usage: bash jobs/dev.sh {main|test|bench|setup} [args...]" ;;
+esac
