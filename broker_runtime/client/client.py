@@ -1,0 +1,722 @@
+"""A small synchronous Kafka-protocol client: metadata, topic creation, offsets, fetch and pipelined produce.
+
+Used by the Spark connector (driver and executors), the CLI tools and the tests, against pylog's broker or a
+real Kafka cluster. One blocking :class:`~broker_runtime.client.connection.BrokerConnection` per broker,
+opened on first use; versions are negotiated per connection through ApiVersions.
+
+Routing: :meth:`KafkaClient.metadata` refreshes the cached cluster view (brokers, partition leaders);
+partition-addressed calls (:meth:`list_offsets`, :meth:`fetch`) group their partitions by leader and retry
+once after a metadata refresh when a leader moved or is unknown. :meth:`produce` is addressed to a node by
+the caller (``leader_for``), because producers batch per leader anyway.
+
+Errors: a non-zero error code where a call has no per-partition result to carry it becomes
+``KafkaError(code, "<what> topic t partition 3 ...")``; :meth:`fetch` and :meth:`produce` return the codes per
+partition (``FetchResult.error``, ``ProduceResult.error``) since callers decide per partition what to retry.
+Connection failures raise :class:`~broker_runtime.client.connection.BrokerConnectionError` naming
+``host:port``; no bare socket exception escapes.
+
+Pipelining (produce): :meth:`send_produce` writes a request and returns an :class:`InFlight` handle without
+waiting; :meth:`poll_produce` waits for that handle's response (responses arrive in send order, so earlier
+ones are read and kept first). :meth:`produce_pipelined` drives a stream of requests with at most
+``max_in_flight`` outstanding per connection and yields the results in order.
+
+Not thread-safe: use one client per thread (it is cheap; connections are lazy).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker_runtime.client.connection import BrokerConnection, BrokerConnectionError
+from broker_runtime.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "BrokerMetadata",
+    "ClusterMetadata",
+    "FetchResult",
+    "InFlight",
+    "KafkaClient",
+    "NewTopic",
+    "PartitionMetadata",
+    "ProduceResult",
+    "TopicMetadata",
+]
+
+TopicPartition = tuple[str, int]
+
+_PRODUCE, _FETCH, _LIST_OFFSETS, _METADATA = 0, 1, 2, 3
+_FIND_COORDINATOR, _CREATE_TOPICS, _INIT_PRODUCER_ID, _DESCRIBE_CONFIGS = 10, 19, 22, 32
+_RESOURCE_TOPIC = 2
+_COORDINATOR_TRANSACTION = 1
+_REFRESH_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+    }
+)
+_COORDINATOR_ERRORS = frozenset(
+    {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMetadata:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    error: int
+    is_internal: bool
+    partitions: dict[int, PartitionMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict[int, BrokerMetadata]
+    topics: dict[str, TopicMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create; -1 partitions/replication factor means the broker's defaults."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+    assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: memoryview | bytes | None  # raw record batches, never parsed here
+    aborted_transactions: list[tuple[int, int]] | None  # (producer id, first offset)
+    preferred_read_replica: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: int
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    error_message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A produce request written to a connection whose response has not been read yet."""
+
+    connection: BrokerConnection
+    correlation_id: int
+    version: int
+    acks: int
+    result: dict[TopicPartition, ProduceResult] | None = None
+    done: bool = False
+
+
+def _parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"bootstrap address {address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[tuple[int, Any]]]:
+    grouped: dict[str, list[tuple[int, Any]]] = {}
+    for (topic, partition), value in items:
+        grouped.setdefault(topic, []).append((partition, value))
+    return grouped
+
+
+class KafkaClient:
+    """Blocking Kafka-protocol client; see the module docstring for routing, errors and pipelining."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        client_id: str = "pylog",
+        request_timeout_ms: int = 30000,
+        retries: int = 3,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        servers = (
+            bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+        self._bootstrap = [_parse_address(s) for s in servers if s.strip()]
+        if not self._bootstrap:
+            raise ValueError("bootstrap_servers is empty")
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.retries = retries
+        self.retry_backoff_ms = retry_backoff_ms
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._conns: dict[int, BrokerConnection] = {}
+        self._brokers: dict[int, BrokerMetadata] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+        self._controller_id = -1
+        self._closed = False
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection (idempotent)."""
+        self._closed = True
+        for conn in list(self._conns.values()):
+            conn.close()
+        self._conns.clear()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
+            self._bootstrap_conn = None
+
+    # --- connections -----------------------------------------------------------------------------------------
+
+    def _new_conn(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
+        if self._closed:
+            raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "the client is closed")
+        return BrokerConnection(
+            host, port, client_id=self.client_id, timeout_s=self.request_timeout_ms / 1000, node_id=node_id
+        )
+
+    def _any_conn(self) -> BrokerConnection:
+        """A connected broker: an open node connection, else the bootstrap servers in turn."""
+        for conn in self._conns.values():
+            if conn.connected:
+                return conn
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            return self._bootstrap_conn
+        failures: list[BrokerConnectionError] = []
+        candidates = [(b.host, b.port) for b in self._brokers.values()] + self._bootstrap
+        for host, port in candidates:
+            conn = self._new_conn(host, port, None)
+            try:
+                conn.connect()
+            except BrokerConnectionError as e:
+                failures.append(e)
+                continue
+            self._bootstrap_conn = conn
+            return conn
+        if len(failures) == 1:
+            raise failures[0]
+        raise BrokerConnectionError(
+            ",".join(f"{h}:{p}" for h, p in self._bootstrap),
+            "no broker reachable: " + "; ".join(f"{e.address} {e.detail}" for e in failures),
+        )
+
+    def _conn(self, node_id: int | None) -> BrokerConnection:
+        if node_id is None:
+            return self._any_conn()
+        conn = self._conns.get(node_id)
+        if conn is None:
+            broker = self._brokers.get(node_id)
+            if broker is None:
+                self.metadata([])
+                broker = self._brokers.get(node_id)
+                if broker is None:
+                    raise KafkaError(
+                        ErrorCode.BROKER_NOT_AVAILABLE, f"node {node_id} is not in the cluster metadata"
+                    )
+            conn = self._new_conn(broker.host, broker.port, node_id)
+            self._conns[node_id] = conn
+        conn.connect()
+        return conn
+
+    def api_versions(self, node: int | None = None) -> dict[int, tuple[int, int]]:
+        """The broker's advertised version ranges (api key -> (min, max)); the client speaks
+        ``min(pylog's max, broker's max)`` of each."""
+        return dict(self._conn(node).broker_versions)
+
+    def negotiated_version(self, api_key: int, node: int | None = None) -> int:
+        return self._conn(node).version_for(api_key)
+
+    # --- metadata --------------------------------------------------------------------------------------------
+
+    def metadata(self, topics: list[str] | None = None, allow_auto_create: bool = False) -> ClusterMetadata:
+        """Fetch cluster metadata for ``topics`` (``None`` = all topics) and refresh the leader cache."""
+        conn = self._any_conn()
+        version = conn.version_for(_METADATA)
+        if topics is None:
+            wanted: list[dict[str, Any]] | None = [] if version == 0 else None
+        else:
+            if version == 0 and not topics:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Metadata v0 cannot ask for no topics")
+            wanted = [{"Name": t} for t in topics]
+        _, body = conn.request(
+            _METADATA,
+            {
+                "Topics": wanted,
+                "AllowAutoTopicCreation": allow_auto_create,
+                "IncludeClusterAuthorizedOperations": False,
+                "IncludeTopicAuthorizedOperations": False,
+            },
+        )
+        brokers = {
+            b["NodeId"]: BrokerMetadata(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"]
+        }
+        result_topics: dict[str, TopicMetadata] = {}
+        for t in body["Topics"]:
+            name = t["Name"]
+            partitions = {}
+            for p in t["Partitions"]:
+                pm = PartitionMetadata(
+                    name,
+                    p["PartitionIndex"],
+                    p["LeaderId"],
+                    p["LeaderEpoch"],
+                    tuple(p["ReplicaNodes"]),
+                    tuple(p["IsrNodes"]),
+                    tuple(p["OfflineReplicas"]),
+                    p["ErrorCode"],
+                )
+                partitions[pm.partition] = pm
+                if pm.leader >= 0:
+                    self._leaders[(name, pm.partition)] = pm.leader
+                else:
+                    self._leaders.pop((name, pm.partition), None)
+            result_topics[name] = TopicMetadata(name, t["ErrorCode"], t["IsInternal"], partitions)
+        self._update_brokers(brokers)
+        self._controller_id = body["ControllerId"]
+        return ClusterMetadata(body["ClusterId"], body["ControllerId"], brokers, result_topics)
+
+    def _update_brokers(self, brokers: dict[int, BrokerMetadata]) -> None:
+        for node_id, conn in list(self._conns.items()):
+            b = brokers.get(node_id)
+            if b is None or (b.host, b.port) != (conn.host, conn.port):
+                conn.close()
+                del self._conns[node_id]
+        self._brokers = brokers
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        """The node id leading ``topic``/``partition`` (metadata refreshed when unknown)."""
+        leader = self._leaders.get((topic, partition))
+        if leader is not None:
+            return leader
+        md = self.metadata([topic])
+        t = md.topics.get(topic)
+        if t is None or t.error:
+            raise KafkaError(
+                t.error if t else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"metadata of topic {topic}"
+            )
+        p = t.partitions.get(partition)
+        if p is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic} has no partition {partition}"
+            )
+        if p.leader < 0:
+            raise KafkaError(
+                p.error or ErrorCode.LEADER_NOT_AVAILABLE, f"topic {topic} partition {partition}"
+            )
+        return p.leader
+
+    def _group_by_leader(self, keys: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in keys:
+            groups.setdefault(self.leader_for(*tp), []).append(tp)
+        return groups
+
+    def _backoff(self) -> None:
+        time.sleep(self.retry_backoff_ms / 1000)
+
+    # --- admin -----------------------------------------------------------------------------------------------
+
+    def create_topics(
+        self,
+        topics: Mapping[str, tuple[int, int]] | Sequence[NewTopic],
+        *,
+        configs: Mapping[str, str | None] | None = None,
+        timeout_ms: int = 60000,
+        validate_only: bool = False,
+    ) -> dict[str, ErrorCode | int]:
+        """Create topics on the controller; return each topic's error code (0 = created).
+
+        ``topics`` maps name -> (partitions, replication factor), or is a list of :class:`NewTopic`;
+        ``configs`` apply to every topic given as a mapping.
+        """
+        if isinstance(topics, Mapping):
+            new = [NewTopic(n, p, r, dict(configs or {})) for n, (p, r) in topics.items()]
+        else:
+            new = list(topics)
+        request = {
+            "Topics": [
+                {
+                    "Name": t.name,
+                    "NumPartitions": t.num_partitions if t.assignments is None else -1,
+                    "ReplicationFactor": t.replication_factor if t.assignments is None else -1,
+                    "Assignments": [
+                        {"PartitionIndex": i, "BrokerIds": list(ids)}
+                        for i, ids in (t.assignments or {}).items()
+                    ],
+                    "Configs": [{"Name": k, "Value": v} for k, v in t.configs.items()],
+                }
+                for t in new
+            ],
+            "timeoutMs": timeout_ms,
+            "validateOnly": validate_only,
+        }
+        for attempt in range(self.retries + 1):
+            if self._controller_id < 0 and not self._brokers:
+                self.metadata([])
+            node = self._controller_id if self._controller_id in self._brokers else None
+            _, body = self._conn(node).request(_CREATE_TOPICS, request)
+            codes = {t["Name"]: _code(t["ErrorCode"]) for t in body["Topics"]}
+            if ErrorCode.NOT_CONTROLLER in codes.values() and attempt < self.retries:
+                self.metadata([])
+                self._backoff()
+                continue
+            return codes
+        raise AssertionError("unreachable")
+
+    def describe_configs(
+        self,
+        topics: Mapping[str, Sequence[str] | None] | Sequence[str],
+        *,
+        resource_type: int = _RESOURCE_TOPIC,
+    ) -> dict[str, dict[str, str | None]]:
+        """Configuration of each named resource (topics by default): name -> {key: value}."""
+        wanted = topics if isinstance(topics, Mapping) else dict.fromkeys(topics)
+        _, body = self._any_conn().request(
+            _DESCRIBE_CONFIGS,
+            {
+                "Resources": [
+                    {
+                        "ResourceType": resource_type,
+                        "ResourceName": name,
+                        "ConfigurationKeys": None if keys is None else list(keys),
+                    }
+                    for name, keys in wanted.items()
+                ]
+            },
+        )
+        out: dict[str, dict[str, str | None]] = {}
+        for r in body["Results"]:
+            if r["ErrorCode"]:
+                raise KafkaError(
+                    r["ErrorCode"], f"describe configs of {r['ResourceName']}: {r['ErrorMessage']}"
+                )
+            out[r["ResourceName"]] = {c["Name"]: c["Value"] for c in r["Configs"]}
+        return out
+
+    def init_producer_id(
+        self,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = -1,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[int, int]:
+        """Obtain ``(producer id, epoch)`` for an idempotent (or, with an id, transactional) producer."""
+        request = {
+            "TransactionalId": transactional_id,
+            "TransactionTimeoutMs": transaction_timeout_ms,
+            "ProducerId": producer_id,
+            "ProducerEpoch": producer_epoch,
+        }
+        for attempt in range(self.retries + 1):
+            node = self._transaction_coordinator(transactional_id) if transactional_id is not None else None
+            _, body = self._conn(node).request(_INIT_PRODUCER_ID, request)
+            code = body["ErrorCode"]
+            if code == ErrorCode.NONE:
+                return body["ProducerId"], body["ProducerEpoch"]
+            if code in _COORDINATOR_ERRORS and attempt < self.retries:
+                self._backoff()
+                continue
+            raise KafkaError(code, f"InitProducerId for transactional id {transactional_id!r}")
+        raise AssertionError("unreachable")
+
+    def _transaction_coordinator(self, transactional_id: str) -> int:
+        conn = self._any_conn()
+        version = conn.version_for(_FIND_COORDINATOR)
+        _, body = conn.request(
+            _FIND_COORDINATOR,
+            {
+                "Key": transactional_id,
+                "KeyType": _COORDINATOR_TRANSACTION,
+                "CoordinatorKeys": [transactional_id],
+            },
+        )
+        found = body["Coordinators"][0] if version >= 4 else body
+        if found["ErrorCode"]:
+            raise KafkaError(found["ErrorCode"], f"FindCoordinator for transactional id {transactional_id!r}")
+        node = found["NodeId"]
+        if node not in self._brokers:
+            self._brokers = {**self._brokers, node: BrokerMetadata(node, found["Host"], found["Port"])}
+        return int(node)
+
+    # --- offsets and fetch -----------------------------------------------------------------------------------
+
+    def list_offsets(
+        self, requests: Mapping[TopicPartition, int], *, isolation_level: int = 0
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Resolve timestamps to offsets: -1 latest, -2 earliest, -3 max timestamp, else a time in ms.
+
+        Returns ``(topic, partition) -> (offset, timestamp)``; raises ``KafkaError`` naming the partition.
+        """
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        todo = dict(requests)
+        for attempt in range(self.retries + 1):
+            retry: dict[TopicPartition, int] = {}
+            last_error: KafkaError | None = None
+            for node, tps in self._group_by_leader(todo).items():
+                conn = self._conn(node)
+                version = conn.version_for(_LIST_OFFSETS)
+                _, body = conn.request(
+                    _LIST_OFFSETS,
+                    {
+                        "ReplicaId": -1,
+                        "IsolationLevel": isolation_level,
+                        "Topics": [
+                            {
+                                "Name": topic,
+                                "Partitions": [
+                                    {"PartitionIndex": p, "Timestamp": ts, "MaxNumOffsets": 1}
+                                    for p, ts in parts
+                                ],
+                            }
+                            for topic, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
+                        ],
+                    },
+                )
+                for t in body["Topics"]:
+                    for p in t["Partitions"]:
+                        tp = (t["Name"], p["PartitionIndex"])
+                        code = p["ErrorCode"]
+                        if code:
+                            err = KafkaError(
+                                code, f"list offsets topic {tp[0]} partition {tp[1]} timestamp {todo.get(tp)}"
+                            )
+                            if code in _REFRESH_ERRORS and attempt < self.retries:
+                                retry[tp] = todo[tp]
+                                self._leaders.pop(tp, None)
+                                last_error = err
+                                continue
+                            raise err
+                        if version == 0:
+                            offsets = p["OldStyleOffsets"]
+                            result[tp] = (offsets[0] if offsets else -1, -1)
+                        else:
+                            result[tp] = (p["Offset"], p["Timestamp"])
+            if not retry:
+                return result
+            todo = retry
+            self._backoff()
+        assert last_error is not None
+        raise last_error
+
+    def fetch(
+        self,
+        requests: Mapping[TopicPartition, int],
+        *,
+        max_bytes: int = 52428800,
+        partition_max_bytes: int = 1048576,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        isolation_level: int = 0,
+    ) -> dict[TopicPartition, FetchResult]:
+        """Fetch raw record batches from each partition's leader, starting at the given offsets.
+
+        Per-partition errors are returned in ``FetchResult.error`` (leader moves are retried once after a
+        metadata refresh first).
+        """
+        results: dict[TopicPartition, FetchResult] = {}
+        todo = dict(requests)
+        for attempt in range(self.retries + 1):
+            retry: dict[TopicPartition, int] = {}
+            for node, tps in self._group_by_leader(todo).items():
+                _, body = self._conn(node).request(
+                    _FETCH,
+                    {
+                        "ReplicaId": -1,
+                        "MaxWaitMs": max_wait_ms,
+                        "MinBytes": min_bytes,
+                        "MaxBytes": max_bytes,
+                        "IsolationLevel": isolation_level,
+                        "SessionId": 0,
+                        "SessionEpoch": -1,
+                        "Topics": [
+                            {
+                                "Topic": topic,
+                                "Partitions": [
+                                    {
+                                        "Partition": p,
+                                        "FetchOffset": offset,
+                                        "PartitionMaxBytes": partition_max_bytes,
+                                    }
+                                    for p, offset in parts
+                                ],
+                            }
+                            for topic, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
+                        ],
+                    },
+                )
+                if body["ErrorCode"]:
+                    raise KafkaError(body["ErrorCode"], f"fetch from node {node}")
+                for t in body["Responses"]:
+                    for p in t["Partitions"]:
+                        tp = (t["Topic"], p["PartitionIndex"])
+                        code = p["ErrorCode"]
+                        if code in _REFRESH_ERRORS and attempt < self.retries:
+                            retry[tp] = todo[tp]
+                            self._leaders.pop(tp, None)
+                            continue
+                        aborted = p["AbortedTransactions"]
+                        results[tp] = FetchResult(
+                            code,
+                            p["HighWatermark"],
+                            p["LastStableOffset"],
+                            p["LogStartOffset"],
+                            p["Records"],
+                            None
+                            if aborted is None
+                            else [(a["ProducerId"], a["FirstOffset"]) for a in aborted],
+                            p["PreferredReadReplica"],
+                        )
+            if not retry:
+                return results
+            todo = retry
+            self._backoff()
+        return results
+
+    # --- produce ---------------------------------------------------------------------------------------------
+
+    def send_produce(
+        self,
+        node_id: int,
+        topic_partitions: Mapping[TopicPartition, bytes | bytearray | memoryview],
+        *,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+    ) -> InFlight:
+        """Write a Produce request to ``node_id`` without waiting; complete it with :meth:`poll_produce`.
+
+        Each value is one magic-2 record batch set (bytes from the record builder), sent as-is.
+        With ``acks=0`` the handle is complete at once (the broker never answers).
+        """
+        conn = self._conn(node_id)
+        corr, version = conn.send(
+            _PRODUCE,
+            {
+                "TransactionalId": transactional_id,
+                "Acks": acks,
+                "TimeoutMs": timeout_ms,
+                "TopicData": [
+                    {
+                        "Name": topic,
+                        "PartitionData": [{"Index": p, "Records": records} for p, records in parts],
+                    }
+                    for topic, parts in _by_topic(topic_partitions.items()).items()
+                ],
+            },
+            expect_response=acks != 0,
+        )
+        return InFlight(conn, corr, version, acks, None, acks == 0)
+
+    def poll_produce(self, in_flight: InFlight) -> dict[TopicPartition, ProduceResult] | None:
+        """Wait for the response to ``in_flight`` (``None`` for acks=0); per-partition errors are in the results."""
+        if in_flight.done:
+            return in_flight.result
+        body = in_flight.connection.receive(in_flight.correlation_id)
+        result: dict[TopicPartition, ProduceResult] = {}
+        for t in body["Responses"]:
+            for p in t["PartitionResponses"]:
+                result[(t["Name"], p["Index"])] = ProduceResult(
+                    p["ErrorCode"],
+                    p["BaseOffset"],
+                    p["LogAppendTimeMs"],
+                    p["LogStartOffset"],
+                    p["ErrorMessage"],
+                    tuple((e["BatchIndex"], e["BatchIndexErrorMessage"]) for e in p["RecordErrors"]),
+                )
+        in_flight.result = result
+        in_flight.done = True
+        return result
+
+    def produce(
+        self,
+        node_id: int,
+        topic_partitions: Mapping[TopicPartition, bytes | bytearray | memoryview],
+        *,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+    ) -> dict[TopicPartition, ProduceResult] | None:
+        """Send one Produce request and wait for its answer (``None`` for acks=0)."""
+        return self.poll_produce(
+            self.send_produce(
+                node_id, topic_partitions, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+            )
+        )
+
+    def produce_pipelined(
+        self,
+        node_id: int,
+        requests: Iterable[Mapping[TopicPartition, bytes | bytearray | memoryview]],
+        *,
+        acks: int,
+        timeout_ms: int,
+        max_in_flight: int = 5,
+        transactional_id: str | None = None,
+    ) -> Iterator[dict[TopicPartition, ProduceResult] | None]:
+        """Send ``requests`` to ``node_id`` keeping up to ``max_in_flight`` unanswered; yield results in order.
+
+        The next request is written before the oldest answer is awaited, so the network and the broker work
+        while this thread waits. Stopping the iteration early leaves the remaining answers unread on the
+        connection; a later request on it reads past them and keeps them until the connection closes.
+        """
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        window: deque[InFlight] = deque()
+        for tps in requests:
+            if len(window) >= max_in_flight:
+                yield self.poll_produce(window.popleft())
+            window.append(
+                self.send_produce(
+                    node_id, tps, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+                )
+            )
+        while window:
+            yield self.poll_produce(window.popleft())
+
+
+def _code(value: int) -> ErrorCode | int:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return value

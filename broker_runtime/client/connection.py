@@ -1,0 +1,258 @@
+"""One blocking TCP connection to one Kafka-protocol broker, with in-order request pipelining.
+
+Protocol facts this relies on: a broker answers the requests of one connection strictly in the order they
+were sent, each response carrying the request's correlation id; a Produce request with ``Acks`` 0 gets no
+response at all. So the connection keeps a FIFO of the requests awaiting an answer, and reading the answer
+to request N decodes (and keeps) the answers to every earlier request first.
+
+Version negotiation: the first request on a new connection is ApiVersions (v3, or the version the broker
+names when it answers UNSUPPORTED_VERSION); afterwards every API is spoken at
+``min(pylog's max, broker's max)``, refused when that is below either side's minimum.
+
+Failures: every socket error, timeout or closed stream closes the connection and raises
+:class:`BrokerConnectionError` (a :class:`~broker_runtime.errors.KafkaError` with code NETWORK_EXCEPTION)
+naming ``host:port``; requests still in flight on it are lost. Bytes that do not decode raise
+``ProtocolError`` and close the connection too.
+
+Not thread-safe: a connection belongs to one thread (the owning :class:`KafkaClient`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
+from broker_runtime.protocol.framing import FrameDecoder
+from broker_runtime.protocol.messages import API_KEYS, decode_response, encode_request_chunks
+
+__all__ = ["BrokerConnection", "BrokerConnectionError"]
+
+_API_VERSIONS_KEY = 18
+_RECV_BYTES = 1 << 16
+#: Responses (fetches) may be large; refuse only absurd sizes.
+_MAX_RESPONSE_BYTES = 1 << 30
+
+
+class BrokerConnectionError(KafkaError):
+    """The TCP connection to a broker failed; the message names ``host:port`` and what happened."""
+
+    def __init__(self, address: str, message: str) -> None:
+        self.address = address
+        self.detail = message
+        super().__init__(ErrorCode.NETWORK_EXCEPTION, f"broker {address}: {message}")
+
+
+class BrokerConnection:
+    """A lazily connected, version-negotiating, pipelining connection to one broker."""
+
+    __slots__ = (
+        "host",
+        "port",
+        "client_id",
+        "timeout_s",
+        "node_id",
+        "_sock",
+        "_frames",
+        "_decoder",
+        "_pending",
+        "_done",
+        "_next_correlation_id",
+        "broker_versions",
+        "_versions",
+    )
+
+    def __init__(
+        self, host: str, port: int, *, client_id: str, timeout_s: float, node_id: int | None = None
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.node_id = node_id
+        self._sock: socket.socket | None = None
+        self._frames: collections.deque[Any] = collections.deque()
+        self._decoder = FrameDecoder(_MAX_RESPONSE_BYTES)
+        self._pending: collections.deque[tuple[int, int, int]] = collections.deque()  # (corr, key, version)
+        self._done: dict[int, dict[str, Any]] = {}
+        self._next_correlation_id = 1
+        #: The broker's advertised ranges, api key -> (min, max); filled on connect.
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._versions: dict[int, int] = {}
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.address}, node={self.node_id}, connected={self.connected})"
+
+    # --- connection lifecycle ----------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the socket and negotiate API versions (no-op when connected)."""
+        if self._sock is not None:
+            return
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        except OSError as e:
+            raise BrokerConnectionError(self.address, f"cannot connect: {e.strerror or e}") from e
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self.timeout_s)
+        self._sock = sock
+        self._frames = collections.deque()
+        self._decoder = FrameDecoder(_MAX_RESPONSE_BYTES)
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        self._pending.clear()
+        self._done.clear()
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _negotiate(self) -> None:
+        version = API_KEYS[_API_VERSIONS_KEY].max_version
+        body = {"ClientSoftwareName": "pylog", "ClientSoftwareVersion": "0.1.0"}
+        for _ in range(2):
+            corr = self._send(_API_VERSIONS_KEY, version, body, expect_response=True)
+            answer = self._receive(corr)
+            if answer["ErrorCode"] == ErrorCode.UNSUPPORTED_VERSION:
+                theirs = {k["ApiKey"]: k["MaxVersion"] for k in answer["ApiKeys"]}
+                version = min(theirs.get(_API_VERSIONS_KEY, 0), version)
+                continue
+            if answer["ErrorCode"] != ErrorCode.NONE:
+                raise KafkaError(answer["ErrorCode"], f"ApiVersions v{version} from broker {self.address}")
+            self.broker_versions = {
+                k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in answer["ApiKeys"]
+            }
+            self._versions = {}
+            return
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_VERSION, f"broker {self.address} refuses every ApiVersions version"
+        )
+
+    def version_for(self, api_key: int) -> int:
+        """The version to speak for ``api_key``: min(ours, the broker's max); refused if below either min."""
+        version = self._versions.get(api_key)
+        if version is not None:
+            return version
+        self.connect()
+        spec = API_KEYS[api_key]
+        theirs = self.broker_versions.get(api_key)
+        if theirs is None:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"broker {self.address} does not support {spec.name} (key {api_key})",
+            )
+        version = min(spec.max_version, theirs[1])
+        if version < max(spec.min_version, theirs[0]):
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"broker {self.address} speaks {spec.name} {theirs[0]}-{theirs[1]}, "
+                f"pylog {spec.min_version}-{spec.max_version}",
+            )
+        self._versions[api_key] = version
+        return version
+
+    # --- requests ----------------------------------------------------------------------------------------
+
+    def send(self, api_key: int, body: Mapping[str, Any], *, expect_response: bool = True) -> tuple[int, int]:
+        """Send a request at the negotiated version; return ``(correlation id, version)``."""
+        version = self.version_for(api_key)
+        return self._send(api_key, version, body, expect_response=expect_response), version
+
+    def request(self, api_key: int, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Send a request and wait for its response; return ``(version, response body)``."""
+        corr, version = self.send(api_key, body)
+        return version, self._receive(corr)
+
+    def receive(self, correlation_id: int) -> dict[str, Any]:
+        """Wait for the response to an earlier :meth:`send` (reading the ones before it first)."""
+        return self._receive(correlation_id)
+
+    def _send(self, api_key: int, version: int, body: Mapping[str, Any], *, expect_response: bool) -> int:
+        if self._sock is None:
+            self.connect()
+        sock = self._sock
+        assert sock is not None
+        corr = self._next_correlation_id
+        self._next_correlation_id = (corr + 1) & 0x7FFFFFFF
+        payload = b"".join(encode_request_chunks(api_key, version, corr, self.client_id, body))
+        try:
+            sock.sendall(payload)
+        except OSError as e:
+            self.close()
+            raise BrokerConnectionError(self.address, f"send failed: {_describe(e)}") from e
+        if expect_response:
+            self._pending.append((corr, api_key, version))
+        return corr
+
+    def _receive(self, correlation_id: int) -> dict[str, Any]:
+        done = self._done.pop(correlation_id, None)
+        if done is not None:
+            return done
+        if not any(p[0] == correlation_id for p in self._pending):
+            raise KafkaError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"no request with correlation id {correlation_id} is awaiting an answer on {self.address}",
+            )
+        while True:
+            expected, api_key, version = self._pending[0]
+            frame = self._read_frame()
+            try:
+                corr, body = decode_response(api_key, version, frame)
+            except ProtocolError:
+                self.close()
+                raise
+            if corr != expected:
+                self.close()
+                raise BrokerConnectionError(
+                    self.address, f"response correlation id {corr} does not match the expected {expected}"
+                )
+            self._pending.popleft()
+            if corr == correlation_id:
+                return body
+            self._done[corr] = body
+
+    def _read_frame(self) -> Any:
+        while not self._frames:
+            sock = self._sock
+            if sock is None:
+                raise BrokerConnectionError(self.address, "connection is closed")
+            try:
+                data = sock.recv(_RECV_BYTES)
+            except OSError as e:
+                self.close()
+                raise BrokerConnectionError(self.address, f"receive failed: {_describe(e)}") from e
+            if not data:
+                self.close()
+                raise BrokerConnectionError(self.address, "connection closed by the broker")
+            try:
+                self._frames.extend(self._decoder.feed(data))
+            except ProtocolError:
+                self.close()
+                raise
+        return self._frames.popleft()
+
+
+def _describe(e: OSError) -> str:
+    if isinstance(e, TimeoutError | socket.timeout):
+        return "timed out"
+    return e.strerror or str(e) or type(e).__name__

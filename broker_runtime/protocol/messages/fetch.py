@@ -1,0 +1,143 @@
+"""Fetch (API key 1): read record batches from topic partitions (consumers and follower replicas).
+
+Versions 0-12 (13+ address topics by id and are not spoken); flexible from 12. ``MaxBytes`` from v3,
+``IsolationLevel`` and per-partition ``LastStableOffset``/``AbortedTransactions`` from v4, ``LogStartOffset``
+from v5, fetch sessions (``SessionId``/``SessionEpoch``, ``ForgottenTopicsData``) from v7 (a broker without
+sessions answers ``SessionId`` 0), ``CurrentLeaderEpoch`` from v9, ``RackId`` and ``PreferredReadReplica`` from
+v11, ``LastFetchedEpoch`` and the tagged ``DivergingEpoch``/``CurrentLeader``/``SnapshotId`` from v12.
+``Records`` decode as zero-copy memoryviews; on encode they may be a list of buffers (concatenated on the wire).
+Definitions mirror Kafka's FetchRequest.json / FetchResponse.json. Immutable; thread-safe.
+"""
+
+from __future__ import annotations
+
+from broker_runtime.protocol.messages.schema import Field, Message
+
+__all__ = ["API_KEY", "REQUEST", "RESPONSE"]
+
+API_KEY = 1
+
+REQUEST = Message(
+    "FetchRequest",
+    api_key=API_KEY,
+    versions="0-12",
+    flexible="12+",
+    fields=[
+        Field("ClusterId", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),
+        Field("ReplicaId", "int32", "0-14", default=-1),
+        Field("MaxWaitMs", "int32", "0+"),
+        Field("MinBytes", "int32", "0+"),
+        Field("MaxBytes", "int32", "3+", default=0x7FFFFFFF),
+        Field("IsolationLevel", "int8", "4+", default=0),
+        Field("SessionId", "int32", "7+", default=0),
+        Field("SessionEpoch", "int32", "7+", default=-1),
+        Field(
+            "Topics",
+            "[]FetchTopic",
+            "0+",
+            fields=[
+                Field("Topic", "string", "0-12"),
+                Field(
+                    "Partitions",
+                    "[]FetchPartition",
+                    "0+",
+                    fields=[
+                        Field("Partition", "int32", "0+"),
+                        Field("CurrentLeaderEpoch", "int32", "9+", default=-1),
+                        Field("FetchOffset", "int64", "0+"),
+                        Field("LastFetchedEpoch", "int32", "12+", default=-1),
+                        Field("LogStartOffset", "int64", "5+", default=-1),
+                        Field("PartitionMaxBytes", "int32", "0+"),
+                    ],
+                ),
+            ],
+        ),
+        Field(
+            "ForgottenTopicsData",
+            "[]ForgottenTopic",
+            "7+",
+            fields=[
+                Field("Topic", "string", "7-12"),
+                Field("Partitions", "[]int32", "7+"),
+            ],
+        ),
+        Field("RackId", "string", "11+", default=""),
+    ],
+)
+
+RESPONSE = Message(
+    "FetchResponse",
+    api_key=API_KEY,
+    versions="0-12",
+    flexible="12+",
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "7+"),
+        Field("SessionId", "int32", "7+", default=0),
+        Field(
+            "Responses",
+            "[]FetchableTopicResponse",
+            "0+",
+            fields=[
+                Field("Topic", "string", "0-12"),
+                Field(
+                    "Partitions",
+                    "[]PartitionData",
+                    "0+",
+                    fields=[
+                        Field("PartitionIndex", "int32", "0+"),
+                        Field("ErrorCode", "int16", "0+"),
+                        Field("HighWatermark", "int64", "0+"),
+                        Field("LastStableOffset", "int64", "4+", default=-1),
+                        Field("LogStartOffset", "int64", "5+", default=-1),
+                        Field(
+                            "DivergingEpoch",
+                            "EpochEndOffset",
+                            "12+",
+                            tag=0,
+                            tagged="12+",
+                            fields=[
+                                Field("Epoch", "int32", "12+", default=-1),
+                                Field("EndOffset", "int64", "12+", default=-1),
+                            ],
+                        ),
+                        Field(
+                            "CurrentLeader",
+                            "LeaderIdAndEpoch",
+                            "12+",
+                            tag=1,
+                            tagged="12+",
+                            fields=[
+                                Field("LeaderId", "int32", "12+", default=-1),
+                                Field("LeaderEpoch", "int32", "12+", default=-1),
+                            ],
+                        ),
+                        Field(
+                            "SnapshotId",
+                            "SnapshotId",
+                            "12+",
+                            tag=2,
+                            tagged="12+",
+                            fields=[
+                                Field("EndOffset", "int64", "0+", default=-1),
+                                Field("Epoch", "int32", "0+", default=-1),
+                            ],
+                        ),
+                        Field(
+                            "AbortedTransactions",
+                            "[]AbortedTransaction",
+                            "4+",
+                            nullable="4+",
+                            fields=[
+                                Field("ProducerId", "int64", "4+"),
+                                Field("FirstOffset", "int64", "4+"),
+                            ],
+                        ),
+                        Field("PreferredReadReplica", "int32", "11+", default=-1),
+                        Field("Records", "records", "0+", nullable="0+"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
