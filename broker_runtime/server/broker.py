@@ -1,0 +1,277 @@
+"""The broker's composition root: builds storage, purgatory, handlers and the listener; starts and stops them.
+
+Lifecycle::
+
+    broker = Broker(BrokerConfig.from_file("conf/broker.properties"))
+    broker.start()            # returns once the listener accepts connections; broker.port is the bound port
+    ...
+    broker.stop()             # stop accepting, close connections, snapshot producer state, LogManager.shutdown()
+
+Threads: ``start()`` runs one event loop in a background thread ("pylog-broker"); every request, storage call,
+timer expiry and periodic task runs on that thread, so none of the broker's state needs a lock. ``start``,
+``stop`` and ``wait`` may be called from any other thread. ``stop`` is idempotent; the clean-shutdown marker is
+written by ``LogManager.shutdown()`` only when every step before it succeeded.
+
+Periodic tasks (Kafka's names): ``log.retention.check.interval.ms`` runs retention;
+``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints and flushes logs whose flush.ms elapsed.
+The delayed-fetch timer is driven by the loop: after a fetch is parked, a callback is scheduled at the timer's
+next expiration (Kafka's reaper thread, without the thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from broker_runtime.purgatory.clock import Clock, SystemClock
+from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
+from broker_runtime.purgatory.timing_wheel import Timer
+from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.dispatcher import Dispatcher
+from broker_runtime.server.network import Connection
+from broker_runtime.server.replica_manager import ReplicaManager
+from broker_runtime.server.topics import TopicManager
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_manager import LogManager
+from broker_runtime.storage.producer_state import ProducerIdManager
+
+__all__ = ["PRODUCER_ID_STATE_FILE", "Broker"]
+
+_log = logging.getLogger(__name__)
+
+#: File in the first log directory recording the last producer id block handed out.
+PRODUCER_ID_STATE_FILE = "producer-id-block.json"
+
+
+class Broker:
+    """One single-node Kafka-protocol broker; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self._clock = clock or SystemClock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._stopped = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._host = config.listener.host
+        self._port = -1
+        self._connections: set[Connection] = set()
+        self._timer_handle: asyncio.TimerHandle | None = None
+        self._timer_due_ms: int | None = None
+        self.ctx: BrokerContext | None = None
+
+    # -- public ---------------------------------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The bound port (valid after ``start``)."""
+        return self._port
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self._host}:{self._port}"
+
+    def start(self, timeout_s: float = 60.0) -> Broker:
+        """Start the loop thread and return once the listener accepts connections (or raise the startup error)."""
+        if self._thread is not None:
+            raise RuntimeError(f"broker already started (listening on {self.bootstrap})")
+        self._thread = threading.Thread(target=self._run, name="pylog-broker", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout_s):
+            raise TimeoutError(f"broker did not start listening within {timeout_s} s")
+        if self._startup_error is not None:
+            self._thread.join(timeout_s)
+            raise self._startup_error
+        return self
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop serving and shut the storage down cleanly; idempotent."""
+        loop, event = self._loop, self._stop_event
+        if loop is not None and event is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                raise TimeoutError(f"broker on {self.bootstrap} did not stop within {timeout_s} s")
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the broker has stopped; True if it did within ``timeout_s``."""
+        return self._stopped.wait(timeout_s)
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- loop thread ----------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as exc:  # reported to start() or logged; the thread must end cleanly
+            if not self._started.is_set():
+                self._startup_error = exc
+            else:
+                _log.exception("broker stopped by an unexpected error")
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            self._stopped.set()
+            self._started.set()
+
+    async def _serve(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        log_config = LogConfig.from_properties(cfg.storage_properties())
+        for directory in cfg.log_dirs:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        logs = LogManager(cfg.log_dirs, log_config)
+        logs.startup()
+        try:
+            await self._serve_with(loop, logs, log_config)
+        except BaseException:
+            logs.close_without_shutdown()
+            raise
+
+    async def _serve_with(
+        self, loop: asyncio.AbstractEventLoop, logs: LogManager, log_config: LogConfig
+    ) -> None:
+        cfg = self.config
+        topics = TopicManager(logs, log_config, default_partitions=cfg.num_partitions)
+        topics.load()
+        replicas = ReplicaManager(topics, wall_ms=lambda: time.time_ns() // 1_000_000)
+        purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
+            "Fetch", Timer(self._clock, name="fetch-purgatory")
+        )
+
+        def wake_fetches(topic: str, partition: int) -> None:
+            purgatory.check_and_complete((topic, partition))
+
+        replicas.set_high_watermark_listener(wake_fetches)
+        producer_ids = ProducerIdManager(Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE)
+        ctx = BrokerContext(
+            config=cfg,
+            topics=topics,
+            replicas=replicas,
+            fetch_purgatory=purgatory,
+            clock=self._clock,
+            loop=loop,
+            next_producer_id=producer_ids.next_id,
+            schedule_timer=self._schedule_timer,
+        )
+        self.ctx = ctx
+        dispatcher = Dispatcher(ctx)
+
+        def connection() -> Connection:
+            conn = Connection(dispatcher, cfg.socket_request_max_bytes, on_close=self._connections.discard)
+            self._connections.add(conn)
+            return conn
+
+        listener = cfg.listener
+        bind_host = listener.host or None
+        server = await loop.create_server(
+            connection, bind_host, listener.port, reuse_address=True, backlog=128
+        )
+        sockname = server.sockets[0].getsockname()
+        self._port = int(sockname[1])
+        if listener.host in ("", "0.0.0.0", "::"):
+            self._host = socket.getfqdn()
+        advertised = cfg.advertised_listener
+        ctx.advertised_host = advertised.host if advertised else self._host
+        ctx.advertised_port = advertised.port if advertised and advertised.port else self._port
+        periodic = [
+            loop.create_task(
+                self._every(cfg.log_retention_check_interval_ms, logs.run_retention, "retention")
+            ),
+            loop.create_task(
+                self._every(
+                    cfg.log_flush_offset_checkpoint_interval_ms, lambda: _checkpoint(logs), "checkpoint"
+                )
+            ),
+        ]
+        _log.info(
+            "broker %d listening on %s:%d, log dirs %s",
+            cfg.node_id,
+            self._host,
+            self._port,
+            list(cfg.log_dirs),
+        )
+        self._started.set()
+        assert self._stop_event is not None
+        try:
+            await self._stop_event.wait()
+        finally:
+            _log.info("broker %d stopping", cfg.node_id)
+            server.close()
+            for conn in list(self._connections):
+                conn.close("broker stopping")
+            for task in periodic:
+                task.cancel()
+            if self._timer_handle is not None:
+                self._timer_handle.cancel()
+            purgatory.shutdown()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 5)
+            replicas.snapshot_producer_state()
+            logs.shutdown()
+            _log.info("broker %d stopped cleanly", cfg.node_id)
+
+    async def _every(self, interval_ms: int, action: Any, name: str) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except Exception:
+                _log.exception("periodic task %s failed", name)
+
+    def _schedule_timer(self) -> None:
+        """Make sure the loop advances the purgatory timer at its next expiration."""
+        ctx, loop = self.ctx, self._loop
+        if ctx is None or loop is None:
+            return
+        due = ctx.fetch_purgatory.next_expiration_ms()
+        if due is None:
+            return
+        if self._timer_handle is not None and self._timer_due_ms is not None and self._timer_due_ms <= due:
+            return
+        if self._timer_handle is not None:
+            self._timer_handle.cancel()
+        delay_s = max(0.0, (due - self._clock.now_ms()) / 1000)
+        self._timer_due_ms = due
+        self._timer_handle = loop.call_later(delay_s, self._fire_timer)
+
+    def _fire_timer(self) -> None:
+        self._timer_handle = None
+        self._timer_due_ms = None
+        ctx = self.ctx
+        if ctx is None:
+            return
+        try:
+            ctx.fetch_purgatory.advance_clock()
+        except RuntimeError:  # shut down meanwhile
+            return
+        self._schedule_timer()
+
+
+def _checkpoint(logs: LogManager) -> None:
+    logs.flush_dirty_logs()
+    logs.checkpoint()

@@ -1,0 +1,290 @@
+"""Broker configuration: Kafka's property names, parsed once into a frozen :class:`BrokerConfig`.
+
+Sources, later wins: built-in defaults (Kafka's where Kafka has one), a ``.properties`` file (Java
+properties syntax: ``key=value`` or ``key: value``, ``#``/``!`` comments, backslash line continuation),
+then explicit overrides (``--override key=value`` on the command line, ``overrides=`` in code).
+
+Invariants:
+  * every value is validated here; a bad value raises :class:`~broker_runtime.errors.ConfigError` naming the
+    key, the value found and what is allowed;
+  * keys this broker does not know are kept (``props``) but reported once through the ``warnings`` tuple, so
+    the CLI can print one warning line each and carry on, as Kafka does;
+  * storage settings (``log.segment.bytes``, ``log.retention.ms``, ...) are not interpreted here: the raw
+    ``props`` go to the storage's ``LogConfig.from_properties``, which owns those names.
+
+Immutable after construction, hence safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_runtime.errors import ConfigError
+
+__all__ = [
+    "BROKER_KEYS",
+    "STORAGE_KEYS",
+    "BrokerConfig",
+    "Listener",
+    "parse_listener",
+    "read_properties",
+]
+
+#: Names this module interprets (with their defaults, as text, Kafka's where Kafka has one).
+BROKER_KEYS: dict[str, str] = {
+    "node.id": "0",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "",
+    "log.dir": "kafka-logs",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "min.insync.replicas": "1",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "compression.type": "producer",
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "cluster.id": "pylog-cluster",
+}
+
+#: Storage names accepted without a warning; interpreted by the storage's LogConfig.
+STORAGE_KEYS: frozenset[str] = frozenset(
+    {
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.roll.jitter.ms",
+        "log.roll.jitter.hours",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.cleanup.policy",
+        "log.index.size.max.bytes",
+        "log.index.interval.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "log.segment.delete.delay.ms",
+        "log.preallocate",
+        "log.message.timestamp.type",
+        "log.message.timestamp.difference.max.ms",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "log.message.format.version",
+        "log.message.downconversion.enable",
+        "num.recovery.threads.per.data.dir",
+        "log.initial.task.delay.ms",
+    }
+)
+
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One ``NAME://host:port`` endpoint. ``port`` 0 means: bind any free port."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listener(key: str, text: str) -> Listener:
+    """Parse the first entry of a Kafka ``listeners`` value; only PLAINTEXT is supported."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    if not entries:
+        raise ConfigError(f"{key}={text!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+    if len(entries) > 1:
+        raise ConfigError(f"{key}={text!r}: {len(entries)} listeners given; this broker serves exactly one")
+    match = _LISTENER.match(entries[0])
+    if match is None:
+        raise ConfigError(f"{key}={text!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+    name = match["name"].upper()
+    if name != "PLAINTEXT":
+        raise ConfigError(f"{key}={text!r}: listener {name} is not supported; only PLAINTEXT is")
+    port = int(match["port"])
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{key}={text!r}: port {port} is outside 0..65535")
+    host = match["host"].strip("[]")
+    return Listener(name, host, port)
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a Java ``.properties`` file (the subset Kafka's config files use) into a dict."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+    props: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_property(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+    if match is None:
+        return line.strip(), ""
+    return match.group(1), match.group(2).strip()
+
+
+def _int(props: Mapping[str, str], key: str, *, minimum: int | None = None) -> int:
+    text = props.get(key, BROKER_KEYS.get(key, "")).strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{key}={text!r}: expected an integer") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key}={value}: must be >= {minimum}")
+    return value
+
+
+def _bool(props: Mapping[str, str], key: str) -> bool:
+    text = props.get(key, BROKER_KEYS.get(key, "")).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key}={text!r}: expected true or false")
+    return text == "true"
+
+
+_COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The broker's settings (see :data:`BROKER_KEYS` for names and defaults).
+
+    ``props`` holds every key given (file + overrides), including storage keys and unknown ones;
+    ``warnings`` lists one human-readable line per unknown key.
+    """
+
+    node_id: int = 0
+    listener: Listener = field(default_factory=lambda: Listener("PLAINTEXT", "127.0.0.1", 9092))
+    advertised_listener: Listener | None = None
+    log_dirs: tuple[str, ...] = ("kafka-logs",)
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    min_insync_replicas: int = 1
+    message_max_bytes: int = 1048588
+    socket_request_max_bytes: int = 104857600
+    compression_type: str = "producer"
+    log_retention_check_interval_ms: int = 300000
+    log_flush_offset_checkpoint_interval_ms: int = 60000
+    cluster_id: str = "pylog-cluster"
+    props: Mapping[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_properties(
+        cls,
+        props: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | Iterable[str] | None = None,
+    ) -> BrokerConfig:
+        """Build from a property mapping plus overrides (a mapping or ``key=value`` strings)."""
+        merged: dict[str, str] = dict(props or {})
+        merged.update(_overrides_dict(overrides))
+        return cls._build(merged)
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        overrides: Mapping[str, str] | Iterable[str] | None = None,
+    ) -> BrokerConfig:
+        """Read a ``.properties`` file, then apply overrides."""
+        return cls.from_properties(read_properties(path), overrides)
+
+    @classmethod
+    def _build(cls, props: dict[str, str]) -> BrokerConfig:
+        warnings = tuple(
+            f"unknown config key {key!r} (value {value!r}) is ignored"
+            for key, value in sorted(props.items())
+            if key not in BROKER_KEYS and key not in STORAGE_KEYS
+        )
+        listener = parse_listener("listeners", props.get("listeners", BROKER_KEYS["listeners"]))
+        advertised_text = props.get("advertised.listeners", "").strip()
+        advertised = parse_listener("advertised.listeners", advertised_text) if advertised_text else None
+        dirs_text = props.get("log.dirs", "").strip() or props.get("log.dir", BROKER_KEYS["log.dir"]).strip()
+        log_dirs = tuple(d.strip() for d in dirs_text.split(",") if d.strip())
+        if not log_dirs:
+            raise ConfigError(f"log.dirs={dirs_text!r}: at least one directory is required")
+        compression = props.get("compression.type", "producer").strip().lower()
+        if compression not in _COMPRESSION_TYPES:
+            raise ConfigError(
+                f"compression.type={compression!r}: expected one of {', '.join(_COMPRESSION_TYPES)}"
+            )
+        if compression != "producer":
+            raise ConfigError(
+                f"compression.type={compression!r}: only 'producer' (keep the producer's codec) is implemented; "
+                "broker-side recompression is not"
+            )
+        cluster_id = props.get("cluster.id", BROKER_KEYS["cluster.id"]).strip()
+        if not cluster_id:
+            raise ConfigError("cluster.id='': must not be empty")
+        return cls(
+            node_id=_int(props, "node.id", minimum=0),
+            listener=listener,
+            advertised_listener=advertised,
+            log_dirs=log_dirs,
+            num_partitions=_int(props, "num.partitions", minimum=1),
+            default_replication_factor=_int(props, "default.replication.factor", minimum=1),
+            auto_create_topics_enable=_bool(props, "auto.create.topics.enable"),
+            min_insync_replicas=_int(props, "min.insync.replicas", minimum=1),
+            message_max_bytes=_int(props, "message.max.bytes", minimum=0),
+            socket_request_max_bytes=_int(props, "socket.request.max.bytes", minimum=1),
+            compression_type=compression,
+            log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", minimum=1),
+            log_flush_offset_checkpoint_interval_ms=_int(
+                props, "log.flush.offset.checkpoint.interval.ms", minimum=1
+            ),
+            cluster_id=cluster_id,
+            props=dict(props),
+            warnings=warnings,
+        )
+
+    def storage_properties(self) -> dict[str, str]:
+        """The properties handed to the storage's ``LogConfig.from_properties`` (log.dirs resolved)."""
+        out = dict(self.props)
+        out["log.dirs"] = ",".join(self.log_dirs)
+        out.setdefault("message.max.bytes", str(self.message_max_bytes))
+        out.setdefault("compression.type", self.compression_type)
+        out.setdefault("min.insync.replicas", str(self.min_insync_replicas))
+        return out
+
+
+def _overrides_dict(overrides: Mapping[str, str] | Iterable[str] | None) -> dict[str, str]:
+    if overrides is None:
+        return {}
+    if isinstance(overrides, Mapping):
+        return {str(k): str(v) for k, v in overrides.items()}
+    out: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,52 @@
+"""What a request handler may use: the broker's state, gathered in one :class:`BrokerContext`.
+
+The broker (``broker.py``) builds one context at start and passes it to every handler call. Handlers are plain
+functions ``handle(ctx, header, body) -> HandlerResult`` (one module per API key under ``handlers/``); they
+never touch sockets. A handler returns the response body as a dict (Kafka's CamelCase field names), ``None``
+for "send no response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an
+``asyncio.Future`` that resolves to one of those later (delayed fetch).
+
+Thread-safety: the context and everything it holds is used from the event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker_runtime.purgatory.clock import Clock
+from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
+from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.network import CLOSE
+from broker_runtime.server.replica_manager import ReplicaManager
+from broker_runtime.server.topics import TopicManager
+
+__all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult"]
+
+#: Returned by a handler that refuses to answer: the connection is closed (one log line says why).
+CLOSE_CONNECTION = CLOSE
+
+HandlerResult = Any  # dict[str, Any] | None | CLOSE | asyncio.Future[dict[str, Any] | None | CLOSE]
+
+
+@dataclass
+class BrokerContext:
+    """Shared broker state for handlers; see the module docstring."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    replicas: ReplicaManager
+    fetch_purgatory: DelayedOperationPurgatory[Any]
+    clock: Clock
+    loop: asyncio.AbstractEventLoop
+    next_producer_id: Callable[[], int]
+    #: host and port written into Metadata/FindCoordinator answers (the bound port when listeners said 0).
+    advertised_host: str = "127.0.0.1"
+    advertised_port: int = 0
+    #: Wall-clock milliseconds (record timestamps, LogAppendTime); monotonic time comes from ``clock``.
+    wall_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+    #: Called after the high watermark of (topic, partition) moved: wakes delayed fetches.
+    schedule_timer: Callable[[], None] = field(default=lambda: None)

@@ -1,0 +1,106 @@
+"""Request dispatch: decode a frame, route it to the handler of its API key, encode the answer.
+
+Bad input, decided here (Kafka's ``SocketServer``/``RequestContext`` behaviour):
+  * malformed or truncated header or body (``ProtocolError``): log one line, close the connection;
+  * an unknown API key, or a version outside the advertised range: log one line, close the connection
+    (Kafka cannot even parse such a request, so it cannot answer it);
+  * except ApiVersions of an unknown (newer) version: answered with a v0 body carrying UNSUPPORTED_VERSION and
+    the ApiVersions range, so the client can retry with a version we speak (KIP-511).
+
+Responses are encoded as a list of chunks (size prefix first), so fetched record buffers are written to the
+socket without being copied into one response buffer. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from broker_runtime.errors import ProtocolError, UnsupportedVersionError
+from broker_runtime.protocol.messages import RequestHeader, decode_request, encode_response_chunks
+from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
+from broker_runtime.server.handlers import api_versions, handler_table, supported_versions
+from broker_runtime.server.network import CLOSE, Connection
+
+__all__ = ["Dispatcher"]
+
+_log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Callable ``(frame, connection) -> response``, the :class:`~broker_runtime.server.network.RequestHandler`."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        self._handlers = handler_table()
+        self._versions = supported_versions()
+
+    def __call__(self, frame: memoryview, connection: Connection) -> Any:
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            bad: RequestHeader | None = getattr(exc, "header", None)
+            if bad is not None and bad.api_key == api_versions.API_KEY:
+                _log.info(
+                    "client %r at %s sent ApiVersions v%d; answering UNSUPPORTED_VERSION",
+                    bad.client_id,
+                    connection.peer,
+                    bad.api_version,
+                )
+                return encode_response_chunks(
+                    api_versions.API_KEY, 0, bad.correlation_id, api_versions.unsupported_version_body()
+                )
+            _log.warning("closing connection %s: unsupported request: %s", connection.peer, exc)
+            return CLOSE
+        except ProtocolError as exc:
+            _log.warning("closing connection %s: malformed request: %s", connection.peer, exc)
+            return CLOSE
+        handler = self._handlers.get(header.api_key)
+        lo, hi = self._versions.get(header.api_key, (0, -1))
+        if handler is None or not lo <= header.api_version <= hi:
+            _log.warning(
+                "closing connection %s: API key %d version %d is not served (client %r)",
+                connection.peer,
+                header.api_key,
+                header.api_version,
+                header.client_id,
+            )
+            return CLOSE
+        result = handler(self._ctx, header, body)
+        if isinstance(result, asyncio.Future):
+            return self._encode_later(header, result)
+        return self._encode(header, result)
+
+    def _encode(self, header: RequestHeader, result: Any) -> Any:
+        if result is None or result is CLOSE_CONNECTION:
+            return result
+        return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
+
+    def _encode_later(self, header: RequestHeader, pending: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        encoded: asyncio.Future[Any] = self._ctx.loop.create_future()
+
+        def done(fut: asyncio.Future[Any]) -> None:
+            if encoded.done():
+                return
+            if fut.cancelled():
+                encoded.cancel()
+                return
+            exc = fut.exception()
+            if exc is not None:
+                encoded.set_exception(exc)
+                return
+            try:
+                encoded.set_result(self._encode(header, fut.result()))
+            except Exception as err:  # encoding bug: surfaces as one closed connection
+                encoded.set_exception(err)
+
+        pending.add_done_callback(done)
+
+        def abandon(fut: asyncio.Future[Any]) -> None:
+            # The connection dropped the encoded future: resolve the handler's so its operation finishes.
+            if fut.cancelled() and not pending.done():
+                pending.cancel()
+
+        encoded.add_done_callback(abandon)
+        return encoded

@@ -1,0 +1,51 @@
+"""One request handler module per Kafka API key, and the table the dispatcher routes by.
+
+Every handler module defines ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` (the range this broker advertises
+in ApiVersions: exactly what it answers) and ``handle(ctx, header, body)``; see
+:mod:`broker_runtime.server.context` for the result protocol. Handlers are stateless functions; state lives in
+the :class:`~broker_runtime.server.context.BrokerContext`. Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from broker_runtime.server.handlers import (
+    api_versions,
+    create_topics,
+    describe_configs,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+
+__all__ = ["HANDLER_MODULES", "Handler", "handler_table", "supported_versions"]
+
+Handler = Callable[..., Any]
+
+HANDLER_MODULES: tuple[ModuleType, ...] = (
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    find_coordinator,
+    api_versions,
+    create_topics,
+    init_producer_id,
+    describe_configs,
+)
+
+
+def handler_table() -> dict[int, Handler]:
+    """API key -> handle function."""
+    return {m.API_KEY: m.handle for m in HANDLER_MODULES}
+
+
+def supported_versions() -> dict[int, tuple[int, int]]:
+    """API key -> (min, max) version this broker answers, as advertised in ApiVersions."""
+    return {m.API_KEY: (m.MIN_VERSION, m.MAX_VERSION) for m in HANDLER_MODULES}

@@ -1,0 +1,42 @@
+"""ApiVersions (key 18, v0-4): the API keys and version ranges this broker answers.
+
+The advertised ranges are exactly those of the handler modules (``handlers.supported_versions()``), so a
+client never picks a version the broker then refuses. Responses always use response header v0 (the codec does
+that). A request of a newer version than 4 never reaches this handler: the dispatcher answers it with a v0 body
+carrying UNSUPPORTED_VERSION and the ApiVersions range only, as Kafka does (KIP-511).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle", "unsupported_version_body", "version_list"]
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def version_list() -> list[dict[str, int]]:
+    from broker_runtime.server.handlers import supported_versions
+
+    return [
+        {"ApiKey": key, "MinVersion": lo, "MaxVersion": hi}
+        for key, (lo, hi) in sorted(supported_versions().items())
+    ]
+
+
+def unsupported_version_body() -> dict[str, Any]:
+    """The v0 body answering an ApiVersions request of a version this broker does not know."""
+    return {
+        "ErrorCode": ErrorCode.UNSUPPORTED_VERSION,
+        "ApiKeys": [{"ApiKey": API_KEY, "MinVersion": MIN_VERSION, "MaxVersion": MAX_VERSION}],
+    }
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    return {"ErrorCode": ErrorCode.NONE, "ApiKeys": version_list(), "ThrottleTimeMs": 0}

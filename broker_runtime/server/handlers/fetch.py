@@ -1,0 +1,168 @@
+"""Fetch (key 1, v4-12): committed records from the high watermark down, with min bytes / max wait.
+
+Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
+  * sessionless only: SessionId 0 is answered with SessionId 0 ("no session"), so clients keep sending full
+    fetches; any other SessionId gets FETCH_SESSION_ID_NOT_FOUND;
+  * partitions are read in request order; each reads at most ``PartitionMaxBytes`` and the whole response at
+    most ``MaxBytes``, except that the first partition returning data returns at least one whole batch
+    (``min_one_batch``), so a batch larger than the limits never blocks a consumer;
+  * reads stop at the high watermark; isolation levels are equal (no transactions: LSO = HW);
+    AbortedTransactions is null;
+  * a fetch offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch newer than
+    ours (0) gets UNKNOWN_LEADER_EPOCH;
+  * the fetch answers at once when MaxWaitMs <= 0, enough bytes (>= MinBytes) are there, or a partition has an
+    error; otherwise a :class:`DelayedFetch` waits in the fetch purgatory, watched by every partition, until an
+    append brings enough bytes (``check_and_complete`` from the ReplicaManager) or MaxWaitMs expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NamedTuple
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.purgatory.delayed_operation import DelayedOperation
+from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.replica_manager import LEADER_EPOCH, ReadResult
+
+__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "DelayedFetch", "handle"]
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 12
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+
+
+class _PartitionFetch(NamedTuple):
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+def _read_all(
+    ctx: BrokerContext, parts: list[_PartitionFetch], max_bytes: int
+) -> tuple[list[ReadResult], int, bool]:
+    """Read every partition within the limits; returns (results, total bytes, any error)."""
+    remaining = max_bytes
+    total = 0
+    any_error = False
+    results: list[ReadResult] = []
+    replicas = ctx.replicas
+    for part in parts:
+        if part.current_leader_epoch > LEADER_EPOCH:
+            hw = replicas.high_watermark(part.topic, part.partition)
+            results.append(ReadResult(ErrorCode.UNKNOWN_LEADER_EPOCH, b"", -1 if hw is None else hw, -1))
+            any_error = True
+            continue
+        limit = min(part.max_bytes, remaining)
+        if limit <= 0 and total > 0:
+            hw = replicas.high_watermark(part.topic, part.partition)
+            if hw is not None:
+                results.append(ReadResult(ErrorCode.NONE, b"", hw, -1))
+                continue
+        result = replicas.read(
+            part.topic, part.partition, part.fetch_offset, max(limit, 0), min_one_batch=total == 0
+        )
+        if result.error:
+            any_error = True
+        size = result.size
+        total += size
+        remaining -= size
+        results.append(result)
+    return results, total, any_error
+
+
+def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResult]) -> dict[str, Any]:
+    topics: list[dict[str, Any]] = []
+    for part, result in zip(parts, results, strict=True):
+        if not topics or topics[-1]["Topic"] != part.topic:
+            topics.append({"Topic": part.topic, "Partitions": []})
+        entries: list[dict[str, Any]] = topics[-1]["Partitions"]
+        entries.append(
+            {
+                "PartitionIndex": part.partition,
+                "ErrorCode": result.error,
+                "HighWatermark": result.high_watermark,
+                "LastStableOffset": result.high_watermark,
+                "LogStartOffset": result.log_start_offset,
+                "AbortedTransactions": None,
+                "PreferredReadReplica": -1,
+                "Records": result.records if result.records is not None else b"",
+            }
+        )
+    return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "SessionId": 0, "Responses": topics}
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for MinBytes of new data or MaxWaitMs; completes its future exactly once."""
+
+    __slots__ = ("_ctx", "_future", "_max_bytes", "_min_bytes", "_parts", "_results", "_version")
+
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        version: int,
+        parts: list[_PartitionFetch],
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        future: asyncio.Future[Any],
+    ) -> None:
+        super().__init__(max_wait_ms)
+        self._ctx = ctx
+        self._version = version
+        self._parts = parts
+        self._min_bytes = min_bytes
+        self._max_bytes = max_bytes
+        self._future = future
+        self._results: list[ReadResult] | None = None
+
+    def try_complete(self) -> bool:
+        if self._future.done():  # the connection went away: nothing to wait for
+            return self.force_complete()
+        results, total, any_error = _read_all(self._ctx, self._parts, self._max_bytes)
+        if any_error or total >= self._min_bytes:
+            self._results = results
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        results = self._results
+        if results is None:
+            results, _, _ = _read_all(self._ctx, self._parts, self._max_bytes)
+        if not self._future.done():
+            self._future.set_result(_response(self._version, self._parts, results))
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
+    version = header.api_version
+    if body["SessionId"] != 0:
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": FETCH_SESSION_ID_NOT_FOUND,
+            "SessionId": 0,
+            "Responses": [],
+        }
+    parts = [
+        _PartitionFetch(
+            t["Topic"], p["Partition"], p["FetchOffset"], p["PartitionMaxBytes"], p["CurrentLeaderEpoch"]
+        )
+        for t in body["Topics"]
+        for p in t["Partitions"]
+    ]
+    max_bytes = body["MaxBytes"]
+    min_bytes = body["MinBytes"]
+    max_wait = body["MaxWaitMs"]
+    results, total, any_error = _read_all(ctx, parts, max_bytes)
+    if max_wait <= 0 or not parts or total >= min_bytes or any_error:
+        return _response(version, parts, results)
+    future: asyncio.Future[Any] = ctx.loop.create_future()
+    op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future)
+    keys = {(p.topic, p.partition) for p in parts}
+    if not ctx.fetch_purgatory.try_complete_else_watch(op, keys):
+        ctx.schedule_timer()
+    return future

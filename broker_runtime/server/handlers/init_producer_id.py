@@ -1,0 +1,45 @@
+"""InitProducerId (key 22, v0-4): producer ids for idempotent (non-transactional) producers.
+
+As Kafka's coordinator does for a null transactional id, every call gets a fresh producer id (from the
+persistent ``ProducerIdManager`` blocks) with epoch 0, whatever ProducerId/ProducerEpoch it carried.
+Transactional ids are refused with INVALID_REQUEST (and a log line): there is no transaction coordinator yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+
+_log = logging.getLogger(__name__)
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    txn_id = body["TransactionalId"]
+    if txn_id is not None:
+        _log.warning(
+            "InitProducerId from client %r with transactional id %r refused: transactions are not supported",
+            header.client_id,
+            txn_id,
+        )
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": ErrorCode.INVALID_REQUEST,
+            "ProducerId": -1,
+            "ProducerEpoch": -1,
+        }
+    return {
+        "ThrottleTimeMs": 0,
+        "ErrorCode": ErrorCode.NONE,
+        "ProducerId": ctx.next_producer_id(),
+        "ProducerEpoch": 0,
+    }

@@ -1,0 +1,85 @@
+"""ListOffsets (key 2, v0-8): offsets by timestamp, and the special timestamps.
+
+  -1 LATEST          the high watermark (= last stable offset: no transactions), timestamp -1
+  -2 EARLIEST        the log start offset, timestamp -1
+  -3 MAX_TIMESTAMP   (v7+) the offset and timestamp of the record batch with the largest timestamp
+  -4 EARLIEST_LOCAL  (v8+) the log start offset (no tiered storage)
+  t >= 0             the first offset whose timestamp is >= t (time index), or offset -1/timestamp -1
+v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry leader epoch 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.replica_manager import LEADER_EPOCH
+
+__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+
+API_KEY = 2
+MIN_VERSION = 0
+MAX_VERSION = 8
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+def _lookup(log: Any, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) answering ``timestamp`` on ``log``, or None when there is no such offset."""
+    if timestamp == LATEST:
+        return log.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return log.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    elif timestamp >= 0:
+        found = log.offset_for_timestamp(timestamp)
+    else:
+        return None
+    if found is None:
+        return None
+    offset, ts = found[0], found[1]
+    if offset >= log.high_watermark:
+        return None
+    return offset, ts
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    version = header.api_version
+    topics_out: list[dict[str, Any]] = []
+    for topic in body["Topics"]:
+        name = topic["Name"]
+        parts_out: list[dict[str, Any]] = []
+        for part in topic["Partitions"]:
+            index = part["PartitionIndex"]
+            log = ctx.topics.get_log(name, index)
+            entry: dict[str, Any] = {"PartitionIndex": index, "OldStyleOffsets": []}
+            if log is None:
+                entry.update(
+                    ErrorCode=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, Timestamp=-1, Offset=-1, LeaderEpoch=-1
+                )
+            elif part["CurrentLeaderEpoch"] > LEADER_EPOCH:
+                entry.update(
+                    ErrorCode=ErrorCode.UNKNOWN_LEADER_EPOCH, Timestamp=-1, Offset=-1, LeaderEpoch=-1
+                )
+            else:
+                found = _lookup(log, part["Timestamp"])
+                if found is None:
+                    entry.update(ErrorCode=ErrorCode.NONE, Timestamp=-1, Offset=-1, LeaderEpoch=-1)
+                else:
+                    entry.update(
+                        ErrorCode=ErrorCode.NONE,
+                        Timestamp=found[1],
+                        Offset=found[0],
+                        LeaderEpoch=LEADER_EPOCH,
+                    )
+                    if version == 0:
+                        entry["OldStyleOffsets"] = [found[0]]
+            parts_out.append(entry)
+        topics_out.append({"Name": name, "Partitions": parts_out})
+    return {"ThrottleTimeMs": 0, "Topics": topics_out}

@@ -1,0 +1,213 @@
+"""The listener and its connections: asyncio, one event-loop thread, one :class:`Connection` per client socket.
+
+Design (Kafka's ``SocketServer`` processor, single-threaded):
+  * bytes arrive in :meth:`Connection.data_received`, the :class:`~broker_runtime.protocol.framing.FrameDecoder`
+    cuts them into frames (int32 size prefix stripped; frames above ``socket.request.max.bytes`` are refused);
+  * frames are queued and handed to the dispatcher strictly one at a time, in arrival order. A request the
+    dispatcher cannot answer at once (a delayed fetch, later a delayed produce) returns an ``asyncio.Future``;
+    the connection is then *muted* (Kafka mutes a channel while a request is in flight): later frames wait in
+    the queue until the future resolves. So pipelined requests are answered in order by construction;
+  * backpressure: reading pauses while more than :data:`MAX_QUEUED_FRAMES` frames wait, or while the transport's
+    write buffer is above its high-water mark (a slow consumer), and resumes when both drain;
+  * bad input (garbage, truncated or oversized frames, unknown API key or version) is the dispatcher's to judge:
+    it answers an error or tells the connection to close. Either way exactly that one connection is affected
+    and one log line says why.
+
+Thread-safety: every method runs on the event-loop thread; nothing here is shared with other threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from broker_runtime.errors import ProtocolError
+from broker_runtime.protocol.framing import FrameDecoder
+
+__all__ = [
+    "CLOSE",
+    "MAX_QUEUED_FRAMES",
+    "Connection",
+    "RequestHandler",
+    "Response",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Frames a connection may queue while muted before reading from its socket pauses.
+MAX_QUEUED_FRAMES = 64
+
+
+class _Close:
+    """Sentinel: the request cannot be answered; close the connection (reason already logged)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CLOSE"
+
+
+CLOSE = _Close()
+
+#: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
+#: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
+Response = Any
+
+
+class RequestHandler(Protocol):
+    def __call__(self, frame: memoryview, connection: Connection) -> Any: ...
+
+
+class Connection(asyncio.Protocol):
+    """One client socket: framing, in-order request processing, response writing."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        max_frame_bytes: int,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._handler = handler
+        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self._on_close = on_close
+        self._queue: deque[memoryview] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._in_flight: asyncio.Future[Any] | None = None
+        self._write_paused = False
+        self._read_paused = False
+        self._closing = False
+        self.peer = "?"
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolError as exc:
+            self.close(f"bad frame: {exc}")
+            return
+        for frame in frames:
+            self._queue.append(memoryview(frame))
+        self._process()
+
+    def eof_received(self) -> bool | None:
+        # The client half-closed: answer what is queued is pointless for a disconnected peer; just close.
+        self._closing = True
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._queue.clear()
+        self._transport = None
+        if self._in_flight is not None and not self._in_flight.done():
+            # Nobody will read the answer: cancelling lets the delayed operation finish at its next check.
+            self._in_flight.cancel()
+        self._in_flight = None
+        if self._decoder_has_partial():
+            _log.info("connection %s closed mid-request (partial frame discarded)", self.peer)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        self._process()
+
+    # -- processing ---------------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return not self._closing and self._transport is not None
+
+    def close(self, reason: str) -> None:
+        """Close this connection (after flushing what was already written) and log one line why."""
+        if self._closing:
+            return
+        self._closing = True
+        self._queue.clear()
+        _log.warning("closing connection %s: %s", self.peer, reason)
+        if self._transport is not None:
+            self._transport.close()
+
+    def _process(self) -> None:
+        while self._queue and self._in_flight is None and not self._closing and not self._write_paused:
+            frame = self._queue.popleft()
+            try:
+                result = self._handler(frame, self)
+            except Exception:  # a handler bug must cost one connection, never the broker
+                _log.exception("connection %s: unexpected error while handling a request", self.peer)
+                self.close("internal error while handling a request (see the traceback above)")
+                return
+            if isinstance(result, asyncio.Future):
+                if result.done():
+                    self._emit(result.result())
+                else:
+                    self._in_flight = result
+                    result.add_done_callback(self._on_in_flight_done)
+            else:
+                self._emit(result)
+        self._update_reading()
+
+    def _on_in_flight_done(self, future: asyncio.Future[Any]) -> None:
+        if future is not self._in_flight:
+            return
+        self._in_flight = None
+        if self._closing:
+            return
+        if future.cancelled():
+            self.close("a delayed request was cancelled (broker stopping)")
+            return
+        exc = future.exception()
+        if exc is not None:
+            _log.error("connection %s: delayed request failed", self.peer, exc_info=exc)
+            self.close("internal error while completing a delayed request")
+            return
+        self._emit(future.result())
+        self._process()
+
+    def _emit(self, result: Any) -> None:
+        if result is None:
+            return
+        if result is CLOSE:
+            self.close("request refused (see the previous log line)")
+            return
+        if self._transport is not None:
+            if isinstance(result, list):
+                self._transport.writelines(result)
+            else:
+                self._transport.write(result)
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closing:
+            return
+        should_pause = self._write_paused or len(self._queue) > MAX_QUEUED_FRAMES
+        if should_pause and not self._read_paused:
+            self._read_paused = True
+            transport.pause_reading()
+        elif not should_pause and self._read_paused:
+            self._read_paused = False
+            transport.resume_reading()
+
+    def _decoder_has_partial(self) -> bool:
+        pending = getattr(self._decoder, "buffered_bytes", None)
+        if pending is None:
+            return False
+        value = pending() if callable(pending) else pending
+        return bool(value)

@@ -1,0 +1,146 @@
+"""Topics of this single-node broker: names, partition counts, per-topic configs, creation.
+
+The truth lives in the storage (one log directory per partition, topic overrides kept by the LogManager);
+this class keeps an in-memory map ``topic -> partition count`` rebuilt from ``LogManager.all_logs()`` at start
+and updated on every creation, plus a cache of each topic's effective :class:`LogConfig`.
+
+Topic name rules are Kafka's (``org.apache.kafka.common.internals.Topic``): 1..249 characters of
+``[a-zA-Z0-9._-]``, not ``.`` or ``..``; a name that equals an existing one after mapping ``.`` to ``_`` collides.
+
+Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
+Thread-safety: event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_manager import LogManager
+
+__all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
+
+_log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class TopicError(KafkaError):
+    """A topic operation failed with a Kafka error code (``code``) and a message for the client."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(code, message)
+        self.detail = message
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why ``name`` is not a legal topic name, or None when it is."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return f"Topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+    if not _LEGAL_NAME.match(name):
+        return f"Topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+class TopicManager:
+    """Topic names and partition counts over a :class:`LogManager`; see the module docstring."""
+
+    def __init__(self, logs: LogManager, log_config: LogConfig, *, default_partitions: int) -> None:
+        self._logs = logs
+        self._log_config = log_config
+        self._default_partitions = default_partitions
+        self._partitions: dict[str, int] = {}
+        self._configs: dict[str, LogConfig] = {}
+        self._logs_by_tp: dict[tuple[str, int], Any] = {}
+
+    def load(self) -> None:
+        """Rebuild the topic map from the logs the storage recovered."""
+        self._partitions.clear()
+        self._logs_by_tp.clear()
+        for log in self._logs.all_logs().values():
+            self._logs_by_tp[(log.topic, log.partition)] = log
+            self._partitions[log.topic] = max(self._partitions.get(log.topic, 0), log.partition + 1)
+
+    # -- queries ------------------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted(self._partitions)
+
+    def partition_count(self, topic: str) -> int | None:
+        return self._partitions.get(topic)
+
+    def get_log(self, topic: str, partition: int) -> Any | None:
+        """The PartitionLog of (topic, partition), or None when it does not exist."""
+        return self._logs_by_tp.get((topic, partition))
+
+    def config(self, topic: str) -> LogConfig:
+        """The topic's effective log config (broker defaults + its overrides)."""
+        cfg = self._configs.get(topic)
+        if cfg is None:
+            overrides = self._logs.topic_overrides(topic) or {}
+            cfg = self._log_config.with_topic_overrides(overrides) if overrides else self._log_config
+            self._configs[topic] = cfg
+        return cfg
+
+    def overrides(self, topic: str) -> dict[str, str]:
+        return dict(self._logs.topic_overrides(topic) or {})
+
+    # -- creation -----------------------------------------------------------------------------------------
+
+    def check_new(self, name: str, num_partitions: int, overrides: Mapping[str, str]) -> LogConfig:
+        """Validate a creation without doing it; returns the would-be config or raises :class:`TopicError`."""
+        problem = topic_name_error(name)
+        if problem is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in self._partitions:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        folded = name.replace(".", "_")
+        for existing in self._partitions:
+            if existing.replace(".", "_") == folded:
+                raise TopicError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {existing}",
+                )
+        if num_partitions <= 0:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Number of partitions must be larger than 0, got {num_partitions}.",
+            )
+        codec = overrides.get("compression.type", "producer")
+        if codec != "producer":
+            raise TopicError(
+                ErrorCode.INVALID_CONFIG,
+                f"compression.type={codec!r} for topic {name}: only 'producer' is implemented (no broker-side recompression)",
+            )
+        try:
+            return self._log_config.with_topic_overrides(dict(overrides)) if overrides else self._log_config
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    def create(self, name: str, num_partitions: int, overrides: Mapping[str, str] | None = None) -> None:
+        """Create the topic's partition logs (validated first); raises :class:`TopicError`."""
+        overrides = dict(overrides or {})
+        self.check_new(name, num_partitions, overrides)
+        for partition in range(num_partitions):
+            log = self._logs.create_log(name, partition, overrides)
+            self._logs_by_tp[(name, partition)] = log
+        self._partitions[name] = num_partitions
+        self._configs.pop(name, None)
+        _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
+
+    def auto_create(self, name: str) -> ErrorCode:
+        """Create ``name`` with the broker defaults (auto.create.topics.enable); NONE or the error code."""
+        try:
+            self.create(name, self._default_partitions)
+        except TopicError as exc:
+            return ErrorCode(exc.code)
+        return ErrorCode.NONE

@@ -1,0 +1,53 @@
+"""Shared fixtures: brokers started on a free port under ``tmp_path`` and always stopped.
+
+* ``broker``: an in-process :class:`~broker_runtime.server.broker.Broker` (its event loop in a background
+  thread) -- fast, and the test can look at its logs directly;
+* ``bootstrap``: that broker's ``"127.0.0.1:PORT"``;
+* ``child_broker``: a broker in a child process via :func:`broker_runtime.embedded.embedded_broker` (the
+  console-script code path), yielding its bootstrap address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _start_broker(tmp_path: Path, overrides: dict[str, str] | None = None) -> Any:
+    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.config import BrokerConfig
+
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "kafka-logs")}
+    props.update(overrides or {})
+    return Broker(BrokerConfig.from_properties(props)).start()
+
+
+@pytest.fixture
+def broker_overrides() -> dict[str, str]:
+    """Override in a test module to configure the ``broker`` fixture."""
+    return {}
+
+
+@pytest.fixture
+def broker(tmp_path: Path, broker_overrides: dict[str, str]) -> Iterator[Any]:
+    instance = _start_broker(tmp_path, broker_overrides)
+    try:
+        yield instance
+    finally:
+        instance.stop()
+
+
+@pytest.fixture
+def bootstrap(broker: Any) -> str:
+    return str(broker.bootstrap)
+
+
+@pytest.fixture
+def child_broker(tmp_path: Path, broker_overrides: dict[str, str]) -> Iterator[str]:
+    from broker_runtime.embedded import embedded_broker
+
+    with embedded_broker(tmp_path / "child", overrides=broker_overrides) as address:
+        yield address
