@@ -15,7 +15,9 @@ SECTIONS = ["murmur2", "records", "storage", "broker", "writer", "reader"]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.bench", description=__doc__)
     parser.add_argument("sections", nargs="*", help=f"sections to run (default: all of {SECTIONS})")
-    parser.add_argument("--quick", action="store_true", help="tiny data: checks the benchmarks run, not speed")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny data: checks the benchmarks run, not speed"
+    )
     args = parser.parse_args(argv)
     chosen = args.sections or SECTIONS
     unknown = [s for s in chosen if s not in SECTIONS]

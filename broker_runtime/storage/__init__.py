@@ -1,0 +1,14 @@
+"""Kafka-compatible partition storage: segments, offset/time indexes, partition logs, the log manager.
+
+On-disk layout is Kafka's own (``<log.dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex``,
+the checkpoint files and the ``.kafka_cleanshutdown`` marker), so Kafka's tools can read these directories.
+Imports only :mod:`broker_runtime.errors` and :mod:`broker_runtime.protocol`.
+"""
+
+from __future__ import annotations
+
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_manager import LogManager
+from broker_runtime.storage.partition_log import AppendInfo, FetchData, PartitionLog
+
+__all__ = ["AppendInfo", "FetchData", "LogConfig", "LogManager", "PartitionLog"]

@@ -1,0 +1,303 @@
+"""All partition logs under the broker's log directories (Kafka's ``LogManager``).
+
+Layout of each directory in ``log.dirs``::
+
+    <log.dir>/
+        .lock                               held (flock) while a LogManager uses the directory
+        .kafka_cleanshutdown                present only after a clean shutdown (Kafka's marker name)
+        recovery-point-offset-checkpoint    \\
+        log-start-offset-checkpoint          } text checkpoints, see :mod:`.checkpoint`
+        replication-offset-checkpoint       /
+        <topic>-<partition>/                one directory per partition (topic names may contain '-':
+            00000000000000000000.log          the partition is after the last '-')
+            00000000000000000000.index
+            00000000000000000000.timeindex
+            topic.config                    pylog: the topic's config overrides, ``key=value`` lines
+                                            (written atomically; Kafka keeps these in its metadata log and
+                                            ignores unknown files in partition directories)
+
+Startup: per directory, take the lock, drop ``*-delete`` directories left by an interrupted topic deletion,
+read the checkpoints, load every partition directory (recovering from its recovery point when the clean-shutdown
+marker is absent), then remove the marker. Shutdown: close every log (flush, final index entries, trim), write
+the checkpoints, write the marker, release the lock. A new partition goes to the directory holding the fewest.
+
+Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
+its own lock (see :mod:`.partition_log`). All public methods may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from broker_runtime.errors import ConfigError, StorageError
+from broker_runtime.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+    write_atomically,
+)
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.partition_log import PartitionLog, default_clock
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+TOPIC_CONFIG_FILE = "topic.config"
+_DELETE_DIR_SUFFIX = "-delete"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``("my-topic", 3)`` for ``my-topic-3``; None for anything else."""
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return match.group("topic"), int(match.group("partition"))
+
+
+def _read_topic_config(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    result: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise StorageError(f"{path.parent.name}/{path.name}: line {number} {line!r} is not key=value")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def _write_topic_config(path: Path, overrides: Mapping[str, str]) -> None:
+    body = "".join(f"{k}={v}\n" for k, v in sorted(overrides.items()))
+    write_atomically(path, body.encode())
+
+
+class LogManager:
+    """Creates, loads, checkpoints, retains and deletes the partition logs of one broker."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[str | os.PathLike[str]],
+        config: LogConfig,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ConfigError("log.dirs: at least one log directory is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config = config
+        self.clock = clock or default_clock
+        self._lock = threading.RLock()
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._log_dir_of: dict[tuple[str, int], Path] = {}
+        self._dir_locks: dict[Path, int] = {}
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Lock the directories and load every partition (recovering after an unclean shutdown)."""
+        with self._lock:
+            if self._started:
+                return
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._lock_dir(log_dir)
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir)
+            self._started = True
+
+    def _lock_dir(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            for held in self._dir_locks.values():
+                os.close(held)
+            self._dir_locks.clear()
+            raise StorageError(f"log directory {log_dir} is in use by another process") from None
+        self._dir_locks[log_dir] = fd
+
+    def _load_dir(self, log_dir: Path) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+        log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
+        high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT).read()
+        for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(_DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir(entry.name)
+            if parsed is None:
+                continue
+            if parsed in self._logs:
+                raise StorageError(
+                    f"partition {parsed[0]}-{parsed[1]} exists in both {self._log_dir_of[parsed]} and {log_dir}"
+                )
+            part_dir = Path(entry.path)
+            topic, partition = parsed
+            overrides = _read_topic_config(part_dir / TOPIC_CONFIG_FILE)
+            log = PartitionLog.load(
+                part_dir,
+                topic,
+                partition,
+                self.config.with_topic_overrides(overrides),
+                self.clock,
+                recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=log_starts.get(parsed, 0),
+                high_watermark=high_watermarks.get(parsed),
+                needs_recovery=not clean,
+            )
+            self._logs[parsed] = log
+            self._log_dir_of[parsed] = log_dir
+        if clean:
+            marker.unlink()
+            fsync_dir(log_dir)
+
+    def shutdown(self) -> None:
+        """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
+        with self._lock:
+            if not self._started:
+                return
+            for log in self._logs.values():
+                log.close()
+            self._write_checkpoints()
+            for log_dir in self.log_dirs:
+                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            for fd in self._dir_locks.values():
+                os.close(fd)
+            self._dir_locks.clear()
+            self._logs.clear()
+            self._log_dir_of.clear()
+            self._started = False
+
+    def close_without_shutdown(self) -> None:
+        """Release the directories without flushing, checkpoints or marker (simulates a crash in tests)."""
+        with self._lock:
+            for log in self._logs.values():
+                log.close_without_flush()
+            for fd in self._dir_locks.values():
+                os.close(fd)
+            self._dir_locks.clear()
+            self._logs.clear()
+            self._log_dir_of.clear()
+            self._started = False
+
+    # -- partitions -------------------------------------------------------------------------------------------
+
+    def create_log(
+        self, topic: str, partition: int, overrides: Mapping[str, str] | None = None
+    ) -> PartitionLog:
+        """The log of ``topic``-``partition``, created (with ``overrides`` persisted) if absent. Idempotent."""
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise StorageError(f"topic name {topic!r} is not legal (1-249 of a-z A-Z 0-9 . _ -)")
+        if partition < 0:
+            raise StorageError(f"partition {partition} of {topic} is negative")
+        with self._lock:
+            self._ensure_started()
+            key = (topic, partition)
+            existing = self._logs.get(key)
+            if existing is not None:
+                return existing
+            if overrides is None:
+                overrides = self.topic_overrides(topic)
+            config = self.config.with_topic_overrides(overrides)
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._log_dir_of.values():
+                counts[d] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            part_dir = log_dir / f"{topic}-{partition}"
+            part_dir.mkdir(parents=True, exist_ok=True)
+            if overrides:
+                _write_topic_config(part_dir / TOPIC_CONFIG_FILE, overrides)
+            log = PartitionLog.load(part_dir, topic, partition, config, self.clock, needs_recovery=False)
+            fsync_dir(log_dir)
+            self._logs[key] = log
+            self._log_dir_of[key] = log_dir
+            return log
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The config overrides stored with ``topic`` (Kafka topic-config names); empty if none or unknown."""
+        with self._lock:
+            for (t, _), log in sorted(self._logs.items()):
+                if t == topic:
+                    return dict(log.config.topic_overrides)
+        return {}
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete every partition of ``topic``: rename each directory to ``*-delete``, then remove it."""
+        with self._lock:
+            keys = [k for k in self._logs if k[0] == topic]
+            for key in keys:
+                log = self._logs.pop(key)
+                self._log_dir_of.pop(key)
+                log.close_without_flush()
+                target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}")
+                os.replace(log.dir, target)
+                fsync_dir(target.parent)
+                shutil.rmtree(target, ignore_errors=True)
+
+    # -- periodic work ----------------------------------------------------------------------------------------
+
+    def run_retention(self) -> None:
+        """One retention pass over all logs (the server calls this every log.retention.check.interval.ms)."""
+        now = self.clock()
+        for log in self.all_logs().values():
+            with contextlib.suppress(StorageError):
+                log.run_retention(now)
+
+    def flush_dirty_logs(self) -> None:
+        """Flush logs whose flush.ms elapsed (the server may call this periodically)."""
+        now = self.clock()
+        for log in self.all_logs().values():
+            log.flush_if_due(now)
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start-offset and replication checkpoints of every directory now."""
+        with self._lock:
+            self._ensure_started()
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        for log_dir in self.log_dirs:
+            keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
+            logs = {k: self._logs[k] for k in keys}
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                {k: log.recovery_point for k, log in logs.items()}
+            )
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                {k: log.log_start_offset for k, log in logs.items()}
+            )
+            OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT).write(
+                {k: log.high_watermark for k, log in logs.items()}
+            )
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            raise StorageError("the log manager is not started (call startup() first)")

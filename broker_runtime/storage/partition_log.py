@@ -1,0 +1,700 @@
+"""The log of one partition: an ordered run of segments under ``<log.dir>/<topic>-<partition>/`` (Kafka's
+``UnifiedLog`` + ``LocalLog`` + ``LogLoader``, single replica).
+
+Offsets::
+
+    log start offset  <=  high watermark  <=  log end offset (LEO)
+    first offset served    last committed+1    next offset to assign
+
+* The LEO is the next offset :meth:`PartitionLog.append` assigns; batches get consecutive offsets by rewriting
+  baseOffset and partitionLeaderEpoch in place (outside the CRC). Under ``message.timestamp.type=LogAppendTime``
+  each batch also gets the LogAppendTime attribute and maxTimestamp = now, and its CRC is recomputed.
+* The high watermark follows the LEO while :attr:`PartitionLog.hw_follows_leo` is true (a single replica);
+  replication turns that off and sets :attr:`PartitionLog.high_watermark` itself (clamped to [start, LEO]).
+* The log start offset only grows: retention, :meth:`PartitionLog.delete_records_before`. It may point inside
+  a segment or a batch; reads below it fail with OffsetOutOfRangeError.
+
+Roll (new active segment whose base offset is the first offset of the incoming set) when the active segment
+would exceed ``segment.bytes``; when ``segment.ms`` (minus jitter) has passed since its first batch's timestamp
+(or its creation when that has none); when either index is full; when the set's last offset does not fit a
+relative offset. Rolling finalizes the old segment (last time-index entry, trimmed indexes), fsyncs it, creates
+the new files, fsyncs the directory, and moves the recovery point to the new base offset.
+
+Flush: fsync when ``flush.messages`` messages are unflushed or ``flush.ms`` passed since the last flush (both
+default to never: the page cache, as Kafka), on roll and on close. Everything below the recovery point is on disk.
+
+Retention (:meth:`PartitionLog.run_retention`): delete the oldest segments while ``now - largest timestamp >
+retention.ms``, while the log minus the segment is still >= ``retention.bytes``, or while the next segment starts
+at or below the log start offset -- never a segment holding offsets at or above the high watermark, never the
+active segment unless it is non-empty (then the log rolls first). The log start offset becomes the first
+remaining base offset. Deleted segment files are renamed to ``.deleted`` and unlinked right away.
+
+Loading (:meth:`PartitionLog.load`): stray ``.deleted``/``.cleaned``/``.swap``/``.tmp`` files are removed,
+index files without a ``.log`` are dropped; each segment's indexes get an O(1) sanity check and are rebuilt
+when missing or broken. After an unclean shutdown, segments from the one holding the recovery point onwards are
+recovered batch by batch (size, magic, CRC, increasing offsets); at the first invalid byte the segment is cut
+and every later segment deleted. Cost is proportional to the data after the recovery point.
+
+Thread-safety: one re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
+flush, offset updates). Reads take the lock only to snapshot (segments, LEO, HW, log start, active size) and do
+their I/O outside it: closed segments are immutable, and active-segment reads stay below the snapshot size.
+Callers must not read offsets at or above a truncation point while :meth:`PartitionLog.truncate_to` runs
+(replication truncates only above the high watermark, which fetches do not cross).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_runtime.errors import OffsetOutOfRangeError, PylogError, StorageError
+from broker_runtime.protocol.batch_header import (
+    BatchHeader,
+    iter_batch_spans,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from broker_runtime.storage.checkpoint import fsync_dir
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+
+__all__ = ["AppendInfo", "FetchData", "PartitionLog", "default_clock"]
+
+_STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+_INT32_MAX = 2**31 - 1
+
+
+def default_clock() -> int:
+    """Wall-clock milliseconds."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What one append did (ProduceResponse fields come from here)."""
+
+    first_offset: int
+    last_offset: int
+    #: The LogAppendTime stamped on the batches, or -1 under CreateTime.
+    log_append_time_ms: int
+    max_timestamp: int
+    #: Last offset of the batch holding ``max_timestamp`` (what the time index records).
+    offset_of_max_timestamp: int
+    num_batches: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches read from one segment."""
+
+    #: Whole record batches (empty at the end of the readable range).
+    records: bytes
+    #: Base offset of the first returned batch (the fetch offset when nothing is returned).
+    first_offset: int
+    high_watermark: int
+    log_start_offset: int
+    #: Offset after the last returned batch (the fetch offset when nothing is returned).
+    next_offset: int = -1
+    #: ``(.log path, start byte, end byte)`` of ``records`` in its segment file (for ``os.sendfile``), or None.
+    file_range: tuple[Path, int, int] | None = None
+
+
+class _Snapshot:
+    __slots__ = ("active_size", "bases", "hw", "leo", "log_start", "segments")
+
+    def __init__(self, log: PartitionLog) -> None:
+        self.segments = log._segments
+        self.bases = log._bases
+        self.leo = log._leo
+        self.hw = log._hw
+        self.log_start = log._log_start
+        self.active_size = log._segments[-1].size
+
+
+class PartitionLog:
+    """The segments, offsets and policies of one topic partition."""
+
+    def __init__(
+        self,
+        dir: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.dir = Path(dir)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._clock = clock or default_clock
+        self._lock = threading.RLock()
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self._leo = 0
+        self._hw = 0
+        self._log_start = 0
+        self.recovery_point = 0
+        #: While true the high watermark moves with the LEO (single replica); replication sets it False.
+        self.hw_follows_leo = True
+        self._last_flush_ms = self._clock()
+        self._closed = False
+
+    # -- construction -----------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        dir: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Callable[[], int] | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        needs_recovery: bool = True,
+    ) -> PartitionLog:
+        """Open (or create) the partition directory and load its segments, recovering if asked."""
+        log = cls(dir, topic, partition, config, clock)
+        log.dir.mkdir(parents=True, exist_ok=True)
+        log._load(recovery_point, log_start_offset, high_watermark, needs_recovery)
+        return log
+
+    def _load(self, recovery_point: int, log_start: int, hw: int | None, needs_recovery: bool) -> None:
+        now = self._clock()
+        bases: list[int] = []
+        index_stems: set[str] = set()
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if any(name.endswith(s) for s in _STRAY_SUFFIXES):
+                os.unlink(entry.path)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not dot or len(stem) != 20 or not stem.isdigit():
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                index_stems.add(stem)
+        bases.sort()
+        known = {f"{b:020d}" for b in bases}
+        for stem in index_stems - known:  # orphaned index files
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / (stem + suffix)).unlink(missing_ok=True)
+
+        segments: list[LogSegment] = []
+        truncated_by_base: dict[int, int] = {}
+        for base in bases:
+            seg = LogSegment.open(self.dir, base, self.config, now)
+            try:
+                seg.sanity_check_indexes()
+            except (FileNotFoundError, PylogError):
+                truncated_by_base[base] = seg.recover()[0]
+            segments.append(seg)
+
+        if needs_recovery and segments:
+            first = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+            for i in range(first, len(segments)):
+                seg = segments[i]
+                truncated = (
+                    truncated_by_base[seg.base_offset]
+                    if seg.base_offset in truncated_by_base
+                    else seg.recover()[0]
+                )
+                if truncated:
+                    for later in segments[i + 1 :]:
+                        later.delete()
+                    del segments[i + 1 :]
+                    break
+            for seg in segments[first:]:
+                seg.flush()
+
+        if not segments:
+            segments.append(LogSegment.create(self.dir, max(0, log_start), self.config, now))
+            fsync_dir(self.dir)
+        else:
+            # Closed segments keep trimmed indexes; the active one is preallocated again.
+            for seg in segments[:-1]:
+                if seg.offset_index.max_entries > seg.offset_index.entries:
+                    seg.offset_index.trim()
+                if seg.time_index.max_entries > seg.time_index.entries:
+                    seg.time_index.trim()
+            segments[-1].make_active()
+
+        self._set_segments(segments)
+        self._leo = segments[-1].read_next_offset()
+        self._log_start = min(max(log_start, segments[0].base_offset), self._leo)
+        self.recovery_point = self._leo if needs_recovery else min(max(recovery_point, 0), self._leo)
+        if self.hw_follows_leo or hw is None:
+            self._hw = self._leo
+        else:
+            self._hw = min(max(hw, self._log_start), self._leo)
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._segments = tuple(segments)
+        self._bases = tuple(s.base_offset for s in segments)
+
+    # -- offsets ------------------------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        with self._lock:
+            self._hw = min(max(value, self._log_start), self._leo)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The current segments, oldest first (an immutable snapshot)."""
+        return self._segments
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # -- append -----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _spans(buf: memoryview) -> list[tuple[int, BatchHeader]]:
+        spans = iter_batch_spans(buf)
+        end = spans[-1][0] + spans[-1][1].size if spans else 0
+        if end != len(buf):
+            raise StorageError(f"records end with {len(buf) - end} bytes that are not a whole batch")
+        return spans
+
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0) -> AppendInfo:
+        """Append validated batches, assigning offsets from the LEO.
+
+        A ``bytearray`` or writable ``memoryview`` is rewritten in place (no copy); ``bytes`` are copied once.
+        """
+        buf = memoryview(records)
+        if buf.readonly:
+            buf = memoryview(bytearray(buf))
+        if buf.nbytes == 0:
+            raise StorageError("append of an empty record set")
+        spans = self._spans(buf)
+        log_append = self.config.log_append_time
+        with self._lock:
+            self._ensure_open()
+            now = self._clock()
+            first = offset = self._leo
+            max_ts, offset_of_max = -1, first
+            for pos, header in spans:
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                last = offset + header.last_offset_delta
+                if log_append:
+                    set_log_append_time(buf, pos, header.size, now)
+                    ts = now
+                else:
+                    ts = header.max_timestamp
+                if ts > max_ts:
+                    max_ts, offset_of_max = ts, last
+                offset = last + 1
+            self._append_set(buf, first, offset - 1, max_ts, offset_of_max, now)
+            return AppendInfo(
+                first, offset - 1, now if log_append else -1, max_ts, offset_of_max, len(spans), buf.nbytes
+            )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches keeping their own offsets (replication); the first must be >= the LEO."""
+        buf = memoryview(records)
+        spans = self._spans(buf)
+        with self._lock:
+            self._ensure_open()
+            now = self._clock()
+            expected = self._leo
+            max_ts, offset_of_max = -1, spans[0][1].base_offset if spans else expected
+            for pos, header in spans:
+                if header.base_offset < expected:
+                    raise StorageError(
+                        f"batch at position {pos} has base offset {header.base_offset}, "
+                        f"below the expected offset {expected} of {self.topic}-{self.partition}"
+                    )
+                if header.max_timestamp > max_ts:
+                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
+                expected = header.next_offset
+            first = spans[0][1].base_offset
+            self._append_set(buf, first, expected - 1, max_ts, offset_of_max, now)
+            return AppendInfo(first, expected - 1, -1, max_ts, offset_of_max, len(spans), buf.nbytes)
+
+    def _append_set(
+        self, buf: memoryview, first: int, last: int, max_ts: int, offset_of_max: int, now: int
+    ) -> None:
+        size = buf.nbytes
+        if size > self.config.segment_bytes:
+            raise StorageError(
+                f"record set of {size} bytes for {self.topic}-{self.partition} exceeds segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+        if last - first > _INT32_MAX:
+            raise StorageError(f"record set spans offsets {first}..{last}, more than a segment can index")
+        segment = self._segments[-1]
+        if segment.should_roll(size, max_ts, last, now):
+            segment = self._roll(first, now)
+        segment.append(buf, last, max_ts, offset_of_max)
+        self._leo = last + 1
+        if self.hw_follows_leo:
+            self._hw = self._leo
+        if (
+            self._leo - self.recovery_point >= self.config.flush_messages
+            or now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self._flush_locked(now)
+
+    def _roll(self, base_offset: int, now: int) -> LogSegment:
+        old = self._segments[-1]
+        if old.size == 0:
+            # An empty active segment is replaced rather than kept (Kafka does the same).
+            old.delete()
+            segments = list(self._segments[:-1])
+        else:
+            old.on_become_inactive()
+            old.flush()
+            segments = list(self._segments)
+        new = LogSegment.create(self.dir, base_offset, self.config, now)
+        fsync_dir(self.dir)
+        segments.append(new)
+        self._set_segments(segments)
+        if old.size:
+            # Everything before the new segment is now on disk (older segments were fsynced at their roll).
+            self.recovery_point = max(self.recovery_point, self._leo)
+        return new
+
+    def roll(self) -> None:
+        """Force a roll now (no-op when the active segment is empty)."""
+        with self._lock:
+            if self._segments[-1].size:
+                self._roll(self._leo, self._clock())
+
+    # -- reads -------------------------------------------------------------------------------------------------
+
+    def _snapshot(self) -> _Snapshot:
+        with self._lock:
+            self._ensure_open()
+            return _Snapshot(self)
+
+    def _check_range(self, offset: int, snap: _Snapshot) -> None:
+        if offset < snap.log_start or offset > snap.leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{snap.log_start}, {snap.leo}] of {self.topic}-{self.partition}"
+            )
+
+    @staticmethod
+    def _segment_end(snap: _Snapshot, i: int) -> int:
+        return snap.active_size if i == len(snap.segments) - 1 else snap.segments[i].size
+
+    def _end_position(self, snap: _Snapshot, i: int, end_offset: int, start_pos: int) -> int:
+        """Byte position in segment ``i`` before which every batch ends below ``end_offset``."""
+        seg = snap.segments[i]
+        seg_end = self._segment_end(snap, i)
+        next_base = snap.bases[i + 1] if i + 1 < len(snap.bases) else snap.leo
+        if end_offset >= next_base:
+            return seg_end
+        found = seg.translate_offset(end_offset, start_pos, seg_end)
+        return seg_end if found is None else found[0]
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchData:
+        """Whole batches from the one holding ``start_offset``, within ``max_bytes`` and below ``max_offset``.
+
+        Reads one segment per call (as Kafka does). With ``min_one_batch`` the first batch is returned even when
+        it alone exceeds ``max_bytes``. Raises OffsetOutOfRangeError outside [log start, LEO].
+        """
+        snap = self._snapshot()
+        self._check_range(start_offset, snap)
+        end_offset = snap.leo if max_offset is None else min(max_offset, snap.leo)
+        empty = FetchData(b"", start_offset, snap.hw, snap.log_start, start_offset)
+        if start_offset >= end_offset or max_bytes < 0:
+            return empty
+        i = max(0, bisect.bisect_right(snap.bases, start_offset) - 1)
+        try:
+            while i < len(snap.segments):
+                seg = snap.segments[i]
+                seg_end = self._segment_end(snap, i)
+                found = seg.translate_offset(start_offset, 0, seg_end)
+                if found is None:
+                    i += 1
+                    continue
+                pos, header = found
+                if header.base_offset >= end_offset:
+                    return empty
+                max_pos = self._end_position(snap, i, end_offset, pos)
+                if pos + header.size > max_pos:
+                    return empty
+                budget = max(max_bytes, header.size) if min_one_batch else max_bytes
+                limit = min(max_pos, pos + budget)
+                if limit < pos + header.size:
+                    return empty
+                end, last = seg.last_batch_in(pos, limit)
+                data = seg.pread(pos, end - pos)
+                if len(data) != end - pos or last is None:
+                    raise OffsetOutOfRangeError(
+                        f"segment {seg.log_path.name} of {self.topic}-{self.partition} shrank during a read"
+                    )
+                next_offset = last.next_offset
+                return FetchData(
+                    data, header.base_offset, snap.hw, snap.log_start, next_offset, (seg.log_path, pos, end)
+                )
+        except FileNotFoundError:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic}-{self.partition} was deleted during the read"
+            ) from None
+        return empty
+
+    def position_for(self, offset: int) -> tuple[Path, int] | None:
+        """(.log path, byte position) of the batch holding ``offset`` (or the first after it); None at the LEO.
+
+        Segment by binary search over base offsets, then the offset index, then a short header walk.
+        """
+        snap = self._snapshot()
+        self._check_range(offset, snap)
+        i = max(0, bisect.bisect_right(snap.bases, offset) - 1)
+        while i < len(snap.segments):
+            seg = snap.segments[i]
+            found = seg.translate_offset(offset, 0, self._segment_end(snap, i))
+            if found is not None:
+                return seg.log_path, found[0]
+            i += 1
+        return None
+
+    def segment_positions(self, start_offset: int, end_offset: int) -> list[tuple[Path, int, int]]:
+        """``(.log path, start byte, end byte)`` per segment covering the batches holding ``[start, end)``.
+
+        The first range starts at the batch holding ``start_offset``; the last ends after the batch holding
+        ``end_offset - 1`` (batches are whole, so records outside the range may be included: filter by offset).
+        ``end_offset`` is clamped to the LEO.
+        """
+        snap = self._snapshot()
+        self._check_range(start_offset, snap)
+        end_offset = min(end_offset, snap.leo)
+        if start_offset >= end_offset:
+            return []
+        result: list[tuple[Path, int, int]] = []
+        i = max(0, bisect.bisect_right(snap.bases, start_offset) - 1)
+        while i < len(snap.segments) and snap.bases[i] < end_offset:
+            seg = snap.segments[i]
+            seg_end = self._segment_end(snap, i)
+            start_pos = 0
+            if snap.bases[i] <= start_offset:
+                found = seg.translate_offset(start_offset, 0, seg_end)
+                start_pos = seg_end if found is None else found[0]
+            next_base = snap.bases[i + 1] if i + 1 < len(snap.bases) else snap.leo
+            if end_offset >= next_base:
+                end_pos = seg_end
+            else:
+                found = seg.translate_offset(end_offset, start_pos, seg_end)
+                if found is None:
+                    end_pos = seg_end
+                else:
+                    pos, header = found
+                    end_pos = pos + header.size if header.base_offset < end_offset else pos
+            if end_pos > start_pos:
+                result.append((seg.log_path, start_pos, end_pos))
+            i += 1
+        return result
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms`` (ListOffsets); None if none."""
+        snap = self._snapshot()
+        for seg in snap.segments:
+            if seg.largest_timestamp() >= timestamp_ms:
+                found = seg.find_offset_by_timestamp(timestamp_ms, snap.log_start)
+                if found is not None and found.offset < snap.leo:
+                    return found.offset, found.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3); None if empty."""
+        snap = self._snapshot()
+        best: LogSegment | None = None
+        for seg in snap.segments:
+            if seg.size and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = seg
+        if best is None:
+            return None
+        found = best.exact_offset_of_max_timestamp()
+        return None if found is None else (found.offset, found.timestamp)
+
+    # -- retention and truncation ----------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (DeleteRecords; -1 = the high watermark); returns it."""
+        with self._lock:
+            self._ensure_open()
+            if offset == -1:
+                offset = self._hw
+            if offset < 0 or offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self.topic}-{self.partition} to {offset}: "
+                    f"it must be within [0, high watermark {self._hw}]"
+                )
+            if offset > self._log_start:
+                self._log_start = offset
+                self._delete_old_segments(
+                    lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start
+                )
+            return self._log_start
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass (time, size, log start); returns the number of segments deleted."""
+        with self._lock:
+            self._ensure_open()
+            now = self._clock() if now_ms is None else now_ms
+            deleted = 0
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                deleted += self._delete_old_segments(
+                    lambda seg, nxt: now - seg.largest_timestamp() > retention_ms
+                )
+            retention_bytes = self.config.retention_bytes
+            if retention_bytes >= 0:
+                excess = self.size_bytes - retention_bytes
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal excess
+                    if excess - seg.size >= 0:
+                        excess -= seg.size
+                        return True
+                    return False
+
+                if excess > 0:
+                    deleted += self._delete_old_segments(over_size)
+            deleted += self._delete_old_segments(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start
+            )
+            return deleted
+
+    def _delete_old_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        segments = self._segments
+        deletable: list[LogSegment] = []
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if not (self._hw >= upper and predicate(seg, nxt)):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self._roll(self._leo, self._clock())
+        remaining = list(self._segments[len(deletable) :])
+        self._set_segments(remaining)
+        self._log_start = max(self._log_start, remaining[0].base_offset)
+        for seg in deletable:
+            seg.delete()
+        return len(deletable)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every offset >= ``offset`` (replication). A batch holding ``offset`` is dropped whole."""
+        with self._lock:
+            self._ensure_open()
+            if offset >= self._leo:
+                return
+            now = self._clock()
+            if offset < self._log_start or offset <= self._segments[0].base_offset:
+                for seg in self._segments:
+                    seg.delete()
+                start = max(offset, 0)
+                self._set_segments([LogSegment.create(self.dir, start, self.config, now)])
+                fsync_dir(self.dir)
+                self._leo = self._log_start = start
+            else:
+                keep = [s for s in self._segments if s.base_offset <= offset]
+                for seg in self._segments[len(keep) :]:
+                    seg.delete()
+                active = keep[-1]
+                found = active.translate_offset(offset)
+                new_leo = offset if found is None else min(offset, found[1].base_offset)
+                active.truncate_to(offset)
+                self._set_segments(keep)
+                self._leo = new_leo
+            self._hw = min(self._hw, self._leo) if not self.hw_follows_leo else self._leo
+            self.recovery_point = min(self.recovery_point, self._leo)
+
+    # -- flush and close ----------------------------------------------------------------------------------------
+
+    def _flush_locked(self, now: int) -> None:
+        self._segments[-1].flush()
+        self.recovery_point = self._leo
+        self._last_flush_ms = now
+
+    def flush(self) -> None:
+        """fsync everything appended so far; the recovery point becomes the LEO."""
+        with self._lock:
+            self._ensure_open()
+            self._flush_locked(self._clock())
+
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
+        """Flush when ``flush.ms`` passed since the last flush and something is unflushed (for a scheduler)."""
+        with self._lock:
+            if self._closed:
+                return False
+            now = self._clock() if now_ms is None else now_ms
+            if self.recovery_point < self._leo and now - self._last_flush_ms >= self.config.flush_ms:
+                self._flush_locked(now)
+                return True
+            return False
+
+    def close(self) -> None:
+        """Flush, write the final time-index entries and trim the indexes. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                self._flush_locked(self._clock())
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+
+    def close_without_flush(self) -> None:
+        """Mark closed without writing (the directory is about to be deleted)."""
+        with self._lock:
+            self._closed = True
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.topic}-{self.partition} is closed")
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start}, hw={self._hw}, "
+            f"leo={self._leo}, segments={len(self._segments)})"
+        )

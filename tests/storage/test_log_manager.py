@@ -1,0 +1,138 @@
+"""LogManager: layout, checkpoints (Kafka's text format), clean-shutdown marker, overrides, topic deletion."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker_runtime.errors import ConfigError, StorageError
+from broker_runtime.storage.checkpoint import OffsetCheckpointFile
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_manager import LogManager, parse_partition_dir
+
+from .conftest import decode_all, make_batch
+
+
+def test_layout_checkpoints_and_clean_restart(tmp_path, clock):
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    mgr = LogManager(dirs, LogConfig(segment_bytes=500), clock)
+    mgr.startup()
+    logs = {p: mgr.create_log("orders-eu", p) for p in range(3)}
+    assert mgr.create_log("orders-eu", 0) is logs[0]
+    for p, log in logs.items():
+        for _ in range(5 + p):
+            log.append(make_batch(4))
+    logs[1].delete_records_before(6)
+    placed = {p: log.dir.parent.name for p, log in logs.items()}
+    assert set(placed.values()) == {"d1", "d2"}  # fewest-partitions placement
+    assert logs[0].dir.name == "orders-eu-0"
+    mgr.shutdown()
+    for d in dirs:
+        assert (d / ".kafka_cleanshutdown").exists()
+        text = (d / "recovery-point-offset-checkpoint").read_text()
+        lines = text.splitlines()
+        mine = sorted(p for p, name in placed.items() if name == d.name)
+        assert lines[0] == "0" and lines[1] == str(len(mine))
+        assert lines[2:] == [f"orders-eu {p} {4 * (5 + p)}" for p in mine]
+    starts = {}
+    for d in dirs:
+        starts.update(OffsetCheckpointFile(d / "log-start-offset-checkpoint").read())
+    assert starts[("orders-eu", 1)] == 6
+    # Index files of closed segments are trimmed to their entries.
+    for log in logs.values():
+        for seg in log.segments:
+            assert seg.offset_index.path.stat().st_size == 8 * seg.offset_index.entries
+    mgr2 = LogManager(dirs, LogConfig(segment_bytes=500), clock)
+    mgr2.startup()
+    for d in dirs:
+        assert not (d / ".kafka_cleanshutdown").exists()
+    again = mgr2.all_logs()
+    assert sorted(again) == [("orders-eu", 0), ("orders-eu", 1), ("orders-eu", 2)]
+    assert again[("orders-eu", 1)].log_start_offset == 6
+    log2 = again[("orders-eu", 2)]
+    assert log2.log_end_offset == 28
+    offsets, offset = [], 0
+    while offset < log2.log_end_offset:
+        data = log2.read(offset, 1 << 20)
+        offsets += [r[1] for r in decode_all(data.records)]
+        offset = data.next_offset
+    assert offsets == list(range(28))
+    mgr2.shutdown()
+
+
+def test_unclean_restart_recovers(tmp_path, clock):
+    mgr = LogManager([tmp_path / "d"], LogConfig(), clock)
+    mgr.startup()
+    log = mgr.create_log("t", 0)
+    for _ in range(3):
+        log.append(make_batch(2))
+    mgr.checkpoint()
+    seg_path = log.active_segment.log_path
+    size = seg_path.stat().st_size
+    mgr.close_without_shutdown()
+    with open(seg_path, "r+b") as f:
+        f.truncate(size - 3)
+    mgr2 = LogManager([tmp_path / "d"], LogConfig(), clock)
+    mgr2.startup()
+    assert mgr2.get_log("t", 0).log_end_offset == 4
+    mgr2.shutdown()
+
+
+def test_directory_lock(tmp_path, clock):
+    mgr = LogManager([tmp_path / "d"], LogConfig(), clock)
+    mgr.startup()
+    other = LogManager([tmp_path / "d"], LogConfig(), clock)
+    with pytest.raises(StorageError, match="in use"):
+        other.startup()
+    mgr.shutdown()
+
+
+def test_topic_overrides_persist_and_apply(tmp_path, clock):
+    mgr = LogManager([tmp_path / "d"], LogConfig(), clock)
+    mgr.startup()
+    log = mgr.create_log("ts", 0, {"message.timestamp.type": "LogAppendTime", "segment.bytes": "1000"})
+    assert log.config.log_append_time and log.config.segment_bytes == 1000
+    assert mgr.create_log("ts", 1).config.segment_bytes == 1000  # new partitions inherit
+    with pytest.raises(ConfigError, match="segment.bytes"):
+        mgr.create_log("bad", 0, {"segment.bytes": "many"})
+    mgr.shutdown()
+    mgr2 = LogManager([tmp_path / "d"], LogConfig(), clock)
+    mgr2.startup()
+    assert mgr2.topic_overrides("ts") == {"message.timestamp.type": "LogAppendTime", "segment.bytes": "1000"}
+    assert mgr2.get_log("ts", 0).append(make_batch(1)).log_append_time_ms == clock.now
+    mgr2.delete_topic("ts")
+    assert mgr2.get_log("ts", 0) is None
+    assert not any(p.name.startswith("ts-") for p in (tmp_path / "d").iterdir())
+    mgr2.shutdown()
+
+
+def test_retention_pass_over_all_logs(tmp_path, clock):
+    mgr = LogManager([tmp_path / "d"], LogConfig(segment_bytes=300, retention_ms=1000), clock)
+    mgr.startup()
+    log = mgr.create_log("r", 0)
+    for _ in range(10):
+        log.append(make_batch(2, timestamps=[clock.now, clock.now]))
+    assert len(log.segments) > 2
+    clock.advance(1001)
+    mgr.run_retention()
+    assert len(log.segments) == 1 and log.log_start_offset == log.log_end_offset == 20
+    mgr.shutdown()
+
+
+def test_checkpoint_file_format_and_errors(tmp_path):
+    f = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint")
+    f.write({("b", 1): 7, ("a-x", 0): 12})
+    assert f.path.read_bytes() == b"0\n2\na-x 0 12\nb 1 7\n"
+    assert f.read() == {("b", 1): 7, ("a-x", 0): 12}
+    assert not (tmp_path / "replication-offset-checkpoint.tmp").exists()
+    f.path.write_text("0\n3\na 0 1\n")
+    with pytest.raises(StorageError, match="announces 3 entries, found 1"):
+        f.read()
+    f.path.write_text("1\n0\n")
+    with pytest.raises(StorageError, match="version"):
+        f.read()
+
+
+def test_parse_partition_dir():
+    assert parse_partition_dir("my-topic-12") == ("my-topic", 12)
+    assert parse_partition_dir("t-0.abc-delete") is None
+    assert parse_partition_dir("noDash") is None

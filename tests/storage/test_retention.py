@@ -1,0 +1,82 @@
+"""Retention by time, by size and by log start offset, with the injected clock."""
+
+from __future__ import annotations
+
+from .conftest import make_batch
+
+
+def fill(log, count, ts_of):
+    one = None
+    for i in range(count):
+        one = make_batch(2, timestamps=[ts_of(i)] * 2)
+        log.append(one)
+    return len(one)
+
+
+def test_retention_by_time(open_log, clock):
+    log = open_log(segment_bytes=400, retention_ms=10_000)
+    now = clock.now
+    # Batch i has timestamp now - 60_000 + 1000 * i.
+    fill(log, 60, lambda i: now - 60_000 + 1000 * i)
+    segs = log.segments
+    assert len(segs) > 5
+    # Reference: a segment goes when now - its largest timestamp > retention.ms, oldest first, stopping at the
+    # first that stays; the active segment (non-empty) goes too only if everything goes.
+    expect_deleted = 0
+    for seg in segs:
+        if now - seg.max_timestamp_so_far > 10_000:
+            expect_deleted += 1
+        else:
+            break
+    assert 0 < expect_deleted < len(segs)
+    first_kept = segs[expect_deleted].base_offset
+    assert log.run_retention() == expect_deleted
+    assert log.segments[0].base_offset == first_kept == log.log_start_offset
+    for seg in segs[:expect_deleted]:
+        assert not seg.log_path.exists()
+    # Later, everything is old: all segments go, the log rolls so an empty active segment remains.
+    clock.advance(1_000_000)
+    end = log.log_end_offset
+    log.run_retention()
+    assert [s.base_offset for s in log.segments] == [end]
+    assert log.log_start_offset == end == log.log_end_offset
+    assert log.append(make_batch(1)).first_offset == end
+
+
+def test_retention_by_size(open_log, clock):
+    log = open_log(segment_bytes=500, retention_bytes=1200, retention_ms=-1)
+    fill(log, 40, lambda i: clock.now)
+    sizes = [s.size for s in log.segments]
+    total = sum(sizes)
+    # Reference: drop oldest while (total - its size) >= retention.bytes.
+    excess, expect = total - 1200, 0
+    for size in sizes:
+        if excess - size >= 0:
+            excess -= size
+            expect += 1
+        else:
+            break
+    assert log.run_retention() == expect
+    assert log.size_bytes == total - sum(sizes[:expect])
+    assert log.size_bytes >= 1200
+
+
+def test_retention_never_passes_the_high_watermark(open_log, clock):
+    log = open_log(segment_bytes=300, retention_ms=1)
+    log.hw_follows_leo = False
+    fill(log, 20, lambda i: 0)
+    log.high_watermark = 0
+    clock.advance(10)
+    assert log.run_retention() == 0
+    second = log.segments[1].base_offset
+    log.high_watermark = second
+    assert log.run_retention() == 1
+    assert log.log_start_offset == second
+
+
+def test_log_start_offset_breach_deletes_segments(open_log):
+    log = open_log(segment_bytes=300, retention_ms=-1)
+    fill(log, 20, lambda i: 0)
+    bases = [s.base_offset for s in log.segments]
+    log.delete_records_before(bases[3] + 1)
+    assert [s.base_offset for s in log.segments][0] == bases[3]
