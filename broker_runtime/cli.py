@@ -3,12 +3,19 @@
 Subcommands (argparse subparsers, so later tools add theirs)::
 
     pylog-broker start --config FILE [--override key=value ...] [--log-level LEVEL]
+    pylog-broker cluster --nodes N --config FILE [--override key=value ...] [--log-level LEVEL]
 
 ``start`` runs the broker in the foreground. Once the listener accepts connections it prints exactly one line
 to stdout, ``listening on HOST:PORT`` (the real port when ``listeners`` asks for port 0), and flushes it, so a
 parent process can wait for it. SIGINT and SIGTERM stop the broker cleanly (LogManager shutdown writes the
 clean-shutdown marker); the exit status is 0 then. A bad configuration exits with status 2 and a one-line
 message on stderr naming the key; unknown keys only produce a warning line on stderr.
+
+``cluster`` runs N brokers on this machine as child processes (``start`` each, node.id 0..N-1, logs under
+``<log.dirs>/node-<id>``, free loopback ports, the shared cluster metadata in ``<log.dirs>/cluster.json``; see
+``broker_runtime.server.cluster``). It prints one ``listening on HOST:PORT`` line per node, in node order,
+then ``bootstrap servers: h:p,h:p,...``. SIGINT/SIGTERM stop every node cleanly (exit 0); a node exiting on its
+own stops the others (exit 1). The children's logs go to this process's stderr.
 
 Logging goes to stderr; ``--log-level`` (default from the ``PYLOG_LOG_LEVEL`` environment variable, else
 WARNING), or a ``logging.ini`` given with ``--logging-config``.
@@ -53,6 +60,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--logging-config", default=None, help="a logging .ini file (fileConfig format)")
     start.set_defaults(func=_start)
+
+    cluster = sub.add_parser("cluster", help="run N brokers forming one cluster on this machine")
+    cluster.add_argument("--nodes", "-n", type=int, required=True, help="number of brokers (node.id 0..N-1)")
+    cluster.add_argument("--config", "-c", required=True, help="broker .properties file shared by every node")
+    cluster.add_argument(
+        "--override",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a property for every node, overriding the file (repeatable)",
+    )
+    cluster.add_argument(
+        "--log-level",
+        default=os.environ.get("PYLOG_LOG_LEVEL", "WARNING"),
+        help="root log level of every node; default WARNING",
+    )
+    cluster.set_defaults(func=_cluster)
     return parser
 
 
@@ -103,6 +128,75 @@ def _start(args: argparse.Namespace) -> int:
         broker.stop()
         return 0
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from broker_runtime.embedded import cluster_node_overrides
+    from broker_runtime.server.config import BrokerConfig
+
+    if args.nodes < 1:
+        print(f"pylog-broker: --nodes {args.nodes}: at least one node is required", file=sys.stderr)
+        return 2
+    try:
+        config = BrokerConfig.from_file(args.config, args.override)
+    except ConfigError as exc:
+        print(f"pylog-broker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    base = config.log_dirs[0]
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for node_id in range(args.nodes):
+            cmd = [sys.executable, "-m", "broker_runtime", "start", "--config", args.config]
+            cmd += ["--log-level", args.log_level]
+            for item in [
+                *args.override,
+                *(f"{k}={v}" for k, v in cluster_node_overrides(base, node_id).items()),
+            ]:
+                cmd += ["--override", item]
+            procs.append(
+                subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1)
+            )
+        addresses = []
+        for node_id, proc in enumerate(procs):
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line.startswith(LISTENING_PREFIX):
+                print(
+                    f"pylog-broker: node {node_id} did not start (exit status {proc.wait()})", file=sys.stderr
+                )
+                return 1
+            addresses.append(line[len(LISTENING_PREFIX) :].strip())
+            print(line.strip(), flush=True)
+        print(f"bootstrap servers: {','.join(addresses)}", flush=True)
+        while not stop_requested.wait(0.5):
+            dead = [i for i, p in enumerate(procs) if p.poll() is not None]
+            if dead:
+                print(
+                    f"pylog-broker: node(s) {dead} stopped unexpectedly; stopping the cluster",
+                    file=sys.stderr,
+                )
+                return 1
+        return 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -1,4 +1,5 @@
-"""The broker's composition root: builds storage, purgatory, handlers and the listener; starts and stops them.
+"""The broker's composition root: builds storage, cluster membership, replication, purgatories, handlers and
+the listener; starts and stops them.
 
 Lifecycle::
 
@@ -13,9 +14,19 @@ timer expiry and periodic task runs on that thread, so none of the broker's stat
 written by ``LogManager.shutdown()`` only when every step before it succeeded.
 
 Periodic tasks (Kafka's names): ``log.retention.check.interval.ms`` runs retention;
-``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints and flushes logs whose flush.ms elapsed.
-The delayed-fetch timer is driven by the loop: after a fetch is parked, a callback is scheduled at the timer's
-next expiration (Kafka's reaper thread, without the thread).
+``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints (the high watermarks included) and flushes
+logs whose flush.ms elapsed; every ``replica.lag.time.max.ms / 2`` the ISR of each led partition is checked
+(Kafka's isr-expiration task); in a cluster the shared metadata is polled every ``POLL_INTERVAL_MS``.
+
+Two purgatories, each on its own hierarchical timing wheel read through the broker's clock: "Fetch"
+(consumer and follower fetches waiting for data) and "Produce" (acks=-1 waiting for the high watermark).
+After an append the fetch purgatory is checked for the partition; after a high-watermark move both are. The
+timers are driven by the loop: after an operation is parked, one callback is scheduled at the earliest
+``next_expiration_ms()`` of the two timers (Kafka's reaper threads, without the threads).
+
+Cluster mode (``pylog.cluster.dir`` set, see :mod:`.cluster`): the broker registers its address in the shared
+metadata once its listener is bound, then makes the partitions it hosts leaders or followers as the metadata
+says; followers fetch from their leaders on the same event loop (one fetcher task per leader).
 """
 
 from __future__ import annotations
@@ -32,12 +43,15 @@ from typing import Any
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
+from broker_runtime.replication.fetcher import FetcherConfig
+from broker_runtime.server.cluster import POLL_INTERVAL_MS, SharedFileCluster, SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
+from broker_runtime.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.producer_state import ProducerIdManager
@@ -51,7 +65,7 @@ PRODUCER_ID_STATE_FILE = "producer-id-block.json"
 
 
 class Broker:
-    """One single-node Kafka-protocol broker; see the module docstring."""
+    """One Kafka-protocol broker (alone, or one node of a cluster on this machine); see the module docstring."""
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
         self.config = config
@@ -68,6 +82,7 @@ class Broker:
         self._timer_handle: asyncio.TimerHandle | None = None
         self._timer_due_ms: int | None = None
         self.ctx: BrokerContext | None = None
+        self._applied_view: object = None
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -158,15 +173,79 @@ class Broker:
         cfg = self.config
         topics = TopicManager(logs, log_config, default_partitions=cfg.num_partitions)
         topics.load()
-        replicas = ReplicaManager(topics, wall_ms=lambda: time.time_ns() // 1_000_000)
+        cluster: SingleNodeCluster | SharedFileCluster
+        if cfg.cluster_dir:
+            cluster = SharedFileCluster(cfg.node_id, cfg.cluster_dir, cfg.cluster_id, topics)
+            shared = cluster
+            table: dict[str, Any] = {}
+
+            def cluster_topics() -> dict[str, Any]:
+                view = shared.view
+                if table.get("view") is not view:
+                    table["view"] = view
+                    table["topics"] = {n: (len(t.partitions), t.configs) for n, t in view.topics.items()}
+                result: dict[str, Any] = table["topics"]
+                return result
+
+            topics.use_cluster(cluster_topics)
+        else:
+            cluster = SingleNodeCluster(cfg.node_id, topics)
+        checkpointed: dict[tuple[str, int], int] = {}
+        for directory in cfg.log_dirs:
+            checkpointed.update(OffsetCheckpointFile(Path(directory) / REPLICATION_CHECKPOINT).read())
+
+        def resolve(node_id: int) -> tuple[str, int] | None:
+            info = cluster.view.brokers.get(node_id)
+            return None if info is None else (info.host, info.port)
+
+        replicas = ReplicaManager(
+            topics,
+            wall_ms=lambda: time.time_ns() // 1_000_000,
+            node_id=cfg.node_id,
+            now_ms=self._clock.now_ms,
+            alter_isr=cluster.alter_isr,
+            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            fetcher_config=FetcherConfig(
+                cfg.node_id,
+                max_wait_ms=cfg.replica_fetch_wait_max_ms,
+                min_bytes=cfg.replica_fetch_min_bytes,
+                max_bytes=cfg.replica_fetch_response_max_bytes,
+                partition_max_bytes=cfg.replica_fetch_max_bytes,
+                backoff_ms=cfg.replica_fetch_backoff_ms,
+                socket_timeout_ms=cfg.replica_socket_timeout_ms,
+            ),
+            resolve_broker=resolve,
+            high_watermark_checkpoint=checkpointed,
+            cluster_mode=cfg.cluster_dir is not None,
+        )
         purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
             "Fetch", Timer(self._clock, name="fetch-purgatory")
+        )
+        produce_purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
+            "Produce", Timer(self._clock, name="produce-purgatory")
         )
 
         def wake_fetches(topic: str, partition: int) -> None:
             purgatory.check_and_complete((topic, partition))
 
-        replicas.set_high_watermark_listener(wake_fetches)
+        def high_watermark_moved(topic: str, partition: int) -> None:
+            produce_purgatory.check_and_complete((topic, partition))
+            purgatory.check_and_complete((topic, partition))
+
+        replicas.set_append_listener(wake_fetches)
+        replicas.set_high_watermark_listener(high_watermark_moved)
+
+        def refresh_cluster() -> bool:
+            if cfg.cluster_dir is None:
+                return False
+            cluster.refresh()
+            view = cluster.view
+            if view is self._applied_view:
+                return False
+            self._applied_view = view
+            replicas.apply_view(view)
+            return True
+
         producer_ids = ProducerIdManager(Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE)
         ctx = BrokerContext(
             config=cfg,
@@ -177,6 +256,9 @@ class Broker:
             loop=loop,
             next_producer_id=producer_ids.next_id,
             schedule_timer=self._schedule_timer,
+            produce_purgatory=produce_purgatory,
+            cluster=cluster,
+            refresh_cluster=refresh_cluster,
         )
         self.ctx = ctx
         dispatcher = Dispatcher(ctx)
@@ -198,6 +280,8 @@ class Broker:
         advertised = cfg.advertised_listener
         ctx.advertised_host = advertised.host if advertised else self._host
         ctx.advertised_port = advertised.port if advertised and advertised.port else self._port
+        cluster.register(ctx.advertised_host, ctx.advertised_port)
+        refresh_cluster()
         periodic = [
             loop.create_task(
                 self._every(cfg.log_retention_check_interval_ms, logs.run_retention, "retention")
@@ -207,7 +291,16 @@ class Broker:
                     cfg.log_flush_offset_checkpoint_interval_ms, lambda: _checkpoint(logs), "checkpoint"
                 )
             ),
+            loop.create_task(
+                self._every(
+                    max(1, cfg.replica_lag_time_max_ms // 2), replicas.maybe_shrink_isr, "isr-expiration"
+                )
+            ),
         ]
+        if cfg.cluster_dir:
+            periodic.append(
+                loop.create_task(self._every(POLL_INTERVAL_MS, refresh_cluster, "cluster-metadata"))
+            )
         _log.info(
             "broker %d listening on %s:%d, log dirs %s",
             cfg.node_id,
@@ -228,7 +321,10 @@ class Broker:
                 task.cancel()
             if self._timer_handle is not None:
                 self._timer_handle.cancel()
+            with contextlib.suppress(Exception):
+                await replicas.stop_fetchers()
             purgatory.shutdown()
+            produce_purgatory.shutdown()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
             replicas.snapshot_producer_state()
@@ -248,7 +344,8 @@ class Broker:
         ctx, loop = self.ctx, self._loop
         if ctx is None or loop is None:
             return
-        due = ctx.fetch_purgatory.next_expiration_ms()
+        dues = [p.next_expiration_ms() for p in self._purgatories(ctx)]
+        due = min((d for d in dues if d is not None), default=None)
         if due is None:
             return
         if self._timer_handle is not None and self._timer_due_ms is not None and self._timer_due_ms <= due:
@@ -266,10 +363,18 @@ class Broker:
         if ctx is None:
             return
         try:
-            ctx.fetch_purgatory.advance_clock()
+            for purgatory in self._purgatories(ctx):
+                purgatory.advance_clock()
         except RuntimeError:  # shut down meanwhile
             return
         self._schedule_timer()
+
+    @staticmethod
+    def _purgatories(ctx: BrokerContext) -> list[DelayedOperationPurgatory[Any]]:
+        found = [ctx.fetch_purgatory]
+        if ctx.produce_purgatory is not None:
+            found.append(ctx.produce_purgatory)
+        return found
 
 
 def _checkpoint(logs: LogManager) -> None:

@@ -51,6 +51,16 @@ BROKER_KEYS: dict[str, str] = {
     "log.retention.check.interval.ms": "300000",
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "cluster.id": "pylog-cluster",
+    # Replication (Kafka's names and defaults).
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.socket.timeout.ms": "30000",
+    # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
+    "pylog.cluster.dir": "",
 }
 
 #: Storage names accepted without a warning; interpreted by the storage's LogConfig.
@@ -195,6 +205,15 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = 300000
     log_flush_offset_checkpoint_interval_ms: int = 60000
     cluster_id: str = "pylog-cluster"
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30000
+    #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
+    cluster_dir: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
@@ -262,6 +281,14 @@ class BrokerConfig:
                 props, "log.flush.offset.checkpoint.interval.ms", minimum=1
             ),
             cluster_id=cluster_id,
+            replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", minimum=1),
+            replica_fetch_wait_max_ms=_int(props, "replica.fetch.wait.max.ms", minimum=0),
+            replica_fetch_min_bytes=_int(props, "replica.fetch.min.bytes", minimum=1),
+            replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", minimum=0),
+            replica_fetch_response_max_bytes=_int(props, "replica.fetch.response.max.bytes", minimum=0),
+            replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", minimum=0),
+            replica_socket_timeout_ms=_int(props, "replica.socket.timeout.ms", minimum=1),
+            cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
             props=dict(props),
             warnings=warnings,
         )

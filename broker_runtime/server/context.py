@@ -4,7 +4,7 @@ The broker (``broker.py``) builds one context at start and passes it to every ha
 functions ``handle(ctx, header, body) -> HandlerResult`` (one module per API key under ``handlers/``); they
 never touch sockets. A handler returns the response body as a dict (Kafka's CamelCase field names), ``None``
 for "send no response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an
-``asyncio.Future`` that resolves to one of those later (delayed fetch).
+``asyncio.Future`` that resolves to one of those later (delayed fetch, acks=-1 produce).
 
 Thread-safety: the context and everything it holds is used from the event-loop thread only.
 """
@@ -48,5 +48,11 @@ class BrokerContext:
     advertised_port: int = 0
     #: Wall-clock milliseconds (record timestamps, LogAppendTime); monotonic time comes from ``clock``.
     wall_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
-    #: Called after the high watermark of (topic, partition) moved: wakes delayed fetches.
+    #: Makes sure the loop advances the purgatory timers at their next expiration (call after parking).
     schedule_timer: Callable[[], None] = field(default=lambda: None)
+    #: acks=-1 produces waiting for the high watermark, keyed by (topic, partition).
+    produce_purgatory: DelayedOperationPurgatory[Any] | None = None
+    #: Cluster membership and assignments (a single-node store unless the broker runs in a cluster).
+    cluster: Any = None
+    #: Re-read the cluster metadata now and apply it (a request named a topic this broker does not know).
+    refresh_cluster: Callable[[], bool] = field(default=lambda: False)

@@ -3,12 +3,15 @@
 Design (Kafka's ``SocketServer`` processor, single-threaded):
   * bytes arrive in :meth:`Connection.data_received`, the :class:`~broker_runtime.protocol.framing.FrameDecoder`
     cuts them into frames (int32 size prefix stripped; frames above ``socket.request.max.bytes`` are refused);
-  * frames are queued and handed to the dispatcher strictly one at a time, in arrival order. A request the
-    dispatcher cannot answer at once (a delayed fetch, later a delayed produce) returns an ``asyncio.Future``;
-    the connection is then *muted* (Kafka mutes a channel while a request is in flight): later frames wait in
-    the queue until the future resolves. So pipelined requests are answered in order by construction;
-  * backpressure: reading pauses while more than :data:`MAX_QUEUED_FRAMES` frames wait, or while the transport's
-    write buffer is above its high-water mark (a slow consumer), and resumes when both drain;
+  * frames are handed to the dispatcher one at a time, in arrival order. A request the dispatcher cannot
+    answer at once (a delayed fetch, an acks=-1 produce waiting for replication) returns an
+    ``asyncio.Future``; unlike Kafka, which mutes a channel while a request is in flight, the connection goes
+    on with the next frames (so a pipelining producer keeps many acks=-1 requests parked at once, costing
+    memory, not threads), but responses are written strictly in request order: each request gets a slot in
+    a FIFO and a slot is written only when it and every slot before it are resolved;
+  * backpressure: frames stop being dispatched while :data:`MAX_IN_FLIGHT` requests await their answers;
+    reading pauses while more than :data:`MAX_QUEUED_FRAMES` frames wait, or while the transport's write
+    buffer is above its high-water mark (a slow consumer), and resumes when both drain;
   * bad input (garbage, truncated or oversized frames, unknown API key or version) is the dispatcher's to judge:
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
@@ -29,6 +32,7 @@ from broker_runtime.protocol.framing import FrameDecoder
 
 __all__ = [
     "CLOSE",
+    "MAX_IN_FLIGHT",
     "MAX_QUEUED_FRAMES",
     "Connection",
     "RequestHandler",
@@ -37,8 +41,10 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Frames a connection may queue while muted before reading from its socket pauses.
+#: Frames a connection may queue (not yet dispatched) before reading from its socket pauses.
 MAX_QUEUED_FRAMES = 64
+#: Dispatched requests of one connection whose responses are not written yet (pending futures included).
+MAX_IN_FLIGHT = 2048
 
 
 class _Close:
@@ -75,7 +81,8 @@ class Connection(asyncio.Protocol):
         self._on_close = on_close
         self._queue: deque[memoryview] = deque()
         self._transport: asyncio.Transport | None = None
-        self._in_flight: asyncio.Future[Any] | None = None
+        #: Response slots in request order: a future (pending or done) or an already known result.
+        self._slots: deque[Any] = deque()
         self._write_paused = False
         self._read_paused = False
         self._closing = False
@@ -111,10 +118,11 @@ class Connection(asyncio.Protocol):
         self._closing = True
         self._queue.clear()
         self._transport = None
-        if self._in_flight is not None and not self._in_flight.done():
-            # Nobody will read the answer: cancelling lets the delayed operation finish at its next check.
-            self._in_flight.cancel()
-        self._in_flight = None
+        slots, self._slots = self._slots, deque()
+        for slot in slots:
+            if isinstance(slot, asyncio.Future) and not slot.done():
+                # Nobody will read the answer: cancelling lets the delayed operation finish at its next check.
+                slot.cancel()
         if self._decoder_has_partial():
             _log.info("connection %s closed mid-request (partial frame discarded)", self.peer)
         if self._on_close is not None:
@@ -146,7 +154,9 @@ class Connection(asyncio.Protocol):
             self._transport.close()
 
     def _process(self) -> None:
-        while self._queue and self._in_flight is None and not self._closing and not self._write_paused:
+        while (
+            self._queue and len(self._slots) < MAX_IN_FLIGHT and not self._closing and not self._write_paused
+        ):
             frame = self._queue.popleft()
             try:
                 result = self._handler(frame, self)
@@ -154,32 +164,39 @@ class Connection(asyncio.Protocol):
                 _log.exception("connection %s: unexpected error while handling a request", self.peer)
                 self.close("internal error while handling a request (see the traceback above)")
                 return
-            if isinstance(result, asyncio.Future):
-                if result.done():
-                    self._emit(result.result())
-                else:
-                    self._in_flight = result
-                    result.add_done_callback(self._on_in_flight_done)
-            else:
-                self._emit(result)
+            if isinstance(result, asyncio.Future) and not result.done():
+                result.add_done_callback(self._on_slot_done)
+            self._slots.append(result)
+            self._flush_slots()
         self._update_reading()
 
-    def _on_in_flight_done(self, future: asyncio.Future[Any]) -> None:
-        if future is not self._in_flight:
-            return
-        self._in_flight = None
+    def _on_slot_done(self, future: asyncio.Future[Any]) -> None:
         if self._closing:
             return
-        if future.cancelled():
-            self.close("a delayed request was cancelled (broker stopping)")
-            return
-        exc = future.exception()
-        if exc is not None:
-            _log.error("connection %s: delayed request failed", self.peer, exc_info=exc)
-            self.close("internal error while completing a delayed request")
-            return
-        self._emit(future.result())
+        self._flush_slots()
         self._process()
+
+    def _flush_slots(self) -> None:
+        """Write the resolved slots at the head of the FIFO (responses leave in request order)."""
+        slots = self._slots
+        while slots and not self._closing:
+            head = slots[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    return
+                slots.popleft()
+                if head.cancelled():
+                    self.close("a delayed request was cancelled (broker stopping)")
+                    return
+                exc = head.exception()
+                if exc is not None:
+                    _log.error("connection %s: delayed request failed", self.peer, exc_info=exc)
+                    self.close("internal error while completing a delayed request")
+                    return
+                self._emit(head.result())
+            else:
+                slots.popleft()
+                self._emit(head)
 
     def _emit(self, result: Any) -> None:
         if result is None:

@@ -1,19 +1,30 @@
-"""The leader side of every partition on this node: validated appends and bounded reads.
+"""Every partition hosted on this node: leader appends, leader/follower reads, replication state.
 
-Append path for one produce partition (Kafka's ``ReplicaManager.appendRecords`` ->
-``UnifiedLog.append``), all per batch, never per record:
+Append path for one produce partition (Kafka's ``ReplicaManager.appendRecords`` -> ``Partition.
+appendRecordsToLeader`` -> ``UnifiedLog.append``), all per batch, never per record:
 
+  0. this node must lead the partition (else NOT_LEADER_OR_FOLLOWER); with acks=-1 the ISR must have
+     ``min.insync.replicas`` members (else NOT_ENOUGH_REPLICAS, nothing appended);
   1. :func:`~broker_runtime.server.validation.validate_produce_records` (Kafka's order; see that module);
   2. the producer-state check of an idempotent batch (``ProducerStateManager.check``): a duplicate of one of
      the last five batches answers the ORIGINAL offsets and writes nothing; a sequence or epoch error answers
      its code;
-  3. ``PartitionLog.append`` assigns offsets (and stamps LogAppendTime batches), then
+  3. ``PartitionLog.append`` assigns offsets and stamps the leader epoch (and LogAppendTime), then
      ``ProducerStateManager.update`` records the batch. Producer state lives here, one manager per partition
      directory, loaded on first use from the newest ``.snapshot`` plus a replay of the later batches, and
      snapshotted at clean shutdown;
-  4. single replica: the high watermark moves to the log end offset at once, and ``on_high_watermark`` wakes
-     the delayed fetches watching the partition. (``acks=-1`` with more replicas will park a DelayedProduce
-     here instead; :meth:`ReplicaManager.append` already returns the offset such an operation would wait for.)
+  4. the high watermark moves to min LEO over the ISR (at once for a single replica); ``on_append`` wakes the
+     delayed fetches of the partition (followers wait for new data there), ``on_high_watermark`` also the
+     delayed produces. :meth:`ReplicaManager.append` returns the offset an acks=-1 produce waits for.
+
+Replication: partitions are :class:`~broker_runtime.replication.Partition` objects. Single node: created
+lazily for every local log, leader with replicas = ISR = [this node]. Cluster: :meth:`apply_view` creates the
+logs this node hosts and makes each partition leader or follower as the cluster metadata says; followers are
+handed to one :class:`~broker_runtime.replication.ReplicaFetcher` per leader. Follower fetches
+(:meth:`record_follower_fetch`) move the high watermark; :meth:`maybe_shrink_isr` runs periodically.
+
+Reads: consumers read up to the high watermark, followers up to the log end offset; only the leader serves
+either (a follower answers NOT_LEADER_OR_FOLLOWER).
 
 Thread-safety: event-loop thread only (the storage calls are synchronous and short).
 """
@@ -21,23 +32,27 @@ Thread-safety: event-loop thread only (the storage calls are synchronous and sho
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, StorageError
 from broker_runtime.protocol.batch_header import BatchHeader, iter_batch_spans
+from broker_runtime.replication.fetcher import FetcherConfig, ReplicaFetcher
+from broker_runtime.replication.partition import AlterIsr, Partition
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.producer_state import ProducerStateManager
 
-__all__ = ["AppendResult", "ReadResult", "ReplicaManager"]
+__all__ = ["LEADER_EPOCH", "AppendResult", "ReadResult", "ReplicaManager"]
 
 _log = logging.getLogger(__name__)
 
-#: The leader epoch of every partition of this single-node broker (stamped into appended batches).
+#: The leader epoch of every partition created so far (leaders never change yet: no failover).
 LEADER_EPOCH = 0
+
+TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +100,7 @@ def _policy(cfg: LogConfig) -> BatchPolicy:
 
 
 class ReplicaManager:
-    """Leader appends and reads over the topics' partition logs; see the module docstring."""
+    """Hosted partitions: leader appends and reads, follower state; see the module docstring."""
 
     def __init__(
         self,
@@ -93,15 +108,39 @@ class ReplicaManager:
         *,
         wall_ms: Callable[[], int],
         on_high_watermark: Callable[[str, int], None] | None = None,
+        node_id: int = 0,
+        now_ms: Callable[[], int] | None = None,
+        alter_isr: AlterIsr | None = None,
+        replica_lag_time_max_ms: int = 30000,
+        fetcher_config: FetcherConfig | None = None,
+        resolve_broker: Callable[[int], tuple[str, int] | None] | None = None,
+        high_watermark_checkpoint: Mapping[TopicPartition, int] | None = None,
+        cluster_mode: bool = False,
     ) -> None:
         self._topics = topics
         self._wall_ms = wall_ms
+        self._now_ms = now_ms or wall_ms
         self._on_high_watermark = on_high_watermark
+        self._on_append: Callable[[str, int], None] | None = None
+        self.node_id = node_id
+        self._alter_isr: AlterIsr = alter_isr or (lambda topic, partition, isr: True)
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._fetcher_config = fetcher_config or FetcherConfig(node_id)
+        self._resolve_broker = resolve_broker or (lambda node: None)
+        self._hw_checkpoint = dict(high_watermark_checkpoint or {})
+        self._cluster_mode = cluster_mode
         self._policies: dict[str, tuple[LogConfig, BatchPolicy]] = {}
         self._producer_states: dict[tuple[str, int], ProducerStateManager] = {}
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def set_high_watermark_listener(self, listener: Callable[[str, int], None]) -> None:
+        """Called after the high watermark of (topic, partition) moved (wakes delayed produces and fetches)."""
         self._on_high_watermark = listener
+
+    def set_append_listener(self, listener: Callable[[str, int], None]) -> None:
+        """Called after every leader append (wakes delayed fetches: followers wait for new data)."""
+        self._on_append = listener
 
     def _policy_for(self, topic: str) -> tuple[LogConfig, BatchPolicy]:
         cfg = self._topics.config(topic)
@@ -111,17 +150,132 @@ class ReplicaManager:
             self._policies[topic] = cached
         return cached
 
+    # -- partitions ---------------------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """The hosted partition, or None (single node: created on first use for every local log)."""
+        found = self._partitions.get((topic, index))
+        if found is None and not self._cluster_mode:
+            log = self._topics.get_log(topic, index)
+            if log is None:
+                return None
+            found = Partition(topic, index, log, self.node_id, self._alter_isr)
+            found.make_leader([self.node_id], [self.node_id], LEADER_EPOCH, self._now_ms())
+            self._partitions[(topic, index)] = found
+        return found
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def _not_hosted(self, topic: str, index: int) -> tuple[ErrorCode, str]:
+        count = self._topics.partition_count(topic)
+        if count is not None and 0 <= index < count:
+            return (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"node {self.node_id} is not a replica of {topic}-{index}",
+            )
+        return (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"This server does not host this topic-partition: {topic}-{index}",
+        )
+
+    def apply_view(self, view: Any) -> None:
+        """Make hosted partitions leaders or followers as the cluster metadata ``view`` says (cluster mode)."""
+        now = self._now_ms()
+        me = self.node_id
+        for name, topic in view.topics.items():
+            for index, info in enumerate(topic.partitions):
+                if me not in info.replicas:
+                    continue
+                key = (name, index)
+                partition = self._partitions.get(key)
+                if partition is None:
+                    log = self._topics.ensure_partition(name, index, topic.configs)
+                    if len(info.replicas) > 1:
+                        # The log loaded with HW = LEO; a replicated partition resumes from its checkpointed HW.
+                        log.hw_follows_leo = False
+                        log.high_watermark = min(self._hw_checkpoint.get(key, 0), log.log_end_offset)
+                    partition = Partition(name, index, log, me, self._alter_isr)
+                    self._partitions[key] = partition
+                if info.leader == me:
+                    was_follower = not partition.is_leader and partition.leader_id >= 0
+                    previous_leader = partition.leader_id
+                    partition.make_leader(info.replicas, info.isr, info.leader_epoch, now)
+                    if was_follower:
+                        self._fetcher(previous_leader).remove_partition(name, index)
+                else:
+                    previous_leader = partition.leader_id
+                    if partition.make_follower(info.replicas, info.leader, info.leader_epoch, info.isr):
+                        if previous_leader >= 0 and previous_leader != me:
+                            self._fetcher(previous_leader).remove_partition(name, index)
+                        if info.leader >= 0:
+                            self._fetcher(info.leader).add_partition(partition)
+
+    def _fetcher(self, leader_id: int) -> ReplicaFetcher:
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(leader_id, self._resolve_broker, self._fetcher_config)
+            self.fetchers[leader_id] = fetcher
+            fetcher.start()
+        return fetcher
+
+    async def stop_fetchers(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+
+    # -- replication (leader side) ------------------------------------------------------------------------
+
+    def record_follower_fetch(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> ErrorCode:
+        """A follower fetch at ``fetch_offset`` (its log end offset): update its state, maybe move the HW."""
+        partition = self._partitions.get((topic, index)) or self.partition(topic, index)
+        if partition is None:
+            return self._not_hosted(topic, index)[0]
+        if not partition.is_leader or replica_id not in partition.replicas or replica_id == self.node_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        log = partition.log
+        if fetch_offset < log.log_start_offset or fetch_offset > log.log_end_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, self._now_ms()):
+            self._high_watermark_moved(topic, index)
+        return ErrorCode.NONE
+
+    def maybe_shrink_isr(self) -> None:
+        """Drop lagging followers from the ISR of every partition led here (periodic task)."""
+        now = self._now_ms()
+        for partition in list(self._partitions.values()):
+            shrunk = partition.is_leader and partition.replicated
+            if shrunk and partition.maybe_shrink_isr(now, self.replica_lag_time_max_ms):
+                self._high_watermark_moved(partition.topic, partition.partition)
+
+    def _high_watermark_moved(self, topic: str, index: int) -> None:
+        if self._on_high_watermark is not None:
+            self._on_high_watermark(topic, index)
+
     # -- produce ------------------------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, records: Any, api_version: int) -> AppendResult:
-        """Validate and append the records of one produce partition (Produce v3+)."""
-        log = self._topics.get_log(topic, partition)
-        if log is None:
+    def min_insync_replicas(self, topic: str) -> int:
+        return int(self._topics.config(topic).min_insync_replicas)
+
+    def append(
+        self, topic: str, partition: int, records: Any, api_version: int, acks: int = 1
+    ) -> AppendResult:
+        """Validate and append the records of one produce partition (Produce v3+) as its leader."""
+        replica = self.partition(topic, partition)
+        if replica is None:
+            code, message = self._not_hosted(topic, partition)
+            return AppendResult(code, message=message)
+        if not replica.is_leader:
             return AppendResult(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                message=f"This server does not host this topic-partition: {topic}-{partition}",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                message=f"node {self.node_id} is not the leader of {topic}-{partition} (leader {replica.leader_id})",
             )
+        log = replica.log
         cfg, policy = self._policy_for(topic)
+        if acks == -1:
+            code, why = replica.check_min_isr(cfg.min_insync_replicas)
+            if code != ErrorCode.NONE:
+                return AppendResult(code, message=why)
         now = self._wall_ms()
         checked = validate_produce_records(
             records, partition_name=f"{topic}-{partition}", api_version=api_version, policy=policy, now_ms=now
@@ -146,17 +300,16 @@ class ReplicaManager:
             if verdict.error != ErrorCode.NONE:
                 return AppendResult(ErrorCode(verdict.error), message=verdict.message or None)
         try:
-            info = log.append(records, leader_epoch=LEADER_EPOCH)
+            info = log.append(records, leader_epoch=max(replica.leader_epoch, 0))
         except StorageError as exc:
             _log.error("append to %s-%d failed: %s", topic, partition, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         if producer_state is not None:
             producer_state.update(header, info.first_offset, info.last_offset, info.max_timestamp)
-        # Single replica: the ISR is {this node}, so the high watermark follows the log end offset.
-        if log.high_watermark != log.log_end_offset:
-            log.high_watermark = log.log_end_offset
-        if self._on_high_watermark is not None:
-            self._on_high_watermark(topic, partition)
+        if self._on_append is not None:
+            self._on_append(topic, partition)
+        if replica.maybe_increment_hw():
+            self._high_watermark_moved(topic, partition)
         return AppendResult(
             ErrorCode.NONE,
             base_offset=info.first_offset,
@@ -205,20 +358,32 @@ class ReplicaManager:
     # -- fetch --------------------------------------------------------------------------------------------
 
     def read(
-        self, topic: str, partition: int, fetch_offset: int, max_bytes: int, *, min_one_batch: bool
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool,
+        replica_id: int = -1,
     ) -> ReadResult:
-        """Read committed data (up to the high watermark) from ``fetch_offset``; errors as Kafka codes."""
-        log = self._topics.get_log(topic, partition)
-        if log is None:
-            return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        """Read as the leader from ``fetch_offset``: up to the HW for consumers, the LEO for followers."""
+        replica = self.partition(topic, partition)
+        if replica is None:
+            return ReadResult(self._not_hosted(topic, partition)[0])
+        if not replica.is_leader:
+            return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        log = replica.log
         hw = log.high_watermark
         start = log.log_start_offset
-        if fetch_offset < start or fetch_offset > log.log_end_offset:
+        leo = log.log_end_offset
+        limit = leo if replica_id >= 0 else hw
+        if fetch_offset < start or fetch_offset > leo:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=hw, log_start_offset=start)
-        if fetch_offset >= hw:
+        if fetch_offset >= limit:
             return ReadResult(ErrorCode.NONE, b"", hw, start)
         try:
-            data = log.read(fetch_offset, max_bytes, max_offset=hw, min_one_batch=min_one_batch)
+            data = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
         except OffsetOutOfRangeError:
             return ReadResult(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -229,8 +394,8 @@ class ReplicaManager:
             _log.error("read of %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
         records = data.records if data.records is not None else b""
-        return ReadResult(ErrorCode.NONE, records, hw, log.log_start_offset)
+        return ReadResult(ErrorCode.NONE, records, log.high_watermark, log.log_start_offset)
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
-        log = self._topics.get_log(topic, partition)
-        return None if log is None else log.high_watermark
+        replica = self.partition(topic, partition)
+        return None if replica is None else replica.log.high_watermark

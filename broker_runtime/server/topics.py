@@ -1,8 +1,13 @@
-"""Topics of this single-node broker: names, partition counts, per-topic configs, creation.
+"""Topics of this broker: names, partition counts, per-topic configs, creation of the local partition logs.
 
-The truth lives in the storage (one log directory per partition, topic overrides kept by the LogManager);
-this class keeps an in-memory map ``topic -> partition count`` rebuilt from ``LogManager.all_logs()`` at start
-and updated on every creation, plus a cache of each topic's effective :class:`LogConfig`.
+Single node: the truth lives in the storage (one log directory per partition, topic overrides kept by the
+LogManager); this class keeps an in-memory map ``topic -> partition count`` rebuilt from
+``LogManager.all_logs()`` at start and updated on every creation, plus a cache of each topic's effective
+:class:`LogConfig`.
+
+Cluster: the cluster metadata is the truth for names, partition counts and configs (:meth:`use_cluster`
+installs it); this broker creates only the logs of the partitions it hosts (:meth:`ensure_partition`), and
+``get_log`` answers None for the others.
 
 Topic name rules are Kafka's (``org.apache.kafka.common.internals.Topic``): 1..249 characters of
 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``; a name that equals an existing one after mapping ``.`` to ``_`` collides.
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
@@ -61,6 +66,11 @@ class TopicManager:
         self._partitions: dict[str, int] = {}
         self._configs: dict[str, LogConfig] = {}
         self._logs_by_tp: dict[tuple[str, int], Any] = {}
+        self._cluster_topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]] | None = None
+
+    def use_cluster(self, topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]]) -> None:
+        """Take names, partition counts and overrides from the cluster metadata (name -> (count, configs))."""
+        self._cluster_topics = topics
 
     def load(self) -> None:
         """Rebuild the topic map from the logs the storage recovered."""
@@ -73,10 +83,19 @@ class TopicManager:
     # -- queries ------------------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
+        if self._cluster_topics is not None:
+            return sorted(self._cluster_topics())
         return sorted(self._partitions)
 
     def partition_count(self, topic: str) -> int | None:
+        if self._cluster_topics is not None:
+            found = self._cluster_topics().get(topic)
+            return None if found is None else found[0]
         return self._partitions.get(topic)
+
+    def hosted(self) -> list[tuple[str, int]]:
+        """The (topic, partition) pairs with a local log."""
+        return sorted(self._logs_by_tp)
 
     def get_log(self, topic: str, partition: int) -> Any | None:
         """The PartitionLog of (topic, partition), or None when it does not exist."""
@@ -86,12 +105,16 @@ class TopicManager:
         """The topic's effective log config (broker defaults + its overrides)."""
         cfg = self._configs.get(topic)
         if cfg is None:
-            overrides = self._logs.topic_overrides(topic) or {}
+            overrides = self.overrides(topic)
             cfg = self._log_config.with_topic_overrides(overrides) if overrides else self._log_config
             self._configs[topic] = cfg
         return cfg
 
     def overrides(self, topic: str) -> dict[str, str]:
+        if self._cluster_topics is not None:
+            found = self._cluster_topics().get(topic)
+            if found is not None:
+                return dict(found[1])
         return dict(self._logs.topic_overrides(topic) or {})
 
     # -- creation -----------------------------------------------------------------------------------------
@@ -110,6 +133,10 @@ class TopicManager:
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                     f"Topic '{name}' collides with existing topic: {existing}",
                 )
+        return self.check_config(name, num_partitions, overrides)
+
+    def check_config(self, name: str, num_partitions: int, overrides: Mapping[str, str]) -> LogConfig:
+        """The partition-count and config checks of a creation (no name or existence checks)."""
         if num_partitions <= 0:
             raise TopicError(
                 ErrorCode.INVALID_PARTITIONS,
@@ -136,6 +163,16 @@ class TopicManager:
         self._partitions[name] = num_partitions
         self._configs.pop(name, None)
         _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
+
+    def ensure_partition(self, name: str, partition: int, overrides: Mapping[str, str]) -> Any:
+        """The local log of a partition this broker hosts, created when absent (cluster mode)."""
+        log = self._logs_by_tp.get((name, partition))
+        if log is None:
+            log = self._logs.create_log(name, partition, dict(overrides))
+            self._logs_by_tp[(name, partition)] = log
+            self._partitions[name] = max(self._partitions.get(name, 0), partition + 1)
+            self._configs.pop(name, None)
+        return log
 
     def auto_create(self, name: str) -> ErrorCode:
         """Create ``name`` with the broker defaults (auto.create.topics.enable); NONE or the error code."""

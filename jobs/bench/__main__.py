@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 
-SECTIONS = ["murmur2", "records", "storage", "broker", "writer", "reader"]
+SECTIONS = ["murmur2", "records", "storage", "broker", "replication", "writer", "reader"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,6 +98,24 @@ def test_delayed_fetch_completes_when_data_arrives(bootstrap: str) -> None:
     assert part["HighWatermark"] == 2 and len(bytes(part["Records"])) > 0
 
 
+def test_pipelined_requests_behind_a_delayed_one_are_answered_in_order(bootstrap: str) -> None:
+    """A parked request does not block processing of the next ones, but responses keep request order."""
+    with RawConnection(bootstrap) as conn:
+        _create(conn, "order")
+        fetch = conn.encode(FETCH, 12, fetch_body("order", 0, 0, max_wait_ms=5_000, min_bytes=1))
+        produce = conn.encode(PRODUCE, 9, produce_body("order", 0, build_batch(2), acks=1))
+        t0 = time.monotonic()
+        conn.send_raw(fetch + produce)
+        # The produce (sent second) is processed while the fetch waits and completes it with its data; the
+        # fetch answer still comes first.
+        fetch_id, fetched = conn.read_response(FETCH, 12)
+        produce_id, produced = conn.read_response(PRODUCE, 9)
+        assert time.monotonic() - t0 < 3
+    assert (fetch_id, produce_id) == (conn.correlation_id - 1, conn.correlation_id)
+    assert _partition(fetched)["HighWatermark"] == 2 and len(bytes(_partition(fetched)["Records"])) > 0
+    assert produced["Responses"][0]["PartitionResponses"][0]["BaseOffset"] == 0
+
+
 def test_list_offsets(bootstrap: str) -> None:
     with RawConnection(bootstrap) as conn:
         _create(conn, "l")

@@ -1,17 +1,20 @@
-"""CreateTopics (key 19, v0-7): create topics on this single node.
+"""CreateTopics (key 19, v0-7): create topics through the cluster store (any broker may take the request).
 
 Per topic, first failure wins (Kafka's ``ControllerApis``/``ReplicationControlManager`` checks):
   * the name appears twice in the request                         -> INVALID_REQUEST
   * illegal name                                                  -> INVALID_TOPIC_EXCEPTION
   * already exists                                                -> TOPIC_ALREADY_EXISTS
   * NumPartitions -1 takes ``num.partitions``; otherwise <= 0     -> INVALID_PARTITIONS
-  * ReplicationFactor -1 takes ``default.replication.factor``; anything but 1 (one broker)
+  * ReplicationFactor -1 takes ``default.replication.factor``; <= 0 or more than the registered brokers
                                                                   -> INVALID_REPLICATION_FACTOR
-  * manual Assignments must give every partition 0..n-1 exactly the replica list [node]
-                                                                  -> INVALID_REPLICA_ASSIGNMENT
+  * manual Assignments: partitions 0..n-1, each a list of distinct registered brokers (single node: exactly
+    [node])                                                       -> INVALID_REPLICA_ASSIGNMENT
   * configs are topic overrides, checked by the storage's LogConfig -> INVALID_CONFIG
-``validateOnly`` runs every check and creates nothing. v5+ answers carry the partition count, replication
-factor and the topic's non-default configs.
+Replicas are assigned round-robin (:func:`~broker_runtime.replication.assign_replicas`); the first replica
+leads. ``validateOnly`` runs every check and creates nothing. v5+ answers carry the partition count,
+replication factor and the topic's non-default configs. The answer is sent once the assignment is recorded;
+each replica creates its log when it sees the assignment (this broker at once, the others within
+``POLL_INTERVAL_MS``).
 """
 
 from __future__ import annotations
@@ -38,42 +41,28 @@ _ZERO_UUID = uuid.UUID(int=0)
 def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) -> tuple[int, int]:
     """Create (or validate) one topic; returns (partitions, replication factor) or raises TopicError."""
     name = topic["Name"]
-    node = ctx.config.node_id
     assignments = topic["Assignments"]
     num_partitions = topic["NumPartitions"]
     replication = topic["ReplicationFactor"]
+    manual: dict[int, list[int]] | None = None
     if assignments:
         if num_partitions != -1 or replication != -1:
             raise TopicError(
                 ErrorCode.INVALID_REQUEST,
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
             )
-        indexes = sorted(a["PartitionIndex"] for a in assignments)
-        if indexes != list(range(len(indexes))):
+        manual = {a["PartitionIndex"]: list(a["BrokerIds"]) for a in assignments}
+        indexes = sorted(manual)
+        if indexes != list(range(len(indexes))) or len(indexes) != len(assignments):
             raise TopicError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"partitions of topic {name} must be numbered 0..{len(indexes) - 1}, got {indexes}",
+                f"partitions of topic {name} must be numbered 0..{len(assignments) - 1}, "
+                f"got {sorted(a['PartitionIndex'] for a in assignments)}",
             )
-        for a in assignments:
-            if list(a["BrokerIds"]) != [node]:
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"partition {a['PartitionIndex']} of topic {name}: replicas {list(a['BrokerIds'])} "
-                    f"must be exactly [{node}] on this single-node broker",
-                )
-        num_partitions, replication = len(indexes), 1
     if num_partitions == -1:
         num_partitions = ctx.config.num_partitions
     if replication == -1:
         replication = ctx.config.default_replication_factor
-    if replication <= 0:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-    if replication != 1:
-        raise TopicError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {replication} time(s): The target replication factor of "
-            f"{replication} cannot be reached because only 1 broker(s) are registered.",
-        )
     overrides: dict[str, str] = {}
     for cfg in topic["Configs"]:
         if cfg["Value"] is None:
@@ -81,10 +70,12 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
                 ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {cfg['Name']}"
             )
         overrides[cfg["Name"]] = cfg["Value"]
-    ctx.topics.check_new(name, num_partitions, overrides)
+    result: tuple[int, int] = ctx.cluster.create_topic(
+        name, num_partitions, replication, overrides, manual, validate_only=validate_only
+    )
     if not validate_only:
-        ctx.topics.create(name, num_partitions, overrides)
-    return num_partitions, replication
+        ctx.refresh_cluster()
+    return result
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,11 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
   * reads stop at the high watermark; isolation levels are equal (no transactions: LSO = HW);
     AbortedTransactions is null;
   * a fetch offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch newer than
-    ours (0) gets UNKNOWN_LEADER_EPOCH;
+    the partition's leader epoch gets UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH;
+  * follower fetches (``ReplicaId`` >= 0, a replica of the partition): the fetch offset is the follower's log
+    end offset and is recorded first (it may move the high watermark and the ISR, see
+    :meth:`ReplicaManager.record_follower_fetch`); they read up to the log end offset, consumers only up to
+    the high watermark. Only the leader serves either; other replicas answer NOT_LEADER_OR_FOLLOWER;
   * the fetch answers at once when MaxWaitMs <= 0, enough bytes (>= MinBytes) are there, or a partition has an
     error; otherwise a :class:`DelayedFetch` waits in the fetch purgatory, watched by every partition, until an
     append brings enough bytes (``check_and_complete`` from the ReplicaManager) or MaxWaitMs expires.
@@ -43,8 +47,20 @@ class _PartitionFetch(NamedTuple):
     current_leader_epoch: int
 
 
+def _epoch_error(ctx: BrokerContext, part: _PartitionFetch) -> ErrorCode:
+    if part.current_leader_epoch < 0:
+        return ErrorCode.NONE
+    partition = ctx.replicas.partition(part.topic, part.partition)
+    epoch = LEADER_EPOCH if partition is None else partition.leader_epoch
+    if part.current_leader_epoch > epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if part.current_leader_epoch < epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.NONE
+
+
 def _read_all(
-    ctx: BrokerContext, parts: list[_PartitionFetch], max_bytes: int
+    ctx: BrokerContext, parts: list[_PartitionFetch], max_bytes: int, replica_id: int = -1
 ) -> tuple[list[ReadResult], int, bool]:
     """Read every partition within the limits; returns (results, total bytes, any error)."""
     remaining = max_bytes
@@ -53,9 +69,10 @@ def _read_all(
     results: list[ReadResult] = []
     replicas = ctx.replicas
     for part in parts:
-        if part.current_leader_epoch > LEADER_EPOCH:
+        epoch_error = _epoch_error(ctx, part)
+        if epoch_error != ErrorCode.NONE:
             hw = replicas.high_watermark(part.topic, part.partition)
-            results.append(ReadResult(ErrorCode.UNKNOWN_LEADER_EPOCH, b"", -1 if hw is None else hw, -1))
+            results.append(ReadResult(epoch_error, b"", -1 if hw is None else hw, -1))
             any_error = True
             continue
         limit = min(part.max_bytes, remaining)
@@ -65,7 +82,12 @@ def _read_all(
                 results.append(ReadResult(ErrorCode.NONE, b"", hw, -1))
                 continue
         result = replicas.read(
-            part.topic, part.partition, part.fetch_offset, max(limit, 0), min_one_batch=total == 0
+            part.topic,
+            part.partition,
+            part.fetch_offset,
+            max(limit, 0),
+            min_one_batch=total == 0,
+            replica_id=replica_id,
         )
         if result.error:
             any_error = True
@@ -97,10 +119,24 @@ def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResu
     return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "SessionId": 0, "Responses": topics}
 
 
+def _hw(ctx: BrokerContext, part: _PartitionFetch) -> int:
+    hw = ctx.replicas.high_watermark(part.topic, part.partition)
+    return -1 if hw is None else hw
+
+
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for MinBytes of new data or MaxWaitMs; completes its future exactly once."""
 
-    __slots__ = ("_ctx", "_future", "_max_bytes", "_min_bytes", "_parts", "_results", "_version")
+    __slots__ = (
+        "_ctx",
+        "_future",
+        "_max_bytes",
+        "_min_bytes",
+        "_parts",
+        "_replica_id",
+        "_results",
+        "_version",
+    )
 
     def __init__(
         self,
@@ -111,8 +147,10 @@ class DelayedFetch(DelayedOperation):
         max_bytes: int,
         max_wait_ms: int,
         future: asyncio.Future[Any],
+        replica_id: int = -1,
     ) -> None:
         super().__init__(max_wait_ms)
+        self._replica_id = replica_id
         self._ctx = ctx
         self._version = version
         self._parts = parts
@@ -124,7 +162,7 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         if self._future.done():  # the connection went away: nothing to wait for
             return self.force_complete()
-        results, total, any_error = _read_all(self._ctx, self._parts, self._max_bytes)
+        results, total, any_error = _read_all(self._ctx, self._parts, self._max_bytes, self._replica_id)
         if any_error or total >= self._min_bytes:
             self._results = results
             return self.force_complete()
@@ -133,7 +171,7 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         results = self._results
         if results is None:
-            results, _, _ = _read_all(self._ctx, self._parts, self._max_bytes)
+            results, _, _ = _read_all(self._ctx, self._parts, self._max_bytes, self._replica_id)
         if not self._future.done():
             self._future.set_result(_response(self._version, self._parts, results))
 
@@ -157,11 +195,24 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     max_bytes = body["MaxBytes"]
     min_bytes = body["MinBytes"]
     max_wait = body["MaxWaitMs"]
-    results, total, any_error = _read_all(ctx, parts, max_bytes)
+    replica_id = body["ReplicaId"]
+    if any(ctx.topics.partition_count(t) is None for t in {p.topic for p in parts}):
+        ctx.refresh_cluster()
+    if replica_id >= 0:
+        errors = [
+            ctx.replicas.record_follower_fetch(p.topic, p.partition, replica_id, p.fetch_offset)
+            for p in parts
+        ]
+        if any(errors):
+            # Answer at once, failed partitions with their error and the others empty: the follower backs the
+            # failed ones off and fetches the others again right away.
+            results = [ReadResult(code, b"", _hw(ctx, p), -1) for p, code in zip(parts, errors, strict=True)]
+            return _response(version, parts, results)
+    results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id)
     if max_wait <= 0 or not parts or total >= min_bytes or any_error:
         return _response(version, parts, results)
     future: asyncio.Future[Any] = ctx.loop.create_future()
-    op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future)
+    op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future, replica_id)
     keys = {(p.topic, p.partition) for p in parts}
     if not ctx.fetch_purgatory.try_complete_else_watch(op, keys):
         ctx.schedule_timer()

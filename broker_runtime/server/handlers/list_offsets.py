@@ -5,7 +5,8 @@
   -3 MAX_TIMESTAMP   (v7+) the offset and timestamp of the record batch with the largest timestamp
   -4 EARLIEST_LOCAL  (v8+) the log start offset (no tiered storage)
   t >= 0             the first offset whose timestamp is >= t (time index), or offset -1/timestamp -1
-v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry leader epoch 0.
+v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry the partition's leader epoch.
+Only the leader answers; another replica answers NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -57,13 +58,22 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         parts_out: list[dict[str, Any]] = []
         for part in topic["Partitions"]:
             index = part["PartitionIndex"]
-            log = ctx.topics.get_log(name, index)
+            replica = ctx.replicas.partition(name, index)
+            log = replica.log if replica is not None else None
+            epoch = replica.leader_epoch if replica is not None else LEADER_EPOCH
             entry: dict[str, Any] = {"PartitionIndex": index, "OldStyleOffsets": []}
-            if log is None:
+            if replica is None or not replica.is_leader:
+                count = ctx.topics.partition_count(name)
+                known = count is not None and 0 <= index < count
                 entry.update(
-                    ErrorCode=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, Timestamp=-1, Offset=-1, LeaderEpoch=-1
+                    ErrorCode=ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if known
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    Timestamp=-1,
+                    Offset=-1,
+                    LeaderEpoch=-1,
                 )
-            elif part["CurrentLeaderEpoch"] > LEADER_EPOCH:
+            elif part["CurrentLeaderEpoch"] > epoch:
                 entry.update(
                     ErrorCode=ErrorCode.UNKNOWN_LEADER_EPOCH, Timestamp=-1, Offset=-1, LeaderEpoch=-1
                 )
@@ -76,7 +86,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                         ErrorCode=ErrorCode.NONE,
                         Timestamp=found[1],
                         Offset=found[0],
-                        LeaderEpoch=LEADER_EPOCH,
+                        LeaderEpoch=epoch,
                     )
                     if version == 0:
                         entry["OldStyleOffsets"] = [found[0]]

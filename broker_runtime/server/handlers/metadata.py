@@ -1,14 +1,17 @@
-"""Metadata (key 3, v0-12): this node as the only broker, leader of every partition.
+"""Metadata (key 3, v0-12): every broker of the cluster, and per partition its leader, replicas and ISR.
 
-Every partition: leader = this node, leaderEpoch 0 (the epoch stamped into stored batches, as Kafka reports
-the real epoch; librdkafka validates offsets against it only through OffsetForLeaderEpoch, which this broker
-does not advertise), replicas = ISR = [node], no offline replicas. Topic ids are not tracked (zero UUID).
+The answer comes from the cluster store (:mod:`broker_runtime.server.cluster`): a single-node broker reports
+itself as the only broker and the leader of every partition (replicas = ISR = [node]); a broker of a cluster
+reports every registered broker and the assignment, leader, leader epoch and ISR recorded in the shared
+metadata (the leader of a partition keeps its ISR there up to date); the file is re-checked (one ``stat``) on
+every request, so every broker answers the same and a client may ask any of them. No offline replicas; topic ids are not tracked (zero UUID). librdkafka validates
+offsets against the leader epoch only through OffsetForLeaderEpoch, which this broker does not advertise.
 
 Topics: null (v1+) or an empty list in v0 means all topics. A requested topic that does not exist is created
 here when ``auto.create.topics.enable`` is true and the request allows it (AllowAutoTopicCreation, v4+;
-earlier versions always allow), with ``num.partitions`` partitions. Creation is synchronous, so the answer
-already describes the new topic (Kafka answers LEADER_NOT_AVAILABLE first because its creation is async).
-Illegal names get INVALID_TOPIC_EXCEPTION.
+earlier versions always allow), with ``num.partitions`` partitions and ``default.replication.factor``
+replicas. Creation is synchronous, so the answer already describes the new topic (Kafka answers
+LEADER_NOT_AVAILABLE first because its creation is async). Illegal names get INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
@@ -19,8 +22,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.replica_manager import LEADER_EPOCH
-from broker_runtime.server.topics import topic_name_error
+from broker_runtime.server.topics import TopicError, topic_name_error
 
 __all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
 
@@ -34,19 +36,18 @@ _NO_OPERATIONS = -(2**31)
 
 
 def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
-    node = ctx.config.node_id
-    count = ctx.topics.partition_count(name) if name is not None and code == ErrorCode.NONE else None
+    info = ctx.cluster.view.topics.get(name) if name is not None and code == ErrorCode.NONE else None
     partitions = [
         {
-            "ErrorCode": ErrorCode.NONE,
+            "ErrorCode": ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             "PartitionIndex": index,
-            "LeaderId": node,
-            "LeaderEpoch": LEADER_EPOCH,
-            "ReplicaNodes": [node],
-            "IsrNodes": [node],
+            "LeaderId": p.leader,
+            "LeaderEpoch": p.leader_epoch,
+            "ReplicaNodes": list(p.replicas),
+            "IsrNodes": list(p.isr),
             "OfflineReplicas": [],
         }
-        for index in range(count or 0)
+        for index, p in enumerate(info.partitions if info is not None else ())
     ]
     return {
         "ErrorCode": code,
@@ -58,33 +59,54 @@ def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
     }
 
 
+def _auto_create(ctx: BrokerContext, name: str) -> ErrorCode:
+    cfg = ctx.config
+    try:
+        ctx.cluster.create_topic(name, cfg.num_partitions, cfg.default_replication_factor, {})
+    except TopicError as exc:
+        return ErrorCode(exc.code)
+    ctx.refresh_cluster()
+    return ErrorCode.NONE
+
+
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     version = header.api_version
     requested = body["Topics"]
     allow_auto = ctx.config.auto_create_topics_enable and (version < 4 or body["AllowAutoTopicCreation"])
+    ctx.refresh_cluster()  # one stat of the shared file: answers never lag a change already recorded
+    view = ctx.cluster.view
     topics: list[dict[str, Any]] = []
     if requested is None or (version == 0 and not requested):
-        topics = [_topic(ctx, name, ErrorCode.NONE) for name in ctx.topics.names()]
+        topics = [_topic(ctx, name, ErrorCode.NONE) for name in sorted(view.topics)]
     else:
         for entry in requested:
             name = entry["Name"]
             if name is None:
                 topics.append(_topic(ctx, None, UNKNOWN_TOPIC_ID))
                 continue
-            if ctx.topics.partition_count(name) is not None:
+            if name in ctx.cluster.view.topics:
                 topics.append(_topic(ctx, name, ErrorCode.NONE))
             elif topic_name_error(name) is not None:
                 topics.append(_topic(ctx, name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif allow_auto:
-                topics.append(_topic(ctx, name, ctx.topics.auto_create(name)))
+                topics.append(_topic(ctx, name, _auto_create(ctx, name)))
             else:
                 topics.append(_topic(ctx, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    node = ctx.config.node_id
+    view = ctx.cluster.view
+    brokers = sorted(view.brokers.values(), key=lambda b: b.node_id)
     return {
         "ThrottleTimeMs": 0,
-        "Brokers": [{"NodeId": node, "Host": ctx.advertised_host, "Port": ctx.advertised_port, "Rack": None}],
+        "Brokers": [
+            {
+                "NodeId": b.node_id,
+                "Host": ctx.advertised_host if b.node_id == ctx.config.node_id else b.host,
+                "Port": ctx.advertised_port if b.node_id == ctx.config.node_id else b.port,
+                "Rack": None,
+            }
+            for b in brokers
+        ],
         "ClusterId": ctx.config.cluster_id,
-        "ControllerId": node,
+        "ControllerId": view.controller_id,
         "Topics": topics,
         "ClusterAuthorizedOperations": _NO_OPERATIONS,
     }

@@ -10,17 +10,26 @@ Per request (Kafka's ``KafkaApis.handleProduceRequest`` + ``ReplicaManager.appen
   * otherwise each partition is validated and appended by the ReplicaManager (per batch work only);
   * ``acks=0``: no response at all; if any partition failed, the connection is closed so the client notices
     and refreshes its metadata, as Kafka does;
-  * ``acks=-1`` with a single replica completes at once (the high watermark is the log end offset after the
-    append); the AppendResult already carries the offset a DelayedProduce would wait for.
+  * ``acks=-1``: before appending, a partition whose ISR is smaller than ``min.insync.replicas`` gets
+    NOT_ENOUGH_REPLICAS; after appending, a :class:`~broker_runtime.replication.DelayedProduce` waits in the
+    produce purgatory, watched by every appended partition, until each partition's high watermark reaches
+    its last offset + 1 (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas
+    meanwhile) or ``TimeoutMs`` expires (REQUEST_TIMED_OUT for the partitions still waiting). The handler
+    never blocks: it returns a future and the connection answers later requests' responses after it, in
+    order. A single-replica partition completes inside the first try (HW = LEO after the append), so the
+    answer is returned at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
 
@@ -52,12 +61,14 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     acks = body["Acks"]
     topics = ctx.topics
     replicas = ctx.replicas
-    responses: list[dict[str, Any]] = []
+    results: list[tuple[str, list[tuple[int, AppendResult]]]] = []
     failed: list[str] = []
     for topic_data in body["TopicData"]:
         name = topic_data["Name"]
         count = topics.partition_count(name)
-        partitions: list[dict[str, Any]] = []
+        if count is None and ctx.refresh_cluster():
+            count = topics.partition_count(name)
+        partitions: list[tuple[int, AppendResult]] = []
         for pdata in topic_data["PartitionData"]:
             index = pdata["Index"]
             if count is None or not 0 <= index < count:
@@ -75,11 +86,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                     ErrorCode.INVALID_REQUIRED_ACKS, message=f"acks={acks} is not -1, 0 or 1"
                 )
             else:
-                result = replicas.append(name, index, pdata["Records"], version)
+                result = replicas.append(name, index, pdata["Records"], version, acks)
             if result.error:
                 failed.append(f"{name}-{index}: {ErrorCode(result.error).name}")
-            partitions.append(_partition_response(index, result))
-        responses.append({"Name": name, "PartitionResponses": partitions})
+            partitions.append((index, result))
+        results.append((name, partitions))
     if acks == 0:
         if failed:
             _log.info(
@@ -90,4 +101,65 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             )
             return CLOSE_CONNECTION
         return None
-    return {"Responses": responses, "ThrottleTimeMs": 0}
+    if acks == -1 and ctx.produce_purgatory is not None:
+        return _delay_until_replicated(ctx, body["TimeoutMs"], results)
+    return _body(results)
+
+
+def _body(results: list[tuple[str, list[tuple[int, AppendResult]]]]) -> dict[str, Any]:
+    return {
+        "Responses": [
+            {"Name": name, "PartitionResponses": [_partition_response(i, r) for i, r in parts]}
+            for name, parts in results
+        ],
+        "ThrottleTimeMs": 0,
+    }
+
+
+def _delay_until_replicated(
+    ctx: BrokerContext, timeout_ms: int, results: list[tuple[str, list[tuple[int, AppendResult]]]]
+) -> Any:
+    """Park an acks=-1 produce until the appended partitions are replicated; the body or a future of it."""
+    statuses: dict[tuple[str, int], ProducePartitionStatus] = {}
+    replicas = ctx.replicas
+    for name, parts in results:
+        for index, result in parts:
+            min_isr = replicas.min_insync_replicas(name) if not result.error else 1
+            statuses[(name, index)] = ProducePartitionStatus(result.required_offset, result.error, min_isr)
+    if not any(s.pending for s in statuses.values()):
+        return _body(results)
+    future: asyncio.Future[Any] = ctx.loop.create_future()
+    answered: list[dict[str, Any]] = []
+
+    def on_done(final: dict[tuple[str, int], ProducePartitionStatus]) -> None:
+        merged = [
+            (
+                name,
+                [
+                    (i, r if final[(name, i)].error == r.error else _with_error(r, final[(name, i)].error))
+                    for i, r in parts
+                ],
+            )
+            for name, parts in results
+        ]
+        answer = _body(merged)
+        answered.append(answer)
+        if not future.done():
+            future.set_result(answer)
+
+    operation = DelayedProduce(timeout_ms, statuses, replicas.partition, on_done, is_abandoned=future.done)
+    assert ctx.produce_purgatory is not None
+    if ctx.produce_purgatory.try_complete_else_watch(operation, operation.watch_keys):
+        return answered[0] if answered else future
+    ctx.schedule_timer()
+    return future
+
+
+def _with_error(result: AppendResult, error: ErrorCode) -> AppendResult:
+    messages = {
+        ErrorCode.REQUEST_TIMED_OUT: "the high watermark did not reach the appended records within the timeout",
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
+            "the ISR shrank below min.insync.replicas after the records were appended"
+        ),
+    }
+    return dataclasses.replace(result, error=error, message=messages.get(error, ErrorCode(error).name))

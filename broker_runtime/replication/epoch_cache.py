@@ -1,0 +1,123 @@
+"""The leader-epoch cache of one partition and its ``leader-epoch-checkpoint`` file (Kafka's
+``LeaderEpochFileCache`` + ``LeaderEpochCheckpointFile``).
+
+File format (UTF-8 text in the partition directory, ``\\n`` line ends)::
+
+    0               version
+    2               number of entries
+    0 0             epoch, start offset: the first offset written under that epoch
+    3 1200
+
+Invariants: epochs strictly increase down the list and so do start offsets (an entry whose start offset is
+not above the previous entry's replaces it, as Kafka does when a leader wrote nothing in an epoch). The file
+is rewritten atomically (``.tmp``, fsync, rename, fsync dir) whenever the list changes, which happens once per
+leader change, not per append.
+
+Who writes: a leader calls :meth:`LeaderEpochCache.assign` with its epoch and log end offset when it becomes
+leader; a follower calls it for every appended batch whose ``partitionLeaderEpoch`` is newer than the latest
+entry; a truncation calls :meth:`LeaderEpochCache.truncate_from_end`.
+
+Thread-safety: used from the broker's event-loop thread only (no lock).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker_runtime.errors import StorageError
+from broker_runtime.storage.checkpoint import write_atomically
+
+__all__ = ["LEADER_EPOCH_CHECKPOINT", "EpochEntry", "LeaderEpochCache"]
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+_VERSION = 0
+
+EpochEntry = tuple[int, int]
+"""(epoch, start offset)."""
+
+
+class LeaderEpochCache:
+    """Epoch -> start offset of one partition, persisted in ``<partition dir>/leader-epoch-checkpoint``."""
+
+    __slots__ = ("_entries", "path")
+
+    def __init__(self, partition_dir: Path) -> None:
+        self.path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT
+        self._entries: list[EpochEntry] = self._read()
+
+    # -- queries --------------------------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest epoch, or -1 when the cache is empty."""
+        return self._entries[-1][0] if self._entries else -1
+
+    def start_offset_of(self, epoch: int) -> int | None:
+        """The start offset recorded for exactly ``epoch``, or None."""
+        for e, start in self._entries:
+            if e == epoch:
+                return start
+        return None
+
+    # -- updates --------------------------------------------------------------------------------------------
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True when the file changed.
+
+        An epoch older than the latest is ignored; the latest epoch is never moved. An entry of a newer epoch
+        removes earlier entries whose start offset is not below ``start_offset``.
+        """
+        if epoch < 0 or start_offset < 0:
+            return False
+        if self._entries and epoch <= self._entries[-1][0]:
+            return False
+        kept = [(e, s) for e, s in self._entries if s < start_offset]
+        kept.append((epoch, start_offset))
+        self._entries = kept
+        self._write()
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Drop entries starting at or after ``end_offset`` (the log was truncated there); True if changed."""
+        kept = [(e, s) for e, s in self._entries if s < end_offset]
+        if len(kept) == len(self._entries):
+            return False
+        self._entries = kept
+        self._write()
+        return True
+
+    # -- file -----------------------------------------------------------------------------------------------
+
+    def _read(self) -> list[EpochEntry]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        lines = text.splitlines()
+        try:
+            version = int(lines[0])
+            count = int(lines[1])
+            if version != _VERSION:
+                raise ValueError(f"version {version}, expected {_VERSION}")
+            entries = []
+            for number, line in enumerate(lines[2 : 2 + count], start=3):
+                parts = line.split(" ")
+                if len(parts) != 2:
+                    raise ValueError(f"line {number} {line!r} is not 'epoch startOffset'")
+                entries.append((int(parts[0]), int(parts[1])))
+            if len(entries) != count:
+                raise ValueError(f"{count} entries announced, {len(entries)} found")
+        except (IndexError, ValueError) as exc:
+            raise StorageError(f"malformed {self.path}: {exc}") from None
+        return entries
+
+    def _write(self) -> None:
+        body = f"{_VERSION}\n{len(self._entries)}\n" + "".join(f"{e} {s}\n" for e, s in self._entries)
+        write_atomically(self.path, body.encode("utf-8"))
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochCache({self.path.parent.name}, {self._entries})"

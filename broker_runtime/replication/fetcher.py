@@ -1,0 +1,293 @@
+"""The follower's fetcher: one asyncio task per leader broker pulling its partitions (Kafka's
+``ReplicaFetcherThread``, without the thread).
+
+Loop, per leader::
+
+    connect (address resolved anew each time, so a restarted leader on a new port is found)
+    repeat: Fetch(ReplicaId = this node, MaxWaitMs = replica.fetch.wait.max.ms,
+                  MinBytes = replica.fetch.min.bytes, per partition FetchOffset = local LEO)
+            for each partition in the answer:
+              NONE                    append the batches with the leader's offsets, HW := min(LEO, leader HW)
+              OFFSET_OUT_OF_RANGE     our LEO is above the leader's log end: truncate to the leader's HW
+              anything else           log it, keep the partition, back off replica.fetch.backoff.ms
+
+The fetch offset the leader sees *is* this follower's log end offset: that is how the leader learns follower
+positions (and so the high watermark) -- there is no separate acknowledgement. The next fetch is sent as soon
+as the previous answer is processed, so an acks=-1 produce completes after two follower round trips.
+
+Requests are encoded with the protocol codec and sent over the task's own socket (the replication layer uses
+no client library). Connection errors close the socket and retry after the backoff; nothing here blocks the
+event loop except the (short, synchronous) storage append.
+
+Thread-safety: every method runs on the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError, StorageError
+from broker_runtime.protocol.messages import decode_response, encode_request
+from broker_runtime.replication.partition import Partition
+
+__all__ = ["FETCH_API_KEY", "FETCH_VERSION", "FetcherConfig", "ReplicaFetcher"]
+
+_log = logging.getLogger(__name__)
+
+FETCH_API_KEY = 1
+#: The Fetch version followers speak (the broker's highest; ReplicaId is a body field up to v14).
+FETCH_VERSION = 12
+_SIZE = struct.Struct(">i")
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    """Kafka's replica.fetch.* settings, for one follower broker."""
+
+    node_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+    #: How long to wait for an answer beyond MaxWaitMs before the connection is considered dead.
+    socket_timeout_ms: int = 30000
+    client_id: str = "pylog-replica-fetcher"
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one leader; see the module docstring."""
+
+    def __init__(
+        self,
+        leader_id: int,
+        resolve: Callable[[int], tuple[str, int] | None],
+        config: FetcherConfig,
+        *,
+        on_progress: Callable[[Partition], None] | None = None,
+    ) -> None:
+        self.leader_id = leader_id
+        self._resolve = resolve
+        self._config = config
+        self._on_progress = on_progress
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+        self._stopping = False
+        #: Partitions that answered an error: not fetched again before this loop time (per-partition backoff).
+        self._retry_at: dict[TopicPartition, float] = {}
+        #: Fetch round trips completed (for tests and logs).
+        self.rounds = 0
+
+    # -- membership -----------------------------------------------------------------------------------------
+
+    def add_partition(self, partition: Partition) -> None:
+        self.partitions[(partition.topic, partition.partition)] = partition
+        self._wakeup.set()
+
+    def remove_partition(self, topic: str, index: int) -> None:
+        self.partitions.pop((topic, index), None)
+        self._retry_at.pop((topic, index), None)
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"replica-fetcher-{self._config.node_id}-from-{self.leader_id}"
+            )
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
+        task = self._task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._close()
+
+    # -- loop -----------------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff_s = self._config.backoff_ms / 1000
+        while not self._stopping:
+            if not self.partitions:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            ready = [p for tp, p in self.partitions.items() if self._retry_at.get(tp, 0.0) <= now]
+            if not ready:
+                await asyncio.sleep(max(0.001, min(self._retry_at.values(), default=now) - now))
+                continue
+            try:
+                if self._writer is None:
+                    await self._connect()
+                await self._fetch_once(ready)
+            except asyncio.CancelledError:
+                raise
+            except (TimeoutError, OSError, ProtocolError, KafkaError, asyncio.IncompleteReadError) as exc:
+                _log.warning(
+                    "node %d: fetching from leader %d failed (%s: %s); retrying in %d ms",
+                    self._config.node_id,
+                    self.leader_id,
+                    type(exc).__name__,
+                    exc,
+                    self._config.backoff_ms,
+                )
+                self._close()
+                await asyncio.sleep(backoff_s)
+            except Exception:
+                _log.exception("node %d: fetcher for leader %d failed", self._config.node_id, self.leader_id)
+                self._close()
+                await asyncio.sleep(backoff_s)
+
+    async def _connect(self) -> None:
+        address = self._resolve(self.leader_id)
+        if address is None:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"no address known for broker {self.leader_id}")
+        host, port = address
+        timeout_s = self._config.socket_timeout_ms / 1000
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        self._reader, self._writer = reader, writer
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _log.info(
+            "node %d: connected to leader %d at %s:%d", self._config.node_id, self.leader_id, host, port
+        )
+
+    def _close(self) -> None:
+        writer = self._writer
+        self._reader = self._writer = None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def _request_body(self, parts: list[Partition]) -> dict[str, Any]:
+        cfg = self._config
+        topics: list[dict[str, Any]] = []
+        for p in parts:
+            if not topics or topics[-1]["Topic"] != p.topic:
+                topics.append({"Topic": p.topic, "Partitions": []})
+            topics[-1]["Partitions"].append(
+                {
+                    "Partition": p.partition,
+                    "CurrentLeaderEpoch": p.leader_epoch,
+                    "FetchOffset": p.log.log_end_offset,
+                    "LastFetchedEpoch": -1,
+                    "LogStartOffset": p.log.log_start_offset,
+                    "PartitionMaxBytes": cfg.partition_max_bytes,
+                }
+            )
+        return {
+            "ClusterId": None,
+            "ReplicaId": cfg.node_id,
+            "MaxWaitMs": cfg.max_wait_ms,
+            "MinBytes": cfg.min_bytes,
+            "MaxBytes": cfg.max_bytes,
+            "IsolationLevel": 0,
+            "SessionId": 0,
+            "SessionEpoch": -1,
+            "Topics": topics,
+            "ForgottenTopicsData": [],
+            "RackId": "",
+        }
+
+    async def _fetch_once(self, ready: list[Partition]) -> None:
+        """One Fetch round trip for ``ready``; a partition answering an error is backed off on its own."""
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
+        parts = sorted(ready, key=lambda p: (p.topic, p.partition))
+        self._correlation_id += 1
+        writer.write(
+            encode_request(
+                FETCH_API_KEY,
+                FETCH_VERSION,
+                self._correlation_id,
+                self._config.client_id,
+                self._request_body(parts),
+            )
+        )
+        timeout_s = (self._config.max_wait_ms + self._config.socket_timeout_ms) / 1000
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout_s))
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        correlation_id, body = decode_response(FETCH_API_KEY, FETCH_VERSION, frame)
+        if correlation_id != self._correlation_id:
+            raise ProtocolError(
+                f"fetch answer has correlation id {correlation_id}, expected {self._correlation_id}"
+            )
+        self.rounds += 1
+        if body["ErrorCode"]:
+            raise KafkaError(body["ErrorCode"], f"leader {self.leader_id} refused the fetch")
+        retry_at = asyncio.get_running_loop().time() + self._config.backoff_ms / 1000
+        for topic in body["Responses"]:
+            for entry in topic["Partitions"]:
+                tp = (topic["Topic"], entry["PartitionIndex"])
+                partition = self.partitions.get(tp)
+                if partition is None:
+                    continue  # removed while the fetch was in flight
+                if self._process(partition, entry):
+                    self._retry_at[tp] = retry_at
+                else:
+                    self._retry_at.pop(tp, None)
+
+    def _process(self, partition: Partition, entry: dict[str, Any]) -> bool:
+        code = entry["ErrorCode"]
+        name = f"{partition.topic}-{partition.partition}"
+        if code == ErrorCode.NONE:
+            try:
+                partition.append_as_follower(entry["Records"], entry["HighWatermark"])
+            except StorageError as exc:
+                _log.error(
+                    "node %d: appending fetched data of %s failed: %s", self._config.node_id, name, exc
+                )
+                return True
+            if self._on_progress is not None:
+                self._on_progress(partition)
+            return False
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_hw = entry["HighWatermark"]
+            leo = partition.log.log_end_offset
+            if 0 <= leader_hw < leo:
+                _log.warning(
+                    "node %d: %s: LEO %d is beyond the leader's log; truncating to its HW %d",
+                    self._config.node_id,
+                    name,
+                    leo,
+                    leader_hw,
+                )
+                partition.truncate_to(leader_hw)
+                return False
+            _log.error(
+                "node %d: %s: fetch offset %d is below the leader's log start %d; cannot follow (needs a full "
+                "truncation)",
+                self._config.node_id,
+                name,
+                leo,
+                entry["LogStartOffset"],
+            )
+            return True
+        _log.info(
+            "node %d: leader %d answered %s for %s; retrying",
+            self._config.node_id,
+            self.leader_id,
+            ErrorCode(code).name if code in ErrorCode._value2member_map_ else code,
+            name,
+        )
+        return True

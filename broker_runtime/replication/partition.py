@@ -1,0 +1,313 @@
+"""Replication state of one partition on this broker: leader or follower, the ISR, the high watermark
+(Kafka's ``Partition`` + ``ReplicaState``).
+
+Leader side::
+
+    follower fetch(offset = follower LEO) --> update_follower_fetch_state --> maybe expand ISR
+                                                                          --> maybe increment HW
+    every replica.lag.time.max.ms / 2     --> maybe_shrink_isr            --> maybe increment HW
+    acks=-1 produce                       --> check_min_isr (before append), then the DelayedProduce asks
+                                              check_enough_replicas_reach_offset(lastOffset + 1)
+
+* high watermark = min log end offset over the ISR (the leader's own LEO included); it never moves back;
+* a follower is *caught up* at a fetch when its fetch offset reaches the leader's LEO of that moment, or the
+  leader's LEO of its previous fetch (it consumed everything that existed then); ``last_caught_up_ms``
+  records when. A follower leaves the ISR when ``now - last_caught_up_ms > replica.lag.time.max.ms`` and its
+  LEO is below the leader's (an idle follower that fetched everything stays in);
+* a follower joins the ISR when its LEO reaches the high watermark and the start offset of the leader's
+  current epoch;
+* ISR changes go through ``alter_isr`` (the cluster metadata store), and the in-memory ISR changes only when
+  that call accepted it (Kafka's AlterPartition);
+* :meth:`Partition.check_enough_replicas_reach_offset`: (False, NONE) while HW < required; once HW >= required,
+  (True, NONE) if the ISR still has ``min.insync.replicas`` members, else (True,
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND); a non-leader answers (False, NOT_LEADER_OR_FOLLOWER).
+
+Follower side: :meth:`Partition.append_as_follower` appends the leader's batches with their own offsets and
+epochs (recording new epochs in the leader-epoch cache), then the high watermark becomes
+``min(own LEO, leader's HW)``. The high watermark of a replicated partition is managed here, so the log's
+``hw_follows_leo`` is switched off (single-replica partitions keep it: HW = LEO).
+
+Thread-safety: event-loop thread only; no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.batch_header import iter_batch_spans
+from broker_runtime.replication.epoch_cache import LeaderEpochCache
+
+__all__ = ["AlterIsr", "Partition", "ReplicaState"]
+
+_log = logging.getLogger(__name__)
+
+#: ``alter_isr(topic, partition, new_isr) -> accepted``: persists an ISR change (Kafka's AlterPartition).
+AlterIsr = Callable[[str, int, list[int]], bool]
+
+
+class ReplicaState:
+    """What the leader knows about one follower, from its fetches."""
+
+    __slots__ = ("last_caught_up_ms", "last_fetch_leader_leo", "last_fetch_ms", "log_end_offset", "node_id")
+
+    def __init__(self, node_id: int, now_ms: int, in_sync: bool) -> None:
+        self.node_id = node_id
+        #: The follower's log end offset (its last fetch offset); -1 until it fetched.
+        self.log_end_offset = -1
+        self.last_caught_up_ms = now_ms if in_sync else 0
+        self.last_fetch_leader_leo = -1
+        self.last_fetch_ms = 0
+
+    def update_fetch_state(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_leo >= 0:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_ms = now_ms
+
+    def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
+        return self.log_end_offset == leader_leo or now_ms - self.last_caught_up_ms <= max_lag_ms
+
+    def __repr__(self) -> str:
+        return f"ReplicaState({self.node_id}, leo={self.log_end_offset}, caught_up={self.last_caught_up_ms})"
+
+
+class Partition:
+    """Leader/follower state of one hosted partition; see the module docstring."""
+
+    def __init__(self, topic: str, partition: int, log: Any, local_id: int, alter_isr: AlterIsr) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.local_id = local_id
+        self._alter_isr = alter_isr
+        self.replicas: list[int] = [local_id]
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.isr: frozenset[int] = frozenset()
+        self.remote: dict[int, ReplicaState] = {}
+        self.epoch_cache = LeaderEpochCache(log.dir)
+        #: Start offset of the current leader epoch on this leader (followers must reach it to join the ISR).
+        self.leader_epoch_start_offset = -1
+
+    # -- roles ----------------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.replicas) > 1
+
+    def make_leader(self, replicas: Iterable[int], isr: Iterable[int], epoch: int, now_ms: int) -> None:
+        """Become (or stay) the leader of ``epoch`` with the given replica list and ISR."""
+        replicas = list(replicas)
+        new_isr = frozenset(isr) | {self.local_id}
+        first_time = not self.is_leader or epoch != self.leader_epoch
+        self.replicas = replicas
+        self.leader_id = self.local_id
+        self.log.hw_follows_leo = not self.replicated
+        if first_time:
+            self.leader_epoch = epoch
+            self.isr = new_isr
+            self.remote = {r: ReplicaState(r, now_ms, r in new_isr) for r in replicas if r != self.local_id}
+            self._seed_epoch_cache()
+            self.epoch_cache.assign(epoch, self.log.log_end_offset)
+            start = self.epoch_cache.start_offset_of(epoch)
+            self.leader_epoch_start_offset = self.log.log_end_offset if start is None else start
+            _log.info(
+                "%s-%d: leader in epoch %d, replicas %s, ISR %s, LEO %d, HW %d",
+                self.topic,
+                self.partition,
+                epoch,
+                replicas,
+                sorted(new_isr),
+                self.log.log_end_offset,
+                self.log.high_watermark,
+            )
+        else:
+            for r in replicas:
+                if r != self.local_id and r not in self.remote:
+                    self.remote[r] = ReplicaState(r, now_ms, False)
+        self.maybe_increment_hw()
+
+    def make_follower(self, replicas: Iterable[int], leader_id: int, epoch: int, isr: Iterable[int]) -> bool:
+        """Follow ``leader_id`` in ``epoch``; True when the leader or epoch changed (the fetcher must move)."""
+        changed = leader_id != self.leader_id or epoch != self.leader_epoch
+        self.replicas = list(replicas)
+        self.leader_id = leader_id
+        self.leader_epoch = epoch
+        self.isr = frozenset(isr)
+        self.remote = {}
+        self.log.hw_follows_leo = False
+        if changed:
+            self._seed_epoch_cache()
+            _log.info(
+                "%s-%d: follower of node %d in epoch %d, LEO %d, HW %d",
+                self.topic,
+                self.partition,
+                leader_id,
+                epoch,
+                self.log.log_end_offset,
+                self.log.high_watermark,
+            )
+        return changed
+
+    def _seed_epoch_cache(self) -> None:
+        """An empty cache over a non-empty log learns the epoch of the first batch (as log recovery would)."""
+        if self.epoch_cache.entries or self.log.log_end_offset <= self.log.log_start_offset:
+            return
+        try:
+            data = self.log.read(self.log.log_start_offset, 1, min_one_batch=True)
+        except Exception:  # an unreadable log is reported by its reads; the cache simply stays empty
+            return
+        spans = iter_batch_spans(data.records)
+        if spans:
+            header = spans[0][1]
+            self.epoch_cache.assign(max(header.partition_leader_epoch, 0), header.base_offset)
+
+    # -- leader: follower fetches, ISR, high watermark ------------------------------------------------------
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """Record a follower fetch at ``fetch_offset`` (its LEO); True when the high watermark moved."""
+        state = self.remote.get(replica_id)
+        if state is None or not self.is_leader:
+            return False
+        state.update_fetch_state(fetch_offset, self.log.log_end_offset, now_ms)
+        self._maybe_expand_isr(state)
+        return self.maybe_increment_hw()
+
+    def _maybe_expand_isr(self, state: ReplicaState) -> None:
+        if state.node_id in self.isr:
+            return
+        hw = self.log.high_watermark
+        if state.log_end_offset >= hw and state.log_end_offset >= self.leader_epoch_start_offset >= 0:
+            new_isr = sorted(self.isr | {state.node_id})
+            if self._alter_isr(self.topic, self.partition, new_isr):
+                _log.info(
+                    "%s-%d: expanding ISR from %s to %s (replica %d at %d, HW %d)",
+                    self.topic,
+                    self.partition,
+                    sorted(self.isr),
+                    new_isr,
+                    state.node_id,
+                    state.log_end_offset,
+                    hw,
+                )
+                self.isr = frozenset(new_isr)
+
+    def maybe_shrink_isr(self, now_ms: int, max_lag_ms: int) -> bool:
+        """Drop followers not caught up for ``max_lag_ms``; True when the high watermark moved."""
+        if not self.is_leader or len(self.isr) <= 1:
+            return False
+        leo = self.log.log_end_offset
+        out = [
+            r
+            for r in sorted(self.isr)
+            if r != self.local_id
+            and (r not in self.remote or not self.remote[r].is_caught_up(leo, now_ms, max_lag_ms))
+        ]
+        if not out:
+            return False
+        new_isr = sorted(self.isr - set(out))
+        if not self._alter_isr(self.topic, self.partition, new_isr):
+            return False
+        _log.warning(
+            "%s-%d: shrinking ISR from %s to %s: %s",
+            self.topic,
+            self.partition,
+            sorted(self.isr),
+            new_isr,
+            ", ".join(
+                f"replica {r} at {self.remote[r].log_end_offset} last caught up "
+                f"{now_ms - self.remote[r].last_caught_up_ms} ms ago"
+                if r in self.remote
+                else f"replica {r} unknown"
+                for r in out
+            ),
+        )
+        self.isr = frozenset(new_isr)
+        return self.maybe_increment_hw()
+
+    def maybe_increment_hw(self) -> bool:
+        """HW := min LEO over the ISR when that is higher; True when it moved."""
+        if not self.is_leader:
+            return False
+        log = self.log
+        new_hw = log.log_end_offset
+        for r in self.isr:
+            if r == self.local_id:
+                continue
+            state = self.remote.get(r)
+            leo = state.log_end_offset if state is not None else -1
+            if leo < new_hw:
+                new_hw = leo
+        old = log.high_watermark
+        if new_hw > old:
+            log.high_watermark = new_hw
+            return log.high_watermark != old
+        return False
+
+    def check_min_isr(self, min_isr: int) -> tuple[ErrorCode, str | None]:
+        """Before an acks=-1 append: NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min_isr``."""
+        if len(self.isr) < min_isr:
+            return (
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {min_isr} for partition {self.topic}-{self.partition}",
+            )
+        return ErrorCode.NONE, None
+
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int, min_isr: int
+    ) -> tuple[bool, ErrorCode]:
+        """See the module docstring: (done, error) for an acks=-1 produce waiting for ``required_offset``."""
+        if not self.is_leader:
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark >= required_offset:
+            if len(self.isr) >= min_isr:
+                return True, ErrorCode.NONE
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, ErrorCode.NONE
+
+    # -- follower -------------------------------------------------------------------------------------------
+
+    def append_as_follower(self, records: Any, leader_hw: int) -> int:
+        """Append the leader's batches (own offsets kept) and learn its HW; returns the new LEO."""
+        log = self.log
+        if records is not None and len(records):
+            spans = iter_batch_spans(records)
+            latest = self.epoch_cache.latest_epoch
+            for _, header in spans:
+                if header.partition_leader_epoch > latest:
+                    latest = header.partition_leader_epoch
+                    self.epoch_cache.assign(latest, header.base_offset)
+            if spans:
+                log.append_as_follower(records)
+        self.update_follower_hw(leader_hw)
+        return int(log.log_end_offset)
+
+    def update_follower_hw(self, leader_hw: int) -> None:
+        log = self.log
+        new_hw = min(log.log_end_offset, leader_hw)
+        if new_hw > log.high_watermark:
+            log.high_watermark = new_hw
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation (the leader said our fetch offset is out of its range)."""
+        self.log.truncate_to(offset)
+        self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return (
+            f"Partition({self.topic}-{self.partition}, {role}, epoch {self.leader_epoch}, "
+            f"replicas {self.replicas}, ISR {sorted(self.isr)}, HW {self.log.high_watermark}, "
+            f"LEO {self.log.log_end_offset})"
+        )

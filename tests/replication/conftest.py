@@ -1,0 +1,120 @@
+"""Helpers for cluster tests: real broker processes (``start_cluster``), raw sockets, SIGSTOP/SIGCONT.
+
+Nothing here waits without a deadline: every poll has a timeout and every stopped process is continued in a
+``finally`` (and ``start_cluster`` continues them again before stopping the cluster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import select
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from broker_runtime.embedded import EmbeddedCluster, create_topic, request
+from broker_runtime.protocol.batch_header import iter_batch_spans
+
+METADATA, LIST_OFFSETS = 3, 2
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 15, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s} s (last value {value!r})")
+        time.sleep(0.02)
+
+
+def metadata(bootstrap: str, topics: list[str] | None = None) -> dict[str, Any]:
+    return request(
+        bootstrap,
+        METADATA,
+        12,
+        {
+            "Topics": None if topics is None else [{"Name": t, "TopicId": None} for t in topics],
+            "AllowAutoTopicCreation": False,
+            "IncludeTopicAuthorizedOperations": False,
+        },
+    )
+
+
+def partition_state(bootstrap: str, topic: str, partition: int = 0) -> dict[str, Any]:
+    md = metadata(bootstrap, [topic])
+    found: dict[str, Any] = md["Topics"][0]["Partitions"][partition]
+    return found
+
+
+def isr(bootstrap: str, topic: str, partition: int = 0) -> list[int]:
+    return sorted(partition_state(bootstrap, topic, partition)["IsrNodes"])
+
+
+def create_replicated(
+    cluster: EmbeddedCluster,
+    topic: str,
+    partitions: int = 1,
+    rf: int = 3,
+    configs: dict[str, str] | None = None,
+) -> None:
+    """Create a topic and wait until every node hosts its replicas' logs and knows the topic."""
+    create_topic(cluster.bootstrap, topic, partitions, configs, replication_factor=rf)
+    for node in cluster.nodes:
+        wait_for(
+            functools.partial(_knows, node.bootstrap, topic, partitions),
+            what=f"node {node.node_id} knows {topic}",
+        )
+
+
+def _knows(bootstrap: str, topic: str, partitions: int) -> bool:
+    return len(metadata(bootstrap, [topic])["Topics"][0]["Partitions"]) == partitions
+
+
+def high_watermark(bootstrap: str, topic: str, partition: int = 0) -> int:
+    body = {
+        "ReplicaId": -1,
+        "IsolationLevel": 0,
+        "Topics": [
+            {
+                "Name": topic,
+                "Partitions": [{"PartitionIndex": partition, "CurrentLeaderEpoch": -1, "Timestamp": -1}],
+            }
+        ],
+    }
+    answer = request(bootstrap, LIST_OFFSETS, 7, body)["Topics"][0]["Partitions"][0]
+    assert answer["ErrorCode"] == 0, answer
+    offset: int = answer["Offset"]
+    return offset
+
+
+def leo_on_disk(cluster: EmbeddedCluster, node_id: int, topic: str, partition: int = 0) -> int:
+    """The log end offset of a replica, read from its segment files (read-only; whole batches only)."""
+    directory = Path(cluster.data_dir) / "kafka-logs" / f"node-{node_id}" / f"{topic}-{partition}"
+    leo = 0
+    for path in sorted(directory.glob("*.log")):
+        spans = iter_batch_spans(path.read_bytes())
+        if spans:
+            leo = spans[-1][1].next_offset
+    return leo
+
+
+@contextlib.contextmanager
+def paused(pid: int) -> Iterator[None]:
+    """SIGSTOP a broker process for the duration of the block (always continued)."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def readable(sock: socket.socket, timeout_s: float) -> bool:
+    ready, _, _ = select.select([sock], [], [], timeout_s)
+    return bool(ready)

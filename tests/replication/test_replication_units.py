@@ -1,0 +1,246 @@
+"""Replication building blocks without sockets: replica assignment, the leader-epoch checkpoint, the leader's
+ISR / high-watermark rules, and the acks=-1 DelayedProduce in a purgatory driven by a manual clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker_runtime.errors import ErrorCode, StorageError
+from broker_runtime.purgatory import DelayedOperationPurgatory, ManualClock, Timer
+from broker_runtime.replication import (
+    DelayedProduce,
+    LeaderEpochCache,
+    Partition,
+    ProducePartitionStatus,
+    assign_replicas,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+LAG_MS = 1000
+
+
+class FakeLog:
+    """Just the offsets a Partition reads and writes (HW clamped to [start, LEO] like PartitionLog)."""
+
+    def __init__(self, directory: Path, leo: int = 0) -> None:
+        self.dir = directory
+        self.log_start_offset = 0
+        self.log_end_offset = leo
+        self._hw = 0
+        self.hw_follows_leo = True
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self._hw = min(max(value, self.log_start_offset), self.log_end_offset)
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        raise StorageError("fake log holds no batches")
+
+
+class IsrLog:
+    """Records alter_isr calls; ``accept`` decides their outcome."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+        self.accept = True
+
+    def __call__(self, topic: str, partition: int, isr: list[int]) -> bool:
+        self.calls.append(list(isr))
+        return self.accept
+
+
+def _leader(tmp_path: Path, isr: list[int] | None = None) -> tuple[Partition, FakeLog, IsrLog]:
+    log = FakeLog(tmp_path)
+    alter = IsrLog()
+    p = Partition("t", 0, log, 0, alter)
+    p.make_leader([0, 1, 2], isr if isr is not None else [0, 1, 2], 0, now_ms=0)
+    return p, log, alter
+
+
+# -- assignment ---------------------------------------------------------------------------------------------
+
+
+def test_assignment_matches_kafkas_documented_layout() -> None:
+    # Kafka's AdminUtils doc example: 5 brokers, 10 partitions, RF 3, start index 0, shift 0.
+    got = assign_replicas([0, 1, 2, 3, 4], 10, 3)
+    assert got[:5] == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0], [4, 0, 1]]
+    assert got[5:] == [[0, 2, 3], [1, 3, 4], [2, 4, 0], [3, 0, 1], [4, 1, 2]]
+
+
+def test_assignment_spreads_leaders_and_rejects_too_many_replicas() -> None:
+    got = assign_replicas([2, 0, 1], 3, 3)
+    assert [r[0] for r in got] == [0, 1, 2]
+    assert all(sorted(r) == [0, 1, 2] for r in got)
+    with pytest.raises(ValueError, match="larger than available brokers: 3"):
+        assign_replicas([0, 1, 2], 1, 4)
+
+
+# -- leader-epoch checkpoint --------------------------------------------------------------------------------
+
+
+def test_epoch_cache_file_format_and_rules(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path)
+    assert cache.assign(0, 0)
+    assert not cache.assign(0, 10)  # the latest epoch never moves
+    assert cache.assign(3, 120)
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 120\n"
+    assert LeaderEpochCache(tmp_path).entries == [(0, 0), (3, 120)]
+    assert cache.truncate_from_end(100)
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n")
+    with pytest.raises(StorageError, match="2 entries announced, 1 found"):
+        LeaderEpochCache(tmp_path)
+
+
+# -- ISR and high watermark ---------------------------------------------------------------------------------
+
+
+def test_high_watermark_is_min_leo_over_isr(tmp_path: Path) -> None:
+    p, log, _ = _leader(tmp_path)
+    log.log_end_offset = 10
+    assert not p.maybe_increment_hw()  # followers' positions unknown
+    assert p.update_follower_fetch_state(1, 10, now_ms=5) is False  # replica 2 still at -1
+    assert log.high_watermark == 0
+    assert p.update_follower_fetch_state(2, 7, now_ms=6) is True
+    assert log.high_watermark == 7
+    assert p.update_follower_fetch_state(2, 10, now_ms=7) is True
+    assert log.high_watermark == 10
+    assert p.check_enough_replicas_reach_offset(10, min_isr=2) == (True, ErrorCode.NONE)
+    assert p.check_enough_replicas_reach_offset(11, min_isr=2) == (False, ErrorCode.NONE)
+
+
+def test_lagging_follower_leaves_isr_after_lag_time_and_rejoins(tmp_path: Path) -> None:
+    p, log, alter = _leader(tmp_path)
+    log.log_end_offset = 5
+    p.update_follower_fetch_state(1, 5, now_ms=100)
+    p.update_follower_fetch_state(2, 5, now_ms=100)
+    assert log.high_watermark == 5
+    log.log_end_offset = 9  # new data; replica 2 stops fetching, replica 1 keeps up
+    p.update_follower_fetch_state(1, 9, now_ms=600)
+    assert not p.maybe_shrink_isr(now_ms=100 + LAG_MS, max_lag_ms=LAG_MS)  # exactly the lag: still in
+    assert p.isr == {0, 1, 2}
+    assert p.maybe_shrink_isr(now_ms=101 + LAG_MS, max_lag_ms=LAG_MS)  # out; HW moves to min(9, 9)
+    assert p.isr == {0, 1} and alter.calls == [[0, 1]]
+    assert log.high_watermark == 9
+    # Replica 2 comes back below the HW: not yet in sync; at the HW it rejoins.
+    p.update_follower_fetch_state(2, 6, now_ms=2000)
+    assert p.isr == {0, 1}
+    p.update_follower_fetch_state(2, 9, now_ms=2001)
+    assert p.isr == {0, 1, 2} and alter.calls[-1] == [0, 1, 2]
+
+
+def test_idle_follower_stays_in_isr_and_rejected_alter_keeps_isr(tmp_path: Path) -> None:
+    p, log, alter = _leader(tmp_path)
+    log.log_end_offset = 3
+    p.update_follower_fetch_state(1, 3, now_ms=0)
+    p.update_follower_fetch_state(2, 3, now_ms=0)
+    # No new data for a long time: followers at the LEO are caught up whatever their last fetch time.
+    assert not p.maybe_shrink_isr(now_ms=10 * LAG_MS, max_lag_ms=LAG_MS)
+    log.log_end_offset = 4
+    alter.accept = False
+    assert not p.maybe_shrink_isr(now_ms=20 * LAG_MS, max_lag_ms=LAG_MS)
+    assert p.isr == {0, 1, 2} and alter.calls == [[0]]
+
+
+def test_follower_caught_up_to_previous_fetch_counts_as_caught_up(tmp_path: Path) -> None:
+    p, log, _ = _leader(tmp_path)
+    log.log_end_offset = 10
+    p.update_follower_fetch_state(1, 10, now_ms=0)
+    log.log_end_offset = 20
+    p.update_follower_fetch_state(1, 10, now_ms=900)  # behind: 20 arrived meanwhile
+    log.log_end_offset = 30
+    p.update_follower_fetch_state(1, 20, now_ms=1800)  # reached the LEO of its previous fetch (at 900)
+    state = p.remote[1]
+    assert state.last_caught_up_ms == 900
+    assert state.is_caught_up(30, now_ms=900 + LAG_MS, max_lag_ms=LAG_MS)
+    assert not state.is_caught_up(30, now_ms=901 + LAG_MS, max_lag_ms=LAG_MS)
+
+
+def test_min_isr_checks(tmp_path: Path) -> None:
+    p, log, _ = _leader(tmp_path, isr=[0])
+    assert p.check_min_isr(2)[0] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert "insufficient to satisfy the min.isr requirement of 2" in (p.check_min_isr(2)[1] or "")
+    log.log_end_offset = 4
+    p.maybe_increment_hw()
+    assert p.check_enough_replicas_reach_offset(4, min_isr=2) == (
+        True,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    )
+    follower = Partition("t", 1, FakeLog(tmp_path / "f"), 1, IsrLog())
+    (tmp_path / "f").mkdir()
+    follower.make_follower([0, 1], 0, 0, [0, 1])
+    assert follower.check_enough_replicas_reach_offset(1, 1) == (False, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+# -- DelayedProduce in the purgatory ------------------------------------------------------------------------
+
+
+def _produce_purgatory() -> tuple[DelayedOperationPurgatory[Any], ManualClock]:
+    clock = ManualClock(0)
+    return DelayedOperationPurgatory("Produce", Timer(clock, name="produce")), clock
+
+
+def _park(
+    purgatory: DelayedOperationPurgatory[Any],
+    partitions: dict[tuple[str, int], Partition],
+    required: int,
+    timeout: int,
+) -> list[dict[tuple[str, int], ErrorCode]]:
+    answers: list[dict[tuple[str, int], ErrorCode]] = []
+    statuses = {tp: ProducePartitionStatus(required, ErrorCode.NONE, 2) for tp in partitions}
+    op = DelayedProduce(
+        timeout,
+        statuses,
+        lambda t, i: partitions.get((t, i)),
+        lambda final: answers.append({tp: s.error for tp, s in final.items()}),
+    )
+    assert not purgatory.try_complete_else_watch(op, op.watch_keys)
+    return answers
+
+
+def test_delayed_produce_completes_when_hw_reaches_required_offset(tmp_path: Path) -> None:
+    purgatory, clock = _produce_purgatory()
+    p, log, _ = _leader(tmp_path)
+    log.log_end_offset = 3
+    answers = _park(purgatory, {("t", 0): p}, required=3, timeout=1000)
+    p.update_follower_fetch_state(1, 3, now_ms=1)
+    assert purgatory.check_and_complete(("t", 0)) == 0  # replica 2 has not fetched yet
+    assert answers == []
+    p.update_follower_fetch_state(2, 3, now_ms=2)
+    assert purgatory.check_and_complete(("t", 0)) == 1
+    assert answers == [{("t", 0): ErrorCode.NONE}]
+    clock.advance(5000)
+    purgatory.advance_clock()
+    assert len(answers) == 1  # completed exactly once
+
+
+def test_delayed_produce_times_out(tmp_path: Path) -> None:
+    purgatory, clock = _produce_purgatory()
+    p, log, _ = _leader(tmp_path)
+    log.log_end_offset = 3
+    answers = _park(purgatory, {("t", 0): p}, required=3, timeout=1000)
+    clock.advance(999)
+    purgatory.advance_clock()
+    assert answers == []
+    clock.advance(1)
+    purgatory.advance_clock()
+    assert answers == [{("t", 0): ErrorCode.REQUEST_TIMED_OUT}]
+
+
+def test_delayed_produce_reports_isr_shrink_below_min_isr(tmp_path: Path) -> None:
+    purgatory, _ = _produce_purgatory()
+    p, log, _ = _leader(tmp_path)
+    log.log_end_offset = 3
+    answers = _park(purgatory, {("t", 0): p}, required=3, timeout=1000)
+    # Both followers stop fetching: after the lag the ISR is [0] and the HW jumps to the leader's LEO.
+    assert p.maybe_shrink_isr(now_ms=LAG_MS + 1, max_lag_ms=LAG_MS)
+    purgatory.check_and_complete(("t", 0))
+    assert answers == [{("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND}]
