@@ -90,6 +90,14 @@ class LeaderEpochCache:
         self._write()
         return True
 
+    def clear(self) -> bool:
+        """Forget every entry (the log was truncated fully); True if changed."""
+        if not self._entries:
+            return False
+        self._entries = []
+        self._write()
+        return True
+
     # -- file -----------------------------------------------------------------------------------------------
 
     def _read(self) -> list[EpochEntry]:

@@ -8,7 +8,9 @@ Loop, per leader::
                   MinBytes = replica.fetch.min.bytes, per partition FetchOffset = local LEO)
             for each partition in the answer:
               NONE                    append the batches with the leader's offsets, HW := min(LEO, leader HW)
-              OFFSET_OUT_OF_RANGE     our LEO is above the leader's log end: truncate to the leader's HW
+              OFFSET_OUT_OF_RANGE     our LEO is above the leader's log end: truncate to the leader's HW;
+                                      our LEO is below the leader's log start: truncate fully and start at
+                                      the leader's log start (Kafka's truncateFullyAndStartAt), fetch again
               anything else           log it, keep the partition, back off replica.fetch.backoff.ms
 
 The fetch offset the leader sees *is* this follower's log end offset: that is how the leader learns follower
@@ -253,7 +255,7 @@ class ReplicaFetcher:
         if code == ErrorCode.NONE:
             try:
                 partition.append_as_follower(entry["Records"], entry["HighWatermark"])
-            except StorageError as exc:
+            except (StorageError, OSError) as exc:
                 _log.error(
                     "node %d: appending fetched data of %s failed: %s", self._config.node_id, name, exc
                 )
@@ -274,13 +276,28 @@ class ReplicaFetcher:
                 )
                 partition.truncate_to(leader_hw)
                 return False
-            _log.error(
-                "node %d: %s: fetch offset %d is below the leader's log start %d; cannot follow (needs a full "
-                "truncation)",
+            leader_start = entry["LogStartOffset"]
+            if leader_start > leo:
+                _log.warning(
+                    "node %d: %s: LEO %d is below the leader's log start %d; truncating fully and starting there",
+                    self._config.node_id,
+                    name,
+                    leo,
+                    leader_start,
+                )
+                try:
+                    partition.truncate_fully_and_start_at(leader_start)
+                except (StorageError, OSError) as exc:
+                    _log.error("node %d: %s: full truncation failed: %s", self._config.node_id, name, exc)
+                    return True
+                return False
+            _log.info(
+                "node %d: %s: fetch offset %d out of range (leader log start %d, HW %d); retrying",
                 self._config.node_id,
                 name,
                 leo,
-                entry["LogStartOffset"],
+                leader_start,
+                leader_hw,
             )
             return True
         _log.info(

@@ -24,7 +24,9 @@ Leader side::
 
 Follower side: :meth:`Partition.append_as_follower` appends the leader's batches with their own offsets and
 epochs (recording new epochs in the leader-epoch cache), then the high watermark becomes
-``min(own LEO, leader's HW)``. The high watermark of a replicated partition is managed here, so the log's
+``min(own LEO, leader's HW)``. A follower whose log end fell below the leader's log start (retention ran on
+the leader meanwhile) empties its log and its epoch cache and restarts at the leader's log start
+(:meth:`Partition.truncate_fully_and_start_at`). The high watermark of a replicated partition is managed here, so the log's
 ``hw_follows_leo`` is switched off (single-replica partitions keep it: HW = LEO).
 
 Thread-safety: event-loop thread only; no locks.
@@ -303,6 +305,11 @@ class Partition:
         """Follower truncation (the leader said our fetch offset is out of its range)."""
         self.log.truncate_to(offset)
         self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower whose log end is below the leader's log start: drop the whole log, restart it at ``offset``."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.epoch_cache.clear()
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"

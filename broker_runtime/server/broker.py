@@ -51,7 +51,6 @@ from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
-from broker_runtime.storage.checkpoint import REPLICATION_CHECKPOINT, OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.producer_state import ProducerIdManager
@@ -159,7 +158,9 @@ class Broker:
         log_config = LogConfig.from_properties(cfg.storage_properties())
         for directory in cfg.log_dirs:
             Path(directory).mkdir(parents=True, exist_ok=True)
-        logs = LogManager(cfg.log_dirs, log_config)
+        # In a cluster partitions may be replicated: their logs keep the checkpointed high watermark on restart
+        # (replication moves it from there); a single node's high watermark is its log end offset.
+        logs = LogManager(cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None)
         logs.startup()
         try:
             await self._serve_with(loop, logs, log_config)
@@ -190,9 +191,6 @@ class Broker:
             topics.use_cluster(cluster_topics)
         else:
             cluster = SingleNodeCluster(cfg.node_id, topics)
-        checkpointed: dict[tuple[str, int], int] = {}
-        for directory in cfg.log_dirs:
-            checkpointed.update(OffsetCheckpointFile(Path(directory) / REPLICATION_CHECKPOINT).read())
 
         def resolve(node_id: int) -> tuple[str, int] | None:
             info = cluster.view.brokers.get(node_id)
@@ -215,7 +213,6 @@ class Broker:
                 socket_timeout_ms=cfg.replica_socket_timeout_ms,
             ),
             resolve_broker=resolve,
-            high_watermark_checkpoint=checkpointed,
             cluster_mode=cfg.cluster_dir is not None,
         )
         purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(

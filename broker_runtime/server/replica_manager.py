@@ -5,14 +5,16 @@ appendRecordsToLeader`` -> ``UnifiedLog.append``), all per batch, never per reco
 
   0. this node must lead the partition (else NOT_LEADER_OR_FOLLOWER); with acks=-1 the ISR must have
      ``min.insync.replicas`` members (else NOT_ENOUGH_REPLICAS, nothing appended);
-  1. :func:`~broker_runtime.server.validation.validate_produce_records` (Kafka's order; see that module);
+  1. :func:`~broker_runtime.server.validation.validate_produce_records` (Kafka's order; see that module; a
+     set larger than ``segment.bytes`` is RECORD_LIST_TOO_LARGE there, not a storage error);
   2. the producer-state check of an idempotent batch (``ProducerStateManager.check``): a duplicate of one of
      the last five batches answers the ORIGINAL offsets and writes nothing; a sequence or epoch error answers
      its code;
   3. ``PartitionLog.append`` assigns offsets and stamps the leader epoch (and LogAppendTime), then
      ``ProducerStateManager.update`` records the batch. Producer state lives here, one manager per partition
      directory, loaded on first use from the newest ``.snapshot`` plus a replay of the later batches, and
-     snapshotted at clean shutdown;
+     snapshotted at clean shutdown. A StorageError or OSError of the append (a failing disk, a vanished
+     directory) answers KAFKA_STORAGE_ERROR for this partition alone, logged in one line;
   4. the high watermark moves to min LEO over the ISR (at once for a single replica); ``on_append`` wakes the
      delayed fetches of the partition (followers wait for new data there), ``on_high_watermark`` also the
      delayed produces. :meth:`ReplicaManager.append` returns the offset an acks=-1 produce waits for.
@@ -32,7 +34,7 @@ Thread-safety: event-loop thread only (the storage calls are synchronous and sho
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +98,7 @@ def _policy(cfg: LogConfig) -> BatchPolicy:
         timestamp_type=1 if cfg.log_append_time else 0,
         timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
         timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+        segment_bytes=cfg.segment_bytes,
     )
 
 
@@ -114,7 +117,6 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30000,
         fetcher_config: FetcherConfig | None = None,
         resolve_broker: Callable[[int], tuple[str, int] | None] | None = None,
-        high_watermark_checkpoint: Mapping[TopicPartition, int] | None = None,
         cluster_mode: bool = False,
     ) -> None:
         self._topics = topics
@@ -127,7 +129,6 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._fetcher_config = fetcher_config or FetcherConfig(node_id)
         self._resolve_broker = resolve_broker or (lambda node: None)
-        self._hw_checkpoint = dict(high_watermark_checkpoint or {})
         self._cluster_mode = cluster_mode
         self._policies: dict[str, tuple[LogConfig, BatchPolicy]] = {}
         self._producer_states: dict[tuple[str, int], ProducerStateManager] = {}
@@ -190,11 +191,9 @@ class ReplicaManager:
                 key = (name, index)
                 partition = self._partitions.get(key)
                 if partition is None:
+                    # In a cluster the log was loaded with its checkpointed high watermark (hw_follows_leo off);
+                    # make_leader turns HW = LEO back on for a single replica.
                     log = self._topics.ensure_partition(name, index, topic.configs)
-                    if len(info.replicas) > 1:
-                        # The log loaded with HW = LEO; a replicated partition resumes from its checkpointed HW.
-                        log.hw_follows_leo = False
-                        log.high_watermark = min(self._hw_checkpoint.get(key, 0), log.log_end_offset)
                     partition = Partition(name, index, log, me, self._alter_isr)
                     self._partitions[key] = partition
                 if info.leader == me:
@@ -301,9 +300,11 @@ class ReplicaManager:
                 return AppendResult(ErrorCode(verdict.error), message=verdict.message or None)
         try:
             info = log.append(records, leader_epoch=max(replica.leader_epoch, 0))
-        except StorageError as exc:
-            _log.error("append to %s-%d failed: %s", topic, partition, exc)
-            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
+        except (StorageError, OSError) as exc:
+            # A failing disk or a vanished directory costs this partition's answer, never the connection or
+            # the other partitions of the request; one log line, no traceback.
+            _log.error("append to %s-%d failed: %s: %s", topic, partition, type(exc).__name__, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{type(exc).__name__}: {exc}")
         if producer_state is not None:
             producer_state.update(header, info.first_offset, info.last_offset, info.max_timestamp)
         if self._on_append is not None:
@@ -399,3 +400,7 @@ class ReplicaManager:
     def high_watermark(self, topic: str, partition: int) -> int | None:
         replica = self.partition(topic, partition)
         return None if replica is None else replica.log.high_watermark
+
+    def log_start_offset(self, topic: str, partition: int) -> int | None:
+        replica = self.partition(topic, partition)
+        return None if replica is None else replica.log.log_start_offset

@@ -1,7 +1,8 @@
 """Validation of the records of one produce partition, per batch header only (never a loop per record).
 
 Checks run in Kafka's order (``ProduceRequest.validateRecords``, then ``UnifiedLog.analyzeAndValidateRecords``,
-then ``LogValidator.validateBatch`` and its timestamp check), first failure wins:
+then ``LogValidator.validateBatch`` and its timestamp check, then ``UnifiedLog.append``'s segment-size check),
+first failure wins:
 
   1. Produce v3+: the data holds exactly one complete record batch          -> INVALID_RECORD
   2. magic 2                                                               -> INVALID_RECORD
@@ -15,7 +16,9 @@ then ``LogValidator.validateBatch`` and its timestamp check), first failure wins
  10. CreateTime topics: baseTimestamp and maxTimestamp within
      [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms];
      LogAppendTime topics: the client must not set the LogAppendTime bit  -> INVALID_TIMESTAMP
- 11. transactional batches (no transaction coordinator yet)                -> INVALID_TXN_STATE
+ 11. the record set fits one segment (size <= segment.bytes)              -> RECORD_LIST_TOO_LARGE
+     (not retriable, unlike a storage error: a client must not resend it)
+ 12. transactional batches (no transaction coordinator yet)                -> INVALID_TXN_STATE
 
 Kafka checks timestamps per record; the per-batch rule (first record's and the batch maximum) is the
 documented approximation that keeps this path free of per-record work. A rejection carries the Kafka error
@@ -62,13 +65,14 @@ class BatchPolicy:
     """The topic settings that validation needs.
 
     ``timestamp_type`` is 0 for CreateTime, 1 for LogAppendTime. The ``*_max_ms`` bounds use Kafka's
-    default of Long.MAX_VALUE for "no bound".
+    default of Long.MAX_VALUE for "no bound". ``segment_bytes`` is the topic's ``segment.bytes``.
     """
 
     max_message_bytes: int = 1048588
     timestamp_type: int = 0
     timestamp_before_max_ms: int = _INT64_MAX
     timestamp_after_max_ms: int = _INT64_MAX
+    segment_bytes: int = 1024 * 1024 * 1024
 
 
 def validate_produce_records(
@@ -159,6 +163,12 @@ def validate_produce_records(
     rejection = _check_timestamps(header, partition_name, policy, now_ms)
     if rejection is not None:
         return rejection
+    if len(records) > policy.segment_bytes:
+        return Rejection(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"The record set of {len(records)} bytes appended to {partition_name} is larger than the topic's "
+            f"segment.bytes of {policy.segment_bytes}, so it can never be stored.",
+        )
     if header.is_transactional:
         return Rejection(
             ErrorCode.INVALID_TXN_STATE,

@@ -45,8 +45,10 @@ class _Fd:
         self.fd = os.open(path, os.O_RDWR)
 
     def __del__(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        fd = getattr(self, "fd", -1)  # unset when os.open failed in __init__
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class IndexFile:

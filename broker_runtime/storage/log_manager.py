@@ -18,7 +18,10 @@ Layout of each directory in ``log.dirs``::
 
 Startup: per directory, take the lock, drop ``*-delete`` directories left by an interrupted topic deletion,
 read the checkpoints, load every partition directory (recovering from its recovery point when the clean-shutdown
-marker is absent), then remove the marker. Shutdown: close every log (flush, final index entries, trim), write
+marker is absent), then remove the marker. Every log is loaded with the manager's ``hw_follows_leo``: True (a
+single node) makes the high watermark the log end offset; False (a cluster, where partitions may be
+replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and leaves it to
+replication; :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush, final index entries, trim), write
 the checkpoints, write the marker, release the lock. A new partition goes to the directory holding the fewest.
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
@@ -96,12 +99,16 @@ class LogManager:
         log_dirs: Sequence[str | os.PathLike[str]],
         config: LogConfig,
         clock: Callable[[], int] | None = None,
+        *,
+        hw_follows_leo: bool = True,
     ) -> None:
         if not log_dirs:
             raise ConfigError("log.dirs: at least one log directory is required")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.config = config
         self.clock = clock or default_clock
+        #: How logs are loaded and created unless told otherwise (see the module docstring).
+        self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
@@ -166,6 +173,7 @@ class LogManager:
                 log_start_offset=log_starts.get(parsed, 0),
                 high_watermark=high_watermarks.get(parsed),
                 needs_recovery=not clean,
+                hw_follows_leo=self.hw_follows_leo,
             )
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
@@ -205,9 +213,18 @@ class LogManager:
     # -- partitions -------------------------------------------------------------------------------------------
 
     def create_log(
-        self, topic: str, partition: int, overrides: Mapping[str, str] | None = None
+        self,
+        topic: str,
+        partition: int,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        hw_follows_leo: bool | None = None,
     ) -> PartitionLog:
-        """The log of ``topic``-``partition``, created (with ``overrides`` persisted) if absent. Idempotent."""
+        """The log of ``topic``-``partition``, created (with ``overrides`` persisted) if absent. Idempotent.
+
+        ``hw_follows_leo`` (default: the manager's setting) applies to a log created here; an existing log
+        is returned unchanged.
+        """
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise StorageError(f"topic name {topic!r} is not legal (1-249 of a-z A-Z 0-9 . _ -)")
         if partition < 0:
@@ -229,7 +246,10 @@ class LogManager:
             part_dir.mkdir(parents=True, exist_ok=True)
             if overrides:
                 _write_topic_config(part_dir / TOPIC_CONFIG_FILE, overrides)
-            log = PartitionLog.load(part_dir, topic, partition, config, self.clock, needs_recovery=False)
+            follows = self.hw_follows_leo if hw_follows_leo is None else hw_follows_leo
+            log = PartitionLog.load(
+                part_dir, topic, partition, config, self.clock, needs_recovery=False, hw_follows_leo=follows
+            )
             fsync_dir(log_dir)
             self._logs[key] = log
             self._log_dir_of[key] = log_dir

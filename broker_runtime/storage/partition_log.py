@@ -11,8 +11,14 @@ Offsets::
   each batch also gets the LogAppendTime attribute and maxTimestamp = now, and its CRC is recomputed.
 * The high watermark follows the LEO while :attr:`PartitionLog.hw_follows_leo` is true (a single replica);
   replication turns that off and sets :attr:`PartitionLog.high_watermark` itself (clamped to [start, LEO]).
+  :meth:`PartitionLog.load` with ``hw_follows_leo=False`` starts from the checkpointed high watermark given
+  to it (0 when none, as Kafka), clamped to [start, LEO], so a replicated partition never exposes offsets
+  after a restart that were not committed before it.
 * The log start offset only grows: retention, :meth:`PartitionLog.delete_records_before`. It may point inside
-  a segment or a batch; reads below it fail with OffsetOutOfRangeError.
+  a segment or a batch; reads below it fail with OffsetOutOfRangeError. The exception is
+  :meth:`PartitionLog.truncate_fully_and_start_at` (Kafka's ``truncateFullyAndStartAt``, for a follower that
+  fell below its leader's log start): every segment goes, and one empty segment starts at the given offset,
+  which becomes log start, LEO, high watermark and recovery point at once.
 
 Roll (new active segment whose base offset is the first offset of the incoming set) when the active segment
 would exceed ``segment.bytes``; when ``segment.ms`` (minus jitter) has passed since its first batch's timestamp
@@ -168,9 +174,16 @@ class PartitionLog:
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         needs_recovery: bool = True,
+        hw_follows_leo: bool = True,
     ) -> PartitionLog:
-        """Open (or create) the partition directory and load its segments, recovering if asked."""
+        """Open (or create) the partition directory and load its segments, recovering if asked.
+
+        With ``hw_follows_leo`` (a single replica) the high watermark is the LEO and ``high_watermark`` is
+        ignored; without it (a replicated partition) the high watermark starts at ``high_watermark`` (0 when
+        None), clamped to [log start, LEO].
+        """
         log = cls(dir, topic, partition, config, clock)
+        log.hw_follows_leo = hw_follows_leo
         log.dir.mkdir(parents=True, exist_ok=True)
         log._load(recovery_point, log_start_offset, high_watermark, needs_recovery)
         return log
@@ -240,10 +253,10 @@ class PartitionLog:
         self._leo = segments[-1].read_next_offset()
         self._log_start = min(max(log_start, segments[0].base_offset), self._leo)
         self.recovery_point = self._leo if needs_recovery else min(max(recovery_point, 0), self._leo)
-        if self.hw_follows_leo or hw is None:
+        if self.hw_follows_leo:
             self._hw = self._leo
         else:
-            self._hw = min(max(hw, self._log_start), self._leo)
+            self._hw = min(max(0 if hw is None else hw, self._log_start), self._leo)
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = tuple(segments)
@@ -648,6 +661,26 @@ class PartitionLog:
                 self._leo = new_leo
             self._hw = min(self._hw, self._leo) if not self.hw_follows_leo else self._leo
             self.recovery_point = min(self.recovery_point, self._leo)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start over with one empty segment at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``): log start = LEO = high watermark = recovery point = ``offset``.
+
+        Used by a follower whose log end is below the leader's log start; ``offset`` may be anywhere, even
+        below the current log start. The next append gets ``offset``.
+        """
+        if offset < 0:
+            raise StorageError(f"cannot start {self.topic}-{self.partition} at negative offset {offset}")
+        with self._lock:
+            self._ensure_open()
+            now = self._clock()
+            for seg in self._segments:
+                seg.delete()
+            self._set_segments([LogSegment.create(self.dir, offset, self.config, now)])
+            fsync_dir(self.dir)
+            self._leo = self._log_start = self._hw = offset
+            self.recovery_point = offset
+            self._last_flush_ms = now
 
     # -- flush and close ----------------------------------------------------------------------------------------
 

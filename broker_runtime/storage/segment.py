@@ -79,8 +79,10 @@ class _FileHandle:
         self.fd = os.open(path, flags, 0o644)
 
     def __del__(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        fd = getattr(self, "fd", -1)  # unset when os.open failed in __init__
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class LogSegment:

@@ -17,6 +17,9 @@ from broker_runtime.replication import (
     ProducePartitionStatus,
     assign_replicas,
 )
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.partition_log import PartitionLog
+from tests.storage.conftest import decode_all, make_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -98,6 +101,31 @@ def test_epoch_cache_file_format_and_rules(tmp_path: Path) -> None:
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n")
     with pytest.raises(StorageError, match="2 entries announced, 1 found"):
         LeaderEpochCache(tmp_path)
+
+
+def _leader_batch(base_offset: int, count: int, epoch: int) -> bytes:
+    """A batch as a leader stores it: kafka-python's bytes with the base offset and leader epoch filled in."""
+    data = bytearray(make_batch(count, base_offset=base_offset))
+    data[12:16] = epoch.to_bytes(4, "big", signed=True)  # partitionLeaderEpoch is outside the CRC
+    return bytes(data)
+
+
+def test_follower_full_truncation_restarts_log_and_epoch_cache(tmp_path: Path) -> None:
+    log = PartitionLog.load(tmp_path / "t-0", "t", 0, LogConfig(), needs_recovery=False)
+    follower = Partition("t", 0, log, 1, IsrLog())
+    follower.make_follower([0, 1], 0, 2, [0, 1])
+    assert follower.append_as_follower(_leader_batch(0, 3, 2) + _leader_batch(3, 2, 2), leader_hw=4) == 5
+    assert follower.epoch_cache.entries == [(2, 0)]
+
+    # The leader's log now starts at 50 (retention ran while this follower was away).
+    follower.truncate_fully_and_start_at(50)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (50, 50, 50)
+    assert follower.epoch_cache.entries == []
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+    assert follower.append_as_follower(_leader_batch(50, 4, 3), leader_hw=54) == 54
+    assert follower.epoch_cache.entries == [(3, 50)]
+    assert [r[1] for r in decode_all(log.read(50, 1 << 20).records)] == [50, 51, 52, 53]
+    log.close()
 
 
 # -- ISR and high watermark ---------------------------------------------------------------------------------

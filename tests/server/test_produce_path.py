@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 import struct
 from typing import Any
 
@@ -228,3 +230,65 @@ def test_pipelined_requests_are_answered_in_order(broker: Any, bootstrap: str) -
             offsets.append(resp["Responses"][0]["PartitionResponses"][0]["BaseOffset"])
     assert offsets == [0, 1, 2, 3, 4]
     assert fetched["Responses"][0]["Partitions"][0]["ErrorCode"] == 0
+
+
+def test_record_set_larger_than_segment_bytes_is_record_list_too_large(broker: Any, bootstrap: str) -> None:
+    batch = build_batch(4, value_size=100)
+    size = len(batch)
+    with RawConnection(bootstrap) as conn:
+        _topic(conn, "fits", segment_bytes=str(size))
+        _topic(conn, "small", segment_bytes=str(size - 1))
+        _topic(conn, "both", segment_bytes=str(size - 1), max_message_bytes=str(size - 1))
+        # Exactly segment.bytes is stored (Kafka refuses only a larger set).
+        assert _produce(conn, bytearray(batch), topic="fits")["ErrorCode"] == 0
+        refused = _produce(conn, bytearray(batch), topic="small")
+        # 18, not retriable: a client must give up instead of resending the same set forever.
+        assert refused["ErrorCode"] == ErrorCode.RECORD_LIST_TOO_LARGE == 18
+        assert refused["BaseOffset"] == -1
+        assert f"{size} bytes" in refused["ErrorMessage"] and f"{size - 1}" in refused["ErrorMessage"]
+        # max.message.bytes is checked first (Kafka's order).
+        assert _produce(conn, bytearray(batch), topic="both")["ErrorCode"] == ErrorCode.MESSAGE_TOO_LARGE
+        # Nothing was appended and the connection still serves: a smaller set goes in.
+        assert _leo(broker, "small") == 0
+        assert _produce(conn, build_batch(1), topic="small")["ErrorCode"] == 0
+    assert (_leo(broker, "fits"), _leo(broker, "small")) == (4, 1)
+
+
+def test_storage_failure_is_answered_per_partition(
+    broker: Any, bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A partition directory vanishing under the broker (a failed or unmounted disk) makes the next segment roll
+    fail: that partition answers KAFKA_STORAGE_ERROR, the other one of the same request is appended, the
+    connection stays open and the log gets one line, no traceback."""
+    batch = build_batch(3, value_size=100)
+    with RawConnection(bootstrap) as conn:
+        resp = conn.call(CREATE, 5, create_topic_body("disk", 2, 1, {"segment.bytes": str(len(batch))}))
+        assert resp["Topics"][0]["ErrorCode"] == 0, resp
+        body = produce_body("disk", 0, bytearray(batch))
+        body["TopicData"][0]["PartitionData"].append({"Index": 1, "Records": bytearray(batch)})
+        first = conn.call(PRODUCE, 9, body)["Responses"][0]["PartitionResponses"]
+        assert [(p["Index"], p["ErrorCode"], p["BaseOffset"]) for p in first] == [(0, 0, 0), (1, 0, 0)]
+
+        lost = broker.ctx.topics.get_log("disk", 0).dir
+        shutil.rmtree(lost)
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            # Each partition's segment is full: this append has to roll, which needs the directory.
+            body = produce_body("disk", 0, build_batch(3, value_size=100))
+            body["TopicData"][0]["PartitionData"].append(
+                {"Index": 1, "Records": build_batch(3, value_size=100)}
+            )
+            second = conn.call(PRODUCE, 9, body)["Responses"][0]["PartitionResponses"]
+            assert [(p["Index"], p["ErrorCode"], p["BaseOffset"]) for p in second] == [
+                (0, ErrorCode.KAFKA_STORAGE_ERROR, -1),
+                (1, 0, 3),
+            ]
+            assert second[0]["ErrorMessage"]
+            # Same connection, next request: still answered.
+            third = conn.call(PRODUCE, 9, produce_body("disk", 1, build_batch(2)))
+            assert third["Responses"][0]["PartitionResponses"][0]["BaseOffset"] == 6
+    assert not [r for r in caplog.records if r.exc_info]
+    failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(failures) == 1 and "disk-0" in failures[0].getMessage(), [r.getMessage() for r in failures]
+    assert "\n" not in failures[0].getMessage()
+    assert _leo(broker, "disk") == 3 and broker.ctx.topics.get_log("disk", 1).log_end_offset == 8

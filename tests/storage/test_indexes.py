@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import struct
+import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_runtime.errors import CorruptIndexError, StorageError
+from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.offset_index import OffsetIndex
+from broker_runtime.storage.segment import LogSegment
 from broker_runtime.storage.time_index import TimeIndex
 
 from .conftest import make_batch
@@ -175,3 +179,34 @@ def test_index_file_bytes_follow_the_rule(open_log):
     want_time = b"".join(struct.pack(">qi", t, o - 0) for t, o in times_with_final)
     assert seg.offset_index.path.read_bytes() == want_index
     assert seg.time_index.path.read_bytes() == want_time
+
+
+@pytest.mark.parametrize("kind", ["offset index", "time index", "segment"])
+def test_files_vanished_before_first_use_raise_once_and_leave_no_broken_finalizer(tmp_path, kind):
+    """Files opened lazily whose directory vanished (a failed disk): an OSError for the caller, and no error
+    in a finalizer later."""
+    config = LogConfig(index_interval_bytes=1)
+    seg = LogSegment.create(tmp_path, 0, config, 0)
+    seg.append(bytearray(make_batch(2)), 1, 1_001, 1)
+    seg.append(bytearray(make_batch(2, ts=2_000, base_offset=2)), 3, 2_001, 3)  # indexed: both hold entries
+    seg.close()
+    reopened = LogSegment.open(tmp_path, 0, config, 0)  # nothing opened yet
+    assert reopened.offset_index.entries == reopened.time_index.entries == 1
+    for path in tmp_path.iterdir():
+        path.unlink()
+    seen: list[object] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        with pytest.raises(FileNotFoundError):
+            if kind == "segment":
+                reopened.pread(0, 10)
+            elif kind == "offset index":
+                reopened.offset_index.resize(80)
+            else:
+                reopened.time_index.resize(120)
+        del reopened
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert seen == []

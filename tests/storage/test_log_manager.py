@@ -136,3 +136,27 @@ def test_parse_partition_dir():
     assert parse_partition_dir("my-topic-12") == ("my-topic", 12)
     assert parse_partition_dir("t-0.abc-delete") is None
     assert parse_partition_dir("noDash") is None
+
+
+@pytest.mark.parametrize(("follows", "expected_hw"), [(False, 4), (True, 10)])
+def test_restart_keeps_the_checkpointed_high_watermark_of_replicated_logs(
+    tmp_path, clock, follows, expected_hw
+):
+    mgr = LogManager([tmp_path / "d"], LogConfig(), clock, hw_follows_leo=False)
+    mgr.startup()
+    log = mgr.create_log("r", 0)
+    assert not log.hw_follows_leo
+    log.append(make_batch(10))
+    assert log.high_watermark == 0  # nothing replicated yet
+    log.high_watermark = 4  # what replication committed
+    mgr.shutdown()
+    assert OffsetCheckpointFile(tmp_path / "d" / "replication-offset-checkpoint").read() == {("r", 0): 4}
+
+    mgr2 = LogManager([tmp_path / "d"], LogConfig(), clock, hw_follows_leo=follows)
+    mgr2.startup()
+    restarted = mgr2.get_log("r", 0)
+    assert (restarted.log_end_offset, restarted.high_watermark) == (10, expected_hw)
+    # create_log may choose per log; an existing log is returned unchanged.
+    assert mgr2.create_log("r", 0, hw_follows_leo=not follows) is restarted
+    assert mgr2.create_log("other", 0, hw_follows_leo=not follows).hw_follows_leo is (not follows)
+    mgr2.shutdown()

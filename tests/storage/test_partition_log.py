@@ -8,6 +8,8 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from broker_runtime.errors import OffsetOutOfRangeError, StorageError
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.partition_log import PartitionLog
 
 from .conftest import decode_all, make_batch
 
@@ -274,3 +276,90 @@ def test_flush_ms_policy(open_log, clock):
     clock.advance(1000)
     assert log.flush_if_due()
     assert log.recovery_point == 1
+
+
+def test_load_keeps_the_checkpointed_high_watermark_unless_it_follows_the_leo(open_log, tmp_path, clock):
+    log = open_log()
+    for _ in range(4):
+        log.append(make_batch(5))  # offsets 0..19
+    log.close()
+    directory = tmp_path / "t-0"
+    # A replicated partition restarted with HW 7 checkpointed: 7, not the LEO of 20.
+    replicated = PartitionLog.load(
+        directory, "t", 0, LogConfig(), clock, high_watermark=7, hw_follows_leo=False, needs_recovery=False
+    )
+    assert (replicated.log_end_offset, replicated.high_watermark, replicated.hw_follows_leo) == (20, 7, False)
+    replicated.append(make_batch(1))  # appends do not move it either: replication does
+    assert (replicated.log_end_offset, replicated.high_watermark) == (21, 7)
+    replicated.close()
+    # No checkpoint entry: Kafka starts such a partition at HW 0 (clamped to the log start).
+    unknown = PartitionLog.load(
+        directory, "t", 0, LogConfig(), clock, hw_follows_leo=False, needs_recovery=False
+    )
+    assert unknown.high_watermark == 0
+    unknown.close()
+    # A checkpoint beyond the log (data lost in a crash) is clamped to the LEO.
+    beyond = PartitionLog.load(
+        directory, "t", 0, LogConfig(), clock, high_watermark=500, hw_follows_leo=False, needs_recovery=False
+    )
+    assert beyond.high_watermark == 21
+    beyond.close()
+    # A single replica ignores the checkpoint: HW = LEO.
+    single = PartitionLog.load(directory, "t", 0, LogConfig(), clock, high_watermark=7, needs_recovery=False)
+    assert (single.high_watermark, single.hw_follows_leo) == (21, True)
+    single.close()
+
+
+def test_truncate_fully_and_start_at(open_log, tmp_path):
+    log = open_log(segment_bytes=600, index_interval_bytes=64)
+    for i in range(20):
+        log.append(make_batch(3, ts=1_000 + i))  # offsets 0..59 over several segments
+    log.hw_follows_leo = False
+    log.high_watermark = 40
+    assert len(log.segments) > 2
+    directory = tmp_path / "t-0"
+
+    log.truncate_fully_and_start_at(1000)
+
+    files = sorted(p.name for p in directory.iterdir() if p.suffix in (".log", ".index", ".timeindex"))
+    assert files == [
+        "00000000000000001000.index",
+        "00000000000000001000.log",
+        "00000000000000001000.timeindex",
+    ]
+    assert (directory / "00000000000000001000.log").stat().st_size == 0
+    assert not [p for p in directory.iterdir() if p.name.endswith(".deleted")]
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.recovery_point) == (
+        1000,
+        1000,
+        1000,
+        1000,
+    )
+    assert [s.base_offset for s in log.segments] == [1000]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(999, 100)
+    assert log.read(1000, 100).records == b""
+
+    # Appends continue at the new base, in the new segment file, readable by kafka-python.
+    assert log.append(make_batch(2)).first_offset == 1000
+    assert log.append(make_batch(3)).first_offset == 1002
+    on_disk = decode_all((directory / "00000000000000001000.log").read_bytes())
+    assert [r[1] for r in on_disk] == list(range(1000, 1005))
+    assert decode_all(read_everything(log)) == on_disk
+    log.close()
+
+    # The new layout survives a restart with recovery (no checkpoints at all: the files say it all).
+    reopened = PartitionLog.load(directory, "t", 0, LogConfig(segment_bytes=600), needs_recovery=True)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (1000, 1005)
+    reopened.close()
+
+
+def test_truncate_fully_and_start_at_may_go_below_the_log_start(open_log):
+    log = open_log()
+    log.append(make_batch(5))
+    log.truncate_fully_and_start_at(50)
+    log.truncate_fully_and_start_at(8)  # follows a leader whose log restarted lower
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (8, 8, 8)
+    assert log.append(make_batch(1)).first_offset == 8
+    with pytest.raises(StorageError, match="negative"):
+        log.truncate_fully_and_start_at(-1)

@@ -124,6 +124,11 @@ def _hw(ctx: BrokerContext, part: _PartitionFetch) -> int:
     return -1 if hw is None else hw
 
 
+def _log_start(ctx: BrokerContext, part: _PartitionFetch) -> int:
+    start = ctx.replicas.log_start_offset(part.topic, part.partition)
+    return -1 if start is None else start
+
+
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for MinBytes of new data or MaxWaitMs; completes its future exactly once."""
 
@@ -205,8 +210,12 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         ]
         if any(errors):
             # Answer at once, failed partitions with their error and the others empty: the follower backs the
-            # failed ones off and fetches the others again right away.
-            results = [ReadResult(code, b"", _hw(ctx, p), -1) for p, code in zip(parts, errors, strict=True)]
+            # failed ones off and fetches the others again right away. The log start offset tells a follower
+            # that fell below it where to start over.
+            results = [
+                ReadResult(code, b"", _hw(ctx, p), _log_start(ctx, p))
+                for p, code in zip(parts, errors, strict=True)
+            ]
             return _response(version, parts, results)
     results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id)
     if max_wait <= 0 or not parts or total >= min_bytes or any_error:
