@@ -1,0 +1,276 @@
+"""Benchmark section "reader": ``spark.read.format("pylog")`` throughput and seek cost, side by side in one run.
+
+Figures (medians of repeated runs, one local Spark session, ``local[4]``):
+  * pylog read of N rows (16-byte key, 100-byte value, 4 partitions) into Spark's ``noop`` sink, with the
+    direct segment scan and with Fetch over TCP;
+  * the framework ceiling: a no-op Python data source yielding PREBUILT Arrow batches of the same schema and
+    shape through the same 4 tasks; target pylog / ceiling >= 0.6;
+  * Parquet read of the same rows into ``noop`` (reference only);
+  * reading 1,000 records at a random offset of a BIG-record partition vs a SMALL one (10M vs 100k records;
+    quick mode 200k vs 20k): target big / small <= 1.2 (the offset index makes a seek O(log n)).
+
+Data is produced with the vectorized batch builder and raw Produce requests to an embedded broker in a
+temporary directory (no client library in the measured path).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from broker_runtime.embedded import create_topic, embedded_broker, request
+from broker_runtime.protocol.arrow_records import build_batches
+from jobs.bench.common import Result, median_seconds
+
+__all__ = ["SECTION", "run"]
+
+SECTION = "reader"
+TARGET_CEILING_RATIO = 0.6
+TARGET_SEEK_RATIO = 1.2
+_PARTITIONS = 4
+#: Batch size of the produced data (one batch per Produce request).
+_BATCH_BYTES = 256 * 1024
+
+
+def _random_binary(rng: np.random.Generator, n: int, width: int) -> pa.Array:
+    data = rng.integers(0, 256, size=n * width, dtype=np.uint8)
+    offsets = np.arange(n + 1, dtype=np.int32) * width
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _produce(bootstrap: str, topic: str, partition: int, n: int, key_bytes: int, value_bytes: int) -> None:
+    """Append n records to one partition with raw Produce requests of one 256 KiB batch each (acks=1)."""
+    rng = np.random.default_rng(partition)
+    now = int(time.time() * 1000) - n
+    step = 200_000
+    for s in range(0, n, step):
+        m = min(step, n - s)
+        batches = build_batches(
+            _random_binary(rng, m, value_bytes),
+            _random_binary(rng, m, key_bytes),
+            timestamps=np.arange(s, s + m, dtype=np.int64) + now,  # in the past: brokers refuse > 1 h ahead
+            max_batch_bytes=_BATCH_BYTES,
+        )
+        for b in batches:  # Produce v3+ takes exactly one batch per partition and request
+            body = {
+                "TransactionalId": None,
+                "Acks": 1,
+                "TimeoutMs": 30000,
+                "TopicData": [{"Name": topic, "PartitionData": [{"Index": partition, "Records": b.data}]}],
+            }
+            resp = request(bootstrap, 0, 7, body)
+            code = resp["Responses"][0]["PartitionResponses"][0]["ErrorCode"]
+            if code:
+                raise RuntimeError(f"produce to {topic}-{partition} failed with error code {code}")
+
+
+# ---------------------------------------------------------------------- the ceiling: prebuilt batches
+
+_PREBUILT: dict[tuple[int, int], list[pa.RecordBatch]] = {}
+
+
+class _CeilingReader(DataSourceReader):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(_PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Any:
+        from spark_kafka_log.reader import arrow_schema, reader_schema
+
+        key = (self.rows, partition.value)
+        if key not in _PREBUILT:
+            schema = arrow_schema(reader_schema(False))
+            n = self.rows // _PARTITIONS
+            rng = np.random.default_rng(partition.value)
+            out = []
+            for s in range(0, n, 60_000):
+                m = min(60_000, n - s)
+                out.append(
+                    pa.RecordBatch.from_arrays(
+                        [
+                            _random_binary(rng, m, 16),
+                            _random_binary(rng, m, 100),
+                            pa.repeat(pa.scalar("bench", pa.string()), m),
+                            pa.repeat(pa.scalar(partition.value, pa.int32()), m),
+                            pa.array(np.arange(s, s + m, dtype=np.int64)),
+                            pa.array(np.full(m, 1_700_000_000_000_000, dtype=np.int64)).cast(
+                                schema.field(5).type
+                            ),
+                            pa.repeat(pa.scalar(0, pa.int32()), m),
+                        ],
+                        schema=schema,
+                    )
+                )
+            _PREBUILT[key] = out
+        yield from _PREBUILT[key]
+
+
+class CeilingDataSource(DataSource):
+    """A no-op source: the same schema and batch shape as pylog, from memory (the framework ceiling)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pylog_bench_ceiling"
+
+    def schema(self) -> Any:
+        from spark_kafka_log.reader import reader_schema
+
+        return reader_schema(False)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return _CeilingReader(int(self.options.get("rows", "0")))
+
+
+# ---------------------------------------------------------------------- the run
+
+
+def _spark() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(f"local[{min(_PARTITIONS, os.cpu_count() or 1)}]")
+        .appName("pylog-bench-reader")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    import spark_kafka_log
+
+    spark_kafka_log.register(spark)
+    _hook_reader(spark)
+    spark.dataSource.register(CeilingDataSource)
+    return spark
+
+
+def _hook_reader(spark: Any) -> None:
+    """Until ``PylogDataSource.reader()`` calls ``create_reader``, register a subclass that does."""
+    import inspect
+
+    from spark_kafka_log.datasource import PylogDataSource
+    from spark_kafka_log.reader import create_reader, reader_schema
+
+    if "create_reader" in inspect.getsource(PylogDataSource.reader):
+        return
+
+    class _Readable(PylogDataSource):  # local class: pickled by value to the Python workers
+        def schema(self) -> Any:
+            return reader_schema(str(self.options.get("includeheaders", "false")).lower() == "true")
+
+        def reader(self, schema: Any) -> Any:
+            return create_reader(self.options, schema)
+
+    spark.dataSource.register(_Readable)
+
+
+def run(quick: bool) -> list[Result]:
+    rows = 50_000 if quick else 2_000_000
+    big, small = (200_000, 20_000) if quick else (10_000_000, 100_000)
+    repeat = 2 if quick else 5
+    spark = _spark()
+    tmp = tempfile.mkdtemp(prefix="pylog-bench-reader-")
+    results: list[Result] = []
+    try:
+        logs = os.path.join(tmp, "logs")
+        overrides = {"num.partitions": str(_PARTITIONS), "log.dirs": logs, "log.retention.ms": "-1"}
+        with embedded_broker(tmp, overrides=overrides) as bootstrap:
+            create_topic(bootstrap, "bench", partitions=_PARTITIONS)
+            for p in range(_PARTITIONS):
+                _produce(bootstrap, "bench", p, rows // _PARTITIONS, 16, 100)
+
+            def pylog(transport: str) -> Any:
+                return (
+                    spark.read.format("pylog")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("pylog.logDirs", logs)
+                    .option("pylog.transport", transport)
+                    .option("subscribe", "bench")
+                    .load()
+                )
+
+            def noop(df: Any) -> None:
+                df.write.format("noop").mode("overwrite").save()
+
+            ceiling_s = median_seconds(
+                lambda: noop(spark.read.format("pylog_bench_ceiling").option("rows", str(rows)).load()),
+                repeat=repeat,
+            )
+            local_s = median_seconds(lambda: noop(pylog("local")), repeat=repeat)
+            fetch_s = median_seconds(lambda: noop(pylog("fetch")), repeat=repeat)
+            parquet_dir = os.path.join(tmp, "parquet")
+            pylog("local").write.parquet(parquet_dir)
+            parquet_s = median_seconds(lambda: noop(spark.read.parquet(parquet_dir)), repeat=repeat)
+            label = f"{rows / 1e6:g}M rows" if rows >= 1e6 else f"{rows // 1000}k rows"
+            ratio = ceiling_s / local_s
+            results += [
+                Result(SECTION, f"pylog read, direct scan -> noop ({label})", rows / local_s, "rows/s"),
+                Result(SECTION, f"pylog read, Fetch over TCP -> noop ({label})", rows / fetch_s, "rows/s"),
+                Result(
+                    SECTION, f"ceiling: prebuilt Arrow source -> noop ({label})", rows / ceiling_s, "rows/s"
+                ),
+                Result(SECTION, f"parquet read -> noop ({label}, reference)", rows / parquet_s, "rows/s"),
+                Result(
+                    SECTION,
+                    "pylog direct scan / ceiling",
+                    ratio,
+                    "x",
+                    f">= {TARGET_CEILING_RATIO}",
+                    ratio >= TARGET_CEILING_RATIO,
+                ),
+                Result(SECTION, "pylog Fetch / ceiling", ceiling_s / fetch_s, "x"),
+            ]
+
+            create_topic(bootstrap, "seek-big", partitions=1)
+            create_topic(bootstrap, "seek-small", partitions=1)
+            _produce(bootstrap, "seek-big", 0, big, 8, 16)
+            _produce(bootstrap, "seek-small", 0, small, 8, 16)
+            rnd = random.Random(7)
+
+            def seek(topic: str, size: int) -> float:
+                def once() -> None:
+                    start = rnd.randrange(0, size - 1000)
+                    df = (
+                        spark.read.format("pylog")
+                        .option("kafka.bootstrap.servers", bootstrap)
+                        .option("pylog.logDirs", logs)
+                        .option("assign", f'{{"{topic}": [0]}}')
+                        .option("startingOffsets", f'{{"{topic}": {{"0": {start}}}}}')
+                        .option("endingOffsets", f'{{"{topic}": {{"0": {start + 1000}}}}}')
+                        .load()
+                    )
+                    assert df.count() == 1000
+
+                return median_seconds(once, repeat=max(repeat, 5))
+
+            big_s = seek("seek-big", big)
+            small_s = seek("seek-small", small)
+            seek_ratio = big_s / small_s
+            results += [
+                Result(SECTION, f"1,000 records at a random offset of {big:,} (count)", big_s * 1000, "ms"),
+                Result(
+                    SECTION, f"1,000 records at a random offset of {small:,} (count)", small_s * 1000, "ms"
+                ),
+                Result(
+                    SECTION,
+                    "random-offset read: big / small partition",
+                    seek_ratio,
+                    "x",
+                    f"<= {TARGET_SEEK_RATIO}",
+                    seek_ratio <= TARGET_SEEK_RATIO,
+                ),
+            ]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results

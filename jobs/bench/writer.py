@@ -1,0 +1,148 @@
+"""Benchmark section "writer": ``df.write.format("pylog")`` against Parquet and a hand-written producer loop.
+
+Figures (medians of repeated runs after one warm-up, one local Spark session ``local[2]``, ONE cached
+DataFrame of N rows: 16-byte key, 100-byte value, 2 partitions; N = 2,000,000, quick mode 20,000):
+
+  * ``df.write.parquet`` of the DataFrame (the reference);
+  * pylog write, acks=1, no compression, to the embedded broker (zero configuration apart from a temporary
+    ``pylog.dataDir``); target: parquet time / pylog time >= 1.0 (pylog at least as fast as Parquet);
+  * pylog write with acks=all (idempotent, the default) and with lz4 compression;
+  * what a user would write by hand: a confluent-kafka ``Producer`` loop (``produce`` per row,
+    ``linger.ms=5``, acks=1) inside ``foreachPartition`` to the same broker.
+
+Each pylog run writes to a fresh topic (auto-created with the embedded broker's default of 1 partition).
+Run with ``python -m jobs.bench writer`` (or ``python -m jobs.bench.writer``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from jobs.bench.common import Result, median_seconds
+
+__all__ = ["SECTION", "run"]
+
+SECTION = "writer"
+TARGET_PARQUET_RATIO = 1.0
+
+
+def _spark() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pylog-bench-writer")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _confluent_loop(bootstrap: str, topic: str) -> Callable[[Iterator[Any]], None]:
+    def send(rows: Iterator[Any]) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "partitioner": "murmur2_random"}
+        )
+        for row in rows:
+            while True:
+                try:
+                    producer.produce(topic, value=row.value, key=row.key)
+                    break
+                except BufferError:  # local queue full: let it drain
+                    producer.poll(0.05)
+            producer.poll(0)
+        if producer.flush(120) != 0:
+            raise RuntimeError("confluent-kafka could not deliver every record")
+
+    return send
+
+
+def run(quick: bool) -> list[Result]:
+    import spark_kafka_log
+    from spark_kafka_log.embedded import ensure_embedded_broker, stop_embedded_broker
+
+    rows = 20_000 if quick else 2_000_000
+    repeat = 1 if quick else 3
+    spark = _spark()
+    spark_kafka_log.register(spark)
+    work = tempfile.mkdtemp(prefix="pylog-bench-writer-")
+    data_dir = os.path.join(work, "pylog-data")
+    results: list[Result] = []
+    try:
+        df = (
+            spark.range(0, rows, 1, 2)
+            .selectExpr(
+                "cast(substr(sha2(cast(id as string), 256), 1, 16) as binary) as key",  # 16 bytes
+                "cast(concat(substr(sha2(cast(id as string), 512), 1, 100)) as binary) as value",  # 100 bytes
+            )
+            .cache()
+        )
+        assert df.count() == rows
+        bootstrap = ensure_embedded_broker(data_dir)
+
+        def pylog(**options: str) -> Callable[[], None]:
+            def go() -> None:
+                w = df.write.format("pylog").option("pylog.dataDir", data_dir)
+                w = w.option("topic", f"bench-{uuid.uuid4().hex[:8]}")
+                for k, v in options.items():
+                    w = w.option(k, v)
+                w.mode("append").save()
+
+            return go
+
+        def parquet() -> None:
+            df.write.mode("overwrite").parquet(os.path.join(work, "parquet"))
+
+        def by_hand() -> None:
+            df.foreachPartition(_confluent_loop(bootstrap, f"bench-{uuid.uuid4().hex[:8]}"))
+
+        t_parquet = median_seconds(parquet, repeat=repeat)
+        t_acks1 = median_seconds(pylog(**{"kafka.acks": "1"}), repeat=repeat)
+        t_all = median_seconds(pylog(), repeat=repeat)
+        t_lz4 = median_seconds(pylog(**{"kafka.acks": "1", "kafka.compression.type": "lz4"}), repeat=repeat)
+        t_hand = median_seconds(by_hand, repeat=1, warmup=0 if quick else 1)
+
+        def rate(seconds: float) -> float:
+            return rows / seconds / 1e6
+
+        ratio = t_parquet / t_acks1
+        results = [
+            Result(SECTION, f"parquet write, {rows:,} rows (reference)", rate(t_parquet), "M rows/s"),
+            Result(SECTION, "pylog write acks=1 none, embedded broker", rate(t_acks1), "M rows/s"),
+            Result(
+                SECTION,
+                "pylog acks=1 vs parquet (parquet time / pylog time)",
+                ratio,
+                "x",
+                f">= {TARGET_PARQUET_RATIO}",
+                None if quick else ratio >= TARGET_PARQUET_RATIO,
+            ),
+            Result(SECTION, "pylog write acks=all (idempotent)", rate(t_all), "M rows/s"),
+            Result(SECTION, "pylog write acks=1 lz4", rate(t_lz4), "M rows/s"),
+            Result(SECTION, "confluent-kafka loop in foreachPartition, acks=1", rate(t_hand), "M rows/s"),
+            Result(SECTION, "pylog acks=1 vs confluent-kafka loop", t_hand / t_acks1, "x"),
+        ]
+        return results
+    finally:
+        stop_embedded_broker(data_dir)
+        spark.catalog.clearCache()
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    for r in run("--quick" in sys.argv):
+        print(r.line(), flush=True)
