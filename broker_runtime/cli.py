@@ -4,6 +4,8 @@ Subcommands (argparse subparsers, so later tools add theirs)::
 
     pylog-broker start --config FILE [--override key=value ...] [--log-level LEVEL]
     pylog-broker cluster --nodes N --config FILE [--override key=value ...] [--log-level LEVEL]
+    pylog-broker status --data-dir DIR [--json]
+    pylog-broker stop --data-dir DIR [--timeout SECONDS]
 
 ``start`` runs the broker in the foreground. Once the listener accepts connections it prints exactly one line
 to stdout, ``listening on HOST:PORT`` (the real port when ``listeners`` asks for port 0), and flushes it, so a
@@ -16,6 +18,13 @@ message on stderr naming the key; unknown keys only produce a warning line on st
 ``broker_runtime.server.cluster``). It prints one ``listening on HOST:PORT`` line per node, in node order,
 then ``bootstrap servers: h:p,h:p,...``. SIGINT/SIGTERM stop every node cleanly (exit 0); a node exiting on its
 own stops the others (exit 1). The children's logs go to this process's stderr.
+
+``status`` and ``stop`` act on the shared broker of a data directory (``broker_runtime.embedded``: the one the
+Spark connector starts when no bootstrap servers are given). ``status`` prints its bootstrap address, pid, log
+dir, log file and settings file (``--json``: one JSON object), exit 0; or ``no broker running for DIR``, exit 3.
+``stop`` sends SIGTERM (clean shutdown), SIGKILL after ``--timeout`` seconds (default 15), and prints
+``stopped the broker of DIR (pid N, HOST:PORT)`` or ``no broker running for DIR``, exit 0 either way; a broker
+that cannot be stopped (or a data directory that cannot be locked) exits 1 with the reason on stderr.
 
 Logging goes to stderr; ``--log-level`` (default from the ``PYLOG_LOG_LEVEL`` environment variable, else
 WARNING), or a ``logging.ini`` given with ``--logging-config``.
@@ -78,6 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="root log level of every node; default WARNING",
     )
     cluster.set_defaults(func=_cluster)
+
+    status = sub.add_parser("status", help="show the shared broker of a data directory")
+    status.add_argument("--data-dir", "-d", required=True, help="the data directory (e.g. the connector's)")
+    status.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    status.set_defaults(func=_status)
+
+    stop = sub.add_parser("stop", help="stop the shared broker of a data directory")
+    stop.add_argument("--data-dir", "-d", required=True, help="the data directory (e.g. the connector's)")
+    stop.add_argument(
+        "--timeout", type=float, default=15.0, help="seconds between SIGTERM and SIGKILL; default 15"
+    )
+    stop.set_defaults(func=_stop)
     return parser
 
 
@@ -199,6 +220,46 @@ def _cluster(args: argparse.Namespace) -> int:
                 proc.wait(10)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+#: ``pylog-broker status`` exit status when no broker runs (as LSB init scripts and ``pg_ctl status``).
+STATUS_NOT_RUNNING = 3
+
+
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from broker_runtime.embedded import shared_broker_status
+
+    info = shared_broker_status(args.data_dir)
+    if info is None:
+        print(json.dumps(None) if args.json else f"no broker running for {args.data_dir}")
+        return STATUS_NOT_RUNNING
+    if args.json:
+        print(json.dumps(info, sort_keys=True))
+        return 0
+    for key in ("bootstrap", "pid", "log_dir", "log_file", "config_file", "data_dir"):
+        print(f"{key.replace('_', ' ')}: {info[key]}")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from broker_runtime.embedded import shared_broker_status, stop_shared_broker
+    from broker_runtime.errors import PylogError
+
+    try:
+        info = shared_broker_status(args.data_dir)
+        stopped = stop_shared_broker(args.data_dir, timeout_s=args.timeout)
+    except (PylogError, OSError) as exc:
+        print(f"pylog-broker: cannot stop the broker of {args.data_dir}: {exc}", file=sys.stderr)
+        return 1
+    if not stopped:
+        print(f"no broker running for {args.data_dir}")
+    elif info is None:  # started between the two calls
+        print(f"stopped the broker of {args.data_dir}")
+    else:
+        print(f"stopped the broker of {args.data_dir} (pid {info['pid']}, {info['bootstrap']})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

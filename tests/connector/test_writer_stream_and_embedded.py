@@ -79,7 +79,7 @@ def test_zero_config_write_starts_one_shared_embedded_broker(spark: Any) -> None
         info = json.loads((data_dir / DISCOVERY_FILE).read_text())
         address = f"{info['host']}:{info['port']}"
         assert info["port"] != 1 and embedded_broker_address(data_dir) == address
-        assert (data_dir / "kafka-logs").is_dir() and (data_dir / "broker.properties").is_file()
+        assert (data_dir / "logs" / "zero-0").is_dir() and (data_dir / "broker.properties").is_file()
         # A second job (and any other process) shares the same broker; it outlives the Spark jobs.
         df.write.format("pylog").option("topic", "zero").mode("append").save()
         assert ensure_embedded_broker(data_dir) == address

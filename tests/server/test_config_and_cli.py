@@ -108,4 +108,4 @@ def test_embedded_broker_restarts_with_its_data(tmp_path: Path) -> None:
         assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
         create_topic(bootstrap, "keep", 3, exist_ok=True)
     assert not any(p.name.startswith("broker") and p.suffix == ".pid" for p in tmp_path.iterdir())
-    assert os.path.isdir(tmp_path / "kafka-logs" / "keep-2")
+    assert os.path.isdir(tmp_path / "logs" / "keep-2")

@@ -1,0 +1,192 @@
+"""The shared broker of a data directory (``broker_runtime.embedded``) and ``pylog-broker status|stop --data-dir``.
+
+Every broker here is a real detached process started through :func:`ensure_shared_broker`; the CLI runs as
+``python -m broker_runtime`` in a subprocess. Each test stops what it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_runtime.embedded import (
+    DISCOVERY_FILE,
+    LOCK_FILE,
+    broker_log_dir,
+    create_topic,
+    ensure_shared_broker,
+    shared_broker_address,
+    shared_broker_status,
+    stop_shared_broker,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker_runtime", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie left for a non-reaping init does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "data"
+    yield path
+    if path.is_dir():
+        info = shared_broker_status(path)
+        if info is not None:
+            os.kill(info["pid"], signal.SIGCONT)  # in case a test left it stopped
+        stop_shared_broker(path, timeout_s=5)
+
+
+def test_status_and_stop_through_the_cli(data_dir: Path) -> None:
+    bootstrap = ensure_shared_broker(data_dir, overrides={"num.partitions": "2"})
+    create_topic(bootstrap, "cli-topic", 2)
+    info = shared_broker_status(data_dir)
+    assert info is not None and info["bootstrap"] == bootstrap
+    pid = int(info["pid"])
+    # One log-dir convention: the shared broker keeps its partitions in <data_dir>/logs.
+    assert info["log_dir"] == str(broker_log_dir(data_dir.resolve())) == str(data_dir.resolve() / "logs")
+    assert (data_dir / "logs" / "cli-topic-1").is_dir()
+
+    status = _cli("status", "--data-dir", str(data_dir))
+    assert status.returncode == 0, status.stderr
+    assert f"bootstrap: {bootstrap}\n" in status.stdout
+    assert f"pid: {pid}\n" in status.stdout
+    assert f"log dir: {data_dir.resolve() / 'logs'}\n" in status.stdout
+    as_json = _cli("status", "--data-dir", str(data_dir), "--json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["bootstrap"] == bootstrap
+
+    stop = _cli("stop", "--data-dir", str(data_dir))
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.strip() == f"stopped the broker of {data_dir} (pid {pid}, {bootstrap})"
+    assert not _running(pid)
+    assert not (data_dir / DISCOVERY_FILE).exists()
+    # SIGTERM is a clean shutdown: the next start skips recovery.
+    assert (data_dir / "logs" / ".kafka_cleanshutdown").exists()
+
+    again = _cli("stop", "--data-dir", str(data_dir))
+    assert again.returncode == 0 and again.stdout.strip() == f"no broker running for {data_dir}"
+    gone = _cli("status", "--data-dir", str(data_dir))
+    assert gone.returncode == 3 and gone.stdout.strip() == f"no broker running for {data_dir}"
+
+
+def test_cli_on_a_directory_without_a_broker(tmp_path: Path) -> None:
+    missing = tmp_path / "never-used"
+    stop = _cli("stop", "--data-dir", str(missing))
+    assert stop.returncode == 0 and stop.stdout.strip() == f"no broker running for {missing}"
+    status = _cli("status", "--data-dir", str(missing))
+    assert status.returncode == 3 and "no broker running" in status.stdout
+    assert not missing.exists()  # looking does not create the data directory
+
+
+def test_cli_stop_failure_exits_1_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / LOCK_FILE).mkdir()  # the lock file cannot be opened
+    stop = _cli("stop", "--data-dir", str(tmp_path))
+    assert stop.returncode == 1
+    assert stop.stderr.startswith(f"pylog-broker: cannot stop the broker of {tmp_path}: "), stop.stderr
+    assert LOCK_FILE in stop.stderr and stop.stdout == ""
+
+
+def test_restart_after_stop_keeps_the_data_and_replaces_the_discovery_file(data_dir: Path) -> None:
+    first = ensure_shared_broker(data_dir)
+    create_topic(first, "kept", 1)
+    pid = int(json.loads((data_dir / DISCOVERY_FILE).read_text())["pid"])
+    assert ensure_shared_broker(data_dir) == first  # found, not started again
+    os.kill(pid, signal.SIGKILL)  # the discovery file is now stale (dead pid, closed port)
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert shared_broker_status(data_dir) is None and shared_broker_address(data_dir) is None
+    second = ensure_shared_broker(data_dir)
+    info = shared_broker_status(data_dir)
+    assert info is not None and info["pid"] != pid and info["bootstrap"] == second
+    from broker_runtime.errors import ErrorCode, KafkaError
+
+    with pytest.raises(KafkaError) as exc:
+        create_topic(second, "kept", 1)
+    assert exc.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+def test_stop_never_signals_a_process_that_is_not_the_broker(data_dir: Path) -> None:
+    data_dir.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        # A discovery file whose pid was reused by another program: stale, never trusted nor signalled.
+        (data_dir / DISCOVERY_FILE).write_text(
+            json.dumps({"host": "127.0.0.1", "port": 1, "pid": sleeper.pid})
+        )
+        assert shared_broker_status(data_dir) is None
+        stop = _cli("stop", "--data-dir", str(data_dir))
+        assert stop.returncode == 0 and "no broker running" in stop.stdout
+        assert sleeper.poll() is None
+        assert not (data_dir / DISCOVERY_FILE).exists()  # the stale file is removed
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_stop_kills_a_broker_that_ignores_sigterm(data_dir: Path) -> None:
+    ensure_shared_broker(data_dir)
+    info = shared_broker_status(data_dir)
+    assert info is not None
+    pid = int(info["pid"])
+    os.kill(pid, signal.SIGSTOP)  # a stopped process cannot act on SIGTERM; SIGKILL still ends it
+    started = time.monotonic()
+    stop = _cli("stop", "--data-dir", str(data_dir), "--timeout", "1")
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.startswith(f"stopped the broker of {data_dir}")
+    assert not _running(pid) and time.monotonic() - started < 30
+
+
+def test_concurrent_processes_share_one_broker(data_dir: Path) -> None:
+    code = "import sys; from broker_runtime.embedded import ensure_shared_broker as e; print(e(sys.argv[1]))"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(data_dir)], stdout=subprocess.PIPE, text=True, cwd=REPO
+        )
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=90)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(set(outputs)) == 1 and outputs[0] == shared_broker_address(data_dir)
+    assert (
+        len(
+            [
+                line
+                for line in (data_dir / "embedded-broker.log").read_text().splitlines()
+                if "listening on" in line
+            ]
+        )
+        == 1
+    )
+
+
+def test_fixed_settings_cannot_be_overridden(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="log.dirs"):
+        ensure_shared_broker(tmp_path, overrides={"log.dirs": str(tmp_path / "elsewhere")})
+    assert not (tmp_path / DISCOVERY_FILE).exists()
