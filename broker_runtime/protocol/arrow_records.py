@@ -353,15 +353,21 @@ def _split(fixed: np.ndarray, ts: np.ndarray, max_batch_bytes: int | None) -> np
     bounds = [0]
     start = 0
     window = 256
+    # Loop invariants hoisted out of the per-batch windows: the offsetDelta sizes of 0, 1, 2, ... (grown on
+    # demand) and, when every row has the same timestamp, its 1-byte timestampDelta (zigzag(0)).
+    const_ts = bool(ts[0] == ts.min() == ts.max())
+    per_row = fixed + 1 if const_ts else fixed
+    delta_sizes = _uvarint_sizes(_zigzag(np.arange(window, dtype=np.int64)))
     while start < n:
         while True:
             end = min(n, start + window)
-            body = (
-                fixed[start:end]
-                + _uvarint_sizes(_zigzag(ts[start:end] - ts[start]))
-                + _uvarint_sizes(_zigzag(np.arange(end - start, dtype=np.int64)))
-            )
-            sizes = body + _uvarint_sizes(_zigzag(body))
+            if len(delta_sizes) < end - start:
+                delta_sizes = _uvarint_sizes(_zigzag(np.arange(2 * (end - start), dtype=np.int64)))
+            body = per_row[start:end] + delta_sizes[: end - start]
+            if not const_ts:
+                body += _uvarint_sizes(_zigzag(ts[start:end] - ts[start]))
+            # body > 0, so its zigzag is body << 1
+            sizes = body + _uvarint_sizes((body << 1).view(np.uint64))
             fit = int(np.searchsorted(np.cumsum(sizes), limit, side="right"))
             if fit < end - start or end == n:
                 break
