@@ -32,8 +32,8 @@ from pyspark.sql.types import StructType
 from broker_runtime.errors import ConfigError
 from spark_kafka_log.embedded import ensure_embedded_broker
 from spark_kafka_log.options import WriterOptions, parse_writer_options
+from spark_kafka_log.producer import check_topic
 from spark_kafka_log.schema import InputLayout, validate_input_schema
-from spark_kafka_log.transport import check_topic
 from spark_kafka_log.writer import PylogBatchWriter, PylogStreamWriter
 
 __all__ = ["PylogDataSource"]

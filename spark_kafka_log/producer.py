@@ -18,6 +18,11 @@ Data path per incoming ``pyarrow.RecordBatch`` (never a Python loop per row)::
     responses    -> per partition: offsets recorded, retriable errors requeued in sequence order after
                     retry.backoff.ms, anything else fails the task naming topic, partition and error
 
+Wire: one :class:`broker_runtime.client.KafkaClient` per task (lazy connections, one per broker; versions
+negotiated with ApiVersions). Produce requests go out through its non-retrying ``send_produce`` /
+``poll_produce`` so that the retry policy below stays here; ListOffsets (start offsets for task retries) and
+Metadata share those connections and simply read past the produce answers ahead of them.
+
 Memory: the bytes held (unsealed slices + sealed batches not yet acknowledged) stay below buffer.memory:
 when they would exceed it, the producer sends and waits for acknowledgements before taking more input.
 The only extra is the Arrow batch being partitioned (Spark's ``arrow.maxRecordsPerBatch`` rows).
@@ -35,6 +40,7 @@ every sealed batch was acknowledged (acks=0: written to the socket).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -45,19 +51,70 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker_runtime.errors import ConfigError, ErrorCode, KafkaError, PylogError
+from broker_runtime.client import BrokerConnectionError, InFlight, KafkaClient, ProduceResult
+from broker_runtime.errors import ConfigError, ErrorCode, KafkaError, ProtocolError, PylogError
 from broker_runtime.protocol.arrow_records import build_batches
 from spark_kafka_log.options import WriterOptions
 from spark_kafka_log.partitioner import Partitioner, group_rows
 from spark_kafka_log.schema import InputLayout
 from spark_kafka_log.task_state import Resume, TaskIdentity, TaskState, last_sequences
-from spark_kafka_log.transport import Transport, TransportError
 
-__all__ = ["PartitionStats", "ProduceFailedError", "TaskProducer"]
+__all__ = [
+    "PartitionStats",
+    "ProduceFailedError",
+    "TaskProducer",
+    "check_topic",
+    "connect",
+    "topic_partitions",
+]
 
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
+_METADATA = 3
+#: Metadata v4+ carries AllowAutoTopicCreation: without it a broker would decide by itself.
+_MIN_VERSIONS = {_METADATA: 4}
+_LATEST = -1
+
+
+def connect(
+    bootstrap_servers: str, *, client_id: str, request_timeout_ms: int, retry_backoff_ms: int = 100
+) -> KafkaClient:
+    """The writer's Kafka client (driver or executor; lazy, connects on first use)."""
+    return KafkaClient(
+        bootstrap_servers,
+        client_id=client_id,
+        request_timeout_ms=request_timeout_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        min_versions=_MIN_VERSIONS,
+    )
+
+
+def topic_partitions(client: KafkaClient, topic: str) -> int:
+    """Partitions of ``topic``, asking the broker to auto-create it (with its num.partitions)."""
+    try:
+        return len(client.partitions_for(topic, allow_auto_create=True))
+    except BrokerConnectionError:
+        raise
+    except KafkaError as exc:
+        raise KafkaError(
+            exc.code,
+            f"topic {topic!r} is not available for writing (auto-creation disabled on the broker? "
+            "create it first)",
+        ) from exc
+
+
+def check_topic(servers: str, topic: str, request_timeout_ms: int = 30000) -> int:
+    """Driver-side check: the broker answers and ``topic`` exists (auto-created if allowed); its partitions."""
+    with connect(servers, client_id="pylog-writer-driver", request_timeout_ms=request_timeout_ms) as client:
+        return topic_partitions(client, topic)
+
+
+def _transient(exc: Exception) -> bool:
+    """A failure that a resend may cure: the connection, undecodable bytes, a leader or broker moving."""
+    if isinstance(exc, BrokerConnectionError | ProtocolError):
+        return True
+    return isinstance(exc, KafkaError) and (exc.retriable or exc.code == ErrorCode.BROKER_NOT_AVAILABLE)
 
 
 class ProduceFailedError(PylogError):
@@ -117,7 +174,7 @@ class _PartitionState:
 class _InFlight:
     node: int
     batches: dict[tuple[str, int], _Batch]
-    token: object
+    handle: InFlight | None
     sent_at: float
 
 
@@ -136,10 +193,11 @@ class TaskProducer:
         self._opts = options
         self._layout = layout
         self._on_ack = on_acknowledged
-        self._transport = Transport(
+        self._client = connect(
             bootstrap_servers,
             client_id=options.client_id,
             request_timeout_ms=options.request_timeout_ms,
+            retry_backoff_ms=options.retry_backoff_ms,
         )
         # Seeded per task, not per attempt: a retry places null-key rows where the failed attempt did.
         self._partitioner = Partitioner(
@@ -163,12 +221,12 @@ class TaskProducer:
     def _init_identity(self, identity: TaskIdentity | None) -> None:
         """Producer id/epoch: an earlier attempt's (then skip what it wrote), else a fresh one."""
         if identity is None or not self._opts.producer_state_dir:
-            self.producer_id, self.producer_epoch = self._transport.init_producer_id()
+            self.producer_id, self.producer_epoch = self._client.init_producer_id()
             return
         state = TaskState.for_task(self._opts.producer_state_dir, identity)
         if identity.attempt > 0 and state.load():
             self.producer_id, self.producer_epoch = state.producer_id, state.producer_epoch
-            self._resume = last_sequences(self._transport, state)
+            self._resume = last_sequences(self._client, state)
             log.warning(
                 "pylog producer: task %d attempt %d resumes producer id %d epoch %d; records already "
                 "written by earlier attempts per partition: %s",
@@ -179,7 +237,7 @@ class TaskProducer:
                 {f"{t}-{p}": r.last_sequence + 1 for (t, p), r in self._resume.items()},
             )
         else:
-            self.producer_id, self.producer_epoch = self._transport.init_producer_id()
+            self.producer_id, self.producer_epoch = self._client.init_producer_id()
             state.producer_id, state.producer_epoch = self.producer_id, self.producer_epoch
             state.start_offsets = {}
             state.save()
@@ -191,7 +249,7 @@ class TaskProducer:
         """Partition count of ``topic`` (auto-created by the broker when missing), cached per task."""
         n = self._num_partitions.get(topic)
         if n is None:
-            n = self._transport.partition_count(topic)
+            n = topic_partitions(self._client, topic)
             self._num_partitions[topic] = n
         return n
 
@@ -286,7 +344,7 @@ class TaskProducer:
             ts = self._task_state
             if ts is not None and tp not in ts.start_offsets:
                 # Before the first record goes to this partition: where a retry must look for it.
-                ts.start_offsets[tp] = self._transport.log_end_offset(topic, partition)
+                ts.start_offsets[tp] = self._client.list_offsets({tp: _LATEST})[tp][0]
                 ts.save()
         return st
 
@@ -420,8 +478,9 @@ class TaskProducer:
         now = time.monotonic()
         for st in self._parts.values():
             if self._sendable(st, now):
-                node = self._transport.leader(st.topic, st.partition)
-                by_node.setdefault(node, []).append(st)
+                node = self._leader(st)
+                if node is not None:
+                    by_node.setdefault(node, []).append(st)
         for node, states in by_node.items():
             queue = self._in_flight.setdefault(node, deque())
             while len(queue) < self._opts.max_in_flight:
@@ -446,18 +505,33 @@ class TaskProducer:
                 sent = True
         return sent
 
+    def _leader(self, st: _PartitionState) -> int | None:
+        """The partition's leader; None (partition backed off for retry.backoff.ms) while there is none."""
+        try:
+            return self._client.leader_for(st.topic, st.partition)
+        except (KafkaError, ProtocolError) as exc:
+            if not _transient(exc):
+                raise ProduceFailedError(
+                    f"writing to topic {st.topic!r} partition {st.partition} failed: no leader: {exc}"
+                ) from exc
+            self._check_deadline(st.ready[0], f"no leader: {exc}")
+            st.blocked_until = time.monotonic() + self._opts.retry_backoff_ms / 1000.0
+            return None
+
     def _send(self, node: int, request: dict[tuple[str, int], _Batch], queue: deque[_InFlight]) -> None:
         payload = {tp: b.data for tp, b in request.items()}
         try:
-            token = self._transport.send_produce(
+            handle = self._client.send_produce(
                 node, payload, acks=self._opts.acks, timeout_ms=self._opts.request_timeout_ms
             )
-        except TransportError as exc:
+        except (KafkaError, ProtocolError) as exc:
+            if not _transient(exc):
+                raise ProduceFailedError(f"writing to broker {node} failed: {exc}") from exc
             self._fail_connection(node, exc, extra=request)
             return
-        entry = _InFlight(node, request, token, time.monotonic())
+        entry = _InFlight(node, request, handle, time.monotonic())
         if self._opts.acks == 0:
-            self._complete(entry, {tp: (ErrorCode.NONE, -1, "") for tp in request})
+            self._complete(entry, {tp: ProduceResult(ErrorCode.NONE, -1, -1, -1) for tp in request})
             return
         queue.append(entry)
 
@@ -472,23 +546,27 @@ class TaskProducer:
             # in flight, as a broken network would, after giving the broker time to append them.
             self._drop_armed = False
             time.sleep(0.3)
-            self._transport.disconnect(node)
-            self._fail_connection(node, TransportError("injected: responses dropped (test-only option)"))
+            self._client.disconnect(node)
+            self._fail_connection(
+                node,
+                KafkaError(ErrorCode.NETWORK_EXCEPTION, "injected: responses dropped (test-only option)"),
+            )
             return
         entry = queue[0]
+        assert entry.handle is not None
         try:
-            results = self._transport.receive_produce(node, entry.token)
-        except TransportError as exc:
+            results = self._client.poll_produce(entry.handle)
+        except (BrokerConnectionError, ProtocolError) as exc:
             self._fail_connection(node, exc)
             return
         queue.popleft()
-        self._complete(entry, results)
+        self._complete(entry, results or {})
 
     def _fail_connection(
         self, node: int, exc: Exception, extra: dict[tuple[str, int], _Batch] | None = None
     ) -> None:
         """The connection to ``node`` broke: every request in flight there is unanswered, resend them."""
-        self._transport.disconnect(node)
+        self._client.disconnect(node)
         queue = self._in_flight.get(node, deque())
         entries = list(queue)
         queue.clear()
@@ -503,14 +581,21 @@ class TaskProducer:
         for entry in entries:
             for tp, batch in entry.batches.items():
                 self._retry_later(self._parts[tp], batch, f"connection error: {exc}")
-        self._transport.refresh_metadata()
+        self._refresh_metadata()
 
-    def _complete(self, entry: _InFlight, results: dict[tuple[str, int], tuple[int, int, str]]) -> None:
+    def _refresh_metadata(self) -> None:
+        """Reload the leaders of this task's topics; failures are left to the next send."""
+        if self._num_partitions:
+            with contextlib.suppress(KafkaError, ProtocolError):
+                self._client.metadata(list(self._num_partitions))
+
+    def _complete(self, entry: _InFlight, results: dict[tuple[str, int], ProduceResult]) -> None:
         self.requests_acknowledged += 1
         refresh = False
         for tp, batch in entry.batches.items():
             st = self._parts[tp]
-            code, base_offset, message = results.get(tp, (ErrorCode.UNKNOWN_SERVER_ERROR, -1, "no answer"))
+            result = results.get(tp) or ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, -1, "no answer")
+            code, base_offset, message = result.error, result.base_offset, result.error_message or ""
             if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                 st.in_flight -= 1
                 self.stats[tp].add(
@@ -538,7 +623,7 @@ class TaskProducer:
                 + f"; {self.stats[tp].records} record(s) of this task were acknowledged there before"
             )
         if refresh:
-            self._transport.refresh_metadata()
+            self._refresh_metadata()
         if self._on_ack is not None:
             self._on_ack(self.requests_acknowledged)
 
@@ -585,4 +670,4 @@ class TaskProducer:
         return any(st.ready or st.retry or st.pending for st in self._parts.values())
 
     def close(self) -> None:
-        self._transport.close()
+        self._client.close()

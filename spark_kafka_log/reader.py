@@ -50,13 +50,11 @@ query actually read (PySpark's Python data sources have no metrics API).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import logging
 import os
 import re
-import socket
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -77,10 +75,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError, PylogError
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
-from broker_runtime.protocol.messages import decode_response, encode_request
 from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
 from spark_kafka_log.reader_options import EARLIEST, LATEST, ReaderOptions, parse_reader_options
 from spark_kafka_log.schema import KAFKA_SOURCE_SCHEMA
@@ -110,7 +108,10 @@ _HEADERS_FIELD = StructField(
 _TS_MS = pa.timestamp("ms", tz="UTC")
 _TS_US = pa.timestamp("us", tz="UTC")
 _MAX_EMPTY_FETCHES = 20
-_METADATA, _LIST_OFFSETS, _FETCH, _API_VERSIONS = 3, 2, 1, 18
+_METADATA, _LIST_OFFSETS, _FETCH = 3, 2, 1
+#: Metadata v4+ (AllowAutoTopicCreation=false: a read never creates a topic), ListOffsets v1+ (one offset
+#: per timestamp), Fetch v5+ (log start offset).
+_MIN_VERSIONS = {_METADATA: 4, _LIST_OFFSETS: 1, _FETCH: 5}
 
 
 class UnknownTopicError(PylogError):
@@ -177,194 +178,25 @@ class _Pushed:
         return replace(self, timestamp_lo_ms=lo_ms if cur is None else max(cur, lo_ms))
 
 
-@dataclass
-class _FetchResult:
-    error: int
-    high_watermark: int
-    log_start_offset: int
-    records: bytes | memoryview
+def _connect(bootstrap: str, options: ReaderOptions) -> KafkaClient:
+    """The reader's Kafka client: leader routing, version negotiation, never auto-creating a topic."""
+    return KafkaClient(
+        bootstrap,
+        client_id=options.client_id,
+        request_timeout_ms=options.request_timeout_ms,
+        min_versions=_MIN_VERSIONS,
+    )
 
 
-class _WireClient:
-    """The few Kafka requests the reader needs (Metadata, ListOffsets, Fetch) over blocking sockets.
-
-    Runs on the driver (planning) and on executors (Fetch transport). Requests go to the partition's leader
-    (from Metadata); versions are negotiated with ApiVersions per connection. Not thread-safe. A stand-in
-    for ``broker_runtime.client.KafkaClient`` with the same method shapes, built on the sans-IO codec.
-    """
-
-    _WANTED = {_METADATA: (4, 9), _LIST_OFFSETS: (1, 7), _FETCH: (5, 12)}
-
-    def __init__(self, bootstrap: str, *, client_id: str, request_timeout_ms: int) -> None:
-        self._bootstrap = [_host_port(s) for s in bootstrap.split(",") if s.strip()]
-        self._client_id = client_id
-        self._timeout = request_timeout_ms / 1000.0
-        self._socks: dict[tuple[str, int], tuple[socket.socket, dict[int, int]]] = {}
-        self._nodes: dict[int, tuple[str, int]] = {}
-        self._leaders: dict[TopicPartition, int] = {}
-        self._next_id = 0
-
-    def close(self) -> None:
-        for sock, _ in self._socks.values():
-            with contextlib.suppress(OSError):
-                sock.close()
-        self._socks.clear()
-
-    def _conn(self, address: tuple[str, int] | None) -> tuple[socket.socket, dict[int, int], tuple[str, int]]:
-        candidates = [address] if address is not None else list(self._bootstrap)
-        last: Exception | None = None
-        for addr in candidates:
-            if addr in self._socks:
-                sock, versions = self._socks[addr]
-                return sock, versions, addr
-            try:
-                sock = socket.create_connection(addr, timeout=self._timeout)
-            except OSError as exc:
-                last = exc
-                continue
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._socks[addr] = (sock, {})
-            body = self._roundtrip(sock, addr, _API_VERSIONS, 0, {})
-            if body["ErrorCode"]:
-                raise KafkaError(body["ErrorCode"], "ApiVersions")
-            ranges = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"]}
-            versions = self._socks[addr][1]
-            for api, (lo, hi) in self._WANTED.items():
-                blo, bhi = ranges.get(api, (0, -1))
-                if max(lo, blo) > min(hi, bhi):
-                    raise PylogError(
-                        f"broker {addr[0]}:{addr[1]} speaks API {api} versions {blo}-{bhi}; the pylog reader "
-                        f"needs {lo}-{hi}"
-                    )
-                versions[api] = min(hi, bhi)
-            return sock, versions, addr
-        where = ", ".join(f"{h}:{p}" for h, p in candidates)
-        raise PylogError(f"cannot connect to the Kafka broker at {where}: {last}")
-
-    def _roundtrip(
-        self, sock: socket.socket, addr: tuple[str, int], api: int, version: int, body: Any
-    ) -> Any:
-        self._next_id += 1
-        try:
-            sock.sendall(encode_request(api, version, self._next_id, self._client_id, body))
-            size = int.from_bytes(_recv_exactly(sock, 4), "big", signed=True)
-            frame = _recv_exactly(sock, size)
-        except (OSError, PylogError) as exc:
-            self._socks.pop(addr, None)
-            with contextlib.suppress(OSError):
-                sock.close()
-            raise PylogError(f"request to the Kafka broker {addr[0]}:{addr[1]} failed: {exc}") from exc
-        return decode_response(api, version, frame)[1]
-
-    def _call(self, api: int, body: Any, address: tuple[str, int] | None = None) -> Any:
-        sock, versions, addr = self._conn(address)
-        return self._roundtrip(sock, addr, api, versions[api], body)
-
-    def metadata(self, topics: list[str] | None) -> dict[str, list[int] | None]:
-        """{topic: sorted partitions, or None when unknown}; ``None`` asks for every topic. Never creates."""
-        body = {
-            "Topics": None if topics is None else [{"Name": t} for t in topics],
-            "AllowAutoTopicCreation": False,
-        }
-        resp = self._call(_METADATA, body)
-        self._nodes = {b["NodeId"]: (b["Host"], b["Port"]) for b in resp["Brokers"]}
-        out: dict[str, list[int] | None] = {}
-        for t in resp["Topics"]:
-            if t["ErrorCode"] or t.get("IsInternal"):
-                if t["ErrorCode"]:
-                    out[t["Name"]] = None
-                continue
-            for p in t["Partitions"]:
-                self._leaders[(t["Name"], p["PartitionIndex"])] = p["LeaderId"]
-            out[t["Name"]] = sorted(p["PartitionIndex"] for p in t["Partitions"])
-        return out
-
-    def _by_leader(self, tps: list[TopicPartition]) -> dict[tuple[str, int] | None, list[TopicPartition]]:
-        if any(tp not in self._leaders for tp in tps):
-            self.metadata(sorted({t for t, _ in tps}))
-        groups: dict[tuple[str, int] | None, list[TopicPartition]] = {}
-        for tp in tps:
-            groups.setdefault(self._nodes.get(self._leaders.get(tp, -1)), []).append(tp)
-        return groups
-
-    @staticmethod
-    def _topics(items: Mapping[TopicPartition, Any], make: Any) -> list[dict[str, Any]]:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for (t, p), v in items.items():
-            by_topic.setdefault(t, []).append(make(p, v))
-        return [{"Name": t, "Topic": t, "Partitions": ps} for t, ps in by_topic.items()]
-
-    def list_offsets(self, query: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-        """{tp: (offset, timestamp)} for -2 earliest, -1 latest or a timestamp (first offset with ts >= t;
-        offset -1 when there is none). Broker errors raise KafkaError naming the partition."""
-        out: dict[TopicPartition, tuple[int, int]] = {}
-        for address, tps in self._by_leader(list(query)).items():
-            body = {
-                "ReplicaId": -1,
-                "IsolationLevel": 0,
-                "Topics": self._topics(
-                    {tp: query[tp] for tp in tps}, lambda p, ts: {"PartitionIndex": p, "Timestamp": ts}
-                ),
-            }
-            resp = self._call(_LIST_OFFSETS, body, address)
-            for t in resp["Topics"]:
-                for p in t["Partitions"]:
-                    if p["ErrorCode"]:
-                        raise KafkaError(p["ErrorCode"], f"ListOffsets of {t['Name']}-{p['PartitionIndex']}")
-                    out[(t["Name"], p["PartitionIndex"])] = (p["Offset"], p["Timestamp"])
-        return out
-
-    def fetch(
-        self,
-        offsets: Mapping[TopicPartition, int],
-        *,
-        max_bytes: int,
-        partition_max_bytes: int,
-        max_wait_ms: int,
-        min_bytes: int,
-    ) -> dict[TopicPartition, _FetchResult]:
-        out: dict[TopicPartition, _FetchResult] = {}
-        for address, tps in self._by_leader(list(offsets)).items():
-            body = {
-                "ReplicaId": -1,
-                "MaxWaitMs": max_wait_ms,
-                "MinBytes": min_bytes,
-                "MaxBytes": max_bytes,
-                "IsolationLevel": 0,
-                "Topics": self._topics(
-                    {tp: offsets[tp] for tp in tps},
-                    lambda p, o: {"Partition": p, "FetchOffset": o, "PartitionMaxBytes": partition_max_bytes},
-                ),
-                "ForgottenTopicsData": [],
-            }
-            resp = self._call(_FETCH, body, address)
-            for t in resp["Responses"]:
-                for p in t["Partitions"]:
-                    out[(t["Topic"], p["PartitionIndex"])] = _FetchResult(
-                        p["ErrorCode"], p["HighWatermark"], p["LogStartOffset"], p["Records"] or b""
-                    )
-        return out
-
-
-def _host_port(server: str) -> tuple[str, int]:
-    host, _, port = server.strip().rpartition(":")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if not k:
-            raise PylogError(f"connection closed after {got} of {n} response bytes")
-        got += k
-    return buf
-
-
-def _connect(bootstrap: str, options: ReaderOptions) -> _WireClient:
-    return _WireClient(bootstrap, client_id=options.client_id, request_timeout_ms=options.request_timeout_ms)
+def _partitions_by_topic(client: KafkaClient, topics: list[str] | None) -> dict[str, list[int] | None]:
+    """{topic: sorted partitions, or None when unknown}; ``None`` asks for every (non-internal) topic."""
+    out: dict[str, list[int] | None] = {}
+    for t in client.metadata(topics, allow_auto_create=False).topics.values():
+        if t.error:
+            out[t.name] = None
+        elif not t.is_internal:
+            out[t.name] = sorted(t.partitions)
+    return out
 
 
 def _resolve_bootstrap(options: ReaderOptions) -> str:
@@ -401,11 +233,11 @@ class PylogReader(DataSourceReader):
             )
         ]
 
-    def _selected_partitions(self, client: Any) -> list[TopicPartition]:
+    def _selected_partitions(self, client: KafkaClient) -> list[TopicPartition]:
         opts = self.options
         if opts.assign is not None:
             wanted_topics = sorted({t for t, _ in opts.assign})
-            known = client.metadata(wanted_topics)
+            known = _partitions_by_topic(client, wanted_topics)
             for t, p in opts.assign:
                 parts = known.get(t)
                 if parts is None:
@@ -417,7 +249,7 @@ class PylogReader(DataSourceReader):
                     )
             return sorted(opts.assign)
         if opts.subscribe is not None:
-            known = client.metadata(list(opts.subscribe))
+            known = _partitions_by_topic(client, list(opts.subscribe))
             missing = [t for t in opts.subscribe if known.get(t) is None]
             if missing:
                 raise UnknownTopicError(
@@ -426,10 +258,10 @@ class PylogReader(DataSourceReader):
             return sorted((t, p) for t in opts.subscribe for p in known[t] or [])
         assert opts.subscribe_pattern is not None
         pattern = re.compile(opts.subscribe_pattern)
-        known = client.metadata(None)
+        known = _partitions_by_topic(client, None)
         return sorted((t, p) for t, parts in known.items() if parts and pattern.fullmatch(t) for p in parts)
 
-    def _plan_ranges(self, client: Any) -> list[tuple[str, int, int, int]]:
+    def _plan_ranges(self, client: KafkaClient) -> list[tuple[str, int, int, int]]:
         opts = self.options
         all_tps = self._selected_partitions(client)
         if not all_tps:
@@ -464,7 +296,7 @@ class PylogReader(DataSourceReader):
 
     def _resolve(
         self,
-        client: Any,
+        client: KafkaClient,
         tps: list[TopicPartition],
         bound: Any,
         earliest: dict[TopicPartition, int],
@@ -717,7 +549,7 @@ def _fetch_chunks(
                 max_wait_ms=100,
                 min_bytes=1,
             )[tp]
-            error = int(getattr(result, "error", 0) or 0)
+            error = result.error
             if error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 next_offset = _lost(options, part, next_offset, client)
                 continue
@@ -726,7 +558,7 @@ def _fetch_chunks(
             records = result.records or b""
             spans = iter_batch_spans(records) if records else []
             if not spans:
-                hw = int(getattr(result, "high_watermark", end))
+                hw = result.high_watermark
                 if hw <= next_offset:
                     next_offset = _lost(options, part, next_offset, client, high_watermark=hw)
                     continue
@@ -756,7 +588,7 @@ def _lost(
     options: ReaderOptions,
     part: PylogInputPartition,
     offset: int,
-    client: Any,
+    client: KafkaClient,
     high_watermark: int | None = None,
 ) -> int:
     """Handle offsets that left the log during the read: raise, or return where to resume (may be >= end)."""

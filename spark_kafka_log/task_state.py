@@ -33,13 +33,15 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_runtime.client import KafkaClient
+from broker_runtime.errors import KafkaError
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
-from spark_kafka_log.transport import Transport
 
 __all__ = ["Resume", "TaskIdentity", "TaskState", "forget_write", "last_sequences"]
 
 _SEP = "\u0000"  # topic names cannot contain NUL
+_FETCH_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ class Resume:
     last_value: bytes | None = None
 
 
-def last_sequences(transport: Transport, state: TaskState) -> dict[tuple[str, int], Resume]:
+def last_sequences(client: KafkaClient, state: TaskState) -> dict[tuple[str, int], Resume]:
     """Per recorded partition, the last record ``state.producer_id`` wrote there (batch headers walk)."""
     out: dict[tuple[str, int], Resume] = {}
     for (topic, partition), start in state.start_offsets.items():
@@ -108,7 +110,16 @@ def last_sequences(transport: Transport, state: TaskState) -> dict[tuple[str, in
         last_batch = b""
         offset = start
         while True:
-            data, high_watermark = transport.fetch(topic, partition, offset)
+            result = client.fetch(
+                {(topic, partition): offset},
+                max_bytes=_FETCH_BYTES,
+                partition_max_bytes=_FETCH_BYTES,
+                max_wait_ms=0,
+                min_bytes=0,
+            )[(topic, partition)]
+            if result.error:
+                raise KafkaError(result.error, f"Fetch {topic}-{partition} at offset {offset}")
+            data, high_watermark = bytes(result.records or b""), result.high_watermark
             spans = iter_batch_spans(data)
             for position, header in spans:
                 if header.producer_id == state.producer_id and header.base_sequence >= 0:

@@ -4,7 +4,9 @@ Used by the Spark connector (driver and executors), the CLI tools and the tests,
 real Kafka cluster. One blocking :class:`~broker_runtime.client.connection.BrokerConnection` per broker,
 opened on first use; versions are negotiated per connection through ApiVersions.
 
-Routing: :meth:`KafkaClient.metadata` refreshes the cached cluster view (brokers, partition leaders);
+Routing: :meth:`KafkaClient.metadata` refreshes the cached cluster view (brokers, partition leaders;
+never auto-creating a topic unless asked to); :meth:`KafkaClient.partitions_for` waits for a topic's
+partitions (e.g. while the broker auto-creates it);
 partition-addressed calls (:meth:`list_offsets`, :meth:`fetch`) group their partitions by leader and retry
 once after a metadata refresh when a leader moved or is unknown. :meth:`produce` is addressed to a node by
 the caller (``leader_for``), because producers batch per leader anyway.
@@ -18,7 +20,13 @@ Connection failures raise :class:`~broker_runtime.client.connection.BrokerConnec
 Pipelining (produce): :meth:`send_produce` writes a request and returns an :class:`InFlight` handle without
 waiting; :meth:`poll_produce` waits for that handle's response (responses arrive in send order, so earlier
 ones are read and kept first). :meth:`produce_pipelined` drives a stream of requests with at most
-``max_in_flight`` outstanding per connection and yields the results in order.
+``max_in_flight`` outstanding per connection and yields the results in order. The produce calls never
+retry: a caller with its own retry policy (the connector's idempotent producer) stays in control, and a
+handle whose connection broke (or was closed with :meth:`disconnect`) raises ``BrokerConnectionError``
+when polled, as its answer will never come.
+
+Versions: each API is spoken at ``min(pylog's max, broker's max)``; ``min_versions`` raises the floor per
+API key for callers that rely on newer fields (Produce is always v3+: the record batches are magic 2).
 
 Not thread-safe: use one client per thread (it is cheap; connections are lazy).
 """
@@ -61,6 +69,8 @@ _REFRESH_ERRORS = frozenset(
         ErrorCode.UNKNOWN_LEADER_EPOCH,
     }
 )
+#: Produce carries magic-2 record batches, which need Produce v3+.
+_DEFAULT_MIN_VERSIONS = {_PRODUCE: 3}
 _COORDINATOR_ERRORS = frozenset(
     {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 )
@@ -144,6 +154,8 @@ class InFlight:
     acks: int
     result: dict[TopicPartition, ProduceResult] | None = None
     done: bool = False
+    #: The connection's generation when the request was written (a later one means it was lost).
+    generation: int = 0
 
 
 def _parse_address(address: str) -> tuple[str, int]:
@@ -171,6 +183,7 @@ class KafkaClient:
         request_timeout_ms: int = 30000,
         retries: int = 3,
         retry_backoff_ms: int = 100,
+        min_versions: Mapping[int, int] | None = None,
     ) -> None:
         servers = (
             bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
@@ -182,6 +195,8 @@ class KafkaClient:
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
+        #: api key -> the lowest version this client accepts (a broker offering less is refused).
+        self.min_versions = {**_DEFAULT_MIN_VERSIONS, **(min_versions or {})}
         self._bootstrap_conn: BrokerConnection | None = None
         self._conns: dict[int, BrokerConnection] = {}
         self._brokers: dict[int, BrokerMetadata] = {}
@@ -213,7 +228,12 @@ class KafkaClient:
         if self._closed:
             raise KafkaError(ErrorCode.NETWORK_EXCEPTION, "the client is closed")
         return BrokerConnection(
-            host, port, client_id=self.client_id, timeout_s=self.request_timeout_ms / 1000, node_id=node_id
+            host,
+            port,
+            client_id=self.client_id,
+            timeout_s=self.request_timeout_ms / 1000,
+            node_id=node_id,
+            min_versions=self.min_versions,
         )
 
     def _any_conn(self) -> BrokerConnection:
@@ -258,6 +278,16 @@ class KafkaClient:
             self._conns[node_id] = conn
         conn.connect()
         return conn
+
+    def disconnect(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (no-op when there is none); the next call reconnects.
+
+        Requests in flight on it are lost: polling their :class:`InFlight` handles raises
+        :class:`BrokerConnectionError` (answers read before the close are still returned).
+        """
+        conn = self._conns.get(node_id)
+        if conn is not None:
+            conn.close()
 
     def api_versions(self, node: int | None = None) -> dict[int, tuple[int, int]]:
         """The broker's advertised version ranges (api key -> (min, max)); the client speaks
@@ -323,6 +353,29 @@ class KafkaClient:
                 conn.close()
                 del self._conns[node_id]
         self._brokers = brokers
+
+    def partitions_for(
+        self, topic: str, *, allow_auto_create: bool = False, timeout_ms: int | None = None
+    ) -> list[int]:
+        """The sorted partition ids of ``topic``, waiting while the broker reports a retriable error.
+
+        With ``allow_auto_create`` the Metadata request lets a broker with auto.create.topics.enable create
+        a missing topic (which may take a moment, hence the wait). Waits at most
+        ``timeout_ms`` (default: the request timeout), then raises ``KafkaError`` with the last code.
+        """
+        wait_s = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        deadline = time.monotonic() + wait_s
+        while True:
+            t = self.metadata([topic], allow_auto_create=allow_auto_create).topics.get(topic)
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if t is None else t.error
+            if code == ErrorCode.NONE and t is not None:
+                if t.partitions:
+                    return sorted(t.partitions)
+                code = ErrorCode.LEADER_NOT_AVAILABLE  # created, partitions not assigned yet
+            err = KafkaError(code, f"metadata of topic {topic!r}")
+            if not err.retriable or time.monotonic() > deadline:
+                raise err
+            self._backoff()
 
     def leader_for(self, topic: str, partition: int) -> int:
         """The node id leading ``topic``/``partition`` (metadata refreshed when unknown)."""
@@ -646,13 +699,17 @@ class KafkaClient:
             },
             expect_response=acks != 0,
         )
-        return InFlight(conn, corr, version, acks, None, acks == 0)
+        return InFlight(conn, corr, version, acks, None, acks == 0, conn.generation)
 
     def poll_produce(self, in_flight: InFlight) -> dict[TopicPartition, ProduceResult] | None:
-        """Wait for the response to ``in_flight`` (``None`` for acks=0); per-partition errors are in the results."""
+        """Wait for the response to ``in_flight`` (``None`` for acks=0); per-partition errors are in the results.
+
+        Raises :class:`BrokerConnectionError` when the connection broke (or was disconnected) before the
+        answer was read: the request may or may not have been written to the log.
+        """
         if in_flight.done:
             return in_flight.result
-        body = in_flight.connection.receive(in_flight.correlation_id)
+        body = in_flight.connection.receive(in_flight.correlation_id, in_flight.generation)
         result: dict[TopicPartition, ProduceResult] = {}
         for t in body["Responses"]:
             for p in t["PartitionResponses"]:

@@ -7,12 +7,15 @@ to request N decodes (and keeps) the answers to every earlier request first.
 
 Version negotiation: the first request on a new connection is ApiVersions (v3, or the version the broker
 names when it answers UNSUPPORTED_VERSION); afterwards every API is spoken at
-``min(pylog's max, broker's max)``, refused when that is below either side's minimum.
+``min(pylog's max, broker's max)``, refused when that is below either side's minimum or below the
+caller's floor for that API (``min_versions``, e.g. Metadata v4 for AllowAutoTopicCreation).
 
 Failures: every socket error, timeout or closed stream closes the connection and raises
 :class:`BrokerConnectionError` (a :class:`~broker_runtime.errors.KafkaError` with code NETWORK_EXCEPTION)
-naming ``host:port``; requests still in flight on it are lost. Bytes that do not decode raise
-``ProtocolError`` and close the connection too.
+naming ``host:port``; requests still in flight on it are lost (answers already read stay receivable).
+Every close bumps :attr:`BrokerConnection.generation`, so a caller holding a correlation id from an
+earlier generation learns that its answer will never come (:meth:`BrokerConnection.receive`). Bytes that
+do not decode raise ``ProtocolError`` and close the connection too.
 
 Not thread-safe: a connection belongs to one thread (the owning :class:`KafkaClient`).
 """
@@ -63,10 +66,19 @@ class BrokerConnection:
         "_next_correlation_id",
         "broker_versions",
         "_versions",
+        "min_versions",
+        "generation",
     )
 
     def __init__(
-        self, host: str, port: int, *, client_id: str, timeout_s: float, node_id: int | None = None
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        timeout_s: float,
+        node_id: int | None = None,
+        min_versions: Mapping[int, int] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -82,6 +94,10 @@ class BrokerConnection:
         #: The broker's advertised ranges, api key -> (min, max); filled on connect.
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self._versions: dict[int, int] = {}
+        #: The lowest version the caller accepts per api key (on top of pylog's own minimum).
+        self.min_versions: dict[int, int] = dict(min_versions or {})
+        #: Bumped by every :meth:`close`: requests sent in an earlier generation are unanswered forever.
+        self.generation = 0
 
     @property
     def address(self) -> str:
@@ -120,9 +136,10 @@ class BrokerConnection:
             raise
 
     def close(self) -> None:
+        """Close the socket; unanswered requests are lost, answers already read stay in :meth:`receive`."""
         sock, self._sock = self._sock, None
         self._pending.clear()
-        self._done.clear()
+        self.generation += 1
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -162,11 +179,12 @@ class BrokerConnection:
                 f"broker {self.address} does not support {spec.name} (key {api_key})",
             )
         version = min(spec.max_version, theirs[1])
-        if version < max(spec.min_version, theirs[0]):
+        ours = max(spec.min_version, self.min_versions.get(api_key, 0))
+        if version < max(ours, theirs[0]):
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"broker {self.address} speaks {spec.name} {theirs[0]}-{theirs[1]}, "
-                f"pylog {spec.min_version}-{spec.max_version}",
+                f"pylog {ours}-{spec.max_version}",
             )
         self._versions[api_key] = version
         return version
@@ -183,8 +201,19 @@ class BrokerConnection:
         corr, version = self.send(api_key, body)
         return version, self._receive(corr)
 
-    def receive(self, correlation_id: int) -> dict[str, Any]:
-        """Wait for the response to an earlier :meth:`send` (reading the ones before it first)."""
+    def receive(self, correlation_id: int, generation: int | None = None) -> dict[str, Any]:
+        """Wait for the response to an earlier :meth:`send` (reading the ones before it first).
+
+        With the ``generation`` the request was sent in: raise :class:`BrokerConnectionError` when the
+        connection closed since then and the answer had not been read (it will never arrive).
+        """
+        done = self._done.pop(correlation_id, None)
+        if done is not None:
+            return done
+        if generation is not None and generation != self.generation:
+            raise BrokerConnectionError(
+                self.address, f"the connection closed before the answer to request {correlation_id} arrived"
+            )
         return self._receive(correlation_id)
 
     def _send(self, api_key: int, version: int, body: Mapping[str, Any], *, expect_response: bool) -> int:

@@ -300,3 +300,64 @@ def test_init_producer_id(client: KafkaClient) -> None:
     assert pid >= 0 and epoch >= 0
     pid2, _ = client.init_producer_id()
     assert pid2 != pid
+
+
+def test_min_versions_refuse_a_broker_below_the_floor(fake_broker: Callable[..., FakeBroker]) -> None:
+    def broker_with_old_apis(conn: socket.socket) -> None:
+        header, _ = decode_request(_read_request(conn))
+        keys = [
+            {"ApiKey": 18, "MinVersion": 0, "MaxVersion": 4},
+            {"ApiKey": 3, "MinVersion": 0, "MaxVersion": 3},  # no AllowAutoTopicCreation before v4
+            {"ApiKey": 0, "MinVersion": 0, "MaxVersion": 2},  # no magic-2 record batches before v3
+            {"ApiKey": 1, "MinVersion": 0, "MaxVersion": 12},
+        ]
+        conn.sendall(encode_response(18, header.api_version, header.correlation_id, {"ApiKeys": keys}))
+        conn.recv(1)
+
+    broker = fake_broker(broker_with_old_apis)
+    with KafkaClient(f"127.0.0.1:{broker.port}", request_timeout_ms=2000, min_versions={3: 4}) as client:
+        assert client.negotiated_version(1) == 12  # no floor asked: min(ours, theirs)
+        with pytest.raises(KafkaError, match=r"speaks Metadata 0-3, pylog 4-") as info:
+            client.negotiated_version(3)
+        assert info.value.code == ErrorCode.UNSUPPORTED_VERSION
+        with pytest.raises(KafkaError, match=r"speaks Produce 0-2, pylog 3-") as info:
+            client.negotiated_version(0)  # the floor every client has
+        assert info.value.code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_disconnect_loses_unanswered_produce_requests_only(client: KafkaClient) -> None:
+    client.create_topics({"cut": (1, 1)})
+    leader = client.leader_for("cut", 0)
+    tp = ("cut", 0)
+    read = [
+        client.send_produce(leader, {tp: _batch([b"r%d" % i])}, acks=1, timeout_ms=5000) for i in range(3)
+    ]
+    # A request on the same connection reads (and keeps) the three earlier answers first.
+    assert client.list_offsets({tp: -1})[tp][0] == 3
+    client.disconnect(leader)
+    assert [client.poll_produce(h)[tp].base_offset for h in read] == [0, 1, 2]  # type: ignore[index]
+
+    lost = client.send_produce(leader, {tp: _batch([b"lost?"])}, acks=1, timeout_ms=5000)
+    client.disconnect(leader)
+    with pytest.raises(BrokerConnectionError, match="closed before the answer"):
+        client.poll_produce(lost)
+    client.disconnect(12345)  # no connection to that node: nothing to do
+
+    # The next call reconnects; the lost request may or may not have reached the log.
+    after = client.produce(leader, {tp: _batch([b"after"])}, acks=1, timeout_ms=5000)
+    assert after is not None and after[tp].error == 0 and after[tp].base_offset in (3, 4)
+    assert client.list_offsets({tp: -1})[tp][0] == after[tp].base_offset + 1
+
+
+def test_partitions_for_waits_for_auto_creation_and_never_creates_unasked(client: KafkaClient) -> None:
+    assert client.create_topics({"pf-known": (3, 1)}) == {"pf-known": ErrorCode.NONE}
+    assert client.partitions_for("pf-known") == [0, 1, 2]
+
+    with pytest.raises(KafkaError) as info:
+        client.partitions_for("pf-missing", timeout_ms=300)
+    assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and "pf-missing" in str(info.value)
+    assert client.metadata(["pf-missing"]).topics["pf-missing"].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    created = client.partitions_for("pf-auto", allow_auto_create=True)
+    assert created and created == list(range(len(created)))
+    assert client.metadata(["pf-auto"]).topics["pf-auto"].error == ErrorCode.NONE
