@@ -30,6 +30,18 @@ from dataclasses import dataclass
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.compression import CODEC_NAMES, codec_from_name
+from spark_kafka_log.option_parsing import (
+    DATA_DIR_ENV,
+    DEFAULT_DATA_DIR,
+    INT32_MAX,
+    bool_option,
+    bootstrap_servers,
+    choice_option,
+    int_option,
+    lower_keys,
+    reject_unknown_keys,
+    resolve_data_dir,
+)
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -42,16 +54,9 @@ __all__ = [
     "resolve_data_dir",
 ]
 
-#: Environment variable naming the embedded broker's data directory when ``pylog.dataDir`` is not set.
-DATA_DIR_ENV = "PYLOG_DATA_DIR"
-#: Default data directory (relative to the driver's working directory, resolved there).
-DEFAULT_DATA_DIR = "./pylog-data"
-
 #: Partitioner names: both place keyed records on ``toPositive(murmur2(key)) % partitions`` (Java's
 #: default partitioner, librdkafka's ``murmur2_random``) and null-key records sticky on a random partition.
 PARTITIONERS = ("murmur2", "murmur2_random")
-
-_INT32_MAX = 2**31 - 1
 
 #: ``kafka.batch.size`` default: 128 KiB, not the Java client's 16 KiB. This writer is a bulk loader and
 #: Produce v3+ carries one batch per partition per request, so 16 KiB batches mean 8x the requests; measured
@@ -109,7 +114,7 @@ class WriterOptions:
     max_request_size: int = 1048576
     request_timeout_ms: int = 30000
     delivery_timeout_ms: int = 120000
-    retries: int = _INT32_MAX
+    retries: int = INT32_MAX
     retry_backoff_ms: int = 100
     enable_idempotence: bool = True
     max_in_flight: int = 5
@@ -135,102 +140,43 @@ class WriterOptions:
         )
 
 
-def resolve_data_dir(value: str | None) -> str:
-    """The absolute data directory: ``value``, else ``$PYLOG_DATA_DIR``, else ``./pylog-data`` (driver cwd)."""
-    raw = value or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
-    return os.path.abspath(os.path.expanduser(raw))
-
-
-def _int(opts: Mapping[str, str], key: str, default: int, lo: int, hi: int = _INT32_MAX) -> int:
-    raw = opts.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"option {key!r}: {raw!r} is not an integer; allowed: {lo} to {hi}") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"option {key!r}: {value} is out of range; allowed: {lo} to {hi}")
-    return value
-
-
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = opts.get(key)
-    if raw is None:
-        return default
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"option {key!r}: {raw!r} is not a boolean; allowed values: true, false")
-    return text == "true"
-
-
-def _acks(raw: str | None) -> int:
-    if raw is None:
-        return -1
-    text = str(raw).strip().lower()
-    mapping = {"all": -1, "-1": -1, "0": 0, "1": 1}
-    if text not in mapping:
-        raise ConfigError(f"option 'kafka.acks': {raw!r} is not supported; allowed values: 0, 1, -1, all")
-    return mapping[text]
+#: ``kafka.acks`` values and what they mean on the wire.
+_ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
 
 
 def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     """Parse and validate the options of one write (driver side). Keys are matched case-insensitively."""
-    opts = {str(k).lower(): v for k, v in options.items()}
+    opts = lower_keys(options)
 
-    unknown_kafka = sorted(
-        k for k in opts if k.startswith("kafka.") and k[len("kafka.") :] not in KAFKA_PRODUCER_KEYS
+    reject_unknown_keys(
+        opts,
+        role="writer",
+        kafka_keys=KAFKA_PRODUCER_KEYS,
+        pylog_keys=_PYLOG_KEYS,
+        pylog_allowed="pylog.dataDir, pylog.producerStateDir (and the test-only pylog.test.failAfterRequests, "
+        "pylog.test.dropResponseAfterRequests)",
     )
-    if unknown_kafka:
-        raise ConfigError(
-            f"option(s) {', '.join(unknown_kafka)} not supported by the pylog writer; supported kafka.* "
-            f"options: {', '.join('kafka.' + k for k in KAFKA_PRODUCER_KEYS)}"
-        )
-    unknown_pylog = sorted(k for k in opts if k.startswith("pylog.") and k not in _PYLOG_KEYS)
-    if unknown_pylog:
-        raise ConfigError(
-            f"option(s) {', '.join(unknown_pylog)} not known; allowed pylog.* options: pylog.dataDir, "
-            "pylog.producerStateDir (and the test-only pylog.test.failAfterRequests, "
-            "pylog.test.dropResponseAfterRequests)"
-        )
-
-    servers = opts.get("kafka.bootstrap.servers")
-    if servers is not None:
-        servers = str(servers).strip()
-        if not servers or any(":" not in s.strip() for s in servers.split(",")):
-            raise ConfigError(
-                f"option 'kafka.bootstrap.servers': {opts['kafka.bootstrap.servers']!r} is not a "
-                "comma-separated list of host:port (omit the option to use the embedded broker)"
-            )
-
+    servers = bootstrap_servers(opts)
     topic = opts.get("topic")
     if topic is not None:
         topic = str(topic).strip()
         if not topic:
             raise ConfigError("option 'topic' is empty; give a topic name or drop the option")
 
-    acks = _acks(opts.get("kafka.acks"))
-    codec_raw = opts.get("kafka.compression.type", "none")
-    try:
-        codec = codec_from_name(str(codec_raw))
-    except ConfigError:
-        raise ConfigError(
-            f"option 'kafka.compression.type': {codec_raw!r} is not supported; allowed values: "
-            f"{', '.join(CODEC_NAMES)}"
-        ) from None
-
-    batch_size = _int(opts, "kafka.batch.size", DEFAULT_BATCH_SIZE, 1)
-    linger_ms = _int(opts, "kafka.linger.ms", 5, 0)
-    max_request_size = _int(opts, "kafka.max.request.size", 1048576, 1024)
-    request_timeout_ms = _int(opts, "kafka.request.timeout.ms", 30000, 1)
-    delivery_timeout_ms = _int(opts, "kafka.delivery.timeout.ms", 120000, 1)
-    retries = _int(opts, "kafka.retries", _INT32_MAX, 0)
-    retry_backoff_ms = _int(opts, "kafka.retry.backoff.ms", 100, 0)
-    max_in_flight = _int(opts, "kafka.max.in.flight.requests.per.connection", 5, 1)
-    buffer_memory = _int(opts, "kafka.buffer.memory", 33554432, 1024, 2**62)
+    acks = _ACKS[choice_option(opts, "kafka.acks", "all", _ACKS)]
+    compression_name = choice_option(opts, "kafka.compression.type", "none", CODEC_NAMES)
+    batch_size = int_option(opts, "kafka.batch.size", DEFAULT_BATCH_SIZE, 1)
+    linger_ms = int_option(opts, "kafka.linger.ms", 5, 0)
+    max_request_size = int_option(opts, "kafka.max.request.size", 1048576, 1024)
+    request_timeout_ms = int_option(opts, "kafka.request.timeout.ms", 30000, 1)
+    delivery_timeout_ms = int_option(opts, "kafka.delivery.timeout.ms", 120000, 1)
+    retries = int_option(opts, "kafka.retries", INT32_MAX, 0)
+    retry_backoff_ms = int_option(opts, "kafka.retry.backoff.ms", 100, 0)
+    max_in_flight = int_option(opts, "kafka.max.in.flight.requests.per.connection", 5, 1)
+    buffer_memory = int_option(opts, "kafka.buffer.memory", 33554432, 1024, 2**62)
 
     idem_explicit = "kafka.enable.idempotence" in opts
-    idempotence = _bool(opts, "kafka.enable.idempotence", True)
+    idempotence = bool_option(opts, "kafka.enable.idempotence", True)
     if idempotence:
         conflicts = []
         if acks != -1:
@@ -249,23 +195,15 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
             # As Kafka's Java client (3.2+): the default idempotence yields to explicit conflicting settings.
             idempotence = False
 
-    partitioner = str(opts.get("kafka.partitioner", "murmur2")).strip().lower()
-    if partitioner not in PARTITIONERS:
-        raise ConfigError(
-            f"option 'kafka.partitioner': {opts['kafka.partitioner']!r} is not supported; allowed values: "
-            f"{', '.join(PARTITIONERS)}"
-        )
-
-    fail_after = opts.get("pylog.test.failafterrequests")
-    drop_after = opts.get("pylog.test.dropresponseafterrequests")
+    partitioner = choice_option(opts, "kafka.partitioner", "murmur2", PARTITIONERS)
     state_dir = opts.get("pylog.producerstatedir")
     data_dir = resolve_data_dir(opts.get("pylog.datadir"))
     return WriterOptions(
         bootstrap_servers=servers,
         topic=topic,
         acks=acks,
-        compression=codec,
-        compression_name=str(codec_raw).strip().lower(),
+        compression=codec_from_name(compression_name),
+        compression_name=compression_name,
         batch_size=batch_size,
         linger_ms=linger_ms,
         max_request_size=max_request_size,
@@ -282,8 +220,6 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         producer_state_dir=os.path.abspath(str(state_dir))
         if state_dir
         else os.path.join(data_dir, "producer-state"),
-        fail_after_requests=None if fail_after is None else _int(opts, "pylog.test.failafterrequests", 0, 0),
-        drop_response_after_requests=None
-        if drop_after is None
-        else _int(opts, "pylog.test.dropresponseafterrequests", 0, 0),
+        fail_after_requests=int_option(opts, "pylog.test.failAfterRequests", None, 0),
+        drop_response_after_requests=int_option(opts, "pylog.test.dropResponseAfterRequests", None, 0),
     )

@@ -42,6 +42,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker_runtime.errors import ConfigError
+from spark_kafka_log.option_parsing import (
+    DATA_DIR_ENV,
+    DEFAULT_DATA_DIR,
+    bool_option,
+    bootstrap_servers,
+    choice_option,
+    int_option,
+    lower_keys,
+    reject_unknown_keys,
+    resolve_data_dir,
+)
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -53,15 +64,9 @@ __all__ = [
     "parse_reader_options",
 ]
 
-#: Same resolution as the writer's ``pylog.dataDir``.
-DATA_DIR_ENV = "PYLOG_DATA_DIR"
-DEFAULT_DATA_DIR = "./pylog-data"
-
 #: Kafka's ListOffsets sentinels, also Spark's JSON sentinels.
 LATEST = -1
 EARLIEST = -2
-
-_INT32_MAX = 2**31 - 1
 
 _KAFKA_KEYS = (
     "bootstrap.servers",
@@ -144,34 +149,6 @@ class ReaderOptions:
         return f"assign={sorted(self.assign)}"
 
 
-def _resolve_data_dir(value: str | None) -> str:
-    raw = value or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
-    return os.path.abspath(os.path.expanduser(raw))
-
-
-def _int(opts: Mapping[str, str], key: str, name: str, lo: int, hi: int = _INT32_MAX) -> int | None:
-    raw = opts.get(key)
-    if raw is None:
-        return None
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"option {name!r}: {raw!r} is not an integer; allowed: {lo} to {hi}") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"option {name!r}: {value} is out of range; allowed: {lo} to {hi}")
-    return value
-
-
-def _bool(opts: Mapping[str, str], key: str, name: str, default: bool) -> bool:
-    raw = opts.get(key)
-    if raw is None:
-        return default
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"option {name!r}: {raw!r} is not a boolean; allowed values: true, false")
-    return text == "true"
-
-
 def _json(raw: str, name: str, example: str) -> object:
     try:
         return json.loads(raw)
@@ -227,63 +204,49 @@ def _parse_partition_map(raw: str, name: str, what: str) -> tuple[tuple[str, int
     return tuple(sorted(out))
 
 
-def _starting(opts: Mapping[str, str]) -> OffsetBound:
-    ts = opts.get("startingtimestamp")
+#: Per end of the range: the default bound, the bound rejected for batch queries, and an example offsets map.
+_BOUNDS = {
+    "starting": ("earliest", "latest", '{"topicA": {"0": 23, "1": -2}}'),
+    "ending": ("latest", "earliest", '{"topicA": {"0": 50, "1": -1}}'),
+}
+_SENTINELS = {"earliest": EARLIEST, "latest": LATEST}
+
+
+def _bound(opts: Mapping[str, str], side: str) -> OffsetBound:
+    """Where to start (``side="starting"``) or stop (``"ending"``): ``<side>Timestamp`` beats
+    ``<side>OffsetsByTimestamp`` beats ``<side>Offsets``. The other end's bound (``latest`` / -1 to start,
+    ``earliest`` / -2 to end) is rejected, as Spark does for batch queries.
+    """
+    default, rejected, example = _BOUNDS[side]
+    ts = opts.get(f"{side}timestamp")
     if ts is not None:
-        return OffsetBound("timestamp", timestamp=_timestamp(ts, "startingTimestamp"))
-    by_ts = opts.get("startingoffsetsbytimestamp")
+        return OffsetBound("timestamp", timestamp=_timestamp(ts, f"{side}Timestamp"))
+    by_ts = opts.get(f"{side}offsetsbytimestamp")
     if by_ts is not None:
         return OffsetBound(
-            "timestamps", _parse_partition_map(by_ts, "startingOffsetsByTimestamp", "timestamp")
+            "timestamps", _parse_partition_map(by_ts, f"{side}OffsetsByTimestamp", "timestamp")
         )
-    raw = opts.get("startingoffsets")
-    if raw is None or str(raw).strip().lower() == "earliest":
-        return OffsetBound("earliest")
+    name = f"{side}Offsets"
+    raw = opts.get(name.lower())
+    if raw is None or str(raw).strip().lower() == default:
+        return OffsetBound(default)
     text = str(raw).strip()
-    if text.lower() == "latest":
-        raise ConfigError("option 'startingOffsets': starting offset can't be latest for batch queries")
+    if text.lower() == rejected:
+        raise ConfigError(f"option {name!r}: {side} offset can't be {rejected} for batch queries")
     if not text.startswith("{"):
         raise ConfigError(
-            f"option 'startingOffsets': {raw!r} is not supported; allowed: earliest or a JSON object such as "
-            '{"topicA": {"0": 23, "1": -2}}'
+            f"option {name!r}: {raw!r} is not supported; allowed: {default} or a JSON object such as {example}"
         )
-    offsets = _parse_partition_map(text, "startingOffsets", "offset")
+    offsets = _parse_partition_map(text, name, "offset")
     for t, p, v in offsets:
-        if v == LATEST:
+        if v == _SENTINELS[rejected]:
             raise ConfigError(
-                f"option 'startingOffsets': starting offset for {t}-{p} can't be latest (-1) for batch queries"
+                f"option {name!r}: {side} offset for {t}-{p} can't be {rejected} ({v}) for batch queries"
             )
-        if v < EARLIEST:
-            raise ConfigError(f"option 'startingOffsets': offset {v} for {t}-{p} is invalid; use >= 0 or -2")
-    return OffsetBound("offsets", offsets)
-
-
-def _ending(opts: Mapping[str, str]) -> OffsetBound:
-    ts = opts.get("endingtimestamp")
-    if ts is not None:
-        return OffsetBound("timestamp", timestamp=_timestamp(ts, "endingTimestamp"))
-    by_ts = opts.get("endingoffsetsbytimestamp")
-    if by_ts is not None:
-        return OffsetBound("timestamps", _parse_partition_map(by_ts, "endingOffsetsByTimestamp", "timestamp"))
-    raw = opts.get("endingoffsets")
-    if raw is None or str(raw).strip().lower() == "latest":
-        return OffsetBound("latest")
-    text = str(raw).strip()
-    if text.lower() == "earliest":
-        raise ConfigError("option 'endingOffsets': ending offset can't be earliest for batch queries")
-    if not text.startswith("{"):
-        raise ConfigError(
-            f"option 'endingOffsets': {raw!r} is not supported; allowed: latest or a JSON object such as "
-            '{"topicA": {"0": 50, "1": -1}}'
-        )
-    offsets = _parse_partition_map(text, "endingOffsets", "offset")
-    for t, p, v in offsets:
-        if v == EARLIEST:
+        if v < _SENTINELS[default]:
             raise ConfigError(
-                f"option 'endingOffsets': ending offset for {t}-{p} can't be earliest (-2) for batch queries"
+                f"option {name!r}: offset {v} for {t}-{p} is invalid; use >= 0 or {_SENTINELS[default]}"
             )
-        if v < LATEST:
-            raise ConfigError(f"option 'endingOffsets': offset {v} for {t}-{p} is invalid; use >= 0 or -1")
     return OffsetBound("offsets", offsets)
 
 
@@ -301,24 +264,16 @@ def _timestamp(raw: str, name: str) -> int:
 
 def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
     """Parse and validate the options of one read (driver side). Keys are matched case-insensitively."""
-    opts = {str(k).lower(): v for k, v in options.items() if v is not None}
+    opts = lower_keys(options)
 
-    unknown_kafka = sorted(
-        k for k in opts if k.startswith("kafka.") and k[len("kafka.") :] not in _KAFKA_KEYS
+    reject_unknown_keys(
+        opts,
+        role="reader",
+        kafka_keys=_KAFKA_KEYS,
+        pylog_keys=_PYLOG_KEYS,
+        pylog_allowed="pylog.dataDir, pylog.transport, pylog.logDirs, pylog.metricsDir",
+        tolerated_prefix="pylog.test.",
     )
-    if unknown_kafka:
-        raise ConfigError(
-            f"option(s) {', '.join(unknown_kafka)} not supported by the pylog reader; supported kafka.* "
-            f"options: {', '.join('kafka.' + k for k in _KAFKA_KEYS)}"
-        )
-    unknown_pylog = sorted(
-        k for k in opts if k.startswith("pylog.") and k not in _PYLOG_KEYS and not k.startswith("pylog.test.")
-    )
-    if unknown_pylog:
-        raise ConfigError(
-            f"option(s) {', '.join(unknown_pylog)} not known to the pylog reader; allowed: pylog.dataDir, "
-            "pylog.transport, pylog.logDirs, pylog.metricsDir"
-        )
 
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(chosen) != 1:
@@ -345,26 +300,9 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
     else:
         assign = _parse_assign(str(opts["assign"]))
 
-    servers = opts.get("kafka.bootstrap.servers")
-    if servers is not None:
-        servers = str(servers).strip()
-        if not servers or any(":" not in s.strip() for s in servers.split(",")):
-            raise ConfigError(
-                f"option 'kafka.bootstrap.servers': {opts['kafka.bootstrap.servers']!r} is not a "
-                "comma-separated list of host:port (omit the option to use the embedded broker)"
-            )
-
-    strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
-    if strategy not in _STRATEGIES:
-        raise ConfigError(
-            f"option 'startingOffsetsByTimestampStrategy': {strategy!r} is not supported; allowed values: "
-            f"{', '.join(_STRATEGIES)}"
-        )
-    transport = str(opts.get("pylog.transport", "auto")).strip().lower()
-    if transport not in _TRANSPORTS:
-        raise ConfigError(
-            f"option 'pylog.transport': {transport!r} is not supported; allowed values: {', '.join(_TRANSPORTS)}"
-        )
+    servers = bootstrap_servers(opts)
+    strategy = choice_option(opts, "startingOffsetsByTimestampStrategy", "error", _STRATEGIES)
+    transport = choice_option(opts, "pylog.transport", "auto", _TRANSPORTS)
     log_dirs = tuple(
         os.path.abspath(os.path.expanduser(d.strip()))
         for d in str(opts.get("pylog.logdirs", "")).split(",")
@@ -374,27 +312,23 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
 
     return ReaderOptions(
         bootstrap_servers=servers,
-        data_dir=_resolve_data_dir(opts.get("pylog.datadir")),
+        data_dir=resolve_data_dir(opts.get("pylog.datadir")),
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,
-        starting=_starting(opts),
-        ending=_ending(opts),
+        starting=_bound(opts, "starting"),
+        ending=_bound(opts, "ending"),
         starting_by_timestamp_strategy=strategy,
-        fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
-        min_partitions=_int(opts, "minpartitions", "minPartitions", 1),
-        max_records_per_partition=_int(opts, "maxrecordsperpartition", "maxRecordsPerPartition", 1, 2**62),
-        include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
+        fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
+        min_partitions=int_option(opts, "minPartitions", None, 1),
+        max_records_per_partition=int_option(opts, "maxRecordsPerPartition", None, 1, 2**62),
+        include_headers=bool_option(opts, "includeHeaders", False),
         transport=transport,
         log_dirs=log_dirs,
         metrics_dir=os.path.abspath(str(metrics_dir)) if metrics_dir else None,
         client_id=str(opts.get("kafka.client.id", "pylog-reader")),
-        request_timeout_ms=_int(opts, "kafka.request.timeout.ms", "kafka.request.timeout.ms", 1) or 30000,
-        max_partition_fetch_bytes=_int(
-            opts, "kafka.max.partition.fetch.bytes", "kafka.max.partition.fetch.bytes", 1024
-        )
-        or 8 * 1024 * 1024,
-        fetch_max_bytes=_int(opts, "kafka.fetch.max.bytes", "kafka.fetch.max.bytes", 1024)
-        or 64 * 1024 * 1024,
-        check_crcs=_bool(opts, "kafka.check.crcs", "kafka.check.crcs", True),
+        request_timeout_ms=int_option(opts, "kafka.request.timeout.ms", 30000, 1),
+        max_partition_fetch_bytes=int_option(opts, "kafka.max.partition.fetch.bytes", 8 * 1024 * 1024, 1024),
+        fetch_max_bytes=int_option(opts, "kafka.fetch.max.bytes", 64 * 1024 * 1024, 1024),
+        check_crcs=bool_option(opts, "kafka.check.crcs", True),
     )

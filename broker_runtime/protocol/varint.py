@@ -24,7 +24,7 @@ Decoders take ``bytes``, ``bytearray`` or ``memoryview`` (format ``B``) and a st
 
 from __future__ import annotations
 
-from broker_runtime.errors import CorruptRecordError
+from broker_runtime.errors import CorruptRecordError, ProtocolError
 
 __all__ = [
     "INT32_MAX",
@@ -32,9 +32,11 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "UINT32_MAX",
+    "decode_leb128",
     "decode_uvarint",
     "decode_varint",
     "decode_varlong",
+    "encode_leb128",
     "encode_uvarint",
     "encode_varint",
     "encode_varlong",
@@ -72,7 +74,8 @@ def zigzag64(v: int) -> int:
     return ((v << 1) ^ (v >> 63)) & _UINT64_MAX
 
 
-def _leb128(u: int) -> bytes:
+def encode_leb128(u: int) -> bytes:
+    """Unsigned LEB128 of ``u >= 0`` without a range check (callers check the range of their type)."""
     if u < 0x80:
         return _ONE_BYTE[u]
     out = bytearray()
@@ -92,21 +95,21 @@ def encode_uvarint(v: int) -> bytes:
     """Unsigned varint of ``0 <= v <= 2**32 - 1`` (compact lengths, tagged-field tags and sizes)."""
     if not 0 <= v <= UINT32_MAX:
         raise ValueError(f"unsigned varint value {v} is outside [0, {UINT32_MAX}]")
-    return _leb128(v)
+    return encode_leb128(v)
 
 
 def encode_varint(v: int) -> bytes:
     """Zigzag varint of an int32 (record lengths, offset deltas, key/value/header lengths)."""
     if not INT32_MIN <= v <= INT32_MAX:
         raise ValueError(f"varint value {v} is outside the int32 range [{INT32_MIN}, {INT32_MAX}]")
-    return _leb128(((v << 1) ^ (v >> 31)) & UINT32_MAX)
+    return encode_leb128(((v << 1) ^ (v >> 31)) & UINT32_MAX)
 
 
 def encode_varlong(v: int) -> bytes:
     """Zigzag varlong of an int64 (record timestamp deltas)."""
     if not INT64_MIN <= v <= INT64_MAX:
         raise ValueError(f"varlong value {v} is outside the int64 range [{INT64_MIN}, {INT64_MAX}]")
-    return _leb128(((v << 1) ^ (v >> 63)) & _UINT64_MAX)
+    return encode_leb128(((v << 1) ^ (v >> 63)) & _UINT64_MAX)
 
 
 def size_of_uvarint(v: int) -> int:
@@ -130,11 +133,22 @@ def size_of_varlong(v: int) -> int:
     return _leb128_size(((v << 1) ^ (v >> 63)) & _UINT64_MAX)
 
 
-def _read_leb128(buf: Buffer, pos: int, max_bytes: int, bits: int, kind: str) -> tuple[int, int]:
-    """Unsigned LEB128 at ``pos`` of at most ``max_bytes`` bytes whose value fits in ``bits`` bits."""
+def decode_leb128(
+    buf: Buffer,
+    pos: int,
+    max_bytes: int,
+    bits: int,
+    kind: str,
+    error: type[ProtocolError] = CorruptRecordError,
+) -> tuple[int, int]:
+    """Unsigned LEB128 at ``pos`` of at most ``max_bytes`` bytes whose value fits in ``bits`` bits.
+
+    Malformed input raises ``error`` (:class:`CorruptRecordError` for records; the wire protocol passes
+    :class:`ProtocolError`) naming ``kind`` and the position.
+    """
     end = len(buf)
     if pos < 0 or pos >= end:
-        raise CorruptRecordError(f"{kind} at position {pos}: no bytes left (buffer length {end})")
+        raise error(f"{kind} at position {pos}: no bytes left (buffer length {end})")
     b = buf[pos]
     if b < 0x80:
         return b, pos + 1
@@ -143,12 +157,12 @@ def _read_leb128(buf: Buffer, pos: int, max_bytes: int, bits: int, kind: str) ->
     i = pos + 1
     while True:
         if i >= end:
-            raise CorruptRecordError(
+            raise error(
                 f"{kind} at position {pos}: input ends after {i - pos} continuation byte(s) "
                 f"(buffer length {end})"
             )
         if i - pos >= max_bytes:
-            raise CorruptRecordError(f"{kind} at position {pos}: longer than {max_bytes} bytes")
+            raise error(f"{kind} at position {pos}: longer than {max_bytes} bytes")
         b = buf[i]
         value |= (b & 0x7F) << shift
         i += 1
@@ -156,13 +170,13 @@ def _read_leb128(buf: Buffer, pos: int, max_bytes: int, bits: int, kind: str) ->
             break
         shift += 7
     if value >> bits:
-        raise CorruptRecordError(f"{kind} at position {pos}: value {value:#x} does not fit in {bits} bits")
+        raise error(f"{kind} at position {pos}: value {value:#x} does not fit in {bits} bits")
     return value, i
 
 
 def decode_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     """(value, next position) of the unsigned varint (<= 5 bytes, 32-bit) at ``pos``."""
-    return _read_leb128(buf, pos, MAX_VARINT_BYTES, 32, "unsigned varint")
+    return decode_leb128(buf, pos, MAX_VARINT_BYTES, 32, "unsigned varint")
 
 
 def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
@@ -170,7 +184,7 @@ def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     b = buf[pos] if 0 <= pos < len(buf) else 0x80
     if b < 0x80:  # fast path: one byte
         return (b >> 1) ^ -(b & 1), pos + 1
-    u, nxt = _read_leb128(buf, pos, MAX_VARINT_BYTES, 32, "varint")
+    u, nxt = decode_leb128(buf, pos, MAX_VARINT_BYTES, 32, "varint")
     return (u >> 1) ^ -(u & 1), nxt
 
 
@@ -179,5 +193,5 @@ def decode_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     b = buf[pos] if 0 <= pos < len(buf) else 0x80
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
-    u, nxt = _read_leb128(buf, pos, MAX_VARLONG_BYTES, 64, "varlong")
+    u, nxt = decode_leb128(buf, pos, MAX_VARLONG_BYTES, 64, "varlong")
     return (u >> 1) ^ -(u & 1), nxt

@@ -33,6 +33,7 @@ import struct
 import uuid
 
 from broker_runtime.errors import ProtocolError
+from broker_runtime.protocol.varint import UINT32_MAX, decode_leb128, encode_leb128
 
 __all__ = [
     "BOOL",
@@ -87,40 +88,21 @@ def encode_uvarint(value: int) -> bytes:
     """Encode a non-negative int (at most 2**32 - 1) as an unsigned LEB128 varint."""
     if 0 <= value < 128:
         return _SMALL_UVARINTS[value]
-    if value < 0 or value > 0xFFFFFFFF:
+    if value < 0 or value > UINT32_MAX:
         raise ProtocolError(f"unsigned varint value {value} is outside [0, 2**32 - 1]")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return encode_leb128(value)
 
 
 def decode_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Decode an unsigned varint at ``pos``; return ``(value, next_pos)``.
 
-    Raises ``IndexError`` when the buffer ends inside the varint and ``ProtocolError`` when it is longer than
-    five bytes.
+    Raises ``ProtocolError`` when the buffer ends inside the varint, when it is longer than five bytes or when
+    its value does not fit in 32 bits.
     """
     b = buf[pos]
     if b < 0x80:
         return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    start = pos
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 7 * MAX_UVARINT_BYTES:
-            raise ProtocolError(
-                f"unsigned varint at position {start} is longer than {MAX_UVARINT_BYTES} bytes"
-            )
+    return decode_leb128(buf, pos, MAX_UVARINT_BYTES, 32, "unsigned varint", ProtocolError)
 
 
 def _check_span(buf: bytes | bytearray | memoryview, pos: int, size: int, what: str) -> int:

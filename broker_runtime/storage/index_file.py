@@ -35,6 +35,9 @@ from broker_runtime.errors import CorruptIndexError, StorageError
 
 __all__ = ["IndexFile"]
 
+#: Both index formats store an offset as an int32 relative to the segment's base offset.
+_INT32_MAX = 2**31 - 1
+
 
 class _Fd:
     """A file descriptor closed when the last reference goes."""
@@ -215,6 +218,19 @@ class IndexFile:
     def delete(self) -> None:
         """Unlink the file; the in-memory entries stay readable for in-flight readers."""
         self.path.unlink(missing_ok=True)
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base`` if it fits the int32 relative offset both index formats store, else raise."""
+        rel = offset - self.base_offset
+        if not 0 <= rel <= _INT32_MAX:
+            raise self._corrupt(
+                f"offset {offset} does not fit a relative offset from base {self.base_offset}"
+            )
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        """True if ``offset`` fits a relative offset from this index's base."""
+        return 0 <= offset - self.base_offset <= _INT32_MAX
 
     def _corrupt(self, message: str) -> CorruptIndexError:
         return CorruptIndexError(f"{message} in {self.path.name}")

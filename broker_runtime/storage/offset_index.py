@@ -26,8 +26,6 @@ __all__ = ["OFFSET_INDEX_ENTRY", "OffsetIndex", "OffsetPosition"]
 #: relativeOffset int32, position int32.
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 
-_INT32_MAX = 2**31 - 1
-
 
 class OffsetPosition(NamedTuple):
     offset: int
@@ -39,18 +37,6 @@ class OffsetIndex(IndexFile):
 
     ENTRY = OFFSET_INDEX_ENTRY
     __slots__ = ()
-
-    def relative_offset(self, offset: int) -> int:
-        """``offset - base`` if it fits an int32 relative offset, else raise."""
-        rel = offset - self.base_offset
-        if not 0 <= rel <= _INT32_MAX:
-            raise self._corrupt(
-                f"offset {offset} does not fit a relative offset from base {self.base_offset}"
-            )
-        return rel
-
-    def can_append_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= _INT32_MAX
 
     @property
     def last_offset(self) -> int:

@@ -42,10 +42,8 @@ Thread-safety: :class:`ProducerStateManager` has no lock of its own; the partiti
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import re
 import struct
 import threading
@@ -64,6 +62,7 @@ from broker_runtime.protocol.batch_header import (
     NO_TIMESTAMP,
     BatchHeader,
 )
+from broker_runtime.storage.checkpoint import write_atomically
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
@@ -273,25 +272,6 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # not every platform can open a directory
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     """The bytes of a version-1 producer snapshot holding ``entries`` (in the given order)."""
     rows = list(entries)
@@ -319,7 +299,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
 
 def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
     """Write a snapshot file atomically (temporary file, fsync, rename, fsync of the directory)."""
-    _write_atomically(path, encode_snapshot(entries))
+    write_atomically(path, encode_snapshot(entries))
 
 
 class _CorruptSnapshot(StorageError):
@@ -669,7 +649,7 @@ class ProducerIdManager:
                     raise StorageError(f"producer ids exhausted: next block would start at {start}")
                 record = {"version": self.VERSION, "block_start": start, "block_end": end}
                 self.state_file.parent.mkdir(parents=True, exist_ok=True)
-                _write_atomically(self.state_file, json.dumps(record).encode("utf-8"))
+                write_atomically(self.state_file, json.dumps(record).encode("utf-8"))
                 self._next, self._block_start, self._block_end = start, start, end
             pid = self._next
             self._next += 1

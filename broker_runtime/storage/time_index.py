@@ -72,11 +72,7 @@ class TimeIndex(IndexFile):
                 )
         if timestamp <= last.timestamp:
             return False
-        rel = offset - self.base_offset
-        if not 0 <= rel <= 2**31 - 1:
-            raise self._corrupt(
-                f"offset {offset} does not fit a relative offset from base {self.base_offset}"
-            )
+        rel = self.relative_offset(offset)
         if self._entries >= self._max_entries:
             # Only reachable with skip_full_check on an index trimmed to its entries: grow by one slot.
             self.resize((self._entries + 1) * self.ENTRY.size)

@@ -150,29 +150,8 @@ def _spark() -> Any:
     import spark_kafka_log
 
     spark_kafka_log.register(spark)
-    _hook_reader(spark)
     spark.dataSource.register(CeilingDataSource)
     return spark
-
-
-def _hook_reader(spark: Any) -> None:
-    """Until ``PylogDataSource.reader()`` calls ``create_reader``, register a subclass that does."""
-    import inspect
-
-    from spark_kafka_log.datasource import PylogDataSource
-    from spark_kafka_log.reader import create_reader, reader_schema
-
-    if "create_reader" in inspect.getsource(PylogDataSource.reader):
-        return
-
-    class _Readable(PylogDataSource):  # local class: pickled by value to the Python workers
-        def schema(self) -> Any:
-            return reader_schema(str(self.options.get("includeheaders", "false")).lower() == "true")
-
-        def reader(self, schema: Any) -> Any:
-            return create_reader(self.options, schema)
-
-    spark.dataSource.register(_Readable)
 
 
 def run(quick: bool) -> list[Result]:

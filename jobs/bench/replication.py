@@ -19,93 +19,14 @@ cores, so these figures are CPU-bound lower bounds.
 from __future__ import annotations
 
 import tempfile
-import time
-from typing import Any
 
 from jobs.bench.common import Result
+from jobs.bench.kafka_load import latency, throughput
 
 __all__ = ["run"]
 
 SECTION = "replication"
-VALUE = b"x" * 100
 PARTITIONS = 4
-
-
-def _producer(bootstrap: str, acks: str) -> Any:
-    from confluent_kafka import Producer
-
-    return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1 << 20,
-            "message.max.bytes": 1 << 24,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_000_000,
-            "partitioner": "murmur2_random",
-        }
-    )
-
-
-def _throughput(bootstrap: str, topic: str, acks: str, n: int) -> float:
-    producer = _producer(bootstrap, acks)
-    produce = producer.produce
-    failures: list[Any] = []
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            failures.append(err)
-
-    keys = [i.to_bytes(4, "big") for i in range(1024)]
-    t0 = time.perf_counter()
-    for i in range(n):
-        try:
-            produce(topic, VALUE, keys[i & 1023], on_delivery=on_delivery)
-        except BufferError:
-            producer.poll(0.01)
-            produce(topic, VALUE, keys[i & 1023], on_delivery=on_delivery)
-        if i & 0xFFFF == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - t0
-    if remaining or failures:
-        raise RuntimeError(
-            f"replication benchmark ({topic}, acks={acks}): {remaining} undelivered, {len(failures)} failed "
-            f"deliveries, first: {failures[:1]}"
-        )
-    return n / elapsed
-
-
-def _latency(bootstrap: str, topic: str, n: int, rate: float) -> tuple[float, float]:
-    producer = _producer(bootstrap, "all")
-    sent = [0.0] * n
-    latencies: list[float] = []
-    now = time.perf_counter
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is None:
-            latencies.append(now() - sent[int.from_bytes(msg.key(), "big")])
-
-    t0 = now()
-    chunk = 100
-    for start in range(0, n, chunk):
-        due = t0 + start / rate
-        # Wait inside librdkafka (poll with a timeout) rather than spinning: on a small machine a spinning
-        # client would take a core from the three broker processes whose hops this figure measures.
-        while (left := due - now()) > 0:
-            producer.poll(left)
-        for i in range(start, min(start + chunk, n)):
-            sent[i] = now()
-            producer.produce(topic, VALUE, i.to_bytes(4, "big"), on_delivery=on_delivery)
-        producer.poll(0)
-    producer.flush(120)
-    latencies.sort()
-    if not latencies:
-        raise RuntimeError("replication benchmark: no delivery reports in the latency run")
-    p50 = latencies[len(latencies) // 2]
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return p50 * 1000, p99 * 1000
 
 
 def run(quick: bool) -> list[Result]:
@@ -121,11 +42,12 @@ def run(quick: bool) -> list[Result]:
         create_topic(bootstrap, "rf1", PARTITIONS, replication_factor=1)
         create_topic(bootstrap, "rf3", PARTITIONS, replication_factor=3)
         create_topic(bootstrap, "rf3-latency", PARTITIONS, replication_factor=3)
-        _throughput(bootstrap, "rf1", "1", warmup)  # warm-up: connections, metadata, page cache
-        _throughput(bootstrap, "rf3", "all", warmup)
-        rate_rf1 = _throughput(bootstrap, "rf1", "1", n)
-        rate_rf3 = _throughput(bootstrap, "rf3", "all", n)
-        p50, p99 = _latency(bootstrap, "rf3-latency", latency_n, rate_rf3 / 2)
+        throughput(SECTION, bootstrap, "rf1", "1", warmup)  # warm-up: connections, metadata, page cache
+        throughput(SECTION, bootstrap, "rf3", "all", warmup)
+        rate_rf1 = throughput(SECTION, bootstrap, "rf1", "1", n)
+        rate_rf3 = throughput(SECTION, bootstrap, "rf3", "all", n)
+        # Pacing waits in poll(timeout): a spinning client would take a core from the three broker processes.
+        p50, p99 = latency(SECTION, bootstrap, "rf3-latency", "all", latency_n, rate_rf3 / 2, spin=False)
     ratio = rate_rf3 / rate_rf1 if rate_rf1 > 0 else 0.0
     return [
         Result(SECTION, f"produce acks=1, RF=1 ({n:,} msgs of 100 B)", rate_rf1, "msg/s"),

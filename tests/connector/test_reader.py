@@ -41,27 +41,6 @@ def rbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         yield address, str(logs)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _reader_hooked(spark: Any) -> None:
-    """Until ``PylogDataSource.reader()`` calls :func:`create_reader`, register a subclass that does."""
-    import inspect
-
-    from spark_kafka_log.datasource import PylogDataSource
-    from spark_kafka_log.reader import create_reader, reader_schema
-
-    if "create_reader" in inspect.getsource(PylogDataSource.reader):
-        return
-
-    class _Readable(PylogDataSource):  # local class: pickled by value to the Python workers
-        def schema(self) -> Any:
-            return reader_schema(str(self.options.get("includeheaders", "false")).lower() == "true")
-
-        def reader(self, schema: Any) -> Any:
-            return create_reader(self.options, schema)
-
-    spark.dataSource.register(_Readable)
-
-
 @contextlib.contextmanager
 def pushdown(spark: Any, enabled: bool) -> Iterator[None]:
     old = spark.conf.get(PUSHDOWN_CONF, "false")

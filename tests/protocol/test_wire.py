@@ -40,8 +40,10 @@ def test_uvarint_limits() -> None:
         wire.encode_uvarint(2**32)
     with pytest.raises(ProtocolError, match="longer than 5 bytes"):
         wire.decode_uvarint(b"\x80\x80\x80\x80\x80\x01", 0)
-    with pytest.raises(IndexError):  # the message layer turns this into ProtocolError
+    with pytest.raises(ProtocolError, match="input ends after 1 continuation byte"):
         wire.decode_uvarint(b"\x80", 0)
+    with pytest.raises(ProtocolError, match="does not fit in 32 bits"):
+        wire.decode_uvarint(b"\xff\xff\xff\xff\x1f", 0)
 
 
 @given(st.integers(0, 2**32 - 1))

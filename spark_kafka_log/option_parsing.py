@@ -1,0 +1,138 @@
+"""Option-parsing helpers shared by the writer's and the reader's options (:mod:`spark_kafka_log.options`,
+:mod:`spark_kafka_log.reader_options`).
+
+Where this runs: on the **driver**, while ``DataSource.writer()`` / ``reader()`` parse their options. Pure (no
+I/O), except that :func:`resolve_data_dir` makes a path absolute against the driver's working directory.
+
+Spark hands a Python data source its options with lower-cased keys; :func:`lower_keys` does the same for any
+mapping, so every lookup here is by the lower-cased key. Each helper takes the option's ``name`` as the user
+would spell it (``"failOnDataLoss"``, ``"kafka.batch.size"``), looks it up lower-cased and names it that way in
+its :class:`~broker_runtime.errors.ConfigError`, together with what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+from broker_runtime.errors import ConfigError
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "DEFAULT_DATA_DIR",
+    "INT32_MAX",
+    "bool_option",
+    "bootstrap_servers",
+    "choice_option",
+    "int_option",
+    "lower_keys",
+    "reject_unknown_keys",
+    "resolve_data_dir",
+]
+
+#: Environment variable naming the embedded broker's data directory when ``pylog.dataDir`` is not set.
+DATA_DIR_ENV = "PYLOG_DATA_DIR"
+#: Default data directory (relative to the driver's working directory, resolved there).
+DEFAULT_DATA_DIR = "./pylog-data"
+
+INT32_MAX = 2**31 - 1
+
+_D = TypeVar("_D", int, None)
+
+
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    """``options`` with lower-cased keys; an option whose value is ``None`` counts as not given."""
+    return {str(k).lower(): v for k, v in options.items() if v is not None}
+
+
+def resolve_data_dir(value: str | None) -> str:
+    """The absolute data directory: ``value``, else ``$PYLOG_DATA_DIR``, else ``./pylog-data`` (driver cwd)."""
+    raw = value or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+def int_option(opts: Mapping[str, str], name: str, default: _D, lo: int, hi: int = INT32_MAX) -> int | _D:
+    """The integer option ``name`` in ``[lo, hi]``, or ``default`` when it is not given."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"option {name!r}: {raw!r} is not an integer; allowed: {lo} to {hi}") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"option {name!r}: {value} is out of range; allowed: {lo} to {hi}")
+    return value
+
+
+def bool_option(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    """The boolean option ``name`` (``true`` / ``false``, any case), or ``default`` when it is not given."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"option {name!r}: {raw!r} is not a boolean; allowed values: true, false")
+    return text == "true"
+
+
+def choice_option(opts: Mapping[str, str], name: str, default: str, allowed: Iterable[str]) -> str:
+    """The option ``name`` stripped and lower-cased, which must be one of ``allowed``; ``default`` if not given."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    choices = tuple(allowed)
+    if text not in choices:
+        raise ConfigError(f"option {name!r}: {raw!r} is not supported; allowed values: {', '.join(choices)}")
+    return text
+
+
+def bootstrap_servers(opts: Mapping[str, str]) -> str | None:
+    """``kafka.bootstrap.servers`` stripped (a comma-separated list of host:port), or None: the embedded broker."""
+    raw = opts.get("kafka.bootstrap.servers")
+    if raw is None:
+        return None
+    servers = str(raw).strip()
+    if not servers or any(":" not in s.strip() for s in servers.split(",")):
+        raise ConfigError(
+            f"option 'kafka.bootstrap.servers': {raw!r} is not a comma-separated list of host:port "
+            "(omit the option to use the embedded broker)"
+        )
+    return servers
+
+
+def reject_unknown_keys(
+    opts: Mapping[str, str],
+    *,
+    role: str,
+    kafka_keys: Iterable[str],
+    pylog_keys: Iterable[str],
+    pylog_allowed: str,
+    tolerated_prefix: str | None = None,
+) -> None:
+    """Fail on a ``kafka.*`` key not in ``kafka_keys`` (given without the prefix) or a ``pylog.*`` key not in
+    ``pylog_keys`` (lower-cased, with the prefix; keys under ``tolerated_prefix`` pass). ``role`` ("writer",
+    "reader") and ``pylog_allowed`` (the allowed ``pylog.*`` names as the user spells them) go into the message.
+    """
+    kafka = tuple(kafka_keys)
+    pylog = tuple(pylog_keys)
+    unknown_kafka = sorted(k for k in opts if k.startswith("kafka.") and k[len("kafka.") :] not in kafka)
+    if unknown_kafka:
+        raise ConfigError(
+            f"option(s) {', '.join(unknown_kafka)} not supported by the pylog {role}; supported kafka.* "
+            f"options: {', '.join('kafka.' + k for k in kafka)}"
+        )
+    unknown_pylog = sorted(
+        k
+        for k in opts
+        if k.startswith("pylog.")
+        and k not in pylog
+        and not (tolerated_prefix is not None and k.startswith(tolerated_prefix))
+    )
+    if unknown_pylog:
+        raise ConfigError(
+            f"option(s) {', '.join(unknown_pylog)} not known to the pylog {role}; allowed pylog.* options: "
+            f"{pylog_allowed}"
+        )
