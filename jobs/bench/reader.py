@@ -143,6 +143,7 @@ def _spark() -> Any:
         SparkSession.builder.master(f"local[{min(_PARTITIONS, os.cpu_count() or 1)}]")
         .appName("pylog-bench-reader")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # keeps result lines whole
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )

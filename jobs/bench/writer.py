@@ -42,6 +42,7 @@ def _spark() -> Any:
         SparkSession.builder.master("local[2]")
         .appName("pylog-bench-writer")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # keeps result lines whole
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
         .getOrCreate()
