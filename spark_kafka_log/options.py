@@ -94,7 +94,7 @@ _PYLOG_KEYS = (
 class WriterOptions:
     """Everything a write task needs, parsed and validated on the driver.
 
-    Test-only fault injection (documented here and in README_writer.md, never needed in production):
+    Test-only fault injection (documented here and in the README, never needed in production):
 
     * ``pylog.test.failAfterRequests=N``: the FIRST attempt of every task raises after N of its produce
       requests were acknowledged, so Spark retries the task (needs ``spark.task.maxFailures`` > 1, e.g.
