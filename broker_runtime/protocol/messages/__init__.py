@@ -42,10 +42,22 @@ from broker_runtime.protocol.messages import (
     metadata,
     produce,
 )
+from broker_runtime.protocol.messages.api_keys import ApiKey
+from broker_runtime.protocol.messages.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from broker_runtime.protocol.messages.schema import Message
 
 __all__ = [
     "API_KEYS",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "ApiKey",
     "ApiSpec",
     "RequestHeader",
     "decode_request",

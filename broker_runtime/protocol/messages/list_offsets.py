@@ -12,12 +12,21 @@ from __future__ import annotations
 
 from broker_runtime.protocol.messages.schema import Field, Message
 
-__all__ = ["API_KEY", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "REQUEST", "RESPONSE"]
+__all__ = [
+    "API_KEY",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "REQUEST",
+    "RESPONSE",
+]
 
 API_KEY = 2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # v8+: the local log start offset (no tiered storage: the log start offset)
 
 REQUEST = Message(
     "ListOffsetsRequest",
