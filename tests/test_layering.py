@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = {"broker_runtime.errors"}
+SHARED = {"broker_runtime.errors", "broker_runtime.fsutil"}
 
 ALLOWED: dict[str, set[str]] = {
     "broker_runtime.protocol": {"broker_runtime.protocol"},

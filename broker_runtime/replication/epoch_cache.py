@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker_runtime.errors import StorageError
-from broker_runtime.storage.checkpoint import write_atomically
+from broker_runtime.fsutil import write_atomically
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "EpochEntry", "LeaderEpochCache"]
 

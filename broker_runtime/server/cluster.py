@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.fsutil import write_atomically
 from broker_runtime.replication.assignment import assign_replicas
 from broker_runtime.server.topics import TopicError, TopicManager, topic_name_error
-from broker_runtime.storage.checkpoint import write_atomically
 
 __all__ = [
     "CLUSTER_FILE",

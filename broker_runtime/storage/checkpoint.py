@@ -23,20 +23,18 @@ Thread-safety: a :class:`OffsetCheckpointFile` serializes its own writes with a 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from broker_runtime.errors import StorageError
+from broker_runtime.fsutil import write_atomically
 
 __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_CHECKPOINT",
     "OffsetCheckpointFile",
-    "fsync_dir",
-    "write_atomically",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -44,26 +42,6 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 
 _VERSION = 0
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so renames and new files in it are durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via ``path.tmp``: write, fsync, rename, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class OffsetCheckpointFile:

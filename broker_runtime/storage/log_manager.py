@@ -41,13 +41,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError, StorageError
+from broker_runtime.fsutil import fsync_dir, write_atomically
 from broker_runtime.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     OffsetCheckpointFile,
-    fsync_dir,
-    write_atomically,
 )
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock

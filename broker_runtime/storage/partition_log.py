@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_runtime.errors import OffsetOutOfRangeError, PylogError, StorageError
+from broker_runtime.fsutil import fsync_dir
 from broker_runtime.protocol.batch_header import (
     BatchHeader,
     iter_batch_spans,
@@ -67,7 +68,6 @@ from broker_runtime.protocol.batch_header import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from broker_runtime.storage.checkpoint import fsync_dir
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.segment import (
     DELETED_SUFFIX,

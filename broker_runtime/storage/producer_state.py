@@ -55,6 +55,7 @@ from pathlib import Path
 import crc32c as _crc32c
 
 from broker_runtime.errors import ErrorCode, StorageError
+from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.batch_header import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -62,7 +63,6 @@ from broker_runtime.protocol.batch_header import (
     NO_TIMESTAMP,
     BatchHeader,
 )
-from broker_runtime.storage.checkpoint import write_atomically
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
