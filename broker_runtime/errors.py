@@ -9,6 +9,8 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- StorageError                the partition log could not do what was asked
      |    +-- OffsetOutOfRangeError  an offset outside [log start, log end]
      |    +-- CorruptIndexError      an index file that breaks its invariants
+     |    +-- CorruptSnapshotError   a producer-state snapshot that fails its version, size or CRC check
+     |    +-- SegmentGoneError       a segment deleted (retention) while a read-only reader needed it
      +-- KafkaError                  a broker answered with a non-zero error code
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
 
@@ -23,11 +25,13 @@ __all__ = [
     "ConfigError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSnapshotError",
     "ErrorCode",
     "KafkaError",
     "OffsetOutOfRangeError",
     "ProtocolError",
     "PylogError",
+    "SegmentGoneError",
     "StorageError",
     "UnsupportedVersionError",
 ]
@@ -163,6 +167,17 @@ class OffsetOutOfRangeError(StorageError):
 
 class CorruptIndexError(StorageError):
     """An offset or time index file that violates its invariants."""
+
+
+# --- storage ---
+
+
+class CorruptSnapshotError(StorageError):
+    """A producer-state ``.snapshot`` file whose version, size or CRC-32C is wrong (the loader skips it)."""
+
+
+class SegmentGoneError(StorageError):
+    """A segment file vanished (retention or compaction) while a read-only reader needed it."""
 
 
 class KafkaError(PylogError):

@@ -11,7 +11,16 @@ Kafka memory-maps index files. pylog writes each entry with one ``pwrite`` into 
 a native-endian copy of every field in memory (``array``; 4 or 8 bytes per field per entry, loaded lazily on
 first use with one read and a numpy byte swap). Lookups are ``bisect`` over those columns: O(log entries), in C.
 (A first write into a large shared mapping costs milliseconds of page-fault work here, which a plain ``pwrite``
-does not.) The file descriptor is closed when its last user releases it, never under a reader.
+does not.) The descriptor is a :class:`~.file_handle.FileHandle`: closed when its last user releases it, never
+under a reader.
+
+Read-only mode (Kafka's ``OffsetIndex(file, baseOffset, maxIndexSize, writable = false)``):
+:meth:`IndexFile.open_read_only` opens the file ``O_RDONLY`` through a :class:`~.file_handle.FileHandle` and
+reads it once; it never creates, writes, truncates, locks or maps the file, so another process may do so while
+the broker keeps appending. Only the *trusted prefix* is kept (each subclass defines it: entries whose fields
+increase as the format requires and, for the offset index, whose positions lie inside the ``.log`` size the
+reader saw): the zero tail of a preallocated active index and an entry being written end it. Every mutating
+call on a read-only index raises :class:`~broker_runtime.errors.StorageError`.
 
 Thread-safety: writes (append, truncate, resize) must be serialized by the owner (the partition lock). Readers
 may run concurrently without a lock: they read :attr:`IndexFile.entries` once and touch only entries below it;
@@ -21,17 +30,17 @@ log performs only above what readers may read.
 
 from __future__ import annotations
 
+import abc
 import bisect
-import contextlib
-import os
 import struct
 from array import array
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
 
 from broker_runtime.errors import CorruptIndexError, StorageError
+from broker_runtime.storage.file_handle import FileHandle
 
 __all__ = ["IndexFile"]
 
@@ -39,40 +48,31 @@ __all__ = ["IndexFile"]
 _INT32_MAX = 2**31 - 1
 
 
-class _Fd:
-    """A file descriptor closed when the last reference goes."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_RDWR)
-
-    def __del__(self) -> None:
-        fd = getattr(self, "fd", -1)  # unset when os.open failed in __init__
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-class IndexFile:
+class IndexFile(abc.ABC):
     """A fixed-entry index file of one segment; subclasses define :attr:`ENTRY` and the meaning of entries."""
 
     #: The struct of one entry; subclasses set it.
     ENTRY: ClassVar[struct.Struct]
 
-    __slots__ = ("_columns", "_entries", "_fd", "_max_entries", "base_offset", "max_index_size", "path")
+    __slots__ = (
+        "_columns",
+        "_entries",
+        "_fd",
+        "_max_entries",
+        "_writable",
+        "base_offset",
+        "max_index_size",
+        "path",
+    )
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_index_size = max_index_size
-        self._fd: _Fd | None = None
-        self._columns: list[array[int]] | None = None
+        """The writable index at ``path``: created preallocated when absent, else opened lazily."""
+        self._setup(path, base_offset, max_index_size, writable=True)
         if not path.exists():
             # Newly created: preallocate, no entries yet.
             size = self._round(max_index_size)
-            with open(path, "wb") as f:
-                f.truncate(size)
+            handle = self._fd = FileHandle(path, writable=True, create=True)
+            handle.truncate(size)
             self._entries = 0
             self._max_entries = size // self.ENTRY.size
             self._columns = [array(code) for code in self._typecodes()]
@@ -81,12 +81,64 @@ class IndexFile:
             self._entries = length // self.ENTRY.size
             self._max_entries = self._entries
 
+    def _setup(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._writable = writable
+        self._fd: FileHandle | None = None
+        self._columns: list[array[int]] | None = None
+        self._entries = 0
+        self._max_entries = 0
+
+    @classmethod
+    def open_read_only(cls, path: Path, base_offset: int, log_size: int) -> Self:
+        """The trusted prefix of the index at ``path``, read once through a read-only descriptor.
+
+        ``log_size`` is the size of the segment's ``.log`` the caller saw (entries pointing past it are not
+        trusted). Raises ``FileNotFoundError`` (or another ``OSError``) when the file cannot be opened.
+        """
+        index = cls.__new__(cls)
+        index._setup(path, base_offset, 0, writable=False)
+        handle = index._fd = FileHandle(path, writable=False)
+        fields = cls._decode(handle.pread(handle.size(), 0))
+        n = cls._trusted_prefix(fields, log_size) if fields and len(fields[0]) else 0
+        index._columns = [
+            array(code, field[:n].tobytes()) for code, field in zip(cls._typecodes(), fields, strict=True)
+        ]
+        index._entries = index._max_entries = n
+        index.max_index_size = n * cls.ENTRY.size
+        return index
+
+    @classmethod
+    def _trusted_prefix(cls, fields: list[np.ndarray], log_size: int) -> int:
+        """How many leading entries of a file read while a writer may be appending can be trusted."""
+        bad = np.flatnonzero(~cls._trustworthy(fields, log_size))
+        return int(bad[0]) if len(bad) else len(fields[0])
+
+    @classmethod
+    @abc.abstractmethod
+    def _trustworthy(cls, fields: list[np.ndarray], log_size: int) -> np.ndarray:
+        """Per entry: True when it continues a well-formed index (compared with the entry before it)."""
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
     # -- sizing -------------------------------------------------------------------------------------------
 
     @classmethod
     def _typecodes(cls) -> list[str]:
         """array typecodes of the entry's fields ('q' int64, 'i' int32), from the struct format."""
         return ["q" if c == "q" else "i" for c in cls.ENTRY.format.lstrip(">")]
+
+    @classmethod
+    def _decode(cls, raw: bytes) -> list[np.ndarray]:
+        """The whole entries of ``raw`` as one native-endian numpy column per field."""
+        fmt = cls.ENTRY.format.lstrip(">")
+        dtype = np.dtype([(f"f{i}", ">" + c) for i, c in enumerate(fmt)])
+        table = np.frombuffer(raw, dtype=dtype, count=len(raw) // cls.ENTRY.size)
+        return [table[f"f{i}"].astype("=i8" if c == "q" else "=i4") for i, c in enumerate(fmt)]
 
     @classmethod
     def _round(cls, size: int) -> int:
@@ -111,26 +163,26 @@ class IndexFile:
         """Bytes of meaningful entries."""
         return self._entries * self.ENTRY.size
 
-    def _handle(self) -> int:
+    def _handle(self) -> FileHandle:
         handle = self._fd
         if handle is None:
-            handle = self._fd = _Fd(self.path)
-        return handle.fd
+            handle = self._fd = FileHandle(self.path, writable=self._writable)
+        return handle
+
+    def _check_writable(self, what: str) -> None:
+        if not self._writable:
+            raise StorageError(f"cannot {what} {self.path.name}: opened read-only")
 
     def _cols(self) -> list[array[int]]:
         """The in-memory columns, loaded from the file on first use."""
         cols = self._columns
         if cols is None:
             n = self._entries
-            codes = self._typecodes()
-            cols = [array(code) for code in codes]
+            cols = [array(code) for code in self._typecodes()]
             if n:
-                raw = os.pread(self._handle(), n * self.ENTRY.size, 0)
-                fmt = self.ENTRY.format.lstrip(">")
-                dtype = np.dtype([(f"f{i}", ">" + c) for i, c in enumerate(fmt)])
-                table = np.frombuffer(raw, dtype=dtype, count=len(raw) // self.ENTRY.size)
-                for i, code in enumerate(codes):
-                    cols[i].frombytes(table[f"f{i}"].astype("=i8" if code == "q" else "=i4").tobytes())
+                fields = self._decode(self._handle().pread(n * self.ENTRY.size, 0))
+                for col, field in zip(cols, fields, strict=True):
+                    col.frombytes(field.tobytes())
             self._columns = cols
         return cols
 
@@ -145,9 +197,10 @@ class IndexFile:
 
     def resize(self, new_size: int) -> None:
         """Set the file length to ``new_size`` rounded down to whole entries (keeps entries that still fit)."""
+        self._check_writable("resize")
         rounded = self._round(new_size)
         self._cols()  # load before a shrink cuts bytes off
-        os.truncate(self.path, rounded)
+        self._handle().truncate(rounded)
         self._max_entries = rounded // self.ENTRY.size
         self._entries = min(self._entries, self._max_entries)
         self._sync_columns()
@@ -162,11 +215,13 @@ class IndexFile:
 
     def reset(self) -> None:
         """Drop every entry and preallocate (before a rebuild)."""
+        self._check_writable("reset")
         self._entries = 0
         self._columns = [array(code) for code in self._typecodes()]
         self.resize(self.max_index_size)
 
     def _truncate_to_entries(self, n: int) -> None:
+        self._check_writable("truncate")
         self._cols()
         self._entries = max(0, min(n, self._entries))
         self._sync_columns()
@@ -178,7 +233,7 @@ class IndexFile:
         if n >= self._max_entries:
             raise StorageError(f"attempt to append to a full index {self.path.name} ({n} entries)")
         cols = self._cols()
-        os.pwrite(self._handle(), self.ENTRY.pack(*fields), n * self.ENTRY.size)
+        self._handle().pwrite_all(self.ENTRY.pack(*fields), n * self.ENTRY.size)
         for col, value in zip(cols, fields, strict=True):
             col.append(value)
         self._entries = n + 1
@@ -193,31 +248,18 @@ class IndexFile:
             return -1
         return min(bisect.bisect_right(self._cols()[field], target), n) - 1
 
-    def read_all(self) -> bytes:
-        """The meaningful bytes of the index file (for tests and tools)."""
-        return os.pread(self._handle(), self.size_bytes, 0) if self._entries else b""
-
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the file (if it was ever written through this object)."""
-        if self._fd is not None:
-            os.fsync(self._fd.fd)
+        """fsync the file (if it was ever written through this object; a read-only index wrote nothing)."""
+        if self._fd is not None and self._writable:
+            self._fd.fsync()
 
     def close(self) -> None:
-        """Trim to the meaningful entries and drop the descriptor (closed with its last user)."""
-        if self.path.exists():
+        """Trim to the meaningful entries (writable only) and drop the descriptor (closed with its last user)."""
+        if self._writable and self.path.exists():
             self.trim()
         self._fd = None
-
-    def rename(self, new_path: Path) -> None:
-        if self.path.exists():
-            os.replace(self.path, new_path)
-        self.path = new_path
-
-    def delete(self) -> None:
-        """Unlink the file; the in-memory entries stay readable for in-flight readers."""
-        self.path.unlink(missing_ok=True)
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base`` if it fits the int32 relative offset both index formats store, else raise."""

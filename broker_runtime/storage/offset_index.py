@@ -11,6 +11,10 @@ batch holding any offset ``> o`` starts at or after ``p``. Entries are sparse (o
 appended, see ``LogSegment.append``) and strictly increasing in both fields. Lookups return the greatest entry
 whose offset is <= the target, or ``(base offset, 0)`` when there is none.
 
+Opened read-only (:meth:`~.index_file.IndexFile.open_read_only`) the index trusts the longest prefix whose first
+entry is non-negative and inside the ``.log`` size seen, and whose later entries increase in both fields and
+stay inside it: a zero entry after the first (the preallocated tail) or a half-written entry ends it.
+
 Thread-safety: see :mod:`broker_runtime.storage.index_file` (serialized writers, lock-free readers).
 """
 
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import struct
 from typing import NamedTuple
+
+import numpy as np
 
 from broker_runtime.storage.index_file import IndexFile
 
@@ -37,6 +43,14 @@ class OffsetIndex(IndexFile):
 
     ENTRY = OFFSET_INDEX_ENTRY
     __slots__ = ()
+
+    @classmethod
+    def _trustworthy(cls, fields: list[np.ndarray], log_size: int) -> np.ndarray:
+        rel, pos = fields[0].astype(np.int64), fields[1].astype(np.int64)
+        ok = np.empty(len(rel), dtype=bool)
+        ok[0] = rel[0] >= 0 and 0 <= pos[0] < log_size
+        ok[1:] = (np.diff(rel) > 0) & (np.diff(pos) > 0) & (pos[1:] < log_size)
+        return ok
 
     @property
     def last_offset(self) -> int:

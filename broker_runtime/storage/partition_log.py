@@ -75,6 +75,8 @@ from broker_runtime.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    parse_segment_file_name,
+    segment_file_stem,
 )
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog", "default_clock"]
@@ -191,24 +193,23 @@ class PartitionLog:
     def _load(self, recovery_point: int, log_start: int, hw: int | None, needs_recovery: bool) -> None:
         now = self._clock()
         bases: list[int] = []
-        index_stems: set[str] = set()
+        index_bases: set[int] = set()
         for entry in os.scandir(self.dir):
             name = entry.name
             if any(name.endswith(s) for s in _STRAY_SUFFIXES):
                 os.unlink(entry.path)
                 continue
-            stem, dot, suffix = name.partition(".")
-            if not dot or len(stem) != 20 or not stem.isdigit():
+            parsed = parse_segment_file_name(name)
+            if parsed is None:
                 continue
-            if "." + suffix == LOG_SUFFIX:
-                bases.append(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                index_stems.add(stem)
+            if parsed[1] == LOG_SUFFIX:
+                bases.append(parsed[0])
+            elif parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                index_bases.add(parsed[0])
         bases.sort()
-        known = {f"{b:020d}" for b in bases}
-        for stem in index_stems - known:  # orphaned index files
+        for base in index_bases.difference(bases):  # orphaned index files
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                (self.dir / (stem + suffix)).unlink(missing_ok=True)
+                (self.dir / (segment_file_stem(base) + suffix)).unlink(missing_ok=True)
 
         segments: list[LogSegment] = []
         truncated_by_base: dict[int, int] = {}

@@ -20,7 +20,9 @@ Invariants:
     the time index (a reserved slot) and both indexes are trimmed to their entries.
 
 Deletion renames the three files to ``*.deleted`` and unlinks them right away. Open descriptors and mappings
-held by in-flight readers stay valid after unlink (POSIX); they are released when the last reference goes.
+held by in-flight readers stay valid after unlink (POSIX); they are released when the last reference goes
+(every descriptor is a :class:`~.file_handle.FileHandle`). Readers in other processes open these files with
+:class:`~.segment_reader.SegmentReader` (read-only).
 
 Thread-safety: not thread-safe for writers (the partition log serializes append, truncate, recover, roll).
 Reads (``pread``, ``translate_offset``, scans) are safe concurrently with appends as long as they stay below a
@@ -40,6 +42,7 @@ from broker_runtime.errors import PylogError, StorageError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, BatchHeader, compute_crc, parse_header
 from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.file_handle import FileHandle
 from broker_runtime.storage.offset_index import OffsetIndex, OffsetPosition
 from broker_runtime.storage.time_index import TimeIndex, TimestampOffset
 
@@ -49,6 +52,8 @@ __all__ = [
     "LOG_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "LogSegment",
+    "list_segment_bases",
+    "parse_segment_file_name",
     "segment_file_stem",
 ]
 
@@ -69,20 +74,23 @@ def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class _FileHandle:
-    """An OS file descriptor closed when the last reference goes (so readers never see a recycled fd)."""
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """``(123, ".log")`` for ``00000000000000000123.log`` (any suffix); None for a name not of that form."""
+    stem, dot, suffix = name.partition(".")
+    if not dot or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem), "." + suffix
 
-    __slots__ = ("fd",)
 
-    def __init__(self, path: Path, create: bool) -> None:
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self.fd = os.open(path, flags, 0o644)
-
-    def __del__(self) -> None:
-        fd = getattr(self, "fd", -1)  # unset when os.open failed in __init__
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+def list_segment_bases(dir: str | os.PathLike[str]) -> list[int]:
+    """Base offsets of the ``.log`` files in a partition directory, ascending (``OSError`` if unlistable)."""
+    bases = []
+    for name in os.listdir(dir):
+        parsed = parse_segment_file_name(name)
+        if parsed is not None and parsed[1] == LOG_SUFFIX:
+            bases.append(parsed[0])
+    bases.sort()
+    return bases
 
 
 class LogSegment:
@@ -120,7 +128,7 @@ class LogSegment:
         self.log_path = dir / (stem + LOG_SUFFIX)
         self.offset_index = OffsetIndex(dir / (stem + INDEX_SUFFIX), base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(dir / (stem + TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes)
-        self._file: _FileHandle | None = None
+        self._file: FileHandle | None = None
         self.size = 0
         self._bytes_since_last_index_entry = 0
         self._max_timestamp: int | None = None
@@ -140,7 +148,7 @@ class LogSegment:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (dir / (stem + suffix)).unlink(missing_ok=True)
         seg = cls(dir, base_offset, config, now_ms)
-        seg._file = _FileHandle(log_path, create=True)
+        seg._file = FileHandle(log_path, writable=True, create=True)
         seg._max_timestamp = _NO_TIMESTAMP
         return seg
 
@@ -157,17 +165,15 @@ class LogSegment:
 
     # -- paths and files --------------------------------------------------------------------------------------
 
-    def _fd(self) -> int:
+    def _handle(self) -> FileHandle:
         handle = self._file
         if handle is None:
-            handle = self._file = _FileHandle(self.log_path, create=False)
-        return handle.fd
+            handle = self._file = FileHandle(self.log_path, writable=True)
+        return handle
 
     def pread(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes of the .log file from ``position`` (one system call)."""
-        if size <= 0:
-            return b""
-        return os.pread(self._fd(), size, position)
+        return self._handle().pread(size, position)
 
     # -- timestamps ---------------------------------------------------------------------------------------------
 
@@ -251,11 +257,7 @@ class LogSegment:
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        fd = self._fd()
-        view = memoryview(records)
-        written = 0
-        while written < n:
-            written += os.pwrite(fd, view[written:], position + written)
+        self._handle().pwrite_all(records, position)
         self.size = position + n
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_timestamp = largest_timestamp
@@ -389,8 +391,7 @@ class LogSegment:
         next_offset = self.base_offset
         max_ts, offset_of_max = _NO_TIMESTAMP, self.base_offset
         if file_size:
-            fd = self._fd()
-            mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_READ)
+            mm = mmap.mmap(self._handle().fd, file_size, access=mmap.ACCESS_READ)
             view = memoryview(mm)
             try:
                 while file_size - valid >= HEADER_SIZE:
@@ -424,7 +425,7 @@ class LogSegment:
                 mm.close()
         truncated = file_size - valid
         if truncated:
-            os.ftruncate(self._fd(), valid)
+            self._handle().truncate(valid)
         self.size = valid
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
         self._rolling_based_timestamp = None
@@ -448,7 +449,7 @@ class LogSegment:
         if mapping is not None:
             position = mapping[0]
             removed = self.size - position
-            os.ftruncate(self._fd(), position)
+            self._handle().truncate(position)
             self.size = position
         if self.size == 0:
             self._rolling_based_timestamp = None
@@ -482,7 +483,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the .log and msync both indexes."""
-        os.fsync(self._fd())
+        self._handle().fsync()
         self.offset_index.flush()
         self.time_index.flush()
 

@@ -12,6 +12,10 @@ batch has a timestamp <= ``t``. Lookups return the greatest entry whose timestam
 ``(-1, base offset)`` when there is none. The last slot is reserved: the index counts as full one entry early
 so that the final "largest timestamp" entry can always be written when the segment is rolled or closed.
 
+Opened read-only (:meth:`~.index_file.IndexFile.open_read_only`) the index trusts the longest prefix whose
+relative offsets are non-negative and non-decreasing and whose timestamps strictly increase (the zero tail of
+a preallocated active index ends it; the ``.log`` size is not needed).
+
 Thread-safety: see :mod:`broker_runtime.storage.index_file` (serialized writers, lock-free readers).
 """
 
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import struct
 from typing import NamedTuple
+
+import numpy as np
 
 from broker_runtime.errors import StorageError
 from broker_runtime.storage.index_file import IndexFile
@@ -41,6 +47,14 @@ class TimeIndex(IndexFile):
 
     ENTRY = TIME_INDEX_ENTRY
     __slots__ = ()
+
+    @classmethod
+    def _trustworthy(cls, fields: list[np.ndarray], log_size: int) -> np.ndarray:
+        ts, rel = fields[0], fields[1].astype(np.int64)
+        ok = np.empty(len(ts), dtype=bool)
+        ok[0] = rel[0] >= 0
+        ok[1:] = (np.diff(ts) > 0) & (np.diff(rel) >= 0)
+        return ok
 
     @property
     def is_full(self) -> bool:
