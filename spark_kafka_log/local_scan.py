@@ -5,25 +5,18 @@ Where this runs: on **executors**, inside ``DataSourceReader.read()``, when the 
 for writing: the broker process owns the directory and keeps appending to the active segment, rolling new
 segments and deleting old ones while we read.
 
-On-disk layout read here (Kafka's ``LogSegment`` / ``OffsetIndex``)::
+The files are read through storage's read-only :class:`~broker_runtime.storage.segment_reader.SegmentReader`,
+which owns Kafka's on-disk format (file names, the offset index and how much of an active, preallocated
+index can be trusted). The segment holding an offset is the one with the greatest base offset <= that offset;
+within it the offset index gives a byte position at or before the first batch that holds the offset; the
+scanner starts there and reads whole batches forward.
 
-    00000000000000000000.log     record batches, back to back (the 61-byte header of batch_header.py)
-    00000000000000000000.index   entries of 8 bytes: int32 relativeOffset, int32 file position
-                                 (big-endian); sparse: one entry per ``index.interval.bytes`` of appends;
-                                 an entry (o, pos) means "the batch set holding offset base+o starts at pos"
+What the broker may do meanwhile, and what is done about it:
 
-The segment holding an offset is the one with the greatest base offset <= that offset (file names are the
-20-digit base offsets). Within it the offset index gives a byte position at or before the first batch that
-holds the offset; the reader starts there and reads whole batches forward.
-
-Invariants relied upon, and what is done when they do not hold:
-
-* The active segment's index is preallocated (zero-filled) and untrimmed: only the prefix whose relative
-  offsets AND positions strictly increase is trusted (a (0, 0) entry after the first ends it, and so does
-  an entry the broker is writing right now). A position past the end of the ``.log`` file is ignored.
-  A missing or unreadable index just means "scan from byte 0" -- slower, never wrong.
-* The ``.log`` file may end in a partial batch (an append in progress): the scan stops before it.
-* Retention may delete a segment between listing and opening: :class:`SegmentGoneError` tells the caller,
+* the active segment's index is preallocated and untrimmed, an entry may be half written: the reader trusts
+  only the well-formed prefix; a missing or unreadable index just means "scan from byte 0";
+* the ``.log`` file may end in a partial batch (an append in progress): the scan stops before it;
+* retention may delete a segment between listing and opening: :class:`SegmentGoneError` tells the caller,
   which resumes through Fetch (or reports data loss) from the next offset it still needs.
 
 Thread-safety: a scanner holds no open file between calls; one scanner per task.
@@ -32,14 +25,15 @@ Thread-safety: a scanner holds no open file between calls; one scanner per task.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from broker_runtime.errors import StorageError
+from broker_runtime.errors import SegmentGoneError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, iter_batch_spans, parse_header
+from broker_runtime.storage.segment import list_segment_bases
+from broker_runtime.storage.segment_reader import SegmentReader
 
 __all__ = [
     "LocalPartitionScanner",
@@ -47,15 +41,6 @@ __all__ = [
     "SegmentGoneError",
     "find_partition_dir",
 ]
-
-_LOG_NAME = re.compile(r"^(\d{20})\.log$")
-#: One offset-index entry: relativeOffset, position (big-endian int32 pair).
-_INDEX_ENTRY_DTYPE = np.dtype(">i4")
-_INDEX_ENTRY_SIZE = 8
-
-
-class SegmentGoneError(StorageError):
-    """A segment file vanished (retention or compaction) while the scan needed it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,28 +62,11 @@ def find_partition_dir(log_dirs: tuple[str, ...] | list[str], topic: str, partit
     for log_dir in log_dirs:
         path = os.path.join(log_dir, name)
         try:
-            if any(_LOG_NAME.match(entry) for entry in os.listdir(path)):
+            if list_segment_bases(path):
                 return path
         except OSError:
             continue
     return None
-
-
-def _valid_index_entries(raw: bytes, log_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(relative offsets, positions) of the trustworthy prefix of an offset index's bytes."""
-    usable = len(raw) - len(raw) % _INDEX_ENTRY_SIZE
-    if usable == 0:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty
-    pairs = np.frombuffer(raw, dtype=_INDEX_ENTRY_DTYPE, count=usable // 4).reshape(-1, 2).astype(np.int64)
-    rel, pos = pairs[:, 0], pairs[:, 1]
-    ok = np.ones(len(rel), dtype=bool)
-    ok[0] = rel[0] >= 0 and 0 <= pos[0] < log_size
-    if len(rel) > 1:
-        ok[1:] = (np.diff(rel) > 0) & (np.diff(pos) > 0) & (pos[1:] < log_size)
-    bad = np.flatnonzero(~ok)
-    n = int(bad[0]) if len(bad) else len(rel)
-    return rel[:n], pos[:n]
 
 
 class LocalPartitionScanner:
@@ -111,26 +79,18 @@ class LocalPartitionScanner:
     def segment_bases(self) -> list[int]:
         """Base offsets of the segments present now, ascending."""
         try:
-            names = os.listdir(self.partition_dir)
+            return list_segment_bases(self.partition_dir)
         except OSError as exc:
             raise SegmentGoneError(
                 f"partition directory {self.partition_dir} cannot be listed: {exc}"
             ) from exc
-        return sorted(int(m.group(1)) for m in map(_LOG_NAME.match, names) if m)
-
-    def _path(self, base: int, suffix: str) -> str:
-        return os.path.join(self.partition_dir, f"{base:020d}{suffix}")
 
     def start_position(self, base: int, offset: int, log_size: int) -> int:
         """Byte position in segment ``base`` at or before the first batch holding ``offset``."""
         try:
-            with open(self._path(base, ".index"), "rb") as fh:
-                raw = fh.read()
-        except OSError:
+            return SegmentReader(self.partition_dir, base).start_position(offset, log_size)
+        except SegmentGoneError:
             return 0
-        rel, pos = _valid_index_entries(raw, log_size)
-        i = int(np.searchsorted(rel, offset - base, side="right")) - 1
-        return int(pos[i]) if i >= 0 else 0
 
     def chunks(self, start_offset: int, end_offset: int) -> Iterator[ScanChunk]:
         """Complete batches covering [start_offset, end_offset), in order, in chunks of about chunk_bytes.
@@ -153,53 +113,46 @@ class LocalPartitionScanner:
                 return
             if i + 1 < len(bases) and bases[i + 1] <= next_offset:
                 continue  # the next segment already starts at or before what we still need
-            log_path = self._path(base, ".log")
-            try:
-                fh = open(log_path, "rb")  # noqa: SIM115 - closed in the finally below
-            except FileNotFoundError as exc:
-                raise SegmentGoneError(f"segment {log_path} was deleted while reading") from exc
-            try:
-                size = os.fstat(fh.fileno()).st_size
-                position = self.start_position(base, next_offset, size) if next_offset > base else 0
-                fh.seek(position)
-                pending = b""
-                while True:
-                    want = max(self.chunk_bytes, HEADER_SIZE) - len(pending)
-                    data = fh.read(want)
-                    buf = pending + data if pending else data
-                    if not buf:
-                        break
-                    spans = iter_batch_spans(buf)
-                    if not spans:
-                        if not data:
-                            break  # partial batch at the end of the file (append in progress)
-                        if len(buf) >= HEADER_SIZE:
-                            # One batch larger than the chunk: read the rest of it in one go.
-                            need = parse_header(buf).size - len(buf)
-                            more = fh.read(need)
-                            buf += more
-                            if len(more) < need:
-                                break
-                            spans = iter_batch_spans(buf)
-                        if not spans:
-                            pending = buf
-                            continue
-                    # Keep only batches that start before the end of the range.
-                    kept = spans
-                    done = False
-                    if spans[-1][1].base_offset >= end_offset:
-                        kept = [s for s in spans if s[1].base_offset < end_offset]
-                        done = True
-                    if kept:
-                        last_pos, last = kept[-1]
-                        cut = last_pos + last.size
-                        next_offset = max(next_offset, last.next_offset)
-                        yield ScanChunk(buf[:cut], next_offset, len(kept))
-                    if done or next_offset >= end_offset:
-                        return
-                    end_of_spans = spans[-1][0] + spans[-1][1].size
-                    pending = buf[end_of_spans:]
+            segment = SegmentReader(self.partition_dir, base)  # SegmentGoneError when deleted meanwhile
+            position = segment.start_position(next_offset) if next_offset > base else 0
+            pending = b""
+            while True:
+                want = max(self.chunk_bytes, HEADER_SIZE) - len(pending)
+                data = segment.pread(position, want)
+                position += len(data)
+                buf = pending + data if pending else data
+                if not buf:
+                    break
+                spans = iter_batch_spans(buf)
+                if not spans:
                     if not data:
-                        break
-            finally:
-                fh.close()
+                        break  # partial batch at the end of the file (append in progress)
+                    if len(buf) >= HEADER_SIZE:
+                        # One batch larger than the chunk: read the rest of it in one go.
+                        need = parse_header(buf).size - len(buf)
+                        more = segment.pread(position, need)
+                        position += len(more)
+                        buf += more
+                        if len(more) < need:
+                            break
+                        spans = iter_batch_spans(buf)
+                    if not spans:
+                        pending = buf
+                        continue
+                # Keep only batches that start before the end of the range.
+                kept = spans
+                done = False
+                if spans[-1][1].base_offset >= end_offset:
+                    kept = [s for s in spans if s[1].base_offset < end_offset]
+                    done = True
+                if kept:
+                    last_pos, last = kept[-1]
+                    cut = last_pos + last.size
+                    next_offset = max(next_offset, last.next_offset)
+                    yield ScanChunk(buf[:cut], next_offset, len(kept))
+                if done or next_offset >= end_offset:
+                    return
+                end_of_spans = spans[-1][0] + spans[-1][1].size
+                pending = buf[end_of_spans:]
+                if not data:
+                    break

@@ -229,6 +229,7 @@ class IndexFile(abc.ABC):
     # -- raw entry access -------------------------------------------------------------------------------------
 
     def _append_raw(self, *fields: int) -> None:
+        self._check_writable("append to")
         n = self._entries
         if n >= self._max_entries:
             raise StorageError(f"attempt to append to a full index {self.path.name} ({n} entries)")

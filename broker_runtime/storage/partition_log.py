@@ -76,7 +76,7 @@ from broker_runtime.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
     parse_segment_file_name,
-    segment_file_stem,
+    segment_path,
 )
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog", "default_clock"]
@@ -209,7 +209,7 @@ class PartitionLog:
         bases.sort()
         for base in index_bases.difference(bases):  # orphaned index files
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                (self.dir / (segment_file_stem(base) + suffix)).unlink(missing_ok=True)
+                segment_path(self.dir, base, suffix).unlink(missing_ok=True)
 
         segments: list[LogSegment] = []
         truncated_by_base: dict[int, int] = {}

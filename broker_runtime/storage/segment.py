@@ -55,6 +55,7 @@ __all__ = [
     "list_segment_bases",
     "parse_segment_file_name",
     "segment_file_stem",
+    "segment_path",
 ]
 
 LOG_SUFFIX = ".log"
@@ -72,6 +73,11 @@ _NO_TIMESTAMP = -1
 def segment_file_stem(base_offset: int) -> str:
     """``00000000000000000123`` for base offset 123 (Kafka's ``LogFileUtils.filenamePrefixFromOffset``)."""
     return f"{base_offset:020d}"
+
+
+def segment_path(dir: Path, base_offset: int, suffix: str) -> Path:
+    """``<dir>/<20-digit base offset><suffix>``, e.g. ``.../00000000000000000123.log``."""
+    return dir / (segment_file_stem(base_offset) + suffix)
 
 
 def parse_segment_file_name(name: str) -> tuple[int, str] | None:
@@ -124,10 +130,14 @@ class LogSegment:
             if config.segment_jitter_ms
             else 0
         )
-        stem = segment_file_stem(base_offset)
-        self.log_path = dir / (stem + LOG_SUFFIX)
-        self.offset_index = OffsetIndex(dir / (stem + INDEX_SUFFIX), base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(dir / (stem + TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes)
+        self.log_path = segment_path(dir, base_offset, LOG_SUFFIX)
+        index_bytes = config.segment_index_bytes
+        self.offset_index = OffsetIndex(
+            segment_path(dir, base_offset, INDEX_SUFFIX), base_offset, index_bytes
+        )
+        self.time_index = TimeIndex(
+            segment_path(dir, base_offset, TIME_INDEX_SUFFIX), base_offset, index_bytes
+        )
         self._file: FileHandle | None = None
         self.size = 0
         self._bytes_since_last_index_entry = 0
@@ -141,12 +151,11 @@ class LogSegment:
     @classmethod
     def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new, empty segment (stale index files of the same base offset are replaced)."""
-        stem = segment_file_stem(base_offset)
-        log_path = dir / (stem + LOG_SUFFIX)
+        log_path = segment_path(dir, base_offset, LOG_SUFFIX)
         if log_path.exists() and log_path.stat().st_size > 0:
             raise StorageError(f"cannot create segment {log_path.name}: a non-empty file already exists")
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (dir / (stem + suffix)).unlink(missing_ok=True)
+            segment_path(dir, base_offset, suffix).unlink(missing_ok=True)
         seg = cls(dir, base_offset, config, now_ms)
         seg._file = FileHandle(log_path, writable=True, create=True)
         seg._max_timestamp = _NO_TIMESTAMP
@@ -156,8 +165,9 @@ class LogSegment:
     def open(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """An existing segment; its files are opened lazily. Missing index files are created empty
         (callers then rebuild them with :meth:`recover`)."""
-        stem = segment_file_stem(base_offset)
-        missing = not all((dir / (stem + sfx)).exists() for sfx in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+        missing = not all(
+            segment_path(dir, base_offset, s).exists() for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
         seg = cls(dir, base_offset, config, now_ms)
         seg.size = seg.log_path.stat().st_size
         seg._indexes_missing = missing
