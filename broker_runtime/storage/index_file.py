@@ -54,6 +54,9 @@ class IndexFile(abc.ABC):
     #: The struct of one entry; subclasses set it.
     ENTRY: ClassVar[struct.Struct]
 
+    _fd: FileHandle | None
+    _columns: list[array[int]] | None
+
     __slots__ = (
         "_columns",
         "_entries",
@@ -86,8 +89,8 @@ class IndexFile(abc.ABC):
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._writable = writable
-        self._fd: FileHandle | None = None
-        self._columns: list[array[int]] | None = None
+        self._fd = None
+        self._columns = None
         self._entries = 0
         self._max_entries = 0
 
