@@ -11,6 +11,7 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      |    +-- CorruptIndexError      an index file that breaks its invariants
      |    +-- CorruptSnapshotError   a producer-state snapshot that fails its version, size or CRC check
      |    +-- SegmentGoneError       a segment deleted (retention) while a read-only reader needed it
+     |    +-- ProducerStateError     an idempotent batch out of sequence or from a fenced epoch (``code``)
      +-- KafkaError                  a broker answered with a non-zero error code
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
 
@@ -29,6 +30,7 @@ __all__ = [
     "ErrorCode",
     "KafkaError",
     "OffsetOutOfRangeError",
+    "ProducerStateError",
     "ProtocolError",
     "PylogError",
     "SegmentGoneError",
@@ -178,6 +180,17 @@ class CorruptSnapshotError(StorageError):
 
 class SegmentGoneError(StorageError):
     """A segment file vanished (retention or compaction) while a read-only reader needed it."""
+
+
+class ProducerStateError(StorageError):
+    """The partition's producer state rejects an idempotent batch; nothing was appended.
+
+    ``code`` is the answer Kafka gives: ``OUT_OF_ORDER_SEQUENCE_NUMBER`` or ``INVALID_PRODUCER_EPOCH``.
+    """
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class KafkaError(PylogError):

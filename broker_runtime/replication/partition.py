@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.batch_header import iter_batch_spans
+from broker_runtime.protocol.records import Buffer
 from broker_runtime.replication.epoch_cache import LeaderEpochCache
+from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["AlterIsr", "Partition", "ReplicaState"]
 
@@ -82,7 +83,9 @@ class ReplicaState:
 class Partition:
     """Leader/follower state of one hosted partition; see the module docstring."""
 
-    def __init__(self, topic: str, partition: int, log: Any, local_id: int, alter_isr: AlterIsr) -> None:
+    def __init__(
+        self, topic: str, partition: int, log: PartitionLog, local_id: int, alter_isr: AlterIsr
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.log = log
@@ -280,8 +283,9 @@ class Partition:
 
     # -- follower -------------------------------------------------------------------------------------------
 
-    def append_as_follower(self, records: Any, leader_hw: int) -> int:
-        """Append the leader's batches (own offsets kept) and learn its HW; returns the new LEO."""
+    def append_as_follower(self, records: Buffer | None, leader_hw: int) -> int:
+        """Append the leader's batches (own offsets kept, producer state updated by the log) and learn its HW;
+        returns the new LEO."""
         log = self.log
         if records is not None and len(records):
             spans = iter_batch_spans(records)
@@ -293,7 +297,7 @@ class Partition:
             if spans:
                 log.append_as_follower(records)
         self.update_follower_hw(leader_hw)
-        return int(log.log_end_offset)
+        return log.log_end_offset
 
     def update_follower_hw(self, leader_hw: int) -> None:
         log = self.log

@@ -6,7 +6,8 @@ Lifecycle::
     broker = Broker(BrokerConfig.from_file("conf/broker.properties"))
     broker.start()            # returns once the listener accepts connections; broker.port is the bound port
     ...
-    broker.stop()             # stop accepting, close connections, snapshot producer state, LogManager.shutdown()
+    broker.stop()             # stop accepting, close connections, LogManager.shutdown() (closes every log,
+                              # which snapshots its producer state)
 
 Threads: ``start()`` runs one event loop in a background thread ("pylog-broker"); every request, storage call,
 timer expiry and periodic task runs on that thread, so none of the broker's state needs a lock. ``start``,
@@ -16,7 +17,8 @@ written by ``LogManager.shutdown()`` only when every step before it succeeded.
 Periodic tasks (Kafka's names): ``log.retention.check.interval.ms`` runs retention;
 ``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints (the high watermarks included) and flushes
 logs whose flush.ms elapsed; every ``replica.lag.time.max.ms / 2`` the ISR of each led partition is checked
-(Kafka's isr-expiration task); in a cluster the shared metadata is polled every ``POLL_INTERVAL_MS``.
+(Kafka's isr-expiration task); every ``producer.id.expiration.check.interval.ms`` each log forgets producers
+idle for ``producer.id.expiration.ms`` (Kafka's PeriodicProducerExpirationCheck); in a cluster the shared metadata is polled every ``POLL_INTERVAL_MS``.
 
 Two purgatories, each on its own hierarchical timing wheel read through the broker's clock: "Fetch"
 (consumer and follower fetches waiting for data) and "Produce" (acks=-1 waiting for the high watermark).
@@ -172,7 +174,7 @@ class Broker:
         self, loop: asyncio.AbstractEventLoop, logs: LogManager, log_config: LogConfig
     ) -> None:
         cfg = self.config
-        topics = TopicManager(logs, log_config, default_partitions=cfg.num_partitions)
+        topics = TopicManager(logs, log_config)
         topics.load()
         cluster: SingleNodeCluster | SharedFileCluster
         if cfg.cluster_dir:
@@ -293,6 +295,13 @@ class Broker:
                     max(1, cfg.replica_lag_time_max_ms // 2), replicas.maybe_shrink_isr, "isr-expiration"
                 )
             ),
+            loop.create_task(
+                self._every(
+                    log_config.producer_id_expiration_check_interval_ms,
+                    logs.remove_expired_producers,
+                    "producer-expiration",
+                )
+            ),
         ]
         if cfg.cluster_dir:
             periodic.append(
@@ -324,7 +333,6 @@ class Broker:
             produce_purgatory.shutdown()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
-            replicas.snapshot_producer_state()
             logs.shutdown()
             _log.info("broker %d stopped cleanly", cfg.node_id)
 

@@ -92,6 +92,8 @@ STORAGE_KEYS: frozenset[str] = frozenset(
         "log.message.downconversion.enable",
         "num.recovery.threads.per.data.dir",
         "log.initial.task.delay.ms",
+        "producer.id.expiration.ms",
+        "producer.id.expiration.check.interval.ms",
     }
 )
 

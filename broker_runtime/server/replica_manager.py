@@ -7,15 +7,14 @@ appendRecordsToLeader`` -> ``UnifiedLog.append``), all per batch, never per reco
      ``min.insync.replicas`` members (else NOT_ENOUGH_REPLICAS, nothing appended);
   1. :func:`~broker_runtime.server.validation.validate_produce_records` (Kafka's order; see that module; a
      set larger than ``segment.bytes`` is RECORD_LIST_TOO_LARGE there, not a storage error);
-  2. the producer-state check of an idempotent batch (``ProducerStateManager.check``): a duplicate of one of
-     the last five batches answers the ORIGINAL offsets and writes nothing; a sequence or epoch error answers
-     its code;
-  3. ``PartitionLog.append`` assigns offsets and stamps the leader epoch (and LogAppendTime), then
-     ``ProducerStateManager.update`` records the batch. Producer state lives here, one manager per partition
-     directory, loaded on first use from the newest ``.snapshot`` plus a replay of the later batches, and
-     snapshotted at clean shutdown. A StorageError or OSError of the append (a failing disk, a vanished
-     directory) answers KAFKA_STORAGE_ERROR for this partition alone, logged in one line;
-  4. the high watermark moves to min LEO over the ISR (at once for a single replica); ``on_append`` wakes the
+  2. ``PartitionLog.append``, which owns the partition's producer state (as Kafka's ``UnifiedLog``): an
+     idempotent batch duplicating one of its producer's last five batches comes back as an ``AppendInfo``
+     marked ``duplicate`` with the ORIGINAL offsets (nothing written); a sequence or epoch error raises
+     :class:`~broker_runtime.errors.ProducerStateError`, answered with its code; otherwise the log assigns
+     offsets, stamps the leader epoch (and LogAppendTime) and records the batch in the producer state.
+     Any other StorageError or OSError of the append (a failing disk, a vanished directory) answers
+     KAFKA_STORAGE_ERROR for this partition alone, logged in one line;
+  3. the high watermark moves to min LEO over the ISR (at once for a single replica); ``on_append`` wakes the
      delayed fetches of the partition (followers wait for new data there), ``on_high_watermark`` also the
      delayed produces. :meth:`ReplicaManager.append` returns the offset an acks=-1 produce waits for.
 
@@ -38,14 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, StorageError
-from broker_runtime.protocol.batch_header import BatchHeader, iter_batch_spans
+from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, ProducerStateError, StorageError
+from broker_runtime.protocol.records import Buffer
 from broker_runtime.replication.fetcher import FetcherConfig, ReplicaFetcher
 from broker_runtime.replication.partition import AlterIsr, Partition
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
 from broker_runtime.storage.config import LogConfig
-from broker_runtime.storage.producer_state import ProducerStateManager
 
 __all__ = ["LEADER_EPOCH", "AppendResult", "ReadResult", "ReplicaManager"]
 
@@ -75,21 +73,13 @@ class ReadResult:
     """The outcome of reading one fetch partition."""
 
     error: ErrorCode
-    records: Any = b""
+    records: bytes = b""
     high_watermark: int = -1
     log_start_offset: int = -1
 
     @property
     def size(self) -> int:
-        return _records_size(self.records)
-
-
-def _records_size(records: Any) -> int:
-    if records is None:
-        return 0
-    if isinstance(records, (list, tuple)):
-        return sum(len(r) for r in records)
-    return len(records)
+        return len(self.records)
 
 
 def _policy(cfg: LogConfig) -> BatchPolicy:
@@ -131,7 +121,6 @@ class ReplicaManager:
         self._resolve_broker = resolve_broker or (lambda node: None)
         self._cluster_mode = cluster_mode
         self._policies: dict[str, tuple[LogConfig, BatchPolicy]] = {}
-        self._producer_states: dict[tuple[str, int], ProducerStateManager] = {}
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
@@ -257,7 +246,7 @@ class ReplicaManager:
         return int(self._topics.config(topic).min_insync_replicas)
 
     def append(
-        self, topic: str, partition: int, records: Any, api_version: int, acks: int = 1
+        self, topic: str, partition: int, records: Buffer | None, api_version: int, acks: int = 1
     ) -> AppendResult:
         """Validate and append the records of one produce partition (Produce v3+) as its leader."""
         replica = self.partition(topic, partition)
@@ -282,31 +271,24 @@ class ReplicaManager:
         if isinstance(checked, Rejection):
             _log.debug("produce to %s-%d rejected: %s", topic, partition, checked.message)
             return AppendResult(checked.code, message=checked.message)
-        header: BatchHeader = checked
-
-        producer_state = self._producer_state(topic, partition, log) if header.producer_id >= 0 else None
-        if producer_state is not None:
-            verdict = producer_state.check(header)
-            if verdict.duplicate is not None:
-                dup = verdict.duplicate
-                return AppendResult(
-                    ErrorCode.NONE,
-                    base_offset=dup.first_offset,
-                    log_append_time_ms=dup.timestamp if cfg.log_append_time else -1,
-                    log_start_offset=log.log_start_offset,
-                    required_offset=dup.last_offset + 1,
-                )
-            if verdict.error != ErrorCode.NONE:
-                return AppendResult(ErrorCode(verdict.error), message=verdict.message or None)
+        assert records is not None  # a missing record set is a Rejection above
         try:
             info = log.append(records, leader_epoch=max(replica.leader_epoch, 0))
+        except ProducerStateError as exc:
+            return AppendResult(exc.code, message=str(exc) or None)
         except (StorageError, OSError) as exc:
             # A failing disk or a vanished directory costs this partition's answer, never the connection or
             # the other partitions of the request; one log line, no traceback.
             _log.error("append to %s-%d failed: %s: %s", topic, partition, type(exc).__name__, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{type(exc).__name__}: {exc}")
-        if producer_state is not None:
-            producer_state.update(header, info.first_offset, info.last_offset, info.max_timestamp)
+        if info.duplicate:
+            return AppendResult(
+                ErrorCode.NONE,
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time_ms,
+                log_start_offset=log.log_start_offset,
+                required_offset=info.last_offset + 1,
+            )
         if self._on_append is not None:
             self._on_append(topic, partition)
         if replica.maybe_increment_hw():
@@ -318,43 +300,6 @@ class ReplicaManager:
             log_start_offset=log.log_start_offset,
             required_offset=info.last_offset + 1,
         )
-
-    def _producer_state(self, topic: str, partition: int, log: Any) -> ProducerStateManager:
-        """The partition's producer state, loaded on first use: newest snapshot, then replay of later batches."""
-        state = self._producer_states.get((topic, partition))
-        if state is not None:
-            return state
-        state = ProducerStateManager(log.dir)
-        snapshot_offset = state.load_latest_snapshot(self._wall_ms())
-        position = max(snapshot_offset or 0, log.log_start_offset)
-        if snapshot_offset is None or snapshot_offset < log.log_start_offset:
-            state = ProducerStateManager(log.dir)
-        end = log.log_end_offset
-        replayed = 0
-        while position < end:
-            data = log.read(position, 1 << 20, min_one_batch=True)
-            spans = iter_batch_spans(data.records)
-            if not spans:
-                break
-            for _, batch in spans:
-                state.replay(batch)
-                replayed += 1
-            position = spans[-1][1].next_offset
-        if replayed:
-            _log.info("%s-%d: producer state rebuilt from %d batch(es)", topic, partition, replayed)
-        self._producer_states[(topic, partition)] = state
-        return state
-
-    def snapshot_producer_state(self) -> None:
-        """Write a producer-state snapshot for every partition that has one (at clean shutdown)."""
-        for (topic, partition), state in self._producer_states.items():
-            log = self._topics.get_log(topic, partition)
-            if log is None or not state.producers:
-                continue
-            try:
-                state.take_snapshot(log.log_end_offset)
-            except (StorageError, OSError) as exc:
-                _log.warning("%s-%d: producer snapshot failed: %s", topic, partition, exc)
 
     # -- fetch --------------------------------------------------------------------------------------------
 
@@ -394,8 +339,7 @@ class ReplicaManager:
         except StorageError as exc:
             _log.error("read of %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
-        records = data.records if data.records is not None else b""
-        return ReadResult(ErrorCode.NONE, records, log.high_watermark, log.log_start_offset)
+        return ReadResult(ErrorCode.NONE, data.records, log.high_watermark, log.log_start_offset)
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         replica = self.partition(topic, partition)

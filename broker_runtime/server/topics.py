@@ -59,10 +59,9 @@ def topic_name_error(name: str | None) -> str | None:
 class TopicManager:
     """Topic names and partition counts over a :class:`LogManager`; see the module docstring."""
 
-    def __init__(self, logs: LogManager, log_config: LogConfig, *, default_partitions: int) -> None:
+    def __init__(self, logs: LogManager, log_config: LogConfig) -> None:
         self._logs = logs
         self._log_config = log_config
-        self._default_partitions = default_partitions
         self._partitions: dict[str, int] = {}
         self._configs: dict[str, LogConfig] = {}
         self._logs_by_tp: dict[tuple[str, int], Any] = {}
@@ -92,10 +91,6 @@ class TopicManager:
             found = self._cluster_topics().get(topic)
             return None if found is None else found[0]
         return self._partitions.get(topic)
-
-    def hosted(self) -> list[tuple[str, int]]:
-        """The (topic, partition) pairs with a local log."""
-        return sorted(self._logs_by_tp)
 
     def get_log(self, topic: str, partition: int) -> Any | None:
         """The PartitionLog of (topic, partition), or None when it does not exist."""
@@ -173,11 +168,3 @@ class TopicManager:
             self._partitions[name] = max(self._partitions.get(name, 0), partition + 1)
             self._configs.pop(name, None)
         return log
-
-    def auto_create(self, name: str) -> ErrorCode:
-        """Create ``name`` with the broker defaults (auto.create.topics.enable); NONE or the error code."""
-        try:
-            self.create(name, self._default_partitions)
-        except TopicError as exc:
-            return ErrorCode(exc.code)
-        return ErrorCode.NONE

@@ -178,6 +178,8 @@ _BROKER_ONLY: dict[str, str] = {
     "log.retention.check.interval.ms": "retention_check_interval_ms",
     "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
     "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
 }
 
 
@@ -229,6 +231,11 @@ class LogConfig:
     flush_offset_checkpoint_interval_ms: int = _MINUTE_MS
     #: ``log.flush.start.offset.checkpoint.interval.ms`` (broker only).
     flush_start_offset_checkpoint_interval_ms: int = _MINUTE_MS
+    #: ``producer.id.expiration.ms`` (broker only): a producer whose last batch timestamp is older than this
+    #: is forgotten by the partition's producer state (no more duplicate detection for it).
+    producer_id_expiration_ms: int = 24 * _HOUR_MS
+    #: ``producer.id.expiration.check.interval.ms`` (broker only): how often the server expires producers.
+    producer_id_expiration_check_interval_ms: int = 10 * _MINUTE_MS
     #: The topic-level overrides applied to this config, by Kafka topic-config name (sorted pairs).
     topic_overrides: tuple[tuple[str, str], ...] = ()
 

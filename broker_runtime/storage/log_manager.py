@@ -291,6 +291,14 @@ class LogManager:
             with contextlib.suppress(StorageError):
                 log.run_retention(now)
 
+    def remove_expired_producers(self) -> None:
+        """Forget producers idle for ``producer.id.expiration.ms`` in every log (the server calls this every
+        ``producer.id.expiration.check.interval.ms``)."""
+        now = self.clock()
+        for log in self.all_logs().values():
+            with contextlib.suppress(StorageError):
+                log.remove_expired_producers(now)
+
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms elapsed (the server may call this periodically)."""
         now = self.clock()

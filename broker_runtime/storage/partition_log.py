@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -59,7 +60,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_runtime.errors import OffsetOutOfRangeError, PylogError, StorageError
+from broker_runtime.errors import (
+    ErrorCode,
+    OffsetOutOfRangeError,
+    ProducerStateError,
+    PylogError,
+    StorageError,
+)
 from broker_runtime.fsutil import fsync_dir
 from broker_runtime.protocol.batch_header import (
     BatchHeader,
@@ -69,6 +76,7 @@ from broker_runtime.protocol.batch_header import (
     set_partition_leader_epoch,
 )
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.producer_state import BatchMetadata, ProducerStateManager
 from broker_runtime.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -80,6 +88,8 @@ from broker_runtime.storage.segment import (
 )
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog", "default_clock"]
+
+_log = logging.getLogger(__name__)
 
 _STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
 _INT32_MAX = 2**31 - 1
@@ -103,6 +113,9 @@ class AppendInfo:
     offset_of_max_timestamp: int
     num_batches: int
     size_bytes: int
+    #: True when the set duplicates a batch the producer state retains: nothing was written and the offsets
+    #: and timestamps above are the original batch's.
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +173,9 @@ class PartitionLog:
         self.hw_follows_leo = True
         self._last_flush_ms = self._clock()
         self._closed = False
+        self._producer_state = ProducerStateManager(
+            self.dir, producer_id_expiration_ms=config.producer_id_expiration_ms
+        )
 
     # -- construction -----------------------------------------------------------------------------------------
 
@@ -258,6 +274,10 @@ class PartitionLog:
             self._hw = self._leo
         else:
             self._hw = min(max(0 if hw is None else hw, self._log_start), self._leo)
+        if not needs_recovery and self._producer_state.latest_snapshot_offset() is None:
+            # Kafka's shortcut: a cleanly closed log without a snapshot had no producer state worth a full scan.
+            self._producer_state.update_map_end_offset(self._leo)
+        self._rebuild_producer_state()
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = tuple(segments)
@@ -317,11 +337,21 @@ class PartitionLog:
             raise StorageError("append of an empty record set")
         spans = self._spans(buf)
         log_append = self.config.log_append_time
+        headers = [header for _, header in spans]
+        idempotent = any(header.producer_id >= 0 for header in headers)
         with self._lock:
             self._ensure_open()
+            producer_state = self._producer_state
+            if idempotent:
+                verdict = producer_state.check_batches(headers)
+                if verdict.duplicate is not None:
+                    return self._duplicate_info(verdict.duplicate)
+                if verdict.error != ErrorCode.NONE:
+                    raise ProducerStateError(verdict.error, verdict.message)
             now = self._clock()
             first = offset = self._leo
             max_ts, offset_of_max = -1, first
+            assigned: list[tuple[int, int, int]] = []
             for pos, header in spans:
                 set_base_offset(buf, pos, offset)
                 set_partition_leader_epoch(buf, pos, leader_epoch)
@@ -333,11 +363,30 @@ class PartitionLog:
                     ts = header.max_timestamp
                 if ts > max_ts:
                     max_ts, offset_of_max = ts, last
+                assigned.append((offset, last, ts))
                 offset = last + 1
             self._append_set(buf, first, offset - 1, max_ts, offset_of_max, now)
+            if idempotent:
+                for header, (batch_first, batch_last, ts) in zip(headers, assigned, strict=True):
+                    producer_state.update(header, batch_first, batch_last, ts)
+            producer_state.update_map_end_offset(self._leo)
             return AppendInfo(
                 first, offset - 1, now if log_append else -1, max_ts, offset_of_max, len(spans), buf.nbytes
             )
+
+    def _duplicate_info(self, original: BatchMetadata) -> AppendInfo:
+        """What an append of a duplicate answers: the original batch's offsets and timestamp, nothing written."""
+        log_append_time = original.timestamp if self.config.log_append_time else -1
+        return AppendInfo(
+            original.first_offset,
+            original.last_offset,
+            log_append_time,
+            original.timestamp,
+            original.last_offset,
+            0,
+            0,
+            duplicate=True,
+        )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches keeping their own offsets (replication); the first must be >= the LEO."""
@@ -359,6 +408,10 @@ class PartitionLog:
                 expected = header.next_offset
             first = spans[0][1].base_offset
             self._append_set(buf, first, expected - 1, max_ts, offset_of_max, now)
+            for _, header in spans:
+                if header.producer_id >= 0:
+                    self._producer_state.replay(header)
+            self._producer_state.update_map_end_offset(self._leo)
             return AppendInfo(first, expected - 1, -1, max_ts, offset_of_max, len(spans), buf.nbytes)
 
     def _append_set(
@@ -394,6 +447,7 @@ class PartitionLog:
         else:
             old.on_become_inactive()
             old.flush()
+            self._producer_state.take_snapshot(self._leo)
             segments = list(self._segments)
         new = LogSegment.create(self.dir, base_offset, self.config, now)
         fsync_dir(self.dir)
@@ -650,6 +704,7 @@ class PartitionLog:
                 self._set_segments([LogSegment.create(self.dir, start, self.config, now)])
                 fsync_dir(self.dir)
                 self._leo = self._log_start = start
+                self._producer_state.truncate_fully_and_start_at(start)
             else:
                 keep = [s for s in self._segments if s.base_offset <= offset]
                 for seg in self._segments[len(keep) :]:
@@ -660,6 +715,7 @@ class PartitionLog:
                 active.truncate_to(offset)
                 self._set_segments(keep)
                 self._leo = new_leo
+                self._rebuild_producer_state()
             self._hw = min(self._hw, self._leo) if not self.hw_follows_leo else self._leo
             self.recovery_point = min(self.recovery_point, self._leo)
 
@@ -682,6 +738,36 @@ class PartitionLog:
             self._leo = self._log_start = self._hw = offset
             self.recovery_point = offset
             self._last_flush_ms = now
+            self._producer_state.truncate_fully_and_start_at(offset)
+
+    # -- producer state ----------------------------------------------------------------------------------------
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent-producer state of this partition (read-only by convention; the log updates it)."""
+        return self._producer_state
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns how many (a periodic task)."""
+        with self._lock:
+            return self._producer_state.remove_expired_producers(self._clock() if now_ms is None else now_ms)
+
+    def _rebuild_producer_state(self) -> None:
+        """Bring the producer state in line with ``[log start, LEO)``: newest usable snapshot, then a replay of
+        the later batch headers (Kafka's ``rebuildProducerState``). Caller holds the lock (or is loading)."""
+        state = self._producer_state
+        start = max(state.truncate_and_reload(self._log_start, self._leo, self._clock()), self._log_start)
+        if start < self._leo:
+            i = max(0, bisect.bisect_right(self._bases, start) - 1)
+            replayed = 0
+            for seg in self._segments[i:]:
+                position = seg.lookup(start).position if seg.base_offset <= start else 0
+                for _, header in seg.scan(position, seg.size):
+                    if header.last_offset >= start:
+                        state.replay(header)
+                        replayed += 1
+            _log.info("%s-%d: producer state rebuilt from %d batch(es)", self.topic, self.partition, replayed)
+        state.update_map_end_offset(self._leo)
 
     # -- flush and close ----------------------------------------------------------------------------------------
 
@@ -708,12 +794,17 @@ class PartitionLog:
             return False
 
     def close(self) -> None:
-        """Flush, write the final time-index entries and trim the indexes. Idempotent."""
+        """Flush, snapshot the producer state at the LEO, write the final time-index entries and trim the
+        indexes. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             with contextlib.suppress(FileNotFoundError):
                 self._flush_locked(self._clock())
+            try:
+                self._producer_state.take_snapshot(self._leo)
+            except (StorageError, OSError) as exc:  # the next load replays the log instead
+                _log.warning("%s-%d: producer snapshot failed: %s", self.topic, self.partition, exc)
             for seg in self._segments:
                 seg.close()
             self._closed = True

@@ -4,22 +4,25 @@ Design (Kafka's ``ProducerStateManager`` / ``ProducerAppendInfo`` / ``ProducerSt
 -------------------------------------------------------------------------------------------------
 For every producer id seen on the partition the manager keeps the producer epoch and the metadata of its last
 ``max_batches_per_producer`` (5) data batches: last sequence, last offset, offset delta (last - first offset of the
-batch, which is also last - first sequence) and the batch's max timestamp. The broker calls
+batch, which is also last - first sequence) and the batch's max timestamp. Its owner is the partition's
+:class:`~broker_runtime.storage.partition_log.PartitionLog` (as Kafka's ``UnifiedLog`` owns its manager), which
+calls, under its lock:
 
 1. :meth:`ProducerStateManager.check` (or :meth:`~ProducerStateManager.check_batches` for a multi-batch set)
    BEFORE appending. Batches without a producer id (``producerId == -1``) pass. A batch with the current epoch whose
    (firstSeq, lastSeq) exactly equals a retained batch is a *duplicate*: the result carries the original offsets
-   and timestamp and the broker answers success without writing. Otherwise, in this order:
+   and timestamp and the log answers with them without writing. Otherwise, in this order:
    an epoch older than the current one -> ``INVALID_PRODUCER_EPOCH``; a new epoch must start at sequence 0 unless
    the producer has no epoch yet (an unknown producer id may start anywhere: current Kafka accepts it, the
    former ``UNKNOWN_PRODUCER_ID`` error is gone) else ``OUT_OF_ORDER_SEQUENCE_NUMBER``; the same epoch requires
    ``firstSeq == lastSeq + 1``, where sequences wrap from 2**31 - 1 to 0, else ``OUT_OF_ORDER_SEQUENCE_NUMBER``.
    A batch older than the retained window is therefore out of order, not a duplicate.
-2. :meth:`ProducerStateManager.update` AFTER the append, with the offsets the log assigned.
+2. :meth:`ProducerStateManager.update` AFTER the append, with the offsets the log assigned; a follower append
+   (replication) feeds each batch to :meth:`~ProducerStateManager.replay` instead (no validation).
 
-Rebuilding after a restart: :meth:`~ProducerStateManager.load_latest_snapshot` restores the state as of the
-newest valid snapshot and returns its offset; the log then feeds every batch at or after that offset to
-:meth:`~ProducerStateManager.replay` (no validation, as Kafka's replication/recovery path).
+Rebuilding (load, truncation): :meth:`~ProducerStateManager.truncate_and_reload` drops snapshots outside the log
+and restores the newest valid one at or below the log end; the log then feeds every batch at or after its
+offset to :meth:`~ProducerStateManager.replay` (no validation, as Kafka's replication/recovery path).
 
 Snapshot file ``<offset, 20 digits>.snapshot`` (Kafka's ``ProducerSnapshot`` message, version 1, big-endian)::
 
@@ -44,7 +47,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import struct
 import threading
 from collections import deque
@@ -54,7 +56,7 @@ from pathlib import Path
 
 import crc32c as _crc32c
 
-from broker_runtime.errors import ErrorCode, StorageError
+from broker_runtime.errors import ConfigError, CorruptSnapshotError, ErrorCode, StorageError
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.batch_header import (
     NO_PRODUCER_EPOCH,
@@ -63,9 +65,10 @@ from broker_runtime.protocol.batch_header import (
     NO_TIMESTAMP,
     BatchHeader,
 )
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.segment import parse_segment_file_name, segment_path
 
 __all__ = [
-    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
     "NUM_BATCHES_TO_RETAIN",
     "PRODUCER_SNAPSHOT_VERSION",
     "SNAPSHOT_COUNT",
@@ -89,8 +92,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
-#: ``producer.id.expiration.ms`` default (1 day).
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 PRODUCER_SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -105,7 +106,6 @@ SNAPSHOT_COUNT = struct.Struct(">i")
 SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 assert SNAPSHOT_ENTRY.size == 46
 
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 _INT32_MAX = 0x7FFFFFFF
 
 
@@ -268,8 +268,8 @@ _OK = ProducerCheck()
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
-    """``<directory>/<offset, 20 digits>.snapshot``."""
-    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+    """``<directory>/<offset, 20 digits>.snapshot`` (named like the segment files)."""
+    return segment_path(directory, offset, SNAPSHOT_SUFFIX)
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
@@ -302,27 +302,25 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
     write_atomically(path, encode_snapshot(entries))
 
 
-class _CorruptSnapshot(StorageError):
-    pass
-
-
 def decode_snapshot(data: bytes, name: str = "snapshot") -> list[ProducerStateEntry]:
-    """Parse snapshot bytes; raises :class:`StorageError` naming what is wrong."""
+    """Parse snapshot bytes; raises :class:`~broker_runtime.errors.CorruptSnapshotError` naming what is wrong."""
     minimum = SNAPSHOT_ENTRIES_OFFSET + SNAPSHOT_COUNT.size
     if len(data) < minimum:
-        raise _CorruptSnapshot(f"{name}: {len(data)} bytes, a producer snapshot has at least {minimum}")
+        raise CorruptSnapshotError(f"{name}: {len(data)} bytes, a producer snapshot has at least {minimum}")
     version, stored_crc = SNAPSHOT_HEADER.unpack_from(data, 0)
     if version != PRODUCER_SNAPSHOT_VERSION:
-        raise _CorruptSnapshot(f"{name}: snapshot version {version}, expected {PRODUCER_SNAPSHOT_VERSION}")
+        raise CorruptSnapshotError(
+            f"{name}: snapshot version {version}, expected {PRODUCER_SNAPSHOT_VERSION}"
+        )
     (count,) = SNAPSHOT_COUNT.unpack_from(data, SNAPSHOT_ENTRIES_OFFSET)
     expected_size = minimum + SNAPSHOT_ENTRY.size * count if count >= 0 else -1
     if count < 0 or len(data) != expected_size:
-        raise _CorruptSnapshot(
+        raise CorruptSnapshotError(
             f"{name}: {count} producer entries need {expected_size} bytes, the file has {len(data)}"
         )
     computed = _crc32c.crc32c(data[SNAPSHOT_ENTRIES_OFFSET:])
     if computed != stored_crc:
-        raise _CorruptSnapshot(
+        raise CorruptSnapshotError(
             f"{name}: stored CRC-32C 0x{stored_crc:08x} does not match computed 0x{computed:08x}"
         )
     entries = []
@@ -350,11 +348,11 @@ class ProducerStateManager:
         partition_dir: Path,
         *,
         max_batches_per_producer: int = NUM_BATCHES_TO_RETAIN,
-        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        producer_id_expiration_ms: int = LogConfig.producer_id_expiration_ms,
         snapshots_to_keep: int = 2,
     ) -> None:
         if max_batches_per_producer < 1:
-            raise ValueError(f"max_batches_per_producer must be >= 1, got {max_batches_per_producer}")
+            raise ConfigError(f"max_batches_per_producer must be >= 1, got {max_batches_per_producer}")
         self.partition_dir = Path(partition_dir)
         self.max_batches_per_producer = max_batches_per_producer
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -502,6 +500,10 @@ class ProducerStateManager:
                     entry.current_txn_first_offset = first_offset
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
 
+    def update_map_end_offset(self, offset: int) -> None:
+        """The log now ends at ``offset`` and every batch below it is reflected (Kafka's ``updateMapEndOffset``)."""
+        self.map_end_offset = offset
+
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer_id_expiration_ms`` (none with an open transaction)."""
         expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
@@ -548,9 +550,9 @@ class ProducerStateManager:
             return []
         found = []
         for path in self.partition_dir.iterdir():
-            match = _SNAPSHOT_NAME.match(path.name)
-            if match and path.is_file():
-                found.append((int(match.group(1)), path))
+            parsed = parse_segment_file_name(path.name)
+            if parsed is not None and parsed[1] == SNAPSHOT_SUFFIX and path.is_file():
+                found.append((parsed[0], path))
         found.sort()
         return found
 
@@ -582,7 +584,7 @@ class ProducerStateManager:
         for offset, path in reversed(self.list_snapshots()):
             try:
                 entries = read_snapshot(path)
-            except (_CorruptSnapshot, OSError) as exc:
+            except (CorruptSnapshotError, OSError) as exc:
                 _log.warning("ignoring producer snapshot %s in %s: %s", path.name, self.partition_dir, exc)
                 path.unlink(missing_ok=True)
                 continue
@@ -592,11 +594,6 @@ class ProducerStateManager:
             self.map_end_offset = offset
             return offset
         return None
-
-    def delete_snapshots_before(self, offset: int) -> None:
-        for snap_offset, path in self.list_snapshots():
-            if snap_offset < offset:
-                path.unlink(missing_ok=True)
 
 
 class ProducerIdManager:
@@ -613,7 +610,7 @@ class ProducerIdManager:
 
     def __init__(self, state_file: Path, block_size: int = 1000) -> None:
         if block_size < 1:
-            raise ValueError(f"block_size must be >= 1, got {block_size}")
+            raise ConfigError(f"block_size must be >= 1, got {block_size}")
         self.state_file = Path(state_file)
         self.block_size = block_size
         self._lock = threading.Lock()
