@@ -23,7 +23,8 @@ Leader side::
   NOT_ENOUGH_REPLICAS_AFTER_APPEND); a non-leader answers (False, NOT_LEADER_OR_FOLLOWER).
 
 Follower side: :meth:`Partition.append_as_follower` appends the leader's batches with their own offsets and
-epochs (recording new epochs in the leader-epoch cache), then the high watermark becomes
+epochs (recording new epochs in the leader-epoch cache; the log records their producers in its producer
+state, so this replica recognises retried idempotent batches once it leads), then the high watermark becomes
 ``min(own LEO, leader's HW)``. A follower whose log end fell below the leader's log start (retention ran on
 the leader meanwhile) empties its log and its epoch cache and restarts at the leader's log start
 (:meth:`Partition.truncate_fully_and_start_at`). The high watermark of a replicated partition is managed here, so the log's

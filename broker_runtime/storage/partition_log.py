@@ -41,10 +41,24 @@ when missing or broken. After an unclean shutdown, segments from the one holding
 recovered batch by batch (size, magic, CRC, increasing offsets); at the first invalid byte the segment is cut
 and every later segment deleted. Cost is proportional to the data after the recovery point.
 
+Producer state (Kafka's ``UnifiedLog`` owning its ``ProducerStateManager``, see :mod:`.producer_state`): the log
+owns the partition's idempotent-producer state and keeps it equal to its batches below the LEO.
+:meth:`PartitionLog.append` checks an idempotent set first: a duplicate of a retained batch returns an
+:class:`AppendInfo` marked ``duplicate`` with the original offsets (nothing written); an out-of-order sequence or
+a fenced epoch raises :class:`~broker_runtime.errors.ProducerStateError`; otherwise each batch is recorded with
+the offsets it got. :meth:`PartitionLog.append_as_follower` records the leader's batches unvalidated, so a
+follower that becomes leader recognises retries. Truncation rebuilds the state (newest snapshot at or below the
+new LEO, then a replay of the later batch headers); a full truncation forgets every producer. Snapshots
+(``<offset, 20 digits>.snapshot`` in the partition directory, the two newest kept) are written on roll (at the
+new segment's base offset) and on close (at the LEO). Loading restores the newest snapshot and replays the batch
+headers after it; a cleanly closed log without any snapshot starts empty (Kafka's shortcut: no full scan).
+:meth:`PartitionLog.remove_expired_producers` forgets producers whose last batch timestamp is older than
+``producer.id.expiration.ms``.
+
 Thread-safety: one re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
-flush, offset updates). Reads take the lock only to snapshot (segments, LEO, HW, log start, active size) and do
-their I/O outside it: closed segments are immutable, and active-segment reads stay below the snapshot size.
-Callers must not read offsets at or above a truncation point while :meth:`PartitionLog.truncate_to` runs
+flush, offset updates, producer state). Reads take the lock only to snapshot (segments, LEO, HW, log start,
+active size) and do their I/O outside it: closed segments are immutable, and active-segment reads stay below the
+snapshot size. Callers must not read offsets at or above a truncation point while :meth:`PartitionLog.truncate_to` runs
 (replication truncates only above the high watermark, which fetches do not cross).
 """
 

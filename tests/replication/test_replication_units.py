@@ -19,7 +19,7 @@ from broker_runtime.replication import (
 )
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.storage.conftest import decode_all, make_batch
+from tests.storage.conftest import decode_all, idempotent_batch, make_batch
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -125,6 +125,26 @@ def test_follower_full_truncation_restarts_log_and_epoch_cache(tmp_path: Path) -
     assert follower.append_as_follower(_leader_batch(50, 4, 3), leader_hw=54) == 54
     assert follower.epoch_cache.entries == [(3, 50)]
     assert [r[1] for r in decode_all(log.read(50, 1 << 20).records)] == [50, 51, 52, 53]
+    log.close()
+
+
+def test_follower_appends_keep_producer_state_so_the_new_leader_spots_retries(tmp_path: Path) -> None:
+    leader_log = PartitionLog.load(tmp_path / "leader" / "t-0", "t", 0, LogConfig(), needs_recovery=False)
+    for seq in (0, 2, 4):
+        leader_log.append(idempotent_batch(seq), leader_epoch=2)
+    log = PartitionLog.load(tmp_path / "t-0", "t", 0, LogConfig(), needs_recovery=False)
+    follower = Partition("t", 0, log, 1, IsrLog())
+    follower.make_follower([0, 1], 0, 2, [0, 1])
+    assert follower.append_as_follower(leader_log.read(0, 1 << 20).records, leader_hw=6) == 6
+    follower.make_leader([0, 1], [0, 1], 3, now_ms=0)
+    retry = log.append(idempotent_batch(4), leader_epoch=3)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (4, 5)
+    assert log.log_end_offset == 6
+    # Follower truncation below a batch forgets it: the producer may send it again.
+    follower.make_follower([0, 1], 0, 4, [0, 1])
+    follower.truncate_to(4)
+    assert not log.append(idempotent_batch(4), leader_epoch=4).duplicate
+    leader_log.close()
     log.close()
 
 

@@ -53,6 +53,28 @@ def make_batch(
     return bytes(data)
 
 
+#: The producer id :func:`idempotent_batch` uses unless told otherwise.
+PID = 4242
+
+
+def idempotent_batch(
+    seq: int, count: int = 2, *, pid: int = PID, epoch: int = 0, ts: int = 1_700_000_000_000
+) -> bytes:
+    """An uncompressed idempotent batch built by kafka-python (base offset 0, as a producer sends it)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=pid,
+        producer_epoch=epoch if pid >= 0 else -1,
+        base_sequence=seq if pid >= 0 else -1,
+        batch_size=1 << 30,
+    )
+    for i in range(count):
+        builder.append(i, timestamp=ts + i, key=None, value=b"v" * 20, headers=[])
+    return bytes(builder.build())
+
+
 def decode_all(data: bytes) -> list[tuple[int, int, int]]:
     """(batch base offset, record offset, record timestamp) for every record, decoded by kafka-python."""
     out = []

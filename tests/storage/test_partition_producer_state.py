@@ -5,33 +5,13 @@ producer.id.expiration.ms."""
 from __future__ import annotations
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker_runtime.errors import ErrorCode, ProducerStateError
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.producer_state import SNAPSHOT_SUFFIX
-
-PID = 4242
-
-
-def idempotent_batch(
-    seq: int, count: int = 2, *, pid: int = PID, epoch: int = 0, ts: int = 1_700_000_000_000
-) -> bytes:
-    """An uncompressed idempotent batch built by kafka-python (base offset 0, as a producer sends it)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=pid,
-        producer_epoch=epoch if pid >= 0 else -1,
-        base_sequence=seq if pid >= 0 else -1,
-        batch_size=1 << 30,
-    )
-    for i in range(count):
-        builder.append(i, timestamp=ts + i, key=None, value=b"v" * 20, headers=[])
-    return bytes(builder.build())
+from tests.storage.conftest import PID, idempotent_batch
 
 
 def _stored_batches(log: PartitionLog) -> bytes:
