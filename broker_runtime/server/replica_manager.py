@@ -281,18 +281,11 @@ class ReplicaManager:
             # the other partitions of the request; one log line, no traceback.
             _log.error("append to %s-%d failed: %s: %s", topic, partition, type(exc).__name__, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{type(exc).__name__}: {exc}")
-        if info.duplicate:
-            return AppendResult(
-                ErrorCode.NONE,
-                base_offset=info.first_offset,
-                log_append_time_ms=info.log_append_time_ms,
-                log_start_offset=log.log_start_offset,
-                required_offset=info.last_offset + 1,
-            )
-        if self._on_append is not None:
-            self._on_append(topic, partition)
-        if replica.maybe_increment_hw():
-            self._high_watermark_moved(topic, partition)
+        if not info.duplicate:  # a duplicate wrote nothing: no one to wake
+            if self._on_append is not None:
+                self._on_append(topic, partition)
+            if replica.maybe_increment_hw():
+                self._high_watermark_moved(topic, partition)
         return AppendResult(
             ErrorCode.NONE,
             base_offset=info.first_offset,

@@ -2,6 +2,7 @@
 
 On-disk layout is Kafka's own (``<log.dir>/<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex``,
 the checkpoint files and the ``.kafka_cleanshutdown`` marker), so Kafka's tools can read these directories.
+Readers outside the broker process open segments read-only with :class:`SegmentReader`.
 Imports only :mod:`broker_runtime.errors` and :mod:`broker_runtime.protocol`.
 """
 
@@ -10,5 +11,6 @@ from __future__ import annotations
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import AppendInfo, FetchData, PartitionLog
+from broker_runtime.storage.segment_reader import SegmentReader
 
-__all__ = ["AppendInfo", "FetchData", "LogConfig", "LogManager", "PartitionLog"]
+__all__ = ["AppendInfo", "FetchData", "LogConfig", "LogManager", "PartitionLog", "SegmentReader"]

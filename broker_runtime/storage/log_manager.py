@@ -12,17 +12,19 @@ Layout of each directory in ``log.dirs``::
             00000000000000000000.log          the partition is after the last '-')
             00000000000000000000.index
             00000000000000000000.timeindex
+            00000000000000000000.snapshot   producer state at that offset (:mod:`.producer_state`)
             topic.config                    pylog: the topic's config overrides, ``key=value`` lines
                                             (written atomically; Kafka keeps these in its metadata log and
                                             ignores unknown files in partition directories)
 
-Startup: per directory, take the lock, drop ``*-delete`` directories left by an interrupted topic deletion,
-read the checkpoints, load every partition directory (recovering from its recovery point when the clean-shutdown
-marker is absent), then remove the marker. Every log is loaded with the manager's ``hw_follows_leo``: True (a
-single node) makes the high watermark the log end offset; False (a cluster, where partitions may be
-replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and leaves it to
-replication; :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush, final index entries, trim), write
-the checkpoints, write the marker, release the lock. A new partition goes to the directory holding the fewest.
+Startup: per directory, take the lock, drop ``*-delete`` directories (Kafka's name for a topic deletion in
+progress), read the checkpoints, load every partition directory (recovering from its recovery point when the
+clean-shutdown marker is absent), then remove the marker. Every log is loaded with the manager's
+``hw_follows_leo``: True (a single node) makes the high watermark the log end offset; False (a cluster, where
+partitions may be replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and
+leaves it to replication; :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush,
+producer snapshot, final index entries, trim), write the checkpoints, write the marker, release the lock. A new
+partition goes to the directory holding the fewest.
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
 its own lock (see :mod:`.partition_log`). All public methods may be called from any thread.
@@ -36,7 +38,6 @@ import os
 import re
 import shutil
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -268,19 +269,6 @@ class LogManager:
                 if t == topic:
                     return dict(log.config.topic_overrides)
         return {}
-
-    def delete_topic(self, topic: str) -> None:
-        """Delete every partition of ``topic``: rename each directory to ``*-delete``, then remove it."""
-        with self._lock:
-            keys = [k for k in self._logs if k[0] == topic]
-            for key in keys:
-                log = self._logs.pop(key)
-                self._log_dir_of.pop(key)
-                log.close_without_flush()
-                target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}")
-                os.replace(log.dir, target)
-                fsync_dir(target.parent)
-                shutil.rmtree(target, ignore_errors=True)
 
     # -- periodic work ----------------------------------------------------------------------------------------
 

@@ -52,12 +52,6 @@ class OffsetIndex(IndexFile):
         ok[1:] = (np.diff(rel) > 0) & (np.diff(pos) > 0) & (pos[1:] < log_size)
         return ok
 
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last entry, or the base offset when empty."""
-        n = self._entries
-        return self.base_offset if n == 0 else self.base_offset + self._entry(n - 1)[0]
-
     def entry(self, n: int) -> OffsetPosition:
         rel, pos = self._entry(n)
         return OffsetPosition(self.base_offset + rel, pos)

@@ -575,42 +575,6 @@ class PartitionLog:
             i += 1
         return None
 
-    def segment_positions(self, start_offset: int, end_offset: int) -> list[tuple[Path, int, int]]:
-        """``(.log path, start byte, end byte)`` per segment covering the batches holding ``[start, end)``.
-
-        The first range starts at the batch holding ``start_offset``; the last ends after the batch holding
-        ``end_offset - 1`` (batches are whole, so records outside the range may be included: filter by offset).
-        ``end_offset`` is clamped to the LEO.
-        """
-        snap = self._snapshot()
-        self._check_range(start_offset, snap)
-        end_offset = min(end_offset, snap.leo)
-        if start_offset >= end_offset:
-            return []
-        result: list[tuple[Path, int, int]] = []
-        i = max(0, bisect.bisect_right(snap.bases, start_offset) - 1)
-        while i < len(snap.segments) and snap.bases[i] < end_offset:
-            seg = snap.segments[i]
-            seg_end = self._segment_end(snap, i)
-            start_pos = 0
-            if snap.bases[i] <= start_offset:
-                found = seg.translate_offset(start_offset, 0, seg_end)
-                start_pos = seg_end if found is None else found[0]
-            next_base = snap.bases[i + 1] if i + 1 < len(snap.bases) else snap.leo
-            if end_offset >= next_base:
-                end_pos = seg_end
-            else:
-                found = seg.translate_offset(end_offset, start_pos, seg_end)
-                if found is None:
-                    end_pos = seg_end
-                else:
-                    pos, header = found
-                    end_pos = pos + header.size if header.base_offset < end_offset else pos
-            if end_pos > start_pos:
-                result.append((seg.log_path, start_pos, end_pos))
-            i += 1
-        return result
-
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms`` (ListOffsets); None if none."""
         snap = self._snapshot()

@@ -175,10 +175,6 @@ class ProducerStateEntry:
         )
 
     @property
-    def is_empty(self) -> bool:
-        return not self.batches
-
-    @property
     def first_seq(self) -> int:
         return self.batches[0].first_seq if self.batches else NO_SEQUENCE
 

@@ -190,19 +190,6 @@ def test_read_stops_at_max_offset(open_log):
     assert log.high_watermark == log.log_end_offset
 
 
-def test_segment_positions_cover_the_range(open_log):
-    log = open_log(segment_bytes=1500, index_interval_bytes=64)
-    for i in range(40):
-        log.append(make_batch(3, ts=i * 10))
-    for start, end in [(0, 120), (7, 8), (31, 95), (44, 200), (119, 120)]:
-        ranges = log.segment_positions(start, end)
-        data = b"".join(p.read_bytes()[a:b] for p, a, b in ranges)
-        offsets = [r[1] for r in decode_all(data)]
-        first = start - start % 3
-        last_excl = min(end + (-end) % 3, 120)
-        assert offsets == list(range(first, last_excl)), (start, end)
-
-
 def test_offset_for_timestamp_against_reference(open_log):
     log = open_log(segment_bytes=2500, index_interval_bytes=80)
     rng = random.Random(11)
