@@ -105,23 +105,28 @@ class LeaderEpochCache:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
-        lines = text.splitlines()
         try:
-            version = int(lines[0])
-            count = int(lines[1])
-            if version != _VERSION:
-                raise ValueError(f"version {version}, expected {_VERSION}")
-            entries = []
-            for number, line in enumerate(lines[2 : 2 + count], start=3):
-                parts = line.split(" ")
-                if len(parts) != 2:
-                    raise ValueError(f"line {number} {line!r} is not 'epoch startOffset'")
-                entries.append((int(parts[0]), int(parts[1])))
-            if len(entries) != count:
-                raise ValueError(f"{count} entries announced, {len(entries)} found")
-        except (IndexError, ValueError) as exc:
-            raise StorageError(f"malformed {self.path}: {exc}") from None
+            return self._parse(text.splitlines())
+        except (IndexError, ValueError) as exc:  # a missing line, a field that is not an integer
+            raise self._malformed(str(exc)) from None
+
+    def _parse(self, lines: list[str]) -> list[EpochEntry]:
+        version = int(lines[0])
+        count = int(lines[1])
+        if version != _VERSION:
+            raise self._malformed(f"version {version}, expected {_VERSION}")
+        entries = []
+        for number, line in enumerate(lines[2 : 2 + count], start=3):
+            parts = line.split(" ")
+            if len(parts) != 2:
+                raise self._malformed(f"line {number} {line!r} is not 'epoch startOffset'")
+            entries.append((int(parts[0]), int(parts[1])))
+        if len(entries) != count:
+            raise self._malformed(f"{count} entries announced, {len(entries)} found")
         return entries
+
+    def _malformed(self, why: str) -> StorageError:
+        return StorageError(f"malformed {self.path}: {why}")
 
     def _write(self) -> None:
         body = f"{_VERSION}\n{len(self._entries)}\n" + "".join(f"{e} {s}\n" for e, s in self._entries)

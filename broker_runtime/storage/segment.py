@@ -38,7 +38,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from broker_runtime.errors import PylogError, StorageError
+from broker_runtime.errors import CorruptIndexError, PylogError, StorageError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, BatchHeader, compute_crc, parse_header
 from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.config import LogConfig
@@ -378,9 +378,9 @@ class LogSegment:
     # -- recovery and truncation ------------------------------------------------------------------------------
 
     def sanity_check_indexes(self) -> None:
-        """O(1) checks of both index files; raises CorruptIndexError or FileNotFoundError."""
+        """O(1) checks of both index files; raises CorruptIndexError (also for a missing file)."""
         if self._indexes_missing:
-            raise FileNotFoundError(f"an index file of segment {self.log_path.name} is missing")
+            raise CorruptIndexError(f"an index file of segment {self.log_path.name} is missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
 
