@@ -7,6 +7,7 @@ offset index, across segment boundaries, on an active segment whose index is pre
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +113,47 @@ def test_deleted_segments_are_reported(tmp_path: Path) -> None:
             list(scanner.chunks(0, 10))
     finally:
         log.close()
+
+
+def test_a_partial_batch_at_the_end_of_the_log_is_not_returned(tmp_path: Path) -> None:
+    log = _write_log(tmp_path, 300, segment_bytes=1 << 30)
+    try:
+        (base,) = LocalPartitionScanner(str(tmp_path / "events-0")).segment_bases()
+        whole = log.read(250, 1 << 20).records
+        with open(tmp_path / "events-0" / f"{base:020d}.log", "ab") as f:
+            f.write(whole[: len(whole) // 2])  # what a reader sees while the broker is mid-append
+        scanner = LocalPartitionScanner(str(tmp_path / "events-0"), chunk_bytes=4096)
+        assert _scan_offsets(scanner, 0, 10_000) == list(range(300))
+    finally:
+        log.close_without_flush()
+
+
+def test_scans_while_the_broker_appends_and_rolls(tmp_path: Path) -> None:
+    log = _write_log(tmp_path, 500, segment_bytes=8 * 1024)
+    errors: list[BaseException] = []
+
+    def keep_appending() -> None:
+        try:
+            values = pa.array([b"x" * 40] * 25, pa.binary())
+            ts = np.arange(25, dtype=np.int64) + 1_700_000_000_000
+            for _ in range(300):
+                for b in build_batches(values, None, timestamps=ts):
+                    log.append(b.data)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    writer = threading.Thread(target=keep_appending)
+    writer.start()
+    scans = 0
+    try:
+        scanner = LocalPartitionScanner(str(tmp_path / "events-0"), chunk_bytes=2048)
+        while writer.is_alive() or scans == 0:
+            leo = log.log_end_offset
+            start = max(0, leo - 2000)
+            assert _scan_offsets(scanner, start, leo) == list(range(start, leo))
+            scans += 1
+    finally:
+        writer.join()
+        log.close()
+    assert not errors
+    assert scans > 1 and len(scanner.segment_bases()) > 3
