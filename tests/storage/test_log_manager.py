@@ -9,7 +9,7 @@ from broker_runtime.storage.checkpoint import OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager, parse_partition_dir
 
-from .conftest import decode_all, make_batch
+from .conftest import decode_all, idempotent_batch, make_batch
 
 
 def test_layout_checkpoints_and_clean_restart(tmp_path, clock):
@@ -157,3 +157,17 @@ def test_restart_keeps_the_checkpointed_high_watermark_of_replicated_logs(
     assert mgr2.create_log("r", 0, hw_follows_leo=not follows) is restarted
     assert mgr2.create_log("other", 0, hw_follows_leo=not follows).hw_follows_leo is (not follows)
     mgr2.shutdown()
+
+
+def test_expired_producers_are_removed_in_every_log(tmp_path, clock):
+    mgr = LogManager([tmp_path / "d"], LogConfig(producer_id_expiration_ms=1000), clock)
+    mgr.startup()
+    for partition in (0, 1):
+        mgr.create_log("px", partition).append(idempotent_batch(0, count=1, ts=clock.now))
+    clock.advance(999)
+    mgr.remove_expired_producers()
+    assert all(mgr.get_log("px", p).producer_state.producers for p in (0, 1))
+    clock.advance(1)
+    mgr.remove_expired_producers()
+    assert not any(mgr.get_log("px", p).producer_state.producers for p in (0, 1))
+    mgr.shutdown()
