@@ -43,6 +43,7 @@ from broker_runtime.protocol.messages import (
     produce,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
+from broker_runtime.protocol.messages.common import CONSUMER_REPLICA_ID, IsolationLevel
 from broker_runtime.protocol.messages.list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -53,12 +54,14 @@ from broker_runtime.protocol.messages.schema import Message
 
 __all__ = [
     "API_KEYS",
+    "CONSUMER_REPLICA_ID",
     "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "ApiKey",
     "ApiSpec",
+    "IsolationLevel",
     "RequestHeader",
     "decode_request",
     "decode_request_header",
@@ -225,7 +228,7 @@ def encode_response_chunks(
     """Like :func:`encode_response` but return the chunks (size prefix first); record buffers are not copied."""
     spec = _spec_for(api_key, api_version)
     out: list[Any] = [b"", RESPONSE_HEADER_FIXED.pack(correlation_id)]
-    if spec.is_flexible(api_version) and api_key != api_versions.API_KEY:
+    if spec.is_flexible(api_version) and api_key != ApiKey.API_VERSIONS:
         out.append(b"\x00")
     spec.response.encode_into(body, api_version, out)
     return _framed(out)
@@ -246,7 +249,7 @@ def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int,
     try:
         (correlation_id,) = RESPONSE_HEADER_FIXED.unpack_from(frame, 0)
         pos = RESPONSE_HEADER_FIXED.size
-        if api_key == api_versions.API_KEY:
+        if api_key == ApiKey.API_VERSIONS:
             if api_version > 0:
                 (error_code,) = wire.INT16.unpack_from(frame, pos)
                 if error_code == ErrorCode.UNSUPPORTED_VERSION:

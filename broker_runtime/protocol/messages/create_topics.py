@@ -9,11 +9,12 @@ Immutable; thread-safe.
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 
 REQUEST = Message(
     "CreateTopicsRequest",

@@ -9,11 +9,12 @@ Definitions mirror Kafka's ProduceRequest.json / ProduceResponse.json. Immutable
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 
 REQUEST = Message(
     "ProduceRequest",

@@ -24,13 +24,14 @@ from collections import Counter
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, create_topics
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import TopicError
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
-API_KEY = 19
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = create_topics.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 7
 

@@ -25,14 +25,15 @@ import asyncio
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import LEADER_EPOCH, ReadResult
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "DelayedFetch", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "DelayedFetch", "handle"]
 
-API_KEY = 1
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = fetch.REQUEST
 MIN_VERSION = 4
 MAX_VERSION = 12
 

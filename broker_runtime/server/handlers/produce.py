@@ -28,16 +28,17 @@ import logging
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, produce
 from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 _log = logging.getLogger(__name__)
 
-API_KEY = 0
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = produce.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 11
 
