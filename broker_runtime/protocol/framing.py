@@ -47,8 +47,10 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet handed out as a frame."""
-        return len(self._prefix) + self._filled
+        """Bytes received but not yet handed out as a frame (an open frame's size prefix included)."""
+        if self._frame is not None:
+            return FRAME_SIZE.size + self._filled
+        return len(self._prefix)
 
     def _check(self, size: int) -> None:
         if size < 0:

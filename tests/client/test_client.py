@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.client import BrokerConnectionError, KafkaClient, NewTopic
+from broker_runtime.client.connection import MAX_RESPONSE_BYTES
 from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
 from broker_runtime.protocol.messages import decode_request, encode_response
 
@@ -144,6 +145,20 @@ def test_garbage_response_is_protocol_error(fake_broker: Callable[..., FakeBroke
     with (
         KafkaClient(f"127.0.0.1:{broker.port}", request_timeout_ms=2000) as client,
         pytest.raises(ProtocolError),
+    ):
+        client.api_versions()
+
+
+def test_oversized_response_frame_is_refused_naming_size_and_bound(fake_broker: Callable[..., FakeBroker]) -> None:
+    def answer_huge(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(struct.pack(">i", 0x7FFFFFFF))  # a size prefix above the bound, and nothing after it
+        conn.recv(1)
+
+    broker = fake_broker(answer_huge)
+    with (
+        KafkaClient(f"127.0.0.1:{broker.port}", request_timeout_ms=2000) as client,
+        pytest.raises(ProtocolError, match=f"{0x7FFFFFFF} bytes exceeds max_frame_bytes {MAX_RESPONSE_BYTES}"),
     ):
         client.api_versions()
 
