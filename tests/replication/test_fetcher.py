@@ -57,7 +57,7 @@ async def _run_fetcher(
 def test_oversized_answer_is_a_protocol_error_naming_size_and_bound(caplog: pytest.LogCaptureFixture) -> None:
     async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
-        writer.write(struct.pack(">i", 0x7FFFFFFF))  # the size prefix of a 2 GiB answer, never sent
+        writer.write(struct.pack(">i", (1 << 20) + 1))  # the size prefix of an answer over the bound, never sent
         await writer.drain()
         await reader.read()
 
@@ -66,7 +66,7 @@ def test_oversized_answer_is_a_protocol_error_naming_size_and_bound(caplog: pyte
         _run_fetcher(leader, lambda f: f.last_error is not None, max_response_bytes=1 << 20, backoff_ms=50)
     )
     assert isinstance(fetcher.last_error, ProtocolError)
-    assert f"{0x7FFFFFFF} bytes exceeds max_frame_bytes {1 << 20}" in str(fetcher.last_error)
+    assert f"{(1 << 20) + 1} bytes exceeds max_frame_bytes {1 << 20}" in str(fetcher.last_error)
     assert any(r.levelno == logging.WARNING and "exceeds" in r.getMessage() for r in caplog.records)
 
 
