@@ -13,6 +13,7 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- KafkaError                  a broker answered with a non-zero error code
      |    +-- BrokerConnectionError  the TCP connection to a broker failed (code NETWORK_EXCEPTION)
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
+     +-- MessageDefinitionError (ValueError) a wire-protocol message definition that breaks the schema rules
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
 """
@@ -29,6 +30,7 @@ __all__ = [
     "CorruptRecordError",
     "ErrorCode",
     "KafkaError",
+    "MessageDefinitionError",
     "OffsetOutOfRangeError",
     "ProtocolError",
     "PylogError",
@@ -210,3 +212,11 @@ class BrokerConnectionError(KafkaError):
 
 class ConfigError(PylogError, ValueError):
     """A configuration value that cannot be used; the message names the key and the allowed values."""
+
+
+# --- protocol: message definitions ---
+
+
+class MessageDefinitionError(PylogError, ValueError):
+    """A wire-protocol message definition (``protocol.messages``) that breaks the schema rules, e.g. a field of
+    an unknown type; raised when the definition is built, so at import time for pylog's own messages."""

@@ -149,7 +149,9 @@ def test_garbage_response_is_protocol_error(fake_broker: Callable[..., FakeBroke
         client.api_versions()
 
 
-def test_oversized_response_frame_is_refused_naming_size_and_bound(fake_broker: Callable[..., FakeBroker]) -> None:
+def test_oversized_response_frame_is_refused_naming_size_and_bound(
+    fake_broker: Callable[..., FakeBroker],
+) -> None:
     def answer_huge(conn: socket.socket) -> None:
         _read_request(conn)
         conn.sendall(struct.pack(">i", 0x7FFFFFFF))  # a size prefix above the bound, and nothing after it
@@ -158,7 +160,9 @@ def test_oversized_response_frame_is_refused_naming_size_and_bound(fake_broker: 
     broker = fake_broker(answer_huge)
     with (
         KafkaClient(f"127.0.0.1:{broker.port}", request_timeout_ms=2000) as client,
-        pytest.raises(ProtocolError, match=f"{0x7FFFFFFF} bytes exceeds max_frame_bytes {MAX_RESPONSE_BYTES}"),
+        pytest.raises(
+            ProtocolError, match=f"{0x7FFFFFFF} bytes exceeds max_frame_bytes {MAX_RESPONSE_BYTES}"
+        ),
     ):
         client.api_versions()
 

@@ -51,7 +51,10 @@ def test_several_responses_in_one_chunk_decode_in_order_with_their_own_versions(
     c3, _ = conn.send_request(ApiKey.METADATA, 12, _METADATA_BODY)
     chunk = _metadata_answer(c1, 9, 1) + _metadata_answer(c2, 1, 2) + _metadata_answer(c3, 12, 3)[:-1]
     out = conn.receive_data(chunk)
-    assert [(r.correlation_id, r.api_version, r.body["ControllerId"]) for r in out] == [(c1, 9, 1), (c2, 1, 2)]
+    assert [(r.correlation_id, r.api_version, r.body["ControllerId"]) for r in out] == [
+        (c1, 9, 1),
+        (c2, 1, 2),
+    ]
     last = conn.receive_data(_metadata_answer(c3, 12, 3)[-1:])
     assert [(r.correlation_id, r.body["ControllerId"]) for r in last] == [(c3, 3)]
 

@@ -57,7 +57,9 @@ async def _run_fetcher(
 def test_oversized_answer_is_a_protocol_error_naming_size_and_bound(caplog: pytest.LogCaptureFixture) -> None:
     async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
-        writer.write(struct.pack(">i", (1 << 20) + 1))  # the size prefix of an answer over the bound, never sent
+        writer.write(
+            struct.pack(">i", (1 << 20) + 1)
+        )  # the size prefix of an answer over the bound, never sent
         await writer.drain()
         await reader.read()
 
@@ -73,7 +75,9 @@ def test_oversized_answer_is_a_protocol_error_naming_size_and_bound(caplog: pyte
 def test_answer_with_another_correlation_id_is_rejected() -> None:
     async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         header = await _read_request(reader)
-        writer.write(encode_response(ApiKey.FETCH, FETCH_VERSION, header.correlation_id + 1, {"Responses": []}))
+        writer.write(
+            encode_response(ApiKey.FETCH, FETCH_VERSION, header.correlation_id + 1, {"Responses": []})
+        )
         await writer.drain()
         await reader.read()
 

@@ -29,7 +29,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from broker_runtime.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from broker_runtime.errors import ErrorCode, MessageDefinitionError, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import (
     api_versions,
@@ -88,7 +88,9 @@ class ApiSpec:
 
     def __init__(self, request: Message, response: Message) -> None:
         if request.api_key != response.api_key or request.versions != response.versions:
-            raise ValueError(f"{request.name} and {response.name} disagree on api key or versions")
+            raise MessageDefinitionError(
+                f"{request.name} and {response.name} disagree on api key or versions"
+            )
         self.name = request.name.removesuffix("Request")
         self.api_key = request.api_key
         self.min_version, self.max_version = request.versions
