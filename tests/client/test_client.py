@@ -16,7 +16,7 @@ import pytest
 from broker_runtime.client import BrokerConnectionError, KafkaClient, NewTopic
 from broker_runtime.client.connection import MAX_RESPONSE_BYTES
 from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
-from broker_runtime.protocol.messages import decode_request, encode_response
+from broker_runtime.protocol.messages import ApiKey, decode_request, encode_response
 
 # --- error paths without a broker -----------------------------------------------------------------------
 
@@ -124,7 +124,11 @@ def test_silent_peer_times_out(fake_broker: Callable[..., FakeBroker]) -> None:
 def test_wrong_correlation_id_is_rejected(fake_broker: Callable[..., FakeBroker]) -> None:
     def answer_wrong(conn: socket.socket) -> None:
         header, _ = decode_request(_read_request(conn))
-        conn.sendall(encode_response(18, header.api_version, header.correlation_id + 1, {"ApiKeys": []}))
+        conn.sendall(
+            encode_response(
+                ApiKey.API_VERSIONS, header.api_version, header.correlation_id + 1, {"ApiKeys": []}
+            )
+        )
         conn.recv(1)
 
     broker = fake_broker(answer_wrong)
@@ -180,11 +184,15 @@ def test_version_negotiation_falls_back_when_broker_is_older(fake_broker: Callab
             ]
             if header.api_version > 2:  # what an old broker does: a v0 answer with UNSUPPORTED_VERSION
                 conn.sendall(
-                    encode_response(18, 0, header.correlation_id, {"ErrorCode": 35, "ApiKeys": keys})
+                    encode_response(
+                        ApiKey.API_VERSIONS, 0, header.correlation_id, {"ErrorCode": 35, "ApiKeys": keys}
+                    )
                 )
             else:
                 conn.sendall(
-                    encode_response(18, header.api_version, header.correlation_id, {"ApiKeys": keys})
+                    encode_response(
+                        ApiKey.API_VERSIONS, header.api_version, header.correlation_id, {"ApiKeys": keys}
+                    )
                 )
                 break
         conn.recv(1)
@@ -330,7 +338,9 @@ def test_min_versions_refuse_a_broker_below_the_floor(fake_broker: Callable[...,
             {"ApiKey": 0, "MinVersion": 0, "MaxVersion": 2},  # no magic-2 record batches before v3
             {"ApiKey": 1, "MinVersion": 0, "MaxVersion": 12},
         ]
-        conn.sendall(encode_response(18, header.api_version, header.correlation_id, {"ApiKeys": keys}))
+        conn.sendall(
+            encode_response(ApiKey.API_VERSIONS, header.api_version, header.correlation_id, {"ApiKeys": keys})
+        )
         conn.recv(1)
 
     broker = fake_broker(broker_with_old_apis)
