@@ -45,9 +45,11 @@ from broker_runtime.protocol.messages import (
     CONSUMER_REPLICA_ID,
     ApiKey,
     IsolationLevel,
+    create_topics,
     describe_configs,
     find_coordinator,
 )
+from broker_runtime.protocol.messages.produce import ACKS_NONE
 
 __all__ = [
     "BrokerMetadata",
@@ -120,8 +122,8 @@ class NewTopic:
     """A topic to create; -1 partitions/replication factor means the broker's defaults."""
 
     name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
+    num_partitions: int = create_topics.NO_NUM_PARTITIONS
+    replication_factor: int = create_topics.NO_REPLICATION_FACTOR
     configs: Mapping[str, str | None] = field(default_factory=dict)
     assignments: Mapping[int, Sequence[int]] | None = None
 
@@ -434,8 +436,12 @@ class KafkaClient:
             "Topics": [
                 {
                     "Name": t.name,
-                    "NumPartitions": t.num_partitions if t.assignments is None else -1,
-                    "ReplicationFactor": t.replication_factor if t.assignments is None else -1,
+                    "NumPartitions": t.num_partitions
+                    if t.assignments is None
+                    else create_topics.NO_NUM_PARTITIONS,
+                    "ReplicationFactor": (
+                        t.replication_factor if t.assignments is None else create_topics.NO_REPLICATION_FACTOR
+                    ),
                     "Assignments": [
                         {"PartitionIndex": i, "BrokerIds": list(ids)}
                         for i, ids in (t.assignments or {}).items()
@@ -704,9 +710,9 @@ class KafkaClient:
                     for topic, parts in _by_topic(topic_partitions.items()).items()
                 ],
             },
-            expect_response=acks != 0,
+            expect_response=acks != ACKS_NONE,
         )
-        return InFlight(conn, corr, version, acks, None, acks == 0, conn.generation)
+        return InFlight(conn, corr, version, acks, None, acks == ACKS_NONE, conn.generation)
 
     def poll_produce(self, in_flight: InFlight) -> dict[TopicPartition, ProduceResult] | None:
         """Wait for the response to ``in_flight`` (``None`` for acks=0); per-partition errors are in the results.

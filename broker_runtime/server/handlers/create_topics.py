@@ -47,7 +47,10 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
     replication = topic["ReplicationFactor"]
     manual: dict[int, list[int]] | None = None
     if assignments:
-        if num_partitions != -1 or replication != -1:
+        if (
+            num_partitions != create_topics.NO_NUM_PARTITIONS
+            or replication != create_topics.NO_REPLICATION_FACTOR
+        ):
             raise TopicError(
                 ErrorCode.INVALID_REQUEST,
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
@@ -60,9 +63,9 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
                 f"partitions of topic {name} must be numbered 0..{len(assignments) - 1}, "
                 f"got {sorted(a['PartitionIndex'] for a in assignments)}",
             )
-    if num_partitions == -1:
+    if num_partitions == create_topics.NO_NUM_PARTITIONS:
         num_partitions = ctx.config.num_partitions
-    if replication == -1:
+    if replication == create_topics.NO_REPLICATION_FACTOR:
         replication = ctx.config.default_replication_factor
     overrides: dict[str, str] = {}
     for cfg in topic["Configs"]:
