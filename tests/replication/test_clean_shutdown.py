@@ -3,6 +3,7 @@ log has nothing above INFO (a follower whose leader closes the connection on the
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -21,6 +22,10 @@ pytestmark = pytest.mark.timeout(120)
 
 _CONFIG = Path(__file__).resolve().parents[2] / "conf" / "broker.properties"
 _ABOVE_INFO = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback")
+
+
+def _fully_replicated(bootstrap: str, partition: int) -> bool:
+    return isr(bootstrap.split(",")[0], "replicated", partition) == [0, 1, 2]
 
 
 def test_sigint_of_a_replicating_cluster_exits_0_and_logs_nothing_above_info(tmp_path: Path) -> None:
@@ -58,7 +63,7 @@ def test_sigint_of_a_replicating_cluster_exits_0_and_logs_nothing_above_info(tmp
                 assert client.create_topics({"replicated": (3, 3)}) == {"replicated": 0}
                 for partition in range(3):
                     wait_for(
-                        lambda p=partition: isr(bootstrap.split(",")[0], "replicated", p) == [0, 1, 2],
+                        functools.partial(_fully_replicated, bootstrap, partition),
                         what=f"partition {partition} fully replicated",
                     )
                     leader = client.leader_for("replicated", partition)
