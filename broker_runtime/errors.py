@@ -6,6 +6,7 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- ProtocolError               malformed bytes on the wire or in a record batch
      |    +-- CorruptRecordError     a record batch failed a structural or CRC check
      |    +-- UnsupportedVersionError an API version or record magic we do not speak
+     |    +-- CorrelationIdMismatchError a response answering another request than the oldest pending one
      +-- StorageError                the partition log could not do what was asked
      |    +-- OffsetOutOfRangeError  an offset outside [log start, log end]
      |    +-- CorruptIndexError      an index file that breaks its invariants
@@ -13,7 +14,9 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      |    +-- SegmentGoneError       a segment deleted (retention) while a read-only reader needed it
      |    +-- ProducerStateError     an idempotent batch out of sequence or from a fenced epoch (``code``)
      +-- KafkaError                  a broker answered with a non-zero error code
+     |    +-- BrokerConnectionError  the TCP connection to a broker failed (code NETWORK_EXCEPTION)
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
+     +-- MessageDefinitionError (ValueError) a wire-protocol message definition that breaks the schema rules
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
 """
@@ -23,12 +26,15 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "BrokerConnectionError",
     "ConfigError",
     "CorruptIndexError",
+    "CorrelationIdMismatchError",
     "CorruptRecordError",
     "CorruptSnapshotError",
     "ErrorCode",
     "KafkaError",
+    "MessageDefinitionError",
     "OffsetOutOfRangeError",
     "ProducerStateError",
     "ProtocolError",
@@ -159,6 +165,11 @@ class UnsupportedVersionError(ProtocolError):
     """An API version, record magic or compression codec pylog does not speak."""
 
 
+class CorrelationIdMismatchError(ProtocolError):
+    """A response whose correlation id is not the one of the oldest request awaiting an answer (Kafka's
+    ``CorrelationIdMismatchException``): the connection's byte stream is out of step and must be closed."""
+
+
 class StorageError(PylogError):
     """The partition log could not perform the requested operation."""
 
@@ -211,5 +222,29 @@ class KafkaError(PylogError):
         return isinstance(self.code, ErrorCode) and self.code.retriable
 
 
+# --- connections to a broker (client and replica fetcher) ---
+
+
+class BrokerConnectionError(KafkaError):
+    """The TCP connection to a broker failed; the message names ``host:port`` and what happened.
+
+    A :class:`KafkaError` with code NETWORK_EXCEPTION (retriable), as Kafka's clients treat a broken
+    connection. ``address`` is ``host:port``; ``detail`` what happened (``"connection closed by the broker"``).
+    """
+
+    def __init__(self, address: str, message: str) -> None:
+        self.address = address
+        self.detail = message
+        super().__init__(ErrorCode.NETWORK_EXCEPTION, f"broker {address}: {message}")
+
+
 class ConfigError(PylogError, ValueError):
     """A configuration value that cannot be used; the message names the key and the allowed values."""
+
+
+# --- protocol: message definitions ---
+
+
+class MessageDefinitionError(PylogError, ValueError):
+    """A wire-protocol message definition (``protocol.messages``) that breaks the schema rules, e.g. a field of
+    an unknown type; raised when the definition is built, so at import time for pylog's own messages."""

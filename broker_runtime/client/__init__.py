@@ -17,7 +17,8 @@ from broker_runtime.client.client import (
     ProduceResult,
     TopicMetadata,
 )
-from broker_runtime.client.connection import BrokerConnection, BrokerConnectionError
+from broker_runtime.client.connection import BrokerConnection
+from broker_runtime.errors import BrokerConnectionError
 
 __all__ = [
     "BrokerConnection",

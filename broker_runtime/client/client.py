@@ -14,7 +14,7 @@ the caller (``leader_for``), because producers batch per leader anyway.
 Errors: a non-zero error code where a call has no per-partition result to carry it becomes
 ``KafkaError(code, "<what> topic t partition 3 ...")``; :meth:`fetch` and :meth:`produce` return the codes per
 partition (``FetchResult.error``, ``ProduceResult.error``) since callers decide per partition what to retry.
-Connection failures raise :class:`~broker_runtime.client.connection.BrokerConnectionError` naming
+Connection failures raise :class:`~broker_runtime.errors.BrokerConnectionError` naming
 ``host:port``; no bare socket exception escapes.
 
 Pipelining (produce): :meth:`send_produce` writes a request and returns an :class:`InFlight` handle without
@@ -39,8 +39,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker_runtime.client.connection import BrokerConnection, BrokerConnectionError
-from broker_runtime.errors import ErrorCode, KafkaError
+from broker_runtime.client.connection import BrokerConnection
+from broker_runtime.errors import BrokerConnectionError, ConfigError, ErrorCode, KafkaError
+from broker_runtime.protocol.messages import (
+    CONSUMER_REPLICA_ID,
+    ApiKey,
+    IsolationLevel,
+    create_topics,
+    describe_configs,
+    find_coordinator,
+)
+from broker_runtime.protocol.messages.produce import ACKS_NONE
 
 __all__ = [
     "BrokerMetadata",
@@ -56,10 +65,6 @@ __all__ = [
 
 TopicPartition = tuple[str, int]
 
-_PRODUCE, _FETCH, _LIST_OFFSETS, _METADATA = 0, 1, 2, 3
-_FIND_COORDINATOR, _CREATE_TOPICS, _INIT_PRODUCER_ID, _DESCRIBE_CONFIGS = 10, 19, 22, 32
-_RESOURCE_TOPIC = 2
-_COORDINATOR_TRANSACTION = 1
 _REFRESH_ERRORS = frozenset(
     {
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -70,7 +75,7 @@ _REFRESH_ERRORS = frozenset(
     }
 )
 #: Produce carries magic-2 record batches, which need Produce v3+.
-_DEFAULT_MIN_VERSIONS = {_PRODUCE: 3}
+_DEFAULT_MIN_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 3}
 _COORDINATOR_ERRORS = frozenset(
     {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 )
@@ -117,8 +122,8 @@ class NewTopic:
     """A topic to create; -1 partitions/replication factor means the broker's defaults."""
 
     name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
+    num_partitions: int = create_topics.NO_NUM_PARTITIONS
+    replication_factor: int = create_topics.NO_REPLICATION_FACTOR
     configs: Mapping[str, str | None] = field(default_factory=dict)
     assignments: Mapping[int, Sequence[int]] | None = None
 
@@ -161,7 +166,7 @@ class InFlight:
 def _parse_address(address: str) -> tuple[str, int]:
     host, sep, port = address.strip().rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ValueError(f"bootstrap address {address!r} is not host:port")
+        raise ConfigError(f"bootstrap_servers: address {address!r} is not host:port")
     return host.strip("[]"), int(port)
 
 
@@ -190,7 +195,7 @@ class KafkaClient:
         )
         self._bootstrap = [_parse_address(s) for s in servers if s.strip()]
         if not self._bootstrap:
-            raise ValueError("bootstrap_servers is empty")
+            raise ConfigError("bootstrap_servers is empty")
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
@@ -302,7 +307,7 @@ class KafkaClient:
     def metadata(self, topics: list[str] | None = None, allow_auto_create: bool = False) -> ClusterMetadata:
         """Fetch cluster metadata for ``topics`` (``None`` = all topics) and refresh the leader cache."""
         conn = self._any_conn()
-        version = conn.version_for(_METADATA)
+        version = conn.version_for(ApiKey.METADATA)
         if topics is None:
             wanted: list[dict[str, Any]] | None = [] if version == 0 else None
         else:
@@ -310,7 +315,7 @@ class KafkaClient:
                 raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Metadata v0 cannot ask for no topics")
             wanted = [{"Name": t} for t in topics]
         _, body = conn.request(
-            _METADATA,
+            ApiKey.METADATA,
             {
                 "Topics": wanted,
                 "AllowAutoTopicCreation": allow_auto_create,
@@ -431,8 +436,12 @@ class KafkaClient:
             "Topics": [
                 {
                     "Name": t.name,
-                    "NumPartitions": t.num_partitions if t.assignments is None else -1,
-                    "ReplicationFactor": t.replication_factor if t.assignments is None else -1,
+                    "NumPartitions": t.num_partitions
+                    if t.assignments is None
+                    else create_topics.NO_NUM_PARTITIONS,
+                    "ReplicationFactor": (
+                        t.replication_factor if t.assignments is None else create_topics.NO_REPLICATION_FACTOR
+                    ),
                     "Assignments": [
                         {"PartitionIndex": i, "BrokerIds": list(ids)}
                         for i, ids in (t.assignments or {}).items()
@@ -448,7 +457,7 @@ class KafkaClient:
             if self._controller_id < 0 and not self._brokers:
                 self.metadata([])
             node = self._controller_id if self._controller_id in self._brokers else None
-            _, body = self._conn(node).request(_CREATE_TOPICS, request)
+            _, body = self._conn(node).request(ApiKey.CREATE_TOPICS, request)
             codes = {t["Name"]: _code(t["ErrorCode"]) for t in body["Topics"]}
             if ErrorCode.NOT_CONTROLLER in codes.values() and attempt < self.retries:
                 self.metadata([])
@@ -461,12 +470,12 @@ class KafkaClient:
         self,
         topics: Mapping[str, Sequence[str] | None] | Sequence[str],
         *,
-        resource_type: int = _RESOURCE_TOPIC,
+        resource_type: int = describe_configs.RESOURCE_TOPIC,
     ) -> dict[str, dict[str, str | None]]:
         """Configuration of each named resource (topics by default): name -> {key: value}."""
         wanted = topics if isinstance(topics, Mapping) else dict.fromkeys(topics)
         _, body = self._any_conn().request(
-            _DESCRIBE_CONFIGS,
+            ApiKey.DESCRIBE_CONFIGS,
             {
                 "Resources": [
                     {
@@ -503,7 +512,7 @@ class KafkaClient:
         }
         for attempt in range(self.retries + 1):
             node = self._transaction_coordinator(transactional_id) if transactional_id is not None else None
-            _, body = self._conn(node).request(_INIT_PRODUCER_ID, request)
+            _, body = self._conn(node).request(ApiKey.INIT_PRODUCER_ID, request)
             code = body["ErrorCode"]
             if code == ErrorCode.NONE:
                 return body["ProducerId"], body["ProducerEpoch"]
@@ -515,12 +524,12 @@ class KafkaClient:
 
     def _transaction_coordinator(self, transactional_id: str) -> int:
         conn = self._any_conn()
-        version = conn.version_for(_FIND_COORDINATOR)
+        version = conn.version_for(ApiKey.FIND_COORDINATOR)
         _, body = conn.request(
-            _FIND_COORDINATOR,
+            ApiKey.FIND_COORDINATOR,
             {
                 "Key": transactional_id,
-                "KeyType": _COORDINATOR_TRANSACTION,
+                "KeyType": find_coordinator.KEY_TYPE_TRANSACTION,
                 "CoordinatorKeys": [transactional_id],
             },
         )
@@ -535,9 +544,13 @@ class KafkaClient:
     # --- offsets and fetch -----------------------------------------------------------------------------------
 
     def list_offsets(
-        self, requests: Mapping[TopicPartition, int], *, isolation_level: int = 0
+        self,
+        requests: Mapping[TopicPartition, int],
+        *,
+        isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """Resolve timestamps to offsets: -1 latest, -2 earliest, -3 max timestamp, else a time in ms.
+        """Resolve timestamps to offsets: ``LATEST_TIMESTAMP``, ``EARLIEST_TIMESTAMP``, ``MAX_TIMESTAMP`` (the
+        sentinels of :mod:`broker_runtime.protocol.messages`), else a time in ms.
 
         Returns ``(topic, partition) -> (offset, timestamp)``; raises ``KafkaError`` naming the partition.
         """
@@ -548,11 +561,11 @@ class KafkaClient:
             last_error: KafkaError | None = None
             for node, tps in self._group_by_leader(todo).items():
                 conn = self._conn(node)
-                version = conn.version_for(_LIST_OFFSETS)
+                version = conn.version_for(ApiKey.LIST_OFFSETS)
                 _, body = conn.request(
-                    _LIST_OFFSETS,
+                    ApiKey.LIST_OFFSETS,
                     {
-                        "ReplicaId": -1,
+                        "ReplicaId": CONSUMER_REPLICA_ID,
                         "IsolationLevel": isolation_level,
                         "Topics": [
                             {
@@ -600,7 +613,7 @@ class KafkaClient:
         partition_max_bytes: int = 1048576,
         max_wait_ms: int = 500,
         min_bytes: int = 1,
-        isolation_level: int = 0,
+        isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
     ) -> dict[TopicPartition, FetchResult]:
         """Fetch raw record batches from each partition's leader, starting at the given offsets.
 
@@ -613,9 +626,9 @@ class KafkaClient:
             retry: dict[TopicPartition, int] = {}
             for node, tps in self._group_by_leader(todo).items():
                 _, body = self._conn(node).request(
-                    _FETCH,
+                    ApiKey.FETCH,
                     {
-                        "ReplicaId": -1,
+                        "ReplicaId": CONSUMER_REPLICA_ID,
                         "MaxWaitMs": max_wait_ms,
                         "MinBytes": min_bytes,
                         "MaxBytes": max_bytes,
@@ -684,7 +697,7 @@ class KafkaClient:
         """
         conn = self._conn(node_id)
         corr, version = conn.send(
-            _PRODUCE,
+            ApiKey.PRODUCE,
             {
                 "TransactionalId": transactional_id,
                 "Acks": acks,
@@ -697,9 +710,9 @@ class KafkaClient:
                     for topic, parts in _by_topic(topic_partitions.items()).items()
                 ],
             },
-            expect_response=acks != 0,
+            expect_response=acks != ACKS_NONE,
         )
-        return InFlight(conn, corr, version, acks, None, acks == 0, conn.generation)
+        return InFlight(conn, corr, version, acks, None, acks == ACKS_NONE, conn.generation)
 
     def poll_produce(self, in_flight: InFlight) -> dict[TopicPartition, ProduceResult] | None:
         """Wait for the response to ``in_flight`` (``None`` for acks=0); per-partition errors are in the results.
@@ -758,7 +771,7 @@ class KafkaClient:
         connection; a later request on it reads past them and keeps them until the connection closes.
         """
         if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+            raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
         window: deque[InFlight] = deque()
         for tps in requests:
             if len(window) >= max_in_flight:

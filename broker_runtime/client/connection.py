@@ -1,9 +1,9 @@
 """One blocking TCP connection to one Kafka-protocol broker, with in-order request pipelining.
 
-Protocol facts this relies on: a broker answers the requests of one connection strictly in the order they
-were sent, each response carrying the request's correlation id; a Produce request with ``Acks`` 0 gets no
-response at all. So the connection keeps a FIFO of the requests awaiting an answer, and reading the answer
-to request N decodes (and keeps) the answers to every earlier request first.
+The protocol state (correlation ids, the FIFO of requests awaiting an answer, framing with a bound on the
+response size, decoding in order) is a sans-IO :class:`~broker_runtime.protocol.client_connection.ClientConnection`,
+one per socket; this class only does the blocking socket I/O around it. Responses arrive in request order, so
+reading the answer to request N decodes (and keeps) the answers to every earlier request first.
 
 Version negotiation: the first request on a new connection is ApiVersions (v3, or the version the broker
 names when it answers UNSUPPORTED_VERSION); afterwards every API is spoken at
@@ -11,42 +11,39 @@ names when it answers UNSUPPORTED_VERSION); afterwards every API is spoken at
 caller's floor for that API (``min_versions``, e.g. Metadata v4 for AllowAutoTopicCreation).
 
 Failures: every socket error, timeout or closed stream closes the connection and raises
-:class:`BrokerConnectionError` (a :class:`~broker_runtime.errors.KafkaError` with code NETWORK_EXCEPTION)
-naming ``host:port``; requests still in flight on it are lost (answers already read stay receivable).
+:class:`~broker_runtime.errors.BrokerConnectionError` (a :class:`~broker_runtime.errors.KafkaError` with code
+NETWORK_EXCEPTION) naming ``host:port``; requests still in flight on it are lost (answers already read stay
+receivable).
 Every close bumps :attr:`BrokerConnection.generation`, so a caller holding a correlation id from an
 earlier generation learns that its answer will never come (:meth:`BrokerConnection.receive`). Bytes that
-do not decode raise ``ProtocolError`` and close the connection too.
+do not decode or a response frame above :data:`MAX_RESPONSE_BYTES` raise ``ProtocolError`` and close the
+connection too; a response with an unexpected correlation id closes it with ``BrokerConnectionError``.
 
 Not thread-safe: a connection belongs to one thread (the owning :class:`KafkaClient`).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import socket
 from collections.abc import Mapping
 from typing import Any
 
-from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
-from broker_runtime.protocol.framing import FrameDecoder
-from broker_runtime.protocol.messages import API_KEYS, decode_response, encode_request_chunks
+from broker_runtime.errors import (
+    BrokerConnectionError,
+    CorrelationIdMismatchError,
+    ErrorCode,
+    KafkaError,
+    ProtocolError,
+)
+from broker_runtime.protocol.client_connection import ClientConnection
+from broker_runtime.protocol.messages import API_KEYS, ApiKey
 
-__all__ = ["BrokerConnection", "BrokerConnectionError"]
+__all__ = ["MAX_RESPONSE_BYTES", "BrokerConnection"]
 
-_API_VERSIONS_KEY = 18
 _RECV_BYTES = 1 << 16
-#: Responses (fetches) may be large; refuse only absurd sizes.
-_MAX_RESPONSE_BYTES = 1 << 30
-
-
-class BrokerConnectionError(KafkaError):
-    """The TCP connection to a broker failed; the message names ``host:port`` and what happened."""
-
-    def __init__(self, address: str, message: str) -> None:
-        self.address = address
-        self.detail = message
-        super().__init__(ErrorCode.NETWORK_EXCEPTION, f"broker {address}: {message}")
+#: The largest response frame accepted. Responses (fetches) may be large; refuse only absurd sizes.
+MAX_RESPONSE_BYTES = 1 << 30
 
 
 class BrokerConnection:
@@ -59,11 +56,8 @@ class BrokerConnection:
         "timeout_s",
         "node_id",
         "_sock",
-        "_frames",
-        "_decoder",
-        "_pending",
+        "_state",
         "_done",
-        "_next_correlation_id",
         "broker_versions",
         "_versions",
         "min_versions",
@@ -86,11 +80,9 @@ class BrokerConnection:
         self.timeout_s = timeout_s
         self.node_id = node_id
         self._sock: socket.socket | None = None
-        self._frames: collections.deque[Any] = collections.deque()
-        self._decoder = FrameDecoder(_MAX_RESPONSE_BYTES)
-        self._pending: collections.deque[tuple[int, int, int]] = collections.deque()  # (corr, key, version)
+        self._state = ClientConnection(client_id, max_frame_bytes=MAX_RESPONSE_BYTES)
+        #: Answers read but not yet claimed by :meth:`receive`, by correlation id.
         self._done: dict[int, dict[str, Any]] = {}
-        self._next_correlation_id = 1
         #: The broker's advertised ranges, api key -> (min, max); filled on connect.
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self._versions: dict[int, int] = {}
@@ -109,7 +101,7 @@ class BrokerConnection:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return self._state.in_flight
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.address}, node={self.node_id}, connected={self.connected})"
@@ -127,8 +119,7 @@ class BrokerConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self.timeout_s)
         self._sock = sock
-        self._frames = collections.deque()
-        self._decoder = FrameDecoder(_MAX_RESPONSE_BYTES)
+        self._state.reset()
         try:
             self._negotiate()
         except BaseException:
@@ -138,21 +129,21 @@ class BrokerConnection:
     def close(self) -> None:
         """Close the socket; unanswered requests are lost, answers already read stay in :meth:`receive`."""
         sock, self._sock = self._sock, None
-        self._pending.clear()
+        self._state.reset()
         self.generation += 1
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
 
     def _negotiate(self) -> None:
-        version = API_KEYS[_API_VERSIONS_KEY].max_version
+        version = API_KEYS[ApiKey.API_VERSIONS].max_version
         body = {"ClientSoftwareName": "pylog", "ClientSoftwareVersion": "0.1.0"}
         for _ in range(2):
-            corr = self._send(_API_VERSIONS_KEY, version, body, expect_response=True)
+            corr = self._send(ApiKey.API_VERSIONS, version, body, expect_response=True)
             answer = self._receive(corr)
             if answer["ErrorCode"] == ErrorCode.UNSUPPORTED_VERSION:
                 theirs = {k["ApiKey"]: k["MaxVersion"] for k in answer["ApiKeys"]}
-                version = min(theirs.get(_API_VERSIONS_KEY, 0), version)
+                version = min(theirs.get(ApiKey.API_VERSIONS, 0), version)
                 continue
             if answer["ErrorCode"] != ErrorCode.NONE:
                 raise KafkaError(answer["ErrorCode"], f"ApiVersions v{version} from broker {self.address}")
@@ -221,47 +212,33 @@ class BrokerConnection:
             self.connect()
         sock = self._sock
         assert sock is not None
-        corr = self._next_correlation_id
-        self._next_correlation_id = (corr + 1) & 0x7FFFFFFF
-        payload = b"".join(encode_request_chunks(api_key, version, corr, self.client_id, body))
+        corr, chunks = self._state.send_request(api_key, version, body, expect_response=expect_response)
         try:
-            sock.sendall(payload)
+            sock.sendall(b"".join(chunks))
         except OSError as e:
             self.close()
             raise BrokerConnectionError(self.address, f"send failed: {_describe(e)}") from e
-        if expect_response:
-            self._pending.append((corr, api_key, version))
         return corr
 
     def _receive(self, correlation_id: int) -> dict[str, Any]:
         done = self._done.pop(correlation_id, None)
         if done is not None:
             return done
-        if not any(p[0] == correlation_id for p in self._pending):
+        if not self._state.is_pending(correlation_id):
             raise KafkaError(
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"no request with correlation id {correlation_id} is awaiting an answer on {self.address}",
             )
         while True:
-            expected, api_key, version = self._pending[0]
-            frame = self._read_frame()
-            try:
-                corr, body = decode_response(api_key, version, frame)
-            except ProtocolError:
-                self.close()
-                raise
-            if corr != expected:
-                self.close()
-                raise BrokerConnectionError(
-                    self.address, f"response correlation id {corr} does not match the expected {expected}"
-                )
-            self._pending.popleft()
-            if corr == correlation_id:
-                return body
-            self._done[corr] = body
+            for response in self._read_responses():
+                self._done[response.correlation_id] = response.body
+            done = self._done.pop(correlation_id, None)
+            if done is not None:
+                return done
 
-    def _read_frame(self) -> Any:
-        while not self._frames:
+    def _read_responses(self) -> list[Any]:
+        """Read from the socket until at least one response is complete; return those completed."""
+        while True:
             sock = self._sock
             if sock is None:
                 raise BrokerConnectionError(self.address, "connection is closed")
@@ -274,11 +251,15 @@ class BrokerConnection:
                 self.close()
                 raise BrokerConnectionError(self.address, "connection closed by the broker")
             try:
-                self._frames.extend(self._decoder.feed(data))
-            except ProtocolError:
+                responses = self._state.receive_data(data)
+            except CorrelationIdMismatchError as e:
                 self.close()
-                raise
-        return self._frames.popleft()
+                raise BrokerConnectionError(self.address, str(e)) from e
+            except ProtocolError as e:
+                self.close()
+                raise ProtocolError(f"broker {self.address}: {e}") from e
+            if responses:
+                return responses
 
 
 def _describe(e: OSError) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 
-from broker_runtime.errors import ProtocolError
+from broker_runtime.errors import ConfigError, ProtocolError
 
 __all__ = ["DEFAULT_MAX_FRAME_BYTES", "FRAME_SIZE", "FrameDecoder", "frame"]
 
@@ -39,7 +39,7 @@ class FrameDecoder:
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 0:
-            raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+            raise ConfigError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
         self._prefix = bytearray()  # the partial size prefix (< 4 bytes) while no frame is open
         self._frame: bytearray | None = None  # the frame being assembled, sized exactly
@@ -47,8 +47,10 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet handed out as a frame."""
-        return len(self._prefix) + self._filled
+        """Bytes received but not yet handed out as a frame (an open frame's size prefix included)."""
+        if self._frame is not None:
+            return FRAME_SIZE.size + self._filled
+        return len(self._prefix)
 
     def _check(self, size: int) -> None:
         if size < 0:

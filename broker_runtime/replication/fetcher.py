@@ -17,9 +17,24 @@ The fetch offset the leader sees *is* this follower's log end offset: that is ho
 positions (and so the high watermark) -- there is no separate acknowledgement. The next fetch is sent as soon
 as the previous answer is processed, so an acks=-1 produce completes after two follower round trips.
 
-Requests are encoded with the protocol codec and sent over the task's own socket (the replication layer uses
-no client library). Connection errors close the socket and retry after the backoff; nothing here blocks the
-event loop except the (short, synchronous) storage append.
+Requests go over the task's own asyncio stream (the replication layer uses no client library); correlation ids,
+framing of the answer (at most ``max_response_bytes``, refused with a ``ProtocolError`` naming size and bound
+before it is buffered) and decoding are the sans-IO
+:class:`~broker_runtime.protocol.client_connection.ClientConnection` the client uses too; this module only
+reads and writes the stream. Nothing here blocks the event loop except the (short, synchronous) storage append.
+
+Failures (Kafka's ``AbstractFetcherThread``: a fetcher that is shutting down does not report errors): any
+failed round trip closes the connection and retries after ``replica.fetch.backoff.ms``. How loudly:
+
+  * the fetcher is stopping (its broker shuts down, or the partitions moved): nothing above DEBUG;
+  * the leader closed the connection, refused it, timed out or answered a top-level error: INFO while the
+    fetcher has been failing for less than ``replica.lag.time.max.ms`` (``lag_time_max_ms``) without a
+    successful round trip, WARNING once it has failed for longer -- by then the leader has dropped this
+    follower from the ISR, so it matters. A leader restarting, or every node of a cluster stopping at once
+    (each follower sees its leaders close their connections), therefore logs INFO lines only; the first
+    successful round trip after failures logs one INFO line and ends the streak;
+  * bytes that break the protocol (``ProtocolError``: a malformed answer, a frame above the bound, a
+    correlation id out of step): WARNING at once; anything unexpected: ERROR with its traceback.
 
 Thread-safety: every method runs on the broker's event-loop thread.
 """
@@ -30,23 +45,23 @@ import asyncio
 import contextlib
 import logging
 import socket
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError, StorageError
-from broker_runtime.protocol.messages import decode_response, encode_request
+from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, ProtocolError, StorageError
+from broker_runtime.protocol.client_connection import ClientConnection
+from broker_runtime.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from broker_runtime.protocol.messages import ApiKey, IsolationLevel
 from broker_runtime.replication.partition import Partition
 
-__all__ = ["FETCH_API_KEY", "FETCH_VERSION", "FetcherConfig", "ReplicaFetcher"]
+__all__ = ["FETCH_VERSION", "FetcherConfig", "ReplicaFetcher"]
 
 _log = logging.getLogger(__name__)
 
-FETCH_API_KEY = 1
 #: The Fetch version followers speak (the broker's highest; ReplicaId is a body field up to v14).
 FETCH_VERSION = 12
-_SIZE = struct.Struct(">i")
+_RECV_BYTES = 1 << 20
 
 TopicPartition = tuple[str, int]
 
@@ -64,6 +79,10 @@ class FetcherConfig:
     #: How long to wait for an answer beyond MaxWaitMs before the connection is considered dead.
     socket_timeout_ms: int = 30000
     client_id: str = "pylog-replica-fetcher"
+    #: replica.lag.time.max.ms: connection failures are INFO until they have lasted this long, then WARNING.
+    lag_time_max_ms: int = 30000
+    #: The largest answer accepted (socket.request.max.bytes' default); a larger size prefix is a ProtocolError.
+    max_response_bytes: int = DEFAULT_MAX_FRAME_BYTES
 
 
 class ReplicaFetcher:
@@ -86,8 +105,13 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._correlation_id = 0
+        self._address = ""
+        self._state = ClientConnection(config.client_id, max_frame_bytes=config.max_response_bytes)
         self._stopping = False
+        #: Loop time of the first failure since the last successful round trip (None: not failing).
+        self._failing_since: float | None = None
+        #: The last error a round trip failed with (None after a success); for tests and diagnostics.
+        self.last_error: BaseException | None = None
         #: Partitions that answered an error: not fetched again before this loop time (per-partition backoff).
         self._retry_at: dict[TopicPartition, float] = {}
         #: Fetch round trips completed (for tests and logs).
@@ -142,30 +166,72 @@ class ReplicaFetcher:
                 await self._fetch_once(ready)
             except asyncio.CancelledError:
                 raise
-            except (TimeoutError, OSError, ProtocolError, KafkaError, asyncio.IncompleteReadError) as exc:
-                _log.warning(
-                    "node %d: fetching from leader %d failed (%s: %s); retrying in %d ms",
-                    self._config.node_id,
-                    self.leader_id,
-                    type(exc).__name__,
-                    exc,
-                    self._config.backoff_ms,
-                )
+            except Exception as exc:
                 self._close()
+                self._report_failure(exc)
                 await asyncio.sleep(backoff_s)
-            except Exception:
-                _log.exception("node %d: fetcher for leader %d failed", self._config.node_id, self.leader_id)
-                self._close()
-                await asyncio.sleep(backoff_s)
+            else:
+                self._report_success()
+
+    def _report_failure(self, exc: Exception) -> None:
+        """Log a failed round trip at the level the module docstring gives it."""
+        self.last_error = exc
+        now = asyncio.get_running_loop().time()
+        if self._failing_since is None:
+            self._failing_since = now
+        failing_ms = int((now - self._failing_since) * 1000)
+        node, leader = self._config.node_id, self.leader_id
+        if self._stopping:
+            _log.debug(
+                "node %d: fetcher for leader %d stopping (%s: %s)", node, leader, type(exc).__name__, exc
+            )
+            return
+        if isinstance(exc, ProtocolError):
+            level = logging.WARNING
+        elif isinstance(
+            exc, KafkaError | OSError
+        ):  # BrokerConnectionError, refused, timed out, top-level error
+            level = logging.WARNING if failing_ms >= self._config.lag_time_max_ms else logging.INFO
+        else:
+            _log.error("node %d: fetcher for leader %d failed", node, leader, exc_info=exc)
+            return
+        _log.log(
+            level,
+            "node %d: fetching from leader %d failed (%s: %s); failing for %d ms, retrying in %d ms",
+            node,
+            leader,
+            type(exc).__name__,
+            exc,
+            failing_ms,
+            self._config.backoff_ms,
+        )
+
+    def _report_success(self) -> None:
+        if self._failing_since is not None:
+            _log.info(
+                "node %d: fetching from leader %d works again (%s)",
+                self._config.node_id,
+                self.leader_id,
+                self.last_error,
+            )
+        self._failing_since = None
+        self.last_error = None
 
     async def _connect(self) -> None:
         address = self._resolve(self.leader_id)
         if address is None:
             raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"no address known for broker {self.leader_id}")
         host, port = address
+        self._address = f"{host}:{port}"
         timeout_s = self._config.socket_timeout_ms / 1000
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        except TimeoutError as exc:
+            raise BrokerConnectionError(self._address, f"connect timed out after {timeout_s:g} s") from exc
+        except OSError as exc:
+            raise BrokerConnectionError(self._address, f"cannot connect: {exc.strerror or exc}") from exc
         self._reader, self._writer = reader, writer
+        self._state.reset()
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -177,6 +243,7 @@ class ReplicaFetcher:
     def _close(self) -> None:
         writer = self._writer
         self._reader = self._writer = None
+        self._state.reset()
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.close()
@@ -203,7 +270,7 @@ class ReplicaFetcher:
             "MaxWaitMs": cfg.max_wait_ms,
             "MinBytes": cfg.min_bytes,
             "MaxBytes": cfg.max_bytes,
-            "IsolationLevel": 0,
+            "IsolationLevel": IsolationLevel.READ_UNCOMMITTED,
             "SessionId": 0,
             "SessionEpoch": -1,
             "Topics": topics,
@@ -216,24 +283,7 @@ class ReplicaFetcher:
         reader, writer = self._reader, self._writer
         assert reader is not None and writer is not None
         parts = sorted(ready, key=lambda p: (p.topic, p.partition))
-        self._correlation_id += 1
-        writer.write(
-            encode_request(
-                FETCH_API_KEY,
-                FETCH_VERSION,
-                self._correlation_id,
-                self._config.client_id,
-                self._request_body(parts),
-            )
-        )
-        timeout_s = (self._config.max_wait_ms + self._config.socket_timeout_ms) / 1000
-        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout_s))
-        frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
-        correlation_id, body = decode_response(FETCH_API_KEY, FETCH_VERSION, frame)
-        if correlation_id != self._correlation_id:
-            raise ProtocolError(
-                f"fetch answer has correlation id {correlation_id}, expected {self._correlation_id}"
-            )
+        body = await self._round_trip(reader, writer, self._request_body(parts))
         self.rounds += 1
         if body["ErrorCode"]:
             raise KafkaError(body["ErrorCode"], f"leader {self.leader_id} refused the fetch")
@@ -248,6 +298,24 @@ class ReplicaFetcher:
                     self._retry_at[tp] = retry_at
                 else:
                     self._retry_at.pop(tp, None)
+
+    async def _round_trip(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Send one Fetch and read until its answer is complete; return the answer's body."""
+        _, chunks = self._state.send_request(ApiKey.FETCH, FETCH_VERSION, body)
+        writer.writelines(chunks)
+        timeout_s = (self._config.max_wait_ms + self._config.socket_timeout_ms) / 1000
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(_RECV_BYTES), timeout_s)
+            except TimeoutError as exc:
+                raise BrokerConnectionError(self._address, f"no answer within {timeout_s:g} s") from exc
+            if not data:
+                raise BrokerConnectionError(self._address, "connection closed by the leader")
+            responses = self._state.receive_data(data)
+            if responses:
+                return responses[-1].body
 
     def _process(self, partition: Partition, entry: dict[str, Any]) -> bool:
         code = entry["ErrorCode"]

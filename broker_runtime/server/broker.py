@@ -213,6 +213,7 @@ class Broker:
                 partition_max_bytes=cfg.replica_fetch_max_bytes,
                 backoff_ms=cfg.replica_fetch_backoff_ms,
                 socket_timeout_ms=cfg.replica_socket_timeout_ms,
+                lag_time_max_ms=cfg.replica_lag_time_max_ms,
             ),
             resolve_broker=resolve,
             cluster_mode=cfg.cluster_dir is not None,
@@ -322,7 +323,7 @@ class Broker:
             _log.info("broker %d stopping", cfg.node_id)
             server.close()
             for conn in list(self._connections):
-                conn.close("broker stopping")
+                conn.close("broker stopping", level=logging.INFO)
             for task in periodic:
                 task.cancel()
             if self._timer_handle is not None:

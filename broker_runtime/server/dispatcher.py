@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from broker_runtime.errors import ProtocolError, UnsupportedVersionError
-from broker_runtime.protocol.messages import RequestHeader, decode_request, encode_response_chunks
+from broker_runtime.protocol.messages import ApiKey, RequestHeader, decode_request, encode_response_chunks
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.handlers import api_versions, handler_table, supported_versions
 from broker_runtime.server.network import CLOSE, Connection
@@ -41,7 +41,7 @@ class Dispatcher:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
             bad: RequestHeader | None = getattr(exc, "header", None)
-            if bad is not None and bad.api_key == api_versions.API_KEY:
+            if bad is not None and bad.api_key == ApiKey.API_VERSIONS:
                 _log.info(
                     "client %r at %s sent ApiVersions v%d; answering UNSUPPORTED_VERSION",
                     bad.client_id,
@@ -49,7 +49,7 @@ class Dispatcher:
                     bad.api_version,
                 )
                 return encode_response_chunks(
-                    api_versions.API_KEY, 0, bad.correlation_id, api_versions.unsupported_version_body()
+                    ApiKey.API_VERSIONS, 0, bad.correlation_id, api_versions.unsupported_version_body()
                 )
             _log.warning("closing connection %s: unsupported request: %s", connection.peer, exc)
             return CLOSE

@@ -134,7 +134,7 @@ class Connection(asyncio.Protocol):
             if isinstance(slot, asyncio.Future) and not slot.done():
                 # Nobody will read the answer: cancelling lets the delayed operation finish at its next check.
                 slot.cancel()
-        if self._decoder_has_partial():
+        if self._decoder.buffered:
             _log.info("connection %s closed mid-request (partial frame discarded)", self.peer)
         if self._on_close is not None:
             self._on_close(self)
@@ -154,14 +154,18 @@ class Connection(asyncio.Protocol):
     def is_open(self) -> bool:
         return not self._closing and self._transport is not None
 
-    def close(self, reason: str) -> None:
-        """Close this connection (after flushing what was already written) and log one line why."""
+    def close(self, reason: str, *, level: int = logging.WARNING) -> None:
+        """Close this connection (after flushing what was already written) and log one line why.
+
+        ``level``: WARNING for a connection refused for its input (the default), INFO for an expected close
+        such as the broker stopping.
+        """
         if self._closing:
             return
         self._write_out()  # responses resolved before the refusal still go out, in order
         self._closing = True
         self._queue.clear()
-        _log.warning("closing connection %s: %s", self.peer, reason)
+        _log.log(level, "closing connection %s: %s", self.peer, reason)
         if self._transport is not None:
             self._transport.close()
 
@@ -253,10 +257,3 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._read_paused:
             self._read_paused = False
             transport.resume_reading()
-
-    def _decoder_has_partial(self) -> bool:
-        pending = getattr(self._decoder, "buffered_bytes", None)
-        if pending is None:
-            return False
-        value = pending() if callable(pending) else pending
-        return bool(value)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.client import BrokerConnectionError, KafkaClient, NewTopic
+from broker_runtime.client.connection import MAX_RESPONSE_BYTES
 from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
-from broker_runtime.protocol.messages import decode_request, encode_response
+from broker_runtime.protocol.messages import ApiKey, decode_request, encode_response
 
 # --- error paths without a broker -----------------------------------------------------------------------
 
@@ -123,7 +124,11 @@ def test_silent_peer_times_out(fake_broker: Callable[..., FakeBroker]) -> None:
 def test_wrong_correlation_id_is_rejected(fake_broker: Callable[..., FakeBroker]) -> None:
     def answer_wrong(conn: socket.socket) -> None:
         header, _ = decode_request(_read_request(conn))
-        conn.sendall(encode_response(18, header.api_version, header.correlation_id + 1, {"ApiKeys": []}))
+        conn.sendall(
+            encode_response(
+                ApiKey.API_VERSIONS, header.api_version, header.correlation_id + 1, {"ApiKeys": []}
+            )
+        )
         conn.recv(1)
 
     broker = fake_broker(answer_wrong)
@@ -148,6 +153,24 @@ def test_garbage_response_is_protocol_error(fake_broker: Callable[..., FakeBroke
         client.api_versions()
 
 
+def test_oversized_response_frame_is_refused_naming_size_and_bound(
+    fake_broker: Callable[..., FakeBroker],
+) -> None:
+    def answer_huge(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(struct.pack(">i", 0x7FFFFFFF))  # a size prefix above the bound, and nothing after it
+        conn.recv(1)
+
+    broker = fake_broker(answer_huge)
+    with (
+        KafkaClient(f"127.0.0.1:{broker.port}", request_timeout_ms=2000) as client,
+        pytest.raises(
+            ProtocolError, match=f"{0x7FFFFFFF} bytes exceeds max_frame_bytes {MAX_RESPONSE_BYTES}"
+        ),
+    ):
+        client.api_versions()
+
+
 def test_version_negotiation_falls_back_when_broker_is_older(fake_broker: Callable[..., FakeBroker]) -> None:
     seen: list[int] = []
 
@@ -161,11 +184,15 @@ def test_version_negotiation_falls_back_when_broker_is_older(fake_broker: Callab
             ]
             if header.api_version > 2:  # what an old broker does: a v0 answer with UNSUPPORTED_VERSION
                 conn.sendall(
-                    encode_response(18, 0, header.correlation_id, {"ErrorCode": 35, "ApiKeys": keys})
+                    encode_response(
+                        ApiKey.API_VERSIONS, 0, header.correlation_id, {"ErrorCode": 35, "ApiKeys": keys}
+                    )
                 )
             else:
                 conn.sendall(
-                    encode_response(18, header.api_version, header.correlation_id, {"ApiKeys": keys})
+                    encode_response(
+                        ApiKey.API_VERSIONS, header.api_version, header.correlation_id, {"ApiKeys": keys}
+                    )
                 )
                 break
         conn.recv(1)
@@ -311,7 +338,9 @@ def test_min_versions_refuse_a_broker_below_the_floor(fake_broker: Callable[...,
             {"ApiKey": 0, "MinVersion": 0, "MaxVersion": 2},  # no magic-2 record batches before v3
             {"ApiKey": 1, "MinVersion": 0, "MaxVersion": 12},
         ]
-        conn.sendall(encode_response(18, header.api_version, header.correlation_id, {"ApiKeys": keys}))
+        conn.sendall(
+            encode_response(ApiKey.API_VERSIONS, header.api_version, header.correlation_id, {"ApiKeys": keys})
+        )
         conn.recv(1)
 
     broker = fake_broker(broker_with_old_apis)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import ApiKey
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, produce_body
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,7 +23,7 @@ def _garbage(n: int) -> bytes:
     return _RANDOM.randbytes(n)
 
 
-API_VERSIONS, PRODUCE, CREATE = 18, 0, 19
+API_VERSIONS, PRODUCE, CREATE = ApiKey.API_VERSIONS, ApiKey.PRODUCE, ApiKey.CREATE_TOPICS
 
 
 def _frame(payload: bytes) -> bytes:

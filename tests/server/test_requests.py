@@ -8,12 +8,22 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    ApiKey,
+    IsolationLevel,
+)
 from broker_runtime.server.handlers import supported_versions
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 
 pytestmark = pytest.mark.timeout(60)
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE, INIT_PID, DESCRIBE = 0, 1, 2, 3, 18, 19, 22, 32
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA
+API_VERSIONS, CREATE, INIT_PID = ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS, ApiKey.INIT_PRODUCER_ID
+DESCRIBE = ApiKey.DESCRIBE_CONFIGS
 
 
 def _create(
@@ -125,8 +135,8 @@ def test_list_offsets(bootstrap: str) -> None:
 
         def lookup(ts: int, version: int = 8) -> tuple[int, int]:
             body = {
-                "ReplicaId": -1,
-                "IsolationLevel": 0,
+                "ReplicaId": CONSUMER_REPLICA_ID,
+                "IsolationLevel": IsolationLevel.READ_UNCOMMITTED,
                 "Topics": [
                     {
                         "Name": "l",
@@ -138,15 +148,18 @@ def test_list_offsets(bootstrap: str) -> None:
             assert p["ErrorCode"] == 0
             return p["Offset"], p["Timestamp"]
 
-        assert lookup(-1) == (6, -1)
-        assert lookup(-2) == (0, -1)
-        assert lookup(-3) == (4, base + 2000)
+        assert lookup(LATEST_TIMESTAMP) == (6, -1)
+        assert lookup(EARLIEST_TIMESTAMP) == (0, -1)
+        assert lookup(MAX_TIMESTAMP) == (4, base + 2000)
         assert lookup(base + 500)[0] == 2
         assert lookup(base + 10_000) == (-1, -1)
         body0 = {
-            "ReplicaId": -1,
+            "ReplicaId": CONSUMER_REPLICA_ID,
             "Topics": [
-                {"Name": "l", "Partitions": [{"PartitionIndex": 0, "Timestamp": -1, "MaxNumOffsets": 1}]}
+                {
+                    "Name": "l",
+                    "Partitions": [{"PartitionIndex": 0, "Timestamp": LATEST_TIMESTAMP, "MaxNumOffsets": 1}],
+                }
             ],
         }
         assert conn.call(LIST_OFFSETS, 0, body0)["Topics"][0]["Partitions"][0]["OldStyleOffsets"] == [6]

@@ -29,7 +29,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from broker_runtime.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from broker_runtime.errors import ErrorCode, MessageDefinitionError, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import (
     api_versions,
@@ -43,6 +43,7 @@ from broker_runtime.protocol.messages import (
     produce,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
+from broker_runtime.protocol.messages.common import CONSUMER_REPLICA_ID, IsolationLevel
 from broker_runtime.protocol.messages.list_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -53,12 +54,14 @@ from broker_runtime.protocol.messages.schema import Message
 
 __all__ = [
     "API_KEYS",
+    "CONSUMER_REPLICA_ID",
     "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "ApiKey",
     "ApiSpec",
+    "IsolationLevel",
     "RequestHeader",
     "decode_request",
     "decode_request_header",
@@ -85,7 +88,9 @@ class ApiSpec:
 
     def __init__(self, request: Message, response: Message) -> None:
         if request.api_key != response.api_key or request.versions != response.versions:
-            raise ValueError(f"{request.name} and {response.name} disagree on api key or versions")
+            raise MessageDefinitionError(
+                f"{request.name} and {response.name} disagree on api key or versions"
+            )
         self.name = request.name.removesuffix("Request")
         self.api_key = request.api_key
         self.min_version, self.max_version = request.versions
@@ -225,7 +230,7 @@ def encode_response_chunks(
     """Like :func:`encode_response` but return the chunks (size prefix first); record buffers are not copied."""
     spec = _spec_for(api_key, api_version)
     out: list[Any] = [b"", RESPONSE_HEADER_FIXED.pack(correlation_id)]
-    if spec.is_flexible(api_version) and api_key != api_versions.API_KEY:
+    if spec.is_flexible(api_version) and api_key != ApiKey.API_VERSIONS:
         out.append(b"\x00")
     spec.response.encode_into(body, api_version, out)
     return _framed(out)
@@ -246,7 +251,7 @@ def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int,
     try:
         (correlation_id,) = RESPONSE_HEADER_FIXED.unpack_from(frame, 0)
         pos = RESPONSE_HEADER_FIXED.size
-        if api_key == api_versions.API_KEY:
+        if api_key == ApiKey.API_VERSIONS:
             if api_version > 0:
                 (error_code,) = wire.INT16.unpack_from(frame, pos)
                 if error_code == ErrorCode.UNSUPPORTED_VERSION:

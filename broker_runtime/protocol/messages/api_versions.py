@@ -8,11 +8,12 @@ Definitions mirror Kafka's ApiVersionsRequest.json / ApiVersionsResponse.json. I
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 
 REQUEST = Message(
     "ApiVersionsRequest",

@@ -9,11 +9,15 @@ Immutable; thread-safe.
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
-__all__ = ["API_KEY", "REQUEST", "RESPONSE"]
+__all__ = ["API_KEY", "NO_NUM_PARTITIONS", "NO_REPLICATION_FACTOR", "REQUEST", "RESPONSE"]
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
+#: ``NumPartitions`` / ``ReplicationFactor`` meaning "the broker's default" (or: given by ``Assignments``).
+NO_NUM_PARTITIONS = -1
+NO_REPLICATION_FACTOR = -1
 
 REQUEST = Message(
     "CreateTopicsRequest",

@@ -7,11 +7,12 @@ Definitions mirror Kafka's DescribeConfigsRequest.json / DescribeConfigsResponse
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESOURCE_BROKER", "RESOURCE_TOPIC", "RESPONSE"]
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 

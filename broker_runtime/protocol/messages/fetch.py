@@ -11,11 +11,13 @@ Definitions mirror Kafka's FetchRequest.json / FetchResponse.json. Immutable; th
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
+from broker_runtime.protocol.messages.common import CONSUMER_REPLICA_ID, IsolationLevel
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 
 REQUEST = Message(
     "FetchRequest",
@@ -24,11 +26,11 @@ REQUEST = Message(
     flexible="12+",
     fields=[
         Field("ClusterId", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),
-        Field("ReplicaId", "int32", "0-14", default=-1),
+        Field("ReplicaId", "int32", "0-14", default=CONSUMER_REPLICA_ID),
         Field("MaxWaitMs", "int32", "0+"),
         Field("MinBytes", "int32", "0+"),
         Field("MaxBytes", "int32", "3+", default=0x7FFFFFFF),
-        Field("IsolationLevel", "int8", "4+", default=0),
+        Field("IsolationLevel", "int8", "4+", default=IsolationLevel.READ_UNCOMMITTED),
         Field("SessionId", "int32", "7+", default=0),
         Field("SessionEpoch", "int32", "7+", default=-1),
         Field(

@@ -7,11 +7,15 @@ FindCoordinatorResponse.json. Immutable; thread-safe.
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
-__all__ = ["API_KEY", "REQUEST", "RESPONSE"]
+__all__ = ["API_KEY", "KEY_TYPE_GROUP", "KEY_TYPE_TRANSACTION", "REQUEST", "RESPONSE"]
 
-API_KEY = 10
+API_KEY = ApiKey.FIND_COORDINATOR
+#: ``KeyType`` values (Kafka's ``FindCoordinatorRequest.CoordinatorType``).
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 
 REQUEST = Message(
     "FindCoordinatorRequest",
@@ -20,7 +24,7 @@ REQUEST = Message(
     flexible="3+",
     fields=[
         Field("Key", "string", "0-3"),
-        Field("KeyType", "int8", "1+", default=0),
+        Field("KeyType", "int8", "1+", default=KEY_TYPE_GROUP),
         Field("CoordinatorKeys", "[]string", "4+"),
     ],
 )

@@ -6,11 +6,12 @@ Definitions mirror Kafka's InitProducerIdRequest.json / InitProducerIdResponse.j
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 
 REQUEST = Message(
     "InitProducerIdRequest",

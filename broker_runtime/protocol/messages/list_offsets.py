@@ -10,6 +10,7 @@ ListOffsetsResponse.json. Immutable; thread-safe.
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = [
@@ -22,7 +23,7 @@ __all__ = [
     "RESPONSE",
 ]
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3

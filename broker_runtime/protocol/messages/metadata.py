@@ -7,11 +7,12 @@ Definitions mirror Kafka's MetadataRequest.json / MetadataResponse.json. Immutab
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = ["API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 #: Kafka's "authorized operations not requested" sentinel (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 

@@ -9,11 +9,16 @@ Definitions mirror Kafka's ProduceRequest.json / ProduceResponse.json. Immutable
 
 from __future__ import annotations
 
+from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
-__all__ = ["API_KEY", "REQUEST", "RESPONSE"]
+__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "API_KEY", "REQUEST", "RESPONSE"]
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
+#: ``Acks`` values: wait for every in-sync replica, for the leader's append only, or for nothing (no response).
+ACKS_ALL = -1
+ACKS_LEADER = 1
+ACKS_NONE = 0
 
 REQUEST = Message(
     "ProduceRequest",

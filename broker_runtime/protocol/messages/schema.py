@@ -40,7 +40,7 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from broker_runtime.errors import ProtocolError
+from broker_runtime.errors import MessageDefinitionError, ProtocolError
 from broker_runtime.protocol import wire
 
 __all__ = ["Field", "Message", "parse_versions"]
@@ -107,17 +107,17 @@ class Field:
         self.tag = tag
         self.tagged = parse_versions(tagged) if tag is not None else None
         if tag is not None and self.tagged is None:
-            raise ValueError(f"field {name}: a tag needs taggedVersions")
+            raise MessageDefinitionError(f"field {name}: a tag needs taggedVersions")
         self.default = default
         self.fields = tuple(fields) if fields is not None else None
         self.elem = type[2:] if type.startswith("[]") else None
         base = self.elem if self.elem is not None else type
         if self.fields is None and base not in _PRIMITIVES:
-            raise ValueError(f"field {name}: unknown type {type!r} (a struct type needs fields=)")
+            raise MessageDefinitionError(f"field {name}: unknown type {type!r} (a struct type needs fields=)")
         if self.fields is not None and base in _PRIMITIVES:
-            raise ValueError(f"field {name}: primitive type {type!r} cannot have fields")
+            raise MessageDefinitionError(f"field {name}: primitive type {type!r} cannot have fields")
         if self.fields is not None and self.elem is None and self.nullable is not None:
-            raise ValueError(f"field {name}: nullable struct fields are not supported")
+            raise MessageDefinitionError(f"field {name}: nullable struct fields are not supported")
 
     def present(self, version: int) -> bool:
         return _in(self.versions, version)
@@ -521,7 +521,7 @@ class Message:
     ) -> None:
         rng = parse_versions(versions)
         if rng is None:
-            raise ValueError(f"{name}: no valid versions")
+            raise MessageDefinitionError(f"{name}: no valid versions")
         self.name = name
         self.api_key = api_key
         self.versions: tuple[int, int] = rng
@@ -544,7 +544,7 @@ class Message:
         codec = self._codecs.get(version)
         if codec is None:
             if not _in(self.versions, version):
-                raise ValueError(
+                raise MessageDefinitionError(
                     f"{self.name} has no version {version} (valid {self.versions[0]}-{self.versions[1]})"
                 )
             codec = _StructCodec(self.fields, version, self.is_flexible(version), f"{self.name} v{version}")

@@ -1,6 +1,7 @@
 """One request handler module per Kafka API key, and the table the dispatcher routes by.
 
-Every handler module defines ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` (the range this broker advertises
+Every handler module names the ``REQUEST`` message it answers (from :mod:`broker_runtime.protocol.messages`,
+whose definition carries the API key), ``MIN_VERSION``, ``MAX_VERSION`` (the range this broker advertises
 in ApiVersions: exactly what it answers) and ``handle(ctx, header, body)``; see
 :mod:`broker_runtime.server.context` for the result protocol. Handlers are stateless functions; state lives in
 the :class:`~broker_runtime.server.context.BrokerContext`. Event-loop thread only.
@@ -43,9 +44,9 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
 
 def handler_table() -> dict[int, Handler]:
     """API key -> handle function."""
-    return {m.API_KEY: m.handle for m in HANDLER_MODULES}
+    return {m.REQUEST.api_key: m.handle for m in HANDLER_MODULES}
 
 
 def supported_versions() -> dict[int, tuple[int, int]]:
     """API key -> (min, max) version this broker answers, as advertised in ApiVersions."""
-    return {m.API_KEY: (m.MIN_VERSION, m.MAX_VERSION) for m in HANDLER_MODULES}
+    return {m.REQUEST.api_key: (m.MIN_VERSION, m.MAX_VERSION) for m in HANDLER_MODULES}

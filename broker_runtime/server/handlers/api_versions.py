@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, api_versions
 from broker_runtime.server.context import BrokerContext
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle", "unsupported_version_body", "version_list"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "unsupported_version_body", "version_list"]
 
-API_KEY = 18
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = api_versions.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 
@@ -34,7 +35,7 @@ def unsupported_version_body() -> dict[str, Any]:
     """The v0 body answering an ApiVersions request of a version this broker does not know."""
     return {
         "ErrorCode": ErrorCode.UNSUPPORTED_VERSION,
-        "ApiKeys": [{"ApiKey": API_KEY, "MinVersion": MIN_VERSION, "MaxVersion": MAX_VERSION}],
+        "ApiKeys": [{"ApiKey": REQUEST.api_key, "MinVersion": MIN_VERSION, "MaxVersion": MAX_VERSION}],
     }
 
 

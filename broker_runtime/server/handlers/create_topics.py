@@ -24,13 +24,14 @@ from collections import Counter
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, create_topics
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import TopicError
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
-API_KEY = 19
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = create_topics.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 7
 
@@ -46,7 +47,10 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
     replication = topic["ReplicationFactor"]
     manual: dict[int, list[int]] | None = None
     if assignments:
-        if num_partitions != -1 or replication != -1:
+        if (
+            num_partitions != create_topics.NO_NUM_PARTITIONS
+            or replication != create_topics.NO_REPLICATION_FACTOR
+        ):
             raise TopicError(
                 ErrorCode.INVALID_REQUEST,
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
@@ -59,9 +63,9 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
                 f"partitions of topic {name} must be numbered 0..{len(assignments) - 1}, "
                 f"got {sorted(a['PartitionIndex'] for a in assignments)}",
             )
-    if num_partitions == -1:
+    if num_partitions == create_topics.NO_NUM_PARTITIONS:
         num_partitions = ctx.config.num_partitions
-    if replication == -1:
+    if replication == create_topics.NO_REPLICATION_FACTOR:
         replication = ctx.config.default_replication_factor
     overrides: dict[str, str] = {}
     for cfg in topic["Configs"]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, describe_configs
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import topic_name_error
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
-API_KEY = 32
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = describe_configs.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 

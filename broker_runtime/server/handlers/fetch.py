@@ -25,14 +25,15 @@ import asyncio
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import LEADER_EPOCH, ReadResult
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "DelayedFetch", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "DelayedFetch", "handle"]
 
-API_KEY = 1
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = fetch.REQUEST
 MIN_VERSION = 4
 MAX_VERSION = 12
 
@@ -60,7 +61,7 @@ def _epoch_error(ctx: BrokerContext, part: _PartitionFetch) -> ErrorCode:
 
 
 def _read_all(
-    ctx: BrokerContext, parts: list[_PartitionFetch], max_bytes: int, replica_id: int = -1
+    ctx: BrokerContext, parts: list[_PartitionFetch], max_bytes: int, replica_id: int = CONSUMER_REPLICA_ID
 ) -> tuple[list[ReadResult], int, bool]:
     """Read every partition within the limits; returns (results, total bytes, any error)."""
     remaining = max_bytes
@@ -152,7 +153,7 @@ class DelayedFetch(DelayedOperation):
         max_bytes: int,
         max_wait_ms: int,
         future: asyncio.Future[Any],
-        replica_id: int = -1,
+        replica_id: int = CONSUMER_REPLICA_ID,
     ) -> None:
         super().__init__(max_wait_ms)
         self._replica_id = replica_id

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, find_coordinator
 from broker_runtime.server.context import BrokerContext
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
-API_KEY = 10
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 

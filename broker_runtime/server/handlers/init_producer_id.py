@@ -11,14 +11,15 @@ import logging
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, init_producer_id
 from broker_runtime.server.context import BrokerContext
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 _log = logging.getLogger(__name__)
 
-API_KEY = 22
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = init_producer_id.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 

@@ -1,10 +1,10 @@
 """ListOffsets (key 2, v0-8): offsets by timestamp, and the special timestamps.
 
-  -1 LATEST          the high watermark (= last stable offset: no transactions), timestamp -1
-  -2 EARLIEST        the log start offset, timestamp -1
-  -3 MAX_TIMESTAMP   (v7+) the offset and timestamp of the record batch with the largest timestamp
-  -4 EARLIEST_LOCAL  (v8+) the log start offset (no tiered storage)
-  t >= 0             the first offset whose timestamp is >= t (time index), or offset -1/timestamp -1
+  LATEST_TIMESTAMP (-1)          the high watermark (= last stable offset: no transactions), timestamp -1
+  EARLIEST_TIMESTAMP (-2)        the log start offset, timestamp -1
+  MAX_TIMESTAMP (-3)             (v7+) the offset and timestamp of the record batch with the largest timestamp
+  EARLIEST_LOCAL_TIMESTAMP (-4)  (v8+) the log start offset (no tiered storage)
+  t >= 0                         the first offset whose timestamp is >= t (time index), or offset -1/timestamp -1
 v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry the partition's leader epoch.
 Only the leader answers; another replica answers NOT_LEADER_OR_FOLLOWER.
 """
@@ -14,27 +14,30 @@ from __future__ import annotations
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    RequestHeader,
+    list_offsets,
+)
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import LEADER_EPOCH
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
-API_KEY = 2
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = list_offsets.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 8
-
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
 
 
 def _lookup(log: Any, timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) answering ``timestamp`` on ``log``, or None when there is no such offset."""
-    if timestamp == LATEST:
+    if timestamp == LATEST_TIMESTAMP:
         return log.high_watermark, -1
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return log.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()

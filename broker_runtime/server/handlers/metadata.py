@@ -20,13 +20,14 @@ import uuid
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, metadata
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import TopicError, topic_name_error
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
-API_KEY = 3
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = metadata.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 12
 

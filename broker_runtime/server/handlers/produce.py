@@ -28,20 +28,21 @@ import logging
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.protocol.messages import RequestHeader, produce
 from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
 
-__all__ = ["API_KEY", "MAX_VERSION", "MIN_VERSION", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 _log = logging.getLogger(__name__)
 
-API_KEY = 0
+#: The request this module answers (its API key travels with the message definition).
+REQUEST = produce.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 11
 
-_VALID_ACKS = (-1, 0, 1)
+_VALID_ACKS = (produce.ACKS_ALL, produce.ACKS_NONE, produce.ACKS_LEADER)
 
 
 def _partition_response(index: int, result: AppendResult) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                 failed.append(f"{name}-{index}: {ErrorCode(result.error).name}")
             partitions.append((index, result))
         results.append((name, partitions))
-    if acks == 0:
+    if acks == produce.ACKS_NONE:
         if failed:
             _log.info(
                 "closing connection after acks=0 produce (correlation id %d, client %r) failed: %s",
@@ -101,7 +102,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             )
             return CLOSE_CONNECTION
         return None
-    if acks == -1 and ctx.produce_purgatory is not None:
+    if acks == produce.ACKS_ALL and ctx.produce_purgatory is not None:
         return _delay_until_replicated(ctx, body["TimeoutMs"], results)
     return _body(results)
 
