@@ -11,6 +11,8 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      |    +-- CorruptIndexError      an index file that breaks its invariants
      +-- KafkaError                  a broker answered with a non-zero error code
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
+     +-- BrokerStartError            a launched broker exited (or stayed silent) before listening
+     +-- EmbeddedBrokerError         the embedded broker of a data directory could not start, be reached or stop
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
 """
@@ -20,9 +22,11 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "BrokerStartError",
     "ConfigError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "EmbeddedBrokerError",
     "ErrorCode",
     "KafkaError",
     "OffsetOutOfRangeError",
@@ -185,3 +189,21 @@ class KafkaError(PylogError):
 
 class ConfigError(PylogError, ValueError):
     """A configuration value that cannot be used; the message names the key and the allowed values."""
+
+
+# --- launcher ---
+
+
+class BrokerStartError(PylogError):
+    """A broker child process exited, or never printed ``listening on HOST:PORT``, while starting.
+
+    The first line of the message states the cause (the broker's own one-line error when it printed one); the
+    tail of the broker's log follows.
+    """
+
+
+class EmbeddedBrokerError(PylogError):
+    """The embedded broker of a data directory could not be started, reached or stopped.
+
+    The first line of the message states the cause; when the broker failed to start, its log's tail follows.
+    """
