@@ -1,5 +1,5 @@
 """``pylog-broker cluster``: N child brokers, their listening lines, the bootstrap line, clean stop on SIGTERM;
-and ``embedded_broker(..., nodes=N)``."""
+and ``broker_process(..., nodes=N)``."""
 
 from __future__ import annotations
 
