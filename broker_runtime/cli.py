@@ -214,7 +214,7 @@ def _cluster(args: argparse.Namespace) -> int:
         print(error_line(f"configuration error: {exc}"), file=sys.stderr)
         return 2
     base = config.log_dirs[0]
-    common = [tuple(item.split("=", 1)) for item in args.override]
+    common = [(key, value) for key, _, value in (item.partition("=") for item in args.override)]
     stop_requested = threading.Event()
     started = threading.Event()
 

@@ -7,7 +7,6 @@ At INFO and DEBUG the broker logs ``broker 0 listening on HOST:PORT, log dirs [.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from broker_runtime.launch import (
 )
 from broker_runtime.launch.command import parse_listening_line
 from broker_runtime.launch.embedded import LOG_FILE
+from tests.launch.conftest import pylog_broker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -59,7 +59,7 @@ def test_embedded_broker_at_every_log_level(
             assert f"listening on {bootstrap}," in (data_dir / LOG_FILE).read_text()
         # `pylog-broker stop` finds it (a failed start used to leave a broker it could not find).
         stop = subprocess.run(
-            [sys.executable, "-m", "broker_runtime", "stop", "--data-dir", str(data_dir)],
+            pylog_broker("stop", "--data-dir", str(data_dir)),
             capture_output=True,
             text=True,
             timeout=60,
@@ -76,18 +76,7 @@ def test_cluster_command_at_verbose_log_levels(level: str, tmp_path: Path) -> No
     config = tmp_path / "broker.properties"
     config.write_text(f"log.dirs={tmp_path / 'logs'}\n")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "broker_runtime",
-            "cluster",
-            "--nodes",
-            "2",
-            "-c",
-            str(config),
-            "--log-level",
-            level,
-        ],
+        pylog_broker("cluster", "--nodes", "2", "-c", str(config), "--log-level", level),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,14 @@ from broker_runtime.launch import (
     ensure_embedded_broker,
 )
 from broker_runtime.launch.embedded import DISCOVERY_FILE
+from tests.launch.conftest import pylog_broker
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _start(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker_runtime", "start", "--config", str(config), *args],
+        pylog_broker("start", "--config", str(config), *args),
         capture_output=True,
         text=True,
         timeout=60,
@@ -87,16 +87,7 @@ def test_port_in_use_is_one_line(tmp_path: Path) -> None:
 def test_cluster_command_with_a_node_log_dir_in_use_is_one_line(tmp_path: Path) -> None:
     with cluster_process(tmp_path, nodes=1):
         result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "broker_runtime",
-                "cluster",
-                "--nodes",
-                "2",
-                "-c",
-                str(tmp_path / "cluster.properties"),
-            ],
+            pylog_broker("cluster", "--nodes", "2", "-c", str(tmp_path / "cluster.properties")),
             capture_output=True,
             text=True,
             timeout=90,
