@@ -50,9 +50,9 @@ from types import FrameType
 
 from broker_runtime.errors import ConfigError, PylogError
 from broker_runtime.launch.command import (
-    ERROR_PREFIX,
     WARNING_PREFIX,
     error_line,
+    is_error_line,
     listening_line,
     parse_listening_line,
     start_command,
@@ -190,7 +190,7 @@ class _NodeStderr:
                 self._forward(line)
 
     def _forward(self, line: str) -> None:
-        if self._started.is_set() or not line.startswith(ERROR_PREFIX) or line.startswith(WARNING_PREFIX):
+        if self._started.is_set() or not is_error_line(line):
             sys.stderr.write(line)
             sys.stderr.flush()
         else:

@@ -30,6 +30,7 @@ __all__ = [
     "LISTENING_PREFIX",
     "WARNING_PREFIX",
     "error_line",
+    "is_error_line",
     "listening_line",
     "parse_listening_line",
     "start_command",
@@ -83,6 +84,11 @@ def error_line(cause: str) -> str:
     return ERROR_PREFIX + " ".join(cause.split())
 
 
+def is_error_line(line: str) -> bool:
+    """True for a ``pylog-broker: CAUSE`` line (not a warning): the broker says why it cannot go on."""
+    return line.startswith(ERROR_PREFIX) and not line.startswith(WARNING_PREFIX)
+
+
 def startup_failure_cause(stderr_text: str) -> str | None:
     """The cause a failed broker printed: its last ``pylog-broker: CAUSE`` line that is not a warning.
 
@@ -91,6 +97,6 @@ def startup_failure_cause(stderr_text: str) -> str | None:
     """
     lines = [line.strip() for line in stderr_text.splitlines() if line.strip()]
     for line in reversed(lines):
-        if line.startswith(ERROR_PREFIX) and not line.startswith(WARNING_PREFIX):
+        if is_error_line(line):
             return line[len(ERROR_PREFIX) :]
     return lines[-1] if lines else None

@@ -8,6 +8,7 @@ import pytest
 
 from broker_runtime.launch.command import (
     error_line,
+    is_error_line,
     listening_line,
     parse_listening_line,
     start_command,
@@ -100,3 +101,9 @@ def test_startup_failure_cause_without_an_error_line_is_the_last_line() -> None:
     assert startup_failure_cause(crash) == "ImportError: no module named x"
     assert startup_failure_cause("pylog-broker: warning: w\n") == "pylog-broker: warning: w"
     assert startup_failure_cause("  \n") is None
+
+
+def test_is_error_line() -> None:
+    assert is_error_line("pylog-broker: cannot start: port in use")
+    assert not is_error_line("pylog-broker: warning: unknown config key 'x' (value '1') is ignored")
+    assert not is_error_line("2026-11-23 07:00:00,000 ERROR x: pylog-broker: no")
