@@ -17,6 +17,8 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      |    +-- BrokerConnectionError  the TCP connection to a broker failed (code NETWORK_EXCEPTION)
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
      +-- MessageDefinitionError (ValueError) a wire-protocol message definition that breaks the schema rules
+     +-- BrokerStartError            a launched broker exited (or stayed silent) before listening
+     +-- EmbeddedBrokerError         the embedded broker of a data directory could not start, be reached or stop
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
 """
@@ -27,11 +29,13 @@ import enum
 
 __all__ = [
     "BrokerConnectionError",
+    "BrokerStartError",
     "ConfigError",
     "CorruptIndexError",
     "CorrelationIdMismatchError",
     "CorruptRecordError",
     "CorruptSnapshotError",
+    "EmbeddedBrokerError",
     "ErrorCode",
     "KafkaError",
     "MessageDefinitionError",
@@ -248,3 +252,21 @@ class ConfigError(PylogError, ValueError):
 class MessageDefinitionError(PylogError, ValueError):
     """A wire-protocol message definition (``protocol.messages``) that breaks the schema rules, e.g. a field of
     an unknown type; raised when the definition is built, so at import time for pylog's own messages."""
+
+
+# --- launcher ---
+
+
+class BrokerStartError(PylogError):
+    """A broker child process exited, or never printed ``listening on HOST:PORT``, while starting.
+
+    The first line of the message states the cause (the broker's own one-line error when it printed one); the
+    tail of the broker's log follows.
+    """
+
+
+class EmbeddedBrokerError(PylogError):
+    """The embedded broker of a data directory could not be started, reached or stopped.
+
+    The first line of the message states the cause; when the broker failed to start, its log's tail follows.
+    """

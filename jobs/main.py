@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import spark_kafka_log
-from broker_runtime.embedded import create_topic
+from broker_runtime.launch import create_topic
 from broker_runtime.protocol.murmur2 import partitions_for_keys
 
 

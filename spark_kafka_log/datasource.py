@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.embedded import ensure_embedded_broker
+from broker_runtime.launch import ensure_embedded_broker
 from spark_kafka_log.options import WriterOptions, parse_writer_options
 from spark_kafka_log.producer import check_topic
 from spark_kafka_log.schema import InputLayout, validate_input_schema

@@ -202,7 +202,7 @@ def _partitions_by_topic(client: KafkaClient, topics: list[str] | None) -> dict[
 def _resolve_bootstrap(options: ReaderOptions) -> str:
     if options.bootstrap_servers is not None:
         return options.bootstrap_servers
-    from spark_kafka_log.embedded import ensure_embedded_broker
+    from broker_runtime.launch import ensure_embedded_broker
 
     return ensure_embedded_broker(options.data_dir)
 

@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from spark_kafka_log.embedded import embedded_broker_address
+from broker_runtime.launch import embedded_broker_address
 from spark_kafka_log.options import WriterOptions
 from spark_kafka_log.producer import PartitionStats, TaskProducer
 from spark_kafka_log.schema import InputLayout

@@ -3,7 +3,7 @@
 * ``broker``: an in-process :class:`~broker_runtime.server.broker.Broker` (its event loop in a background
   thread) -- fast, and the test can look at its logs directly;
 * ``bootstrap``: that broker's ``"127.0.0.1:PORT"``;
-* ``child_broker``: a broker in a child process via :func:`broker_runtime.embedded.embedded_broker` (the
+* ``child_broker``: a broker in a child process via :func:`broker_runtime.launch.broker_process` (the
   console-script code path), yielding its bootstrap address.
 """
 
@@ -47,7 +47,7 @@ def bootstrap(broker: Any) -> str:
 
 @pytest.fixture
 def child_broker(tmp_path: Path, broker_overrides: dict[str, str]) -> Iterator[str]:
-    from broker_runtime.embedded import embedded_broker
+    from broker_runtime.launch import broker_process
 
-    with embedded_broker(tmp_path / "child", overrides=broker_overrides) as address:
+    with broker_process(tmp_path / "child", overrides=broker_overrides) as address:
         yield address

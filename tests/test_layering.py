@@ -26,12 +26,13 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.purgatory",
     },
     "broker_runtime.client": {"broker_runtime.client", "broker_runtime.protocol"},
+    "broker_runtime.launch": {"broker_runtime.launch", "broker_runtime.client", "broker_runtime.protocol"},
     "spark_kafka_log": {
         "spark_kafka_log",
         "broker_runtime.protocol",
         "broker_runtime.client",
         "broker_runtime.storage",  # read-only: the reader's direct segment scan
-        "broker_runtime.embedded",
+        "broker_runtime.launch",
     },
 }
 

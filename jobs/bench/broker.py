@@ -1,6 +1,6 @@
 """Benchmark section "broker": a real librdkafka producer (confluent-kafka) against pylog's broker.
 
-The broker runs as a child process (``broker_runtime.embedded.embedded_broker``), as in production. Figures:
+The broker runs as a child process (``broker_runtime.launch.broker_process``), as in production. Figures:
 
 * throughput: N messages of 100 B value (4-byte key), acks=1, linger.ms=5, batch.size=1 MiB, 4 partitions,
   uncompressed; messages per second from the first ``produce()`` to the last delivery report (target >= 1M/s);
@@ -29,13 +29,13 @@ PARTITIONS = 4
 
 
 def run(quick: bool) -> list[Result]:
-    from broker_runtime.embedded import create_topic, embedded_broker
+    from broker_runtime.launch import broker_process, create_topic
 
     n = 20_000 if quick else 1_000_000
     warmup = min(n, 20_000)
     latency_n = max(n // 5, 10_000)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with tempfile.TemporaryDirectory(prefix="pylog-bench-") as data, embedded_broker(data) as bootstrap:
+    with tempfile.TemporaryDirectory(prefix="pylog-bench-") as data, broker_process(data) as bootstrap:
         create_topic(bootstrap, "bench", PARTITIONS)
         create_topic(bootstrap, "bench-latency", PARTITIONS)
         throughput(SECTION, bootstrap, "bench", "1", warmup)  # warm-up: connections, metadata, page cache

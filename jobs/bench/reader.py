@@ -21,13 +21,15 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from broker_runtime.embedded import create_topic, embedded_broker, request
+from broker_runtime.client import KafkaClient
+from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.protocol.arrow_records import build_batches
 from jobs.bench.common import Result, median_seconds
 
@@ -48,7 +50,17 @@ def _random_binary(rng: np.random.Generator, n: int, width: int) -> pa.Array:
 
 
 def _produce(bootstrap: str, topic: str, partition: int, n: int, key_bytes: int, value_bytes: int) -> None:
-    """Append n records to one partition with raw Produce requests of one 256 KiB batch each (acks=1)."""
+    """Append n records to one partition with Produce requests of one 256 KiB batch each (acks=1)."""
+    with KafkaClient(bootstrap, client_id="pylog-bench") as client:
+        leader = client.leader_for(topic, partition)
+        for records in _batches(partition, n, key_bytes, value_bytes):
+            results = client.produce(leader, {(topic, partition): records}, acks=1, timeout_ms=30000)
+            code = (results or {})[(topic, partition)].error
+            if code:
+                raise RuntimeError(f"produce to {topic}-{partition} failed with error code {code}")
+
+
+def _batches(partition: int, n: int, key_bytes: int, value_bytes: int) -> Iterator[bytes]:
     rng = np.random.default_rng(partition)
     now = int(time.time() * 1000) - n
     step = 200_000
@@ -61,16 +73,7 @@ def _produce(bootstrap: str, topic: str, partition: int, n: int, key_bytes: int,
             max_batch_bytes=_BATCH_BYTES,
         )
         for b in batches:  # Produce v3+ takes exactly one batch per partition and request
-            body = {
-                "TransactionalId": None,
-                "Acks": 1,
-                "TimeoutMs": 30000,
-                "TopicData": [{"Name": topic, "PartitionData": [{"Index": partition, "Records": b.data}]}],
-            }
-            resp = request(bootstrap, 0, 7, body)
-            code = resp["Responses"][0]["PartitionResponses"][0]["ErrorCode"]
-            if code:
-                raise RuntimeError(f"produce to {topic}-{partition} failed with error code {code}")
+            yield b.data
 
 
 # ---------------------------------------------------------------------- the ceiling: prebuilt batches
@@ -165,7 +168,7 @@ def run(quick: bool) -> list[Result]:
     try:
         logs = os.path.join(tmp, "logs")
         overrides = {"num.partitions": str(_PARTITIONS), "log.dirs": logs, "log.retention.ms": "-1"}
-        with embedded_broker(tmp, overrides=overrides) as bootstrap:
+        with broker_process(tmp, overrides=overrides) as bootstrap:
             create_topic(bootstrap, "bench", partitions=_PARTITIONS)
             for p in range(_PARTITIONS):
                 _produce(bootstrap, "bench", p, rows // _PARTITIONS, 16, 100)

@@ -1,6 +1,6 @@
 """Benchmark section "replication": acks=all on replication factor 3 against acks=1 on replication factor 1.
 
-One 3-node cluster of broker processes (``broker_runtime.embedded.embedded_cluster``), two topics in the same
+One 3-node cluster of broker processes (``broker_runtime.launch.broker_process(..., nodes=3)``), two topics in the same
 run: ``rf1`` (4 partitions, one replica each) and ``rf3`` (4 partitions, three replicas each; leaders spread
 round-robin over the nodes). A real librdkafka producer (confluent-kafka), 100 B values, 4-byte keys,
 linger.ms=5, batch.size=1 MiB, uncompressed. Figures:
@@ -30,14 +30,14 @@ PARTITIONS = 4
 
 
 def run(quick: bool) -> list[Result]:
-    from broker_runtime.embedded import create_topic, embedded_cluster
+    from broker_runtime.launch import broker_process, create_topic
 
     n = 10_000 if quick else 300_000
     warmup = min(n, 10_000)
     latency_n = max(n // 5, 5_000)
     with (
         tempfile.TemporaryDirectory(prefix="pylog-bench-") as data,
-        embedded_cluster(data, nodes=3) as bootstrap,
+        broker_process(data, nodes=3) as bootstrap,
     ):
         create_topic(bootstrap, "rf1", PARTITIONS, replication_factor=1)
         create_topic(bootstrap, "rf3", PARTITIONS, replication_factor=3)

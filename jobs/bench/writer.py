@@ -74,7 +74,7 @@ def _confluent_loop(bootstrap: str, topic: str) -> Callable[[Iterator[Any]], Non
 
 def run(quick: bool) -> list[Result]:
     import spark_kafka_log
-    from spark_kafka_log.embedded import ensure_embedded_broker, stop_embedded_broker
+    from broker_runtime.launch import ensure_embedded_broker, stop_embedded_broker
 
     rows = 20_000 if quick else 2_000_000
     repeat = 1 if quick else 3

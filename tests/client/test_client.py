@@ -212,9 +212,9 @@ def test_version_negotiation_falls_back_when_broker_is_older(fake_broker: Callab
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    embedded = pytest.importorskip("broker_runtime.embedded")
+    embedded = pytest.importorskip("broker_runtime.launch")
     data_dir: Path = tmp_path_factory.mktemp("broker")
-    with embedded.embedded_broker(data_dir) as address:
+    with embedded.broker_process(data_dir) as address:
         yield address
 
 

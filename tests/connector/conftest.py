@@ -42,8 +42,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real pylog broker (child process on a loopback port) for the tests of one module: ``host:port``."""
-    from broker_runtime.embedded import embedded_broker
+    from broker_runtime.launch import broker_process
 
     data_dir = tmp_path_factory.mktemp("broker")
-    with embedded_broker(data_dir, overrides={"num.partitions": "3"}) as address:
+    with broker_process(data_dir, overrides={"num.partitions": "3"}) as address:
         yield address

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from chispa import assert_df_equality
 
-from broker_runtime.embedded import embedded_broker
+from broker_runtime.launch import broker_process
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -37,7 +37,7 @@ def rbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         "log.index.interval.bytes": "1024",
         "log.retention.ms": "-1",  # the test data carries 2023 timestamps
     }
-    with embedded_broker(data_dir, overrides=overrides) as address:
+    with broker_process(data_dir, overrides=overrides) as address:
         yield address, str(logs)
 
 
@@ -416,7 +416,7 @@ def retention_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         "log.retention.bytes": "65536",
         "log.retention.check.interval.ms": "100",
     }
-    with embedded_broker(data_dir, overrides=overrides) as address:
+    with broker_process(data_dir, overrides=overrides) as address:
         yield address, str(logs)
 
 

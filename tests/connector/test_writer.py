@@ -17,7 +17,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
-from spark_kafka_log.embedded import ensure_embedded_broker, stop_embedded_broker
+from broker_runtime.launch import ensure_embedded_broker, stop_embedded_broker
 from tests.connector.kafka_peer import consume_all, partition_counts, produce_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_log.embedded import (
+from broker_runtime.launch.embedded import (
     DISCOVERY_FILE,
     embedded_broker_address,
     ensure_embedded_broker,

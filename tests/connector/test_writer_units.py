@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_kafka_log.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
+from broker_runtime.launch.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
 from spark_kafka_log.options import parse_writer_options
 from spark_kafka_log.producer import PartitionStats, TaskProducer
 from spark_kafka_log.schema import InputLayout

@@ -1,7 +1,7 @@
-"""Helpers for cluster tests: real broker processes (``start_cluster``), raw sockets, SIGSTOP/SIGCONT.
+"""Helpers for cluster tests: real broker processes (``cluster_process``), raw sockets, SIGSTOP/SIGCONT.
 
 Nothing here waits without a deadline: every poll has a timeout and every stopped process is continued in a
-``finally`` (and ``start_cluster`` continues them again before stopping the cluster).
+``finally`` (and ``cluster_process`` continues them again before stopping the cluster).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from broker_runtime.embedded import EmbeddedCluster, create_topic, request
+from broker_runtime.launch import BrokerCluster, create_topic
 from broker_runtime.protocol.batch_header import iter_batch_spans
+from tests.server.rawclient import request
 
 METADATA, LIST_OFFSETS = 3, 2
 
@@ -58,7 +59,7 @@ def isr(bootstrap: str, topic: str, partition: int = 0) -> list[int]:
 
 
 def create_replicated(
-    cluster: EmbeddedCluster,
+    cluster: BrokerCluster,
     topic: str,
     partitions: int = 1,
     rf: int = 3,
@@ -94,7 +95,7 @@ def high_watermark(bootstrap: str, topic: str, partition: int = 0) -> int:
     return offset
 
 
-def leo_on_disk(cluster: EmbeddedCluster, node_id: int, topic: str, partition: int = 0) -> int:
+def leo_on_disk(cluster: BrokerCluster, node_id: int, topic: str, partition: int = 0) -> int:
     """The log end offset of a replica, read from its segment files (read-only; whole batches only)."""
     directory = Path(cluster.data_dir) / "kafka-logs" / f"node-{node_id}" / f"{topic}-{partition}"
     leo = 0

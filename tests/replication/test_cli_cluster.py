@@ -1,5 +1,5 @@
 """``pylog-broker cluster``: N child brokers, their listening lines, the bootstrap line, clean stop on SIGTERM;
-and ``embedded_broker(..., nodes=N)``."""
+and ``broker_process(..., nodes=N)``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.embedded import create_topic, embedded_broker
+from broker_runtime.launch import broker_process, create_topic
 from tests.replication.conftest import metadata, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -62,7 +62,7 @@ def test_cluster_command_prints_nodes_and_bootstrap_and_stops_cleanly(tmp_path: 
 
 
 def test_embedded_broker_with_nodes_yields_the_bootstrap_list(tmp_path: Path) -> None:
-    with embedded_broker(tmp_path, nodes=2) as bootstrap:
+    with broker_process(tmp_path, nodes=2) as bootstrap:
         assert len(bootstrap.split(",")) == 2
         create_topic(bootstrap, "two", 2, replication_factor=2)
         wait_for(

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from broker_runtime.embedded import EmbeddedCluster, start_cluster
 from broker_runtime.errors import ErrorCode
+from broker_runtime.launch import BrokerCluster, cluster_process
 from tests.replication.conftest import (
     create_replicated,
     high_watermark,
@@ -34,8 +34,8 @@ PRODUCE, FETCH = 0, 1
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with start_cluster(
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    with cluster_process(
         tmp_path_factory.mktemp("cluster"), 3, overrides={"replica.lag.time.max.ms": "60000"}
     ) as running:
         yield running
@@ -53,7 +53,7 @@ def _partition_answer(conn: RawConnection) -> dict[str, Any]:
     return result
 
 
-def test_metadata_shows_all_brokers_replicas_and_isr(cluster: EmbeddedCluster) -> None:
+def test_metadata_shows_all_brokers_replicas_and_isr(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "md", partitions=3, rf=3)
     create_replicated(cluster, "md2", partitions=2, rf=2)
     for node in cluster.nodes:
@@ -76,7 +76,7 @@ def test_metadata_shows_all_brokers_replicas_and_isr(cluster: EmbeddedCluster) -
     assert not (Path(cluster.data_dir) / "kafka-logs/node-2/md2-0").exists()
 
 
-def test_only_the_leader_serves_clients(cluster: EmbeddedCluster) -> None:
+def test_only_the_leader_serves_clients(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "lead")
     with RawConnection(cluster.nodes[1].bootstrap) as follower:
         produced = follower.call(PRODUCE, 9, produce_body("lead", 0, build_batch(1), acks=1))
@@ -90,7 +90,7 @@ def test_only_the_leader_serves_clients(cluster: EmbeddedCluster) -> None:
         assert produced["Responses"][0]["PartitionResponses"][0]["ErrorCode"] == 0
 
 
-def test_acks_all_completes_only_after_both_followers_fetched(cluster: EmbeddedCluster) -> None:
+def test_acks_all_completes_only_after_both_followers_fetched(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "wait")
     leader = cluster.nodes[0]
     with RawConnection(leader.bootstrap) as conn:
@@ -111,7 +111,7 @@ def test_acks_all_completes_only_after_both_followers_fetched(cluster: EmbeddedC
     assert high_watermark(leader.bootstrap, "wait") == 5
 
 
-def test_follower_paused_longer_than_the_timeout_gives_request_timed_out(cluster: EmbeddedCluster) -> None:
+def test_follower_paused_longer_than_the_timeout_gives_request_timed_out(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "slow")
     leader = cluster.nodes[0]
     with RawConnection(leader.bootstrap) as conn, paused(cluster.nodes[1].pid):
@@ -126,7 +126,7 @@ def test_follower_paused_longer_than_the_timeout_gives_request_timed_out(cluster
     wait_for(lambda: high_watermark(leader.bootstrap, "slow") == 3, what="HW after resume")
 
 
-def test_five_thousand_parked_requests_all_complete(cluster: EmbeddedCluster) -> None:
+def test_five_thousand_parked_requests_all_complete(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "many")
     leader = cluster.nodes[0]
     conns = [RawConnection(leader.bootstrap, timeout_s=60) for _ in range(5)]
@@ -161,7 +161,7 @@ def test_five_thousand_parked_requests_all_complete(cluster: EmbeddedCluster) ->
     print(f"5000 parked acks=-1 requests completed {elapsed * 1000:.0f} ms after the follower resumed")
 
 
-def test_confluent_kafka_acks_all_round_trip(cluster: EmbeddedCluster) -> None:
+def test_confluent_kafka_acks_all_round_trip(cluster: BrokerCluster) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     create_replicated(cluster, "rdk", partitions=3)
     producer = confluent_kafka.Producer(

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.embedded import EmbeddedCluster, request, start_cluster
+from broker_runtime.launch import BrokerCluster, cluster_process
 from tests.replication.conftest import create_replicated, isr, leo_on_disk, paused, wait_for
-from tests.server.rawclient import RawConnection, build_batch, produce_body
+from tests.server.rawclient import RawConnection, build_batch, produce_body, request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,14 +36,14 @@ SEGMENT_BYTES = BATCH_SIZE + BATCH_SIZE // 2  # one batch per segment
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
     overrides = {
         "replica.lag.time.max.ms": "1000",
         "log.retention.check.interval.ms": "100",
         "replica.fetch.max.bytes": str(SEGMENT_BYTES),
         "replica.fetch.backoff.ms": "100",
     }
-    with start_cluster(tmp_path_factory.mktemp("truncate-fully"), 2, overrides=overrides) as running:
+    with cluster_process(tmp_path_factory.mktemp("truncate-fully"), 2, overrides=overrides) as running:
         yield running
 
 
@@ -61,12 +61,12 @@ def _earliest(bootstrap: str, topic: str) -> int:
     return offset
 
 
-def _segment_bases(cluster: EmbeddedCluster, node_id: int, topic: str) -> list[int]:
+def _segment_bases(cluster: BrokerCluster, node_id: int, topic: str) -> list[int]:
     directory = Path(cluster.data_dir) / "kafka-logs" / f"node-{node_id}" / f"{topic}-0"
     return sorted(int(p.stem) for p in directory.glob("*.log"))
 
 
-def test_follower_below_the_leaders_log_start_restarts_there_and_catches_up(cluster: EmbeddedCluster) -> None:
+def test_follower_below_the_leaders_log_start_restarts_there_and_catches_up(cluster: BrokerCluster) -> None:
     topic = "trunc"
     create_replicated(
         cluster,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from broker_runtime.embedded import EmbeddedCluster, start_cluster
 from broker_runtime.errors import ErrorCode
+from broker_runtime.launch import BrokerCluster, cluster_process
 from tests.replication.conftest import create_replicated, isr, leo_on_disk, paused, wait_for
 from tests.server.rawclient import RawConnection, build_batch, produce_body
 
@@ -26,8 +26,8 @@ LAG_MS = 1000
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with start_cluster(
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    with cluster_process(
         tmp_path_factory.mktemp("isr"), 3, overrides={"replica.lag.time.max.ms": str(LAG_MS)}
     ) as running:
         yield running
@@ -44,7 +44,7 @@ def _isr_is(bootstrap: str, expected: list[int]) -> bool:
     return isr(bootstrap, "isr") == expected
 
 
-def test_stopped_followers_leave_the_isr_and_min_isr_is_enforced(cluster: EmbeddedCluster) -> None:
+def test_stopped_followers_leave_the_isr_and_min_isr_is_enforced(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "isr", configs={"min.insync.replicas": "2"})
     leader, f1, f2 = cluster.nodes
     with RawConnection(leader.bootstrap, timeout_s=30) as conn:

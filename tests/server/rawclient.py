@@ -16,7 +16,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker_runtime.protocol.messages import decode_response, encode_request
 
-__all__ = ["RawConnection", "build_batch", "create_topic_body", "fetch_body", "produce_body"]
+__all__ = ["RawConnection", "build_batch", "create_topic_body", "fetch_body", "produce_body", "request"]
 
 
 def build_batch(
@@ -94,6 +94,12 @@ class RawConnection:
                 raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
             buf += chunk
         return bytes(buf)
+
+
+def request(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Send one request to the first address of ``bootstrap`` on a fresh connection; the response body."""
+    with RawConnection(bootstrap.split(",")[0], timeout_s=30) as conn:
+        return conn.call(api_key, version, body)
 
 
 def produce_body(

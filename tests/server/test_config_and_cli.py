@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.embedded import create_topic, embedded_broker
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
+from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.server.config import BrokerConfig, read_properties
 
 pytestmark = pytest.mark.timeout(60)
@@ -100,9 +100,9 @@ def test_cli_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 
 def test_embedded_broker_restarts_with_its_data(tmp_path: Path) -> None:
-    with embedded_broker(tmp_path) as bootstrap:
+    with broker_process(tmp_path) as bootstrap:
         create_topic(bootstrap, "keep", 3, {"retention.ms": "60000"})
-    with embedded_broker(tmp_path) as bootstrap:
+    with broker_process(tmp_path) as bootstrap:
         with pytest.raises(KafkaError) as info:
             create_topic(bootstrap, "keep", 3)
         assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS

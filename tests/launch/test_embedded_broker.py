@@ -1,6 +1,6 @@
-"""The shared broker of a data directory (``broker_runtime.embedded``) and ``pylog-broker status|stop --data-dir``.
+"""The embedded broker of a data directory (``broker_runtime.launch.embedded``) and ``pylog-broker status|stop``.
 
-Every broker here is a real detached process started through :func:`ensure_shared_broker`; the CLI runs as
+Every broker here is a real detached process started through :func:`ensure_embedded_broker`; the CLI runs as
 ``python -m broker_runtime`` in a subprocess. Each test stops what it started.
 """
 
@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.embedded import (
-    DISCOVERY_FILE,
-    LOCK_FILE,
+from broker_runtime.errors import ConfigError
+from broker_runtime.launch import (
     broker_log_dir,
     create_topic,
-    ensure_shared_broker,
-    shared_broker_address,
-    shared_broker_status,
-    stop_shared_broker,
+    embedded_broker_address,
+    embedded_broker_status,
+    ensure_embedded_broker,
+    stop_embedded_broker,
 )
+from broker_runtime.launch.command import parse_listening_line
+from broker_runtime.launch.embedded import DISCOVERY_FILE, LOCK_FILE, OUT_FILE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,16 +58,16 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "data"
     yield path
     if path.is_dir():
-        info = shared_broker_status(path)
+        info = embedded_broker_status(path)
         if info is not None:
             os.kill(info["pid"], signal.SIGCONT)  # in case a test left it stopped
-        stop_shared_broker(path, timeout_s=5)
+        stop_embedded_broker(path, timeout_s=5)
 
 
 def test_status_and_stop_through_the_cli(data_dir: Path) -> None:
-    bootstrap = ensure_shared_broker(data_dir, overrides={"num.partitions": "2"})
+    bootstrap = ensure_embedded_broker(data_dir, overrides={"num.partitions": "2"})
     create_topic(bootstrap, "cli-topic", 2)
-    info = shared_broker_status(data_dir)
+    info = embedded_broker_status(data_dir)
     assert info is not None and info["bootstrap"] == bootstrap
     pid = int(info["pid"])
     # One log-dir convention: the shared broker keeps its partitions in <data_dir>/logs.
@@ -113,17 +114,17 @@ def test_cli_stop_failure_exits_1_with_the_reason(tmp_path: Path) -> None:
 
 
 def test_restart_after_stop_keeps_the_data_and_replaces_the_discovery_file(data_dir: Path) -> None:
-    first = ensure_shared_broker(data_dir)
+    first = ensure_embedded_broker(data_dir)
     create_topic(first, "kept", 1)
     pid = int(json.loads((data_dir / DISCOVERY_FILE).read_text())["pid"])
-    assert ensure_shared_broker(data_dir) == first  # found, not started again
+    assert ensure_embedded_broker(data_dir) == first  # found, not started again
     os.kill(pid, signal.SIGKILL)  # the discovery file is now stale (dead pid, closed port)
     deadline = time.monotonic() + 10
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert shared_broker_status(data_dir) is None and shared_broker_address(data_dir) is None
-    second = ensure_shared_broker(data_dir)
-    info = shared_broker_status(data_dir)
+    assert embedded_broker_status(data_dir) is None and embedded_broker_address(data_dir) is None
+    second = ensure_embedded_broker(data_dir)
+    info = embedded_broker_status(data_dir)
     assert info is not None and info["pid"] != pid and info["bootstrap"] == second
     from broker_runtime.errors import ErrorCode, KafkaError
 
@@ -140,7 +141,7 @@ def test_stop_never_signals_a_process_that_is_not_the_broker(data_dir: Path) -> 
         (data_dir / DISCOVERY_FILE).write_text(
             json.dumps({"host": "127.0.0.1", "port": 1, "pid": sleeper.pid})
         )
-        assert shared_broker_status(data_dir) is None
+        assert embedded_broker_status(data_dir) is None
         stop = _cli("stop", "--data-dir", str(data_dir))
         assert stop.returncode == 0 and "no broker running" in stop.stdout
         assert sleeper.poll() is None
@@ -151,8 +152,8 @@ def test_stop_never_signals_a_process_that_is_not_the_broker(data_dir: Path) -> 
 
 
 def test_stop_kills_a_broker_that_ignores_sigterm(data_dir: Path) -> None:
-    ensure_shared_broker(data_dir)
-    info = shared_broker_status(data_dir)
+    ensure_embedded_broker(data_dir)
+    info = embedded_broker_status(data_dir)
     assert info is not None
     pid = int(info["pid"])
     os.kill(pid, signal.SIGSTOP)  # a stopped process cannot act on SIGTERM; SIGKILL still ends it
@@ -164,7 +165,7 @@ def test_stop_kills_a_broker_that_ignores_sigterm(data_dir: Path) -> None:
 
 
 def test_concurrent_processes_share_one_broker(data_dir: Path) -> None:
-    code = "import sys; from broker_runtime.embedded import ensure_shared_broker as e; print(e(sys.argv[1]))"
+    code = "import sys; from broker_runtime.launch import ensure_embedded_broker as e; print(e(sys.argv[1]))"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(data_dir)], stdout=subprocess.PIPE, text=True, cwd=REPO
@@ -173,13 +174,13 @@ def test_concurrent_processes_share_one_broker(data_dir: Path) -> None:
     ]
     outputs = [p.communicate(timeout=90)[0].strip() for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert len(set(outputs)) == 1 and outputs[0] == shared_broker_address(data_dir)
+    assert len(set(outputs)) == 1 and outputs[0] == embedded_broker_address(data_dir)
     assert (
         len(
             [
                 line
-                for line in (data_dir / "embedded-broker.log").read_text().splitlines()
-                if "listening on" in line
+                for line in (data_dir / OUT_FILE).read_text().splitlines()
+                if parse_listening_line(line) is not None
             ]
         )
         == 1
@@ -187,6 +188,6 @@ def test_concurrent_processes_share_one_broker(data_dir: Path) -> None:
 
 
 def test_fixed_settings_cannot_be_overridden(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="log.dirs"):
-        ensure_shared_broker(tmp_path, overrides={"log.dirs": str(tmp_path / "elsewhere")})
+    with pytest.raises(ConfigError, match="log.dirs"):
+        ensure_embedded_broker(tmp_path, overrides={"log.dirs": str(tmp_path / "elsewhere")})
     assert not (tmp_path / DISCOVERY_FILE).exists()

@@ -1,0 +1,47 @@
+"""Running pylog brokers from Python: child processes for tests and tools, and the embedded broker of a data dir.
+
+Modules (this package imports only ``protocol``, ``client``, ``errors`` and ``fsutil``)::
+
+    command      the ``pylog-broker start`` command line and the parser of its ``listening on HOST:PORT`` line
+    layout       where a launched broker keeps its files under its data directory
+    broker_log   a launched broker's stderr file and the error message of a failed start
+    process      broker_process / cluster_process (child processes, stopped with the ``with``), create_topic
+    embedded     the embedded broker: ONE detached broker per data directory, found or started, that outlives
+                 its starter (discovery file, lock, start / status / stop)
+
+Every launcher builds its command with :func:`~broker_runtime.launch.command.start_command` and reads the
+broker's address with :func:`~broker_runtime.launch.command.parse_listening_line`, as ``pylog-broker cluster``
+does. Errors: :class:`~broker_runtime.errors.BrokerStartError` (a child process that did not start) and
+:class:`~broker_runtime.errors.EmbeddedBrokerError`; the first line of either states the cause.
+"""
+
+from __future__ import annotations
+
+from broker_runtime.launch.embedded import (
+    embedded_broker_address,
+    embedded_broker_status,
+    ensure_embedded_broker,
+    stop_embedded_broker,
+)
+from broker_runtime.launch.layout import broker_log_dir, cluster_node_overrides
+from broker_runtime.launch.process import (
+    BrokerCluster,
+    ClusterNode,
+    broker_process,
+    cluster_process,
+    create_topic,
+)
+
+__all__ = [
+    "BrokerCluster",
+    "ClusterNode",
+    "broker_log_dir",
+    "broker_process",
+    "cluster_node_overrides",
+    "cluster_process",
+    "create_topic",
+    "embedded_broker_address",
+    "embedded_broker_status",
+    "ensure_embedded_broker",
+    "stop_embedded_broker",
+]
