@@ -11,6 +11,12 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      |    +-- CorruptIndexError      an index file that breaks its invariants
      +-- KafkaError                  a broker answered with a non-zero error code
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
+     |    +-- WorkerPythonError      Spark's Python workers would not find pylog (connector, driver side)
+     +-- UnknownTopicError           a topic or partition a read names does not exist (connector)
+     +-- DataLossError               offsets a read needs are not in the log (connector)
+     +-- ProduceFailedError          a write task could not deliver its records (connector)
+     +-- InputDataError              a row of a written DataFrame cannot be written, e.g. a null topic
+     +-- InjectedFailure             raised by the connector's test-only fault injection, never otherwise
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
 """
@@ -23,13 +29,19 @@ __all__ = [
     "ConfigError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "DataLossError",
     "ErrorCode",
+    "InjectedFailure",
+    "InputDataError",
     "KafkaError",
     "OffsetOutOfRangeError",
+    "ProduceFailedError",
     "ProtocolError",
     "PylogError",
     "StorageError",
+    "UnknownTopicError",
     "UnsupportedVersionError",
+    "WorkerPythonError",
 ]
 
 
@@ -185,3 +197,30 @@ class KafkaError(PylogError):
 
 class ConfigError(PylogError, ValueError):
     """A configuration value that cannot be used; the message names the key and the allowed values."""
+
+
+# --- connector ---
+
+
+class WorkerPythonError(ConfigError):
+    """The Python interpreter Spark starts for its workers cannot import pylog; names the interpreter and the fix."""
+
+
+class UnknownTopicError(PylogError):
+    """A subscribed or assigned topic / partition does not exist on the broker."""
+
+
+class DataLossError(PylogError):
+    """Offsets a read needs are no longer (or not yet) in the log, and ``failOnDataLoss`` is true."""
+
+
+class ProduceFailedError(PylogError):
+    """A write task could not deliver its records; the message names topic, partition and the error."""
+
+
+class InputDataError(PylogError):
+    """A row of the DataFrame being written cannot be written (e.g. a null ``topic``); found at task time."""
+
+
+class InjectedFailure(PylogError):
+    """Raised by the connector's test-only ``pylog.test.*`` fault injection; never in production."""
