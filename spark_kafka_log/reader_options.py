@@ -44,8 +44,6 @@ from dataclasses import dataclass
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_kafka_log.option_parsing import (
-    DATA_DIR_ENV,
-    DEFAULT_DATA_DIR,
     bool_option,
     bootstrap_servers,
     choice_option,
@@ -56,8 +54,6 @@ from spark_kafka_log.option_parsing import (
 )
 
 __all__ = [
-    "DATA_DIR_ENV",
-    "DEFAULT_DATA_DIR",
     "OffsetBound",
     "ReaderOptions",
     "parse_reader_options",
