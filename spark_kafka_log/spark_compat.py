@@ -117,7 +117,7 @@ def _version_range_text() -> str:
 
 
 def worker_python(spark: Any) -> str | None:
-    """The interpreter of this session's local Python workers; None when the master is not local or unknown."""
+    """The interpreter of this SparkSession's local Python workers; None when the master is not local or unknown."""
     try:
         context = spark.sparkContext
         master = str(context.master)

@@ -1,6 +1,6 @@
 """The PySpark-dependent pieces (:mod:`spark_kafka_log.spark_compat`): the pushdown probe and the worker-interpreter check.
 
-The daemon-off reads and the bare-interpreter check need Spark sessions of their own (``spark.python.use.daemon``
+The daemon-off reads and the bare-interpreter check need Spark applications of their own (``spark.python.use.daemon``
 and ``PYSPARK_PYTHON`` are fixed when a SparkContext starts), so they run in subprocesses.
 """
 
@@ -101,7 +101,7 @@ def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on_and_off(
     done = subprocess.run(
         [
             sys.executable,
-            str(Path(__file__).with_name("own_session_read.py")),
+            str(Path(__file__).with_name("read_in_own_spark_app.py")),
             broker,
             topic,
             daemon,
@@ -129,22 +129,22 @@ class _FakeContext:
         self.pythonExec = python
 
 
-class _FakeSession:
+class _FakeSparkSession:
     def __init__(self, master: str, python: str) -> None:
         self.sparkContext = _FakeContext(master, python)
 
 
 def test_the_suites_worker_interpreter_passes_the_check() -> None:
-    spark_compat.check_worker_python(_FakeSession("local[2]", sys.executable))
+    spark_compat.check_worker_python(_FakeSparkSession("local[2]", sys.executable))
 
 
 def test_a_non_local_master_is_not_guessed() -> None:
-    spark_compat.check_worker_python(_FakeSession("spark://elsewhere:7077", "/no/such/python"))
+    spark_compat.check_worker_python(_FakeSparkSession("spark://elsewhere:7077", "/no/such/python"))
 
 
 def test_a_missing_interpreter_fails_naming_it_and_the_fix() -> None:
     with pytest.raises(WorkerPythonError, match=r"'/no/such/python'.*export PYSPARK_PYTHON="):
-        spark_compat.check_worker_python(_FakeSession("local[*]", "/no/such/python"))
+        spark_compat.check_worker_python(_FakeSparkSession("local[*]", "/no/such/python"))
 
 
 @pytest.mark.spark

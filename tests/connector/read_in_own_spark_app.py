@@ -1,10 +1,10 @@
-"""Run as a script: reads with filter pushdown off and on in a Spark session of its own, with the Python worker
-daemon on or off (``spark.python.use.daemon`` is fixed when a SparkContext starts, so the suite's shared session
-cannot flip it). Prints one JSON line: per pushdown setting ("off", "on") the row count of
+"""Run as a script: reads with filter pushdown off and on in a Spark application of its own, with the Python
+worker daemon on or off (``spark.python.use.daemon`` is fixed when a SparkContext starts, so the suite's shared
+SparkSession cannot flip it). Prints one JSON line: per pushdown setting ("off", "on") the row count of
 ``partition = 0 AND offset >= 2`` and the ranges the read tasks actually read (``[partition, start, end]``, from
 ``pylog.metricsDir``), which shows whether the filters were pushed.
 
-Usage: ``python own_session_read.py BOOTSTRAP TOPIC DAEMON(true|false) METRICS_DIR``.
+Usage: ``python read_in_own_spark_app.py BOOTSTRAP TOPIC DAEMON(true|false) METRICS_DIR``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
 
     spark = (
         SparkSession.builder.master("local[1]")
-        .appName("pylog-own-session-read")
+        .appName("pylog-own-spark-app-read")
         .config("spark.ui.enabled", "false")
         .config("spark.python.use.daemon", daemon)
         .config("spark.sql.shuffle.partitions", "1")
