@@ -16,9 +16,15 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- KafkaError                  a broker answered with a non-zero error code
      |    +-- BrokerConnectionError  the TCP connection to a broker failed (code NETWORK_EXCEPTION)
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
+     |    +-- WorkerPythonError      Spark's Python workers would not find pylog (connector, driver side)
      +-- MessageDefinitionError (ValueError) a wire-protocol message definition that breaks the schema rules
      +-- BrokerStartError            a launched broker exited (or stayed silent) before listening
      +-- EmbeddedBrokerError         the embedded broker of a data directory could not start, be reached or stop
+     +-- UnknownTopicError           a topic or partition a read names does not exist (connector)
+     +-- DataLossError               offsets a read needs are not in the log (connector)
+     +-- ProduceFailedError          a write task could not deliver its records (connector)
+     +-- InputDataError              a row of a written DataFrame cannot be written, e.g. a null topic
+     +-- InjectedFailure             raised by the connector's test-only fault injection, never otherwise
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
 """
@@ -36,16 +42,22 @@ __all__ = [
     "CorruptRecordError",
     "CorruptSnapshotError",
     "EmbeddedBrokerError",
+    "DataLossError",
     "ErrorCode",
+    "InjectedFailure",
+    "InputDataError",
     "KafkaError",
     "MessageDefinitionError",
     "OffsetOutOfRangeError",
     "ProducerStateError",
+    "ProduceFailedError",
     "ProtocolError",
     "PylogError",
     "SegmentGoneError",
     "StorageError",
+    "UnknownTopicError",
     "UnsupportedVersionError",
+    "WorkerPythonError",
 ]
 
 
@@ -270,3 +282,30 @@ class EmbeddedBrokerError(PylogError):
 
     The first line of the message states the cause; when the broker failed to start, its log's tail follows.
     """
+
+
+# --- connector ---
+
+
+class WorkerPythonError(ConfigError):
+    """The Python interpreter Spark starts for its workers cannot import pylog; names the interpreter and the fix."""
+
+
+class UnknownTopicError(PylogError):
+    """A subscribed or assigned topic / partition does not exist on the broker."""
+
+
+class DataLossError(PylogError):
+    """Offsets a read needs are no longer (or not yet) in the log, and ``failOnDataLoss`` is true."""
+
+
+class ProduceFailedError(PylogError):
+    """A write task could not deliver its records; the message names topic, partition and the error."""
+
+
+class InputDataError(PylogError):
+    """A row of the DataFrame being written cannot be written (e.g. a null ``topic``); found at task time."""
+
+
+class InjectedFailure(PylogError):
+    """Raised by the connector's test-only ``pylog.test.*`` fault injection; never in production."""

@@ -6,8 +6,14 @@ Use::
     spark_kafka_log.register(spark)          # or spark.dataSource.register(PylogDataSource)
     df.write.format("pylog").option("topic", "events").mode("append").save()
 
-Where things run: :func:`register` on the driver; the data source's ``writer()`` on the driver; the
-write tasks on the executors (see :mod:`spark_kafka_log.writer`).
+Where things run: :func:`register` on the driver, in the user's Python process; the data source's ``writer()``
+and ``reader()`` on the driver (in Python workers Spark starts); the read and write tasks on the executors (see
+:mod:`spark_kafka_log.writer`, :mod:`spark_kafka_log.reader`).
+
+:func:`register` also checks, for a local master, that the interpreter Spark will start its Python workers
+with can import pylog, and fails with one line naming the interpreter and the fix when it cannot
+(:func:`spark_kafka_log.spark_compat.check_worker_python`); otherwise the first write or read would fail deep in
+a pickling traceback with ``No module named 'spark_kafka_log'``.
 
 The zero-configuration broker is the embedded broker of ``pylog.dataDir`` (:mod:`broker_runtime.launch.embedded`,
 whose functions are re-exported here): :func:`ensure_embedded_broker` runs on the **driver** in
@@ -28,6 +34,7 @@ from broker_runtime.launch import (
     stop_embedded_broker,
 )
 from spark_kafka_log.datasource import PylogDataSource
+from spark_kafka_log.spark_compat import check_worker_python
 
 __all__ = [
     "PylogDataSource",
@@ -40,5 +47,10 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Register the ``pylog`` data source with a SparkSession (driver; once per session)."""
+    """Register the ``pylog`` data source with a SparkSession (driver; once per session).
+
+    Raises :class:`~broker_runtime.errors.WorkerPythonError` when Spark's local Python workers would run an
+    interpreter that cannot import pylog.
+    """
+    check_worker_python(spark)
     spark.dataSource.register(PylogDataSource)

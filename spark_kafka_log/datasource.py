@@ -5,10 +5,11 @@ Where and when each method runs:
 * ``PylogDataSource(options)`` -- built by Spark on the **driver** (and re-built in the Python workers that
   plan reads/writes) with the user's options in a case-insensitive dict (keys arrive lower-cased).
 * :meth:`PylogDataSource.schema` -- **driver**, once per ``spark.read.format("pylog").load()``.
-* :meth:`PylogDataSource.writer` -- **driver**, once per ``df.write.format("pylog")...save()``: parses
-  the options, validates the DataFrame's columns, finds or starts the embedded broker when no
-  ``kafka.bootstrap.servers`` is given, and checks the ``topic`` option's topic exists (auto-creating it).
-  Every configuration error surfaces here, before any task runs.
+* :meth:`PylogDataSource.writer` -- **driver**, once per ``df.write.format("pylog")...save()``:
+  :func:`spark_kafka_log.write_plan.prepare_write` parses the options, validates the DataFrame's columns,
+  finds or starts the embedded broker when no ``kafka.bootstrap.servers`` is given, checks the ``topic``
+  option's topic exists (auto-creating it) and warns once about options that weaken delivery. Every
+  configuration error surfaces here, before any task runs.
 * :meth:`PylogDataSource.streamWriter` -- **driver**, once per micro-batch (a new writer each time).
 * :meth:`PylogDataSource.reader` -- **driver**, once per read; built by :mod:`spark_kafka_log.reader`.
 
@@ -30,10 +31,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker_runtime.errors import ConfigError
-from broker_runtime.launch import ensure_embedded_broker
-from spark_kafka_log.options import WriterOptions, parse_writer_options
-from spark_kafka_log.producer import check_topic
-from spark_kafka_log.schema import InputLayout, validate_input_schema
+from spark_kafka_log.write_plan import prepare_write
 from spark_kafka_log.writer import PylogBatchWriter, PylogStreamWriter
 
 __all__ = ["PylogDataSource"]
@@ -48,7 +46,7 @@ class PylogDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Spark's Kafka source schema (plus ``headers`` with ``includeHeaders=true``)."""
-        from spark_kafka_log.reader import reader_schema  # the reader is imported only when reading
+        from spark_kafka_log.schema import reader_schema
 
         return reader_schema(str(self.options.get("includeheaders", "false")).strip().lower() == "true")
 
@@ -58,24 +56,16 @@ class PylogDataSource(DataSource):
 
         return create_reader(self.options, schema)
 
-    def _prepare(self, schema: StructType) -> tuple[WriterOptions, InputLayout, str]:
-        options = parse_writer_options(self.options)
-        layout = validate_input_schema(schema, options.topic)
-        servers = options.bootstrap_servers or ensure_embedded_broker(options.data_dir)
-        if options.topic is not None:
-            check_topic(servers, options.topic, options.request_timeout_ms)
-        return options, layout, servers
-
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise ConfigError(
                 "Save mode overwrite not allowed for pylog: a topic is an append-only log. "
                 "Use .mode('append')"
             )
-        return PylogBatchWriter(*self._prepare(schema))
+        return PylogBatchWriter(*prepare_write(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options, layout, servers = self._prepare(schema)
+        options, layout, servers = prepare_write(self.options, schema)
         checkpoint = self.options.get("checkpointlocation") or self.options.get("path")
         if checkpoint:
             state_dir = os.path.join(str(checkpoint), "pylog-sink")

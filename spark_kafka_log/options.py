@@ -17,7 +17,12 @@ Option families:
   ...), except ``batch.size`` (128 KiB, see :data:`DEFAULT_BATCH_SIZE`). An unknown ``kafka.*`` key is an error naming the supported keys (the Java client
   would only warn; silently ignoring ``kafka.ack`` would hide a typo).
 * ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``) and the test-only
-  ``pylog.test.*`` fault injections documented on :class:`WriterOptions`.
+  ``pylog.test.*`` fault injections of :mod:`spark_kafka_log.fault_injection`.
+
+Delivery guarantee: the default is idempotent with ``acks=all``. As Kafka's Java client (3.2+), idempotence left
+at its default yields to settings it cannot work with (``acks`` 0/1, ``retries=0``, more than 5 requests in
+flight) and is an error when set to ``true`` explicitly with them. :meth:`WriterOptions.weaker_delivery` names
+the options that weaken the guarantee; the driver logs it once per write (:mod:`spark_kafka_log.write_plan`).
 
 Every bad value raises :class:`~broker_runtime.errors.ConfigError` naming the option and what is allowed.
 """
@@ -30,9 +35,13 @@ from dataclasses import dataclass
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.compression import CODEC_NAMES, codec_from_name
+from spark_kafka_log.fault_injection import (
+    FAULT_OPTION_KEYS,
+    FAULT_OPTION_NAMES,
+    FaultOptions,
+    parse_fault_options,
+)
 from spark_kafka_log.option_parsing import (
-    DATA_DIR_ENV,
-    DEFAULT_DATA_DIR,
     INT32_MAX,
     bool_option,
     bootstrap_servers,
@@ -44,14 +53,11 @@ from spark_kafka_log.option_parsing import (
 )
 
 __all__ = [
-    "DATA_DIR_ENV",
     "DEFAULT_BATCH_SIZE",
-    "DEFAULT_DATA_DIR",
     "KAFKA_PRODUCER_KEYS",
     "PARTITIONERS",
     "WriterOptions",
     "parse_writer_options",
-    "resolve_data_dir",
 ]
 
 #: Partitioner names: both place keyed records on ``toPositive(murmur2(key)) % partitions`` (Java's
@@ -82,26 +88,15 @@ KAFKA_PRODUCER_KEYS = (
     "client.id",
 )
 
-_PYLOG_KEYS = (
-    "pylog.datadir",
-    "pylog.producerstatedir",
-    "pylog.test.failafterrequests",
-    "pylog.test.dropresponseafterrequests",
-)
+_PYLOG_KEYS = ("pylog.datadir", "pylog.producerstatedir", *FAULT_OPTION_KEYS)
 
 
 @dataclass(frozen=True)
 class WriterOptions:
     """Everything a write task needs, parsed and validated on the driver.
 
-    Test-only fault injection (documented here and in the README, never needed in production):
-
-    * ``pylog.test.failAfterRequests=N``: the FIRST attempt of every task raises after N of its produce
-      requests were acknowledged, so Spark retries the task (needs ``spark.task.maxFailures`` > 1, e.g.
-      master ``local[2,2]``).
-    * ``pylog.test.dropResponseAfterRequests=N``: after N acknowledged requests, the producer closes its
-      connection once without reading the responses of the requests in flight, as a network failure would,
-      and resends them (the idempotent producer must not duplicate them).
+    ``idempotence_off_by`` names the options (``"kafka.retries=0"``) that switched the default idempotence
+    off; ``faults`` holds the test-only ``pylog.test.*`` options (None in production).
     """
 
     bootstrap_servers: str | None
@@ -123,20 +118,40 @@ class WriterOptions:
     client_id: str = "pylog-writer"
     data_dir: str = ""
     producer_state_dir: str = ""
-    fail_after_requests: int | None = None
-    drop_response_after_requests: int | None = None
+    idempotence_off_by: tuple[str, ...] = ()
+    faults: FaultOptions | None = None
 
     @property
     def embedded(self) -> bool:
         """True when no bootstrap servers were given: the embedded broker of ``data_dir`` is used."""
         return self.bootstrap_servers is None
 
-    def describe(self) -> str:
-        """A short one-line summary for logs."""
-        target = self.bootstrap_servers or f"embedded broker of {self.data_dir}"
+    def weaker_delivery(self) -> str | None:
+        """One line naming the options that make delivery weaker than the default, or None with the default."""
+        if self.enable_idempotence and self.acks == -1:
+            return None
+        causes = list(self.idempotence_off_by)
+        if not self.enable_idempotence and not causes:
+            causes.append("kafka.enable.idempotence=false")
+        acks = f"kafka.acks={self.acks}"
+        if self.acks != -1 and acks not in causes:
+            causes.append(acks)
+        effects = []
+        if not self.enable_idempotence:
+            effects.append(
+                "idempotence is off, so a resent request or a retried task may write records twice (at-least-once)"
+            )
+        if self.acks == 1:
+            effects.append(
+                "a record acknowledged by the leader alone is lost if it fails before a follower copies it"
+            )
+        if self.acks == 0:
+            effects.append(
+                "the writer does not wait for the broker, so records can be lost without any error"
+            )
         return (
-            f"{target} acks={self.acks} compression={self.compression_name} batch.size={self.batch_size} "
-            f"idempotence={self.enable_idempotence} max.in.flight={self.max_in_flight}"
+            f"pylog writer: delivery is weaker than the default (idempotent, acks=all) because of "
+            f"{', '.join(causes)}: {'; '.join(effects)}"
         )
 
 
@@ -153,8 +168,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         role="writer",
         kafka_keys=KAFKA_PRODUCER_KEYS,
         pylog_keys=_PYLOG_KEYS,
-        pylog_allowed="pylog.dataDir, pylog.producerStateDir (and the test-only pylog.test.failAfterRequests, "
-        "pylog.test.dropResponseAfterRequests)",
+        pylog_allowed=f"pylog.dataDir, pylog.producerStateDir (and the test-only {', '.join(FAULT_OPTION_NAMES)})",
     )
     servers = bootstrap_servers(opts)
     topic = opts.get("topic")
@@ -177,23 +191,27 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
 
     idem_explicit = "kafka.enable.idempotence" in opts
     idempotence = bool_option(opts, "kafka.enable.idempotence", True)
+    idempotence_off_by: tuple[str, ...] = ()
     if idempotence:
-        conflicts = []
+        #: option=value -> what idempotence requires of it
+        conflicts: dict[str, str] = {}
         if acks != -1:
-            conflicts.append(f"kafka.acks must be all/-1 (got {opts.get('kafka.acks')})")
+            conflicts[f"kafka.acks={acks}"] = f"kafka.acks must be all/-1 (got {opts.get('kafka.acks')})"
         if max_in_flight > 5:
-            conflicts.append(
+            conflicts[f"kafka.max.in.flight.requests.per.connection={max_in_flight}"] = (
                 f"kafka.max.in.flight.requests.per.connection must be <= 5 (got {max_in_flight})"
             )
         if retries == 0:
-            conflicts.append("kafka.retries must be > 0")
+            conflicts["kafka.retries=0"] = "kafka.retries must be > 0"
         if conflicts:
             if idem_explicit:
                 raise ConfigError(
-                    "option 'kafka.enable.idempotence' is true, which requires: " + "; ".join(conflicts)
+                    "option 'kafka.enable.idempotence' is true, which requires: "
+                    + "; ".join(conflicts.values())
                 )
             # As Kafka's Java client (3.2+): the default idempotence yields to explicit conflicting settings.
             idempotence = False
+            idempotence_off_by = tuple(conflicts)
 
     partitioner = choice_option(opts, "kafka.partitioner", "murmur2", PARTITIONERS)
     state_dir = opts.get("pylog.producerstatedir")
@@ -220,6 +238,6 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         producer_state_dir=os.path.abspath(str(state_dir))
         if state_dir
         else os.path.join(data_dir, "producer-state"),
-        fail_after_requests=int_option(opts, "pylog.test.failAfterRequests", None, 0),
-        drop_response_after_requests=int_option(opts, "pylog.test.dropResponseAfterRequests", None, 0),
+        idempotence_off_by=idempotence_off_by,
+        faults=parse_fault_options(opts),
     )

@@ -7,7 +7,7 @@ when the DataFrame has a ``topic`` column). No Python loop runs per row: hashing
 Placement rules, in order (Kafka's Java producer with its default partitioner):
 
 1. a non-null ``partition`` column value wins; it must be in ``[0, partitions)`` or the task fails before
-   the Arrow batch holding it is sent (:class:`~broker_runtime.errors.ConfigError` naming the topic, the
+   the Arrow batch holding it is sent (:class:`~broker_runtime.errors.InputDataError` naming the topic, the
    value and the partition count);
 2. a non-null key goes to ``toPositive(murmur2(key)) % partitions``;
 3. null keys are sticky: they stay on one partition until about ``batch.size`` bytes were placed there,
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from broker_runtime.errors import ConfigError
+from broker_runtime.errors import InputDataError
 from broker_runtime.protocol.murmur2 import partitions_for_keys
 
 __all__ = ["Partitioner", "RowGroup", "group_rows"]
@@ -72,7 +72,7 @@ class Partitioner:
             bad = (ex_valid < 0) | (ex_valid >= num_partitions)
             if bad.any():
                 values = sorted({int(v) for v in ex_valid[bad][:1000]})[:5]
-                raise ConfigError(
+                raise InputDataError(
                     f"partition column: value(s) {values} are not partitions of topic {topic!r}, which has "
                     f"{num_partitions} partition(s) (0..{num_partitions - 1}); {int(bad.sum())} row(s) affected"
                 )

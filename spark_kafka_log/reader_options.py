@@ -42,9 +42,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker_runtime.errors import ConfigError
+from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_kafka_log.option_parsing import (
-    DATA_DIR_ENV,
-    DEFAULT_DATA_DIR,
     bool_option,
     bootstrap_servers,
     choice_option,
@@ -55,18 +54,11 @@ from spark_kafka_log.option_parsing import (
 )
 
 __all__ = [
-    "DATA_DIR_ENV",
-    "DEFAULT_DATA_DIR",
-    "EARLIEST",
-    "LATEST",
     "OffsetBound",
     "ReaderOptions",
     "parse_reader_options",
 ]
 
-#: Kafka's ListOffsets sentinels, also Spark's JSON sentinels.
-LATEST = -1
-EARLIEST = -2
 
 _KAFKA_KEYS = (
     "bootstrap.servers",
@@ -209,7 +201,8 @@ _BOUNDS = {
     "starting": ("earliest", "latest", '{"topicA": {"0": 23, "1": -2}}'),
     "ending": ("latest", "earliest", '{"topicA": {"0": 50, "1": -1}}'),
 }
-_SENTINELS = {"earliest": EARLIEST, "latest": LATEST}
+#: Spark's JSON sentinels are Kafka's ListOffsets ones (-2 earliest, -1 latest).
+_SENTINELS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 
 
 def _bound(opts: Mapping[str, str], side: str) -> OffsetBound:

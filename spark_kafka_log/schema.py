@@ -1,6 +1,7 @@
 """Schemas: Spark's Kafka source schema (what reads return) and the checks of a DataFrame written to pylog.
 
-Where this runs: :func:`validate_input_schema` runs on the **driver** in ``DataSource.writer()`` /
+Where this runs: :func:`reader_schema` on the **driver** (``DataSource.schema()`` / ``reader()``) and
+:func:`arrow_schema` on the **executors** (the Arrow schema a read task yields). :func:`validate_input_schema` runs on the **driver** in ``DataSource.writer()`` /
 ``streamWriter()``, so a DataFrame with a missing ``value`` column or a wrongly typed column fails before
 any task starts, with a message naming the column (Spark's Kafka sink wording where it has one). The
 resulting :class:`InputLayout` travels to the executors inside the writer.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -38,6 +40,8 @@ from broker_runtime.errors import ConfigError
 __all__ = [
     "KAFKA_SOURCE_SCHEMA",
     "InputLayout",
+    "arrow_schema",
+    "reader_schema",
     "validate_input_schema",
 ]
 
@@ -55,6 +59,29 @@ KAFKA_SOURCE_SCHEMA = StructType(
 )
 
 _HEADERS_TYPE_TEXT = "array<struct<key:string,value:binary>>"
+
+_HEADERS_FIELD = StructField(
+    "headers",
+    ArrayType(
+        StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)]), True
+    ),
+    True,
+)
+
+
+def reader_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema; with ``includeHeaders`` plus ``headers array<struct<key,value>>``."""
+    fields = list(KAFKA_SOURCE_SCHEMA.fields)
+    if include_headers:
+        fields.append(_HEADERS_FIELD)
+    return StructType(fields)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema PySpark requires of batches yielded for ``schema`` (timestamps as us, UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError
+from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
 
@@ -81,16 +81,14 @@ class TaskState:
         return True
 
     def save(self) -> None:
-        """Write the file atomically (temp file + rename)."""
+        """Write the file atomically and durably (:func:`broker_runtime.fsutil.write_atomically`)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         doc = {
             "producer_id": self.producer_id,
             "producer_epoch": self.producer_epoch,
             "start_offsets": {f"{t}{_SEP}{p}": o for (t, p), o in self.start_offsets.items()},
         }
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(doc).encode())
 
 
 @dataclass(frozen=True)

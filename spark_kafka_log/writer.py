@@ -17,20 +17,21 @@ retried task resumes the producer id of its failed attempt and skips what that a
 at-least-once, as Spark's Kafka sink (a retried task rewrites its rows). Nothing is rolled back when a job
 aborts; ``abort()`` logs what finished tasks wrote.
 
-Test-only fault injection (``pylog.test.failAfterRequests``) raises :class:`InjectedFailure` in the first
-attempt of each task; see :class:`~spark_kafka_log.options.WriterOptions`.
+What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.commit_summary`. Test-only
+fault injection (``pylog.test.*``): :mod:`spark_kafka_log.fault_injection`, handed to the task's producer only
+when such an option is given.
+
+Streaming micro-batch records are written atomically (:func:`broker_runtime.fsutil.write_atomically`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -40,52 +41,17 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from broker_runtime.launch import embedded_broker_address
+from broker_runtime.fsutil import write_atomically
+from broker_runtime.launch.embedded import embedded_broker_address
+from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
+from spark_kafka_log.driver_log import driver_log
+from spark_kafka_log.fault_injection import TaskFaults
 from spark_kafka_log.options import WriterOptions
-from spark_kafka_log.producer import PartitionStats, TaskProducer
+from spark_kafka_log.producer import TaskProducer
 from spark_kafka_log.schema import InputLayout
 from spark_kafka_log.task_state import TaskIdentity, forget_write
 
-__all__ = [
-    "InjectedFailure",
-    "PylogBatchWriter",
-    "PylogCommitMessage",
-    "PylogStreamWriter",
-    "summarize",
-]
-
-log = logging.getLogger("spark_kafka_log.writer")
-
-
-def _visible_log() -> logging.Logger:
-    """The writer's logger; in Spark's driver-side Python worker nothing configures logging, so the
-    commit summary gets a stderr handler there (stderr reaches the driver's console / log)."""
-    if not log.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-    return log
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by the test-only ``pylog.test.failAfterRequests`` option; never in production."""
-
-
-@dataclass
-class PylogCommitMessage(WriterCommitMessage):
-    """What one write task delivered, sent from the executor to the driver's commit()."""
-
-    write_id: str
-    task: int
-    attempt: int
-    records: int
-    recovered: int
-    bytes: int
-    producer_id: int
-    producer_epoch: int
-    seconds: float
-    partitions: list[PartitionStats] = field(default_factory=list)
+__all__ = ["PylogBatchWriter", "PylogStreamWriter", "write_task"]
 
 
 def _servers(options: WriterOptions, resolved: str) -> str:
@@ -96,36 +62,24 @@ def _servers(options: WriterOptions, resolved: str) -> str:
     return embedded_broker_address(options.data_dir) or resolved
 
 
-def _write_task(
+def _spark_task() -> tuple[int, int]:
+    """(partition id, attempt number) of the running Spark task; (0, 0) outside Spark."""
+    ctx = TaskContext.get()
+    return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
+
+
+def write_task(
     options: WriterOptions,
     layout: InputLayout,
     resolved: str,
-    write_id: str,
+    identity: TaskIdentity,
     iterator: Iterator[pa.RecordBatch],
 ) -> PylogCommitMessage:
-    ctx = TaskContext.get()
-    task = ctx.partitionId() if ctx is not None else 0
-    attempt = ctx.attemptNumber() if ctx is not None else 0
+    """Executor: write one task attempt's rows and return what it delivered (raises if anything failed)."""
+    task, attempt, write_id = identity.task, identity.attempt, identity.write_id
     started = time.perf_counter()
-
-    def on_ack(acknowledged: int) -> None:
-        if (
-            options.fail_after_requests is not None
-            and attempt == 0
-            and acknowledged >= options.fail_after_requests
-        ):
-            raise InjectedFailure(
-                f"pylog.test.failAfterRequests={options.fail_after_requests}: injected failure of task "
-                f"{task} attempt {attempt} after {acknowledged} acknowledged request(s) (test-only option)"
-            )
-
-    producer = TaskProducer(
-        options,
-        _servers(options, resolved),
-        layout,
-        identity=TaskIdentity(write_id, task, attempt),
-        on_acknowledged=on_ack,
-    )
+    faults = None if options.faults is None else TaskFaults(options.faults, task, attempt)
+    producer = TaskProducer(options, _servers(options, resolved), layout, identity=identity, faults=faults)
     try:
         for batch in iterator:
             producer.write(batch)
@@ -143,41 +97,7 @@ def _write_task(
         producer_id=producer.producer_id,
         producer_epoch=producer.producer_epoch,
         seconds=time.perf_counter() - started,
-        partitions=[s for s in stats if s.records],
-    )
-
-
-def _merge(messages: Sequence[WriterCommitMessage | None]) -> dict[tuple[str, int], PartitionStats]:
-    merged: dict[tuple[str, int], PartitionStats] = {}
-    for m in messages:
-        if not isinstance(m, PylogCommitMessage):
-            continue
-        for s in m.partitions:
-            tp = (s.topic, s.partition)
-            acc = merged.setdefault(tp, PartitionStats(s.topic, s.partition))
-            acc.records += s.records
-            acc.bytes += s.bytes
-            if s.first_offset >= 0 and (acc.first_offset < 0 or s.first_offset < acc.first_offset):
-                acc.first_offset = s.first_offset
-            acc.last_offset = max(acc.last_offset, s.last_offset)
-    return merged
-
-
-def summarize(messages: Sequence[WriterCommitMessage | None]) -> str:
-    """One line: records, bytes, tasks and per-partition offset ranges of the delivered commit messages."""
-    done = [m for m in messages if isinstance(m, PylogCommitMessage)]
-    merged = _merge(done)
-    records = sum(m.records for m in done)
-    size = sum(m.bytes for m in done)
-    ranges = ", ".join(
-        f"{t}-{p}@{s.first_offset}..{s.last_offset}" if s.first_offset >= 0 else f"{t}-{p}({s.records})"
-        for (t, p), s in sorted(merged.items())
-    )
-    recovered = sum(m.recovered for m in done)
-    return (
-        f"{records} records, {size} bytes, {len(merged)} partition(s) from {len(done)} task(s)"
-        + (f" (+{recovered} records written by failed attempts, not rewritten)" if recovered else "")
-        + (f": {ranges}" if ranges else "")
+        partitions=[s for s in stats if s.records or s.recovered],
     )
 
 
@@ -193,18 +113,20 @@ class PylogBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
         """Executor: send this task's rows; return what was acknowledged."""
-        return _write_task(self.options, self.layout, self.resolved_servers, self.write_id, iterator)
+        task, attempt = _spark_task()
+        identity = TaskIdentity(self.write_id, task, attempt)
+        return write_task(self.options, self.layout, self.resolved_servers, identity, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         """Driver, after every task succeeded: log the one-line summary."""
         forget_write(self.options.producer_state_dir, self.write_id)
-        _visible_log().info("pylog write committed: %s", summarize(messages))
+        driver_log().info("pylog write committed: %s", summarize(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         """Driver, after a task failed for good: say what may already be in the log (at-least-once)."""
         forget_write(self.options.producer_state_dir, self.write_id)
         done = [m for m in messages if isinstance(m, PylogCommitMessage)]
-        _visible_log().warning(
+        driver_log().warning(
             "pylog write aborted: %d of %d task(s) finished and their records stay in the log (%s); "
             "failed tasks may have written part of their rows before failing (at-least-once: nothing "
             "is rolled back)",
@@ -228,20 +150,22 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
         """Executor: send this task's rows of the micro-batch."""
-        return _write_task(self.options, self.layout, self.resolved_servers, self.write_id, iterator)
+        task, attempt = _spark_task()
+        identity = TaskIdentity(self.write_id, task, attempt)
+        return write_task(self.options, self.layout, self.resolved_servers, identity, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         """Driver: log the micro-batch summary and record it under the sink's state directory."""
         summary = summarize(messages)
         self._record(messages, batchId, "committed")
         self._forget(messages)
-        _visible_log().info("pylog stream batch %d committed: %s", batchId, summary)
+        driver_log().info("pylog stream batch %d committed: %s", batchId, summary)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         """Driver: a task of the micro-batch failed; records of finished tasks stay (at-least-once)."""
         self._record(messages, batchId, "aborted")
         self._forget(messages)
-        _visible_log().warning(
+        driver_log().warning(
             "pylog stream batch %d aborted: records already written stay in the log (at-least-once): %s",
             batchId,
             summarize(messages),
@@ -265,11 +189,7 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
                 {"task": m.task, "attempt": m.attempt, "producerId": m.producer_id, "epoch": m.producer_epoch}
                 for m in done
             ],
-            "partitions": [asdict(s) for s in _merge(done).values()],
+            "partitions": [asdict(s) for s in merge_partitions(done).values()],
         }
         os.makedirs(self.state_dir, exist_ok=True)
-        path = os.path.join(self.state_dir, f"{batch_id}.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, indent=1)
-        os.replace(tmp, path)
+        write_atomically(os.path.join(self.state_dir, f"{batch_id}.json"), json.dumps(doc, indent=1).encode())

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from broker_runtime.errors import ConfigError
+from broker_runtime.errors import InputDataError
 from spark_kafka_log.partitioner import Partitioner, group_rows
 
 
@@ -27,7 +27,7 @@ def test_explicit_partition_wins_and_nulls_fall_back_to_the_key() -> None:
 
 
 def test_unknown_explicit_partition_fails_naming_topic_and_count() -> None:
-    with pytest.raises(ConfigError, match=r"\[5\].*'t'.*3 partition"):
+    with pytest.raises(InputDataError, match=r"\[5\].*'t'.*3 partition"):
         Partitioner(16384).assign("t", 3, None, pa.array([0, 5], pa.int32()), np.zeros(2, np.int64))
 
 

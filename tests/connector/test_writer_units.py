@@ -4,6 +4,7 @@ concurrency, and the driver's commit summary."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import uuid
 from pathlib import Path
@@ -12,11 +13,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from broker_runtime.errors import InjectedFailure
 from broker_runtime.launch.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
-from spark_kafka_log.options import parse_writer_options
-from spark_kafka_log.producer import PartitionStats, TaskProducer
+from spark_kafka_log.commit_summary import PartitionStats, PylogCommitMessage, summarize
+from spark_kafka_log.options import WriterOptions, parse_writer_options
+from spark_kafka_log.producer import TaskProducer
 from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.writer import PylogCommitMessage, summarize
+from spark_kafka_log.task_state import TaskIdentity
+from spark_kafka_log.write_plan import prepare_write
+from spark_kafka_log.writer import write_task
 from tests.connector.kafka_peer import consume_all
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,16 +37,20 @@ def _batches(count: int, rows: int) -> list[pa.RecordBatch]:
     return out
 
 
+def _options(broker: str, topic: str, **extra: str) -> WriterOptions:
+    return parse_writer_options({"kafka.bootstrap.servers": broker, "topic": topic, **extra})
+
+
 def test_buffer_memory_bounds_what_a_task_holds(broker: str) -> None:
     topic = f"u-{uuid.uuid4().hex[:10]}"
-    options = parse_writer_options(
-        {
-            "kafka.bootstrap.servers": broker,
-            "topic": topic,
+    options = _options(
+        broker,
+        topic,
+        **{
             "kafka.batch.size": "4096",
             "kafka.buffer.memory": "65536",
             "kafka.max.in.flight.requests.per.connection": "2",
-        }
+        },
     )
     producer = TaskProducer(options, broker, InputLayout(value="value", key="key"))
     peak = 0
@@ -49,13 +58,13 @@ def test_buffer_memory_bounds_what_a_task_holds(broker: str) -> None:
     try:
         for batch in batches:
             producer.write(batch)
-            peak = max(peak, producer._held_bytes)
+            peak = max(peak, producer.held_bytes)
         producer.flush()
     finally:
         producer.close()
     largest_input = max(b.nbytes for b in batches)
     assert peak <= options.buffer_memory + largest_input
-    assert producer._held_bytes == 0
+    assert producer.held_bytes == 0
     stats = producer.stats
     assert sum(s.records for s in stats.values()) == 10_000
     for (_, p), s in stats.items():  # one producer alone on the topic: contiguous offsets from 0
@@ -110,3 +119,90 @@ def test_commit_summary_merges_tasks_per_partition() -> None:
         ]
     )
     assert line == "25 records, 2500 bytes, 2 partition(s) from 2 task(s): t-0@0..19, t-1@20..24"
+
+
+def test_commit_summary_counts_what_failed_attempts_wrote() -> None:
+    retried = PylogCommitMessage(
+        write_id="w",
+        task=0,
+        attempt=1,
+        records=16000,
+        recovered=4000,
+        bytes=160000,
+        producer_id=7,
+        producer_epoch=0,
+        seconds=0.1,
+        partitions=[PartitionStats("t", 0, 16000, 160000, 4000, 19999, recovered=4000)],
+    )
+    line = summarize([retried])
+    assert line.startswith(
+        "20000 records, 4000 of them written by failed attempts of retried tasks (kept, not rewritten) and 16000 "
+        "by the final attempts (160000 bytes), 1 partition(s) from 1 task(s): "
+    )
+    assert line.endswith("t-0@4000..19999 (+4000 earlier, by failed attempts)")
+
+
+def test_a_retried_attempt_reports_every_record_the_job_made_visible(broker: str, tmp_path: Path) -> None:
+    """Attempt 0 fails after 3 acknowledged requests (pylog.test.failAfterRequests); attempt 1 resumes it."""
+    topic = f"u-{uuid.uuid4().hex[:10]}"
+    options = _options(
+        broker,
+        topic,
+        **{
+            "kafka.batch.size": "2048",
+            "kafka.linger.ms": "0",
+            "pylog.producerStateDir": str(tmp_path / "state"),
+            "pylog.test.failAfterRequests": "3",
+        },
+    )
+    layout = InputLayout(value="value", key="key")
+    batches = _batches(4, 500)
+    with pytest.raises(InjectedFailure, match="failAfterRequests=3"):
+        write_task(options, layout, broker, TaskIdentity("write-x", 0, 0), iter(batches))
+    message = write_task(options, layout, broker, TaskIdentity("write-x", 0, 1), iter(batches))
+    assert message.recovered > 0 and message.records + message.recovered == 2000
+    assert len(consume_all(broker, topic, 3)) == 2000
+    line = summarize([message])
+    assert line.startswith(
+        f"2000 records, {message.recovered} of them written by failed attempts of retried tasks"
+    )
+
+
+# ------------------------------------------------------------------------------ weaker delivery is said once
+
+
+def _prepare_logging(
+    broker: str, caplog: pytest.LogCaptureFixture, **options: str
+) -> list[logging.LogRecord]:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType())])
+    base = {"kafka.bootstrap.servers": broker, "topic": f"u-{uuid.uuid4().hex[:10]}"}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_log"):
+        prepare_write({**base, **options}, schema)
+    return [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("kafka.max.in.flight.requests.per.connection", "6"),
+        ("kafka.retries", "0"),
+        ("kafka.acks", "1"),
+        ("kafka.acks", "0"),
+        ("kafka.enable.idempotence", "false"),
+    ],
+)
+def test_an_option_weakening_delivery_is_warned_about_once_by_name(
+    broker: str, caplog: pytest.LogCaptureFixture, option: str, value: str
+) -> None:
+    warnings = _prepare_logging(broker, caplog, **{option: value})
+    assert len(warnings) == 1, [w.getMessage() for w in warnings]
+    assert f"{option}={value}" in warnings[0].getMessage()
+    assert warnings[0].name == "spark_kafka_log.writer"
+
+
+def test_default_options_warn_about_nothing(broker: str, caplog: pytest.LogCaptureFixture) -> None:
+    assert _prepare_logging(broker, caplog) == []
+    assert _prepare_logging(broker, caplog, **{"kafka.acks": "all", "kafka.enable.idempotence": "true"}) == []

@@ -1,0 +1,59 @@
+"""The connector's Kafka clients: how the reader and the writer connect, and the topic lookup both sides share.
+
+Where this runs: the **driver** (planning a read, checking a write's topic) and the **executors** (read and
+write tasks); every caller owns the client it gets and closes it. Clients are lazy: nothing connects before
+the first request. The version floors below are the protocol features the connector relies on:
+
+* Metadata v4+ carries ``AllowAutoTopicCreation``: a read never creates a topic, a write asks for it;
+* ListOffsets v1+ answers one offset per timestamp (the reader's time lookups);
+* Fetch v5+ carries the log start offset (the reader's data-loss checks).
+"""
+
+from __future__ import annotations
+
+from broker_runtime.client import BrokerConnectionError, KafkaClient
+from broker_runtime.errors import KafkaError
+from broker_runtime.protocol.messages import ApiKey
+from spark_kafka_log.reader_options import ReaderOptions
+
+__all__ = ["reader_client", "topic_partitions", "writer_client"]
+
+_READER_MIN_VERSIONS: dict[int, int] = {ApiKey.METADATA: 4, ApiKey.LIST_OFFSETS: 1, ApiKey.FETCH: 5}
+_WRITER_MIN_VERSIONS: dict[int, int] = {ApiKey.METADATA: 4}
+
+
+def reader_client(bootstrap_servers: str, options: ReaderOptions) -> KafkaClient:
+    """The reader's client (``kafka.client.id``, ``kafka.request.timeout.ms``); never auto-creates a topic."""
+    return KafkaClient(
+        bootstrap_servers,
+        client_id=options.client_id,
+        request_timeout_ms=options.request_timeout_ms,
+        min_versions=_READER_MIN_VERSIONS,
+    )
+
+
+def writer_client(
+    bootstrap_servers: str, *, client_id: str, request_timeout_ms: int, retry_backoff_ms: int = 100
+) -> KafkaClient:
+    """The writer's client (driver check or executor task)."""
+    return KafkaClient(
+        bootstrap_servers,
+        client_id=client_id,
+        request_timeout_ms=request_timeout_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        min_versions=_WRITER_MIN_VERSIONS,
+    )
+
+
+def topic_partitions(client: KafkaClient, topic: str) -> int:
+    """Partitions of ``topic``, asking the broker to auto-create it (with its num.partitions)."""
+    try:
+        return len(client.partitions_for(topic, allow_auto_create=True))
+    except BrokerConnectionError:
+        raise
+    except KafkaError as exc:
+        raise KafkaError(
+            exc.code,
+            f"topic {topic!r} is not available for writing (auto-creation disabled on the broker? "
+            "create it first)",
+        ) from exc

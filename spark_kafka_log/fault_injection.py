@@ -1,0 +1,73 @@
+"""TEST-ONLY fault injection for the writer: the ``pylog.test.*`` options and the failures they cause.
+
+Nothing here runs in production: :func:`parse_fault_options` returns ``None`` when no ``pylog.test.*`` option
+is given, the writer then builds no :class:`TaskFaults`, and the producer's only hook
+(``faults is not None`` checks in :mod:`spark_kafka_log.sender`) is skipped.
+
+Where this runs: parsing on the **driver** (``writer()``, with the other options); :class:`TaskFaults` on the
+**executors**, one per task attempt, used by that attempt's sender thread only (not thread-safe).
+
+* ``pylog.test.failAfterRequests=N``: the FIRST attempt of every task raises
+  :class:`~broker_runtime.errors.InjectedFailure` once N of its produce requests were acknowledged, so Spark
+  retries the task (needs ``spark.task.maxFailures`` > 1, e.g. master ``local[2,2]``).
+* ``pylog.test.dropResponseAfterRequests=N``: after N acknowledged requests, the producer closes its connection
+  once without reading the responses of the requests in flight, as a network failure would, and resends them
+  (the idempotent producer must not duplicate them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from broker_runtime.errors import InjectedFailure
+from spark_kafka_log.option_parsing import int_option
+
+__all__ = ["FAULT_OPTION_KEYS", "FAULT_OPTION_NAMES", "FaultOptions", "TaskFaults", "parse_fault_options"]
+
+#: The options as the user spells them; lower-cased they are the keys Spark hands over.
+FAULT_OPTION_NAMES = ("pylog.test.failAfterRequests", "pylog.test.dropResponseAfterRequests")
+FAULT_OPTION_KEYS = tuple(name.lower() for name in FAULT_OPTION_NAMES)
+
+
+@dataclass(frozen=True)
+class FaultOptions:
+    """The parsed ``pylog.test.*`` options (None: not given)."""
+
+    fail_after_requests: int | None = None
+    drop_response_after_requests: int | None = None
+
+
+def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
+    """The test-only options of a write (keys lower-cased), or ``None`` when none is given."""
+    fail_after, drop_after = (int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES)
+    if fail_after is None and drop_after is None:
+        return None
+    return FaultOptions(fail_after, drop_after)
+
+
+class TaskFaults:
+    """The faults of one task attempt; the sender asks it after every acknowledgement."""
+
+    def __init__(self, options: FaultOptions, task: int, attempt: int) -> None:
+        self._options = options
+        self._task = task
+        self._attempt = attempt
+        self._drop_armed = options.drop_response_after_requests is not None
+
+    def after_acknowledged(self, acknowledged: int) -> None:
+        """Raise :class:`InjectedFailure` in a first attempt that reached ``failAfterRequests``."""
+        limit = self._options.fail_after_requests
+        if limit is not None and self._attempt == 0 and acknowledged >= limit:
+            raise InjectedFailure(
+                f"pylog.test.failAfterRequests={limit}: injected failure of task {self._task} attempt "
+                f"{self._attempt} after {acknowledged} acknowledged request(s) (test-only option)"
+            )
+
+    def drop_responses_now(self, acknowledged: int) -> bool:
+        """True once, when ``dropResponseAfterRequests`` is reached: lose the responses in flight."""
+        limit = self._options.drop_response_after_requests
+        if self._drop_armed and limit is not None and acknowledged >= limit:
+            self._drop_armed = False
+            return True
+        return False

@@ -1,0 +1,290 @@
+"""Read planning: which topic partitions a query reads and which concrete offset ranges, split into Spark tasks.
+
+Where this runs: the **driver** (the planner's Python worker), from the reader's ``partitions()``, once per batch
+query; a streaming reader plans each micro-batch with the same pieces. It talks to the broker (Metadata,
+ListOffsets; timestamps through the broker's time index) over one client it opens and closes.
+
+Steps (Spark's Kafka source rules for batch queries):
+
+1. :func:`selected_partitions` -- ``assign`` (every named partition must exist), ``subscribe`` (every topic must
+   exist) or ``subscribePattern`` (a regex matched against the whole name); unknown ones raise
+   :class:`~broker_runtime.errors.UnknownTopicError`;
+2. :func:`plan_ranges` -- resolve the starting and ending bounds (earliest / latest / per-partition offsets /
+   timestamps) to offsets, check them against the log's [earliest, latest] (``failOnDataLoss``: raise
+   :class:`~broker_runtime.errors.DataLossError` naming topic, partition and range, or log a warning on
+   ``spark_kafka_log.read_plan`` and clamp), then narrow them by the pushed filters
+   (:class:`~spark_kafka_log.pushdown.PushedFilters`);
+3. :func:`split_ranges` -- Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per task
+   (``maxRecordsPerPartition``), then honour ``minPartitions``.
+
+A range is ``(topic, partition, start, end)`` with ``start <= end``, end exclusive.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+
+from broker_runtime.client import KafkaClient
+from broker_runtime.errors import ConfigError, DataLossError, UnknownTopicError
+from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from spark_kafka_log.connections import reader_client
+from spark_kafka_log.input_partition import PylogInputPartition
+from spark_kafka_log.pushdown import PushedFilters
+from spark_kafka_log.reader_options import OffsetBound, ReaderOptions
+
+__all__ = [
+    "OffsetRange",
+    "TopicPartition",
+    "plan_input_partitions",
+    "plan_ranges",
+    "resolve_bootstrap",
+    "selected_partitions",
+    "split_ranges",
+]
+
+log = logging.getLogger("spark_kafka_log.read_plan")
+
+TopicPartition = tuple[str, int]
+#: (topic, partition, start, end): offsets [start, end).
+OffsetRange = tuple[str, int, int, int]
+
+_DATA_LOSS_HINT = 'set the source option "failOnDataLoss" to "false" to skip the missing offsets instead'
+
+
+def resolve_bootstrap(options: ReaderOptions) -> str:
+    """``kafka.bootstrap.servers``, else the embedded broker of ``pylog.dataDir`` (found, or started)."""
+    if options.bootstrap_servers is not None:
+        return options.bootstrap_servers
+    from broker_runtime.launch import ensure_embedded_broker
+
+    return ensure_embedded_broker(options.data_dir)
+
+
+def plan_input_partitions(options: ReaderOptions, pushed: PushedFilters) -> list[PylogInputPartition]:
+    """Driver: the Spark tasks of one batch query (resolved, checked, narrowed and split offset ranges)."""
+    bootstrap = resolve_bootstrap(options)
+    client = reader_client(bootstrap, options)
+    try:
+        ranges = plan_ranges(client, options, pushed)
+    finally:
+        client.close()
+    log_dirs = options.effective_log_dirs()
+    return [
+        PylogInputPartition(t, p, s, e, bootstrap, log_dirs)
+        for t, p, s, e in split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    ]
+
+
+def _partitions_by_topic(client: KafkaClient, topics: list[str] | None) -> dict[str, list[int] | None]:
+    """{topic: sorted partitions, or None when unknown}; ``None`` asks for every (non-internal) topic."""
+    out: dict[str, list[int] | None] = {}
+    for t in client.metadata(topics, allow_auto_create=False).topics.values():
+        if t.error:
+            out[t.name] = None
+        elif not t.is_internal:
+            out[t.name] = sorted(t.partitions)
+    return out
+
+
+def selected_partitions(client: KafkaClient, options: ReaderOptions) -> list[TopicPartition]:
+    """The topic partitions named by ``assign`` / ``subscribe`` / ``subscribePattern``, sorted."""
+    if options.assign is not None:
+        known = _partitions_by_topic(client, sorted({t for t, _ in options.assign}))
+        for t, p in options.assign:
+            parts = known.get(t)
+            if parts is None:
+                raise UnknownTopicError(f"option 'assign': topic {t!r} does not exist on the broker")
+            if p not in parts:
+                raise UnknownTopicError(
+                    f"option 'assign': partition {p} of topic {t!r} does not exist (it has partitions {parts})"
+                )
+        return sorted(options.assign)
+    if options.subscribe is not None:
+        known = _partitions_by_topic(client, list(options.subscribe))
+        missing = [t for t in options.subscribe if known.get(t) is None]
+        if missing:
+            raise UnknownTopicError(
+                f"option 'subscribe': topic(s) {', '.join(map(repr, missing))} do not exist on the broker"
+            )
+        return sorted((t, p) for t in options.subscribe for p in known[t] or [])
+    assert options.subscribe_pattern is not None
+    pattern = re.compile(options.subscribe_pattern)
+    known = _partitions_by_topic(client, None)
+    return sorted((t, p) for t, parts in known.items() if parts and pattern.fullmatch(t) for p in parts)
+
+
+def _list(client: KafkaClient, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+    return {tp: r[0] for tp, r in client.list_offsets({tp: timestamp for tp in tps}).items()}
+
+
+def plan_ranges(client: KafkaClient, options: ReaderOptions, pushed: PushedFilters) -> list[OffsetRange]:
+    """Resolved, checked and pushdown-narrowed offset ranges of every selected partition (not split)."""
+    all_tps = selected_partitions(client, options)
+    if not all_tps:
+        return []
+    earliest = _list(client, all_tps, EARLIEST_TIMESTAMP)
+    latest = _list(client, all_tps, LATEST_TIMESTAMP)
+    starts = _resolve(client, options, all_tps, options.starting, earliest, latest, starting=True)
+    ends = _resolve(client, options, all_tps, options.ending, earliest, latest, starting=False)
+
+    tps = all_tps if pushed.partitions is None else [tp for tp in all_tps if tp[1] in pushed.partitions]
+    ranges: list[OffsetRange] = []
+    for tp in tps:
+        t, p = tp
+        start, end = _checked_range(options, tp, starts[tp], ends[tp], earliest[tp], latest[tp])
+        if pushed.offset_lo is not None:
+            start = max(start, pushed.offset_lo)
+        if pushed.offset_hi is not None:
+            end = min(end, pushed.offset_hi)
+        ranges.append((t, p, start, max(start, end)))
+    if pushed.timestamp_lo_ms is not None:
+        live = [(t, p) for t, p, s, e in ranges if s < e]
+        found = client.list_offsets({tp: pushed.timestamp_lo_ms for tp in live}) if live else {}
+        narrowed = []
+        for t, p, s, e in ranges:
+            if (t, p) in found:
+                o = found[(t, p)][0]
+                s = e if o < 0 else max(s, min(o, e))
+            narrowed.append((t, p, s, e))
+        ranges = narrowed
+    return ranges
+
+
+_BOUND_OPTION = {
+    ("offsets", True): "startingOffsets",
+    ("offsets", False): "endingOffsets",
+    ("timestamps", True): "startingOffsetsByTimestamp",
+    ("timestamps", False): "endingOffsetsByTimestamp",
+}
+
+
+def _resolve(
+    client: KafkaClient,
+    options: ReaderOptions,
+    tps: list[TopicPartition],
+    bound: OffsetBound,
+    earliest: dict[TopicPartition, int],
+    latest: dict[TopicPartition, int],
+    *,
+    starting: bool,
+) -> dict[TopicPartition, int]:
+    """The offset of ``bound`` in every partition of ``tps``."""
+    which = "starting" if starting else "ending"
+    if bound.kind == "earliest":
+        return dict(earliest)
+    if bound.kind == "latest":
+        return dict(latest)
+    if bound.kind in ("offsets", "timestamps"):
+        given = bound.as_dict()
+        if set(given) != set(tps):
+            raise ConfigError(
+                f"option {_BOUND_OPTION[(bound.kind, starting)]!r}: it must name exactly the partitions of the "
+                f"query (as Spark's Kafka source requires); given {_fmt_tps(given)}, the query reads "
+                f"{_fmt_tps(tps)}"
+                + (
+                    f"; use {EARLIEST_TIMESTAMP} for earliest, {LATEST_TIMESTAMP} for latest"
+                    if bound.kind == "offsets"
+                    else ""
+                )
+            )
+        if bound.kind == "offsets":
+            return {
+                tp: earliest[tp] if v == EARLIEST_TIMESTAMP else latest[tp] if v == LATEST_TIMESTAMP else v
+                for tp, v in given.items()
+            }
+        timestamps = given
+    else:
+        assert bound.timestamp is not None
+        timestamps = {tp: bound.timestamp for tp in tps}
+    found = client.list_offsets(timestamps)
+    out: dict[TopicPartition, int] = {}
+    for tp in tps:
+        offset = found[tp][0]
+        if offset is None or offset < 0:
+            # No record with a timestamp >= t.
+            if starting and options.starting_by_timestamp_strategy == "error":
+                raise DataLossError(
+                    f"{which} offset by timestamp: no record of {tp[0]}-{tp[1]} has a timestamp >= "
+                    f"{timestamps[tp]} ms (latest offset {latest[tp]}); set "
+                    "startingOffsetsByTimestampStrategy=latest to start at the latest offset instead"
+                )
+            offset = latest[tp]
+        out[tp] = offset
+    return out
+
+
+def _checked_range(
+    options: ReaderOptions, tp: TopicPartition, start: int, end: int, earliest: int, latest: int
+) -> tuple[int, int]:
+    """[start, end) checked against the log's [earliest, latest]: raise, or clamp with a warning."""
+    t, p = tp
+    fail = options.fail_on_data_loss
+    if start < earliest:
+        msg = (
+            f"topic {t!r} partition {p}: offsets [{start}, {min(earliest, end)}) of the requested range "
+            f"[{start}, {end}) are no longer in the log (earliest available offset {earliest}); the data "
+            "was removed by retention or the topic was recreated"
+        )
+        if fail:
+            raise DataLossError(f"{msg}; {_DATA_LOSS_HINT}")
+        log.warning("%s; skipping them (failOnDataLoss=false)", msg)
+        start = earliest
+    if end > latest:
+        msg = (
+            f"topic {t!r} partition {p}: ending offset {end} of the requested range [{start}, {end}) is "
+            f"beyond the latest offset {latest}"
+        )
+        if fail:
+            raise DataLossError(f"{msg}; {_DATA_LOSS_HINT}")
+        log.warning("%s; reading up to %d (failOnDataLoss=false)", msg, latest)
+        end = latest
+    if start > end:
+        msg = (
+            f"topic {t!r} partition {p}: starting offset {start} is after the ending offset {end} "
+            f"(log range [{earliest}, {latest}))"
+        )
+        if fail:
+            raise DataLossError(f"{msg}; {_DATA_LOSS_HINT}")
+        log.warning("%s; reading nothing from it (failOnDataLoss=false)", msg)
+        start = end
+    return start, end
+
+
+def _fmt_tps(tps: Iterable[TopicPartition]) -> str:
+    return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "]"
+
+
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
+) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per range, then honour minPartitions."""
+    out = [r for r in ranges if r[3] > r[2]]
+    if max_records is not None:
+        capped = []
+        for t, p, s, e in out:
+            capped.extend(_even(t, p, s, e, -(-(e - s) // max_records)))
+        out = capped
+    if min_partitions is not None and min_partitions > len(out) and out:
+        total = sum(e - s for _, _, s, e in out)
+        split = []
+        for t, p, s, e in out:
+            split.extend(_even(t, p, s, e, max(round((e - s) / total * min_partitions), 1)))
+        out = split
+    return out
+
+
+def _even(t: str, p: int, s: int, e: int, parts: int) -> list[OffsetRange]:
+    """[s, e) in ``parts`` ranges whose sizes differ by at most one."""
+    out = []
+    remaining = e - s
+    start = s
+    for i in range(parts):
+        this = remaining // (parts - i)
+        remaining -= this
+        end = min(start + this, e)
+        if end > start:
+            out.append((t, p, start, end))
+        start = end
+    return out

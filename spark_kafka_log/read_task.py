@@ -1,0 +1,249 @@
+"""The executor side of a read: one offset range of one topic partition in, ``pyarrow.RecordBatch`` objects out.
+
+Where this runs: the **executors**, one call of :func:`read_range` per input partition (batch read task, and
+the streaming reader's micro-batch tasks); single-threaded, one Kafka client per call at most, closed at the end.
+
+Transports (``pylog.transport``), behind one loop that decodes chunks of whole record batches:
+
+* ``local`` -- the direct segment scan of :mod:`spark_kafka_log.local_scan`: segment by base offset, seek
+  through the ``.index``, read whole batches, read-only. Used by ``auto`` whenever the partition's directory
+  exists under the log dirs (``pylog.logDirs``, or ``<pylog.dataDir>/logs`` for the embedded broker). If the
+  files end before the range does, or a segment vanishes (retention), the rest is fetched.
+* ``fetch`` -- Kafka Fetch requests over TCP to any Kafka-protocol broker.
+
+Both hand the same bytes to the same vectorized decoder
+(:func:`broker_runtime.protocol.arrow_records.decode_batches`; no Python loop per record), so they give identical
+rows with exactly the Arrow schema PySpark derives from the Spark schema. Control batches and records outside
+[start, end) are dropped by the decoder; every codec is decoded.
+
+Data loss during the read (offsets that left the log, a log that ends early): with ``failOnDataLoss=true``
+:class:`~broker_runtime.errors.DataLossError` names topic, partition and range; with ``false`` the lost offsets
+are skipped with a warning on the logger ``spark_kafka_log.read_task``.
+
+Per-task metrics: with ``pylog.metricsDir`` set, each call writes ``<dir>/read-<uuid>.json`` (written
+atomically) with ``topic, partition, start, end, transport, batches, bytes, rows``, so tests and users can see
+what a query actually read (PySpark's Python data sources have no metrics API). Metrics never fail a read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from broker_runtime.client import KafkaClient
+from broker_runtime.errors import ConfigError, DataLossError, ErrorCode, KafkaError, PylogError
+from broker_runtime.fsutil import write_atomically
+from broker_runtime.protocol.arrow_records import decode_batches
+from broker_runtime.protocol.batch_header import iter_batch_spans
+from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from spark_kafka_log.connections import reader_client
+from spark_kafka_log.input_partition import PylogInputPartition
+from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
+from spark_kafka_log.reader_options import ReaderOptions
+
+__all__ = ["read_range"]
+
+log = logging.getLogger("spark_kafka_log.read_task")
+
+_TS_MS = pa.timestamp("ms", tz="UTC")
+_TS_US = pa.timestamp("us", tz="UTC")
+_MAX_EMPTY_FETCHES = 20
+
+
+@dataclass
+class _Stats:
+    transport: list[str] = field(default_factory=list)
+    batches: int = 0
+    bytes: int = 0
+    rows: int = 0
+
+
+def read_range(
+    options: ReaderOptions, part: PylogInputPartition, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Executor: the records of ``part`` ([start, end) of one topic partition) as Arrow batches of ``schema``."""
+    if part.start >= part.end:
+        return
+    stats = _Stats()
+    include_headers = "headers" in schema.names
+    try:
+        for data, from_offset in _raw_chunks(options, part, stats):
+            decoded = decode_batches(
+                data,
+                start_offset=from_offset,
+                end_offset=part.end,
+                verify_crc=options.check_crcs,
+                allow_partial_tail=False,
+            )
+            if decoded.num_rows:
+                stats.rows += decoded.num_rows
+                yield _to_spark_batch(decoded, part.topic, part.partition, schema, include_headers)
+    finally:
+        if options.metrics_dir:
+            _write_metrics(options.metrics_dir, part, stats)
+
+
+def _raw_chunks(
+    options: ReaderOptions, part: PylogInputPartition, stats: _Stats
+) -> Iterator[tuple[bytes | memoryview, int]]:
+    """(bytes of whole batches, the offset to decode from) covering [part.start, part.end), in order."""
+    next_offset = part.start
+    end = part.end
+    if options.transport in ("auto", "local"):
+        pdir = find_partition_dir(part.log_dirs, part.topic, part.partition)
+        if pdir is None and options.transport == "local":
+            raise ConfigError(
+                f"option 'pylog.transport' is 'local' but no directory {part.topic}-{part.partition} with "
+                f"segments exists under the log dirs {list(part.log_dirs)} on this machine; set pylog.logDirs "
+                "or use pylog.transport=auto"
+            )
+        if pdir is not None:
+            stats.transport.append("local")
+            scanner = LocalPartitionScanner(pdir)
+            try:
+                for chunk in scanner.chunks(next_offset, end):
+                    stats.batches += chunk.batches
+                    stats.bytes += len(chunk.data)
+                    yield chunk.data, next_offset
+                    next_offset = chunk.next_offset
+            except SegmentGoneError as exc:
+                log.info("direct scan of %s stopped (%s); fetching the rest", pdir, exc)
+            if next_offset >= end:
+                return
+    stats.transport.append("fetch")
+    yield from _fetch_chunks(options, part, next_offset, stats)
+
+
+def _fetch_chunks(
+    options: ReaderOptions, part: PylogInputPartition, next_offset: int, stats: _Stats
+) -> Iterator[tuple[bytes | memoryview, int]]:
+    tp = (part.topic, part.partition)
+    end = part.end
+    max_bytes = options.max_partition_fetch_bytes
+    empty = 0
+    client = reader_client(part.bootstrap, options)
+    try:
+        while next_offset < end:
+            result = client.fetch(
+                {tp: next_offset},
+                max_bytes=max(options.fetch_max_bytes, max_bytes),
+                partition_max_bytes=max_bytes,
+                max_wait_ms=100,
+                min_bytes=1,
+            )[tp]
+            error = result.error
+            if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                next_offset = _lost(options, part, next_offset, client)
+                continue
+            if error:
+                raise KafkaError(
+                    error,
+                    f"fetching topic {part.topic!r} partition {part.partition} at offset {next_offset} failed",
+                )
+            records = result.records or b""
+            spans = iter_batch_spans(records) if records else []
+            if not spans:
+                hw = result.high_watermark
+                if hw <= next_offset:
+                    next_offset = _lost(options, part, next_offset, client, high_watermark=hw)
+                    continue
+                if records:
+                    max_bytes *= 2  # one batch larger than the partition limit: ask for more
+                empty += 1
+                if empty > _MAX_EMPTY_FETCHES:
+                    raise PylogError(
+                        f"topic {part.topic!r} partition {part.partition}: the broker returned no records at "
+                        f"offset {next_offset} {empty} times although the range ends at {end}"
+                    )
+                continue
+            last_pos, last = spans[-1]
+            if last.next_offset <= next_offset:
+                empty += 1  # only batches before the offset asked for: no progress
+                continue
+            empty = 0
+            stats.batches += len(spans)
+            stats.bytes += last_pos + last.size
+            yield memoryview(records)[: last_pos + last.size], next_offset
+            next_offset = last.next_offset
+    finally:
+        client.close()
+
+
+def _lost(
+    options: ReaderOptions,
+    part: PylogInputPartition,
+    offset: int,
+    client: KafkaClient,
+    high_watermark: int | None = None,
+) -> int:
+    """Handle offsets that left the log during the read: raise, or return where to resume (may be >= end)."""
+    tp = (part.topic, part.partition)
+    earliest = client.list_offsets({tp: EARLIEST_TIMESTAMP})[tp][0]
+    latest = client.list_offsets({tp: LATEST_TIMESTAMP})[tp][0] if high_watermark is None else high_watermark
+    if offset < earliest:
+        lost_to = min(earliest, part.end)
+        what = (
+            f"offsets [{offset}, {lost_to}) are no longer in the log (earliest available offset {earliest})"
+        )
+        resume = earliest
+    else:
+        lost_to = part.end
+        what = (
+            f"offsets [{offset}, {part.end}) are beyond the log's latest offset {latest} (was it truncated?)"
+        )
+        resume = part.end
+    msg = (
+        f"topic {part.topic!r} partition {part.partition}, reading range [{part.start}, {part.end}): {what}; "
+        "data was lost (retention, deletion or truncation)"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f'{msg}; set the source option "failOnDataLoss" to "false" to skip the missing offsets instead'
+        )
+    log.warning("%s; skipping [%d, %d) (failOnDataLoss=false)", msg, offset, lost_to)
+    return resume
+
+
+def _to_spark_batch(
+    decoded: pa.RecordBatch, topic: str, partition: int, schema: pa.Schema, include_headers: bool
+) -> pa.RecordBatch:
+    n = decoded.num_rows
+    timestamps = decoded.column("timestamp").view(_TS_MS).cast(_TS_US)
+    columns = [
+        decoded.column("key"),
+        decoded.column("value"),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        decoded.column("offset"),
+        timestamps,
+        decoded.column("timestampType"),
+    ]
+    if include_headers:
+        columns.append(decoded.column("headers").cast(schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _write_metrics(directory: str, part: PylogInputPartition, stats: _Stats) -> None:
+    record = {
+        "topic": part.topic,
+        "partition": part.partition,
+        "start": part.start,
+        "end": part.end,
+        "transport": "+".join(stats.transport) or "none",
+        "batches": stats.batches,
+        "bytes": stats.bytes,
+        "rows": stats.rows,
+    }
+    try:
+        os.makedirs(directory, exist_ok=True)
+        write_atomically(
+            os.path.join(directory, f"read-{uuid.uuid4().hex}.json"), json.dumps(record).encode()
+        )
+    except OSError as exc:  # metrics must never fail a read
+        log.warning("could not write read metrics to %s: %s", directory, exc)

@@ -1,0 +1,324 @@
+"""The producer's sender: sealed record batches out to the partition leaders, acknowledgements and retries back.
+
+Where this runs: on the **executors**, one :class:`Sender` per write task, owned by its
+:class:`~spark_kafka_log.producer.TaskProducer`; single-threaded, not thread-safe (the task's thread drives it
+through :meth:`Sender.pump`).
+
+Pipeline::
+
+    drain      -> per leader: ProduceRequests of at most one batch per partition (Produce v3+ rule) and at
+                  most max.request.size bytes; up to max.in.flight requests pipelined per broker
+    responses  -> per partition: offsets recorded (PartitionStats), bytes released from the accumulator,
+                  retriable errors requeued in sequence order after retry.backoff.ms, anything else fails
+                  the task with :class:`~broker_runtime.errors.ProduceFailedError` naming topic, partition
+                  and Kafka's error name
+
+Wire: one :class:`broker_runtime.client.KafkaClient` per task (lazy connections, one per broker). Produce
+requests go out through its non-retrying ``send_produce`` / ``poll_produce`` so the retry policy stays here.
+
+Ordering with idempotence: a partition has at most max.in.flight batches in flight; after a failure its
+batches are resent in sequence order only once nothing of it is in flight any more, so the broker sees
+sequences in order. OUT_OF_ORDER_SEQUENCE_NUMBER after an earlier failure of the partition is the consequence
+of that gap and is retried like the failure itself.
+
+Delivery bound: a batch not acknowledged within delivery.timeout.ms of being sealed, or after ``retries``
+resends, fails the task with the last error. A task succeeds only when every sealed batch was acknowledged
+(acks=0: written to the socket).
+
+Transactions are not here yet; a transactional sender would add each partition to the transaction before its
+first batch goes out (in :meth:`Sender._send_ready`, where requests are built) and abort on failure; the
+producer identity it needs comes from :class:`~spark_kafka_log.producer.TaskProducer`.
+
+Test-only faults (:mod:`spark_kafka_log.fault_injection`): ``faults`` is None in production; when given, it is
+asked after every acknowledgement (may raise) and before reading a response (may drop the connection once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from broker_runtime.client import BrokerConnectionError, InFlight, KafkaClient, ProduceResult
+from broker_runtime.errors import ErrorCode, KafkaError, ProduceFailedError, ProtocolError
+from spark_kafka_log.accumulator import PartitionQueue, RecordAccumulator, SealedBatch, TopicPartition
+from spark_kafka_log.fault_injection import TaskFaults
+from spark_kafka_log.options import WriterOptions
+
+__all__ = ["Sender"]
+
+log = logging.getLogger("spark_kafka_log.producer")
+
+_REFRESH_ON = frozenset(
+    {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE}
+)
+
+
+def _transient(exc: Exception) -> bool:
+    """A failure that a resend may cure: the connection, undecodable bytes, a leader or broker moving."""
+    if isinstance(exc, BrokerConnectionError | ProtocolError):
+        return True
+    return isinstance(exc, KafkaError) and (exc.retriable or exc.code == ErrorCode.BROKER_NOT_AVAILABLE)
+
+
+@dataclass
+class _PartitionSendState:
+    in_flight: int = 0
+    retry: list[SealedBatch] = field(default_factory=list)
+    blocked_until: float = 0.0
+
+
+@dataclass
+class _Request:
+    node: int
+    batches: dict[TopicPartition, SealedBatch]
+    handle: InFlight | None
+    sent_at: float
+
+
+class Sender:
+    """Sends what the accumulator sealed and tracks it until acknowledged (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        options: WriterOptions,
+        accumulator: RecordAccumulator,
+        faults: TaskFaults | None = None,
+    ) -> None:
+        self._client = client
+        self._opts = options
+        self._acc = accumulator
+        self._faults = faults
+        self._parts: dict[TopicPartition, _PartitionSendState] = {}
+        self._in_flight: dict[int, deque[_Request]] = {}
+        self.requests_acknowledged = 0
+
+    def _part(self, tp: TopicPartition) -> _PartitionSendState:
+        st = self._parts.get(tp)
+        if st is None:
+            st = self._parts[tp] = _PartitionSendState()
+        return st
+
+    def outstanding(self) -> bool:
+        """Anything sealed, pending, in flight or waiting for a resend."""
+        if any(q for q in self._in_flight.values()):
+            return True
+        return self._acc.has_pending() or any(st.retry for st in self._parts.values())
+
+    def pump(self, block: bool, seal_all: bool = False) -> bool:
+        """Send what may be sent; with ``block`` also wait for at least one response. True if progress."""
+        if seal_all:
+            self._acc.seal_all()
+        progress = self._send_ready()
+        if block:
+            node = self._oldest_node()
+            if node is not None:
+                self._receive_one(node)
+                progress = True
+            elif not progress:
+                # Nothing in flight and nothing sendable: partitions are backing off.
+                wake = min(
+                    (self._part((q.topic, q.partition)).blocked_until for q in self._acc.queues() if q.ready),
+                    default=None,
+                )
+                if wake is not None:
+                    time.sleep(max(0.0, wake - time.monotonic()))
+                    progress = True
+        return progress
+
+    def _oldest_node(self) -> int | None:
+        best: tuple[float, int] | None = None
+        for node, q in self._in_flight.items():
+            if q and (best is None or q[0].sent_at < best[0]):
+                best = (q[0].sent_at, node)
+        return None if best is None else best[1]
+
+    def _sendable(self, q: PartitionQueue, now: float) -> bool:
+        st = self._part((q.topic, q.partition))
+        if not q.ready or st.blocked_until > now:
+            return False
+        if self._opts.enable_idempotence:
+            return st.in_flight < self._opts.max_in_flight and not st.retry
+        return True
+
+    def _send_ready(self) -> bool:
+        sent = False
+        by_node: dict[int, list[PartitionQueue]] = {}
+        now = time.monotonic()
+        for q in self._acc.queues():
+            if self._sendable(q, now):
+                node = self._leader(q)
+                if node is not None:
+                    by_node.setdefault(node, []).append(q)
+        for node, queues in by_node.items():
+            pipeline = self._in_flight.setdefault(node, deque())
+            while len(pipeline) < self._opts.max_in_flight:
+                # Re-checked every round: a failed send blocks its partitions for retry.backoff.ms.
+                now = time.monotonic()
+                queues = [q for q in queues if self._sendable(q, now)]
+                if not queues:
+                    break
+                request: dict[TopicPartition, SealedBatch] = {}
+                size = 0
+                for q in queues:
+                    batch = q.ready[0]
+                    if request and size + len(batch.data) > self._opts.max_request_size:
+                        continue
+                    self._check_deadline(batch, None)
+                    q.ready.popleft()
+                    request[(q.topic, q.partition)] = batch
+                    size += len(batch.data) + 64
+                    self._part((q.topic, q.partition)).in_flight += 1
+                    batch.attempts += 1
+                self._send(node, request, pipeline)
+                sent = True
+        return sent
+
+    def _leader(self, q: PartitionQueue) -> int | None:
+        """The partition's leader; None (partition backed off for retry.backoff.ms) while there is none."""
+        try:
+            return self._client.leader_for(q.topic, q.partition)
+        except (KafkaError, ProtocolError) as exc:
+            if not _transient(exc):
+                raise ProduceFailedError(
+                    f"writing to topic {q.topic!r} partition {q.partition} failed: no leader: {exc}"
+                ) from exc
+            self._check_deadline(q.ready[0], f"no leader: {exc}")
+            self._part((q.topic, q.partition)).blocked_until = (
+                time.monotonic() + self._opts.retry_backoff_ms / 1000.0
+            )
+            return None
+
+    def _send(self, node: int, request: dict[TopicPartition, SealedBatch], pipeline: deque[_Request]) -> None:
+        payload = {tp: b.data for tp, b in request.items()}
+        try:
+            handle = self._client.send_produce(
+                node, payload, acks=self._opts.acks, timeout_ms=self._opts.request_timeout_ms
+            )
+        except (KafkaError, ProtocolError) as exc:
+            if not _transient(exc):
+                raise ProduceFailedError(f"writing to broker {node} failed: {exc}") from exc
+            self._fail_connection(node, exc, extra=request)
+            return
+        entry = _Request(node, request, handle, time.monotonic())
+        if self._opts.acks == 0:
+            self._complete(entry, {tp: ProduceResult(ErrorCode.NONE, -1, -1, -1) for tp in request})
+            return
+        pipeline.append(entry)
+
+    def _receive_one(self, node: int) -> None:
+        pipeline = self._in_flight[node]
+        if self._faults is not None and self._faults.drop_responses_now(self.requests_acknowledged):
+            # Lose the responses of every request in flight, as a broken network would, after giving the
+            # broker time to append them.
+            time.sleep(0.3)
+            self._client.disconnect(node)
+            self._fail_connection(
+                node,
+                KafkaError(ErrorCode.NETWORK_EXCEPTION, "injected: responses dropped (test-only option)"),
+            )
+            return
+        entry = pipeline[0]
+        assert entry.handle is not None
+        try:
+            results = self._client.poll_produce(entry.handle)
+        except (BrokerConnectionError, ProtocolError) as exc:
+            self._fail_connection(node, exc)
+            return
+        pipeline.popleft()
+        self._complete(entry, results or {})
+
+    def _fail_connection(
+        self, node: int, exc: Exception, extra: dict[TopicPartition, SealedBatch] | None = None
+    ) -> None:
+        """The connection to ``node`` broke: every request in flight there is unanswered, resend them."""
+        self._client.disconnect(node)
+        pipeline = self._in_flight.get(node, deque())
+        entries = list(pipeline)
+        pipeline.clear()
+        if extra is not None:
+            entries.append(_Request(node, extra, None, time.monotonic()))
+        log.warning(
+            "pylog producer: connection to broker %s failed (%s); resending %d request(s)",
+            node,
+            exc,
+            len(entries),
+        )
+        for entry in entries:
+            for tp, batch in entry.batches.items():
+                self._retry_later(tp, batch, f"connection error: {exc}")
+        self._refresh_metadata()
+
+    def _refresh_metadata(self) -> None:
+        """Reload the leaders of this task's topics; failures are left to the next send."""
+        topics = self._acc.topics()
+        if topics:
+            with contextlib.suppress(KafkaError, ProtocolError):
+                self._client.metadata(topics)
+
+    def _complete(self, entry: _Request, results: dict[TopicPartition, ProduceResult]) -> None:
+        self.requests_acknowledged += 1
+        refresh = False
+        for tp, batch in entry.batches.items():
+            st = self._part(tp)
+            result = results.get(tp) or ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, -1, "no answer")
+            code, base_offset, message = result.error, result.base_offset, result.error_message or ""
+            if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                st.in_flight -= 1
+                self._acc.stats[tp].add(
+                    base_offset if code == ErrorCode.NONE else -1, batch.count, len(batch.data)
+                )
+                self._acc.release(len(batch.data))
+                self._release_retries(tp)
+                continue
+            err = KafkaError(code, message)
+            if err.retriable or (
+                code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (st.retry or st.in_flight > 1)
+            ):
+                # OUT_OF_ORDER after an earlier batch of the partition failed is the consequence of that
+                # gap, not a lost record: resend in order.
+                self._retry_later(tp, batch, str(err))
+                refresh = refresh or code in _REFRESH_ON
+                continue
+            raise ProduceFailedError(
+                f"writing to topic {tp[0]!r} partition {tp[1]} failed: {err.name} ({int(code)})"
+                + (f": {message}" if message else "")
+                + f"; {self._acc.stats[tp].records} record(s) of this task were acknowledged there before"
+            )
+        if refresh:
+            self._refresh_metadata()
+        if self._faults is not None:
+            self._faults.after_acknowledged(self.requests_acknowledged)
+
+    def _retry_later(self, tp: TopicPartition, batch: SealedBatch, reason: str) -> None:
+        st = self._part(tp)
+        st.in_flight -= 1
+        self._check_deadline(batch, reason)
+        if batch.attempts > self._opts.retries:
+            raise ProduceFailedError(
+                f"writing to topic {tp[0]!r} partition {tp[1]} failed after {batch.attempts} "
+                f"attempt(s) (kafka.retries={self._opts.retries}): {reason}"
+            )
+        st.retry.append(batch)
+        st.blocked_until = time.monotonic() + self._opts.retry_backoff_ms / 1000.0
+        self._release_retries(tp)
+
+    def _release_retries(self, tp: TopicPartition) -> None:
+        """Once nothing of the partition is in flight, put failed batches back in front, in order."""
+        st = self._part(tp)
+        if st.retry and st.in_flight == 0:
+            st.retry.sort(key=lambda b: b.base_sequence)
+            self._acc.queue(tp).ready.extendleft(reversed(st.retry))
+            st.retry = []
+
+    def _check_deadline(self, batch: SealedBatch, reason: str | None) -> None:
+        waited = time.monotonic() - batch.sealed_at
+        if waited * 1000.0 > self._opts.delivery_timeout_ms:
+            raise ProduceFailedError(
+                f"writing to topic {batch.topic!r} partition {batch.partition} failed: {batch.count} "
+                f"record(s) not acknowledged within kafka.delivery.timeout.ms={self._opts.delivery_timeout_ms}"
+                f" after {batch.attempts} attempt(s)" + (f"; last error: {reason}" if reason else "")
+            )
