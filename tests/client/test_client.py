@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.client import BrokerConnectionError, KafkaClient, NewTopic
+from broker_runtime.embedded import embedded_broker
 from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
 from broker_runtime.protocol.messages import decode_request, encode_response
 
@@ -185,9 +186,8 @@ def test_version_negotiation_falls_back_when_broker_is_older(fake_broker: Callab
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    embedded = pytest.importorskip("broker_runtime.embedded")
     data_dir: Path = tmp_path_factory.mktemp("broker")
-    with embedded.embedded_broker(data_dir) as address:
+    with embedded_broker(data_dir) as address:
         yield address
 
 
