@@ -1,45 +1,94 @@
-"""The benchmark suite must keep running: every written section runs in quick mode and yields sane figures.
+"""The benchmark suite must keep running: every section runs in quick mode and yields sane figures.
 
-Speed itself is judged by ``bash jobs/dev.sh bench``, never here.
+Speed itself is judged by ``bash jobs/dev.sh bench``, never here. The Spark sections (writer, reader) run on
+the test run's one Spark session (the connector tests' ``spark`` fixture), which they reuse when active.
 """
 
 from __future__ import annotations
 
 import importlib
+import time
+from typing import Any
 
 import pytest
 
-from jobs.bench.__main__ import SECTIONS
-from jobs.bench.common import Result, median_seconds
+from jobs.bench.__main__ import QUICK_NOTE, SECTIONS, main
+from jobs.bench.common import Figure, Result, Timing, timed
+from tests.connector.conftest import spark  # noqa: F401  (the one Spark session of the test run)
+
+SPARK_SECTIONS = {"writer", "reader"}
+VERDICTS = ("[met]", "[NOT met]", "targets not met")
 
 
-def _section(name: str):  # type: ignore[no-untyped-def]
-    try:
-        return importlib.import_module(f"jobs.bench.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"jobs.bench.{name}":
-            pytest.skip(f"benchmark section {name} not written yet")
-        raise
+@pytest.fixture
+def section_spark(request: pytest.FixtureRequest, name: str) -> Any:
+    """The shared Spark session, active before a Spark section asks for one; nothing for the others."""
+    return request.getfixturevalue("spark") if name in SPARK_SECTIONS else None
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name", [s for s in SECTIONS if s not in {"writer", "reader"}])
-def test_section_runs_quick(name: str) -> None:
-    results = _section(name).run(True)
+@pytest.mark.parametrize(
+    "name", [pytest.param(s, marks=pytest.mark.spark) if s in SPARK_SECTIONS else s for s in SECTIONS]
+)
+def test_section_runs_quick_and_prints_no_verdict(
+    name: str, section_spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m jobs.bench --quick NAME`` runs the section: sane figures, printed without any verdict."""
+    module = importlib.import_module(f"jobs.bench.{name}")
+    section_run = module.run
+    results: list[Result] = []
+
+    def recording_run(quick: bool) -> list[Result]:
+        assert quick
+        results.extend(section_run(quick))
+        return results
+
+    monkeypatch.setattr(module, "run", recording_run)
+    assert main(["--quick", name]) == 0
+    out = capsys.readouterr().out
+
     assert results, f"section {name} reported nothing"
     for result in results:
         assert isinstance(result, Result)
         assert result.section == name
         assert result.value == result.value and result.value >= 0, result  # not NaN, not negative
-        assert result.line().startswith(name)
+        assert result.line(quick=True) in out.splitlines()
+    assert QUICK_NOTE in out
+    for verdict in VERDICTS:
+        assert verdict not in out, out
 
 
-def test_median_seconds_is_the_median() -> None:
-    delays = iter([0.0, 0.03, 0.0, 0.01, 0.02])
-    import time
+def test_full_mode_line_shows_median_spread_and_verdict() -> None:
+    """Full mode prints ``median (min-max)`` and the verdict; quick mode prints the bare figure only."""
+    result = Result.measured("records", "encode", Figure(5.5, 4.25, 6.0), "M/s", target=">= 5M/s", met=True)
+    assert _words(result.line()) == "records encode 5.50 (4.25-6.00) M/s (target >= 5M/s) [met]"
+    missed = Result("storage", "ratio", 0.5, "x", ">= 0.8", False)
+    assert _words(missed.line()) == "storage ratio 0.5 x (target >= 0.8) [NOT met]"
+    assert _words(result.line(quick=True)) == "records encode 5.50 M/s (target >= 5M/s)"
+    assert _words(missed.line(quick=True)) == "storage ratio 0.5 x (target >= 0.8)"
+
+
+def _words(line: str) -> str:
+    return " ".join(line.split())
+
+
+def test_timed_keeps_every_run_after_the_warmup() -> None:
+    """``timed`` discards the warm-up run and reports the median and the min-max of the others."""
+    delays = iter([0.05, 0.03, 0.0, 0.01, 0.02])
 
     def work() -> None:
         time.sleep(next(delays))
 
-    measured = median_seconds(work, repeat=4, warmup=1)
-    assert 0.01 <= measured < 0.03
+    timing = timed(work, repeat=4, warmup=1)
+    assert len(timing.runs) == 4
+    assert 0.01 <= timing.median < 0.03
+    assert min(timing.runs) < 0.01 and 0.03 <= max(timing.runs) < 0.05
+    rate = timing.rate(100)
+    assert rate.low < rate.value < rate.high and rate.value == 100 / timing.median
+
+
+def test_timing_figures() -> None:
+    """Rates invert the spread (the slowest run gives the lowest rate); scaled times keep it in order."""
+    timing = Timing((2.0, 1.0, 4.0))
+    assert timing.rate(8) == Figure(4.0, 2.0, 8.0)
+    assert timing.scaled(1000) == Figure(2000.0, 1000.0, 4000.0)

@@ -1,17 +1,48 @@
-"""Measurement helpers shared by the benchmark sections: medians of repeated runs and printable results."""
+"""Measurement helpers shared by the benchmark sections: timings of repeated runs and printable results."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Result", "median_seconds"]
+__all__ = ["Figure", "Result", "Timing", "spark_session", "timed"]
 
 
-def median_seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
-    """Median wall time of ``fn()`` over ``repeat`` runs after ``warmup`` discarded runs."""
+@dataclass(frozen=True)
+class Figure:
+    """A figure derived from repeated runs: the median and the spread (min-max) over the runs."""
+
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall times in seconds of repeated runs of the same work."""
+
+    runs: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    def rate(self, amount: float) -> Figure:
+        """``amount`` per second: the median run's rate, from the slowest run's to the fastest's."""
+        return Figure(amount / self.median, amount / max(self.runs), amount / min(self.runs))
+
+    def scaled(self, factor: float) -> Figure:
+        """The run time times ``factor`` (e.g. 1000 for ms, or 1/n per item)."""
+        return Figure(self.median * factor, min(self.runs) * factor, max(self.runs) * factor)
+
+
+def timed(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> Timing:
+    """Wall times of ``repeat`` runs of ``fn()`` after ``warmup`` discarded runs."""
     for _ in range(warmup):
         fn()
     times = []
@@ -19,12 +50,23 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return Timing(tuple(times))
+
+
+def _shown(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 1:
+        return f"{value:,.2f}"
+    return f"{value:.4g}"
 
 
 @dataclass(frozen=True)
 class Result:
-    """One measured figure: ``value`` in ``unit``; ``target`` is the goal as text (e.g. ">= 5M/s")."""
+    """One figure: ``value`` in ``unit``; ``target`` is the goal as text (e.g. ">= 5M/s"), ``met`` the verdict.
+
+    ``spread`` is (min, max) over the repeated runs when ``value`` is their median (see :meth:`measured`).
+    """
 
     section: str
     name: str
@@ -32,14 +74,46 @@ class Result:
     unit: str
     target: str = ""
     met: bool | None = None
+    spread: tuple[float, float] | None = None
 
-    def line(self) -> str:
-        if self.value >= 100:
-            shown = f"{self.value:,.0f}"
-        elif self.value >= 1:
-            shown = f"{self.value:,.2f}"
-        else:
-            shown = f"{self.value:.4g}"
-        verdict = "" if self.met is None else ("  [met]" if self.met else "  [NOT met]")
+    @classmethod
+    def measured(
+        cls, section: str, name: str, figure: Figure, unit: str, target: str = "", met: bool | None = None
+    ) -> Result:
+        return cls(section, name, figure.value, unit, target, met, (figure.low, figure.high))
+
+    def line(self, quick: bool = False) -> str:
+        """The printed line; in quick mode no spread and no verdict (quick figures are not measurements)."""
+        shown = f"{_shown(self.value):>14}"
+        if not quick:  # a column of its own, blank for figures that are not medians, so units line up
+            spread = "" if self.spread is None else f"({_shown(self.spread[0])}-{_shown(self.spread[1])})"
+            shown += f" {spread:<27}"
+        verdict = "" if self.met is None or quick else ("  [met]" if self.met else "  [NOT met]")
         target = f"  (target {self.target})" if self.target else ""
-        return f"{self.section:<10} {self.name:<58} {shown:>14} {self.unit:<10}{target}{verdict}"
+        return f"{self.section:<10} {self.name:<58} {shown} {self.unit:<10}{target}{verdict}"
+
+
+def spark_session(app: str, master: str, **conf: str) -> Any:
+    """The active SparkSession if there is one (left as it is), else a new one with ``master`` and ``conf``.
+
+    A process keeps one Spark session: the Spark sections share it, and a caller's session (a test run's)
+    is reused rather than replaced. The caller does not stop it; the process's exit does.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # keeps result lines whole
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

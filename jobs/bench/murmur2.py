@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from broker_runtime.protocol.murmur2 import murmur2, murmur2_array
-from jobs.bench.common import Result, median_seconds
+from jobs.bench.common import Result, timed
 
 SECTION = "murmur2"
 TARGET_KEYS_PER_S = 50e6
@@ -47,24 +47,28 @@ def run(quick: bool) -> list[Result]:
     mixed = _mixed_keys(n, seed=2)
     py_keys = keys.slice(0, scalar_n).to_pylist()
 
-    t_vec = median_seconds(lambda: murmur2_array(keys), repeat=repeat)
-    t_mixed = median_seconds(lambda: murmur2_array(mixed), repeat=repeat)
-    t_scalar = median_seconds(lambda: [murmur2(k) for k in py_keys], repeat=3 if quick else 5)
-    t_kp = median_seconds(lambda: [kp_murmur2(k) for k in py_keys], repeat=3 if quick else 5)
+    t_vec = timed(lambda: murmur2_array(keys), repeat=repeat)
+    t_mixed = timed(lambda: murmur2_array(mixed), repeat=repeat)
+    t_scalar = timed(lambda: [murmur2(k) for k in py_keys], repeat=3 if quick else 5)
+    t_kp = timed(lambda: [kp_murmur2(k) for k in py_keys], repeat=3 if quick else 5)
 
-    vec_rate = n / t_vec
-    kp_rate = scalar_n / t_kp
+    vec_rate = t_vec.rate(n)
+    kp_rate = t_kp.rate(scalar_n)
     return [
-        Result(
+        Result.measured(
             SECTION,
             f"vectorized murmur2_array, {n:,} x 16-byte keys",
             vec_rate,
             "keys/s",
             target=">= 50M/s",
-            met=None if quick else vec_rate >= TARGET_KEYS_PER_S,
+            met=vec_rate.value >= TARGET_KEYS_PER_S,
         ),
-        Result(SECTION, f"vectorized, {n:,} keys of 8..24 bytes, 5% nulls", n / t_mixed, "keys/s"),
-        Result(SECTION, "scalar murmur2 (Python loop), 16-byte keys", scalar_n / t_scalar, "keys/s"),
-        Result(SECTION, "kafka-python murmur2 (Python loop), 16-byte keys", kp_rate, "keys/s"),
-        Result(SECTION, "ratio vectorized / kafka-python", vec_rate / kp_rate, "x"),
+        Result.measured(
+            SECTION, f"vectorized, {n:,} keys of 8..24 bytes, 5% nulls", t_mixed.rate(n), "keys/s"
+        ),
+        Result.measured(
+            SECTION, "scalar murmur2 (Python loop), 16-byte keys", t_scalar.rate(scalar_n), "keys/s"
+        ),
+        Result.measured(SECTION, "kafka-python murmur2 (Python loop), 16-byte keys", kp_rate, "keys/s"),
+        Result(SECTION, "ratio vectorized / kafka-python", vec_rate.value / kp_rate.value, "x"),
     ]

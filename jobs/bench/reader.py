@@ -1,6 +1,6 @@
 """Benchmark section "reader": ``spark.read.format("pylog")`` throughput and seek cost, side by side in one run.
 
-Figures (medians of repeated runs, one local Spark session, ``local[4]``):
+Figures (medians of repeated runs, one local Spark session: the active one, else ``local[4]``):
   * pylog read of N rows (16-byte key, 100-byte value, 4 partitions) into Spark's ``noop`` sink, with the
     direct segment scan and with Fetch over TCP;
   * the framework ceiling: a no-op Python data source yielding PREBUILT Arrow batches of the same schema and
@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.protocol.arrow_records import build_batches
-from jobs.bench.common import Result, median_seconds
+from jobs.bench.common import Result, Timing, spark_session, timed
 
 __all__ = ["SECTION", "run"]
 
@@ -139,18 +138,11 @@ class CeilingDataSource(DataSource):
 
 
 def _spark() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(f"local[{min(_PARTITIONS, os.cpu_count() or 1)}]")
-        .appName("pylog-bench-reader")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # keeps result lines whole
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    spark = spark_session(
+        "pylog-bench-reader",
+        f"local[{min(_PARTITIONS, os.cpu_count() or 1)}]",
+        **{"spark.sql.session.timeZone": "UTC"},
     )
-    spark.sparkContext.setLogLevel("ERROR")
     import spark_kafka_log
 
     spark_kafka_log.register(spark)
@@ -186,24 +178,33 @@ def run(quick: bool) -> list[Result]:
             def noop(df: Any) -> None:
                 df.write.format("noop").mode("overwrite").save()
 
-            ceiling_s = median_seconds(
+            ceiling_s = timed(
                 lambda: noop(spark.read.format("pylog_bench_ceiling").option("rows", str(rows)).load()),
                 repeat=repeat,
             )
-            local_s = median_seconds(lambda: noop(pylog("local")), repeat=repeat)
-            fetch_s = median_seconds(lambda: noop(pylog("fetch")), repeat=repeat)
+            local_s = timed(lambda: noop(pylog("local")), repeat=repeat)
+            fetch_s = timed(lambda: noop(pylog("fetch")), repeat=repeat)
             parquet_dir = os.path.join(tmp, "parquet")
             pylog("local").write.parquet(parquet_dir)
-            parquet_s = median_seconds(lambda: noop(spark.read.parquet(parquet_dir)), repeat=repeat)
+            parquet_s = timed(lambda: noop(spark.read.parquet(parquet_dir)), repeat=repeat)
             label = f"{rows / 1e6:g}M rows" if rows >= 1e6 else f"{rows // 1000}k rows"
-            ratio = ceiling_s / local_s
+            ratio = ceiling_s.median / local_s.median
             results += [
-                Result(SECTION, f"pylog read, direct scan -> noop ({label})", rows / local_s, "rows/s"),
-                Result(SECTION, f"pylog read, Fetch over TCP -> noop ({label})", rows / fetch_s, "rows/s"),
-                Result(
-                    SECTION, f"ceiling: prebuilt Arrow source -> noop ({label})", rows / ceiling_s, "rows/s"
+                Result.measured(
+                    SECTION, f"pylog read, direct scan -> noop ({label})", local_s.rate(rows), "rows/s"
                 ),
-                Result(SECTION, f"parquet read -> noop ({label}, reference)", rows / parquet_s, "rows/s"),
+                Result.measured(
+                    SECTION, f"pylog read, Fetch over TCP -> noop ({label})", fetch_s.rate(rows), "rows/s"
+                ),
+                Result.measured(
+                    SECTION,
+                    f"ceiling: prebuilt Arrow source -> noop ({label})",
+                    ceiling_s.rate(rows),
+                    "rows/s",
+                ),
+                Result.measured(
+                    SECTION, f"parquet read -> noop ({label}, reference)", parquet_s.rate(rows), "rows/s"
+                ),
                 Result(
                     SECTION,
                     "pylog direct scan / ceiling",
@@ -212,7 +213,7 @@ def run(quick: bool) -> list[Result]:
                     f">= {TARGET_CEILING_RATIO}",
                     ratio >= TARGET_CEILING_RATIO,
                 ),
-                Result(SECTION, "pylog Fetch / ceiling", ceiling_s / fetch_s, "x"),
+                Result(SECTION, "pylog Fetch / ceiling", ceiling_s.median / fetch_s.median, "x"),
             ]
 
             create_topic(bootstrap, "seek-big", partitions=1)
@@ -221,7 +222,7 @@ def run(quick: bool) -> list[Result]:
             _produce(bootstrap, "seek-small", 0, small, 8, 16)
             rnd = random.Random(7)
 
-            def seek(topic: str, size: int) -> float:
+            def seek(topic: str, size: int) -> Timing:
                 def once() -> None:
                     start = rnd.randrange(0, size - 1000)
                     df = (
@@ -235,15 +236,20 @@ def run(quick: bool) -> list[Result]:
                     )
                     assert df.count() == 1000
 
-                return median_seconds(once, repeat=max(repeat, 5))
+                return timed(once, repeat=repeat)
 
             big_s = seek("seek-big", big)
             small_s = seek("seek-small", small)
-            seek_ratio = big_s / small_s
+            seek_ratio = big_s.median / small_s.median
             results += [
-                Result(SECTION, f"1,000 records at a random offset of {big:,} (count)", big_s * 1000, "ms"),
-                Result(
-                    SECTION, f"1,000 records at a random offset of {small:,} (count)", small_s * 1000, "ms"
+                Result.measured(
+                    SECTION, f"1,000 records at a random offset of {big:,} (count)", big_s.scaled(1000), "ms"
+                ),
+                Result.measured(
+                    SECTION,
+                    f"1,000 records at a random offset of {small:,} (count)",
+                    small_s.scaled(1000),
+                    "ms",
                 ),
                 Result(
                     SECTION,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 from broker_runtime.protocol.records import RecordBatchBuilder
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from jobs.bench.common import Result, median_seconds
+from jobs.bench.common import Result, Timing, timed
 
 __all__ = ["run"]
 
@@ -76,12 +75,14 @@ def _append_figures(root: Path, quick: bool) -> list[Result]:
         if run_no:
             t_log_runs.append(t_log)
             t_plain_runs.append(t_plain)
-    t_log = statistics.median(t_log_runs)
-    t_plain = statistics.median(t_plain_runs)
-    ratio = t_plain / t_log
+    log_timing = Timing(tuple(t_log_runs))
+    plain_timing = Timing(tuple(t_plain_runs))
+    ratio = plain_timing.median / log_timing.median
     return [
-        Result(SECTION, "append 1 MiB batches: PartitionLog", total_mb / t_log, "MB/s"),
-        Result(SECTION, "append 1 MiB batches: plain file.write loop", total_mb / t_plain, "MB/s"),
+        Result.measured(SECTION, "append 1 MiB batches: PartitionLog", log_timing.rate(total_mb), "MB/s"),
+        Result.measured(
+            SECTION, "append 1 MiB batches: plain file.write loop", plain_timing.rate(total_mb), "MB/s"
+        ),
         Result(SECTION, "append throughput ratio log/plain", ratio, "x", ">= 0.8", ratio >= 0.8),
     ]
 
@@ -94,8 +95,8 @@ def _build_partition(path: Path, records: int, per_batch: int) -> PartitionLog:
     return log
 
 
-def _lookup_rounds(logs: list[PartitionLog], samples: int, rounds: int) -> list[float]:
-    """Median seconds per lookup for each log, measured in interleaved rounds (so drift hits both alike)."""
+def _lookup_rounds(logs: list[PartitionLog], samples: int, rounds: int) -> list[Timing]:
+    """Seconds per lookup for each log, one figure per round; rounds interleave logs so drift hits both alike."""
     rng = random.Random(7)
     offsets = [[rng.randrange(log.log_end_offset) for _ in range(samples)] for log in logs]
     times: list[list[float]] = [[] for _ in logs]
@@ -107,8 +108,8 @@ def _lookup_rounds(logs: list[PartitionLog], samples: int, rounds: int) -> list[
                 for o in offs:
                     position_for(o)
 
-            times[k].append(median_seconds(lookups, repeat=1, warmup=0) / samples)
-    return [statistics.median(t) for t in times]
+            times[k].append(timed(lookups, repeat=1, warmup=0).median / samples)
+    return [Timing(tuple(t)) for t in times]
 
 
 def run(quick: bool) -> list[Result]:
@@ -125,11 +126,13 @@ def run(quick: bool) -> list[Result]:
         small = _build_partition(root / "small-0", small_n, per_batch)
         samples = 500 if quick else 3000
         t_small, t_big = _lookup_rounds([small, big], samples, rounds=9 if quick else 15)
-        ratio = t_big / t_small
+        ratio = t_big.median / t_small.median
         results += [
             Result(SECTION, f"build partition of {big_n:,} records", big_n / build_s, "records/s"),
-            Result(SECTION, f"offset lookup, {small_n:,}-record partition", t_small * 1e6, "us"),
-            Result(SECTION, f"offset lookup, {big_n:,}-record partition", t_big * 1e6, "us"),
+            Result.measured(
+                SECTION, f"offset lookup, {small_n:,}-record partition", t_small.scaled(1e6), "us"
+            ),
+            Result.measured(SECTION, f"offset lookup, {big_n:,}-record partition", t_big.scaled(1e6), "us"),
             Result(SECTION, "offset lookup ratio big/small", ratio, "x", "<= 1.2", ratio <= 1.2),
         ]
 
@@ -142,12 +145,12 @@ def run(quick: bool) -> list[Result]:
                 root / "big-0", "t", 0, LogConfig(), recovery_point=0, needs_recovery=True
             ).close()
 
-        t_rec = median_seconds(recover, repeat=3, warmup=1)
+        t_rec = timed(recover, repeat=3, warmup=1)
         results.append(
-            Result(
+            Result.measured(
                 SECTION,
                 f"recovery from offset 0 ({size_mb:,.0f} MB, CRC + index rebuild)",
-                size_mb / t_rec,
+                t_rec.rate(size_mb),
                 "MB/s",
             )
         )

@@ -1,6 +1,7 @@
 """Benchmark section "writer": ``df.write.format("pylog")`` against Parquet and a hand-written producer loop.
 
-Figures (medians of repeated runs after one warm-up, one local Spark session ``local[2]``, ONE cached
+Figures (medians of repeated runs after one warm-up, one local Spark session: the active one, else
+``local[2]``; ONE cached
 DataFrame of N rows: 16-byte key, 100-byte value, 2 partitions; N = 2,000,000, quick mode 20,000):
 
   * ``df.write.parquet`` of the DataFrame (the reference);
@@ -25,30 +26,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jobs.bench.common import Result, median_seconds
+from jobs.bench.common import Result, spark_session, timed
 
 __all__ = ["SECTION", "run"]
 
 SECTION = "writer"
 TARGET_PARQUET_RATIO = 1.0
-
-
-def _spark() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("pylog-bench-writer")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # keeps result lines whole
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def _confluent_loop(bootstrap: str, topic: str) -> Callable[[Iterator[Any]], None]:
@@ -78,11 +61,16 @@ def run(quick: bool) -> list[Result]:
 
     rows = 20_000 if quick else 2_000_000
     repeat = 1 if quick else 3
-    spark = _spark()
+    spark = spark_session(
+        "pylog-bench-writer",
+        "local[2]",
+        **{"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
+    )
     spark_kafka_log.register(spark)
     work = tempfile.mkdtemp(prefix="pylog-bench-writer-")
     data_dir = os.path.join(work, "pylog-data")
     results: list[Result] = []
+    df = None
     try:
         df = (
             spark.range(0, rows, 1, 2)
@@ -114,40 +102,45 @@ def run(quick: bool) -> list[Result]:
         def by_hand() -> None:
             df.foreachPartition(_confluent_loop(bootstrap, f"bench-{uuid.uuid4().hex[:8]}"))
 
-        t_parquet = median_seconds(parquet, repeat=repeat)
-        t_acks1 = median_seconds(pylog(**{"kafka.acks": "1"}), repeat=repeat)
-        t_all = median_seconds(pylog(), repeat=repeat)
-        t_lz4 = median_seconds(pylog(**{"kafka.acks": "1", "kafka.compression.type": "lz4"}), repeat=repeat)
-        t_hand = median_seconds(by_hand, repeat=1, warmup=0 if quick else 1)
+        t_parquet = timed(parquet, repeat=repeat)
+        t_acks1 = timed(pylog(**{"kafka.acks": "1"}), repeat=repeat)
+        t_all = timed(pylog(), repeat=repeat)
+        t_lz4 = timed(pylog(**{"kafka.acks": "1", "kafka.compression.type": "lz4"}), repeat=repeat)
+        t_hand = timed(by_hand, repeat=1, warmup=0 if quick else 1)
+        millions = rows / 1e6
 
-        def rate(seconds: float) -> float:
-            return rows / seconds / 1e6
-
-        ratio = t_parquet / t_acks1
+        ratio = t_parquet.median / t_acks1.median
         results = [
-            Result(SECTION, f"parquet write, {rows:,} rows (reference)", rate(t_parquet), "M rows/s"),
-            Result(SECTION, "pylog write acks=1 none, embedded broker", rate(t_acks1), "M rows/s"),
+            Result.measured(
+                SECTION, f"parquet write, {rows:,} rows (reference)", t_parquet.rate(millions), "M rows/s"
+            ),
+            Result.measured(
+                SECTION, "pylog write acks=1 none, embedded broker", t_acks1.rate(millions), "M rows/s"
+            ),
             Result(
                 SECTION,
                 "pylog acks=1 vs parquet (parquet time / pylog time)",
                 ratio,
                 "x",
                 f">= {TARGET_PARQUET_RATIO}",
-                None if quick else ratio >= TARGET_PARQUET_RATIO,
+                ratio >= TARGET_PARQUET_RATIO,
             ),
-            Result(SECTION, "pylog write acks=all (idempotent)", rate(t_all), "M rows/s"),
-            Result(SECTION, "pylog write acks=1 lz4", rate(t_lz4), "M rows/s"),
-            Result(SECTION, "confluent-kafka loop in foreachPartition, acks=1", rate(t_hand), "M rows/s"),
-            Result(SECTION, "pylog acks=1 vs confluent-kafka loop", t_hand / t_acks1, "x"),
+            Result.measured(SECTION, "pylog write acks=all (idempotent)", t_all.rate(millions), "M rows/s"),
+            Result.measured(SECTION, "pylog write acks=1 lz4", t_lz4.rate(millions), "M rows/s"),
+            Result.measured(
+                SECTION, "confluent-kafka loop in foreachPartition, acks=1", t_hand.rate(millions), "M rows/s"
+            ),
+            Result(SECTION, "pylog acks=1 vs confluent-kafka loop", t_hand.median / t_acks1.median, "x"),
         ]
         return results
     finally:
         stop_embedded_broker(data_dir)
-        spark.catalog.clearCache()
-        spark.stop()
+        if df is not None:
+            df.unpersist()  # the session may be shared: drop only this section's cache
         shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    for r in run("--quick" in sys.argv):
-        print(r.line(), flush=True)
+    quick = "--quick" in sys.argv
+    for r in run(quick):
+        print(r.line(quick), flush=True)

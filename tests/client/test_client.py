@@ -16,6 +16,7 @@ import pytest
 from broker_runtime.client import BrokerConnectionError, KafkaClient, NewTopic
 from broker_runtime.client.connection import MAX_RESPONSE_BYTES
 from broker_runtime.errors import ErrorCode, KafkaError, ProtocolError
+from broker_runtime.launch import broker_process
 from broker_runtime.protocol.messages import ApiKey, decode_request, encode_response
 
 # --- error paths without a broker -----------------------------------------------------------------------
@@ -212,9 +213,8 @@ def test_version_negotiation_falls_back_when_broker_is_older(fake_broker: Callab
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    embedded = pytest.importorskip("broker_runtime.launch")
     data_dir: Path = tmp_path_factory.mktemp("broker")
-    with embedded.broker_process(data_dir) as address:
+    with broker_process(data_dir) as address:
         yield address
 
 
