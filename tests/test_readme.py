@@ -38,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -155,7 +156,8 @@ class Runner:
     def run_python(self, block: Block, code: str) -> None:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(code, block.where, "exec"), self.namespace)
+            # Padded so that a traceback's line numbers are README.md's.
+            exec(compile("\n" * block.line + code, "README.md", "exec"), self.namespace)
         printed = out.getvalue().splitlines()
         expected = expected_output(code)
         assert len(printed) == len(expected) and all(map(matches, expected, printed)), (
@@ -166,8 +168,8 @@ class Runner:
         argv = shlex.split(command)
         if argv[0] == "python":
             argv[0] = sys.executable
-        sub = next((a for a in argv if a in ("start", "cluster", "status", "stop")), None)
-        if sub in READY:
+        sub = next((a for a in argv if a in READY), None)
+        if sub is not None:
             if not any(a.startswith("listeners=") for a in argv):
                 argv += ["--override", "listeners=PLAINTEXT://127.0.0.1:0"]
             self.run_foreground(block, argv, READY[sub])
@@ -179,13 +181,21 @@ class Runner:
 
     def run_foreground(self, block: Block, argv: list[str], ready: str) -> None:
         command = shlex.join(argv)
+        with tempfile.TemporaryFile("w+") as stderr:
+            try:
+                self._foreground(block, argv, command, ready, stderr)
+            except AssertionError as exc:
+                stderr.seek(0)
+                raise AssertionError(f"{exc}\nits stderr:\n{stderr.read()[-3000:]}") from None
+
+    def _foreground(self, block: Block, argv: list[str], command: str, ready: str, stderr: Any) -> None:
         proc = subprocess.Popen(
             argv,
             cwd=self.workdir,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
             text=True,
         )
         assert proc.stdout is not None
