@@ -120,6 +120,14 @@ def test_blocks_are_code_or_marked() -> None:
             assert block.lang in CODE, f"{block.where}: only code blocks take a not-run mark"
 
 
+def test_the_two_top_commands_come_first_and_exist() -> None:
+    first = readme_blocks(README.read_text(encoding="utf-8"))[0]
+    commands = [line.split("#", 1)[0].split() for line in first.code.splitlines()]
+    assert commands == [["bash", "jobs/dev.sh", "main"], ["bash", "jobs/dev.sh", "test"]]
+    dev_sh = (ROOT / "jobs" / "dev.sh").read_text(encoding="utf-8")
+    assert "    main) " in dev_sh and "    test) " in dev_sh
+
+
 def test_harness_parses_marks_and_checks() -> None:
     text = (
         "```python\nprint(1)  # 1\n```\n\n<!-- not run by tests: it\nrecurses -->\n\n```bash\nbash x\n```\n"
