@@ -1,8 +1,15 @@
-"""The dependency rule of the architecture, checked on the source: each package imports only the layers below it.
+"""The dependency rule of the architecture, checked on the source: each unit imports only the layers below it.
 
-protocol <- storage <- replication <- server; purgatory <- replication; client <- protocol only;
-spark_kafka_log <- protocol + client (+ storage, read-only, for the direct segment scan; + the embedded
-broker start). ``broker_runtime.errors`` is shared by all.
+A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
+
+    protocol <- storage <- replication <- server <- cli <- __main__
+    purgatory <- replication;  client <- protocol;  launch <- client, protocol
+    spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
+    jobs <- anything
+
+``broker_runtime.errors`` and ``broker_runtime.fsutil`` are shared by all and import nothing of the project.
+Relative imports are resolved to their absolute module before checking (ruff also bans them: TID252). Every
+source file must belong to a unit of this table, so a new package cannot slip in unchecked.
 """
 
 from __future__ import annotations
@@ -13,60 +20,124 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ("broker_runtime", "spark_kafka_log", "jobs")
 SHARED = {"broker_runtime.errors", "broker_runtime.fsutil"}
 
 ALLOWED: dict[str, set[str]] = {
-    "broker_runtime.protocol": {"broker_runtime.protocol"},
-    "broker_runtime.storage": {"broker_runtime.storage", "broker_runtime.protocol"},
-    "broker_runtime.purgatory": {"broker_runtime.purgatory"},
+    "broker_runtime": set(),  # the package's own __init__
+    "broker_runtime.errors": set(),
+    "broker_runtime.fsutil": set(),
+    "broker_runtime.protocol": set(),
+    "broker_runtime.purgatory": set(),
+    "broker_runtime.storage": {"broker_runtime.protocol"},
     "broker_runtime.replication": {
+        "broker_runtime.storage",
+        "broker_runtime.protocol",
+        "broker_runtime.purgatory",
+    },
+    "broker_runtime.client": {"broker_runtime.protocol"},
+    "broker_runtime.launch": {"broker_runtime.client", "broker_runtime.protocol"},
+    "broker_runtime.server": {
         "broker_runtime.replication",
         "broker_runtime.storage",
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
     },
-    "broker_runtime.client": {"broker_runtime.client", "broker_runtime.protocol"},
-    "broker_runtime.launch": {"broker_runtime.launch", "broker_runtime.client", "broker_runtime.protocol"},
+    "broker_runtime.cli": {"broker_runtime.server", "broker_runtime.launch"},
+    "broker_runtime.__main__": {"broker_runtime.cli"},
     "spark_kafka_log": {
-        "spark_kafka_log",
         "broker_runtime.protocol",
         "broker_runtime.client",
         "broker_runtime.storage",  # read-only: the reader's direct segment scan
         "broker_runtime.launch",
     },
+    "jobs": {"broker_runtime", "spark_kafka_log"},
 }
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _unit_of(module: str) -> str | None:
+    """The most specific unit of the table holding ``module``."""
+    best = None
+    for unit in ALLOWED:
+        if (module == unit or module.startswith(unit + ".")) and (best is None or len(unit) > len(best)):
+            best = unit
+    return best
+
+
 def _project_imports(path: Path) -> set[str]:
+    """Absolute names of the project modules ``path`` imports, relative imports resolved."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return {name for name in found if name.split(".")[0] in {"broker_runtime", "spark_kafka_log", "jobs"}}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                found.add(node.module or "")
+                continue
+            base = package.split(".") if package else []
+            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+            found.add(".".join([*base, *([node.module] if node.module else [])]))
+    return {name for name in found if name.split(".")[0] in PROJECT}
 
 
-def _package_files(package: str) -> list[Path]:
-    directory = ROOT.joinpath(*package.split("."))
-    return sorted(directory.rglob("*.py")) if directory.is_dir() else []
+def _source_files() -> list[Path]:
+    return sorted(p for top in PROJECT for p in (ROOT / top).rglob("*.py"))
 
 
-@pytest.mark.parametrize("package", sorted(ALLOWED))
-def test_package_imports_only_lower_layers(package: str) -> None:
-    allowed = ALLOWED[package] | SHARED
+@pytest.mark.parametrize("unit", sorted(ALLOWED))
+def test_unit_imports_only_lower_layers(unit: str) -> None:
     violations = []
-    for path in _package_files(package):
+    for path in _source_files():
+        if _unit_of(_module_name(path)) != unit:
+            continue
+        allowed = ALLOWED[unit] | {unit} | (SHARED if unit not in SHARED else set())
         for name in _project_imports(path):
             if not any(name == a or name.startswith(a + ".") for a in allowed):
                 violations.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not violations, "dependency rule broken:\n" + "\n".join(violations)
 
 
+def test_every_source_file_belongs_to_a_unit() -> None:
+    orphans = [str(p.relative_to(ROOT)) for p in _source_files() if _unit_of(_module_name(p)) is None]
+    assert not orphans, f"add these to the layering table (and the README's package table): {orphans}"
+
+
 def test_rule_checker_sees_imports(tmp_path: Path) -> None:
-    probe = tmp_path / "probe.py"
+    package = ROOT / "broker_runtime" / "storage"
+    probe = package / "_layering_probe.py"
     probe.write_text(
-        "import os\nfrom broker_runtime.server import x\nimport spark_kafka_log.reader\nfrom . import y\n"
+        "import os\nfrom broker_runtime.server import x\nimport spark_kafka_log.reader\n"
+        "from . import segment\nfrom ..protocol import records\n"
     )
-    assert _project_imports(probe) == {"broker_runtime.server", "spark_kafka_log.reader"}
+    try:
+        assert _project_imports(probe) == {
+            "broker_runtime.server",
+            "spark_kafka_log.reader",
+            "broker_runtime.storage",
+            "broker_runtime.protocol",
+        }
+        assert _unit_of(_module_name(probe)) == "broker_runtime.storage"
+    finally:
+        probe.unlink()
+
+
+def test_a_lower_layer_importing_a_higher_one_is_caught() -> None:
+    """The checker must fail on a real violation, not only pass on clean code."""
+    probe = ROOT / "broker_runtime" / "protocol" / "_layering_probe.py"
+    probe.write_text("from ..storage import segment\n")
+    try:
+        with pytest.raises(
+            AssertionError, match="protocol/_layering_probe.py imports broker_runtime.storage"
+        ):
+            test_unit_imports_only_lower_layers("broker_runtime.protocol")
+    finally:
+        probe.unlink()
