@@ -191,24 +191,23 @@ class LogManager:
             self._write_checkpoints()
             for log_dir in self.log_dirs:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
-            for fd in self._dir_locks.values():
-                os.close(fd)
-            self._dir_locks.clear()
-            self._logs.clear()
-            self._log_dir_of.clear()
-            self._started = False
+            self._release()
 
     def close_without_shutdown(self) -> None:
         """Release the directories without flushing, checkpoints or marker (simulates a crash in tests)."""
         with self._lock:
             for log in self._logs.values():
                 log.close_without_flush()
-            for fd in self._dir_locks.values():
-                os.close(fd)
-            self._dir_locks.clear()
-            self._logs.clear()
-            self._log_dir_of.clear()
-            self._started = False
+            self._release()
+
+    def _release(self) -> None:
+        """Unlock the directories and forget the partitions (caller holds ``_lock``; logs already closed)."""
+        for fd in self._dir_locks.values():
+            os.close(fd)
+        self._dir_locks.clear()
+        self._logs.clear()
+        self._log_dir_of.clear()
+        self._started = False
 
     # -- partitions -------------------------------------------------------------------------------------------
 
