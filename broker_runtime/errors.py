@@ -18,6 +18,10 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
      |    +-- WorkerPythonError      Spark's Python workers would not find pylog (connector, driver side)
      +-- MessageDefinitionError (ValueError) a wire-protocol message definition that breaks the schema rules
+     +-- InvalidArgumentError (ValueError) a function called with a value it cannot take (caller's bug)
+     +-- InvalidTypeError (TypeError) a function called with an argument of a type it cannot take
+     +-- IllegalStateError (RuntimeError) a component used in a state that forbids it (e.g. shut down)
+     +-- WaitTimeoutError (TimeoutError) a bounded wait ran out (broker start/stop, the cluster-file lock)
      +-- BrokerStartError            a launched broker exited (or stayed silent) before listening
      +-- EmbeddedBrokerError         the embedded broker of a data directory could not start, be reached or stop
      +-- UnknownTopicError           a topic or partition a read names does not exist (connector)
@@ -45,7 +49,10 @@ __all__ = [
     "DataLossError",
     "ErrorCode",
     "InjectedFailure",
+    "IllegalStateError",
     "InputDataError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
     "KafkaError",
     "MessageDefinitionError",
     "OffsetOutOfRangeError",
@@ -57,6 +64,7 @@ __all__ = [
     "StorageError",
     "UnknownTopicError",
     "UnsupportedVersionError",
+    "WaitTimeoutError",
     "WorkerPythonError",
 ]
 
@@ -264,6 +272,25 @@ class ConfigError(PylogError, ValueError):
 class MessageDefinitionError(PylogError, ValueError):
     """A wire-protocol message definition (``protocol.messages``) that breaks the schema rules, e.g. a field of
     an unknown type; raised when the definition is built, so at import time for pylog's own messages."""
+
+
+# --- misuse and waits (any package) ---
+
+
+class InvalidArgumentError(PylogError, ValueError):
+    """A function was called with a value it cannot take: a bug in the caller. The message names the argument."""
+
+
+class InvalidTypeError(PylogError, TypeError):
+    """A function was called with an argument of a type it cannot take; the message names argument and type."""
+
+
+class IllegalStateError(PylogError, RuntimeError):
+    """A component was used in a state that forbids it (a timer or purgatory after shutdown, a started broker)."""
+
+
+class WaitTimeoutError(PylogError, TimeoutError):
+    """A bounded wait ran out (a broker that does not start or stop in time, the cluster file's lock)."""
 
 
 # --- launcher ---

@@ -67,7 +67,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker_runtime.errors import CorruptRecordError, PylogError
+from broker_runtime.errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError, PylogError
 from broker_runtime.protocol import compression as _compression
 from broker_runtime.protocol.batch_header import (
     ATTR_COMPRESSION_MASK,
@@ -230,7 +230,7 @@ def _binary_column(
         return None, np.full(n, -1, dtype=np.int64)
     arr = _combine(arr)
     if len(arr) != n:
-        raise ValueError(f"{what} has {len(arr)} elements, values has {n}")
+        raise InvalidArgumentError(f"{what} has {len(arr)} elements, values has {n}")
     t = arr.type
     if pa.types.is_null(t) or arr.null_count == n:
         return None, np.full(n, -1, dtype=np.int64)
@@ -243,7 +243,7 @@ def _binary_column(
         or pa.types.is_string_view(t)
         or pa.types.is_fixed_size_binary(t)
     ):
-        raise TypeError(f"{what} must be a binary, string or null array, got {t}")
+        raise InvalidTypeError(f"{what} must be a binary, string or null array, got {t}")
     if not pa.types.is_large_binary(t):
         arr = arr.cast(pa.large_binary())
     lengths = pc.binary_length(arr).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -259,19 +259,19 @@ def _timestamps_ms(
         return np.full(n, fill, dtype=np.int64)
     if isinstance(timestamps, np.ndarray):
         if len(timestamps) != n:
-            raise ValueError(f"timestamps has {len(timestamps)} elements, values has {n}")
+            raise InvalidArgumentError(f"timestamps has {len(timestamps)} elements, values has {n}")
         if np.issubdtype(timestamps.dtype, np.datetime64):
             ms = timestamps.astype("datetime64[ms]")
             out = ms.astype(np.int64)
             return np.where(np.isnat(ms), np.int64(fill), out)
         if not np.issubdtype(timestamps.dtype, np.integer):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"timestamps must be int64 milliseconds or datetime64, got dtype {timestamps.dtype}"
             )
         return timestamps.astype(np.int64)
     arr = _combine(timestamps)
     if len(arr) != n:
-        raise ValueError(f"timestamps has {len(arr)} elements, values has {n}")
+        raise InvalidArgumentError(f"timestamps has {len(arr)} elements, values has {n}")
     t = arr.type
     if pa.types.is_timestamp(t):
         raw = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
@@ -280,7 +280,7 @@ def _timestamps_ms(
     elif pa.types.is_integer(t):
         out = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     else:
-        raise TypeError(f"timestamps must be int64 milliseconds or a timestamp array, got {t}")
+        raise InvalidTypeError(f"timestamps must be int64 milliseconds or a timestamp array, got {t}")
     out = out.astype(np.int64, copy=True)
     if arr.null_count:
         out[arr.is_null().to_numpy(zero_copy_only=False)] = fill
@@ -296,15 +296,15 @@ def _header_column(
         return None, zeros, zeros
     arr = _combine(headers)
     if len(arr) != n:
-        raise ValueError(f"headers has {len(arr)} elements, values has {n}")
+        raise InvalidArgumentError(f"headers has {len(arr)} elements, values has {n}")
     if pa.types.is_null(arr.type):
         return None, zeros, zeros
     if not any(test(arr.type) for test in _LIST_TYPES) or not pa.types.is_struct(arr.type.value_type):
-        raise TypeError(f"headers must be list<struct<key: string, value: binary>>, got {arr.type}")
+        raise InvalidTypeError(f"headers must be list<struct<key: string, value: binary>>, got {arr.type}")
     struct_type = arr.type.value_type
     names = [struct_type.field(i).name for i in range(struct_type.num_fields)]
     if "key" not in names or "value" not in names:
-        raise TypeError(f"headers struct must have fields 'key' and 'value', got {names}")
+        raise InvalidTypeError(f"headers struct must have fields 'key' and 'value', got {names}")
     counts = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     total = int(counts.sum())
     if total == 0:
@@ -314,7 +314,9 @@ def _header_column(
     hkey, hkey_len = _binary_column(children["key"], total, "header keys")
     if hkey is None or (hkey_len < 0).any():
         bad = int(np.flatnonzero(hkey_len < 0)[0])
-        raise ValueError(f"header {bad} (in row order) has a null key; Kafka header keys cannot be null")
+        raise InvalidArgumentError(
+            f"header {bad} (in row order) has a null key; Kafka header keys cannot be null"
+        )
     hval, hval_len = _binary_column(children["value"], total, "header values")
     kfield = _Varints(hkey_len)
     vfield = _Varints(hval_len)
@@ -404,15 +406,15 @@ def build_batches(
     int32 max to 0 as Kafka does. Returns ``[]`` for zero rows.
     """
     if compression & ~ATTR_COMPRESSION_MASK or compression > _compression.ZSTD or compression < 0:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"compression codec id {compression} is not one of 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd"
         )
     if max_batch_bytes is not None and max_batch_bytes <= 0:
-        raise ValueError(f"max_batch_bytes must be positive, got {max_batch_bytes}")
+        raise InvalidArgumentError(f"max_batch_bytes must be positive, got {max_batch_bytes}")
     if is_transactional and producer_id < 0:
-        raise ValueError("a transactional batch needs a producer id (producer_id is -1)")
+        raise InvalidArgumentError("a transactional batch needs a producer id (producer_id is -1)")
     if base_sequence < NO_SEQUENCE:
-        raise ValueError(f"base_sequence {base_sequence} is negative (use -1 for none)")
+        raise InvalidArgumentError(f"base_sequence {base_sequence} is negative (use -1 for none)")
     values = _combine(values)
     n = len(values)
     if n == 0:
@@ -543,7 +545,7 @@ def build_batch(
         is_transactional=is_transactional,
     )
     if not batches:
-        raise ValueError("a record batch needs at least one record; values is empty")
+        raise InvalidArgumentError("a record batch needs at least one record; values is empty")
     return batches[0].data
 
 

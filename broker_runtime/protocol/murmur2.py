@@ -28,6 +28,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from broker_runtime.errors import InvalidArgumentError, InvalidTypeError
+
 __all__ = [
     "M",
     "R",
@@ -90,7 +92,7 @@ def to_positive(x: int) -> int:
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a non-null key."""
     if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+        raise InvalidArgumentError(f"num_partitions must be positive, got {num_partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
@@ -117,7 +119,7 @@ def _layout(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
         off_dtype = np.int64
     else:
-        raise TypeError(f"murmur2 keys must be binary, large_binary, string or large_string, not {t}")
+        raise InvalidTypeError(f"murmur2 keys must be binary, large_binary, string or large_string, not {t}")
     offsets = np.frombuffer(buffers[1], dtype=off_dtype)[arr.offset : arr.offset + n + 1].astype(np.int64)
     first = int(offsets[0])
     data = _as_u8(buffers[2])[first : int(offsets[-1])]
@@ -281,7 +283,7 @@ def _as_u8(buf: pa.Buffer | None) -> np.ndarray:
 def partitions_for_keys(keys: pa.Array | pa.ChunkedArray, num_partitions: int) -> np.ndarray:
     """Kafka's default-partitioner partition of every key (int32); null keys give -1 (sticky: caller's choice)."""
     if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+        raise InvalidArgumentError(f"num_partitions must be positive, got {num_partitions}")
     hashes = murmur2_array(keys)
     parts = (hashes & np.int32(0x7FFFFFFF)) % np.int32(num_partitions)
     parts = parts.astype(np.int32, copy=False)

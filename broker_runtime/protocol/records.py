@@ -45,7 +45,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
-from broker_runtime.errors import CorruptRecordError, ProtocolError
+from broker_runtime.errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError, ProtocolError
 from broker_runtime.protocol import compression as _compression
 from broker_runtime.protocol.batch_header import (
     ATTR_COMPRESSION_MASK,
@@ -554,7 +554,7 @@ def encode_record(
     parts.append(encode_varint(len(headers)))
     for hkey, hval in headers:
         if not isinstance(hkey, str):
-            raise TypeError(f"header key must be str, not {type(hkey).__name__}")
+            raise InvalidTypeError(f"header key must be str, not {type(hkey).__name__}")
         hk = hkey.encode("utf-8")
         parts.append(encode_varint(len(hk)))
         parts.append(hk)
@@ -604,11 +604,11 @@ class RecordBatchBuilder:
     ) -> None:
         _compression.codec_name(compression)  # UnsupportedVersionError for an unknown codec id
         if timestamp_type not in (0, 1):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not {timestamp_type}"
             )
         if is_transactional and producer_id == NO_PRODUCER_ID:
-            raise ValueError("a transactional batch needs a producer id")
+            raise InvalidArgumentError("a transactional batch needs a producer id")
         self.compression = compression
         self.compression_level = compression_level
         self.base_offset = base_offset
@@ -642,15 +642,15 @@ class RecordBatchBuilder:
     ) -> int:
         """Add a record; returns its offset delta."""
         if not isinstance(timestamp, int) or not INT64_MIN <= timestamp <= INT64_MAX:
-            raise ValueError(f"timestamp {timestamp!r} is not an int64")
+            raise InvalidArgumentError(f"timestamp {timestamp!r} is not an int64")
         if self._count >= INT32_MAX:
-            raise ValueError(f"a batch holds at most {INT32_MAX} records")
+            raise InvalidArgumentError(f"a batch holds at most {INT32_MAX} records")
         if self._base_timestamp is None:
             self._base_timestamp = timestamp
             self._max_timestamp = timestamp
         delta = timestamp - self._base_timestamp
         if not INT64_MIN <= delta <= INT64_MAX:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"timestamp {timestamp} is too far from the base timestamp {self._base_timestamp}"
             )
         offset_delta = self._count
@@ -665,7 +665,7 @@ class RecordBatchBuilder:
     def build(self) -> bytes:
         """The finished batch: header, (compressed) records, CRC-32C."""
         if self._count == 0:
-            raise ValueError("cannot build a record batch without records")
+            raise InvalidArgumentError("cannot build a record batch without records")
         records = b"".join(self._parts)
         if self.compression != _compression.NONE:
             records = _compression.compress(self.compression, records, level=self.compression_level)
@@ -709,7 +709,7 @@ def _assemble(
 ) -> bytes:
     size = HEADER_SIZE + len(records)
     if size - LOG_OVERHEAD > INT32_MAX:
-        raise ValueError(f"a batch of {size} bytes exceeds the int32 batchLength")
+        raise InvalidArgumentError(f"a batch of {size} bytes exceeds the int32 batchLength")
     for name, value, lo, hi in (
         ("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX),
         ("producer_epoch", producer_epoch, -(1 << 15), (1 << 15) - 1),
@@ -718,7 +718,7 @@ def _assemble(
         ("base_offset", base_offset, INT64_MIN, INT64_MAX),
     ):
         if not lo <= value <= hi:
-            raise ValueError(f"{name} {value} is outside [{lo}, {hi}]")
+            raise InvalidArgumentError(f"{name} {value} is outside [{lo}, {hi}]")
     out = bytearray(size)
     BATCH_HEADER.pack_into(
         out,
@@ -755,7 +755,7 @@ def build_control_batch(
     """A transaction marker batch: transactional|control, uncompressed, one record (key: version 0 and
     ``control_type`` 0 ABORT / 1 COMMIT; value: version 0 and ``coordinator_epoch``)."""
     if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
-        raise ValueError(f"control_type must be 0 (ABORT) or 1 (COMMIT), not {control_type}")
+        raise InvalidArgumentError(f"control_type must be 0 (ABORT) or 1 (COMMIT), not {control_type}")
     key = CONTROL_KEY.pack(0, control_type)
     value = END_TXN_MARKER_VALUE.pack(0, coordinator_epoch)
     return _assemble(

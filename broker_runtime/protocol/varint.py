@@ -24,7 +24,7 @@ Decoders take ``bytes``, ``bytearray`` or ``memoryview`` (format ``B``) and a st
 
 from __future__ import annotations
 
-from broker_runtime.errors import CorruptRecordError, ProtocolError
+from broker_runtime.errors import CorruptRecordError, InvalidArgumentError, ProtocolError
 
 __all__ = [
     "INT32_MAX",
@@ -94,42 +94,42 @@ def _leb128_size(u: int) -> int:
 def encode_uvarint(v: int) -> bytes:
     """Unsigned varint of ``0 <= v <= 2**32 - 1`` (compact lengths, tagged-field tags and sizes)."""
     if not 0 <= v <= UINT32_MAX:
-        raise ValueError(f"unsigned varint value {v} is outside [0, {UINT32_MAX}]")
+        raise InvalidArgumentError(f"unsigned varint value {v} is outside [0, {UINT32_MAX}]")
     return encode_leb128(v)
 
 
 def encode_varint(v: int) -> bytes:
     """Zigzag varint of an int32 (record lengths, offset deltas, key/value/header lengths)."""
     if not INT32_MIN <= v <= INT32_MAX:
-        raise ValueError(f"varint value {v} is outside the int32 range [{INT32_MIN}, {INT32_MAX}]")
+        raise InvalidArgumentError(f"varint value {v} is outside the int32 range [{INT32_MIN}, {INT32_MAX}]")
     return encode_leb128(((v << 1) ^ (v >> 31)) & UINT32_MAX)
 
 
 def encode_varlong(v: int) -> bytes:
     """Zigzag varlong of an int64 (record timestamp deltas)."""
     if not INT64_MIN <= v <= INT64_MAX:
-        raise ValueError(f"varlong value {v} is outside the int64 range [{INT64_MIN}, {INT64_MAX}]")
+        raise InvalidArgumentError(f"varlong value {v} is outside the int64 range [{INT64_MIN}, {INT64_MAX}]")
     return encode_leb128(((v << 1) ^ (v >> 63)) & _UINT64_MAX)
 
 
 def size_of_uvarint(v: int) -> int:
     """Bytes :func:`encode_uvarint` writes for ``v``."""
     if not 0 <= v <= UINT32_MAX:
-        raise ValueError(f"unsigned varint value {v} is outside [0, {UINT32_MAX}]")
+        raise InvalidArgumentError(f"unsigned varint value {v} is outside [0, {UINT32_MAX}]")
     return _leb128_size(v)
 
 
 def size_of_varint(v: int) -> int:
     """Bytes :func:`encode_varint` writes for ``v``."""
     if not INT32_MIN <= v <= INT32_MAX:
-        raise ValueError(f"varint value {v} is outside the int32 range [{INT32_MIN}, {INT32_MAX}]")
+        raise InvalidArgumentError(f"varint value {v} is outside the int32 range [{INT32_MIN}, {INT32_MAX}]")
     return _leb128_size(((v << 1) ^ (v >> 31)) & UINT32_MAX)
 
 
 def size_of_varlong(v: int) -> int:
     """Bytes :func:`encode_varlong` writes for ``v``."""
     if not INT64_MIN <= v <= INT64_MAX:
-        raise ValueError(f"varlong value {v} is outside the int64 range [{INT64_MIN}, {INT64_MAX}]")
+        raise InvalidArgumentError(f"varlong value {v} is outside the int64 range [{INT64_MIN}, {INT64_MAX}]")
     return _leb128_size(((v << 1) ^ (v >> 63)) & _UINT64_MAX)
 
 

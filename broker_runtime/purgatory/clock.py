@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Protocol, runtime_checkable
 
+from broker_runtime.errors import InvalidArgumentError
+
 __all__ = ["Clock", "ManualClock", "SystemClock"]
 
 
@@ -55,7 +57,7 @@ class ManualClock:
     def advance(self, ms: int) -> int:
         """Move the clock forward by ``ms`` (>= 0) milliseconds; returns the new time."""
         if ms < 0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"cannot advance a ManualClock by {ms} ms: the clock is monotonic (now {self._now_ms})"
             )
         with self._lock:
@@ -66,7 +68,7 @@ class ManualClock:
         """Move the clock to ``ms``, which must not be before the current time."""
         with self._lock:
             if ms < self._now_ms:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"cannot set a ManualClock back to {ms} ms: it already reads {self._now_ms} ms (monotonic)"
                 )
             self._now_ms = int(ms)

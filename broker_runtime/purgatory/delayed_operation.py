@@ -45,6 +45,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
+from broker_runtime.errors import IllegalStateError, InvalidArgumentError
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.timing_wheel import Timer, TimerTask
 
@@ -194,9 +195,11 @@ class DelayedOperationPurgatory(Generic[T]):
         """
         watch_keys = list(keys)
         if not watch_keys:
-            raise ValueError(f"purgatory {self.name!r}: try_complete_else_watch needs at least one watch key")
+            raise InvalidArgumentError(
+                f"purgatory {self.name!r}: try_complete_else_watch needs at least one watch key"
+            )
         if self._shut_down:
-            raise RuntimeError(f"purgatory {self.name!r} is shut down; cannot park {operation!r}")
+            raise IllegalStateError(f"purgatory {self.name!r} is shut down; cannot park {operation!r}")
 
         def watch_all() -> None:
             with self._lock:

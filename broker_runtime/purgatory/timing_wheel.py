@@ -45,6 +45,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from broker_runtime.errors import IllegalStateError, InvalidArgumentError
 from broker_runtime.purgatory.clock import Clock, SystemClock
 
 __all__ = ["DEFAULT_TICK_MS", "DEFAULT_WHEEL_SIZE", "Timer", "TimerTask"]
@@ -236,9 +237,9 @@ class Timer:
         name: str = "timer",
     ) -> None:
         if tick_ms < 1:
-            raise ValueError(f"timer {name!r}: tick_ms must be >= 1, got {tick_ms}")
+            raise InvalidArgumentError(f"timer {name!r}: tick_ms must be >= 1, got {tick_ms}")
         if wheel_size < 2:
-            raise ValueError(f"timer {name!r}: wheel_size must be >= 2, got {wheel_size}")
+            raise InvalidArgumentError(f"timer {name!r}: wheel_size must be >= 2, got {wheel_size}")
         self.name = name
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._shared = _Shared()
@@ -271,7 +272,7 @@ class Timer:
         due: list[_TimerTaskEntry] = []
         with shared.lock:
             if self._shut_down:
-                raise RuntimeError(f"timer {self.name!r} is shut down; cannot add {task!r}")
+                raise IllegalStateError(f"timer {self.name!r} is shut down; cannot add {task!r}")
             now = self._clock.now_ms()
             entry = _TimerTaskEntry(task, now + task.delay_ms, shared)
             task._set_entry_locked(entry)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from broker_runtime.errors import InvalidArgumentError
+
 __all__ = ["assign_replicas"]
 
 
@@ -32,11 +34,13 @@ def assign_replicas(
     ids = sorted(brokers)
     n = len(ids)
     if partitions <= 0:
-        raise ValueError(f"number of partitions must be larger than 0, got {partitions}")
+        raise InvalidArgumentError(f"number of partitions must be larger than 0, got {partitions}")
     if replication_factor <= 0:
-        raise ValueError(f"replication factor must be larger than 0, got {replication_factor}")
+        raise InvalidArgumentError(f"replication factor must be larger than 0, got {replication_factor}")
     if replication_factor > n:
-        raise ValueError(f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+        raise InvalidArgumentError(
+            f"Replication factor: {replication_factor} larger than available brokers: {n}."
+        )
     result: list[list[int]] = []
     shift = replica_shift
     for p in range(partitions):

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker_runtime.errors import IllegalStateError, WaitTimeoutError
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
@@ -103,11 +104,11 @@ class Broker:
     def start(self, timeout_s: float = 60.0) -> Broker:
         """Start the loop thread and return once the listener accepts connections (or raise the startup error)."""
         if self._thread is not None:
-            raise RuntimeError(f"broker already started (listening on {self.bootstrap})")
+            raise IllegalStateError(f"broker already started (listening on {self.bootstrap})")
         self._thread = threading.Thread(target=self._run, name="pylog-broker", daemon=True)
         self._thread.start()
         if not self._started.wait(timeout_s):
-            raise TimeoutError(f"broker did not start listening within {timeout_s} s")
+            raise WaitTimeoutError(f"broker did not start listening within {timeout_s} s")
         if self._startup_error is not None:
             self._thread.join(timeout_s)
             raise self._startup_error
@@ -122,7 +123,7 @@ class Broker:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
             if self._thread.is_alive():
-                raise TimeoutError(f"broker on {self.bootstrap} did not stop within {timeout_s} s")
+                raise WaitTimeoutError(f"broker on {self.bootstrap} did not stop within {timeout_s} s")
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the broker has stopped; True if it did within ``timeout_s``."""

@@ -21,11 +21,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
+from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
 
@@ -64,7 +64,7 @@ class TopicManager:
         self._log_config = log_config
         self._partitions: dict[str, int] = {}
         self._configs: dict[str, LogConfig] = {}
-        self._logs_by_tp: dict[tuple[str, int], Any] = {}
+        self._logs_by_tp: dict[tuple[str, int], PartitionLog] = {}
         self._cluster_topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]] | None = None
 
     def use_cluster(self, topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]]) -> None:
@@ -92,7 +92,7 @@ class TopicManager:
             return None if found is None else found[0]
         return self._partitions.get(topic)
 
-    def get_log(self, topic: str, partition: int) -> Any | None:
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The PartitionLog of (topic, partition), or None when it does not exist."""
         return self._logs_by_tp.get((topic, partition))
 
@@ -159,7 +159,7 @@ class TopicManager:
         self._configs.pop(name, None)
         _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
 
-    def ensure_partition(self, name: str, partition: int, overrides: Mapping[str, str]) -> Any:
+    def ensure_partition(self, name: str, partition: int, overrides: Mapping[str, str]) -> PartitionLog:
         """The local log of a partition this broker hosts, created when absent (cluster mode)."""
         log = self._logs_by_tp.get((name, partition))
         if log is None:
