@@ -247,7 +247,10 @@ class Broker:
             replicas.apply_view(view)
             return True
 
-        producer_ids = ProducerIdManager(Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE)
+        producer_ids = ProducerIdManager(
+            Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE,
+            allocate_block=cluster.allocate_producer_ids if isinstance(cluster, SharedFileCluster) else None,
+        )
         ctx = BrokerContext(
             config=cfg,
             topics=topics,

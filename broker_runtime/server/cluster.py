@@ -12,7 +12,8 @@ Two implementations of one small interface (:class:`ClusterStore`):
        "brokers": {"0": {"host": "127.0.0.1", "port": 40001}, ...},
        "topics": {"events": {"configs": {...},
                              "partitions": [{"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 0,
-                                             "isr": [0, 1, 2], "partition_epoch": 3}, ...]}}}
+                                             "isr": [0, 1, 2], "partition_epoch": 3}, ...]}},
+       "next_producer_id": 2000}
 
   Why a file: the brokers share a machine, so a file plus ``flock`` gives a linearizable store for free, with
   no extra protocol and nothing that can diverge. Every change is a read-modify-write under an exclusive
@@ -20,7 +21,9 @@ Two implementations of one small interface (:class:`ClusterStore`):
   lock. Writers: each broker registers its own address at start; CreateTopics (and auto-creation) on any
   broker runs the controller's assignment (:func:`~broker_runtime.replication.assign_replicas`, a pure
   function of the sorted broker ids, so the result does not depend on which broker ran it) under the lock;
-  the leader of a partition alters that partition's ISR (Kafka's AlterPartition) -- nobody else touches it.
+  the leader of a partition alters that partition's ISR (Kafka's AlterPartition) -- nobody else touches it;
+  a broker that needs producer ids takes the next block of ``next_producer_id`` (Kafka's AllocateProducerIds),
+  so producer ids are unique across the cluster.
   Node 0 is reported as the controller. Brokers notice changes by polling the file's identity (inode,
   mtime, size) every ``POLL_INTERVAL_MS`` and on demand when a request names a topic they do not know.
   Membership is static: a registered broker stays registered (a stopped broker is simply unreachable).
@@ -45,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from broker_runtime.errors import ErrorCode
+from broker_runtime.errors import ConfigError, ErrorCode, WaitTimeoutError
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.replication.assignment import assign_replicas
 from broker_runtime.server.topics import TopicError, TopicManager, topic_name_error
@@ -277,7 +280,7 @@ class SharedFileCluster:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise TimeoutError(
+                        raise WaitTimeoutError(
                             f"cluster metadata lock {self.lock_path} still held by another broker after "
                             f"{timeout_s} s"
                         ) from None
@@ -297,7 +300,7 @@ class SharedFileCluster:
         with self._locked(timeout_s=30.0) as data:
             existing = data.get("cluster_id")
             if existing is not None and existing != self._cluster_id:
-                raise ValueError(
+                raise ConfigError(
                     f"{self.path} belongs to cluster {existing!r}, this broker is configured for {self._cluster_id!r}"
                 )
             data.setdefault("brokers", {})[str(self.node_id)] = {"host": host, "port": port}
@@ -408,6 +411,20 @@ class SharedFileCluster:
             _log.warning("ISR change of %s-%d to %s not recorded: %s", topic, partition, isr, exc)
             return False
         return True
+
+    def allocate_producer_ids(self, floor: int, block_size: int) -> tuple[int, int]:
+        """The next block of ``block_size`` producer ids no node has had, starting at ``floor`` or later.
+
+        Kafka's controller hands out producer-id blocks (AllocateProducerIds) and records the next free id in
+        its metadata; here ``next_producer_id`` in ``cluster.json``, advanced under the cluster lock, plays
+        that part. Raises :class:`~broker_runtime.errors.WaitTimeoutError` when the lock cannot be had.
+        """
+        with self._locked() as data:
+            start = max(int(data.get("next_producer_id", 0)), floor)
+            end = start + block_size - 1
+            data["next_producer_id"] = end + 1
+        _log.info("node %d took producer ids [%d, %d] from %s", self.node_id, start, end, self.path)
+        return start, end
 
 
 class _ValidateOnly(Exception):

@@ -50,7 +50,7 @@ import logging
 import struct
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -595,7 +595,9 @@ class ProducerStateManager:
 class ProducerIdManager:
     """Hands out producer ids that increase monotonically across restarts.
 
-    Ids come in blocks of ``block_size``. Before the first id of a block is returned, the block is written to
+    Ids come in blocks of ``block_size``. Standalone, this node decides its blocks itself; in a cluster
+    ``allocate_block(floor, size)`` asks the cluster's metadata for the next unused block (Kafka's
+    AllocateProducerIds idea), so no two nodes ever hand out the same id. Before the first id of a block is returned, the block is written to
     ``state_file`` (JSON ``{"version": 1, "block_start": s, "block_end": e}``, end inclusive; atomically via a
     temporary file, fsync and rename). After a restart allocation resumes at ``block_end + 1`` of the recorded
     block, so ids of a partly used block are skipped, never reused. Thread-safe.
@@ -604,11 +606,17 @@ class ProducerIdManager:
     VERSION = 1
     MAX_PRODUCER_ID = (1 << 63) - 1
 
-    def __init__(self, state_file: Path, block_size: int = 1000) -> None:
+    def __init__(
+        self,
+        state_file: Path,
+        block_size: int = 1000,
+        allocate_block: Callable[[int, int], tuple[int, int]] | None = None,
+    ) -> None:
         if block_size < 1:
             raise ConfigError(f"block_size must be >= 1, got {block_size}")
         self.state_file = Path(state_file)
         self.block_size = block_size
+        self._allocate_block = allocate_block
         self._lock = threading.Lock()
         last_end = self._read_last_block_end()
         self._next = last_end + 1
@@ -636,8 +644,13 @@ class ProducerIdManager:
     def next_id(self) -> int:
         with self._lock:
             if self._next > self._block_end:
-                start = self._block_end + 1
-                end = min(start + self.block_size - 1, self.MAX_PRODUCER_ID)
+                if self._allocate_block is not None:
+                    # Cluster mode: the block comes from the cluster's metadata, never below this node's own
+                    # last block (ids handed out before the node joined a cluster stay unique too).
+                    start, end = self._allocate_block(self._block_end + 1, self.block_size)
+                else:
+                    start = self._block_end + 1
+                    end = min(start + self.block_size - 1, self.MAX_PRODUCER_ID)
                 if start > self.MAX_PRODUCER_ID:
                     raise StorageError(f"producer ids exhausted: next block would start at {start}")
                 record = {"version": self.VERSION, "block_start": start, "block_end": end}

@@ -1,7 +1,9 @@
 """InitProducerId (key 22, v0-4): producer ids for idempotent (non-transactional) producers.
 
 As Kafka's coordinator does for a null transactional id, every call gets a fresh producer id (from the
-persistent ``ProducerIdManager`` blocks) with epoch 0, whatever ProducerId/ProducerEpoch it carried.
+persistent ``ProducerIdManager`` blocks; in a cluster the blocks come from the cluster's metadata, so ids are
+unique across nodes) with epoch 0, whatever ProducerId/ProducerEpoch it carried. When no block can be had (the
+cluster lock is held too long), the answer is the retriable COORDINATOR_LOAD_IN_PROGRESS.
 Transactional ids are refused with INVALID_REQUEST (and a log line): there is no transaction coordinator yet.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker_runtime.errors import ErrorCode
+from broker_runtime.errors import ErrorCode, StorageError, WaitTimeoutError
 from broker_runtime.protocol.messages import RequestHeader, init_producer_id
 from broker_runtime.server.context import BrokerContext
 
@@ -38,9 +40,18 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             "ProducerId": -1,
             "ProducerEpoch": -1,
         }
-    return {
-        "ThrottleTimeMs": 0,
-        "ErrorCode": ErrorCode.NONE,
-        "ProducerId": ctx.next_producer_id(),
-        "ProducerEpoch": 0,
-    }
+    try:
+        producer_id = ctx.next_producer_id()
+    except (WaitTimeoutError, StorageError, OSError) as exc:
+        # As Kafka's broker does while it waits for a producer-id block: a retriable error, never an id that
+        # another node may also hand out.
+        _log.warning(
+            "InitProducerId from client %r: no producer id block available: %s", header.client_id, exc
+        )
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            "ProducerId": -1,
+            "ProducerEpoch": -1,
+        }
+    return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "ProducerId": producer_id, "ProducerEpoch": 0}
