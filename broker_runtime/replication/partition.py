@@ -9,7 +9,12 @@ Leader side::
     acks=-1 produce                       --> check_min_isr (before append), then the DelayedProduce asks
                                               check_enough_replicas_reach_offset(lastOffset + 1)
 
-* high watermark = min log end offset over the ISR (the leader's own LEO included); it never moves back;
+* high watermark = min log end offset over the ISR (the leader's own LEO included); it never moves back, and
+  it does not move while the ISR is smaller than the effective minimum (KAFKA-15583), so nothing written while
+  too few replicas are in sync becomes visible;
+* the effective minimum ISR is ``min(min.insync.replicas, replication factor)``, as Kafka's
+  ``Partition.effectiveMinIsr``: a topic whose replication factor is below ``min.insync.replicas`` can still take
+  acks=-1 writes once all its replicas are in sync;
 * a follower is *caught up* at a fetch when its fetch offset reaches the leader's LEO of that moment, or the
   leader's LEO of its previous fetch (it consumed everything that existed then); ``last_caught_up_ms``
   records when. A follower leaves the ISR when ``now - last_caught_up_ms > replica.lag.time.max.ms`` and its
@@ -241,9 +246,25 @@ class Partition:
         self.isr = frozenset(new_isr)
         return self.maybe_increment_hw()
 
+    def effective_min_isr(self, min_isr: int | None = None) -> int:
+        """``min(min.insync.replicas, replication factor)`` (Kafka's ``effectiveMinIsr``); ``min_isr`` defaults
+        to the topic's ``min.insync.replicas``."""
+        wanted = self.log.config.min_insync_replicas if min_isr is None else min_isr
+        return min(wanted, len(self.replicas))
+
     def maybe_increment_hw(self) -> bool:
-        """HW := min LEO over the ISR when that is higher; True when it moved."""
+        """HW := min LEO over the ISR when that is higher and the ISR is not under its minimum; True when it
+        moved."""
         if not self.is_leader:
+            return False
+        if len(self.isr) < self.effective_min_isr():
+            _log.debug(
+                "%s-%d: HW stays at %d: ISR %s is under min ISR",
+                self.topic,
+                self.partition,
+                self.log.high_watermark,
+                sorted(self.isr),
+            )
             return False
         log = self.log
         new_hw = log.log_end_offset
@@ -261,7 +282,8 @@ class Partition:
         return False
 
     def check_min_isr(self, min_isr: int) -> tuple[ErrorCode, str | None]:
-        """Before an acks=-1 append: NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min_isr``."""
+        """Before an acks=-1 append: NOT_ENOUGH_REPLICAS when the ISR is smaller than the effective minimum."""
+        min_isr = self.effective_min_isr(min_isr)
         if len(self.isr) < min_isr:
             return (
                 ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -277,7 +299,7 @@ class Partition:
         if not self.is_leader:
             return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark >= required_offset:
-            if len(self.isr) >= min_isr:
+            if len(self.isr) >= self.effective_min_isr(min_isr):
                 return True, ErrorCode.NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE

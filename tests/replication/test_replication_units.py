@@ -3,6 +3,7 @@ ISR / high-watermark rules, and the acks=-1 DelayedProduce in a purgatory driven
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ LAG_MS = 1000
 class FakeLog:
     """Just the offsets a Partition reads and writes (HW clamped to [start, LEO] like PartitionLog)."""
 
-    def __init__(self, directory: Path, leo: int = 0) -> None:
+    def __init__(self, directory: Path, leo: int = 0, min_insync_replicas: int = 1) -> None:
         self.dir = directory
+        self.config = dataclasses.replace(LogConfig(), min_insync_replicas=min_insync_replicas)
         self.log_start_offset = 0
         self.log_end_offset = leo
         self._hw = 0
@@ -60,11 +62,16 @@ class IsrLog:
         return self.accept
 
 
-def _leader(tmp_path: Path, isr: list[int] | None = None) -> tuple[Partition, FakeLog, IsrLog]:
-    log = FakeLog(tmp_path)
+def _leader(
+    tmp_path: Path,
+    isr: list[int] | None = None,
+    min_insync_replicas: int = 1,
+    replicas: list[int] | None = None,
+) -> tuple[Partition, FakeLog, IsrLog]:
+    log = FakeLog(tmp_path, min_insync_replicas=min_insync_replicas)
     alter = IsrLog()
     p = Partition("t", 0, log, 0, alter)
-    p.make_leader([0, 1, 2], isr if isr is not None else [0, 1, 2], 0, now_ms=0)
+    p.make_leader(replicas or [0, 1, 2], isr if isr is not None else [0, 1, 2], 0, now_ms=0)
     return p, log, alter
 
 
@@ -226,6 +233,34 @@ def test_min_isr_checks(tmp_path: Path) -> None:
     (tmp_path / "f").mkdir()
     follower.make_follower([0, 1], 0, 0, [0, 1])
     assert follower.check_enough_replicas_reach_offset(1, 1) == (False, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_effective_min_isr_is_capped_by_the_replication_factor(tmp_path: Path) -> None:
+    """Kafka's effectiveMinIsr: min.insync.replicas=2 on a 1-replica partition still takes acks=-1 writes."""
+    single, _, _ = _leader(tmp_path, isr=[0], min_insync_replicas=2, replicas=[0])
+    assert single.effective_min_isr() == 1
+    assert single.check_min_isr(2) == (ErrorCode.NONE, None)
+    (tmp_path / "3").mkdir()
+    triple, _, _ = _leader(tmp_path / "3", isr=[0], min_insync_replicas=2)
+    assert triple.effective_min_isr() == 2
+    assert triple.check_min_isr(2)[0] == ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_high_watermark_does_not_move_while_the_isr_is_under_its_minimum(tmp_path: Path) -> None:
+    """KAFKA-15583: nothing written while too few replicas are in sync becomes visible; it does once they are."""
+    p, log, _ = _leader(tmp_path, min_insync_replicas=2)
+    log.log_end_offset = 5
+    p.update_follower_fetch_state(1, 5, now_ms=100)
+    p.update_follower_fetch_state(2, 5, now_ms=100)
+    assert log.high_watermark == 5
+    log.log_end_offset = 9  # acks=1 writes; both followers stop fetching
+    assert not p.maybe_shrink_isr(now_ms=101 + LAG_MS, max_lag_ms=LAG_MS)  # ISR [0]: under min ISR 2
+    assert p.isr == {0}
+    assert log.high_watermark == 5
+    assert p.check_enough_replicas_reach_offset(9, min_isr=2) == (False, ErrorCode.NONE)
+    p.update_follower_fetch_state(1, 9, now_ms=2000)  # replica 1 catches up and rejoins: ISR [0, 1]
+    assert p.isr == {0, 1}
+    assert log.high_watermark == 9
 
 
 # -- DelayedProduce in the purgatory ------------------------------------------------------------------------
