@@ -1,9 +1,10 @@
 """ISR shrink and expand on a 3-node cluster with ``replica.lag.time.max.ms=1000``, and min.insync.replicas=2.
 
 One stopped follower leaves the ISR after the lag time and acks=-1 still succeeds on the other two; with both
-followers stopped the waiting produce ends NOT_ENOUGH_REPLICAS_AFTER_APPEND and the next one is refused
-NOT_ENOUGH_REPLICAS before appending; continued followers catch up and rejoin the ISR, which every broker's
-Metadata reports.
+followers stopped the ISR falls under min.insync.replicas, so the high watermark stops (as Kafka's since
+KAFKA-15583): the waiting produce ends REQUEST_TIMED_OUT with its records invisible to consumers, and the next
+one is refused NOT_ENOUGH_REPLICAS before appending; continued followers catch up and rejoin the ISR, which every
+broker's Metadata reports, and the high watermark then covers the timed-out batch too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import create_replicated, isr, leo_on_disk, paused, wait_for
+from tests.replication.conftest import create_replicated, high_watermark, isr, leo_on_disk, paused, wait_for
 from tests.server.rawclient import RawConnection, build_batch, produce_body
 
 pytestmark = pytest.mark.timeout(120)
@@ -63,9 +64,10 @@ def test_stopped_followers_leave_the_isr_and_min_isr_is_enforced(cluster: Broker
                     functools.partial(_isr_is, node.bootstrap, [0, 1]), what=f"ISR [0, 1] on {node.node_id}"
                 )
             with paused(f1.pid):
-                after = _produce(conn, "isr")
-                assert after["ErrorCode"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                after = _produce(conn, "isr", timeout_ms=3000)
+                assert after["ErrorCode"] == ErrorCode.REQUEST_TIMED_OUT
                 assert isr(leader.bootstrap, "isr") == [0]
+                assert high_watermark(leader.bootstrap, "isr") == 4  # appended, not visible: ISR under min
                 before = _produce(conn, "isr")
                 assert before["ErrorCode"] == ErrorCode.NOT_ENOUGH_REPLICAS
                 assert "min.isr requirement of 2" in before["ErrorMessage"]
@@ -76,4 +78,5 @@ def test_stopped_followers_leave_the_isr_and_min_isr_is_enforced(cluster: Broker
                 functools.partial(_isr_is, node.bootstrap, [0, 1, 2]), what=f"ISR back on {node.node_id}"
             )
         assert _produce(conn, "isr")["ErrorCode"] == 0
+        assert high_watermark(leader.bootstrap, "isr") == 8
     assert [leo_on_disk(cluster, n, "isr") for n in range(3)] == [8, 8, 8]
