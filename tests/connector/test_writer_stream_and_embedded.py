@@ -17,6 +17,7 @@ from broker_runtime.launch.embedded import (
     stop_embedded_broker,
 )
 from tests.connector.kafka_peer import consume_all
+from tests.processes import running
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -90,13 +91,4 @@ def test_zero_config_write_starts_one_shared_embedded_broker(spark: Any) -> None
         stopped = stop_embedded_broker(data_dir)
     assert stopped
     assert embedded_broker_address(data_dir) is None
-    assert not _running(int(info["pid"]))
-
-
-def _running(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie left for a non-reaping init does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    assert not running(int(info["pid"]))

@@ -28,6 +28,7 @@ from broker_runtime.launch import (
 )
 from broker_runtime.launch.command import parse_listening_line
 from broker_runtime.launch.embedded import DISCOVERY_FILE, LOCK_FILE, OUT_FILE
+from tests.processes import running
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,15 +43,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO,
         timeout=60,
     )
-
-
-def _running(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie left for a non-reaping init does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
 @pytest.fixture
@@ -85,7 +77,7 @@ def test_status_and_stop_through_the_cli(data_dir: Path) -> None:
     stop = _cli("stop", "--data-dir", str(data_dir))
     assert stop.returncode == 0, stop.stderr
     assert stop.stdout.strip() == f"stopped the broker of {data_dir} (pid {pid}, {bootstrap})"
-    assert not _running(pid)
+    assert not running(pid)
     assert not (data_dir / DISCOVERY_FILE).exists()
     # SIGTERM is a clean shutdown: the next start skips recovery.
     assert (data_dir / "logs" / ".kafka_cleanshutdown").exists()
@@ -120,7 +112,7 @@ def test_restart_after_stop_keeps_the_data_and_replaces_the_discovery_file(data_
     assert ensure_embedded_broker(data_dir) == first  # found, not started again
     os.kill(pid, signal.SIGKILL)  # the discovery file is now stale (dead pid, closed port)
     deadline = time.monotonic() + 10
-    while _running(pid) and time.monotonic() < deadline:
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert embedded_broker_status(data_dir) is None and embedded_broker_address(data_dir) is None
     second = ensure_embedded_broker(data_dir)
@@ -161,7 +153,7 @@ def test_stop_kills_a_broker_that_ignores_sigterm(data_dir: Path) -> None:
     stop = _cli("stop", "--data-dir", str(data_dir), "--timeout", "1")
     assert stop.returncode == 0, stop.stderr
     assert stop.stdout.startswith(f"stopped the broker of {data_dir}")
-    assert not _running(pid) and time.monotonic() - started < 30
+    assert not running(pid) and time.monotonic() - started < 30
 
 
 def test_concurrent_processes_share_one_broker(data_dir: Path) -> None:
