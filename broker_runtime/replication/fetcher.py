@@ -323,6 +323,15 @@ class ReplicaFetcher:
         if code == ErrorCode.NONE:
             try:
                 partition.append_as_follower(entry["Records"], entry["HighWatermark"])
+            except ProtocolError as exc:  # a batch that fails its header or CRC check: fetch it again later
+                _log.error(
+                    "node %d: invalid data fetched from leader %d for %s, retrying after back-off: %s",
+                    self._config.node_id,
+                    self.leader_id,
+                    name,
+                    exc,
+                )
+                return True
             except (StorageError, OSError) as exc:
                 _log.error(
                     "node %d: appending fetched data of %s failed: %s", self._config.node_id, name, exc

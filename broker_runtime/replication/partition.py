@@ -27,7 +27,9 @@ Leader side::
   (True, NONE) if the ISR still has ``min.insync.replicas`` members, else (True,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND); a non-leader answers (False, NOT_LEADER_OR_FOLLOWER).
 
-Follower side: :meth:`Partition.append_as_follower` appends the leader's batches with their own offsets and
+Follower side: :meth:`Partition.append_as_follower` checks every fetched batch's header and CRC-32C first (a
+corrupt one raises :class:`~broker_runtime.errors.CorruptRecordError` and nothing of that fetch is appended),
+then appends the leader's batches with their own offsets and
 epochs (recording new epochs in the leader-epoch cache; the log records their producers in its producer
 state, so this replica recognises retried idempotent batches once it leads), then the high watermark becomes
 ``min(own LEO, leader's HW)``. A follower whose log end fell below the leader's log start (retention ran on
@@ -43,8 +45,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.batch_header import iter_batch_spans
+from broker_runtime.errors import CorruptRecordError, ErrorCode
+from broker_runtime.protocol.batch_header import compute_crc, iter_batch_spans
 from broker_runtime.protocol.records import Buffer
 from broker_runtime.replication.epoch_cache import LeaderEpochCache
 from broker_runtime.storage.partition_log import PartitionLog
@@ -312,6 +314,14 @@ class Partition:
         log = self.log
         if records is not None and len(records):
             spans = iter_batch_spans(records)
+            for position, header in spans:  # as Kafka's ReplicaFetcherThread: nothing corrupt reaches the log
+                crc = compute_crc(records, position, header.size)
+                if crc != header.crc:
+                    raise CorruptRecordError(
+                        f"{self.topic}-{self.partition}: fetched batch at offset {header.base_offset} fails its "
+                        f"CRC check (stored {header.crc:#010x}, computed {crc:#010x}); nothing of this fetch "
+                        "was appended"
+                    )
             latest = self.epoch_cache.latest_epoch
             for _, header in spans:
                 if header.partition_leader_epoch > latest:

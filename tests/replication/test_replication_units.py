@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker_runtime.errors import ErrorCode, StorageError
+from broker_runtime.errors import CorruptRecordError, ErrorCode, StorageError
 from broker_runtime.purgatory import DelayedOperationPurgatory, ManualClock, Timer
 from broker_runtime.replication import (
     DelayedProduce,
@@ -132,6 +132,20 @@ def test_follower_full_truncation_restarts_log_and_epoch_cache(tmp_path: Path) -
     assert follower.append_as_follower(_leader_batch(50, 4, 3), leader_hw=54) == 54
     assert follower.epoch_cache.entries == [(3, 50)]
     assert [r[1] for r in decode_all(log.read(50, 1 << 20).records)] == [50, 51, 52, 53]
+    log.close()
+
+
+def test_follower_refuses_a_fetch_with_a_batch_that_fails_its_crc(tmp_path: Path) -> None:
+    """As Kafka's ReplicaFetcherThread: a corrupt fetched batch is never appended, nor the valid ones before it."""
+    log = PartitionLog.load(tmp_path / "t-0", "t", 0, LogConfig(), needs_recovery=False)
+    follower = Partition("t", 0, log, 1, IsrLog())
+    follower.make_follower([0, 1], 0, 2, [0, 1])
+    corrupt = bytearray(_leader_batch(3, 2, 2))
+    corrupt[-1] ^= 0x01  # one bit of the last record's value: covered by the CRC
+    with pytest.raises(CorruptRecordError, match=r"t-0: fetched batch at offset 3 fails its CRC check"):
+        follower.append_as_follower(_leader_batch(0, 3, 2) + bytes(corrupt), leader_hw=5)
+    assert (log.log_end_offset, log.high_watermark) == (0, 0)
+    assert follower.append_as_follower(_leader_batch(0, 3, 2) + _leader_batch(3, 2, 2), leader_hw=5) == 5
     log.close()
 
 
