@@ -19,6 +19,7 @@ from typing import Any
 
 from broker_runtime.launch import BrokerCluster, create_topic
 from broker_runtime.protocol.batch_header import iter_batch_spans
+from tests.processes import process_state
 from tests.server.rawclient import request
 
 METADATA, LIST_OFFSETS = 3, 2
@@ -108,9 +109,14 @@ def leo_on_disk(cluster: BrokerCluster, node_id: int, topic: str, partition: int
 
 @contextlib.contextmanager
 def paused(pid: int) -> Iterator[None]:
-    """SIGSTOP a broker process for the duration of the block (always continued)."""
+    """SIGSTOP a broker process for the duration of the block (always continued).
+
+    The block starts only once the process is really stopped: ``kill`` returns before the signal is delivered,
+    and a broker still running for those few milliseconds could, say, answer one more fetch.
+    """
     os.kill(pid, signal.SIGSTOP)
     try:
+        wait_for(lambda: process_state(pid) in ("T", "t"), timeout_s=5, what=f"process {pid} stopped")
         yield
     finally:
         os.kill(pid, signal.SIGCONT)

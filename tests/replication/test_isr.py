@@ -66,7 +66,7 @@ def test_stopped_followers_leave_the_isr_and_min_isr_is_enforced(cluster: Broker
             with paused(f1.pid):
                 after = _produce(conn, "isr", timeout_ms=3000)
                 assert after["ErrorCode"] == ErrorCode.REQUEST_TIMED_OUT
-                assert isr(leader.bootstrap, "isr") == [0]
+                wait_for(functools.partial(_isr_is, leader.bootstrap, [0]), what="ISR [0] on the leader")
                 assert high_watermark(leader.bootstrap, "isr") == 4  # appended, not visible: ISR under min
                 before = _produce(conn, "isr")
                 assert before["ErrorCode"] == ErrorCode.NOT_ENOUGH_REPLICAS
