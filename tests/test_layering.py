@@ -2,7 +2,7 @@
 
 A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
 
-    protocol <- storage <- replication <- server <- cli <- __main__
+    protocol <- storage <- (controller, replication) <- server <- cli <- __main__
     purgatory <- replication;  client <- protocol;  launch <- client, protocol
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
     jobs <- anything
@@ -35,9 +35,11 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
     },
+    "broker_runtime.controller": {"broker_runtime.storage", "broker_runtime.protocol"},
     "broker_runtime.client": {"broker_runtime.protocol"},
     "broker_runtime.launch": {"broker_runtime.client", "broker_runtime.protocol"},
     "broker_runtime.server": {
+        "broker_runtime.controller",
         "broker_runtime.replication",
         "broker_runtime.storage",
         "broker_runtime.protocol",

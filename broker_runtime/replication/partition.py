@@ -55,8 +55,9 @@ __all__ = ["AlterIsr", "Partition", "ReplicaState"]
 
 _log = logging.getLogger(__name__)
 
-#: ``alter_isr(topic, partition, new_isr) -> accepted``: persists an ISR change (Kafka's AlterPartition).
-AlterIsr = Callable[[str, int, list[int]], bool]
+#: ``alter_isr(topic, partition, new_isr, leader_epoch) -> accepted``: persists an ISR change (Kafka's
+#: AlterPartition), refused when ``leader_epoch`` is no longer the partition's.
+AlterIsr = Callable[[str, int, list[int], int], bool]
 
 
 class ReplicaState:
@@ -148,6 +149,17 @@ class Partition:
             for r in replicas:
                 if r != self.local_id and r not in self.remote:
                     self.remote[r] = ReplicaState(r, now_ms, False)
+            if new_isr != self.isr:
+                # The controller changed the ISR (it fenced a follower): the metadata is the truth. This
+                # leader's own changes reach memory only after the metadata accepted them, so they agree.
+                _log.info(
+                    "%s-%d: ISR %s -> %s (from the cluster metadata)",
+                    self.topic,
+                    self.partition,
+                    sorted(self.isr),
+                    sorted(new_isr),
+                )
+                self.isr = new_isr
         self.maybe_increment_hw()
 
     def make_follower(self, replicas: Iterable[int], leader_id: int, epoch: int, isr: Iterable[int]) -> bool:
@@ -202,7 +214,7 @@ class Partition:
         hw = self.log.high_watermark
         if state.log_end_offset >= hw and state.log_end_offset >= self.leader_epoch_start_offset >= 0:
             new_isr = sorted(self.isr | {state.node_id})
-            if self._alter_isr(self.topic, self.partition, new_isr):
+            if self._alter_isr(self.topic, self.partition, new_isr, self.leader_epoch):
                 _log.info(
                     "%s-%d: expanding ISR from %s to %s (replica %d at %d, HW %d)",
                     self.topic,
@@ -229,7 +241,7 @@ class Partition:
         if not out:
             return False
         new_isr = sorted(self.isr - set(out))
-        if not self._alter_isr(self.topic, self.partition, new_isr):
+        if not self._alter_isr(self.topic, self.partition, new_isr, self.leader_epoch):
             return False
         _log.warning(
             "%s-%d: shrinking ISR from %s to %s: %s",

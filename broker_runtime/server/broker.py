@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker_runtime.controller import CONTROLLER_TICK_MS, Controller, ControllerConfig
 from broker_runtime.errors import IllegalStateError, WaitTimeoutError
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
@@ -85,6 +86,8 @@ class Broker:
         self._timer_due_ms: int | None = None
         self.ctx: BrokerContext | None = None
         self._applied_view: object = None
+        #: The controller logic of this node (cluster mode only; active only while it holds the role).
+        self.controller: Controller | None = None
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -179,7 +182,13 @@ class Broker:
         topics.load()
         cluster: SingleNodeCluster | SharedFileCluster
         if cfg.cluster_dir:
-            cluster = SharedFileCluster(cfg.node_id, cfg.cluster_dir, cfg.cluster_id, topics)
+            cluster = SharedFileCluster(
+                cfg.node_id,
+                cfg.cluster_dir,
+                cfg.cluster_id,
+                topics,
+                unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+            )
             shared = cluster
             table: dict[str, Any] = {}
 
@@ -198,6 +207,31 @@ class Broker:
         def resolve(node_id: int) -> tuple[str, int] | None:
             info = cluster.view.brokers.get(node_id)
             return None if info is None else (info.host, info.port)
+
+        def confirm_leadership() -> str | None:
+            """Before a leader append: a broker whose last heartbeat is older than half a session may have been
+            fenced while it was not running (SIGSTOP, a stalled loop); it renews its session under the cluster
+            lock and re-reads the metadata first, so a replaced leader never appends as a zombie."""
+            if not isinstance(cluster, SharedFileCluster):
+                return None
+            age_ms = (time.monotonic() - cluster.session.last_beat) * 1000
+            if age_ms <= cfg.broker_session_timeout_ms / 2:
+                return None
+            _log.warning(
+                "node %d: last heartbeat %.0f ms ago (broker.session.timeout.ms=%d); confirming leadership "
+                "before appending",
+                cfg.node_id,
+                age_ms,
+                cfg.broker_session_timeout_ms,
+            )
+            try:
+                cluster.renew_session()
+            except (WaitTimeoutError, OSError) as exc:
+                return (
+                    f"node {cfg.node_id} cannot confirm its leadership (cluster metadata unavailable: {exc})"
+                )
+            refresh_cluster()
+            return None
 
         replicas = ReplicaManager(
             topics,
@@ -218,6 +252,7 @@ class Broker:
             ),
             resolve_broker=resolve,
             cluster_mode=cfg.cluster_dir is not None,
+            confirm_leadership=confirm_leadership if cfg.cluster_dir else None,
         )
         purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
             "Fetch", Timer(self._clock, name="fetch-purgatory")
@@ -308,10 +343,32 @@ class Broker:
                 )
             ),
         ]
-        if cfg.cluster_dir:
-            periodic.append(
-                loop.create_task(self._every(POLL_INTERVAL_MS, refresh_cluster, "cluster-metadata"))
+        if isinstance(cluster, SharedFileCluster):
+            shared_cluster = cluster
+            controller = Controller(
+                cluster.store,
+                cluster.session,
+                ControllerConfig(
+                    session_timeout_ms=cfg.broker_session_timeout_ms,
+                    unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+                    auto_leader_rebalance_enable=cfg.auto_leader_rebalance_enable,
+                    leader_imbalance_check_interval_ms=cfg.leader_imbalance_check_interval_seconds * 1000,
+                    leader_imbalance_per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
+                ),
             )
+            self.controller = controller
+
+            def control() -> None:
+                if controller.tick():
+                    refresh_cluster()
+
+            periodic += [
+                loop.create_task(self._every(POLL_INTERVAL_MS, refresh_cluster, "cluster-metadata")),
+                loop.create_task(
+                    self._every(cfg.broker_heartbeat_interval_ms, shared_cluster.session.beat, "heartbeat")
+                ),
+                loop.create_task(self._every(CONTROLLER_TICK_MS, control, "controller")),
+            ]
         _log.info(
             "broker %d listening on %s:%d, log dirs %s",
             cfg.node_id,
@@ -325,6 +382,8 @@ class Broker:
             await self._stop_event.wait()
         finally:
             _log.info("broker %d stopping", cfg.node_id)
+            if isinstance(cluster, SharedFileCluster):
+                cluster.controlled_shutdown()
             server.close()
             for conn in list(self._connections):
                 conn.close("broker stopping", level=logging.INFO)
@@ -339,6 +398,8 @@ class Broker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
             logs.shutdown()
+            if isinstance(cluster, SharedFileCluster):
+                cluster.close()
             _log.info("broker %d stopped cleanly", cfg.node_id)
 
     async def _every(self, interval_ms: int, action: Any, name: str) -> None:

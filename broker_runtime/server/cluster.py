@@ -6,30 +6,36 @@ Two implementations of one small interface (:class:`ClusterStore`):
 * :class:`SingleNodeCluster` -- the default: this broker alone; every local topic's partitions have replicas
   = ISR = [this node], leader this node, epoch 0. Nothing is persisted beyond the logs themselves.
 * :class:`SharedFileCluster` -- several broker processes on one machine (``pylog.cluster.dir``, set by
-  ``pylog-broker cluster``). The truth is one JSON file, ``<cluster dir>/cluster.json``::
+  ``pylog-broker cluster``). The truth is one JSON document, ``<cluster dir>/cluster.json``, kept by the
+  :class:`~broker_runtime.controller.FileMetadataStore` (the store seam: atomic writes, every change a
+  read-modify-write under a bounded ``flock``)::
 
-      {"version": 1, "cluster_id": "...", "controller_id": 0,
-       "brokers": {"0": {"host": "127.0.0.1", "port": 40001}, ...},
+      {"version": 1, "cluster_id": "...",
+       "controller": {"id": 0, "epoch": 2}, "controller_id": 0,
+       "brokers": {"0": {"host": "127.0.0.1", "port": 40001, "broker_epoch": 3, "fenced": false}, ...},
        "topics": {"events": {"configs": {...},
-                             "partitions": [{"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 0,
-                                             "isr": [0, 1, 2], "partition_epoch": 3}, ...]}},
+                             "partitions": [{"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 4,
+                                             "isr": [0, 1, 2], "partition_epoch": 9}, ...]}},
        "next_producer_id": 2000}
 
-  Why a file: the brokers share a machine, so a file plus ``flock`` gives a linearizable store for free, with
-  no extra protocol and nothing that can diverge. Every change is a read-modify-write under an exclusive
-  ``flock`` of ``<cluster dir>/cluster.lock``, written atomically (``.tmp``, fsync, rename); readers need no
-  lock. Writers: each broker registers its own address at start; CreateTopics (and auto-creation) on any
-  broker runs the controller's assignment (:func:`~broker_runtime.replication.assign_replicas`, a pure
-  function of the sorted broker ids, so the result does not depend on which broker ran it) under the lock;
-  the leader of a partition alters that partition's ISR (Kafka's AlterPartition) -- nobody else touches it;
-  a broker that needs producer ids takes the next block of ``next_producer_id`` (Kafka's AllocateProducerIds),
-  so producer ids are unique across the cluster.
-  Node 0 is reported as the controller. Brokers notice changes by polling the file's identity (inode,
-  mtime, size) every ``POLL_INTERVAL_MS`` and on demand when a request names a topic they do not know.
-  Membership is static: a registered broker stays registered (a stopped broker is simply unreachable).
+  Writers and what they write:
 
-Lock waits are bounded (``LOCK_TIMEOUT_S``): a broker stopped while holding the lock (SIGSTOP) makes the
-others' writes fail with a log line instead of hanging them.
+  * each broker at start takes its process lock and registers its address with a new ``broker_epoch``; the same
+    write fences its previous incarnation and unfences the new one
+    (:func:`~broker_runtime.controller.register_broker`);
+  * CreateTopics (and auto-creation) on any broker runs the assignment
+    (:func:`~broker_runtime.replication.assign_replicas`, a pure function of the sorted broker ids, so the
+    result does not depend on which broker ran it);
+  * the leader of a partition alters that partition's ISR (Kafka's AlterPartition), checked against its leader
+    epoch (a replaced leader is refused) and refused for fenced new members;
+  * the controller (:mod:`broker_runtime.controller`) fences and unfences brokers, moves leadership with a
+    new leader epoch, and rebalances preferred leaders;
+  * a broker that needs producer ids takes the next block of ``next_producer_id`` (Kafka's
+    AllocateProducerIds), so producer ids are unique across the cluster.
+
+  Brokers notice changes by polling the file's identity (inode, mtime, size) every ``POLL_INTERVAL_MS`` and on
+  demand (a Metadata request, a topic they do not know). Registrations are never removed: a broker that stops
+  is fenced, and unfenced when it runs again.
 
 Thread-safety: each store is used from its broker's event-loop thread only; cross-process safety comes from
 the file lock and atomic renames.
@@ -38,18 +44,25 @@ the file lock and atomic renames.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
-from broker_runtime.errors import ConfigError, ErrorCode, WaitTimeoutError
-from broker_runtime.fsutil import write_atomically
+from broker_runtime.controller import (
+    CLUSTER_FILE,
+    CLUSTER_LOCK_FILE,
+    LOCK_TIMEOUT_S,
+    BrokerSession,
+    FileMetadataStore,
+    apply_elections,
+    fence_broker,
+    register_broker,
+    unclean_allowed,
+)
+from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.replication.assignment import assign_replicas
 from broker_runtime.server.topics import TopicError, TopicManager, topic_name_error
 
@@ -69,10 +82,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-CLUSTER_FILE = "cluster.json"
-CLUSTER_LOCK_FILE = "cluster.lock"
 POLL_INTERVAL_MS = 100
-LOCK_TIMEOUT_S = 3.0
 _FORMAT_VERSION = 1
 CONTROLLER_ID = 0
 
@@ -82,6 +92,8 @@ class BrokerInfo:
     node_id: int
     host: str
     port: int
+    #: Fenced by the controller (dead or session expired): not a leader, not in any ISR, not in Metadata.
+    fenced: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +144,7 @@ class ClusterStore(Protocol):
         validate_only: bool = False,
     ) -> tuple[int, int]: ...
 
-    def alter_isr(self, topic: str, partition: int, isr: list[int]) -> bool: ...
+    def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool: ...
 
 
 class SingleNodeCluster:
@@ -195,13 +207,14 @@ class SingleNodeCluster:
             self._topics.create(name, partitions, configs)
         return partitions, replication_factor
 
-    def alter_isr(self, topic: str, partition: int, isr: list[int]) -> bool:
+    def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         return list(isr) == [self.node_id]
 
 
 def _parse_view(data: Mapping[str, Any]) -> ClusterView:
     brokers = {
-        int(k): BrokerInfo(int(k), str(v["host"]), int(v["port"])) for k, v in data.get("brokers", {}).items()
+        int(k): BrokerInfo(int(k), str(v["host"]), int(v["port"]), bool(v.get("fenced", False)))
+        for k, v in data.get("brokers", {}).items()
     }
     topics: dict[str, TopicInfo] = {}
     for name, t in data.get("topics", {}).items():
@@ -216,24 +229,33 @@ def _parse_view(data: Mapping[str, Any]) -> ClusterView:
             for p in t["partitions"]
         )
         topics[name] = TopicInfo(name, parts, dict(t.get("configs", {})))
-    return ClusterView(brokers, topics, int(data.get("controller_id", CONTROLLER_ID)))
+    controller = data.get("controller") or {}
+    return ClusterView(brokers, topics, int(controller.get("id", data.get("controller_id", CONTROLLER_ID))))
 
 
 class SharedFileCluster:
     """Cluster metadata in ``<cluster dir>/cluster.json`` shared by the brokers of one machine."""
 
     def __init__(
-        self, node_id: int, cluster_dir: str | os.PathLike[str], cluster_id: str, topics: TopicManager
+        self,
+        node_id: int,
+        cluster_dir: str | os.PathLike[str],
+        cluster_id: str,
+        topics: TopicManager,
+        *,
+        unclean_leader_election_enable: bool = False,
     ) -> None:
         self.node_id = node_id
-        self.dir = Path(cluster_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / CLUSTER_FILE
-        self.lock_path = self.dir / CLUSTER_LOCK_FILE
+        self.store = FileMetadataStore(cluster_dir)
+        self.dir = self.store.dir
+        self.path = self.store.path
+        self.lock_path = self.store.lock_path
+        self.session = BrokerSession(self.dir, node_id)
         self._cluster_id = cluster_id
         self._topics = topics
-        self._identity: tuple[int, int, int] | None = None
+        self._unclean_default = unclean_leader_election_enable
         self._view = ClusterView({}, {}, CONTROLLER_ID)
+        self._version: object = None
         self.refresh()
 
     # -- reading --------------------------------------------------------------------------------------------
@@ -244,68 +266,92 @@ class SharedFileCluster:
 
     def refresh(self) -> bool:
         """Re-read the file if it changed since the last read; True when the view changed."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        version = self.store.version()
+        if version == self._version:
             return False
-        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if identity == self._identity:
-            return False
-        data = self._read()
-        self._identity = identity
+        data = self.store.read()
+        self._version = version
         view = _parse_view(data)
         changed = view != self._view
         self._view = view
         return changed
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {"version": _FORMAT_VERSION, "cluster_id": self._cluster_id, "brokers": {}, "topics": {}}
-        data: dict[str, Any] = json.loads(text)
-        return data
 
     # -- writing --------------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _locked(self, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[dict[str, Any]]:
         """Hold the cluster lock; yields the current file content, written back when the block succeeds."""
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise WaitTimeoutError(
-                            f"cluster metadata lock {self.lock_path} still held by another broker after "
-                            f"{timeout_s} s"
-                        ) from None
-                    time.sleep(0.002)
-            data = self._read()
+        with self.store.update(timeout_s) as data:
             yield data
             data["version"] = _FORMAT_VERSION
             data.setdefault("cluster_id", self._cluster_id)
-            data.setdefault("controller_id", CONTROLLER_ID)
-            write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
-        finally:
-            os.close(fd)  # releases the flock
+            data.setdefault("brokers", {})
+            data.setdefault("topics", {})
         self.refresh()
 
     def register(self, host: str, port: int) -> None:
-        """Record this broker's address (at start); refuses to join a cluster with another cluster.id."""
+        """Take this node's process lock and record its address with a new broker epoch (at start); refuses to
+        join a cluster with another cluster.id. A previous incarnation of this node is fenced in the same write
+        (see :func:`~broker_runtime.controller.register_broker`), and the first heartbeat is written under the
+        lock, so no controller sees this registration without a live session."""
+        self.session.acquire()
         with self._locked(timeout_s=30.0) as data:
             existing = data.get("cluster_id")
             if existing is not None and existing != self._cluster_id:
                 raise ConfigError(
                     f"{self.path} belongs to cluster {existing!r}, this broker is configured for {self._cluster_id!r}"
                 )
-            data.setdefault("brokers", {})[str(self.node_id)] = {"host": host, "port": port}
-            data.setdefault("topics", {})
-        _log.info("node %d registered as %s:%d in %s", self.node_id, host, port, self.path)
+            epoch = register_broker(
+                data, self.node_id, host, port, unclean_default=self._unclean_default, now=time.monotonic()
+            )
+            self.session.broker_epoch = epoch
+            self.session.beat()
+        _log.info(
+            "node %d registered as %s:%d in %s (broker epoch %d)", self.node_id, host, port, self.path, epoch
+        )
+
+    def renew_session(self) -> None:
+        """Beat under the cluster lock, then re-read the metadata: after this, the view is at least as new as any
+        decision a controller made about this broker's session (a broker that was not running for a while calls
+        it before acting as a leader again)."""
+        with self.store.update() as _:
+            self.session.beat()
+        self.refresh()
+
+    def controlled_shutdown(self) -> None:
+        """Before a clean stop: fence this broker now (leaderships move, it leaves the ISRs) instead of leaving
+        the partitions it leads unavailable until the controller notices it is gone (Kafka's controlled
+        shutdown). Logs a WARNING and carries on when the metadata cannot be written."""
+        try:
+            with self._locked() as data:
+                brokers = data.get("brokers", {})
+                me = brokers.get(str(self.node_id))
+                if me is None or me.get("fenced", False):
+                    return
+                me["fenced"] = True
+                live = {int(b) for b, info in brokers.items() if not info.get("fenced", False)}
+                topics = data.get("topics", {})
+                apply_elections(
+                    data,
+                    lambda name, entry: fence_broker(
+                        entry,
+                        self.node_id,
+                        live,
+                        unclean=unclean_allowed(topics[name], self._unclean_default),
+                    ),
+                    f"node {self.node_id} shutting down",
+                    offline_level=logging.INFO,
+                )
+        except (TimeoutError, OSError) as exc:
+            _log.warning(
+                "node %d: controlled shutdown could not move leadership (%s); the controller will fence this "
+                "node once it is gone",
+                self.node_id,
+                exc,
+            )
+
+    def close(self) -> None:
+        self.session.release()
 
     def create_topic(
         self,
@@ -398,13 +444,23 @@ class SharedFileCluster:
         }
         return partitions, replication_factor
 
-    def alter_isr(self, topic: str, partition: int, isr: list[int]) -> bool:
-        """The leader's ISR change; False (and a log line) when it cannot be recorded now."""
+    def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        """The leader's ISR change (Kafka's AlterPartition); False (and a log line) when it is refused or cannot
+        be recorded now. Refused: a caller that is not the recorded leader of ``leader_epoch`` (a leader that was
+        replaced while it was not running), and a new member that is fenced or unknown (INELIGIBLE_REPLICA)."""
         try:
             with self._locked() as data:
                 entry = data["topics"][topic]["partitions"][partition]
-                if entry["leader"] != self.node_id:
-                    raise _Rejected(f"node {self.node_id} is not the leader of {topic}-{partition}")
+                if entry["leader"] != self.node_id or int(entry["leader_epoch"]) != leader_epoch:
+                    raise _Rejected(
+                        f"node {self.node_id} in leader epoch {leader_epoch} is not the leader of {topic}-{partition} "
+                        f"(leader {entry['leader']}, epoch {entry['leader_epoch']}): FENCED_LEADER_EPOCH"
+                    )
+                brokers = data.get("brokers", {})
+                for member in set(isr) - set(entry["isr"]):
+                    info = brokers.get(str(member))
+                    if info is None or info.get("fenced", False):
+                        raise _Rejected(f"replica {member} is fenced or not registered: INELIGIBLE_REPLICA")
                 entry["isr"] = sorted(isr)
                 entry["partition_epoch"] = int(entry.get("partition_epoch", 0)) + 1
         except (TimeoutError, _Rejected, KeyError, IndexError, OSError) as exc:

@@ -59,6 +59,13 @@ BROKER_KEYS: dict[str, str] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",
+    # Controller and broker liveness (Kafka's KRaft names and defaults).
+    "broker.heartbeat.interval.ms": "2000",
+    "broker.session.timeout.ms": "9000",
+    "unclean.leader.election.enable": "false",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
 }
@@ -214,6 +221,12 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10485760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30000
+    broker_heartbeat_interval_ms: int = 2000
+    broker_session_timeout_ms: int = 9000
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
@@ -266,6 +279,13 @@ class BrokerConfig:
         cluster_id = props.get("cluster.id", BROKER_KEYS["cluster.id"]).strip()
         if not cluster_id:
             raise ConfigError("cluster.id='': must not be empty")
+        heartbeat_ms = _int(props, "broker.heartbeat.interval.ms", minimum=1)
+        session_ms = _int(props, "broker.session.timeout.ms", minimum=1)
+        if session_ms <= heartbeat_ms:
+            raise ConfigError(
+                f"broker.session.timeout.ms={session_ms}: must be larger than broker.heartbeat.interval.ms="
+                f"{heartbeat_ms} (a session must survive at least one missed heartbeat)"
+            )
         return cls(
             node_id=_int(props, "node.id", minimum=0),
             listener=listener,
@@ -290,6 +310,16 @@ class BrokerConfig:
             replica_fetch_response_max_bytes=_int(props, "replica.fetch.response.max.bytes", minimum=0),
             replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", minimum=0),
             replica_socket_timeout_ms=_int(props, "replica.socket.timeout.ms", minimum=1),
+            broker_heartbeat_interval_ms=heartbeat_ms,
+            broker_session_timeout_ms=session_ms,
+            unclean_leader_election_enable=_bool(props, "unclean.leader.election.enable"),
+            auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable"),
+            leader_imbalance_check_interval_seconds=_int(
+                props, "leader.imbalance.check.interval.seconds", minimum=1
+            ),
+            leader_imbalance_per_broker_percentage=_int(
+                props, "leader.imbalance.per.broker.percentage", minimum=0
+            ),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
             props=dict(props),
             warnings=warnings,

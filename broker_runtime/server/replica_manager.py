@@ -49,7 +49,7 @@ __all__ = ["LEADER_EPOCH", "AppendResult", "ReadResult", "ReplicaManager"]
 
 _log = logging.getLogger(__name__)
 
-#: The leader epoch of every partition created so far (leaders never change yet: no failover).
+#: The leader epoch of a single-node broker's partitions (it never changes there: no other replica exists).
 LEADER_EPOCH = 0
 
 TopicPartition = tuple[str, int]
@@ -108,6 +108,7 @@ class ReplicaManager:
         fetcher_config: FetcherConfig | None = None,
         resolve_broker: Callable[[int], tuple[str, int] | None] | None = None,
         cluster_mode: bool = False,
+        confirm_leadership: Callable[[], str | None] | None = None,
     ) -> None:
         self._topics = topics
         self._wall_ms = wall_ms
@@ -115,11 +116,14 @@ class ReplicaManager:
         self._on_high_watermark = on_high_watermark
         self._on_append: Callable[[str, int], None] | None = None
         self.node_id = node_id
-        self._alter_isr: AlterIsr = alter_isr or (lambda topic, partition, isr: True)
+        self._alter_isr: AlterIsr = alter_isr or (lambda topic, partition, isr, epoch: True)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._fetcher_config = fetcher_config or FetcherConfig(node_id)
         self._resolve_broker = resolve_broker or (lambda node: None)
         self._cluster_mode = cluster_mode
+        #: Cluster mode: called before every leader append; brings the view up to date when this broker may
+        #: have been fenced (it was not running for a while), returns why leadership cannot be confirmed or None.
+        self._confirm_leadership = confirm_leadership
         self._policies: dict[str, tuple[LogConfig, BatchPolicy]] = {}
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -188,16 +192,24 @@ class ReplicaManager:
                 if info.leader == me:
                     was_follower = not partition.is_leader and partition.leader_id >= 0
                     previous_leader = partition.leader_id
+                    hw = partition.log.high_watermark
                     partition.make_leader(info.replicas, info.isr, info.leader_epoch, now)
                     if was_follower:
                         self._fetcher(previous_leader).remove_partition(name, index)
+                    if partition.log.high_watermark != hw:
+                        self._high_watermark_moved(name, index)
                 else:
                     previous_leader = partition.leader_id
+                    was_leader = partition.is_leader
                     if partition.make_follower(info.replicas, info.leader, info.leader_epoch, info.isr):
                         if previous_leader >= 0 and previous_leader != me:
                             self._fetcher(previous_leader).remove_partition(name, index)
                         if info.leader >= 0:
                             self._fetcher(info.leader).add_partition(partition)
+                    if was_leader:
+                        # acks=-1 produces waiting here can no longer complete: the purgatory answers them
+                        # NOT_LEADER_OR_FOLLOWER now instead of at their timeout.
+                        self._high_watermark_moved(name, index)
 
     def _fetcher(self, leader_id: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader_id)
@@ -253,6 +265,10 @@ class ReplicaManager:
         if replica is None:
             code, message = self._not_hosted(topic, partition)
             return AppendResult(code, message=message)
+        if self._confirm_leadership is not None and replica.is_leader:
+            why = self._confirm_leadership()
+            if why is not None:
+                return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, message=why)
         if not replica.is_leader:
             return AppendResult(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,

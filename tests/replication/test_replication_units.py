@@ -57,7 +57,7 @@ class IsrLog:
         self.calls: list[list[int]] = []
         self.accept = True
 
-    def __call__(self, topic: str, partition: int, isr: list[int]) -> bool:
+    def __call__(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         self.calls.append(list(isr))
         return self.accept
 

@@ -2,10 +2,12 @@
 
 The answer comes from the cluster store (:mod:`broker_runtime.server.cluster`): a single-node broker reports
 itself as the only broker and the leader of every partition (replicas = ISR = [node]); a broker of a cluster
-reports every registered broker and the assignment, leader, leader epoch and ISR recorded in the shared
-metadata (the leader of a partition keeps its ISR there up to date); the file is re-checked (one ``stat``) on
-every request, so every broker answers the same and a client may ask any of them. No offline replicas; topic ids are not tracked (zero UUID). librdkafka validates
-offsets against the leader epoch only through OffsetForLeaderEpoch, which this broker does not advertise.
+reports the unfenced brokers (a fenced one -- dead, or its session expired -- is left out, as Kafka's
+metadata cache leaves it out, so clients do not connect to it) and per partition the assignment, leader, leader
+epoch, ISR and offline replicas (fenced or unregistered) recorded in the shared metadata. A partition without a
+leader (leader -1: no ISR member is live) answers LEADER_NOT_AVAILABLE; the controller never records a fenced
+broker as leader. The file is re-checked (one ``stat``) on every request, so every broker answers the same and
+a client may ask any of them. Topic ids are not tracked (zero UUID).
 
 Topics: null (v1+) or an empty list in v0 means all topics. A requested topic that does not exist is created
 here when ``auto.create.topics.enable`` is true and the request allows it (AllowAutoTopicCreation, v4+;
@@ -37,7 +39,12 @@ _NO_OPERATIONS = -(2**31)
 
 
 def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
-    info = ctx.cluster.view.topics.get(name) if name is not None and code == ErrorCode.NONE else None
+    view = ctx.cluster.view
+    info = view.topics.get(name) if name is not None and code == ErrorCode.NONE else None
+
+    def offline(replicas: tuple[int, ...]) -> list[int]:
+        return [r for r in replicas if r not in view.brokers or view.brokers[r].fenced]
+
     partitions = [
         {
             "ErrorCode": ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
@@ -46,7 +53,7 @@ def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
             "LeaderEpoch": p.leader_epoch,
             "ReplicaNodes": list(p.replicas),
             "IsrNodes": list(p.isr),
-            "OfflineReplicas": [],
+            "OfflineReplicas": offline(p.replicas),
         }
         for index, p in enumerate(info.partitions if info is not None else ())
     ]
@@ -94,7 +101,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             else:
                 topics.append(_topic(ctx, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     view = ctx.cluster.view
-    brokers = sorted(view.brokers.values(), key=lambda b: b.node_id)
+    brokers = sorted((b for b in view.brokers.values() if not b.fenced), key=lambda b: b.node_id)
     return {
         "ThrottleTimeMs": 0,
         "Brokers": [

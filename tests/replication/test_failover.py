@@ -1,0 +1,171 @@
+"""Leader failover with real broker processes: the controller fences a dead or stopped broker, elects a new
+leader from the ISR with a new leader epoch, and a replaced leader never appends as a zombie."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker_runtime.launch import BrokerCluster, cluster_process
+from tests.replication.conftest import create_replicated, metadata, partition_state, paused, wait_for
+from tests.server.rawclient import build_batch, produce_body, request
+
+PRODUCE = 0
+#: Short sessions so a stopped broker is fenced within seconds of test time.
+FAST = {
+    "broker.heartbeat.interval.ms": "200",
+    "broker.session.timeout.ms": "1500",
+    "replica.fetch.wait.max.ms": "100",
+    "replica.fetch.backoff.ms": "100",
+}
+
+
+def _live(cluster: BrokerCluster, dead: set[int]) -> list[str]:
+    return [n.bootstrap for n in cluster.nodes if n.node_id not in dead]
+
+
+def _produce(bootstrap: str, topic: str, count: int, acks: int = -1) -> dict[str, Any]:
+    answer = request(bootstrap, PRODUCE, 9, produce_body(topic, 0, build_batch(count), acks=acks))
+    part: dict[str, Any] = answer["Responses"][0]["PartitionResponses"][0]
+    return part
+
+
+def _cluster_doc(cluster: BrokerCluster) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((Path(cluster.data_dir) / "kafka-logs" / "cluster.json").read_text())
+    return doc
+
+
+def _kill(cluster: BrokerCluster, node_id: int) -> None:
+    proc = cluster.nodes[node_id].proc
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def test_sigkill_of_the_leader_elects_a_new_leader_from_the_isr_with_a_new_epoch(tmp_path: Path) -> None:
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
+        create_replicated(cluster, "failover", rf=3, configs={"min.insync.replicas": "2"})
+        before = partition_state(cluster.nodes[1].bootstrap, "failover")
+        leader = before["LeaderId"]
+        assert _produce(cluster.nodes[leader].bootstrap, "failover", 2)["ErrorCode"] == 0
+        started = time.monotonic()
+        _kill(cluster, leader)
+        survivor = _live(cluster, {leader})[0]
+
+        def moved() -> dict[str, Any] | None:
+            state = partition_state(survivor, "failover")
+            return state if state["LeaderId"] not in (leader, -1) else None
+
+        after = wait_for(moved, timeout_s=10, what="a new leader")
+        elapsed = time.monotonic() - started
+        assert after["LeaderEpoch"] > before["LeaderEpoch"]
+        assert leader not in after["IsrNodes"]
+        assert after["OfflineReplicas"] == [leader]
+        assert leader not in [b["NodeId"] for b in metadata(survivor)["Brokers"]]
+        # A dead process is seen through its lock, well before the 1.5 s session would expire.
+        assert elapsed < 1.5, elapsed
+        new_leader = cluster.nodes[after["LeaderId"]].bootstrap
+        answer = wait_for(lambda: _produce(new_leader, "failover", 1), what="acks=all on the new leader")
+        assert answer["ErrorCode"] == 0 and answer["BaseOffset"] == 2, answer
+
+
+def test_a_stopped_leader_is_fenced_after_its_session_and_never_appends_as_a_zombie(tmp_path: Path) -> None:
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
+        create_replicated(cluster, "zombie", rf=3)
+        leader = partition_state(cluster.nodes[0].bootstrap, "zombie")["LeaderId"]
+        zombie = cluster.nodes[leader]
+        assert _produce(zombie.bootstrap, "zombie", 1, acks=1)["ErrorCode"] == 0
+        survivor = _live(cluster, {leader})[0]
+        with paused(zombie.pid):
+            state = wait_for(
+                lambda: (s := partition_state(survivor, "zombie"))["LeaderId"] not in (leader, -1) and s,
+                timeout_s=10,
+                what="fencing of the stopped leader",
+            )
+            assert _cluster_doc(cluster)["brokers"][str(leader)]["fenced"] is True
+        # The first thing the woken broker is asked: an acks=1 write, as its old leader.
+        answer = _produce(zombie.bootstrap, "zombie", 1, acks=1)
+        assert answer["ErrorCode"] == 6, answer  # NOT_LEADER_OR_FOLLOWER
+        new_leader = cluster.nodes[state["LeaderId"]].bootstrap
+        assert _produce(new_leader, "zombie", 1)["ErrorCode"] == 0
+        # The woken broker is unfenced again and follows the new leader.
+        wait_for(
+            lambda: _cluster_doc(cluster)["brokers"][str(leader)]["fenced"] is False, what="unfenced again"
+        )
+        wait_for(lambda: leader in partition_state(survivor, "zombie")["IsrNodes"], what="back in the ISR")
+
+
+def test_the_controller_role_moves_when_the_controller_dies(tmp_path: Path) -> None:
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
+        create_replicated(cluster, "ctl", rf=3)
+        controller = wait_for(lambda: _cluster_doc(cluster).get("controller"), what="a controller")
+        epoch = controller["epoch"]
+        _kill(cluster, controller["id"])
+        survivor = _live(cluster, {controller["id"]})[0]
+        after = wait_for(
+            lambda: (c := _cluster_doc(cluster).get("controller")) and c["id"] != controller["id"] and c,
+            timeout_s=10,
+            what="a new controller",
+        )
+        assert after["epoch"] > epoch
+        assert metadata(survivor)["ControllerId"] == after["id"]
+        # The new controller does the work: the dead node is fenced.
+        wait_for(
+            lambda: _cluster_doc(cluster)["brokers"][str(controller["id"])]["fenced"] is True,
+            what="the old controller fenced",
+        )
+
+
+def test_a_partition_whose_isr_is_only_the_dead_leader_goes_offline_until_it_returns(tmp_path: Path) -> None:
+    """unclean.leader.election.enable=false: no replica outside the ISR becomes leader."""
+    with cluster_process(tmp_path, nodes=2, overrides=FAST) as cluster:
+        create_replicated(cluster, "offline", rf=2)
+        leader = partition_state(cluster.nodes[0].bootstrap, "offline")["LeaderId"]
+        follower = 1 - leader
+        with paused(cluster.nodes[follower].pid):
+            # The leader drops the stopped follower from the ISR only after replica.lag.time.max.ms (30 s by
+            # default); its fencing removes it at once.
+            wait_for(
+                lambda: partition_state(cluster.nodes[leader].bootstrap, "offline")["IsrNodes"] == [leader],
+                timeout_s=10,
+                what="ISR shrink to the leader",
+            )
+            assert _produce(cluster.nodes[leader].bootstrap, "offline", 1)["ErrorCode"] == 0
+            _kill(cluster, leader)
+        survivor = cluster.nodes[follower].bootstrap
+        state = wait_for(
+            lambda: (s := partition_state(survivor, "offline"))["LeaderId"] == -1 and s,
+            what="the partition offline",
+        )
+        assert state["ErrorCode"] == 5  # LEADER_NOT_AVAILABLE
+        assert state["IsrNodes"] == [leader]
+
+
+@pytest.mark.parametrize("unclean", ["true"])
+def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(
+    tmp_path: Path, unclean: str
+) -> None:
+    with cluster_process(tmp_path, nodes=2, overrides=FAST) as cluster:
+        create_replicated(cluster, "unclean", rf=2, configs={"unclean.leader.election.enable": unclean})
+        leader = partition_state(cluster.nodes[0].bootstrap, "unclean")["LeaderId"]
+        follower = 1 - leader
+        with paused(cluster.nodes[follower].pid):
+            wait_for(
+                lambda: partition_state(cluster.nodes[leader].bootstrap, "unclean")["IsrNodes"] == [leader],
+                timeout_s=10,
+                what="ISR shrink to the leader",
+            )
+            _kill(cluster, leader)
+        survivor = cluster.nodes[follower].bootstrap
+        state = wait_for(
+            lambda: (s := partition_state(survivor, "unclean"))["LeaderId"] == follower and s,
+            what="unclean election of the follower",
+        )
+        assert state["IsrNodes"] == [follower]
+        log = (Path(cluster.data_dir) / f"broker-{follower}.log").read_text()
+        assert "UNCLEAN leader election" in log
