@@ -117,9 +117,10 @@ class BrokerSession:
                 time.sleep(0.01)
         self._fd = fd
 
-    def beat(self) -> None:
-        """Write a fresh heartbeat (no fsync: a heartbeat only matters while this process runs)."""
-        now = time.monotonic()
+    def beat(self, now: float | None = None) -> None:
+        """Write a fresh heartbeat (no fsync: a heartbeat only matters while this process runs); ``now``
+        defaults to ``time.monotonic()`` (tests pass their own clock)."""
+        now = time.monotonic() if now is None else now
         path = _heartbeat_path(self.dir, self.node_id)
         tmp = path.with_name(f"{path.name}.tmp")
         tmp.write_text(
