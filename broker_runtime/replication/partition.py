@@ -20,7 +20,7 @@ Leader side::
   records when. A follower leaves the ISR when ``now - last_caught_up_ms > replica.lag.time.max.ms`` and its
   LEO is below the leader's (an idle follower that fetched everything stays in);
 * a follower joins the ISR when its LEO reaches the high watermark and the start offset of the leader's
-  current epoch;
+  current epoch, and it is not fenced (``isr_eligible``);
 * ISR changes go through ``alter_isr`` (the cluster metadata store), and the in-memory ISR changes only when
   that call accepted it (Kafka's AlterPartition);
 * :meth:`Partition.check_enough_replicas_reach_offset`: (False, NONE) while HW < required; once HW >= required,
@@ -106,6 +106,9 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.remote: dict[int, ReplicaState] = {}
         self.epoch_cache = LeaderEpochCache(log.dir)
+        #: Whether a replica may join the ISR (False while the controller has it fenced, as Kafka's leader checks
+        #: its metadata before AlterPartition); set by the owner, every replica by default.
+        self.isr_eligible: Callable[[int], bool] = lambda replica: True
         #: Start offset of the current leader epoch on this leader (followers must reach it to join the ISR).
         self.leader_epoch_start_offset = -1
 
@@ -209,7 +212,7 @@ class Partition:
         return self.maybe_increment_hw()
 
     def _maybe_expand_isr(self, state: ReplicaState) -> None:
-        if state.node_id in self.isr:
+        if state.node_id in self.isr or not self.isr_eligible(state.node_id):
             return
         hw = self.log.high_watermark
         if state.log_end_offset >= hw and state.log_end_offset >= self.leader_epoch_start_offset >= 0:

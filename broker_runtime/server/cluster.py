@@ -55,12 +55,15 @@ from broker_runtime.controller import (
     CLUSTER_FILE,
     CLUSTER_LOCK_FILE,
     LOCK_TIMEOUT_S,
+    NO_LEADER,
     BrokerSession,
     FileMetadataStore,
     apply_elections,
     fence_broker,
+    preferred_election,
     register_broker,
     unclean_allowed,
+    unfence_broker,
 )
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.replication.assignment import assign_replicas
@@ -146,6 +149,10 @@ class ClusterStore(Protocol):
 
     def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool: ...
 
+    def elect_leaders(
+        self, unclean: bool, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]: ...
+
 
 class SingleNodeCluster:
     """This broker alone: the view is derived from the local topics (see the module docstring)."""
@@ -209,6 +216,22 @@ class SingleNodeCluster:
 
     def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         return list(isr) == [self.node_id]
+
+    def elect_leaders(
+        self, unclean: bool, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        view = self.view
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for topic, index in partitions or []:
+            info = view.topics.get(topic)
+            if info is None or not 0 <= index < len(info.partitions):
+                out[(topic, index)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"{topic}-{index} does not exist",
+                )
+            else:
+                out[(topic, index)] = (ErrorCode.ELECTION_NOT_NEEDED, "the only replica already leads")
+        return out
 
 
 def _parse_view(data: Mapping[str, Any]) -> ClusterView:
@@ -467,6 +490,70 @@ class SharedFileCluster:
             _log.warning("ISR change of %s-%d to %s not recorded: %s", topic, partition, isr, exc)
             return False
         return True
+
+    def elect_leaders(
+        self, unclean: bool, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders: the preferred replica (or, ``unclean``, the first live replica of a leaderless
+        partition) becomes leader with a new epoch; per partition the outcome. ``partitions`` None means every
+        partition, and then only the partitions an election changed or could not change are reported."""
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        try:
+            with self._locked() as data:
+                topics = data.get("topics", {})
+                brokers = data.get("brokers", {})
+                live = {int(b) for b, info in brokers.items() if not info.get("fenced", False)}
+                wanted = partitions
+                if wanted is None:
+                    wanted = [(t, i) for t, info in topics.items() for i in range(len(info["partitions"]))]
+                for topic, index in wanted:
+                    parts = topics.get(topic, {}).get("partitions", [])
+                    if not 0 <= index < len(parts):
+                        out[(topic, index)] = (
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"{topic}-{index} does not exist",
+                        )
+                        continue
+                    entry = parts[index]
+                    if unclean:
+                        if int(entry["leader"]) != NO_LEADER:
+                            out[(topic, index)] = (
+                                ErrorCode.ELECTION_NOT_NEEDED,
+                                "the partition has a leader",
+                            )
+                            continue
+                        candidates = [int(r) for r in entry["replicas"] if int(r) in live]
+                        done = unfence_broker(entry, candidates[0], unclean=True) if candidates else None
+                        if done is None:
+                            out[(topic, index)] = (
+                                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                f"no replica of {topic}-{index} is live",
+                            )
+                            continue
+                    else:
+                        done, why = preferred_election(entry, live)
+                        if done is None:
+                            out[(topic, index)] = (ErrorCode[why], f"{why} for {topic}-{index}")
+                            continue
+                    parts[index] = done.entry
+                    _log.log(
+                        logging.WARNING if done.unclean else logging.INFO,
+                        "%s-%d: %s leader election: leader %s -> %d, epoch %d, ISR %s",
+                        topic,
+                        index,
+                        "UNCLEAN" if done.unclean else "preferred",
+                        entry["leader"],
+                        done.entry["leader"],
+                        done.entry["leader_epoch"],
+                        done.entry["isr"],
+                    )
+                    out[(topic, index)] = (ErrorCode.NONE, None)
+        except (TimeoutError, OSError) as exc:
+            wanted_keys = partitions or []
+            return {key: (ErrorCode.REQUEST_TIMED_OUT, str(exc)) for key in wanted_keys}
+        if partitions is None:
+            out = {k: v for k, v in out.items() if v[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        return out
 
     def allocate_producer_ids(self, floor: int, block_size: int) -> tuple[int, int]:
         """The next block of ``block_size`` producer ids no node has had, starting at ``floor`` or later.

@@ -126,6 +126,8 @@ class ReplicaManager:
         self._confirm_leadership = confirm_leadership
         self._policies: dict[str, tuple[LogConfig, BatchPolicy]] = {}
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: The cluster metadata last applied (cluster mode).
+        self._view: Any = None
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def set_high_watermark_listener(self, listener: Callable[[str, int], None]) -> None:
@@ -177,6 +179,7 @@ class ReplicaManager:
         """Make hosted partitions leaders or followers as the cluster metadata ``view`` says (cluster mode)."""
         now = self._now_ms()
         me = self.node_id
+        self._view = view
         for name, topic in view.topics.items():
             for index, info in enumerate(topic.partitions):
                 if me not in info.replicas:
@@ -188,6 +191,7 @@ class ReplicaManager:
                     # make_leader turns HW = LEO back on for a single replica.
                     log = self._topics.ensure_partition(name, index, topic.configs)
                     partition = Partition(name, index, log, me, self._alter_isr)
+                    partition.isr_eligible = self._isr_eligible
                     self._partitions[key] = partition
                 if info.leader == me:
                     was_follower = not partition.is_leader and partition.leader_id >= 0
@@ -210,6 +214,13 @@ class ReplicaManager:
                         # acks=-1 produces waiting here can no longer complete: the purgatory answers them
                         # NOT_LEADER_OR_FOLLOWER now instead of at their timeout.
                         self._high_watermark_moved(name, index)
+
+    def _isr_eligible(self, replica: int) -> bool:
+        view = self._view
+        if view is None:
+            return True
+        info = view.brokers.get(replica)
+        return info is not None and not info.fenced
 
     def _fetcher(self, leader_id: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader_id)

@@ -169,3 +169,57 @@ def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(
         assert state["IsrNodes"] == [follower]
         log = (Path(cluster.data_dir) / f"broker-{follower}.log").read_text()
         assert "UNCLEAN leader election" in log
+
+
+def test_preferred_leader_comes_back_by_elect_leaders_from_confluent_kafka_admin(tmp_path: Path) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
+        create_replicated(cluster, "preferred", rf=3)
+        state = partition_state(cluster.nodes[0].bootstrap, "preferred")
+        preferred = state["ReplicaNodes"][0]
+        assert state["LeaderId"] == preferred
+        other = _live(cluster, {preferred})[0]
+        with paused(cluster.nodes[preferred].pid):
+            wait_for(
+                lambda: partition_state(other, "preferred")["LeaderId"] not in (preferred, -1),
+                timeout_s=10,
+                what="leadership moved away from the stopped preferred leader",
+            )
+        wait_for(
+            lambda: preferred in partition_state(other, "preferred")["IsrNodes"],
+            what="the preferred replica back in the ISR",
+        )
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        future = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)])
+        results = future.result(timeout=15)
+        assert list(results.values()) == [None], results  # None: elected
+        after = wait_for(
+            lambda: (s := partition_state(other, "preferred"))["LeaderId"] == preferred and s,
+            what="the preferred replica leading again",
+        )
+        assert after["LeaderEpoch"] >= state["LeaderEpoch"] + 2
+        again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("preferred", 0)]).result(
+            timeout=15
+        )
+        assert "ELECTION_NOT_NEEDED" in str(next(iter(again.values()))), again
+
+
+def test_auto_leader_rebalance_moves_leadership_back_to_the_preferred_replica(tmp_path: Path) -> None:
+    overrides = {**FAST, "leader.imbalance.check.interval.seconds": "1"}
+    with cluster_process(tmp_path, nodes=3, overrides=overrides) as cluster:
+        create_replicated(cluster, "rebalance", rf=3)
+        preferred = partition_state(cluster.nodes[0].bootstrap, "rebalance")["ReplicaNodes"][0]
+        other = _live(cluster, {preferred})[0]
+        with paused(cluster.nodes[preferred].pid):
+            wait_for(
+                lambda: partition_state(other, "rebalance")["LeaderId"] not in (preferred, -1),
+                timeout_s=10,
+                what="leadership moved away",
+            )
+        wait_for(
+            lambda: partition_state(other, "rebalance")["LeaderId"] == preferred,
+            timeout_s=20,
+            what="automatic preferred leader election",
+        )

@@ -35,6 +35,7 @@ from broker_runtime.protocol.messages import (
     api_versions,
     create_topics,
     describe_configs,
+    elect_leaders,
     fetch,
     find_coordinator,
     init_producer_id,
@@ -123,6 +124,7 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(create_topics.REQUEST, create_topics.RESPONSE),
         ApiSpec(init_producer_id.REQUEST, init_producer_id.RESPONSE),
         ApiSpec(describe_configs.REQUEST, describe_configs.RESPONSE),
+        ApiSpec(elect_leaders.REQUEST, elect_leaders.RESPONSE),
     )
 }
 

@@ -17,6 +17,7 @@ from broker_runtime.server.handlers import (
     api_versions,
     create_topics,
     describe_configs,
+    elect_leaders,
     fetch,
     find_coordinator,
     init_producer_id,
@@ -39,6 +40,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     create_topics,
     init_producer_id,
     describe_configs,
+    elect_leaders,
 )
 
 
