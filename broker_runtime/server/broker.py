@@ -208,21 +208,22 @@ class Broker:
             info = cluster.view.brokers.get(node_id)
             return None if info is None else (info.host, info.port)
 
-        def confirm_leadership() -> str | None:
-            """Before a leader append: a broker whose last heartbeat is older than half a session may have been
-            fenced while it was not running (SIGSTOP, a stalled loop); it renews its session under the cluster
-            lock and re-reads the metadata first, so a replaced leader never appends as a zombie."""
+        def confirm_leadership(why: str = "before appending") -> str | None:
+            """A broker whose last heartbeat is older than half a session may have been fenced while it was not
+            running (SIGSTOP, a stalled loop): it renews its session under the cluster lock and re-reads the
+            metadata before it appends as a leader or beats again, so a replaced leader never appends as a
+            zombie, whichever of its overdue tasks and requests runs first. None when confirmed, else why not."""
             if not isinstance(cluster, SharedFileCluster):
                 return None
             age_ms = (time.monotonic() - cluster.session.last_beat) * 1000
             if age_ms <= cfg.broker_session_timeout_ms / 2:
                 return None
             _log.warning(
-                "node %d: last heartbeat %.0f ms ago (broker.session.timeout.ms=%d); confirming leadership "
-                "before appending",
+                "node %d: last heartbeat %.0f ms ago (broker.session.timeout.ms=%d); confirming leadership %s",
                 cfg.node_id,
                 age_ms,
                 cfg.broker_session_timeout_ms,
+                why,
             )
             try:
                 cluster.renew_session()
@@ -232,6 +233,10 @@ class Broker:
                 )
             refresh_cluster()
             return None
+
+        def heartbeat() -> None:
+            if isinstance(cluster, SharedFileCluster) and confirm_leadership("at the next heartbeat") is None:
+                cluster.session.beat()
 
         replicas = ReplicaManager(
             topics,
@@ -344,7 +349,6 @@ class Broker:
             ),
         ]
         if isinstance(cluster, SharedFileCluster):
-            shared_cluster = cluster
             controller = Controller(
                 cluster.store,
                 cluster.session,
@@ -364,9 +368,7 @@ class Broker:
 
             periodic += [
                 loop.create_task(self._every(POLL_INTERVAL_MS, refresh_cluster, "cluster-metadata")),
-                loop.create_task(
-                    self._every(cfg.broker_heartbeat_interval_ms, shared_cluster.session.beat, "heartbeat")
-                ),
+                loop.create_task(self._every(cfg.broker_heartbeat_interval_ms, heartbeat, "heartbeat")),
                 loop.create_task(self._every(CONTROLLER_TICK_MS, control, "controller")),
             ]
         _log.info(

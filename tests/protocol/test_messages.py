@@ -457,6 +457,8 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         CreateTopicsResponse,
         DescribeConfigsRequest,
         DescribeConfigsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
     )
     from kafka.protocol.consumer import (
         FetchRequest,
@@ -489,6 +491,7 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         19: (CreateTopicsRequest, CreateTopicsResponse),
         22: (InitProducerIdRequest, InitProducerIdResponse),
         32: (DescribeConfigsRequest, DescribeConfigsResponse),
+        43: (ElectLeadersRequest, ElectLeadersResponse),
     }
 
 
@@ -550,6 +553,7 @@ KP_VERSIONS = [
     (key, version, kind)
     for key, version, kind in ALL_VERSIONS
     if HAVE_KAFKA_PYTHON
+    and key in KP_CLASSES
     and (kp := KP_CLASSES[key][0 if kind == "request" else 1]).valid_versions[0]
     <= version
     <= kp.valid_versions[1]

@@ -31,7 +31,7 @@ REQUEST = Message(
             nullable="0+",
             fields=[
                 Field("Topic", "string", "0+"),
-                Field("PartitionId", "[]int32", "0+"),
+                Field("Partitions", "[]int32", "0+"),
             ],
         ),
         Field("TimeoutMs", "int32", "0+", default=60000),

@@ -35,7 +35,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             "ReplicaElectionResults": [],
         }
     wanted = body["TopicPartitions"]
-    keys = None if wanted is None else [(t["Topic"], p) for t in wanted for p in t["PartitionId"]]
+    keys = None if wanted is None else [(t["Topic"], p) for t in wanted for p in t["Partitions"]]
     results = ctx.cluster.elect_leaders(election == elect_leaders.ELECTION_UNCLEAN, keys)
     ctx.refresh_cluster()
     by_topic: dict[str, list[dict[str, Any]]] = {}
