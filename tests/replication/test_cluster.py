@@ -61,7 +61,9 @@ def test_metadata_shows_all_brokers_replicas_and_isr(cluster: BrokerCluster) -> 
         assert sorted((b["NodeId"], f"{b['Host']}:{b['Port']}") for b in md["Brokers"]) == [
             (n.node_id, n.bootstrap) for n in cluster.nodes
         ]
-        assert md["ControllerId"] == 0
+        # Whichever node claimed the controller role first; every node reports the same one.
+        assert md["ControllerId"] in [n.node_id for n in cluster.nodes]
+        assert md["ControllerId"] == metadata(cluster.nodes[0].bootstrap)["ControllerId"]
         parts = {t["Name"]: t["Partitions"] for t in md["Topics"]}
         # Round-robin: partition p led by node p % 3, followers shifted after it.
         assert [(p["LeaderId"], p["ReplicaNodes"]) for p in parts["md"]] == [
