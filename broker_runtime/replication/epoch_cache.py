@@ -63,6 +63,29 @@ class LeaderEpochCache:
                 return start
         return None
 
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for ``requested_epoch`` (Kafka's ``LeaderEpochFileCache.endOffsetFor``).
+
+        * the latest epoch: (it, ``log_end_offset``);
+        * an older epoch: the largest known epoch <= requested, and the start offset of the first epoch above
+          the requested one (where the requested epoch's records end on this replica);
+        * older than every known epoch: (requested, start offset of the first known epoch);
+        * -1, newer than the latest, or an empty cache: (-1, -1), undefined.
+        """
+        entries = self._entries
+        if requested_epoch < 0 or not entries:
+            return -1, -1
+        if requested_epoch == entries[-1][0]:
+            return requested_epoch, log_end_offset
+        higher = next(((e, s) for e, s in entries if e > requested_epoch), None)
+        if higher is None:
+            return -1, -1
+        floor = None
+        for e, _ in entries:
+            if e <= requested_epoch:
+                floor = e
+        return (requested_epoch if floor is None else floor), higher[1]
+
     # -- updates --------------------------------------------------------------------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> bool:

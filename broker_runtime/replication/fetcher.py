@@ -5,8 +5,14 @@ Loop, per leader::
 
     connect (address resolved anew each time, so a restarted leader on a new port is found)
     repeat: Fetch(ReplicaId = this node, MaxWaitMs = replica.fetch.wait.max.ms,
-                  MinBytes = replica.fetch.min.bytes, per partition FetchOffset = local LEO)
+                  MinBytes = replica.fetch.min.bytes, per partition FetchOffset = local LEO,
+                  CurrentLeaderEpoch = the epoch the metadata gives the leader,
+                  LastFetchedEpoch = the epoch of the last local batch)
             for each partition in the answer:
+              NONE + DivergingEpoch   the local log diverges from the leader's after the given (epoch, end
+                                      offset): truncate to min(leader's end offset, own end offset for that
+                                      epoch) (Partition.truncation_offset; WARNING if below the local HW),
+                                      fetch again at once -- repeated until the logs agree (KIP-101/595)
               NONE                    append the batches with the leader's offsets, HW := min(LEO, leader HW)
               OFFSET_OUT_OF_RANGE     our LEO is above the leader's log end: truncate to the leader's HW;
                                       our LEO is below the leader's log start: truncate fully and start at
@@ -259,7 +265,7 @@ class ReplicaFetcher:
                     "Partition": p.partition,
                     "CurrentLeaderEpoch": p.leader_epoch,
                     "FetchOffset": p.log.log_end_offset,
-                    "LastFetchedEpoch": -1,
+                    "LastFetchedEpoch": p.last_fetched_epoch,
                     "LogStartOffset": p.log.log_start_offset,
                     "PartitionMaxBytes": cfg.partition_max_bytes,
                 }
@@ -317,9 +323,42 @@ class ReplicaFetcher:
             if responses:
                 return responses[-1].body
 
+    def _truncate_diverging(self, partition: Partition, epoch: int, end_offset: int) -> bool:
+        """The leader says this log diverges after ``end_offset`` of ``epoch``: truncate there (KIP-101/595)."""
+        name = f"{partition.topic}-{partition.partition}"
+        log = partition.log
+        target = partition.truncation_offset(epoch, end_offset)
+        below_hw = target < log.high_watermark
+        _log.log(
+            logging.WARNING if below_hw else logging.INFO,
+            "node %d: %s: log diverges from leader %d (its epoch %d ends at %d, ours: last epoch %d, LEO %d); "
+            "truncating to %d%s",
+            self._config.node_id,
+            name,
+            self.leader_id,
+            epoch,
+            end_offset,
+            partition.last_fetched_epoch,
+            log.log_end_offset,
+            target,
+            f", below the high watermark {log.high_watermark} (records this replica had as committed are "
+            "dropped: an unclean election happened)"
+            if below_hw
+            else "",
+        )
+        try:
+            partition.truncate_to(target)
+        except (StorageError, OSError) as exc:
+            _log.error("node %d: %s: truncation to %d failed: %s", self._config.node_id, name, target, exc)
+            return True
+        return False
+
     def _process(self, partition: Partition, entry: dict[str, Any]) -> bool:
         code = entry["ErrorCode"]
         name = f"{partition.topic}-{partition.partition}"
+        diverging = entry.get("DivergingEpoch") or {}
+        if code == ErrorCode.NONE and diverging.get("Epoch", -1) >= 0:
+            return self._truncate_diverging(partition, diverging["Epoch"], diverging["EndOffset"])
         if code == ErrorCode.NONE:
             try:
                 partition.append_as_follower(entry["Records"], entry["HighWatermark"])

@@ -321,7 +321,63 @@ class Partition:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE
 
+    def validate_fetch(
+        self, current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int
+    ) -> tuple[ErrorCode, tuple[int, int] | None]:
+        """Leader side of a fetch (Kafka's ``Partition.fetchRecords`` checks, KIP-320 and KIP-595):
+
+        * not the leader: NOT_LEADER_OR_FOLLOWER;
+        * ``current_leader_epoch`` >= 0 and older than this leader's epoch: FENCED_LEADER_EPOCH; newer:
+          UNKNOWN_LEADER_EPOCH (this broker has not learnt of it yet);
+        * ``last_fetched_epoch`` >= 0 and this log's (epoch, end offset) for it shows the fetcher's log diverges
+          (a smaller epoch, or an end offset below ``fetch_offset``): NONE with the diverging (epoch, end
+          offset), which the fetcher truncates to before fetching again; otherwise NONE, None.
+        """
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < self.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, None
+            if current_leader_epoch > self.leader_epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH, None
+        if last_fetched_epoch >= 0:
+            epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
+            # (-1, -1): this leader cannot tell (an empty cache) -- not a divergence it can point at.
+            if epoch >= 0 and (epoch < last_fetched_epoch or end < fetch_offset):
+                return ErrorCode.NONE, (epoch, end)
+        return ErrorCode.NONE, None
+
+    def end_offset_for_epoch(self, current_leader_epoch: int, epoch: int) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch as the leader: (error, epoch, end offset); see :meth:`validate_fetch` for the
+        fencing rules."""
+        code, _ = self.validate_fetch(current_leader_epoch, 0, -1)
+        if code != ErrorCode.NONE:
+            return code, -1, -1
+        found_epoch, end = self.epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
+        return ErrorCode.NONE, found_epoch, end
+
     # -- follower -------------------------------------------------------------------------------------------
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        """The epoch of this replica's last batch, sent in its fetches (-1 when unknown)."""
+        return self.epoch_cache.latest_epoch
+
+    def truncation_offset(self, diverging_epoch: int, diverging_end: int) -> int:
+        """Where a follower truncates after the leader answered DivergingEpoch (Kafka's
+        ``AbstractFetcherThread`` rules): the leader's end offset for the epoch, or this replica's own end
+        offset for the largest epoch it has up to that one, whichever is smaller. When this replica does not
+        know the leader's epoch, the next fetch (with an older LastFetchedEpoch) is checked again, so repeated
+        rounds converge on the first offset where the logs differ."""
+        leo = self.log.log_end_offset
+        if diverging_end < 0:  # the leader knows no epoch at all: only what it has acknowledged is certain
+            return min(self.log.high_watermark, leo)
+        if diverging_epoch < 0:
+            return min(diverging_end, leo)
+        own_epoch, own_end = self.epoch_cache.end_offset_for(diverging_epoch, leo)
+        if own_epoch < 0:
+            return min(diverging_end, leo)
+        return min(diverging_end, own_end, leo)
 
     def append_as_follower(self, records: Buffer | None, leader_hw: int) -> int:
         """Append the leader's batches (own offsets kept, producer state updated by the log) and learn its HW;

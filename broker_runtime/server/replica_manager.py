@@ -76,6 +76,8 @@ class ReadResult:
     records: bytes = b""
     high_watermark: int = -1
     log_start_offset: int = -1
+    #: The leader's (epoch, end offset) where the fetcher's log diverges (Fetch v12+ DivergingEpoch), or None.
+    diverging: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -360,6 +362,30 @@ class ReplicaManager:
             _log.error("read of %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
         return ReadResult(ErrorCode.NONE, data.records, log.high_watermark, log.log_start_offset)
+
+    def validate_fetch(
+        self,
+        topic: str,
+        partition: int,
+        current_leader_epoch: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+    ) -> tuple[ErrorCode, tuple[int, int] | None]:
+        """Epoch fencing and divergence of one fetch partition (see ``Partition.validate_fetch``); a partition
+        not hosted here passes (the read answers its error)."""
+        replica = self.partition(topic, partition)
+        if replica is None:
+            return ErrorCode.NONE, None
+        return replica.validate_fetch(current_leader_epoch, fetch_offset, last_fetched_epoch)
+
+    def end_offset_for_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch for one partition: (error, epoch, end offset)."""
+        replica = self.partition(topic, partition)
+        if replica is None:
+            return self._not_hosted(topic, partition)[0], -1, -1
+        return replica.end_offset_for_epoch(current_leader_epoch, epoch)
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
         replica = self.partition(topic, partition)

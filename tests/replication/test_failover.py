@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import create_replicated, metadata, partition_state, paused, wait_for
+from tests.replication.conftest import (
+    batches_on_disk,
+    create_replicated,
+    leo_on_disk,
+    metadata,
+    partition_state,
+    paused,
+    restarted,
+    wait_for,
+)
 from tests.server.rawclient import build_batch, produce_body, request
 
 PRODUCE = 0
@@ -223,3 +232,41 @@ def test_auto_leader_rebalance_moves_leadership_back_to_the_preferred_replica(tm
             timeout_s=20,
             what="automatic preferred leader election",
         )
+
+
+def test_diverging_logs_end_identical_after_failover_and_the_old_leaders_tail_is_truncated(
+    tmp_path: Path,
+) -> None:
+    """The old leader wrote acks=1 records no follower fetched, then died; a follower became leader in a new
+    epoch and took other records at the same offsets. When the old leader returns, its fetch (with its
+    LastFetchedEpoch) is answered DivergingEpoch: it truncates its tail and copies the new leader's records, so
+    all three logs end byte-identical."""
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
+        create_replicated(cluster, "diverge", rf=3)
+        old = partition_state(cluster.nodes[0].bootstrap, "diverge")["LeaderId"]
+        followers = [n for n in cluster.nodes if n.node_id != old]
+        assert _produce(cluster.nodes[old].bootstrap, "diverge", 5)["ErrorCode"] == 0  # acks=all: everywhere
+        with paused(followers[0].pid), paused(followers[1].pid):
+            assert _produce(cluster.nodes[old].bootstrap, "diverge", 3, acks=1)["ErrorCode"] == 0
+            _kill(cluster, old)
+        assert leo_on_disk(cluster, old, "diverge") == 8
+        survivor = followers[0].bootstrap
+        state = wait_for(
+            lambda: (s := partition_state(survivor, "diverge"))["LeaderId"] not in (old, -1) and s,
+            what="a new leader",
+        )
+        new_leader = cluster.nodes[state["LeaderId"]].bootstrap
+        answer = wait_for(lambda: _produce(new_leader, "diverge", 2), what="acks=all on the new leader")
+        assert answer["ErrorCode"] == 0 and answer["BaseOffset"] == 5, answer
+        with restarted(cluster, old):
+            wait_for(
+                lambda: old in partition_state(survivor, "diverge")["IsrNodes"],
+                timeout_s=20,
+                what="the old leader back in the ISR",
+            )
+            expected = batches_on_disk(cluster, state["LeaderId"], "diverge")
+            assert len(expected) == 2
+            wait_for(
+                lambda: all(batches_on_disk(cluster, n, "diverge") == expected for n in range(3)),
+                what="identical logs on all replicas",
+            )

@@ -24,7 +24,7 @@ _LOGGER = "broker_runtime.replication.fetcher"
 
 def _partition() -> Any:
     log = SimpleNamespace(log_end_offset=0, log_start_offset=0)
-    return SimpleNamespace(topic="t", partition=0, leader_epoch=0, log=log)
+    return SimpleNamespace(topic="t", partition=0, leader_epoch=0, last_fetched_epoch=-1, log=log)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Any:

@@ -10,6 +10,10 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
     AbortedTransactions is null;
   * a fetch offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch newer than
     the partition's leader epoch gets UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH;
+  * v12+ LastFetchedEpoch (KIP-595): when the leader's end offset for that epoch is below the fetch offset, or
+    the leader's largest epoch up to it is smaller, the fetcher's log diverges: the partition answers NONE, no
+    records and DivergingEpoch = the leader's (epoch, end offset); a follower truncates there and fetches again
+    (see ``Partition.validate_fetch``). Such a follower fetch is not recorded as its log end offset;
   * follower fetches (``ReplicaId`` >= 0, a replica of the partition): the fetch offset is the follower's log
     end offset and is recorded first (it may move the high watermark and the ISR, see
     :meth:`ReplicaManager.record_follower_fetch`); they read up to the log end offset, consumers only up to
@@ -28,7 +32,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.replica_manager import LEADER_EPOCH, ReadResult
+from broker_runtime.server.replica_manager import ReadResult
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "DelayedFetch", "handle"]
 
@@ -46,18 +50,17 @@ class _PartitionFetch(NamedTuple):
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+    last_fetched_epoch: int = -1
 
 
-def _epoch_error(ctx: BrokerContext, part: _PartitionFetch) -> ErrorCode:
-    if part.current_leader_epoch < 0:
-        return ErrorCode.NONE
-    partition = ctx.replicas.partition(part.topic, part.partition)
-    epoch = LEADER_EPOCH if partition is None else partition.leader_epoch
-    if part.current_leader_epoch > epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    if part.current_leader_epoch < epoch:
-        return ErrorCode.FENCED_LEADER_EPOCH
-    return ErrorCode.NONE
+def _validate(ctx: BrokerContext, part: _PartitionFetch) -> ReadResult | None:
+    """The answer for a partition whose epoch is fenced/unknown or whose fetcher's log diverges, else None."""
+    code, diverging = ctx.replicas.validate_fetch(
+        part.topic, part.partition, part.current_leader_epoch, part.fetch_offset, part.last_fetched_epoch
+    )
+    if code == ErrorCode.NONE and diverging is None:
+        return None
+    return ReadResult(code, b"", _hw(ctx, part), _log_start(ctx, part), diverging)
 
 
 def _read_all(
@@ -70,10 +73,9 @@ def _read_all(
     results: list[ReadResult] = []
     replicas = ctx.replicas
     for part in parts:
-        epoch_error = _epoch_error(ctx, part)
-        if epoch_error != ErrorCode.NONE:
-            hw = replicas.high_watermark(part.topic, part.partition)
-            results.append(ReadResult(epoch_error, b"", -1 if hw is None else hw, -1))
+        refused = _validate(ctx, part)
+        if refused is not None:  # fenced, unknown epoch, or diverging: answered at once, without records
+            results.append(refused)
             any_error = True
             continue
         limit = min(part.max_bytes, remaining)
@@ -114,6 +116,11 @@ def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResu
                 "LogStartOffset": result.log_start_offset,
                 "AbortedTransactions": None,
                 "PreferredReadReplica": -1,
+                "DivergingEpoch": (
+                    {"Epoch": result.diverging[0], "EndOffset": result.diverging[1]}
+                    if result.diverging is not None
+                    else {"Epoch": -1, "EndOffset": -1}
+                ),
                 "Records": result.records if result.records is not None else b"",
             }
         )
@@ -193,7 +200,12 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         }
     parts = [
         _PartitionFetch(
-            t["Topic"], p["Partition"], p["FetchOffset"], p["PartitionMaxBytes"], p["CurrentLeaderEpoch"]
+            t["Topic"],
+            p["Partition"],
+            p["FetchOffset"],
+            p["PartitionMaxBytes"],
+            p["CurrentLeaderEpoch"],
+            p["LastFetchedEpoch"] if version >= 12 else -1,
         )
         for t in body["Topics"]
         for p in t["Partitions"]
@@ -205,17 +217,22 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     if any(ctx.topics.partition_count(t) is None for t in {p.topic for p in parts}):
         ctx.refresh_cluster()
     if replica_id >= 0:
+        # A follower's fetch offset is its log end offset -- unless its fetch is fenced or its log diverges,
+        # in which case it is not recorded (it is not caught up to anything).
         errors = [
-            ctx.replicas.record_follower_fetch(p.topic, p.partition, replica_id, p.fetch_offset)
+            ErrorCode.NONE
+            if _validate(ctx, p) is not None
+            else ctx.replicas.record_follower_fetch(p.topic, p.partition, replica_id, p.fetch_offset)
             for p in parts
         ]
         if any(errors):
-            # Answer at once, failed partitions with their error and the others empty: the follower backs the
-            # failed ones off and fetches the others again right away. The log start offset tells a follower
-            # that fell below it where to start over.
+            # Answer at once, failed partitions with their error and the others as read now: the follower
+            # backs the failed ones off and fetches the others again right away. The log start offset tells a
+            # follower that fell below it where to start over.
+            results, _, _ = _read_all(ctx, parts, max_bytes, replica_id)
             results = [
-                ReadResult(code, b"", _hw(ctx, p), _log_start(ctx, p))
-                for p, code in zip(parts, errors, strict=True)
+                ReadResult(code, b"", _hw(ctx, p), _log_start(ctx, p)) if code else result
+                for p, code, result in zip(parts, errors, results, strict=True)
             ]
             return _response(version, parts, results)
     results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id)
