@@ -270,3 +270,91 @@ def test_diverging_logs_end_identical_after_failover_and_the_old_leaders_tail_is
                 lambda: all(batches_on_disk(cluster, n, "diverge") == expected for n in range(3)),
                 what="identical logs on all replicas",
             )
+
+
+def test_a_rolling_restart_under_acks_all_load_loses_nothing_acked(tmp_path: Path) -> None:
+    """Each node in turn is stopped cleanly (its leaderships move first) and started again while a
+    confluent-kafka idempotent producer writes with acks=all; every acknowledged record is read back exactly
+    once."""
+    import contextlib
+    import threading
+    from collections import Counter
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster, contextlib.ExitStack() as running:
+        create_replicated(cluster, "rolling", partitions=3, rf=3, configs={"min.insync.replicas": "2"})
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+            }
+        )
+        acked: list[bytes] = []
+        failed: list[Any] = []
+        stop = threading.Event()
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            (failed if err is not None else acked).append(err if err is not None else msg.value())
+
+        def produce() -> None:
+            n = 0
+            while not stop.is_set():
+                for _ in range(50):
+                    producer.produce(
+                        "rolling", str(n).encode(), key=str(n % 7).encode(), on_delivery=on_delivery
+                    )
+                    n += 1
+                producer.poll(0.05)
+
+        thread = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        addresses = {n.node_id: n.bootstrap for n in cluster.nodes}
+        try:
+            for node in cluster.nodes:
+                time.sleep(1.0)
+                node.proc.terminate()
+                node.proc.wait(30)
+                other = next(a for i, a in addresses.items() if i != node.node_id)
+                time.sleep(1.0)
+                addresses[node.node_id] = running.enter_context(restarted(cluster, node.node_id))
+                for p in range(3):
+                    wait_for(
+                        lambda p=p, node=node, at=other: (
+                            node.node_id in partition_state(at, "rolling", p)["IsrNodes"]
+                        ),
+                        timeout_s=30,
+                        what=f"node {node.node_id} back in the ISR of partition {p}",
+                    )
+        finally:
+            stop.set()
+            thread.join(30)
+        assert producer.flush(60) == 0
+        assert failed == [], failed[:3]
+        assert len(acked) > 1000
+        consumer = Consumer(
+            {
+                "bootstrap.servers": ",".join(addresses.values()),
+                "group.id": "unused",
+                "enable.auto.commit": False,
+            }
+        )
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition("rolling", p), timeout=10)[1] for p in range(3)
+        }
+        consumer.assign([TopicPartition("rolling", p, 0) for p in range(3)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 60
+        positions = dict.fromkeys(range(3), 0)
+        while any(positions[p] < ends[p] for p in range(3)) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            seen.append(msg.value())
+            positions[msg.partition()] = msg.offset() + 1
+        consumer.close()
+        counts = Counter(seen)
+        assert [v for v, c in counts.items() if c > 1] == [], "duplicates"
+        assert set(acked) <= set(counts), f"{len(set(acked) - set(counts))} acked records lost"
