@@ -421,7 +421,10 @@ class SharedFileCluster:
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                     f"Topic '{name}' collides with existing topic: {existing}",
                 )
-        brokers = sorted(int(b) for b in data.get("brokers", {}))
+        registered = data.get("brokers", {})
+        brokers = sorted(int(b) for b in registered)
+        # As Kafka's placement: new replicas go to unfenced brokers only.
+        unfenced = sorted(int(b) for b, info in registered.items() if not info.get("fenced", False))
         if assignments:
             indexes = sorted(assignments)
             if indexes != list(range(len(indexes))):
@@ -443,27 +446,24 @@ class SharedFileCluster:
                 raise TopicError(
                     ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
                 )
-            if replication_factor > len(brokers):
+            if replication_factor > len(unfenced):
                 raise TopicError(
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only {len(brokers)} broker(s) "
-                    "are registered.",
+                    f"factor of {replication_factor} cannot be reached because only {len(unfenced)} broker(s) "
+                    "are registered and unfenced.",
                 )
             if partitions <= 0:
                 raise TopicError(
                     ErrorCode.INVALID_PARTITIONS,
                     f"Number of partitions must be larger than 0, got {partitions}.",
                 )
-            replica_lists = assign_replicas(brokers, partitions, replication_factor)
+            replica_lists = assign_replicas(unfenced, partitions, replication_factor)
         # Name, partition count and configs are also checked by the local rules (compression, LogConfig).
         self._topics.check_config(name, partitions, configs)
         topics[name] = {
             "configs": dict(configs),
-            "partitions": [
-                {"replicas": ids, "leader": ids[0], "leader_epoch": 0, "isr": list(ids), "partition_epoch": 0}
-                for ids in replica_lists
-            ],
+            "partitions": [_new_partition(ids, unfenced) for ids in replica_lists],
         }
         return partitions, replication_factor
 
@@ -568,6 +568,19 @@ class SharedFileCluster:
             data["next_producer_id"] = end + 1
         _log.info("node %d took producer ids [%d, %d] from %s", self.node_id, start, end, self.path)
         return start, end
+
+
+def _new_partition(replicas: list[int], unfenced: list[int]) -> dict[str, Any]:
+    """A new partition: led by its first unfenced replica, the unfenced replicas in sync (a fenced replica of
+    an explicit assignment joins the ISR once it runs and catches up); no leader when none is unfenced."""
+    live = [r for r in replicas if r in unfenced]
+    return {
+        "replicas": replicas,
+        "leader": live[0] if live else NO_LEADER,
+        "leader_epoch": 0,
+        "isr": sorted(live) if live else list(replicas),
+        "partition_epoch": 0,
+    }
 
 
 class _ValidateOnly(Exception):

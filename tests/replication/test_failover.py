@@ -358,3 +358,19 @@ def test_a_rolling_restart_under_acks_all_load_loses_nothing_acked(tmp_path: Pat
         counts = Counter(seen)
         assert [v for v, c in counts.items() if c > 1] == [], "duplicates"
         assert set(acked) <= set(counts), f"{len(set(acked) - set(counts))} acked records lost"
+
+
+def test_new_topics_are_placed_on_unfenced_brokers_only(tmp_path: Path) -> None:
+    from broker_runtime.errors import KafkaError
+    from broker_runtime.launch import create_topic
+
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
+        _kill(cluster, 2)
+        live = _live(cluster, {2})
+        wait_for(lambda: _cluster_doc(cluster)["brokers"]["2"]["fenced"], what="node 2 fenced")
+        with pytest.raises(KafkaError, match="INVALID_REPLICATION_FACTOR"):
+            create_topic(",".join(live), "three", 1, replication_factor=3)
+        create_topic(",".join(live), "two", 4, replication_factor=2)
+        for p in range(4):
+            state = partition_state(live[0], "two", p)
+            assert sorted(state["ReplicaNodes"]) == [0, 1] and state["OfflineReplicas"] == []
