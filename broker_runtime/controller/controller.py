@@ -35,7 +35,6 @@ Thread-safety: a Controller belongs to its broker's event-loop thread.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -374,15 +373,3 @@ class Controller:
             return preferred_election(entry, live)[0]
 
         return apply_elections(doc, rule, "auto leader rebalance")
-
-
-def describe_liveness(cluster_dir: str | os.PathLike[str], node_id: int) -> str:
-    """One line on a broker's liveness files, for error messages and tools."""
-    beat = read_heartbeat(cluster_dir, node_id)
-    alive = process_alive(cluster_dir, node_id)
-    if beat is None:
-        return f"node {node_id}: process {'running' if alive else 'gone'}, no heartbeat"
-    return (
-        f"node {node_id}: process {'running' if alive else 'gone'}, broker epoch {beat.broker_epoch}, "
-        f"last heartbeat {beat.age_s() * 1000:.0f} ms ago"
-    )
