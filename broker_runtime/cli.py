@@ -37,27 +37,17 @@ WARNING), or a ``logging.ini`` given with ``--logging-config``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import logging.config
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from broker_runtime.errors import ConfigError, PylogError
-from broker_runtime.launch.command import (
-    WARNING_PREFIX,
-    error_line,
-    is_error_line,
-    listening_line,
-    parse_listening_line,
-    start_command,
-    startup_failure_cause,
-)
+from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
+from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
 
 __all__ = ["build_parser", "main"]
 
@@ -101,7 +91,52 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PYLOG_LOG_LEVEL", "WARNING"),
         help="root log level of every node; default WARNING",
     )
+    cluster.add_argument(
+        "--restart-limit",
+        type=int,
+        default=5,
+        help="restarts of one node allowed within --restart-window-s; one more death gives up on the node "
+        "(0: never restart); default 5",
+    )
+    cluster.add_argument(
+        "--restart-window-s", type=float, default=300.0, help="the window of --restart-limit; default 300"
+    )
+    cluster.add_argument(
+        "--restart-backoff-ms",
+        type=float,
+        default=1000.0,
+        help="delay before restarting a node that died; doubled per death in a row; default 1000",
+    )
+    cluster.add_argument(
+        "--restart-backoff-max-ms", type=float, default=30000.0, help="the longest such delay; default 30000"
+    )
+    cluster.add_argument(
+        "--restart-reset-s",
+        type=float,
+        default=60.0,
+        help="a node that stayed up this long starts over at --restart-backoff-ms; default 60",
+    )
     cluster.set_defaults(func=_cluster)
+
+    node = sub.add_parser("node", help="stop, start or show the nodes of a running `pylog-broker cluster`")
+    node_sub = node.add_subparsers(dest="node_command", required=True, metavar="ACTION")
+    for action, text in (
+        ("stop", "stop one node cleanly (SIGTERM); the cluster does not restart it until `node start`"),
+        ("start", "start a stopped (or given-up) node again; waits until it listens"),
+    ):
+        one = node_sub.add_parser(action, help=text)
+        one.add_argument("--cluster-dir", required=True, help="the cluster's log.dirs (holding cluster.json)")
+        one.add_argument("--node-id", type=int, required=True, help="the node (0..N-1)")
+        one.add_argument(
+            "--timeout", type=float, default=90.0, help="seconds to wait for the outcome; default 90"
+        )
+        one.set_defaults(func=_node)
+    node_status = node_sub.add_parser("status", help="pid, address and state of every node")
+    node_status.add_argument(
+        "--cluster-dir", required=True, help="the cluster's log.dirs (holding cluster.json)"
+    )
+    node_status.add_argument("--json", action="store_true", help="print supervisor.json's object")
+    node_status.set_defaults(func=_node)
 
     status = sub.add_parser("status", help="show the embedded broker of a data directory")
     status.add_argument("--data-dir", "-d", required=True, help="the data directory (e.g. the connector's)")
@@ -172,39 +207,21 @@ def _start(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-class _NodeStderr:
-    """Forwards a cluster node's stderr to ours; while the cluster starts, keeps the node's error line instead,
-    so that a failed start ends in one line naming the node and the cause."""
-
-    def __init__(self, proc: subprocess.Popen[str], started: threading.Event) -> None:
-        self._proc = proc
-        self._started = started
-        self._text: list[str] = []
-        self._thread = threading.Thread(target=self._run, name=f"node-{proc.pid}-stderr", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        assert self._proc.stderr is not None
-        with contextlib.suppress(ValueError, OSError):
-            for line in self._proc.stderr:
-                self._forward(line)
-
-    def _forward(self, line: str) -> None:
-        if self._started.is_set() or not is_error_line(line):
-            sys.stderr.write(line)
-            sys.stderr.flush()
-        else:
-            self._text.append(line)
-
-    def cause(self) -> str:
-        self._thread.join(5.0)
-        return startup_failure_cause("".join(self._text)) or f"exit status {self._proc.poll()}"
-
-
 def _cluster(args: argparse.Namespace) -> int:
-    from broker_runtime.launch.layout import cluster_node_overrides
+    from broker_runtime.launch.supervisor import ClusterSupervisor, RestartPolicy
     from broker_runtime.server.config import BrokerConfig
 
+    try:
+        policy = RestartPolicy(
+            limit=args.restart_limit,
+            window_s=args.restart_window_s,
+            backoff_s=args.restart_backoff_ms / 1000,
+            backoff_max_s=args.restart_backoff_max_ms / 1000,
+            reset_s=args.restart_reset_s,
+        )
+    except InvalidArgumentError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return 2
     if args.nodes < 1:
         print(error_line(f"--nodes {args.nodes}: at least one node is required"), file=sys.stderr)
         return 2
@@ -213,72 +230,69 @@ def _cluster(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(error_line(f"configuration error: {exc}"), file=sys.stderr)
         return 2
-    base = config.log_dirs[0]
-    common = [(key, value) for key, _, value in (item.partition("=") for item in args.override)]
-    stop_requested = threading.Event()
-    started = threading.Event()
+    supervisor = ClusterSupervisor(
+        args.config,
+        config.log_dirs[0],
+        args.nodes,
+        overrides=[(key, value) for key, _, value in (item.partition("=") for item in args.override)],
+        log_level=args.log_level,
+        policy=policy,
+    )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop_requested.set()
+        supervisor.request_stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    procs: list[subprocess.Popen[str]] = []
-    stderr: list[_NodeStderr] = []
     try:
-        for node_id in range(args.nodes):
-            overrides = [*common, *cluster_node_overrides(base, node_id).items()]
-            cmd = start_command(args.config, overrides, log_level=args.log_level)
-            proc = subprocess.Popen(
-                cmd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                bufsize=1,
-            )
-            procs.append(proc)
-            stderr.append(_NodeStderr(proc, started))
-        addresses = []
-        for node_id, proc in enumerate(procs):
-            address = _read_listening(proc)
-            if address is None:
-                proc.wait()
-                print(error_line(f"node {node_id} did not start: {stderr[node_id].cause()}"), file=sys.stderr)
-                return 1
-            addresses.append(address)
-            print(listening_line(address), flush=True)
-        started.set()
-        print(f"bootstrap servers: {','.join(addresses)}", flush=True)
-        while not stop_requested.wait(0.5):
-            dead = [i for i, p in enumerate(procs) if p.poll() is not None]
-            if dead:
-                print(
-                    error_line(f"node(s) {dead} stopped unexpectedly; stopping the cluster"), file=sys.stderr
-                )
-                return 1
-        return 0
+        return supervisor.run()
+    except ClusterSupervisorError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return 1
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _read_listening(proc: subprocess.Popen[str]) -> str | None:
-    """The address of a node's listening line, or None when its stdout ends first."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        address = parse_listening_line(line)
-        if address is not None:
-            return address
-    return None
+def _node(args: argparse.Namespace) -> int:
+    import json
+
+    from broker_runtime.launch.supervisor import node_lines, read_supervisor_state, request_node_action
+
+    try:
+        state = read_supervisor_state(args.cluster_dir)
+    except ClusterSupervisorError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return 1
+    if state is None:
+        if args.node_command == "status" and args.json:
+            print(json.dumps(None))
+        print(error_line(f"no pylog-broker cluster is running for {args.cluster_dir}"), file=sys.stderr)
+        return STATUS_NOT_RUNNING
+    if args.node_command == "status":
+        if args.json:
+            print(json.dumps(state, sort_keys=True))
+        else:
+            print("\n".join(node_lines(state)))
+        return 0
+    known = [node["node_id"] for node in state["nodes"]]
+    if args.node_id not in known:
+        print(
+            error_line(f"--node-id {args.node_id}: not a node of this cluster (nodes {known})"),
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        result = request_node_action(
+            args.cluster_dir, args.node_command, args.node_id, timeout_s=args.timeout
+        )
+    except ClusterSupervisorError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return STATUS_NOT_RUNNING if "no pylog-broker cluster is running" in str(exc) else 1
+    if not result["ok"]:
+        print(error_line(result["message"]), file=sys.stderr)
+        return 1
+    print(result["message"])
+    return 0
 
 
 #: ``pylog-broker status`` exit status when no broker runs (as LSB init scripts and ``pg_ctl status``).

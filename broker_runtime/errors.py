@@ -24,6 +24,7 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- WaitTimeoutError (TimeoutError) a bounded wait ran out (broker start/stop, the cluster-file lock)
      +-- BrokerStartError            a launched broker exited (or stayed silent) before listening
      +-- EmbeddedBrokerError         the embedded broker of a data directory could not start, be reached or stop
+     +-- ClusterSupervisorError      ``pylog-broker cluster``'s supervisor cannot run, or a ``node`` command got no answer
      +-- UnknownTopicError           a topic or partition a read names does not exist (connector)
      +-- DataLossError               offsets a read needs are not in the log (connector)
      +-- ProduceFailedError          a write task could not deliver its records (connector)
@@ -40,6 +41,7 @@ import enum
 __all__ = [
     "BrokerConnectionError",
     "BrokerStartError",
+    "ClusterSupervisorError",
     "ConfigError",
     "CorruptIndexError",
     "CorrelationIdMismatchError",
@@ -311,6 +313,11 @@ class EmbeddedBrokerError(PylogError):
 
     The first line of the message states the cause; when the broker failed to start, its log's tail follows.
     """
+
+
+class ClusterSupervisorError(PylogError):
+    """The supervisor of ``pylog-broker cluster`` cannot run (its cluster directory is supervised already), or a
+    ``pylog-broker node`` request found no supervisor or got no answer; the message says which and why."""
 
 
 # --- connector ---
