@@ -7,6 +7,9 @@ Use::
 
     with cluster_process(tmp_path, nodes=3) as cluster:   # a handle: cluster.bootstrap, cluster.nodes[i].pid
         create_topic(cluster.bootstrap, "events", 4, replication_factor=3)
+        cluster.kill(1)                                   # SIGKILL node 1 and wait for its exit
+        cluster.start(1)                                  # node 1 again: same settings and log dir, new port
+        cluster.restart(2)                                # clean stop (SIGTERM) of node 2, then start
 
 Files (layout in :mod:`broker_runtime.launch.layout`): a single broker keeps its partitions in
 ``<data_dir>/logs``, its settings in ``<data_dir>/broker.properties`` (rewritten at each start from the
@@ -14,6 +17,13 @@ overrides) and its stderr in ``<data_dir>/broker.log``. A cluster is N ``start``
 sharing ``<data_dir>/kafka-logs`` as the cluster directory, settings in ``<data_dir>/cluster.properties``,
 node ``i``'s logs in ``<data_dir>/kafka-logs/node-i`` and its stderr in ``<data_dir>/broker-i.log``. Every
 broker listens on a free loopback port; the stderr files are appended to across starts.
+
+One node of a cluster (tests of failures): :meth:`BrokerCluster.kill` sends a signal (waiting for the exit after
+SIGKILL or SIGTERM), :meth:`BrokerCluster.stop` stops it cleanly, :meth:`BrokerCluster.start` spawns it again
+with the same overrides and log dir, waits for its listening line and updates ``cluster.nodes[i]`` in place
+(``proc``, ``bootstrap``: a new port), :meth:`BrokerCluster.restart` is stop + start. ``cluster.bootstrap``
+lists only the nodes whose process runs. When the ``with`` ends every process the cluster ever started that still
+runs is stopped.
 
 Start: each child runs :func:`~broker_runtime.launch.command.start_command`; the bootstrap address is read from
 its ``listening on HOST:PORT`` stdout line; then a thread keeps draining stdout so the child never blocks. A
@@ -39,7 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.errors import BrokerStartError, ConfigError, ErrorCode, KafkaError
+from broker_runtime.errors import (
+    BrokerStartError,
+    ConfigError,
+    ErrorCode,
+    IllegalStateError,
+    KafkaError,
+    WaitTimeoutError,
+)
 from broker_runtime.launch.broker_log import log_size, startup_failure
 from broker_runtime.launch.command import parse_listening_line, start_command
 from broker_runtime.launch.layout import (
@@ -56,7 +73,7 @@ _STOP_TIMEOUT_S = 30.0
 
 @dataclass
 class ClusterNode:
-    """One broker process of a cluster."""
+    """One broker node of a cluster: its current process (replaced by :meth:`BrokerCluster.start`)."""
 
     node_id: int
     proc: subprocess.Popen[str]
@@ -67,17 +84,84 @@ class ClusterNode:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def running(self) -> bool:
+        """True until its process has exited (a SIGSTOPped node still runs)."""
+        return self.proc.poll() is None
+
 
 @dataclass
 class BrokerCluster:
-    """The processes of a running cluster; ``bootstrap`` lists every node."""
+    """The nodes of a running cluster; ``bootstrap`` lists the nodes whose process runs.
+
+    ``kill``, ``stop``, ``start`` and ``restart`` act on one node, from the thread that entered
+    :func:`cluster_process`; every process any of them started is stopped when the ``with`` ends.
+    """
 
     data_dir: Path
     nodes: list[ClusterNode] = field(default_factory=list)
+    startup_timeout_s: float = 30.0
+    _procs: list[subprocess.Popen[str]] = field(default_factory=list, repr=False)
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes)
+        return ",".join(n.bootstrap for n in self.nodes if n.running)
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL, *, timeout_s: float = _STOP_TIMEOUT_S) -> None:
+        """Send ``sig`` to node ``node_id``; for SIGKILL and SIGTERM, wait until it has exited.
+
+        SIGTERM is preceded by SIGCONT (a stopped node could not obey it). Raises
+        :class:`~broker_runtime.errors.WaitTimeoutError` when it is still running after ``timeout_s``.
+        """
+        node = self.nodes[node_id]
+        if not node.running:
+            return
+        if sig == signal.SIGTERM:
+            _resume(node.proc)
+        with contextlib.suppress(ProcessLookupError):
+            node.proc.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            try:
+                node.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                raise WaitTimeoutError(
+                    f"node {node_id} (pid {node.pid}) still runs {timeout_s:g} s after {signal.Signals(sig).name}"
+                ) from None
+
+    def stop(self, node_id: int) -> None:
+        """Stop node ``node_id`` cleanly (SIGCONT, SIGTERM: clean shutdown), SIGKILL after 30 s."""
+        node = self.nodes[node_id]
+        _resume(node.proc)
+        _stop(node.proc)
+
+    def start(self, node_id: int) -> str:
+        """Start node ``node_id`` again (it must have exited): same settings and log dir, a new free port.
+
+        Waits for its listening line, updates ``nodes[node_id]`` (``proc``, ``bootstrap``) in place and returns
+        the new address; raises :class:`~broker_runtime.errors.BrokerStartError` when it does not start.
+        """
+        node = self.nodes[node_id]
+        if node.running:
+            raise IllegalStateError(f"node {node_id} (pid {node.pid}) is running; stop or kill it first")
+        child = _spawn(self._config_file, cluster_node_overrides(self._base_dir, node_id), node.log_path)
+        self._procs.append(child.proc)
+        node.proc = child.proc
+        node.bootstrap = _wait_listening(child, self.startup_timeout_s)
+        return node.bootstrap
+
+    def restart(self, node_id: int) -> str:
+        """:meth:`stop` (clean) node ``node_id`` if it runs, then :meth:`start` it; returns its new address."""
+        if self.nodes[node_id].running:
+            self.stop(node_id)
+        return self.start(node_id)
+
+    @property
+    def _config_file(self) -> Path:
+        return Path(self.data_dir) / "cluster.properties"
+
+    @property
+    def _base_dir(self) -> Path:
+        return Path(self.data_dir) / CLUSTER_DIR
 
 
 @dataclass
@@ -157,13 +241,14 @@ def _stop(proc: subprocess.Popen[str]) -> None:
             proc.stdout.close()
 
 
-def _stop_all(children: list[_Child]) -> None:
-    for child in children:
-        _resume(child.proc)
-        if child.proc.poll() is None:
-            child.proc.terminate()
-    for child in children:
-        _stop(child.proc)
+def _stop_all(procs: list[subprocess.Popen[str]]) -> None:
+    """Stop every process that still runs: SIGCONT and SIGTERM to all first, then wait (SIGKILL after 30 s)."""
+    for proc in procs:
+        _resume(proc)
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        _stop(proc)
 
 
 @contextlib.contextmanager
@@ -184,18 +269,19 @@ def cluster_process(
     _write_properties(
         config_file, {"listeners": LOOPBACK_LISTENER, "log.dirs": str(base), **(overrides or {})}
     )
-    cluster = BrokerCluster(data)
-    children: list[_Child] = []
+    cluster = BrokerCluster(data, startup_timeout_s=startup_timeout_s)
     try:
+        children = []
         for node_id in range(nodes):
             log_path = data / f"broker-{node_id}.log"
             children.append(_spawn(config_file, cluster_node_overrides(base, node_id), log_path))
+            cluster._procs.append(children[-1].proc)
         for node_id, child in enumerate(children):
             address = _wait_listening(child, startup_timeout_s)
             cluster.nodes.append(ClusterNode(node_id, child.proc, address, child.log_path))
         yield cluster
     finally:
-        _stop_all(children)
+        _stop_all(cluster._procs)
 
 
 @contextlib.contextmanager
@@ -223,7 +309,7 @@ def broker_process(
     try:
         yield _wait_listening(child, startup_timeout_s)
     finally:
-        _stop_all([child])
+        _stop_all([child.proc])
 
 
 def create_topic(
