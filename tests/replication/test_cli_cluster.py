@@ -1,17 +1,27 @@
 """``pylog-broker cluster``: N child brokers, their listening lines, the bootstrap line, clean stop on SIGTERM;
-and ``broker_process(..., nodes=N)``."""
+its supervision (a dead node is restarted, a node that keeps dying is given up, the rest keeps serving) and the
+``pylog-broker node stop|start|status`` commands; and ``broker_process(..., nodes=N)``."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker_runtime.launch import broker_process, create_topic
+from tests.launch.conftest import pylog_broker
+from tests.processes import running
 from tests.replication.conftest import metadata, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -75,3 +85,201 @@ def test_embedded_broker_with_nodes_yields_the_bootstrap_list(tmp_path: Path) ->
             ),
             what="assignment visible on node 1",
         )
+
+
+# --- supervision: dead nodes are restarted, operators stop and start nodes ------------------------------------
+
+
+class _RunningCluster:
+    """A ``pylog-broker cluster`` subprocess; its stderr goes to a file the test reads."""
+
+    def __init__(self, tmp_path: Path, nodes: int, flags: list[str]) -> None:
+        config = tmp_path / "broker.properties"
+        config.write_text(f"log.dirs={tmp_path / 'logs'}\nlisteners=PLAINTEXT://127.0.0.1:0\n")
+        self.dir = tmp_path / "logs"
+        self.err_path = tmp_path / "cluster.err"
+        with self.err_path.open("w") as err:
+            self.proc = subprocess.Popen(
+                pylog_broker("cluster", "--nodes", str(nodes), "--config", str(config), *flags),
+                stdout=subprocess.PIPE,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+        lines = _read_lines(self.proc, nodes + 1, 60)
+        assert len(lines) == nodes + 1, (lines, self.stderr())
+        self.addresses = [line.removeprefix("listening on ") for line in lines[:nodes]]
+
+    def stderr(self) -> str:
+        return self.err_path.read_text()
+
+    def wait_line(self, pattern: str, timeout_s: float = 20) -> re.Match[str]:
+        found = wait_for(
+            lambda: re.search(pattern, self.stderr()), timeout_s=timeout_s, what=f"a stderr line {pattern!r}"
+        )
+        assert isinstance(found, re.Match)
+        return found
+
+    def node(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            pylog_broker("node", *args, "--cluster-dir", str(self.dir)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def status(self) -> list[dict[str, Any]]:
+        result = self.node("status", "--json")
+        assert result.returncode == 0, result.stderr
+        nodes: list[dict[str, Any]] = json.loads(result.stdout)["nodes"]
+        return nodes
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def _cluster(tmp_path: Path, nodes: int, *flags: str) -> Iterator[_RunningCluster]:
+    cluster = _RunningCluster(tmp_path, nodes, list(flags))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _brokers(bootstrap: str) -> dict[int, str]:
+    return {b["NodeId"]: f"{b['Host']}:{b['Port']}" for b in metadata(bootstrap)["Brokers"]}
+
+
+def test_a_killed_node_is_restarted_while_the_others_keep_serving(tmp_path: Path) -> None:
+    with _cluster(tmp_path, 3, "--restart-backoff-ms", "1500") as cluster:
+        victim = cluster.status()[1]
+        assert victim["state"] == "running" and victim["address"] == cluster.addresses[1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        cluster.wait_line(
+            rf"pylog-broker: warning: node 1 \(pid {victim['pid']}\) was killed by SIGKILL; "
+            r"restarting it in 1\.5 s \(restart 1 of at most 5 within 300 s\)"
+        )
+        # During the back-off the cluster keeps serving from the other nodes.
+        assert cluster.proc.poll() is None, cluster.stderr()
+        assert cluster.status()[1]["state"] == "restarting"
+        for address in (cluster.addresses[0], cluster.addresses[2]):
+            assert set(_brokers(address)) >= {0, 2}
+        restarted = cluster.wait_line(r"pylog-broker: node 1 restarted \(pid (\d+)\), listening on (\S+)\n")
+        pid, address = int(restarted[1]), restarted[2]
+        assert address != cluster.addresses[1]
+        assert _brokers(address)[1] == address
+        wait_for(
+            lambda: _brokers(cluster.addresses[0]).get(1) == address, what="node 0 sees node 1's new address"
+        )
+        node = cluster.status()[1]
+        assert (node["state"], node["pid"], node["address"], node["restarts"]) == ("running", pid, address, 1)
+        assert node["last_exit"] == "was killed by SIGKILL"
+        pids = [n["pid"] for n in cluster.status()]
+        assert cluster.stop() == 0
+    assert not any(running(p) for p in pids)
+    assert not (cluster.dir / "supervisor.json").exists()
+    for node_id in range(3):
+        assert (cluster.dir / f"node-{node_id}" / ".kafka_cleanshutdown").exists()
+
+
+def test_a_node_that_keeps_dying_hits_the_restart_limit_and_the_rest_keeps_running(tmp_path: Path) -> None:
+    flags = ["--restart-limit", "2", "--restart-backoff-ms", "100", "--restart-window-s", "120"]
+    with _cluster(tmp_path, 3, *flags) as cluster:
+        pid = cluster.status()[2]["pid"]
+        # A real reason for every restart to fail: node 2's log dir is replaced by a plain file.
+        log_dir = cluster.dir / "node-2"
+        log_dir.rename(cluster.dir / "node-2.moved")
+        log_dir.write_text("not a directory\n")
+        os.kill(pid, signal.SIGKILL)
+        gave_up = cluster.wait_line(
+            r"pylog-broker: warning: node 2 \(pid \d+\) (.*); giving up on it: (.*)\n"
+        )
+        assert gave_up[1].startswith("exited with status 1 before listening: cannot start:"), gave_up[0]
+        assert str(log_dir) in gave_up[1]
+        assert "3 deaths within 120 s exceed the restart limit of 2" in gave_up[2]
+        time.sleep(1.0)  # ten back-offs: nothing more happens to node 2
+        lines = [line for line in cluster.stderr().splitlines() if line.startswith("pylog-broker: ")]
+        assert len([line for line in lines if "node 2 " in line and "restarting it in" in line]) == 2, lines
+        assert len([line for line in lines if "giving up" in line]) == 1, lines
+        assert cluster.proc.poll() is None
+        states = cluster.status()
+        assert [n["state"] for n in states] == ["running", "running", "failed"]
+        assert states[2]["pid"] is None and states[2]["restarts"] == 2
+        for address in cluster.addresses[:2]:
+            assert set(_brokers(address)) >= {0, 1}
+        # Repaired, the operator starts it again.
+        log_dir.unlink()
+        (cluster.dir / "node-2.moved").rename(log_dir)
+        started = cluster.node("start", "--node-id", "2")
+        assert started.returncode == 0, started.stderr
+        address = started.stdout.strip().rsplit(" ", 1)[-1]
+        assert started.stdout.startswith("node 2 started on request (pid ")
+        assert _brokers(address)[2] == address
+        assert cluster.stop() == 0
+
+
+def test_node_stop_is_not_restarted_until_node_start(tmp_path: Path) -> None:
+    with _cluster(tmp_path, 3, "--restart-backoff-ms", "100") as cluster:
+        pid = cluster.status()[1]["pid"]
+        stopped = cluster.node("stop", "--node-id", "1")
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout.startswith(f"node 1 stopped on request (pid {pid} exited with status 0)")
+        assert not running(pid)
+        assert (cluster.dir / "node-1" / ".kafka_cleanshutdown").exists()  # a clean shutdown
+        time.sleep(1.0)  # ten back-offs: a dead node would have been restarted by now
+        node = cluster.status()[1]
+        assert (node["state"], node["pid"], node["address"]) == ("stopped", None, None)
+        assert "restarted" not in cluster.stderr() and "warning: node 1" not in cluster.stderr()
+        assert cluster.node("stop", "--node-id", "1").stdout.strip() == "node 1 is already stopped"
+        for address in (cluster.addresses[0], cluster.addresses[2]):
+            assert set(_brokers(address)) >= {0, 2}
+
+        started = cluster.node("start", "--node-id", "1")
+        assert started.returncode == 0, started.stderr
+        found = re.fullmatch(r"node 1 started on request \(pid (\d+)\), listening on (\S+)\n", started.stdout)
+        assert found is not None, started.stdout
+        assert _brokers(found[2])[1] == found[2]
+        node = cluster.status()[1]
+        assert (node["state"], node["pid"], node["address"]) == ("running", int(found[1]), found[2])
+        assert cluster.stop() == 0
+
+
+def test_node_commands_without_a_running_cluster_exit_3_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "supervisor.json").write_text('{"pid": 1, "nodes": []}')  # stale: nobody holds the lock
+    (tmp_path / "supervisor.lock").touch()
+    for args in (["status"], ["status", "--json"], ["stop", "--node-id", "0"], ["start", "--node-id", "0"]):
+        result = subprocess.run(
+            pylog_broker("node", *args, "--cluster-dir", str(tmp_path)),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert result.returncode == 3, (args, result)
+        assert result.stderr == f"pylog-broker: no pylog-broker cluster is running for {tmp_path}\n"
+
+
+def test_a_second_supervisor_of_the_same_cluster_dir_refuses_to_start(tmp_path: Path) -> None:
+    with _cluster(tmp_path, 1) as cluster:
+        config = tmp_path / "broker.properties"
+        second = subprocess.run(
+            pylog_broker("cluster", "--nodes", "1", "--config", str(config)),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+        assert second.returncode == 1 and second.stdout == ""
+        assert second.stderr == (
+            f"pylog-broker: another pylog-broker cluster (pid {cluster.proc.pid}) already runs the cluster in "
+            f"{cluster.dir}\n"
+        )
+        assert cluster.status()[0]["state"] == "running"
