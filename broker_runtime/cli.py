@@ -3,7 +3,9 @@
 Subcommands (argparse subparsers, so later tools add theirs)::
 
     pylog-broker start --config FILE [--override key=value ...] [--log-level LEVEL]
-    pylog-broker cluster --nodes N --config FILE [--override key=value ...] [--log-level LEVEL]
+    pylog-broker cluster --nodes N --config FILE [--override key=value ...] [--log-level LEVEL] [--restart-...]
+    pylog-broker node stop|start --cluster-dir DIR --node-id N [--timeout SECONDS]
+    pylog-broker node status --cluster-dir DIR [--json]
     pylog-broker status --data-dir DIR [--json]
     pylog-broker stop --data-dir DIR [--timeout SECONDS]
 
@@ -16,12 +18,25 @@ directory in use by another broker, a port already in use (status 1). The traceb
 logged only at DEBUG level. Unknown keys only produce a warning line (``pylog-broker: warning: ...``) on
 stderr. These lines are built and parsed by :mod:`broker_runtime.launch.command`.
 
-``cluster`` runs N brokers on this machine as child processes (``start`` each, node.id 0..N-1, logs under
-``<log.dirs>/node-<id>``, free loopback ports, the shared cluster metadata in ``<log.dirs>/cluster.json``; see
+``cluster`` runs N brokers on this machine as child processes and keeps them running
+(:mod:`broker_runtime.launch.supervisor`: ``start`` each, node.id 0..N-1, logs under ``<log.dirs>/node-<id>``,
+free loopback ports, the shared cluster metadata in ``<log.dirs>/cluster.json``; see
 ``broker_runtime.server.cluster``). It prints one ``listening on HOST:PORT`` line per node, in node order,
-then ``bootstrap servers: h:p,h:p,...``. SIGINT/SIGTERM stop every node cleanly (exit 0); a node exiting on its
-own stops the others (exit 1). The children's logs go to this process's stderr; a node that cannot start
-makes the command print one line ``pylog-broker: node N did not start: CAUSE`` and exit 1.
+then ``bootstrap servers: h:p,h:p,...``, and nothing more on stdout. A node that dies is restarted (same node
+id, config and log dir, a new port) after a back-off (``--restart-backoff-ms``, doubled per death in a row up to
+``--restart-backoff-max-ms``, reset after ``--restart-reset-s`` up), each death and restart announced by one
+stderr line; a node that dies more than ``--restart-limit`` times within ``--restart-window-s`` is given up
+(one warning line; the others keep running; exit 1 once every node is given up). SIGINT/SIGTERM stop every node
+cleanly (exit 0). The children's logs go to this process's stderr; a node that cannot start while the cluster
+starts makes the command print one line ``pylog-broker: node N did not start: CAUSE`` and exit 1; a second
+``cluster`` for the same ``log.dirs`` exits 1 with one line.
+
+``node stop|start --cluster-dir DIR --node-id N`` ask the running ``cluster`` of ``DIR`` (its ``log.dirs``) to
+stop one node cleanly (it is not restarted until ``node start``) or to start it again, and wait for the outcome
+(``--timeout``, default 90 s): one line on stdout, exit 0; a failure is one ``pylog-broker: CAUSE`` line on
+stderr, exit 1; an unknown node id exits 2. ``node status --cluster-dir DIR [--json]`` prints the supervisor's
+pid and each node's state, pid, address, restarts and last exit. With no cluster running for ``DIR`` every
+``node`` command prints ``pylog-broker: no pylog-broker cluster is running for DIR`` and exits 3.
 
 ``status`` and ``stop`` act on the embedded broker of a data directory (:mod:`broker_runtime.launch.embedded`:
 the one the Spark connector starts when no bootstrap servers are given). ``status`` prints its bootstrap address, pid, log

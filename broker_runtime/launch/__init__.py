@@ -6,6 +6,7 @@ Modules (this package imports only ``protocol``, ``client``, ``errors`` and ``fs
     layout       where a launched broker keeps its files under its data directory
     broker_log   a launched broker's stderr file and the error message of a failed start
     process      broker_process / cluster_process (child processes, stopped with the ``with``), create_topic
+    supervisor   ``pylog-broker cluster``'s supervisor (restarts dead nodes) and the ``node`` commands' channel
     embedded     the embedded broker: ONE detached broker per data directory, found or started, that outlives
                  its starter (discovery file, lock, start / status / stop)
 
