@@ -127,25 +127,6 @@ def readable(sock: socket.socket, timeout_s: float) -> bool:
     return bool(ready)
 
 
-@contextlib.contextmanager
-def restarted(cluster: BrokerCluster, node_id: int) -> Iterator[str]:
-    """Start node ``node_id`` of ``cluster`` again (same settings and log dir) after it died; yields its new
-    bootstrap address and stops it when the block ends."""
-    from broker_runtime.launch.layout import CLUSTER_DIR, cluster_node_overrides
-    from broker_runtime.launch.process import _spawn, _stop, _wait_listening
-
-    data = Path(cluster.data_dir)
-    child = _spawn(
-        data / "cluster.properties",
-        cluster_node_overrides(data / CLUSTER_DIR, node_id),
-        data / f"broker-{node_id}.log",
-    )
-    try:
-        yield _wait_listening(child, 30.0)
-    finally:
-        _stop(child.proc)
-
-
 def batches_on_disk(cluster: BrokerCluster, node_id: int, topic: str, partition: int = 0) -> list[bytes]:
     """The bytes of every batch of a replica's log, in order (read-only, from its segment files)."""
     directory = Path(cluster.data_dir) / "kafka-logs" / f"node-{node_id}" / f"{topic}-{partition}"

@@ -4,8 +4,6 @@ leader from the ISR with a new leader epoch, and a replaced leader never appends
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ from tests.replication.conftest import (
     metadata,
     partition_state,
     paused,
-    restarted,
     wait_for,
 )
 from tests.server.rawclient import build_batch, produce_body, request
@@ -50,12 +47,6 @@ def _cluster_doc(cluster: BrokerCluster) -> dict[str, Any]:
     return doc
 
 
-def _kill(cluster: BrokerCluster, node_id: int) -> None:
-    proc = cluster.nodes[node_id].proc
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-
-
 def test_sigkill_of_the_leader_elects_a_new_leader_from_the_isr_with_a_new_epoch(tmp_path: Path) -> None:
     with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
         create_replicated(cluster, "failover", rf=3, configs={"min.insync.replicas": "2"})
@@ -63,7 +54,7 @@ def test_sigkill_of_the_leader_elects_a_new_leader_from_the_isr_with_a_new_epoch
         leader = before["LeaderId"]
         assert _produce(cluster.nodes[leader].bootstrap, "failover", 2)["ErrorCode"] == 0
         started = time.monotonic()
-        _kill(cluster, leader)
+        cluster.kill(leader)
         survivor = _live(cluster, {leader})[0]
 
         def moved() -> dict[str, Any] | None:
@@ -114,7 +105,7 @@ def test_the_controller_role_moves_when_the_controller_dies(tmp_path: Path) -> N
         create_replicated(cluster, "ctl", rf=3)
         controller = wait_for(lambda: _cluster_doc(cluster).get("controller"), what="a controller")
         epoch = controller["epoch"]
-        _kill(cluster, controller["id"])
+        cluster.kill(controller["id"])
         survivor = _live(cluster, {controller["id"]})[0]
         after = wait_for(
             lambda: (c := _cluster_doc(cluster).get("controller")) and c["id"] != controller["id"] and c,
@@ -145,7 +136,7 @@ def test_a_partition_whose_isr_is_only_the_dead_leader_goes_offline_until_it_ret
                 what="ISR shrink to the leader",
             )
             assert _produce(cluster.nodes[leader].bootstrap, "offline", 1)["ErrorCode"] == 0
-            _kill(cluster, leader)
+            cluster.kill(leader)
         survivor = cluster.nodes[follower].bootstrap
         state = wait_for(
             lambda: (s := partition_state(survivor, "offline"))["LeaderId"] == -1 and s,
@@ -169,7 +160,7 @@ def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(
                 timeout_s=10,
                 what="ISR shrink to the leader",
             )
-            _kill(cluster, leader)
+            cluster.kill(leader)
         survivor = cluster.nodes[follower].bootstrap
         state = wait_for(
             lambda: (s := partition_state(survivor, "unclean"))["LeaderId"] == follower and s,
@@ -247,8 +238,12 @@ def test_diverging_logs_end_identical_after_failover_and_the_old_leaders_tail_is
         followers = [n for n in cluster.nodes if n.node_id != old]
         assert _produce(cluster.nodes[old].bootstrap, "diverge", 5)["ErrorCode"] == 0  # acks=all: everywhere
         with paused(followers[0].pid), paused(followers[1].pid):
+            # A fetch the followers sent before they stopped waits at the leader for up to
+            # replica.fetch.wait.max.ms; were the records appended meanwhile, its answer would carry them into
+            # the stopped followers' socket buffers. Let those fetches expire empty first.
+            time.sleep(1.0)
             assert _produce(cluster.nodes[old].bootstrap, "diverge", 3, acks=1)["ErrorCode"] == 0
-            _kill(cluster, old)
+            cluster.kill(old)
         assert leo_on_disk(cluster, old, "diverge") == 8
         survivor = followers[0].bootstrap
         state = wait_for(
@@ -258,31 +253,30 @@ def test_diverging_logs_end_identical_after_failover_and_the_old_leaders_tail_is
         new_leader = cluster.nodes[state["LeaderId"]].bootstrap
         answer = wait_for(lambda: _produce(new_leader, "diverge", 2), what="acks=all on the new leader")
         assert answer["ErrorCode"] == 0 and answer["BaseOffset"] == 5, answer
-        with restarted(cluster, old):
-            wait_for(
-                lambda: old in partition_state(survivor, "diverge")["IsrNodes"],
-                timeout_s=20,
-                what="the old leader back in the ISR",
-            )
-            expected = batches_on_disk(cluster, state["LeaderId"], "diverge")
-            assert len(expected) == 2
-            wait_for(
-                lambda: all(batches_on_disk(cluster, n, "diverge") == expected for n in range(3)),
-                what="identical logs on all replicas",
-            )
+        cluster.start(old)
+        wait_for(
+            lambda: old in partition_state(survivor, "diverge")["IsrNodes"],
+            timeout_s=20,
+            what="the old leader back in the ISR",
+        )
+        expected = batches_on_disk(cluster, state["LeaderId"], "diverge")
+        assert len(expected) == 2
+        wait_for(
+            lambda: all(batches_on_disk(cluster, n, "diverge") == expected for n in range(3)),
+            what="identical logs on all replicas",
+        )
 
 
 def test_a_rolling_restart_under_acks_all_load_loses_nothing_acked(tmp_path: Path) -> None:
     """Each node in turn is stopped cleanly (its leaderships move first) and started again while a
     confluent-kafka idempotent producer writes with acks=all; every acknowledged record is read back exactly
     once."""
-    import contextlib
     import threading
     from collections import Counter
 
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster, contextlib.ExitStack() as running:
+    with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
         create_replicated(cluster, "rolling", partitions=3, rf=3, configs={"min.insync.replicas": "2"})
         producer = Producer(
             {
@@ -319,7 +313,7 @@ def test_a_rolling_restart_under_acks_all_load_loses_nothing_acked(tmp_path: Pat
                 node.proc.wait(30)
                 other = next(a for i, a in addresses.items() if i != node.node_id)
                 time.sleep(1.0)
-                addresses[node.node_id] = running.enter_context(restarted(cluster, node.node_id))
+                addresses[node.node_id] = cluster.start(node.node_id)
                 for p in range(3):
                     wait_for(
                         lambda p=p, node=node, at=other: (
@@ -365,7 +359,7 @@ def test_new_topics_are_placed_on_unfenced_brokers_only(tmp_path: Path) -> None:
     from broker_runtime.launch import create_topic
 
     with cluster_process(tmp_path, nodes=3, overrides=FAST) as cluster:
-        _kill(cluster, 2)
+        cluster.kill(2)
         live = _live(cluster, {2})
         wait_for(lambda: _cluster_doc(cluster)["brokers"]["2"]["fenced"], what="node 2 fenced")
         with pytest.raises(KafkaError, match="INVALID_REPLICATION_FACTOR"):
