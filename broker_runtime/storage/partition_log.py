@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -484,7 +485,7 @@ class PartitionLog:
             for pos, header in spans:
                 if header.producer_id >= 0:
                     self._replay(
-                        header, lambda p=pos, h=header: _control_marker(buf, p, h), self._segments[-1]
+                        header, functools.partial(_control_marker, buf, pos, header), self._segments[-1]
                     )
             self._producer_state.update_map_end_offset(self._leo)
             return AppendInfo(first, expected - 1, -1, max_ts, offset_of_max, len(spans), buf.nbytes)
@@ -842,9 +843,7 @@ class PartitionLog:
                 position = seg.lookup(start).position if seg.base_offset <= start else 0
                 for pos, header in seg.scan(position, seg.size):
                     if header.last_offset >= start:
-                        self._replay(
-                            header, lambda s=seg, p=pos, h=header: _read_control_marker(s, p, h), seg
-                        )
+                        self._replay(header, functools.partial(_read_control_marker, seg, pos, header), seg)
                         replayed += 1
             _log.info("%s-%d: producer state rebuilt from %d batch(es)", self.topic, self.partition, replayed)
         state.update_map_end_offset(self._leo)

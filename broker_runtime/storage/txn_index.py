@@ -62,7 +62,7 @@ def decode_entries(data: bytes, name: str) -> list[AbortedTxn]:
         raise CorruptIndexError(
             f"{name}: {len(data)} bytes is not a multiple of the {ABORTED_TXN.size}-byte entry size"
         )
-    entries = []
+    entries: list[AbortedTxn] = []
     previous = -1
     for version, pid, first, last, lso in ABORTED_TXN.iter_unpack(data):
         if version != _VERSION:
