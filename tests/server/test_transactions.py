@@ -36,7 +36,9 @@ FAST = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 def _create(bootstrap: str, *topics: tuple[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, num_partitions=n, replication_factor=1) for t, n in topics]).values():
+    for future in admin.create_topics(
+        [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in topics]
+    ).values():
         future.result(30)
 
 
@@ -49,11 +51,21 @@ def _producer(bootstrap: str, txn_id: str, timeout_ms: int = 60000) -> Producer:
 
 
 def _read(
-    bootstrap: str, parts: list[tuple[str, int]], isolation: str, *, until: set[bytes] | None = None, wait_s: float = 3
+    bootstrap: str,
+    parts: list[tuple[str, int]],
+    isolation: str,
+    *,
+    until: set[bytes] | None = None,
+    wait_s: float = 3,
 ) -> list[bytes]:
     """Every value of ``parts`` from offset 0: until ``until`` is all seen (deadline 30 s) or ``wait_s`` of quiet."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
     )
     consumer.assign([TopicPartition(t, p, 0) for t, p in parts])
     got: list[bytes] = []
@@ -105,7 +117,9 @@ def _kill(data_dir: Path) -> None:
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+        state = (
+            Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+        )
         if state == "Z":
             break
         time.sleep(0.05)
@@ -143,7 +157,9 @@ def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(broker:
     uncommitted = _read(broker, parts, "read_uncommitted", until=everything)
     assert sorted(uncommitted) == sorted(everything)
     read_committed = _read(broker, parts, "read_committed", until=set(committed) | set(after))
-    assert sorted(read_committed) == sorted(committed + after), "aborted records must never reach read_committed"
+    assert sorted(read_committed) == sorted(committed + after), (
+        "aborted records must never reach read_committed"
+    )
 
     # Every partition holds an ABORT marker: each has one .txnindex entry, decodable as Kafka's AbortedTxn.
     entries = {}
@@ -214,7 +230,9 @@ def test_sigkill_mid_transaction_then_restart_aborts_it(tmp_path: Path) -> None:
         want = set(_values("before", 4)) | set(_values("after", 4))
         got = _read(bootstrap, [("crash", 0), ("crash", 1)], "read_committed", until=want)
         assert sorted(got) == sorted(want), "the interrupted transaction is aborted, nothing of it visible"
-        raw = _read(bootstrap, [("crash", 0), ("crash", 1)], "read_uncommitted", until=want | set(_values("open", 6)))
+        raw = _read(
+            bootstrap, [("crash", 0), ("crash", 1)], "read_uncommitted", until=want | set(_values("open", 6))
+        )
         assert set(_values("open", 6)) <= set(raw), "the aborted records are still in the log"
 
 
@@ -240,7 +258,13 @@ def _log_prepare_commit(data_dir: Path, txn_id: str) -> None:
         assert last is not None and last.status == 1, f"{txn_id} should be Ongoing, found {last}"
         builder = RecordBatchBuilder()
         prepare = type(last)(
-            last.producer_id, last.producer_epoch, last.timeout_ms, 2, last.partitions, last.last_update_ms, last.start_ms
+            last.producer_id,
+            last.producer_epoch,
+            last.timeout_ms,
+            2,
+            last.partitions,
+            last.last_update_ms,
+            last.start_ms,
         )
         builder.append(last.last_update_ms, encode_key(txn_id), encode_value(prepare))
         log.append(builder.build())
