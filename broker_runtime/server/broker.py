@@ -303,7 +303,7 @@ class Broker:
             None if cfg.cluster_dir else _transaction_coordinator(cfg, topics, replicas, producer_ids.next_id)
         )
         if txn_coordinator is None:
-            _log.warning(
+            _log.info(
                 "node %d: no transaction coordinator in a cluster yet; transactional producers get "
                 "COORDINATOR_NOT_AVAILABLE",
                 cfg.node_id,
