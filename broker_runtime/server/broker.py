@@ -18,7 +18,9 @@ Periodic tasks (Kafka's names): ``log.retention.check.interval.ms`` runs retenti
 ``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints (the high watermarks included) and flushes
 logs whose flush.ms elapsed; every ``replica.lag.time.max.ms / 2`` the ISR of each led partition is checked
 (Kafka's isr-expiration task); every ``producer.id.expiration.check.interval.ms`` each log forgets producers
-idle for ``producer.id.expiration.ms`` (Kafka's PeriodicProducerExpirationCheck); in a cluster the shared metadata is polled every ``POLL_INTERVAL_MS``.
+idle for ``producer.id.expiration.ms`` (Kafka's PeriodicProducerExpirationCheck); the transaction coordinator
+aborts timed-out transactions every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` and expires
+idle transactional ids every ``transaction.remove.expired.transaction.cleanup.interval.ms``; in a cluster the shared metadata is polled every ``POLL_INTERVAL_MS``.
 
 Two purgatories, each on its own hierarchical timing wheel read through the broker's clock: "Fetch"
 (consumer and follower fetches waiting for data) and "Produce" (acks=-1 waiting for the high watermark).
@@ -43,7 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.controller import CONTROLLER_TICK_MS, Controller, ControllerConfig
-from broker_runtime.errors import IllegalStateError, WaitTimeoutError
+from broker_runtime.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionConfig,
+    TransactionCoordinator,
+)
+from broker_runtime.errors import ErrorCode, IllegalStateError, WaitTimeoutError
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
@@ -57,6 +64,7 @@ from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
+from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.producer_state import ProducerIdManager
 
 __all__ = ["PRODUCER_ID_STATE_FILE", "Broker"]
@@ -291,6 +299,17 @@ class Broker:
             Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE,
             allocate_block=cluster.allocate_producer_ids if isinstance(cluster, SharedFileCluster) else None,
         )
+        txn_coordinator = (
+            None if cfg.cluster_dir else _transaction_coordinator(cfg, topics, replicas, producer_ids.next_id)
+        )
+        if txn_coordinator is None:
+            _log.info(
+                "node %d: no transaction coordinator in a cluster yet; transactional producers get "
+                "COORDINATOR_NOT_AVAILABLE",
+                cfg.node_id,
+            )
+        else:
+            txn_coordinator.load()
         ctx = BrokerContext(
             config=cfg,
             topics=topics,
@@ -303,6 +322,7 @@ class Broker:
             produce_purgatory=produce_purgatory,
             cluster=cluster,
             refresh_cluster=refresh_cluster,
+            txn_coordinator=txn_coordinator,
         )
         self.ctx = ctx
         dispatcher = Dispatcher(ctx)
@@ -348,6 +368,23 @@ class Broker:
                 )
             ),
         ]
+        if txn_coordinator is not None:
+            periodic += [
+                loop.create_task(
+                    self._every(
+                        cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                        txn_coordinator.abort_timed_out,
+                        "transaction-abort",
+                    )
+                ),
+                loop.create_task(
+                    self._every(
+                        cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                        txn_coordinator.expire_transactional_ids,
+                        "transactional-id-expiration",
+                    )
+                ),
+            ]
         if isinstance(cluster, SharedFileCluster):
             controller = Controller(
                 cluster.store,
@@ -448,6 +485,54 @@ class Broker:
         if ctx.produce_purgatory is not None:
             found.append(ctx.produce_purgatory)
         return found
+
+
+def _transaction_coordinator(
+    cfg: BrokerConfig, topics: TopicManager, replicas: ReplicaManager, next_producer_id: Any
+) -> TransactionCoordinator:
+    """The single node's transaction coordinator: its state in the local ``__transaction_state`` partitions
+    (created on first use: compacted by Kafka, kept whole here since pylog has no compaction), its markers
+    appended to the local partition logs."""
+
+    def state_log(partition: int, create: bool) -> PartitionLog | None:
+        log = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+        if log is None and create and topics.partition_count(TRANSACTION_STATE_TOPIC) is None:
+            topics.create(
+                TRANSACTION_STATE_TOPIC,
+                cfg.transaction_state_log_num_partitions,
+                {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"},
+            )
+            log = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+        return log
+
+    def write_markers(
+        producer_id: int,
+        epoch: int,
+        coordinator_epoch: int,
+        control_type: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        return {
+            (topic, p): replicas.write_txn_marker(
+                topic, p, producer_id, epoch, coordinator_epoch, control_type
+            )
+            for topic, p in partitions
+        }
+
+    return TransactionCoordinator(
+        TransactionConfig(
+            num_partitions=cfg.transaction_state_log_num_partitions,
+            max_timeout_ms=cfg.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=cfg.transactional_id_expiration_ms,
+            abort_timed_out_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            remove_expired_check_interval_ms=cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+        ),
+        state_log,
+        write_markers,
+        next_producer_id,
+        lambda: time.time_ns() // 1_000_000,
+        lambda topic: topics.partition_count(topic) is not None,
+    )
 
 
 def _checkpoint(logs: LogManager) -> None:

@@ -66,6 +66,12 @@ BROKER_KEYS: dict[str, str] = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "leader.imbalance.per.broker.percentage": "10",
+    # Transaction coordinator (Kafka's names and defaults).
+    "transaction.state.log.num.partitions": "50",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
 }
@@ -227,6 +233,11 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    transaction_state_log_num_partitions: int = 50
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
@@ -319,6 +330,17 @@ class BrokerConfig:
             ),
             leader_imbalance_per_broker_percentage=_int(
                 props, "leader.imbalance.per.broker.percentage", minimum=0
+            ),
+            transaction_state_log_num_partitions=_int(
+                props, "transaction.state.log.num.partitions", minimum=1
+            ),
+            transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", minimum=1),
+            transactional_id_expiration_ms=_int(props, "transactional.id.expiration.ms", minimum=1),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=_int(
+                props, "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1
+            ),
+            transaction_remove_expired_transaction_cleanup_interval_ms=_int(
+                props, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1
             ),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
             props=dict(props),

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_runtime.coordinator.transaction import TransactionCoordinator
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.server.config import BrokerConfig
@@ -56,3 +57,5 @@ class BrokerContext:
     cluster: Any = None
     #: Re-read the cluster metadata now and apply it (a request named a topic this broker does not know).
     refresh_cluster: Callable[[], bool] = field(default=lambda: False)
+    #: The transaction coordinator of this broker (None in a cluster: not available there yet).
+    txn_coordinator: TransactionCoordinator | None = None

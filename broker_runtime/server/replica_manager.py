@@ -24,8 +24,10 @@ logs this node hosts and makes each partition leader or follower as the cluster 
 handed to one :class:`~broker_runtime.replication.ReplicaFetcher` per leader. Follower fetches
 (:meth:`record_follower_fetch`) move the high watermark; :meth:`maybe_shrink_isr` runs periodically.
 
-Reads: consumers read up to the high watermark, followers up to the log end offset; only the leader serves
-either (a follower answers NOT_LEADER_OR_FOLLOWER).
+Reads: consumers read up to the high watermark (``read_committed``: the last stable offset, with the aborted
+transactions overlapping the returned range, from the ``.txnindex`` files), followers up to the log end
+offset; only the leader serves either (a follower answers NOT_LEADER_OR_FOLLOWER). Every answer carries the
+partition's last stable offset.
 
 Thread-safety: event-loop thread only (the storage calls are synchronous and short).
 """
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, ProducerStateError, StorageError
-from broker_runtime.protocol.records import Buffer
+from broker_runtime.protocol.records import Buffer, build_control_batch
 from broker_runtime.replication.fetcher import FetcherConfig, ReplicaFetcher
 from broker_runtime.replication.partition import AlterIsr, Partition
 from broker_runtime.server.topics import TopicManager
@@ -78,6 +80,10 @@ class ReadResult:
     log_start_offset: int = -1
     #: The leader's (epoch, end offset) where the fetcher's log diverges (Fetch v12+ DivergingEpoch), or None.
     diverging: tuple[int, int] | None = None
+    #: The partition's last stable offset (-1 when unknown).
+    last_stable_offset: int = -1
+    #: read_committed: (producer id, first offset) of the aborted transactions overlapping the records; else None.
+    aborted: list[tuple[int, int]] | None = None
 
     @property
     def size(self) -> int:
@@ -323,6 +329,42 @@ class ReplicaManager:
             required_offset=info.last_offset + 1,
         )
 
+    def write_txn_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        control_type: int,
+    ) -> ErrorCode:
+        """Append a COMMIT/ABORT marker as the partition's leader (what WriteTxnMarkers does on a leader)."""
+        replica = self.partition(topic, partition)
+        if replica is None:
+            return self._not_hosted(topic, partition)[0]
+        if not replica.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        batch = build_control_batch(
+            control_type,
+            coordinator_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp=self._wall_ms(),
+        )
+        try:
+            replica.log.append(batch, leader_epoch=max(replica.leader_epoch, 0))
+        except ProducerStateError as exc:
+            _log.warning("transaction marker for %s-%d refused: %s", topic, partition, exc)
+            return exc.code
+        except (StorageError, OSError) as exc:
+            _log.error("transaction marker append to %s-%d failed: %s", topic, partition, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self._on_append is not None:
+            self._on_append(topic, partition)
+        if replica.maybe_increment_hw():
+            self._high_watermark_moved(topic, partition)
+        return ErrorCode.NONE
+
     # -- fetch --------------------------------------------------------------------------------------------
 
     def read(
@@ -334,8 +376,10 @@ class ReplicaManager:
         *,
         min_one_batch: bool,
         replica_id: int = -1,
+        read_committed: bool = False,
     ) -> ReadResult:
-        """Read as the leader from ``fetch_offset``: up to the HW for consumers, the LEO for followers."""
+        """Read as the leader from ``fetch_offset``: up to the HW for consumers (the LSO with
+        ``read_committed``, plus the aborted transactions of the range), the LEO for followers."""
         replica = self.partition(topic, partition)
         if replica is None:
             return ReadResult(self._not_hosted(topic, partition)[0])
@@ -343,13 +387,21 @@ class ReplicaManager:
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log = replica.log
         hw = log.high_watermark
+        lso = log.last_stable_offset
         start = log.log_start_offset
         leo = log.log_end_offset
-        limit = leo if replica_id >= 0 else hw
+        committed = read_committed and replica_id < 0
+        limit = leo if replica_id >= 0 else (lso if committed else hw)
+        no_aborted: list[tuple[int, int]] | None = [] if committed else None
         if fetch_offset < start or fetch_offset > leo:
-            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=hw, log_start_offset=start)
+            return ReadResult(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                high_watermark=hw,
+                log_start_offset=start,
+                last_stable_offset=lso,
+            )
         if fetch_offset >= limit:
-            return ReadResult(ErrorCode.NONE, b"", hw, start)
+            return ReadResult(ErrorCode.NONE, b"", hw, start, last_stable_offset=lso, aborted=no_aborted)
         try:
             data = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
         except OffsetOutOfRangeError:
@@ -361,7 +413,20 @@ class ReplicaManager:
         except StorageError as exc:
             _log.error("read of %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
-        return ReadResult(ErrorCode.NONE, data.records, log.high_watermark, log.log_start_offset)
+        aborted = no_aborted
+        if committed and data.records:
+            aborted = [
+                (a.producer_id, a.first_offset)
+                for a in log.collect_aborted_transactions(fetch_offset, data.next_offset)
+            ]
+        return ReadResult(
+            ErrorCode.NONE,
+            data.records,
+            log.high_watermark,
+            log.log_start_offset,
+            last_stable_offset=lso,
+            aborted=aborted,
+        )
 
     def validate_fetch(
         self,
@@ -390,6 +455,11 @@ class ReplicaManager:
     def high_watermark(self, topic: str, partition: int) -> int | None:
         replica = self.partition(topic, partition)
         return None if replica is None else replica.log.high_watermark
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The partition's last stable offset, or -1 when it is not hosted here."""
+        replica = self.partition(topic, partition)
+        return -1 if replica is None else replica.log.last_stable_offset
 
     def log_start_offset(self, topic: str, partition: int) -> int | None:
         replica = self.partition(topic, partition)

@@ -18,7 +18,10 @@ first failure wins:
      LogAppendTime topics: the client must not set the LogAppendTime bit  -> INVALID_TIMESTAMP
  11. the record set fits one segment (size <= segment.bytes)              -> RECORD_LIST_TOO_LARGE
      (not retriable, unlike a storage error: a client must not resend it)
- 12. transactional batches (no transaction coordinator yet)                -> INVALID_TXN_STATE
+ 12. a transactional batch carries a producer id                          -> INVALID_RECORD
+     (whether the producer's transaction is open is the partition's producer state's check: a
+     non-transactional batch during an open transaction is INVALID_TXN_STATE there; KIP-890's
+     server-side verification of AddPartitionsToTxn is not done)
 
 Kafka checks timestamps per record; the per-batch rule (first record's and the batch maximum) is the
 documented approximation that keeps this path free of per-record work. A rejection carries the Kafka error
@@ -169,11 +172,10 @@ def validate_produce_records(
             f"The record set of {len(records)} bytes appended to {partition_name} is larger than the topic's "
             f"segment.bytes of {policy.segment_bytes}, so it can never be stored.",
         )
-    if header.is_transactional:
+    if header.is_transactional and header.producer_id < 0:
         return Rejection(
-            ErrorCode.INVALID_TXN_STATE,
-            f"transactional record batch (producerId {header.producer_id}) in {partition_name}: this broker "
-            "has no transaction coordinator",
+            ErrorCode.INVALID_RECORD,
+            f"transactional record batch without a producer id in {partition_name}",
         )
     return header
 

@@ -55,6 +55,20 @@ headers after it; a cleanly closed log without any snapshot starts empty (Kafka'
 :meth:`PartitionLog.remove_expired_producers` forgets producers whose last batch timestamp is older than
 ``producer.id.expiration.ms``.
 
+Transactions (Kafka's ``UnifiedLog`` with its ``ProducerStateManager`` and ``TransactionIndex``): the producer
+state tracks the open transaction of each producer (first offset of its first transactional batch here); a
+control batch (COMMIT/ABORT marker, written by the transaction coordinator) closes it. The last stable offset
+(:attr:`PartitionLog.last_stable_offset`) is ``min(high watermark, first offset of the earliest open
+transaction)``, never below the log start offset. When an ABORT marker is appended (leader or follower), an
+entry ``(producer id, first offset, marker offset, last stable offset after it)`` goes to the ``.txnindex`` of
+the segment holding the marker; :meth:`PartitionLog.collect_aborted_transactions` gathers the entries of the
+transactions overlapping a fetched range from the segment holding the fetch offset onwards (Kafka's
+``collectAbortedTransactions``). Recovery rebuilds them: the ``.txnindex`` of every recovered segment is emptied,
+the producer snapshots above the first recovered segment are deleted, and the replay of the batch headers from
+the remaining snapshot re-appends the entries of the ABORT markers it meets (entries already present are kept).
+Retention follows Kafka: segments go only below the high watermark (an open transaction's first batches may
+go with them, then the last stable offset is the log start offset).
+
 Thread-safety: one re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
 flush, offset updates, producer state). Reads take the lock only to snapshot (segments, LEO, HW, log start,
 active size) and do their I/O outside it: closed segments are immutable, and active-segment reads stay below the
@@ -66,6 +80,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -89,8 +104,9 @@ from broker_runtime.protocol.batch_header import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.config import LogConfig
-from broker_runtime.storage.producer_state import BatchMetadata, ProducerStateManager
+from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from broker_runtime.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -100,6 +116,7 @@ from broker_runtime.storage.segment import (
     parse_segment_file_name,
     segment_path,
 )
+from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = ["AppendInfo", "FetchData", "PartitionLog", "default_clock"]
 
@@ -107,6 +124,20 @@ _log = logging.getLogger(__name__)
 
 _STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
 _INT32_MAX = 2**31 - 1
+
+
+def _control_marker(buf: memoryview, pos: int, header: BatchHeader) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of a control batch at ``pos`` of ``buf``; None for a data batch."""
+    if not header.is_control:
+        return None
+    return RecordBatch(buf[pos : pos + header.size]).control_record()
+
+
+def _read_control_marker(segment: LogSegment, pos: int, header: BatchHeader) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of the control batch at ``pos`` of ``segment``."""
+    if not header.is_control:
+        return None
+    return RecordBatch(segment.pread(pos, header.size)).control_record()
 
 
 def default_clock() -> int:
@@ -234,11 +265,11 @@ class PartitionLog:
                 continue
             if parsed[1] == LOG_SUFFIX:
                 bases.append(parsed[0])
-            elif parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 index_bases.add(parsed[0])
         bases.sort()
         for base in index_bases.difference(bases):  # orphaned index files
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 segment_path(self.dir, base, suffix).unlink(missing_ok=True)
 
         segments: list[LogSegment] = []
@@ -251,8 +282,10 @@ class PartitionLog:
                 truncated_by_base[base] = seg.recover()[0]
             segments.append(seg)
 
+        recovered = set(truncated_by_base)
         if needs_recovery and segments:
             first = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+            recovered.update(seg.base_offset for seg in segments[first:])
             for i in range(first, len(segments)):
                 seg = segments[i]
                 truncated = (
@@ -280,6 +313,14 @@ class PartitionLog:
                     seg.time_index.trim()
             segments[-1].make_active()
 
+        if recovered:
+            # Their .txnindex entries are rebuilt by the producer-state replay below, from a snapshot at or
+            # below the first recovered segment (Kafka's recoverSegment does the same from its base offset).
+            first_recovered = min(recovered)
+            for seg in segments:
+                if seg.base_offset >= first_recovered:
+                    seg.txn_index.truncate_to(seg.base_offset)
+            self._producer_state.delete_snapshots_after(first_recovered)
         self._set_segments(segments)
         self._leo = segments[-1].read_next_offset()
         self._log_start = min(max(log_start, segments[0].base_offset), self._leo)
@@ -315,6 +356,15 @@ class PartitionLog:
     def high_watermark(self, value: int) -> None:
         with self._lock:
             self._hw = min(max(value, self._log_start), self._leo)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """``min(high watermark, first offset of the earliest open transaction)``, at least the log start."""
+        with self._lock:
+            first_unstable = self._producer_state.first_unstable_offset
+            if first_unstable is None:
+                return self._hw
+            return max(min(self._hw, first_unstable), self._log_start)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -381,8 +431,18 @@ class PartitionLog:
                 offset = last + 1
             self._append_set(buf, first, offset - 1, max_ts, offset_of_max, now)
             if idempotent:
-                for header, (batch_first, batch_last, ts) in zip(headers, assigned, strict=True):
-                    producer_state.update(header, batch_first, batch_last, ts)
+                for (pos, header), (batch_first, batch_last, ts) in zip(spans, assigned, strict=True):
+                    control = _control_marker(buf, pos, header)
+                    completed = producer_state.update(
+                        header,
+                        batch_first,
+                        batch_last,
+                        ts,
+                        coordinator_epoch=None if control is None else control[1],
+                        control_type=None if control is None else control[0],
+                    )
+                    if completed is not None:
+                        self._on_txn_completed(completed, self._segments[-1])
             producer_state.update_map_end_offset(self._leo)
             return AppendInfo(
                 first, offset - 1, now if log_append else -1, max_ts, offset_of_max, len(spans), buf.nbytes
@@ -422,11 +482,41 @@ class PartitionLog:
                 expected = header.next_offset
             first = spans[0][1].base_offset
             self._append_set(buf, first, expected - 1, max_ts, offset_of_max, now)
-            for _, header in spans:
+            for pos, header in spans:
                 if header.producer_id >= 0:
-                    self._producer_state.replay(header)
+                    self._replay(
+                        header, functools.partial(_control_marker, buf, pos, header), self._segments[-1]
+                    )
             self._producer_state.update_map_end_offset(self._leo)
             return AppendInfo(first, expected - 1, -1, max_ts, offset_of_max, len(spans), buf.nbytes)
+
+    def _replay(
+        self,
+        header: BatchHeader,
+        read_marker: Callable[[], tuple[int, int] | None],
+        segment: LogSegment,
+    ) -> None:
+        """Feed one batch read back (or replicated) to the producer state, indexing an aborted transaction."""
+        control = read_marker() if header.is_control else None
+        completed = self._producer_state.replay(
+            header,
+            coordinator_epoch=None if control is None else control[1],
+            control_type=None if control is None else control[0],
+        )
+        if completed is not None:
+            self._on_txn_completed(completed, segment)
+
+    def _on_txn_completed(self, completed: CompletedTxn, segment: LogSegment) -> None:
+        """A marker ended a transaction: index it in ``segment`` (holding the marker) when it was aborted.
+
+        Kafka's ``LogSegment.updateTxnIndex``. An entry already present (a replay over an intact index) is kept.
+        """
+        if not completed.is_aborted or completed.last_offset <= segment.txn_index.last_offset:
+            return
+        lso = self._producer_state.last_stable_offset_after(completed)
+        segment.txn_index.append(
+            AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+        )
 
     def _append_set(
         self, buf: memoryview, first: int, last: int, max_ts: int, offset_of_max: int, now: int
@@ -558,6 +648,17 @@ class PartitionLog:
                 f"offset {start_offset} of {self.topic}-{self.partition} was deleted during the read"
             ) from None
         return empty
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound)`` (Kafka's
+        ``collectAbortedTransactions``): the ``.txnindex`` entries of the segment holding ``start_offset`` and
+        every later one, oldest first."""
+        snap = self._snapshot()
+        i = max(0, bisect.bisect_right(snap.bases, start_offset) - 1)
+        found: list[AbortedTxn] = []
+        for seg in snap.segments[i:]:
+            found.extend(seg.txn_index.collect(start_offset, upper_bound))
+        return found
 
     def position_for(self, offset: int) -> tuple[Path, int] | None:
         """(.log path, byte position) of the batch holding ``offset`` (or the first after it); None at the LEO.
@@ -740,9 +841,9 @@ class PartitionLog:
             replayed = 0
             for seg in self._segments[i:]:
                 position = seg.lookup(start).position if seg.base_offset <= start else 0
-                for _, header in seg.scan(position, seg.size):
+                for pos, header in seg.scan(position, seg.size):
                     if header.last_offset >= start:
-                        state.replay(header)
+                        self._replay(header, functools.partial(_read_control_marker, seg, pos, header), seg)
                         replayed += 1
             _log.info("%s-%d: producer state rebuilt from %d batch(es)", self.topic, self.partition, replayed)
         state.update_map_end_offset(self._leo)

@@ -17,8 +17,20 @@ calls, under its lock:
    former ``UNKNOWN_PRODUCER_ID`` error is gone) else ``OUT_OF_ORDER_SEQUENCE_NUMBER``; the same epoch requires
    ``firstSeq == lastSeq + 1``, where sequences wrap from 2**31 - 1 to 0, else ``OUT_OF_ORDER_SEQUENCE_NUMBER``.
    A batch older than the retained window is therefore out of order, not a duplicate.
+   Transactions: a non-transactional data batch from a producer whose transaction is open ->
+   ``INVALID_TXN_STATE`` (Kafka's rule); a control batch (COMMIT/ABORT marker) carries no sequence and only
+   needs an epoch that is not older than the producer's.
 2. :meth:`ProducerStateManager.update` AFTER the append, with the offsets the log assigned; a follower append
    (replication) feeds each batch to :meth:`~ProducerStateManager.replay` instead (no validation).
+
+Transactions (Kafka's ``ongoingTxns`` / ``CompletedTxn``): the first transactional data batch of a producer opens
+its transaction at that batch's first offset (``current_txn_first_offset``); a control batch (pass its
+``control_type``, 0 ABORT / 1 COMMIT) closes it and is returned as a :class:`CompletedTxn` (first offset = the
+marker's own offset when the transaction wrote nothing here, as Kafka). :attr:`~ProducerStateManager.
+first_unstable_offset` is the smallest first offset of the open transactions (None when none is open): the
+partition's last stable offset is ``min(high watermark, first unstable offset)``. After an ABORT marker,
+:meth:`~ProducerStateManager.last_stable_offset_after` gives the ``lastStableOffset`` the log records in its
+``.txnindex`` entry (the first offset of the earliest other open transaction, else the marker offset + 1).
 
 Rebuilding (load, truncation): :meth:`~ProducerStateManager.truncate_and_reload` drops snapshots outside the log
 and restores the newest valid one at or below the log end; the log then feeds every batch at or after its
@@ -34,6 +46,7 @@ Snapshot file ``<offset, 20 digits>.snapshot`` (Kafka's ``ProducerSnapshot`` mes
             producerId int64, epoch int16, lastSequence int32, lastOffset int64, offsetDelta int32,
             timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64 (-1 = none)
 
+``currentTxnFirstOffset`` carries the open transactions across restarts: loading a snapshot reopens them.
 A snapshot at offset N holds the state of every batch below N. Like Kafka's, it keeps only the *last* batch of
 each producer (so after a restart only the newest batch of a producer is detected as a duplicate, until new
 batches arrive). Files are written to a temporary name, fsynced and renamed; the two newest are kept. A snapshot
@@ -78,6 +91,7 @@ __all__ = [
     "SNAPSHOT_HEADER",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerCheck",
     "ProducerIdManager",
     "ProducerStateEntry",
@@ -107,6 +121,8 @@ SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 assert SNAPSHOT_ENTRY.size == 46
 
 _INT32_MAX = 0x7FFFFFFF
+#: ``ControlRecordType.ABORT`` (the key type of an abort marker).
+_CONTROL_ABORT = 0
 
 
 def _decrement_sequence(sequence: int, decrement: int) -> int:
@@ -219,6 +235,17 @@ class ProducerStateEntry:
             f"ProducerStateEntry(producer_id={self.producer_id}, epoch={self.producer_epoch}, "
             f"first_seq={self.first_seq}, last_seq={self.last_seq}, batches={list(self.batches)})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a control batch just ended on this partition (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    #: The offset of the marker.
+    last_offset: int
+    is_aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +381,8 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.snapshots_to_keep = max(1, snapshots_to_keep)
         self._producers: dict[int, ProducerStateEntry] = {}
+        #: producer id -> first offset of its open transaction (Kafka's ``ongoingTxns``, keyed by producer).
+        self._ongoing: dict[int, int] = {}
         #: Next offset after the last batch reflected in the state (Kafka's ``mapEndOffset``).
         self.map_end_offset = 0
 
@@ -366,6 +395,21 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of each open transaction (read-only by convention)."""
+        return self._ongoing
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction, or None when no transaction is open."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` is closed (what its ``.txnindex`` entry records)."""
+        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
     # -- validation before the append -------------------------------------------------------------------------
 
@@ -400,7 +444,10 @@ class ProducerStateManager:
                 return error
             if header.is_control:
                 working.maybe_update_epoch(epoch)
+                working.current_txn_first_offset = None
             else:
+                if header.is_transactional and working.current_txn_first_offset is None:
+                    working.current_txn_first_offset = header.base_offset
                 working.add_batch(
                     epoch,
                     header.last_sequence,
@@ -422,6 +469,12 @@ class ProducerStateManager:
             )
         if header.is_control:
             return None  # transaction markers carry no sequence
+        if not header.is_transactional and entry.current_txn_first_offset is not None:
+            return ProducerCheck(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {pid}: non-transactional batch while its transaction opened at offset "
+                f"{entry.current_txn_first_offset} is not complete",
+            )
         if epoch != current_epoch:
             if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
                 return ProducerCheck(
@@ -447,22 +500,36 @@ class ProducerStateManager:
         timestamp: int,
         *,
         coordinator_epoch: int | None = None,
-    ) -> None:
+        control_type: int | None = None,
+    ) -> CompletedTxn | None:
         """Record a batch the log just appended at ``[first_offset, last_offset]`` with max ``timestamp``.
 
         May be called for every appended batch: one without a producer id only moves ``map_end_offset``.
-        A control batch (transaction marker) ends the producer's open transaction; pass the marker's
-        ``coordinator_epoch`` to record it.
+        A control batch (transaction marker) ends the producer's open transaction: pass its ``control_type``
+        (0 ABORT, 1 COMMIT) and ``coordinator_epoch``; the ended transaction is returned.
         """
         if last_offset < first_offset:
             raise StorageError(
                 f"producer state update: last offset {last_offset} is below first offset {first_offset}"
             )
-        self._apply(header, first_offset, last_offset, timestamp, coordinator_epoch)
+        return self._apply(header, first_offset, last_offset, timestamp, coordinator_epoch, control_type)
 
-    def replay(self, header: BatchHeader, *, coordinator_epoch: int | None = None) -> None:
+    def replay(
+        self,
+        header: BatchHeader,
+        *,
+        coordinator_epoch: int | None = None,
+        control_type: int | None = None,
+    ) -> CompletedTxn | None:
         """Rebuild from a batch read back from the log (offsets and timestamp from its header), unvalidated."""
-        self._apply(header, header.base_offset, header.last_offset, header.max_timestamp, coordinator_epoch)
+        return self._apply(
+            header,
+            header.base_offset,
+            header.last_offset,
+            header.max_timestamp,
+            coordinator_epoch,
+            control_type,
+        )
 
     def _apply(
         self,
@@ -471,8 +538,10 @@ class ProducerStateManager:
         last_offset: int,
         timestamp: int,
         coordinator_epoch: int | None,
-    ) -> None:
+        control_type: int | None,
+    ) -> CompletedTxn | None:
         pid = header.producer_id
+        completed = None
         if pid > NO_PRODUCER_ID:
             entry = self._producers.get(pid)
             if entry is None:
@@ -481,7 +550,12 @@ class ProducerStateManager:
                 entry.maybe_update_epoch(header.producer_epoch)
                 if coordinator_epoch is not None:
                     entry.coordinator_epoch = coordinator_epoch
+                first = entry.current_txn_first_offset
+                completed = CompletedTxn(
+                    pid, first_offset if first is None else first, last_offset, control_type == _CONTROL_ABORT
+                )
                 entry.current_txn_first_offset = None
+                self._ongoing.pop(pid, None)
                 entry.last_timestamp = timestamp
             else:
                 entry.add_batch(
@@ -494,7 +568,9 @@ class ProducerStateManager:
                 )
                 if header.is_transactional and entry.current_txn_first_offset is None:
                     entry.current_txn_first_offset = first_offset
+                    self._ongoing[pid] = first_offset
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+        return completed
 
     def update_map_end_offset(self, offset: int) -> None:
         """The log now ends at ``offset`` and every batch below it is reflected (Kafka's ``updateMapEndOffset``)."""
@@ -516,6 +592,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget every producer and delete every snapshot (the log was emptied or replaced)."""
         self._producers.clear()
+        self._ongoing.clear()
         for _, path in self.list_snapshots():
             path.unlink(missing_ok=True)
         self.map_end_offset = offset
@@ -552,6 +629,12 @@ class ProducerStateManager:
         found.sort()
         return found
 
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Delete the snapshots above ``offset`` (recovery replays the log from a snapshot at or below it)."""
+        for at, path in self.list_snapshots():
+            if at > offset:
+                path.unlink(missing_ok=True)
+
     def latest_snapshot_offset(self) -> int | None:
         snapshots = self.list_snapshots()
         return snapshots[-1][0] if snapshots else None
@@ -577,6 +660,7 @@ class ProducerStateManager:
         ``producer_id_expiration_ms`` are not loaded.
         """
         self._producers.clear()
+        self._ongoing.clear()
         for offset, path in reversed(self.list_snapshots()):
             try:
                 entries = read_snapshot(path)
@@ -587,6 +671,8 @@ class ProducerStateManager:
             for entry in entries:
                 if now_ms is None or not self._is_expired(entry, now_ms):
                     self._producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset is not None:
+                        self._ongoing[entry.producer_id] = entry.current_txn_first_offset
             self.map_end_offset = offset
             return offset
         return None

@@ -5,6 +5,8 @@ Files (in the partition directory, named by the segment's base offset, 20 digits
     00000000000000000123.log        RecordBatch v2 after RecordBatch v2, nothing else (no header, no padding)
     00000000000000000123.index      sparse offset -> position entries   (:mod:`.offset_index`)
     00000000000000000123.timeindex  sparse timestamp -> offset entries  (:mod:`.time_index`)
+    00000000000000000123.txnindex   aborted transactions whose ABORT marker is in this segment
+                                    (:mod:`.txn_index`; only once there is one)
 
 Invariants:
   * the base offset is <= the first offset in the segment and > every offset of the previous segment;
@@ -19,7 +21,11 @@ Invariants:
   * when the segment stops being active (roll, close) the final ``(max timestamp, offset)`` entry is added to
     the time index (a reserved slot) and both indexes are trimmed to their entries.
 
-Deletion renames the three files to ``*.deleted`` and unlinks them right away. Open descriptors and mappings
+The ``.txnindex`` is written by the partition log (it knows the producer state); the segment opens it, truncates
+it with the segment, and deletes it with the segment. A corrupt one is deleted on open and the segment is
+recovered (the partition log then rebuilds it from the markers).
+
+Deletion renames the files to ``*.deleted`` and unlinks them right away. Open descriptors and mappings
 held by in-flight readers stay valid after unlink (POSIX); they are released when the last reference goes
 (every descriptor is a :class:`~.file_handle.FileHandle`). Readers in other processes open these files with
 :class:`~.segment_reader.SegmentReader` (read-only).
@@ -32,6 +38,7 @@ size snapshot taken under the partition lock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import random
@@ -45,6 +52,7 @@ from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.file_handle import FileHandle
 from broker_runtime.storage.offset_index import OffsetIndex, OffsetPosition
 from broker_runtime.storage.time_index import TimeIndex, TimestampOffset
+from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "DELETED_SUFFIX",
@@ -57,6 +65,8 @@ __all__ = [
     "segment_file_stem",
     "segment_path",
 ]
+
+_log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -118,6 +128,7 @@ class LogSegment:
         "roll_jitter_ms",
         "size",
         "time_index",
+        "txn_index",
     )
 
     def __init__(self, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
@@ -138,6 +149,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             segment_path(dir, base_offset, TIME_INDEX_SUFFIX), base_offset, index_bytes
         )
+        self.txn_index = TransactionIndex(segment_path(dir, base_offset, TXN_INDEX_SUFFIX), base_offset)
         self._file: FileHandle | None = None
         self.size = 0
         self._bytes_since_last_index_entry = 0
@@ -154,7 +166,7 @@ class LogSegment:
         log_path = segment_path(dir, base_offset, LOG_SUFFIX)
         if log_path.exists() and log_path.stat().st_size > 0:
             raise StorageError(f"cannot create segment {log_path.name}: a non-empty file already exists")
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             segment_path(dir, base_offset, suffix).unlink(missing_ok=True)
         seg = cls(dir, base_offset, config, now_ms)
         seg._file = FileHandle(log_path, writable=True, create=True)
@@ -170,6 +182,12 @@ class LogSegment:
         )
         seg = cls(dir, base_offset, config, now_ms)
         seg.size = seg.log_path.stat().st_size
+        try:
+            seg.txn_index = TransactionIndex.open(seg.txn_index.path, base_offset)
+        except CorruptIndexError as exc:
+            _log.warning("%s; deleting it, the segment is recovered and its entries rebuilt", exc)
+            seg.txn_index.path.unlink(missing_ok=True)
+            missing = True
         seg._indexes_missing = missing
         return seg
 
@@ -451,6 +469,7 @@ class LogSegment:
 
         The segment becomes the active one: its indexes are preallocated again."""
         mapping = self.translate_offset(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.offset_index.preallocate()
@@ -496,6 +515,7 @@ class LogSegment:
         self._handle().fsync()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Final time-index entry, trim the indexes (the .log descriptor closes with the last reference)."""
@@ -509,7 +529,7 @@ class LogSegment:
     def delete(self) -> None:
         """Rename the files to ``*.deleted``, then unlink them (readers holding descriptors keep working)."""
         renamed: list[Path] = []
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             target = path.with_name(path.name + DELETED_SUFFIX)
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, target)

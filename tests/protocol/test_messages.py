@@ -475,6 +475,12 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         MetadataResponse,
     )
     from kafka.protocol.producer import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
         InitProducerIdRequest,
         InitProducerIdResponse,
         ProduceRequest,
@@ -490,6 +496,9 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         18: (ApiVersionsRequest, ApiVersionsResponse),
         19: (CreateTopicsRequest, CreateTopicsResponse),
         22: (InitProducerIdRequest, InitProducerIdResponse),
+        24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        26: (EndTxnRequest, EndTxnResponse),
         32: (DescribeConfigsRequest, DescribeConfigsResponse),
         43: (ElectLeadersRequest, ElectLeadersResponse),
     }

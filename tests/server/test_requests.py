@@ -227,7 +227,19 @@ def test_init_producer_id_and_describe_configs(bootstrap: str) -> None:
             4,
             {"TransactionalId": "tx", "TransactionTimeoutMs": 60000, "ProducerId": -1, "ProducerEpoch": -1},
         )
-        assert txn["ErrorCode"] == ErrorCode.INVALID_REQUEST
+        assert txn["ErrorCode"] == ErrorCode.NONE and txn["ProducerEpoch"] == 0
+        again = conn.call(
+            INIT_PID,
+            4,
+            {"TransactionalId": "tx", "TransactionTimeoutMs": 60000, "ProducerId": -1, "ProducerEpoch": -1},
+        )
+        assert (again["ProducerId"], again["ProducerEpoch"]) == (txn["ProducerId"], 1), "the epoch is bumped"
+        too_long = conn.call(
+            INIT_PID,
+            4,
+            {"TransactionalId": "tx", "TransactionTimeoutMs": 900_001, "ProducerId": -1, "ProducerEpoch": -1},
+        )
+        assert too_long["ErrorCode"] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         _create(conn, "dc", retention_ms="12345")
         resp = conn.call(
             DESCRIBE,

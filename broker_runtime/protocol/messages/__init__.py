@@ -32,10 +32,13 @@ from typing import Any, NamedTuple
 from broker_runtime.errors import ErrorCode, MessageDefinitionError, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     describe_configs,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
@@ -125,6 +128,9 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(init_producer_id.REQUEST, init_producer_id.RESPONSE),
         ApiSpec(describe_configs.REQUEST, describe_configs.RESPONSE),
         ApiSpec(elect_leaders.REQUEST, elect_leaders.RESPONSE),
+        ApiSpec(add_partitions_to_txn.REQUEST, add_partitions_to_txn.RESPONSE),
+        ApiSpec(add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
+        ApiSpec(end_txn.REQUEST, end_txn.RESPONSE),
     )
 }
 

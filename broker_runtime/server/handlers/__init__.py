@@ -14,10 +14,13 @@ from types import ModuleType
 from typing import Any
 
 from broker_runtime.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     describe_configs,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
@@ -41,6 +44,9 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     init_producer_id,
     describe_configs,
     elect_leaders,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
 )
 
 

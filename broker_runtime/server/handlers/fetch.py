@@ -6,8 +6,10 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
   * partitions are read in request order; each reads at most ``PartitionMaxBytes`` and the whole response at
     most ``MaxBytes``, except that the first partition returning data returns at least one whole batch
     (``min_one_batch``), so a batch larger than the limits never blocks a consumer;
-  * reads stop at the high watermark; isolation levels are equal (no transactions: LSO = HW);
-    AbortedTransactions is null;
+  * reads stop at the high watermark; with IsolationLevel 1 (read_committed) at the last stable offset, and
+    AbortedTransactions lists (producer id, first offset) of the aborted transactions overlapping the returned
+    records (an empty list when none; null under read_uncommitted, as Kafka). LastStableOffset is the
+    partition's in every answer;
   * a fetch offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch newer than
     the partition's leader epoch gets UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH;
   * v12+ LastFetchedEpoch (KIP-595): when the leader's end offset for that epoch is below the fetch offset, or
@@ -29,7 +31,7 @@ import asyncio
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, RequestHeader, fetch
+from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, IsolationLevel, RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import ReadResult
@@ -51,6 +53,7 @@ class _PartitionFetch(NamedTuple):
     max_bytes: int
     current_leader_epoch: int
     last_fetched_epoch: int = -1
+    read_committed: bool = False
 
 
 def _validate(ctx: BrokerContext, part: _PartitionFetch) -> ReadResult | None:
@@ -82,7 +85,11 @@ def _read_all(
         if limit <= 0 and total > 0:
             hw = replicas.high_watermark(part.topic, part.partition)
             if hw is not None:
-                results.append(ReadResult(ErrorCode.NONE, b"", hw, -1))
+                lso = replicas.last_stable_offset(part.topic, part.partition)
+                aborted: list[tuple[int, int]] | None = [] if part.read_committed else None
+                results.append(
+                    ReadResult(ErrorCode.NONE, b"", hw, -1, last_stable_offset=lso, aborted=aborted)
+                )
                 continue
         result = replicas.read(
             part.topic,
@@ -91,6 +98,7 @@ def _read_all(
             max(limit, 0),
             min_one_batch=total == 0,
             replica_id=replica_id,
+            read_committed=part.read_committed,
         )
         if result.error:
             any_error = True
@@ -112,9 +120,15 @@ def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResu
                 "PartitionIndex": part.partition,
                 "ErrorCode": result.error,
                 "HighWatermark": result.high_watermark,
-                "LastStableOffset": result.high_watermark,
+                "LastStableOffset": (
+                    result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
+                ),
                 "LogStartOffset": result.log_start_offset,
-                "AbortedTransactions": None,
+                "AbortedTransactions": (
+                    None
+                    if result.aborted is None
+                    else [{"ProducerId": pid, "FirstOffset": first} for pid, first in result.aborted]
+                ),
                 "PreferredReadReplica": -1,
                 "DivergingEpoch": (
                     {"Epoch": result.diverging[0], "EndOffset": result.diverging[1]}
@@ -198,6 +212,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             "SessionId": 0,
             "Responses": [],
         }
+    read_committed = body["IsolationLevel"] == IsolationLevel.READ_COMMITTED
     parts = [
         _PartitionFetch(
             t["Topic"],
@@ -206,6 +221,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             p["PartitionMaxBytes"],
             p["CurrentLeaderEpoch"],
             p["LastFetchedEpoch"] if version >= 12 else -1,
+            read_committed,
         )
         for t in body["Topics"]
         for p in t["Partitions"]

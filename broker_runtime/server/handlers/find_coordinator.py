@@ -1,9 +1,14 @@
-"""FindCoordinator (key 10, v0-4): answered, but this broker coordinates no groups or transactions yet.
+"""FindCoordinator (key 10, v0-4): the transaction coordinator is this broker; there is no group coordinator.
 
-Why advertise it at all: librdkafka enables LZ4 compression only when the broker advertises FindCoordinator
-(its feature map ties LZ4 to the API that shipped with Kafka 0.8.2). Every lookup is answered with
-COORDINATOR_NOT_AVAILABLE and a message, so group-based clients back off instead of failing hard; clients that
-use ``assign()`` never need a coordinator.
+Key type 1 (transaction): a single node answers itself for every transactional id (it hosts every partition of
+``__transaction_state``). In a cluster the coordinator of an id would be the leader of its
+``__transaction_state`` partition (Kafka's ``abs(hashCode) % transaction.state.log.num.partitions``); the
+coordinator does not run there yet, so the answer is COORDINATOR_NOT_AVAILABLE with a message.
+
+Key type 0 (group): COORDINATOR_NOT_AVAILABLE and a message, so group-based clients back off instead of failing
+hard; clients that use ``assign()`` never need a coordinator. Why advertise the API at all for groups:
+librdkafka enables LZ4 compression only when the broker advertises FindCoordinator (its feature map ties LZ4 to
+the API that shipped with Kafka 0.8.2).
 """
 
 from __future__ import annotations
@@ -21,22 +26,30 @@ REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-_MESSAGE = "this broker has no group or transaction coordinator; use assign() with explicit offsets"
+_NO_GROUPS = "this broker has no group coordinator; use assign() with explicit offsets"
+_NO_TXN = "the transaction coordinator does not run in a cluster yet (single-node brokers only)"
+
+
+def _answer(ctx: BrokerContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    if key_type == find_coordinator.KEY_TYPE_TRANSACTION and ctx.txn_coordinator is not None:
+        return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+    message = _NO_TXN if key_type == find_coordinator.KEY_TYPE_TRANSACTION else _NO_GROUPS
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, message, -1, "", -1
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    code, message, node, host, port = _answer(ctx, body["KeyType"])
     if header.api_version >= 4:
         return {
             "ThrottleTimeMs": 0,
             "Coordinators": [
                 {
                     "Key": key,
-                    "NodeId": -1,
-                    "Host": "",
-                    "Port": -1,
+                    "NodeId": node,
+                    "Host": host,
+                    "Port": port,
                     "ErrorCode": code,
-                    "ErrorMessage": _MESSAGE,
+                    "ErrorMessage": message,
                 }
                 for key in body["CoordinatorKeys"]
             ],
@@ -44,8 +57,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     return {
         "ThrottleTimeMs": 0,
         "ErrorCode": code,
-        "ErrorMessage": _MESSAGE,
-        "NodeId": -1,
-        "Host": "",
-        "Port": -1,
+        "ErrorMessage": message,
+        "NodeId": node,
+        "Host": host,
+        "Port": port,
     }

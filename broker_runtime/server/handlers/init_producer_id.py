@@ -1,10 +1,14 @@
-"""InitProducerId (key 22, v0-4): producer ids for idempotent (non-transactional) producers.
+"""InitProducerId (key 22, v0-4): producer ids for idempotent and transactional producers.
 
-As Kafka's coordinator does for a null transactional id, every call gets a fresh producer id (from the
+With a transactional id the transaction coordinator answers (:meth:`~broker_runtime.coordinator.transaction.
+TransactionCoordinator.init_producer_id`: the id's producer id with a bumped epoch, fencing the previous
+producer); an empty transactional id is INVALID_REQUEST, and without a coordinator (a cluster, for now) the
+answer is COORDINATOR_NOT_AVAILABLE.
+
+Without a transactional id, as Kafka's coordinator does, every call gets a fresh producer id (from the
 persistent ``ProducerIdManager`` blocks; in a cluster the blocks come from the cluster's metadata, so ids are
 unique across nodes) with epoch 0, whatever ProducerId/ProducerEpoch it carried. When no block can be had (the
 cluster lock is held too long), the answer is the retriable COORDINATOR_LOAD_IN_PROGRESS.
-Transactional ids are refused with INVALID_REQUEST (and a log line): there is no transaction coordinator yet.
 """
 
 from __future__ import annotations
@@ -29,16 +33,24 @@ MAX_VERSION = 4
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     txn_id = body["TransactionalId"]
     if txn_id is not None:
-        _log.warning(
-            "InitProducerId from client %r with transactional id %r refused: transactions are not supported",
-            header.client_id,
-            txn_id,
+        coordinator = ctx.txn_coordinator
+        if txn_id == "" or coordinator is None:
+            code = ErrorCode.INVALID_REQUEST if txn_id == "" else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            _log.warning(
+                "InitProducerId from client %r with transactional id %r: %s",
+                header.client_id,
+                txn_id,
+                "an empty transactional id is invalid" if txn_id == "" else "no transaction coordinator here",
+            )
+            return {"ThrottleTimeMs": 0, "ErrorCode": code, "ProducerId": -1, "ProducerEpoch": -1}
+        result = coordinator.init_producer_id(
+            txn_id, body["TransactionTimeoutMs"], body["ProducerId"], body["ProducerEpoch"]
         )
         return {
             "ThrottleTimeMs": 0,
-            "ErrorCode": ErrorCode.INVALID_REQUEST,
-            "ProducerId": -1,
-            "ProducerEpoch": -1,
+            "ErrorCode": result.error,
+            "ProducerId": result.producer_id,
+            "ProducerEpoch": result.producer_epoch,
         }
     try:
         producer_id = ctx.next_producer_id()

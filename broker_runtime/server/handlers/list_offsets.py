@@ -1,11 +1,13 @@
 """ListOffsets (key 2, v0-8): offsets by timestamp, and the special timestamps.
 
-  LATEST_TIMESTAMP (-1)          the high watermark (= last stable offset: no transactions), timestamp -1
+  LATEST_TIMESTAMP (-1)          the high watermark (IsolationLevel 1, read_committed: the last stable offset),
+                                 timestamp -1
   EARLIEST_TIMESTAMP (-2)        the log start offset, timestamp -1
   MAX_TIMESTAMP (-3)             (v7+) the offset and timestamp of the record batch with the largest timestamp
   EARLIEST_LOCAL_TIMESTAMP (-4)  (v8+) the log start offset (no tiered storage)
   t >= 0                         the first offset whose timestamp is >= t (time index), or offset -1/timestamp -1
-v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry the partition's leader epoch.
+Under read_committed an offset found by timestamp must also be below the last stable offset (Kafka's
+``lastFetchableOffset``). v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry the partition's leader epoch.
 Only the leader answers; another replica answers NOT_LEADER_OR_FOLLOWER.
 """
 
@@ -19,6 +21,7 @@ from broker_runtime.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    IsolationLevel,
     RequestHeader,
     list_offsets,
 )
@@ -33,10 +36,11 @@ MIN_VERSION = 0
 MAX_VERSION = 8
 
 
-def _lookup(log: Any, timestamp: int) -> tuple[int, int] | None:
+def _lookup(log: Any, timestamp: int, read_committed: bool = False) -> tuple[int, int] | None:
     """(offset, timestamp) answering ``timestamp`` on ``log``, or None when there is no such offset."""
+    fetchable = log.last_stable_offset if read_committed else log.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return log.high_watermark, -1
+        return fetchable, -1
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return log.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
@@ -48,13 +52,14 @@ def _lookup(log: Any, timestamp: int) -> tuple[int, int] | None:
     if found is None:
         return None
     offset, ts = found[0], found[1]
-    if offset >= log.high_watermark:
+    if offset >= fetchable:
         return None
     return offset, ts
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     version = header.api_version
+    read_committed = version >= 2 and body["IsolationLevel"] == IsolationLevel.READ_COMMITTED
     topics_out: list[dict[str, Any]] = []
     for topic in body["Topics"]:
         name = topic["Name"]
@@ -81,7 +86,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                     ErrorCode=ErrorCode.UNKNOWN_LEADER_EPOCH, Timestamp=-1, Offset=-1, LeaderEpoch=-1
                 )
             else:
-                found = _lookup(log, part["Timestamp"])
+                found = _lookup(log, part["Timestamp"], read_committed)
                 if found is None:
                     entry.update(ErrorCode=ErrorCode.NONE, Timestamp=-1, Offset=-1, LeaderEpoch=-1)
                 else:

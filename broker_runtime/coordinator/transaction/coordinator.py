@@ -1,0 +1,422 @@
+"""The transaction coordinator (Kafka's ``TransactionCoordinator`` + ``TransactionStateManager`` +
+``TransactionMarkerChannelManager``, on one node).
+
+State: transactional id -> :class:`~.state.TransactionMetadata` (producer id and epoch, state, partitions,
+timeout, start and last-update times). Every change is first appended to the transactional id's partition of
+``__transaction_state`` (:func:`~.log_format.partition_for`, Kafka's record format, see :mod:`.log_format`) and
+only then applied in memory, so what a client was told survives a crash. :meth:`TransactionCoordinator.load`
+replays those partitions on start (latest record per id wins, a tombstone removes it) and finishes what a
+crash interrupted: a transaction in PrepareCommit / PrepareAbort gets its markers and its Complete state; one
+left Ongoing stays open until its producer re-initializes (fenced and aborted) or its timeout aborts it.
+
+Requests (the handlers decode and encode only; each method returns Kafka's error code):
+
+* :meth:`init_producer_id`: the timeout must be in ``[1, transaction.max.timeout.ms]`` (else
+  INVALID_TRANSACTION_TIMEOUT). A new id gets a fresh producer id at epoch 0. A known one gets its epoch
+  bumped (a new producer id once the epoch would pass 32766), which fences the previous producer: its next
+  batch, AddPartitionsToTxn or EndTxn fails with PRODUCER_FENCED / INVALID_PRODUCER_EPOCH. An Ongoing
+  transaction of the old producer is aborted first, with markers at a bumped epoch. A transaction still in a
+  Prepare state answers CONCURRENT_TRANSACTIONS (retriable). From InitProducerId v3 a producer re-initializing
+  names its producer id and epoch: anything but the current pair is PRODUCER_FENCED.
+* :meth:`add_partitions`: producer id mismatch -> INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED,
+  Prepare states -> CONCURRENT_TRANSACTIONS; otherwise the partitions join and the state is Ongoing (the
+  transaction timer starts with the first partition). A partition of an unknown topic fails the request:
+  UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the others, as Kafka.
+* :meth:`add_offsets`: as add_partitions with no partition (there is no group coordinator yet, so no
+  ``__consumer_offsets`` partition joins the transaction; see the README).
+* :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
+  partition of the transaction through the marker writer, then CompleteCommit/CompleteAbort is logged. A retry of
+  a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
+* :meth:`abort_timed_out` (periodic): an Ongoing transaction older than its timeout gets its producer fenced
+  (epoch + 1) and is aborted with markers at that epoch (Kafka's ``abortTimedOutTransactions``); a transaction
+  whose markers could not all be written is retried here.
+* :meth:`expire_transactional_ids` (periodic): ids whose transaction is complete and untouched for
+  ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
+
+Markers: ``write_markers(producer id, epoch, coordinator epoch, control type, partitions)`` returns an error
+code per partition. On one node the server appends them to its local partition logs. In a cluster it would send
+WriteTxnMarkers to each partition's leader (the seam is this callable; not implemented yet). A partition whose
+topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves the
+transaction in its Prepare state and the periodic task retries, WARNING logged.
+
+Coordinator epoch: the leader epoch of the ``__transaction_state`` partition; 0 on a single node.
+
+Thread-safety: event-loop thread only (all storage calls are synchronous and short).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker_runtime.coordinator.transaction.log_format import (
+    TxnLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH, TransactionMetadata, TxnState
+from broker_runtime.errors import ErrorCode, PylogError
+from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
+from broker_runtime.storage.partition_log import PartitionLog
+
+__all__ = ["InitResult", "MarkerWriter", "TransactionConfig", "TransactionCoordinator"]
+
+_log = logging.getLogger(__name__)
+
+#: (producer id, producer epoch, coordinator epoch, control type, partitions) -> error code per partition.
+MarkerWriter = Callable[[int, int, int, int, list[tuple[str, int]]], dict[tuple[str, int], ErrorCode]]
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """Kafka's broker settings of the transaction coordinator (names in the README)."""
+
+    num_partitions: int = 50
+    max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    abort_timed_out_check_interval_ms: int = 10_000
+    remove_expired_check_interval_ms: int = 3_600_000
+
+
+@dataclass(frozen=True)
+class InitResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TransactionCoordinator:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: TransactionConfig,
+        state_log: Callable[[int, bool], PartitionLog | None],
+        write_markers: MarkerWriter,
+        next_producer_id: Callable[[], int],
+        now_ms: Callable[[], int],
+        topic_exists: Callable[[str], bool],
+    ) -> None:
+        self.config = config
+        #: (partition, create) -> the ``__transaction_state`` partition log (None when absent and not created).
+        self._state_log = state_log
+        self._write_markers = write_markers
+        self._next_producer_id = next_producer_id
+        self._now_ms = now_ms
+        self._topic_exists = topic_exists
+        self._txns: dict[str, TransactionMetadata] = {}
+        self.coordinator_epoch = 0
+
+    # -- queries ----------------------------------------------------------------------------------------------
+
+    def metadata(self, transactional_id: str) -> TransactionMetadata | None:
+        return self._txns.get(transactional_id)
+
+    @property
+    def transactions(self) -> dict[str, TransactionMetadata]:
+        return self._txns
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    # -- persistence --------------------------------------------------------------------------------------------
+
+    def _persist(self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]]) -> None:
+        """Append the record of ``meta`` in ``state`` with ``partitions`` (raises on a storage failure)."""
+        now = self._now_ms()
+        value = TxnLogValue(
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.timeout_ms,
+            int(state),
+            frozenset(partitions),
+            now,
+            meta.start_ms,
+        )
+        self._append(meta.transactional_id, encode_value(value), now)
+        meta.last_update_ms = now
+
+    def _append(self, transactional_id: str, value: bytes | None, now: int) -> None:
+        log = self._state_log(self.partition_for(transactional_id), True)
+        assert log is not None
+        builder = RecordBatchBuilder()
+        builder.append(now, encode_key(transactional_id), value)
+        log.append(builder.build())
+        log.flush()  # a decision told to a client must survive a crash of this machine too
+
+    def _transition(
+        self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]] | None = None
+    ) -> None:
+        """Log, then apply a state change (the state machine is checked before anything is written)."""
+        probe = TransactionMetadata(
+            meta.transactional_id, meta.producer_id, meta.producer_epoch, 0, meta.state
+        )
+        probe.transition(state)
+        keep = set(meta.partitions) if partitions is None else partitions
+        self._persist(meta, state, keep)
+        meta.state = state
+        meta.partitions = keep
+
+    def load(self) -> int:
+        """Replay every existing ``__transaction_state`` partition, then finish interrupted transactions.
+
+        Returns the number of transactional ids loaded."""
+        for partition in range(self.config.num_partitions):
+            log = self._state_log(partition, False)
+            if log is None:
+                continue
+            offset = log.log_start_offset
+            while offset < log.high_watermark:
+                data = log.read(offset, 1 << 20, max_offset=log.high_watermark)
+                if not data.records:
+                    break
+                pos = 0
+                view = memoryview(data.records)
+                while pos < len(view):
+                    batch = RecordBatch(view, pos)
+                    for record in batch.records():
+                        if record.key is None:
+                            continue
+                        self._apply_record(decode_key(record.key), record.value)
+                    pos += batch.header.size
+                offset = data.next_offset
+        for meta in list(self._txns.values()):
+            if meta.in_prepare:
+                _log.info(
+                    "transactional id %r was in %s at start: writing its markers",
+                    meta.transactional_id,
+                    meta.state.name,
+                )
+                self._complete(meta)
+        if self._txns:
+            _log.info("transaction coordinator loaded %d transactional id(s)", len(self._txns))
+        return len(self._txns)
+
+    def _apply_record(self, transactional_id: str, value: bytes | memoryview | None) -> None:
+        if value is None:
+            self._txns.pop(transactional_id, None)
+            return
+        v = decode_value(value)
+        self._txns[transactional_id] = TransactionMetadata(
+            transactional_id,
+            v.producer_id,
+            v.producer_epoch,
+            v.timeout_ms,
+            TxnState(v.status),
+            set(v.partitions),
+            v.start_ms,
+            v.last_update_ms,
+        )
+
+    # -- InitProducerId ------------------------------------------------------------------------------------------
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
+    ) -> InitResult:
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        meta = self._txns.get(transactional_id)
+        try:
+            if meta is None or meta.state == TxnState.DEAD:
+                meta = TransactionMetadata(transactional_id, self._next_producer_id(), -1, timeout_ms)
+                meta.state = TxnState.EMPTY
+                meta.start_ms = -1
+                self._bump_epoch(meta)
+                meta.timeout_ms = timeout_ms
+                self._persist(meta, TxnState.EMPTY, set())
+                self._txns[transactional_id] = meta
+                return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+                return InitResult(ErrorCode.PRODUCER_FENCED)
+            if meta.in_prepare:
+                return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+            if meta.state == TxnState.ONGOING:
+                # A new producer instance: fence the old one and abort what it left open (Kafka's epoch fence).
+                _log.info(
+                    "transactional id %r re-initialized with a transaction open: aborting it",
+                    transactional_id,
+                )
+                if not self._fence_and_abort(meta):
+                    return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+            self._bump_epoch(meta)
+            meta.timeout_ms = timeout_ms
+            meta.start_ms = -1
+            self._transition(meta, TxnState.EMPTY, set())
+            return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        except (PylogError, OSError) as exc:
+            _log.error("InitProducerId for %r failed to write the transaction log: %s", transactional_id, exc)
+            return InitResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def _bump_epoch(self, meta: TransactionMetadata) -> None:
+        if meta.producer_epoch >= MAX_PRODUCER_EPOCH:
+            meta.producer_id = self._next_producer_id()
+            meta.producer_epoch = 0
+        else:
+            meta.producer_epoch += 1
+
+    def _fence_and_abort(self, meta: TransactionMetadata) -> bool:
+        """Bump the epoch of an Ongoing transaction and abort it with markers at the new epoch."""
+        meta.transition(TxnState.PREPARE_EPOCH_FENCE)  # in memory only, as Kafka
+        self._bump_epoch(meta)
+        self._transition(meta, TxnState.PREPARE_ABORT)
+        return self._complete(meta)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> ErrorCode:
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if meta.in_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        code = self._check_producer(transactional_id, producer_id, epoch)
+        if code != ErrorCode.NONE:
+            return dict.fromkeys(partitions, code)
+        unknown = [tp for tp in partitions if not self._topic_exists(tp[0])]
+        if unknown:
+            return {
+                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if tp in unknown
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions
+            }
+        code = self._join(self._txns[transactional_id], set(partitions))
+        return dict.fromkeys(partitions, code)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
+        code = self._check_producer(transactional_id, producer_id, epoch)
+        if code != ErrorCode.NONE:
+            return code
+        return self._join(self._txns[transactional_id], set())
+
+    def _join(self, meta: TransactionMetadata, partitions: set[tuple[str, int]]) -> ErrorCode:
+        if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
+            return ErrorCode.NONE
+        try:
+            if meta.state != TxnState.ONGOING:
+                meta.start_ms = self._now_ms()
+            self._transition(meta, TxnState.ONGOING, meta.partitions | partitions)
+        except (PylogError, OSError) as exc:
+            _log.error("transaction log write for %r failed: %s", meta.transactional_id, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    # -- EndTxn ----------------------------------------------------------------------------------------------------
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if meta.state == TxnState.ONGOING:
+            try:
+                self._transition(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+            except (PylogError, OSError) as exc:
+                _log.error("EndTxn for %r failed to write the transaction log: %s", transactional_id, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            self._complete(meta)  # markers not written now are retried by the periodic task
+            return ErrorCode.NONE
+        if meta.in_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if meta.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            return ErrorCode.NONE  # a retry of the end that completed
+        return ErrorCode.INVALID_TXN_STATE
+
+    def _complete(self, meta: TransactionMetadata) -> bool:
+        """Write the markers of a Prepare state, then log the Complete state; False when markers remain."""
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        partitions = sorted(meta.partitions)
+        if partitions:
+            results = self._write_markers(
+                meta.producer_id,
+                meta.producer_epoch,
+                self.coordinator_epoch,
+                CONTROL_COMMIT if commit else CONTROL_ABORT,
+                partitions,
+            )
+            failed = {}
+            for tp in partitions:
+                code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    _log.warning(
+                        "transactional id %r: %s-%d no longer exists; its %s marker is dropped",
+                        meta.transactional_id,
+                        tp[0],
+                        tp[1],
+                        "COMMIT" if commit else "ABORT",
+                    )
+                elif code != ErrorCode.NONE:
+                    failed[tp] = code
+            if failed:
+                _log.warning(
+                    "transactional id %r: %s markers not written to %s; retried by the periodic check",
+                    meta.transactional_id,
+                    "COMMIT" if commit else "ABORT",
+                    ", ".join(f"{t}-{p} ({ErrorCode(c).name})" for (t, p), c in failed.items()),
+                )
+                return False
+        try:
+            self._transition(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, set())
+        except (PylogError, OSError) as exc:
+            _log.warning(
+                "transactional id %r: completion not logged (%s); retried", meta.transactional_id, exc
+            )
+            return False
+        return True
+
+    # -- periodic tasks ----------------------------------------------------------------------------------------------
+
+    def abort_timed_out(self) -> int:
+        """Abort Ongoing transactions past their timeout; finish Prepare states whose markers failed."""
+        now = self._now_ms()
+        aborted = 0
+        for meta in list(self._txns.values()):
+            if meta.in_prepare:
+                self._complete(meta)
+            elif meta.state == TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now:
+                _log.info(
+                    "transactional id %r: transaction open since %d ms exceeded transaction.timeout.ms=%d; "
+                    "fencing producer %d epoch %d and aborting",
+                    meta.transactional_id,
+                    now - meta.start_ms,
+                    meta.timeout_ms,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                )
+                try:
+                    self._fence_and_abort(meta)
+                except (PylogError, OSError) as exc:
+                    _log.error("abort of %r failed: %s", meta.transactional_id, exc)
+                    continue
+                aborted += 1
+        return aborted
+
+    def expire_transactional_ids(self) -> int:
+        """Remove ids idle for ``transactional.id.expiration.ms`` with no open transaction (tombstones)."""
+        now = self._now_ms()
+        expired = 0
+        for tid, meta in list(self._txns.items()):
+            if meta.completed and now - meta.last_update_ms >= self.config.transactional_id_expiration_ms:
+                try:
+                    self._append(tid, None, now)
+                except (PylogError, OSError) as exc:
+                    _log.error("expiration of transactional id %r not logged: %s", tid, exc)
+                    continue
+                meta.state = TxnState.DEAD
+                del self._txns[tid]
+                expired += 1
+        if expired:
+            _log.info("expired %d transactional id(s)", expired)
+        return expired

@@ -1,0 +1,44 @@
+"""AddPartitionsToTxn (key 24, v0-3): a transactional producer adds partitions to its open transaction.
+
+Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
+TransactionCoordinator.add_partitions`, which holds the rules), encodes one error per partition. v4+ (the
+KIP-890 broker-to-coordinator batch and verification) is not advertised. Without a coordinator (a cluster, for
+now) every partition gets COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, add_partitions_to_txn
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = add_partitions_to_txn.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    partitions = [(t["Name"], p) for t in body["V3AndBelowTopics"] for p in t["Partitions"]]
+    coordinator = ctx.txn_coordinator
+    if coordinator is None:
+        results = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        if any(ctx.topics.partition_count(t) is None for t, _ in partitions):
+            ctx.refresh_cluster()
+        results = coordinator.add_partitions(
+            body["V3AndBelowTransactionalId"],
+            body["V3AndBelowProducerId"],
+            body["V3AndBelowProducerEpoch"],
+            partitions,
+        )
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), code in results.items():
+        topics.setdefault(topic, []).append({"PartitionIndex": partition, "PartitionErrorCode": code})
+    return {
+        "ThrottleTimeMs": 0,
+        "ResultsByTopicV3AndBelow": [{"Name": t, "ResultsByPartition": ps} for t, ps in topics.items()],
+    }

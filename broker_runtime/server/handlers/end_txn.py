@@ -1,0 +1,31 @@
+"""EndTxn (key 26, v0-4): commit or abort a producer's transaction.
+
+Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
+TransactionCoordinator.end_txn`: PrepareX logged, markers written, CompleteX logged, all before the answer on
+one node), encodes its error. v5 (transaction version 2, an epoch bump per transaction) is not advertised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, end_txn
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = end_txn.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.txn_coordinator
+    if coordinator is None:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        code = coordinator.end_txn(
+            body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["Committed"]
+        )
+    return {"ThrottleTimeMs": 0, "ErrorCode": code}
