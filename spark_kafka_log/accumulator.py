@@ -64,6 +64,8 @@ class SealedBatch:
     base_sequence: int
     sealed_at: float
     attempts: int = 0
+    #: Why the last attempt failed (named when the delivery timeout runs out).
+    last_error: str | None = None
 
 
 @dataclass

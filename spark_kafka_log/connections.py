@@ -23,24 +23,36 @@ _WRITER_MIN_VERSIONS: dict[int, int] = {ApiKey.METADATA: 4}
 
 
 def reader_client(bootstrap_servers: str, options: ReaderOptions) -> KafkaClient:
-    """The reader's client (``kafka.client.id``, ``kafka.request.timeout.ms``); never auto-creates a topic."""
+    """The reader's client (``kafka.client.id``, ``kafka.request.timeout.ms``); never auto-creates a topic.
+
+    Leader moves (failover) are retried for ``kafka.default.api.timeout.ms`` per call, ``kafka.retry.backoff.ms``
+    apart."""
     return KafkaClient(
         bootstrap_servers,
         client_id=options.client_id,
         request_timeout_ms=options.request_timeout_ms,
+        retry_backoff_ms=options.retry_backoff_ms,
+        retry_timeout_ms=options.default_api_timeout_ms,
         min_versions=_READER_MIN_VERSIONS,
     )
 
 
 def writer_client(
-    bootstrap_servers: str, *, client_id: str, request_timeout_ms: int, retry_backoff_ms: int = 100
+    bootstrap_servers: str,
+    *,
+    client_id: str,
+    request_timeout_ms: int,
+    retry_backoff_ms: int = 100,
+    retry_timeout_ms: int | None = None,
 ) -> KafkaClient:
-    """The writer's client (driver check or executor task)."""
+    """The writer's client (driver check or executor task); an executor's retries leader moves of its offset
+    lookups within ``retry_timeout_ms`` (the task's delivery timeout)."""
     return KafkaClient(
         bootstrap_servers,
         client_id=client_id,
         request_timeout_ms=request_timeout_ms,
         retry_backoff_ms=retry_backoff_ms,
+        retry_timeout_ms=retry_timeout_ms,
         min_versions=_WRITER_MIN_VERSIONS,
     )
 

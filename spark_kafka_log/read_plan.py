@@ -18,6 +18,12 @@ Steps (Spark's Kafka source rules for batch queries):
    (``maxRecordsPerPartition``), then honour ``minPartitions``.
 
 A range is ``(topic, partition, start, end)`` with ``start <= end``, end exclusive.
+
+Transport per task: a partition with more than one replica is never read from local segment files (its task
+gets no log dirs, so ``pylog.transport=auto`` fetches it from the leader, with a WARNING when log dirs were
+given; ``local`` fails on the driver naming the partitions): a replica's files may be behind the leader or,
+for a replica that left the ISR (an old leader that died), hold records that were never committed, and
+nothing in the files tells which replica they are.
 """
 
 from __future__ import annotations
@@ -68,13 +74,44 @@ def plan_input_partitions(options: ReaderOptions, pushed: PushedFilters) -> list
     client = reader_client(bootstrap, options)
     try:
         ranges = plan_ranges(client, options, pushed)
+        log_dirs = options.effective_log_dirs()
+        replicated = _replicated(client, {(t, p) for t, p, s, e in ranges if e > s}) if log_dirs else {}
     finally:
         client.close()
-    log_dirs = options.effective_log_dirs()
+    if replicated:
+        names = ", ".join(f"{t}-{p} ({n} replicas)" for (t, p), n in sorted(replicated.items()))
+        why = (
+            "a replica's segment files may be behind the leader, or (a replica that was out of the ISR, e.g. "
+            "an old leader that died) hold records that were never committed, and the files do not say which"
+        )
+        if options.transport == "local":
+            raise ConfigError(
+                f"option 'pylog.transport' is 'local' but {names} are replicated: {why}; use "
+                "pylog.transport=auto or fetch to read them from their leaders"
+            )
+        log.warning(
+            "pylog reader: reading %s by Fetch from their leaders, not from the segment files under %s: %s",
+            names,
+            list(log_dirs),
+            why,
+        )
     return [
-        PylogInputPartition(t, p, s, e, bootstrap, log_dirs)
+        PylogInputPartition(t, p, s, e, bootstrap, () if (t, p) in replicated else log_dirs)
         for t, p, s, e in split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     ]
+
+
+def _replicated(client: KafkaClient, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+    """The partitions of ``tps`` with more than one replica -> their replica count (from the metadata)."""
+    if not tps:
+        return {}
+    md = client.metadata(sorted({t for t, _ in tps}), allow_auto_create=False)
+    out: dict[TopicPartition, int] = {}
+    for t, p in tps:
+        pm = md.topics[t].partitions.get(p) if t in md.topics else None
+        if pm is not None and len(pm.replicas) > 1:
+            out[(t, p)] = len(pm.replicas)
+    return out
 
 
 def _partitions_by_topic(client: KafkaClient, topics: list[str] | None) -> dict[str, list[int] | None]:

@@ -8,13 +8,21 @@ Transports (``pylog.transport``), behind one loop that decodes chunks of whole r
 * ``local`` -- the direct segment scan of :mod:`spark_kafka_log.local_scan`: segment by base offset, seek
   through the ``.index``, read whole batches, read-only. Used by ``auto`` whenever the partition's directory
   exists under the log dirs (``pylog.logDirs``, or ``<pylog.dataDir>/logs`` for the embedded broker). If the
-  files end before the range does, or a segment vanishes (retention), the rest is fetched.
+  files end before the range does, or a segment vanishes (retention), the rest is fetched. Replicated
+  partitions are planned without log dirs (:mod:`spark_kafka_log.read_plan`): they are always fetched.
 * ``fetch`` -- Kafka Fetch requests over TCP to any Kafka-protocol broker.
 
 Both hand the same bytes to the same vectorized decoder
 (:func:`broker_runtime.protocol.arrow_records.decode_batches`; no Python loop per record), so they give identical
 rows with exactly the Arrow schema PySpark derives from the Spark schema. Control batches and records outside
 [start, end) are dropped by the decoder; every codec is decoded.
+
+Leader failover during the read (Fetch): the client retries a partition whose leader moved, is unknown or
+cannot be reached, refreshing the metadata from any live broker, for ``kafka.default.api.timeout.ms`` per
+call (``kafka.retry.backoff.ms`` apart), then fails naming topic, partition, offset and the last error. A
+new leader's high watermark may lag the old one's for a moment (it learns it from its followers' fetches):
+when it is below the offsets still needed, the task waits up to the same budget for it before treating
+those offsets as lost.
 
 Data loss during the read (offsets that left the log, a log that ends early): with ``failOnDataLoss=true``
 :class:`~broker_runtime.errors.DataLossError` names topic, partition and range; with ``false`` the lost offsets
@@ -30,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -127,16 +136,25 @@ def _fetch_chunks(
     end = part.end
     max_bytes = options.max_partition_fetch_bytes
     empty = 0
+    #: Since when the leader's high watermark has stayed below the offset still needed (None: it has not).
+    hw_behind_since: float | None = None
     client = reader_client(part.bootstrap, options)
     try:
         while next_offset < end:
-            result = client.fetch(
-                {tp: next_offset},
-                max_bytes=max(options.fetch_max_bytes, max_bytes),
-                partition_max_bytes=max_bytes,
-                max_wait_ms=100,
-                min_bytes=1,
-            )[tp]
+            try:
+                result = client.fetch(
+                    {tp: next_offset},
+                    max_bytes=max(options.fetch_max_bytes, max_bytes),
+                    partition_max_bytes=max_bytes,
+                    max_wait_ms=100,
+                    min_bytes=1,
+                )[tp]
+            except KafkaError as exc:  # the leader stayed unreachable for kafka.default.api.timeout.ms
+                raise KafkaError(
+                    exc.code,
+                    f"fetching topic {part.topic!r} partition {part.partition} at offset {next_offset} failed: "
+                    f"{exc}",
+                ) from exc
             error = result.error
             if error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 next_offset = _lost(options, part, next_offset, client)
@@ -144,13 +162,26 @@ def _fetch_chunks(
             if error:
                 raise KafkaError(
                     error,
-                    f"fetching topic {part.topic!r} partition {part.partition} at offset {next_offset} failed",
+                    f"fetching topic {part.topic!r} partition {part.partition} at offset {next_offset} failed"
+                    + (
+                        f" (kafka.default.api.timeout.ms={options.default_api_timeout_ms} spent retrying)"
+                        if KafkaError(error).retriable
+                        else ""
+                    ),
                 )
             records = result.records or b""
             spans = iter_batch_spans(records) if records else []
             if not spans:
                 hw = result.high_watermark
                 if hw <= next_offset:
+                    # A leader elected after the range was planned learns the high watermark from its
+                    # followers' next fetches, so it may briefly be lower than the old leader's: wait for it
+                    # within the retry budget before calling the missing offsets lost.
+                    now = time.monotonic()
+                    hw_behind_since = now if hw_behind_since is None else hw_behind_since
+                    if (now - hw_behind_since) * 1000 < options.default_api_timeout_ms:
+                        time.sleep(options.retry_backoff_ms / 1000)
+                        continue
                     next_offset = _lost(options, part, next_offset, client, high_watermark=hw)
                     continue
                 if records:
@@ -167,6 +198,7 @@ def _fetch_chunks(
                 empty += 1  # only batches before the offset asked for: no progress
                 continue
             empty = 0
+            hw_behind_since = None
             stats.batches += len(spans)
             stats.bytes += last_pos + last.size
             yield memoryview(records)[: last_pos + last.size], next_offset

@@ -23,7 +23,9 @@ Option families (as Spark's Kafka source, batch queries):
 * ``kafka.bootstrap.servers``; absent = the embedded broker of ``pylog.dataDir`` (``$PYLOG_DATA_DIR``,
   ``./pylog-data``), exactly as the writer resolves it. Other ``kafka.*`` consumer settings understood:
   ``client.id``, ``request.timeout.ms``, ``max.partition.fetch.bytes``, ``fetch.max.bytes``,
-  ``check.crcs``; ``group.id`` is accepted and ignored (batch reads use no consumer group). Any other
+  ``check.crcs``, ``default.api.timeout.ms`` (how long one metadata / offset / fetch call keeps retrying
+  while a partition's leader moves or its leader's connection fails, default 60000) and ``retry.backoff.ms``
+  (100); ``group.id`` is accepted and ignored (batch reads use no consumer group). Any other
   ``kafka.*`` key is an error (pylog speaks plaintext only: ``kafka.security.protocol`` cannot be honoured);
 * ``pylog.transport``: ``auto`` (default: scan segment files directly when the partition's directory is on
   the executor's machine, else Fetch over TCP), ``fetch`` or ``local`` (direct scan, an error when the
@@ -68,6 +70,8 @@ _KAFKA_KEYS = (
     "fetch.max.bytes",
     "check.crcs",
     "group.id",
+    "default.api.timeout.ms",
+    "retry.backoff.ms",
 )
 _PYLOG_KEYS = ("pylog.datadir", "pylog.transport", "pylog.logdirs", "pylog.metricsdir")
 _TRANSPORTS = ("auto", "fetch", "local")
@@ -117,6 +121,8 @@ class ReaderOptions:
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_bytes: int = 64 * 1024 * 1024
     check_crcs: bool = True
+    default_api_timeout_ms: int = 60000
+    retry_backoff_ms: int = 100
 
     @property
     def embedded(self) -> bool:
@@ -324,4 +330,6 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
         max_partition_fetch_bytes=int_option(opts, "kafka.max.partition.fetch.bytes", 8 * 1024 * 1024, 1024),
         fetch_max_bytes=int_option(opts, "kafka.fetch.max.bytes", 64 * 1024 * 1024, 1024),
         check_crcs=bool_option(opts, "kafka.check.crcs", True),
+        default_api_timeout_ms=int_option(opts, "kafka.default.api.timeout.ms", 60000, 1),
+        retry_backoff_ms=int_option(opts, "kafka.retry.backoff.ms", 100, 0),
     )

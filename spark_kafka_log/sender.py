@@ -21,8 +21,21 @@ batches are resent in sequence order only once nothing of it is in flight any mo
 sequences in order. OUT_OF_ORDER_SEQUENCE_NUMBER after an earlier failure of the partition is the consequence
 of that gap and is retried like the failure itself.
 
+Leader failover: an answer meaning stale metadata (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR) or a broken
+connection (refused or reset by a dead leader, or no answer within request.timeout.ms) requeues the batches
+and refreshes the leaders from any live broker the client knows (see :mod:`broker_runtime.client.client`);
+other retriable answers (NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...) are resent to the same leader. The
+first such answer per partition is logged at WARNING. Sequence numbers are fixed when a batch is sealed, so
+a batch resent to the new leader carries its original producer id, epoch and sequence: when the old leader
+had replicated it, the new leader holds that producer state and answers it as a duplicate (with its original
+offset, or DUPLICATE_SEQUENCE_NUMBER), else it is appended in its place in the sequence.
+
 Delivery bound: a batch not acknowledged within delivery.timeout.ms of being sealed, or after ``retries``
-resends, fails the task with the last error. A task succeeds only when every sealed batch was acknowledged
+resends, fails the task with the last error it saw (``... last error: NOT_ENOUGH_REPLICAS (19): ...``),
+naming topic and partition. A partition that stays leaderless or under min.insync.replicas therefore fails
+the task after delivery.timeout.ms, never silently and never later than that plus one request.timeout.ms
+(a request already sent is awaited). A task succeeds only when every sealed batch was acknowledged
 (acks=0: written to the socket).
 
 Transactions are not here yet; a transactional sender would add each partition to the transaction before its
@@ -51,8 +64,16 @@ __all__ = ["Sender"]
 
 log = logging.getLogger("spark_kafka_log.producer")
 
+#: Answers meaning the metadata is stale (Kafka's InvalidMetadataException family): refresh before resending.
 _REFRESH_ON = frozenset(
-    {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE}
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
 )
 
 
@@ -68,6 +89,8 @@ class _PartitionSendState:
     in_flight: int = 0
     retry: list[SealedBatch] = field(default_factory=list)
     blocked_until: float = 0.0
+    #: Error codes already logged since the partition's last acknowledgement (one WARNING each).
+    warned: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -186,7 +209,9 @@ class Sender:
                 raise ProduceFailedError(
                     f"writing to topic {q.topic!r} partition {q.partition} failed: no leader: {exc}"
                 ) from exc
-            self._check_deadline(q.ready[0], f"no leader: {exc}")
+            for batch in q.ready:
+                batch.last_error = f"no leader: {exc}"
+            self._check_deadline(q.ready[0], None)
             self._part((q.topic, q.partition)).blocked_until = (
                 time.monotonic() + self._opts.retry_backoff_ms / 1000.0
             )
@@ -268,6 +293,7 @@ class Sender:
             code, base_offset, message = result.error, result.base_offset, result.error_message or ""
             if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                 st.in_flight -= 1
+                st.warned.clear()
                 self._acc.stats[tp].add(
                     base_offset if code == ErrorCode.NONE else -1, batch.count, len(batch.data)
                 )
@@ -280,6 +306,17 @@ class Sender:
             ):
                 # OUT_OF_ORDER after an earlier batch of the partition failed is the consequence of that
                 # gap, not a lost record: resend in order.
+                if int(code) not in st.warned:
+                    st.warned.add(int(code))
+                    log.warning(
+                        "pylog producer: topic %r partition %d answered %s; resending after "
+                        "kafka.retry.backoff.ms=%d until kafka.delivery.timeout.ms=%d",
+                        tp[0],
+                        tp[1],
+                        err,
+                        self._opts.retry_backoff_ms,
+                        self._opts.delivery_timeout_ms,
+                    )
                 self._retry_later(tp, batch, str(err))
                 refresh = refresh or code in _REFRESH_ON
                 continue
@@ -296,6 +333,7 @@ class Sender:
     def _retry_later(self, tp: TopicPartition, batch: SealedBatch, reason: str) -> None:
         st = self._part(tp)
         st.in_flight -= 1
+        batch.last_error = reason
         self._check_deadline(batch, reason)
         if batch.attempts > self._opts.retries:
             raise ProduceFailedError(
@@ -315,6 +353,7 @@ class Sender:
             st.retry = []
 
     def _check_deadline(self, batch: SealedBatch, reason: str | None) -> None:
+        reason = reason or batch.last_error
         waited = time.monotonic() - batch.sealed_at
         if waited * 1000.0 > self._opts.delivery_timeout_ms:
             raise ProduceFailedError(

@@ -4,12 +4,24 @@ Used by the Spark connector (driver and executors), the CLI tools and the tests,
 real Kafka cluster. One blocking :class:`~broker_runtime.client.connection.BrokerConnection` per broker,
 opened on first use; versions are negotiated per connection through ApiVersions.
 
-Routing: :meth:`KafkaClient.metadata` refreshes the cached cluster view (brokers, partition leaders;
-never auto-creating a topic unless asked to); :meth:`KafkaClient.partitions_for` waits for a topic's
-partitions (e.g. while the broker auto-creates it);
-partition-addressed calls (:meth:`list_offsets`, :meth:`fetch`) group their partitions by leader and retry
-once after a metadata refresh when a leader moved or is unknown. :meth:`produce` is addressed to a node by
-the caller (``leader_for``), because producers batch per leader anyway.
+Routing: :meth:`KafkaClient.metadata` refreshes the cached cluster view (brokers, partition leaders and
+their leader epochs; never auto-creating a topic unless asked to). It asks any live broker it knows: open
+connections first, then the brokers of the last metadata, then the bootstrap servers, with brokers whose
+connection failed recently last; a broker that cannot be reached (refused, reset, timed out) is skipped for
+the next one, so a dead bootstrap server is not fatal while another one answers. A broker that leaves the
+metadata (a fenced node) takes its connection and its cached leaderships with it.
+:meth:`KafkaClient.partitions_for` waits for a topic's partitions (e.g. while the broker auto-creates it).
+
+Leader failover: partition-addressed calls (:meth:`list_offsets`, :meth:`fetch`) group their partitions by
+leader, send the leader epoch of the cached metadata as ``CurrentLeaderEpoch`` (Fetch v9+, ListOffsets v4+;
+-1 while unknown, which every broker accepts), and retry the partitions whose leader moved or is unknown
+(NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH,
+UNKNOWN_LEADER_EPOCH) or whose leader's connection failed, after a metadata refresh and ``retry_backoff_ms``.
+The retry budget is ``retry_timeout_ms`` when given (retry until that much time has passed since the call
+began), else ``retries`` attempts. When it runs out, the last error is raised (or, for :meth:`fetch`,
+per-partition codes are returned) naming the partition, the attempts and the time spent.
+:meth:`produce` is addressed to a node by the caller (``leader_for``), because producers batch per leader
+anyway; they refresh (:meth:`metadata`) and retry under their own policy.
 
 Errors: a non-zero error code where a call has no per-partition result to carry it becomes
 ``KafkaError(code, "<what> topic t partition 3 ...")``; :meth:`fetch` and :meth:`produce` return the codes per
@@ -33,9 +45,10 @@ Not thread-safe: use one client per thread (it is cheap; connections are lazy).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,6 +201,7 @@ class KafkaClient:
         request_timeout_ms: int = 30000,
         retries: int = 3,
         retry_backoff_ms: int = 100,
+        retry_timeout_ms: int | None = None,
         min_versions: Mapping[int, int] | None = None,
     ) -> None:
         servers = (
@@ -200,12 +214,18 @@ class KafkaClient:
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
+        #: With a value: partition-addressed calls retry leader moves for this long (``retries`` is ignored).
+        self.retry_timeout_ms = retry_timeout_ms
         #: api key -> the lowest version this client accepts (a broker offering less is refused).
         self.min_versions = {**_DEFAULT_MIN_VERSIONS, **(min_versions or {})}
         self._bootstrap_conn: BrokerConnection | None = None
         self._conns: dict[int, BrokerConnection] = {}
         self._brokers: dict[int, BrokerMetadata] = {}
         self._leaders: dict[TopicPartition, int] = {}
+        #: The leader epoch of each cached leader (sent as CurrentLeaderEpoch).
+        self._leader_epochs: dict[TopicPartition, int] = {}
+        #: ``host:port`` -> when its connection last failed; such brokers are asked for metadata last.
+        self._suspects: dict[str, float] = {}
         self._controller_id = -1
         self._closed = False
 
@@ -241,30 +261,78 @@ class KafkaClient:
             min_versions=self.min_versions,
         )
 
-    def _any_conn(self) -> BrokerConnection:
-        """A connected broker: an open node connection, else the bootstrap servers in turn."""
-        for conn in self._conns.values():
-            if conn.connected:
-                return conn
-        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
-            return self._bootstrap_conn
-        failures: list[BrokerConnectionError] = []
-        candidates = [(b.host, b.port) for b in self._brokers.values()] + self._bootstrap
-        for host, port in candidates:
-            conn = self._new_conn(host, port, None)
-            try:
-                conn.connect()
-            except BrokerConnectionError as e:
-                failures.append(e)
+    def _candidates(self) -> Iterator[BrokerConnection]:
+        """Connections to ask a cluster-wide question, best first (see the module docstring); not connected yet
+        unless they already were. Each address is offered once."""
+        offered: set[str] = set()
+        open_conns = [
+            c for c in (*self._conns.values(), self._bootstrap_conn) if c is not None and c.connected
+        ]
+        for conn in sorted(open_conns, key=lambda c: self._suspects.get(c.address, 0.0)):
+            if conn.address not in offered:
+                offered.add(conn.address)
+                yield conn
+        known: list[tuple[str, int, int | None]] = [
+            (b.host, b.port, node_id) for node_id, b in self._brokers.items()
+        ]
+        known += [(host, port, None) for host, port in self._bootstrap]
+        known.sort(key=lambda k: self._suspects.get(f"{k[0]}:{k[1]}", 0.0))  # stable: unsuspected first
+        for host, port, node_id in known:
+            address = f"{host}:{port}"
+            if address in offered:
                 continue
-            self._bootstrap_conn = conn
-            return conn
+            offered.add(address)
+            if node_id is not None:
+                node_conn = self._conns.get(node_id)
+                if node_conn is None:
+                    node_conn = self._conns[node_id] = self._new_conn(host, port, node_id)
+                yield node_conn
+            else:
+                conn = self._new_conn(host, port, None)
+                if self._bootstrap_conn is not None:
+                    self._bootstrap_conn.close()
+                self._bootstrap_conn = conn
+                yield conn
+
+    def _unreachable(self, failures: list[BrokerConnectionError]) -> BrokerConnectionError:
         if len(failures) == 1:
-            raise failures[0]
-        raise BrokerConnectionError(
+            return failures[0]
+        return BrokerConnectionError(
             ",".join(f"{h}:{p}" for h, p in self._bootstrap),
             "no broker reachable: " + "; ".join(f"{e.address} {e.detail}" for e in failures),
         )
+
+    def _note_failure(self, address: str) -> None:
+        self._suspects[address] = time.monotonic()
+
+    def _any_conn(self) -> BrokerConnection:
+        """A connected broker: the first of :meth:`_candidates` that connects."""
+        failures: list[BrokerConnectionError] = []
+        for conn in self._candidates():
+            try:
+                conn.connect()
+            except BrokerConnectionError as e:
+                self._note_failure(conn.address)
+                failures.append(e)
+                continue
+            return conn
+        raise self._unreachable(failures)
+
+    def _request_any(self, api_key: int, body: Callable[[int], Mapping[str, Any]]) -> dict[str, Any]:
+        """Send a cluster-wide request (``body`` built for the negotiated version) to the first broker of
+        :meth:`_candidates` that answers; a broker whose connection fails meanwhile is skipped."""
+        failures: list[BrokerConnectionError] = []
+        for conn in self._candidates():
+            try:
+                _, answer = conn.request(api_key, body(conn.version_for(api_key)))
+            except BrokerConnectionError as e:
+                conn.close()
+                self._note_failure(conn.address)
+                failures.append(e)
+                continue
+            self._suspects.pop(conn.address, None)
+            return answer
+        raise self._unreachable(failures)
 
     def _conn(self, node_id: int | None) -> BrokerConnection:
         if node_id is None:
@@ -288,11 +356,13 @@ class KafkaClient:
         """Close the connection to ``node_id`` (no-op when there is none); the next call reconnects.
 
         Requests in flight on it are lost: polling their :class:`InFlight` handles raises
-        :class:`BrokerConnectionError` (answers read before the close are still returned).
+        :class:`BrokerConnectionError` (answers read before the close are still returned). The broker is
+        asked for metadata after the others until it answers again (callers disconnect a failed broker).
         """
         conn = self._conns.get(node_id)
         if conn is not None:
             conn.close()
+            self._note_failure(conn.address)
 
     def api_versions(self, node: int | None = None) -> dict[int, tuple[int, int]]:
         """The broker's advertised version ranges (api key -> (min, max)); the client speaks
@@ -306,23 +376,22 @@ class KafkaClient:
 
     def metadata(self, topics: list[str] | None = None, allow_auto_create: bool = False) -> ClusterMetadata:
         """Fetch cluster metadata for ``topics`` (``None`` = all topics) and refresh the leader cache."""
-        conn = self._any_conn()
-        version = conn.version_for(ApiKey.METADATA)
-        if topics is None:
-            wanted: list[dict[str, Any]] | None = [] if version == 0 else None
-        else:
-            if version == 0 and not topics:
-                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Metadata v0 cannot ask for no topics")
-            wanted = [{"Name": t} for t in topics]
-        _, body = conn.request(
-            ApiKey.METADATA,
-            {
+
+        def request(version: int) -> dict[str, Any]:
+            if topics is None:
+                wanted: list[dict[str, Any]] | None = [] if version == 0 else None
+            else:
+                if version == 0 and not topics:
+                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Metadata v0 cannot ask for no topics")
+                wanted = [{"Name": t} for t in topics]
+            return {
                 "Topics": wanted,
                 "AllowAutoTopicCreation": allow_auto_create,
                 "IncludeClusterAuthorizedOperations": False,
                 "IncludeTopicAuthorizedOperations": False,
-            },
-        )
+            }
+
+        body = self._request_any(ApiKey.METADATA, request)
         brokers = {
             b["NodeId"]: BrokerMetadata(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"]
         }
@@ -344,8 +413,9 @@ class KafkaClient:
                 partitions[pm.partition] = pm
                 if pm.leader >= 0:
                     self._leaders[(name, pm.partition)] = pm.leader
+                    self._leader_epochs[(name, pm.partition)] = pm.leader_epoch
                 else:
-                    self._leaders.pop((name, pm.partition), None)
+                    self._forget_leader((name, pm.partition))
             result_topics[name] = TopicMetadata(name, t["ErrorCode"], t["IsInternal"], partitions)
         self._update_brokers(brokers)
         self._controller_id = body["ControllerId"]
@@ -357,7 +427,15 @@ class KafkaClient:
             if b is None or (b.host, b.port) != (conn.host, conn.port):
                 conn.close()
                 del self._conns[node_id]
+        # A broker gone from the metadata (fenced, dead) leads nothing any more, whatever the cache says.
+        for tp, node_id in list(self._leaders.items()):
+            if node_id not in brokers:
+                self._forget_leader(tp)
         self._brokers = brokers
+
+    def _forget_leader(self, tp: TopicPartition) -> None:
+        self._leaders.pop(tp, None)
+        self._leader_epochs.pop(tp, None)
 
     def partitions_for(
         self, topic: str, *, allow_auto_create: bool = False, timeout_ms: int | None = None
@@ -404,10 +482,24 @@ class KafkaClient:
             )
         return p.leader
 
-    def _group_by_leader(self, keys: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+    def leader_epoch_for(self, topic: str, partition: int) -> int:
+        """The leader epoch of the cached metadata for ``topic``/``partition``; -1 when unknown."""
+        return self._leader_epochs.get((topic, partition), -1)
+
+    def _group_by_leader(
+        self, keys: Iterable[TopicPartition], retry: _Retry
+    ) -> dict[int, list[TopicPartition]]:
+        """Partitions by leader; a partition without a leader now (retriable) is left to ``retry``."""
         groups: dict[int, list[TopicPartition]] = {}
         for tp in keys:
-            groups.setdefault(self.leader_for(*tp), []).append(tp)
+            try:
+                leader = self.leader_for(*tp)
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                retry.later(tp, e)
+                continue
+            groups.setdefault(leader, []).append(tp)
         return groups
 
     def _backoff(self) -> None:
@@ -556,29 +648,40 @@ class KafkaClient:
         """
         result: dict[TopicPartition, tuple[int, int]] = {}
         todo = dict(requests)
-        for attempt in range(self.retries + 1):
-            retry: dict[TopicPartition, int] = {}
-            last_error: KafkaError | None = None
-            for node, tps in self._group_by_leader(todo).items():
-                conn = self._conn(node)
-                version = conn.version_for(ApiKey.LIST_OFFSETS)
-                _, body = conn.request(
-                    ApiKey.LIST_OFFSETS,
-                    {
-                        "ReplicaId": CONSUMER_REPLICA_ID,
-                        "IsolationLevel": isolation_level,
-                        "Topics": [
-                            {
-                                "Name": topic,
-                                "Partitions": [
-                                    {"PartitionIndex": p, "Timestamp": ts, "MaxNumOffsets": 1}
-                                    for p, ts in parts
-                                ],
-                            }
-                            for topic, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
-                        ],
-                    },
-                )
+        budget = _Budget(self)
+        while True:
+            retry = _Retry()
+            for node, tps in self._group_by_leader(todo, retry).items():
+                try:
+                    conn = self._conn(node)
+                    version = conn.version_for(ApiKey.LIST_OFFSETS)
+                    _, body = conn.request(
+                        ApiKey.LIST_OFFSETS,
+                        {
+                            "ReplicaId": CONSUMER_REPLICA_ID,
+                            "IsolationLevel": isolation_level,
+                            "Topics": [
+                                {
+                                    "Name": topic,
+                                    "Partitions": [
+                                        {
+                                            "PartitionIndex": p,
+                                            "CurrentLeaderEpoch": self.leader_epoch_for(topic, p),
+                                            "Timestamp": ts,
+                                            "MaxNumOffsets": 1,
+                                        }
+                                        for p, ts in parts
+                                    ],
+                                }
+                                for topic, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
+                            ],
+                        },
+                    )
+                except KafkaError as e:
+                    if not _connection_failure(e):
+                        raise
+                    self._leader_failed(node, tps, e, retry)
+                    continue
                 for t in body["Topics"]:
                     for p in t["Partitions"]:
                         tp = (t["Name"], p["PartitionIndex"])
@@ -587,10 +690,9 @@ class KafkaClient:
                             err = KafkaError(
                                 code, f"list offsets topic {tp[0]} partition {tp[1]} timestamp {todo.get(tp)}"
                             )
-                            if code in _REFRESH_ERRORS and attempt < self.retries:
-                                retry[tp] = todo[tp]
-                                self._leaders.pop(tp, None)
-                                last_error = err
+                            if code in _REFRESH_ERRORS:
+                                self._forget_leader(tp)
+                                retry.later(tp, err)
                                 continue
                             raise err
                         if version == 0:
@@ -598,12 +700,12 @@ class KafkaClient:
                             result[tp] = (offsets[0] if offsets else -1, -1)
                         else:
                             result[tp] = (p["Offset"], p["Timestamp"])
-            if not retry:
+            if not retry.errors:
                 return result
-            todo = retry
-            self._backoff()
-        assert last_error is not None
-        raise last_error
+            if not budget.another_attempt():
+                raise budget.exhausted(retry, "list offsets")
+            todo = {tp: todo[tp] for tp in retry.errors}
+            self._refresh_for(todo)
 
     def fetch(
         self,
@@ -622,44 +724,52 @@ class KafkaClient:
         """
         results: dict[TopicPartition, FetchResult] = {}
         todo = dict(requests)
-        for attempt in range(self.retries + 1):
-            retry: dict[TopicPartition, int] = {}
-            for node, tps in self._group_by_leader(todo).items():
-                _, body = self._conn(node).request(
-                    ApiKey.FETCH,
-                    {
-                        "ReplicaId": CONSUMER_REPLICA_ID,
-                        "MaxWaitMs": max_wait_ms,
-                        "MinBytes": min_bytes,
-                        "MaxBytes": max_bytes,
-                        "IsolationLevel": isolation_level,
-                        "SessionId": 0,
-                        "SessionEpoch": -1,
-                        "Topics": [
-                            {
-                                "Topic": topic,
-                                "Partitions": [
-                                    {
-                                        "Partition": p,
-                                        "FetchOffset": offset,
-                                        "PartitionMaxBytes": partition_max_bytes,
-                                    }
-                                    for p, offset in parts
-                                ],
-                            }
-                            for topic, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
-                        ],
-                    },
-                )
+        budget = _Budget(self)
+        while True:
+            retry = _Retry()
+            for node, tps in self._group_by_leader(todo, retry).items():
+                try:
+                    _, body = self._conn(node).request(
+                        ApiKey.FETCH,
+                        {
+                            "ReplicaId": CONSUMER_REPLICA_ID,
+                            "MaxWaitMs": max_wait_ms,
+                            "MinBytes": min_bytes,
+                            "MaxBytes": max_bytes,
+                            "IsolationLevel": isolation_level,
+                            "SessionId": 0,
+                            "SessionEpoch": -1,
+                            "Topics": [
+                                {
+                                    "Topic": topic,
+                                    "Partitions": [
+                                        {
+                                            "Partition": p,
+                                            "CurrentLeaderEpoch": self.leader_epoch_for(topic, p),
+                                            "FetchOffset": offset,
+                                            "PartitionMaxBytes": partition_max_bytes,
+                                        }
+                                        for p, offset in parts
+                                    ],
+                                }
+                                for topic, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
+                            ],
+                        },
+                    )
+                except KafkaError as e:
+                    if not _connection_failure(e):
+                        raise
+                    self._leader_failed(node, tps, e, retry)
+                    continue
                 if body["ErrorCode"]:
                     raise KafkaError(body["ErrorCode"], f"fetch from node {node}")
                 for t in body["Responses"]:
                     for p in t["Partitions"]:
                         tp = (t["Topic"], p["PartitionIndex"])
                         code = p["ErrorCode"]
-                        if code in _REFRESH_ERRORS and attempt < self.retries:
-                            retry[tp] = todo[tp]
-                            self._leaders.pop(tp, None)
+                        if code in _REFRESH_ERRORS:
+                            self._forget_leader(tp)
+                            retry.later(tp, KafkaError(code, f"fetch topic {tp[0]} partition {tp[1]}"))
                             continue
                         aborted = p["AbortedTransactions"]
                         results[tp] = FetchResult(
@@ -673,11 +783,29 @@ class KafkaClient:
                             else [(a["ProducerId"], a["FirstOffset"]) for a in aborted],
                             p["PreferredReadReplica"],
                         )
-            if not retry:
+            if not retry.errors:
                 return results
-            todo = retry
-            self._backoff()
-        return results
+            if not budget.another_attempt():
+                if any(_connection_failure(failed) for failed in retry.errors.values()):
+                    raise budget.exhausted(retry, "fetch")
+                for tp, failed in retry.errors.items():  # leader errors: per partition, as documented
+                    results[tp] = FetchResult(int(failed.code), -1, -1, -1, None, None)
+                return results
+            todo = {tp: todo[tp] for tp in retry.errors}
+            self._refresh_for(todo)
+
+    def _leader_failed(self, node: int, tps: list[TopicPartition], exc: KafkaError, retry: _Retry) -> None:
+        """The connection to ``node`` failed while asking it about ``tps``: they are retried after a refresh."""
+        self.disconnect(node)
+        for tp in tps:
+            self._forget_leader(tp)
+            retry.later(tp, exc)
+
+    def _refresh_for(self, tps: Iterable[TopicPartition]) -> None:
+        """Back off, then reload the leaders of ``tps``' topics; a failing refresh is left to the next round."""
+        self._backoff()
+        with contextlib.suppress(KafkaError):
+            self.metadata(sorted({t for t, _ in tps}))
 
     # --- produce ---------------------------------------------------------------------------------------------
 
@@ -790,3 +918,50 @@ def _code(value: int) -> ErrorCode | int:
         return ErrorCode(value)
     except ValueError:
         return value
+
+
+def _connection_failure(exc: KafkaError) -> bool:
+    """The broker could not be reached or vanished mid-request (refused, reset, timed out, not in the metadata)."""
+    return isinstance(exc, BrokerConnectionError) or exc.code == ErrorCode.BROKER_NOT_AVAILABLE
+
+
+@dataclass
+class _Retry:
+    """The partitions of one round to try again, each with the error that sent it back."""
+
+    errors: dict[TopicPartition, KafkaError] = field(default_factory=dict)
+
+    def later(self, tp: TopicPartition, exc: KafkaError) -> None:
+        self.errors[tp] = exc
+
+
+class _Budget:
+    """How long a partition-addressed call keeps retrying (``retry_timeout_ms``, else ``retries`` attempts)."""
+
+    def __init__(self, client: KafkaClient) -> None:
+        self.started = time.monotonic()
+        self.attempts = 1
+        self.retries = client.retries
+        self.backoff_s = client.retry_backoff_ms / 1000
+        self.timeout_ms = client.retry_timeout_ms
+
+    def another_attempt(self) -> bool:
+        if self.timeout_ms is None:
+            more = self.attempts <= self.retries
+        else:
+            more = time.monotonic() + self.backoff_s < self.started + self.timeout_ms / 1000
+        if more:
+            self.attempts += 1
+        return more
+
+    def exhausted(self, retry: _Retry, what: str) -> KafkaError:
+        """The error to raise when the budget is spent: the last one, naming partitions and the time spent."""
+        tp, last = next(iter(retry.errors.items()))
+        spent = int((time.monotonic() - self.started) * 1000)
+        bound = f"retries={self.retries}" if self.timeout_ms is None else f"retry budget {self.timeout_ms} ms"
+        names = ", ".join(f"{t}-{p}" for t, p in sorted(retry.errors))
+        return KafkaError(
+            last.code,
+            f"{what} of {names} still failing after {self.attempts} attempt(s) in {spent} ms ({bound}); "
+            f"last error for {tp[0]}-{tp[1]}: {last}",
+        )
