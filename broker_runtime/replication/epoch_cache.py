@@ -17,6 +17,11 @@ Who writes: a leader calls :meth:`LeaderEpochCache.assign` with its epoch and lo
 leader; a follower calls it for every appended batch whose ``partitionLeaderEpoch`` is newer than the latest
 entry; a truncation calls :meth:`LeaderEpochCache.truncate_from_end`.
 
+Who reads: a follower sends :attr:`LeaderEpochCache.latest_epoch` as its fetches' LastFetchedEpoch; the leader
+checks it with :meth:`LeaderEpochCache.end_offset_for` (Fetch DivergingEpoch, OffsetForLeaderEpoch), and the
+follower compares the answer with its own ``end_offset_for`` to find where to truncate; ListOffsets answers
+the epoch of a found offset with :meth:`LeaderEpochCache.epoch_for_offset`.
+
 Thread-safety: used from the broker's event-loop thread only (no lock).
 """
 
@@ -62,6 +67,16 @@ class LeaderEpochCache:
             if e == epoch:
                 return start
         return None
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch the record at ``offset`` was written in: the latest entry starting at or below it (-1 when
+        none does, e.g. an offset below the first recorded epoch)."""
+        found = -1
+        for e, start in self._entries:
+            if start > offset:
+                break
+            found = e
+        return found
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for ``requested_epoch`` (Kafka's ``LeaderEpochFileCache.endOffsetFor``).

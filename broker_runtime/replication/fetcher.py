@@ -16,7 +16,10 @@ Loop, per leader::
               NONE                    append the batches with the leader's offsets, HW := min(LEO, leader HW)
               OFFSET_OUT_OF_RANGE     our LEO is above the leader's log end: truncate to the leader's HW;
                                       our LEO is below the leader's log start: truncate fully and start at
-                                      the leader's log start (Kafka's truncateFullyAndStartAt), fetch again
+                                      the leader's log start (Kafka's truncateFullyAndStartAt), fetch again;
+                                      otherwise (the leader knows no end for our last epoch) back off
+              FENCED_LEADER_EPOCH /   the leader's epoch and ours differ: back off (INFO) until the metadata
+              UNKNOWN_LEADER_EPOCH    poll gives this broker the leader's epoch or a new leader
               anything else           log it, keep the partition, back off replica.fetch.backoff.ms
 
 The fetch offset the leader sees *is* this follower's log end offset: that is how the leader learns follower
@@ -408,12 +411,28 @@ class ReplicaFetcher:
                     return True
                 return False
             _log.info(
-                "node %d: %s: fetch offset %d out of range (leader log start %d, HW %d); retrying",
+                "node %d: %s: fetch offset %d with last fetched epoch %d out of range (leader log start %d, "
+                "HW %d); retrying",
                 self._config.node_id,
                 name,
                 leo,
+                partition.last_fetched_epoch,
                 leader_start,
                 leader_hw,
+            )
+            return True
+        if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH):
+            # Our metadata and the leader's disagree on the epoch: fetching again before one of us learns the
+            # new metadata cannot succeed; the metadata poll moves this partition (or the leader catches up).
+            _log.info(
+                "node %d: leader %d answered %s for %s at our epoch %d; waiting for new metadata, retrying "
+                "in %d ms",
+                self._config.node_id,
+                self.leader_id,
+                ErrorCode(code).name,
+                name,
+                partition.leader_epoch,
+                self._config.backoff_ms,
             )
             return True
         _log.info(

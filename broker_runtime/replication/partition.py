@@ -27,6 +27,15 @@ Leader side::
   (True, NONE) if the ISR still has ``min.insync.replicas`` members, else (True,
   NOT_ENOUGH_REPLICAS_AFTER_APPEND); a non-leader answers (False, NOT_LEADER_OR_FOLLOWER).
 
+Leader epochs (KIP-101/279/320/595): a leader records (its epoch, its LEO) in the leader-epoch cache when it
+takes an epoch, and the log stamps that epoch into every batch it appends. Every request naming a
+CurrentLeaderEpoch is checked first (:meth:`Partition.check_leader_epoch`: older -> FENCED_LEADER_EPOCH, newer
+-> UNKNOWN_LEADER_EPOCH, then NOT_LEADER_OR_FOLLOWER on a non-leader). A fetch carrying the fetcher's
+LastFetchedEpoch is checked against the cache before anything is read (:meth:`Partition.validate_fetch`): if the
+leader's records of that epoch end below the fetch offset, or the leader never had that epoch, the answer is
+the leader's (epoch, end offset) as DivergingEpoch and the follower truncates
+(:meth:`Partition.truncation_offset`, :meth:`Partition.truncate_to`), repeating until the logs agree.
+
 Follower side: :meth:`Partition.append_as_follower` checks every fetched batch's header and CRC-32C first (a
 corrupt one raises :class:`~broker_runtime.errors.CorruptRecordError` and nothing of that fetch is appended),
 then appends the leader's batches with their own offsets and
@@ -135,6 +144,17 @@ class Partition:
             self.isr = new_isr
             self.remote = {r: ReplicaState(r, now_ms, r in new_isr) for r in replicas if r != self.local_id}
             self._seed_epoch_cache()
+            latest = self.epoch_cache.latest_epoch
+            if epoch < latest:
+                _log.warning(
+                    "%s-%d: leader in epoch %d, but this log already holds epoch %d: the metadata's leader "
+                    "epoch went backwards, so followers cannot tell this leader's new records from older "
+                    "ones at the same offsets (divergence checks are unreliable for this partition)",
+                    self.topic,
+                    self.partition,
+                    epoch,
+                    latest,
+                )
             self.epoch_cache.assign(epoch, self.log.log_end_offset)
             start = self.epoch_cache.start_offset_of(epoch)
             self.leader_epoch_start_offset = self.log.log_end_offset if start is None else start
@@ -321,39 +341,70 @@ class Partition:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, ErrorCode.NONE
 
+    def check_leader_epoch(self, current_leader_epoch: int, *, require_leader: bool = True) -> ErrorCode:
+        """A request's CurrentLeaderEpoch against this replica (Kafka's ``Partition.getLocalLog``), epoch first:
+
+        * ``current_leader_epoch`` >= 0 and older than the epoch this broker knows: FENCED_LEADER_EPOCH (the
+          sender's metadata is stale); newer: UNKNOWN_LEADER_EPOCH (this broker has not learnt of it yet);
+        * otherwise, with ``require_leader``, a replica that does not lead: NOT_LEADER_OR_FOLLOWER;
+        * else NONE. -1 ("no epoch", older request versions) skips the epoch check.
+        """
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < self.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            if current_leader_epoch > self.leader_epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if require_leader and not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NONE
+
     def validate_fetch(
         self, current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int
     ) -> tuple[ErrorCode, tuple[int, int] | None]:
-        """Leader side of a fetch (Kafka's ``Partition.fetchRecords`` checks, KIP-320 and KIP-595):
+        """Leader side of a fetch before anything is read (Kafka's ``Partition.fetchRecords`` /
+        ``readRecords``, KIP-320 and KIP-595), in this order:
 
-        * not the leader: NOT_LEADER_OR_FOLLOWER;
-        * ``current_leader_epoch`` >= 0 and older than this leader's epoch: FENCED_LEADER_EPOCH; newer:
-          UNKNOWN_LEADER_EPOCH (this broker has not learnt of it yet);
+        * :meth:`check_leader_epoch` (fencing, then leadership);
+        * ``last_fetched_epoch`` >= 0 (Fetch v12+) and this log cannot tell where that epoch ends (an epoch
+          above all it knows, or an empty cache): OFFSET_OUT_OF_RANGE;
+        * ``last_fetched_epoch`` >= 0 and ``fetch_offset`` below this log's start: OFFSET_OUT_OF_RANGE, whether or
+          not the epochs diverge (the fetcher must start over at the log start);
         * ``last_fetched_epoch`` >= 0 and this log's (epoch, end offset) for it shows the fetcher's log diverges
-          (a smaller epoch, or an end offset below ``fetch_offset``): NONE with the diverging (epoch, end
-          offset), which the fetcher truncates to before fetching again; otherwise NONE, None.
+          (the largest epoch here up to it is smaller, or it ends below ``fetch_offset``): NONE with that
+          (epoch, end offset) -- the DivergingEpoch the fetcher truncates to before fetching again;
+        * otherwise (NONE, None): read as usual.
         """
-        if not self.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < self.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH, None
-            if current_leader_epoch > self.leader_epoch:
-                return ErrorCode.UNKNOWN_LEADER_EPOCH, None
-        if last_fetched_epoch >= 0:
-            epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
-            # (-1, -1): this leader cannot tell (an empty cache) -- not a divergence it can point at.
-            if epoch >= 0 and (epoch < last_fetched_epoch or end < fetch_offset):
-                return ErrorCode.NONE, (epoch, end)
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code != ErrorCode.NONE or last_fetched_epoch < 0:
+            return code, None
+        log = self.log
+        epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, log.log_end_offset)
+        if epoch < 0 or end < 0:
+            _log.debug(
+                "%s-%d: fetch at %d with last fetched epoch %d: no end offset known for it here (epochs %s)",
+                self.topic,
+                self.partition,
+                fetch_offset,
+                last_fetched_epoch,
+                self.epoch_cache.entries,
+            )
+            return ErrorCode.OFFSET_OUT_OF_RANGE, None
+        if fetch_offset < log.log_start_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, None
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return ErrorCode.NONE, (epoch, end)
         return ErrorCode.NONE, None
 
     def end_offset_for_epoch(self, current_leader_epoch: int, epoch: int) -> tuple[ErrorCode, int, int]:
-        """OffsetForLeaderEpoch as the leader: (error, epoch, end offset); see :meth:`validate_fetch` for the
-        fencing rules."""
-        code, _ = self.validate_fetch(current_leader_epoch, 0, -1)
+        """OffsetForLeaderEpoch as the leader (Kafka's ``Partition.lastOffsetForLeaderEpoch`` with
+        fetchOnlyFromLeader): (error, epoch, end offset) -- :meth:`check_leader_epoch`, then the cache's
+        ``end_offset_for`` with this log's end offset; (NONE, -1, -1) when it is undefined here."""
+        code = self.check_leader_epoch(current_leader_epoch)
         if code != ErrorCode.NONE:
             return code, -1, -1
         found_epoch, end = self.epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
+        if found_epoch < 0 or end < 0:
+            return ErrorCode.NONE, -1, -1
         return ErrorCode.NONE, found_epoch, end
 
     # -- follower -------------------------------------------------------------------------------------------
@@ -410,7 +461,9 @@ class Partition:
             log.high_watermark = new_hw
 
     def truncate_to(self, offset: int) -> None:
-        """Follower truncation (the leader said our fetch offset is out of its range)."""
+        """Follower truncation (a DivergingEpoch answer, or the leader said our fetch offset is beyond its log):
+        the log (whole batches; its producer state is rebuilt from what remains), then the epoch cache's
+        entries at or above the new log end offset."""
         self.log.truncate_to(offset)
         self.epoch_cache.truncate_from_end(self.log.log_end_offset)
 

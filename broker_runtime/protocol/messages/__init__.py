@@ -44,6 +44,7 @@ from broker_runtime.protocol.messages import (
     init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
@@ -131,6 +132,7 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(add_partitions_to_txn.REQUEST, add_partitions_to_txn.RESPONSE),
         ApiSpec(add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
         ApiSpec(end_txn.REQUEST, end_txn.RESPONSE),
+        ApiSpec(offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
     )
 }
 

@@ -26,6 +26,7 @@ from broker_runtime.server.handlers import (
     init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     produce,
 )
 
@@ -47,6 +48,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     add_partitions_to_txn,
     add_offsets_to_txn,
     end_txn,
+    offset_for_leader_epoch,
 )
 
 

@@ -10,12 +10,17 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
     AbortedTransactions lists (producer id, first offset) of the aborted transactions overlapping the returned
     records (an empty list when none; null under read_uncommitted, as Kafka). LastStableOffset is the
     partition's in every answer;
-  * a fetch offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; a CurrentLeaderEpoch newer than
-    the partition's leader epoch gets UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH;
-  * v12+ LastFetchedEpoch (KIP-595): when the leader's end offset for that epoch is below the fetch offset, or
-    the leader's largest epoch up to it is smaller, the fetcher's log diverges: the partition answers NONE, no
-    records and DivergingEpoch = the leader's (epoch, end offset); a follower truncates there and fetches again
-    (see ``Partition.validate_fetch``). Such a follower fetch is not recorded as its log end offset;
+  * checked first, before anything is read or recorded (``Partition.validate_fetch``, Kafka's
+    ``Partition.fetchRecords``): a CurrentLeaderEpoch (v9+) older than the partition's leader epoch on this
+    broker gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, for consumers and followers alike; then
+    a replica that does not lead answers NOT_LEADER_OR_FOLLOWER;
+  * v12+ LastFetchedEpoch >= 0 (KIP-595): when the leader cannot tell where that epoch ends, or the fetch offset
+    is below its log start, OFFSET_OUT_OF_RANGE; when the leader's end offset for that epoch is below the fetch
+    offset, or the leader's largest epoch up to it is smaller, the fetcher's log diverges: the partition answers
+    NONE, no records and DivergingEpoch = the leader's (epoch, end offset); a follower truncates there and
+    fetches again. Such a follower fetch (like a fenced one) is not recorded as its log end offset -- it is not
+    caught up to anything;
+  * a fetch offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE;
   * follower fetches (``ReplicaId`` >= 0, a replica of the partition): the fetch offset is the follower's log
     end offset and is recorded first (it may move the high watermark and the ISR, see
     :meth:`ReplicaManager.record_follower_fetch`); they read up to the log end offset, consumers only up to
@@ -57,13 +62,17 @@ class _PartitionFetch(NamedTuple):
 
 
 def _validate(ctx: BrokerContext, part: _PartitionFetch) -> ReadResult | None:
-    """The answer for a partition whose epoch is fenced/unknown or whose fetcher's log diverges, else None."""
+    """The answer for a partition refused before reading (fenced or unknown epoch, not the leader, out of range
+    for its last fetched epoch) or whose fetcher's log diverges, else None."""
     code, diverging = ctx.replicas.validate_fetch(
         part.topic, part.partition, part.current_leader_epoch, part.fetch_offset, part.last_fetched_epoch
     )
     if code == ErrorCode.NONE and diverging is None:
         return None
-    return ReadResult(code, b"", _hw(ctx, part), _log_start(ctx, part), diverging)
+    if code in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
+        # The follower needs the leader's HW and log start to decide how to truncate after these.
+        return ReadResult(code, b"", _hw(ctx, part), _log_start(ctx, part), diverging)
+    return ReadResult(code)  # HW and log start unknown (-1), as Kafka answers an error
 
 
 def _read_all(

@@ -7,8 +7,16 @@
   EARLIEST_LOCAL_TIMESTAMP (-4)  (v8+) the log start offset (no tiered storage)
   t >= 0                         the first offset whose timestamp is >= t (time index), or offset -1/timestamp -1
 Under read_committed an offset found by timestamp must also be below the last stable offset (Kafka's
-``lastFetchableOffset``). v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry the partition's leader epoch.
-Only the leader answers; another replica answers NOT_LEADER_OR_FOLLOWER.
+``lastFetchableOffset``). v0 answers the single offset in ``OldStyleOffsets``. Found offsets carry a leader epoch (v4+), as Kafka's
+``Partition.fetchOffsetForTimestamp``: LATEST the leader's current epoch; EARLIEST the first cached epoch when it
+starts at or below the log start (else -1); a timestamp lookup the epoch the found record was written in (the
+leader-epoch cache's ``epoch_for_offset``). Clients keep that epoch with their position and validate it with
+OffsetForLeaderEpoch after a leader change.
+
+CurrentLeaderEpoch (v4+) is checked first (``Partition.check_leader_epoch``, Kafka's ``getLocalLog``): older
+than the epoch this broker knows -> FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH; then only the leader
+answers, another replica NOT_LEADER_OR_FOLLOWER, a broker without the partition NOT_LEADER_OR_FOLLOWER (topic
+known) or UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ from broker_runtime.protocol.messages import (
     RequestHeader,
     list_offsets,
 )
+from broker_runtime.replication.partition import Partition
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.replica_manager import LEADER_EPOCH
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -36,13 +44,17 @@ MIN_VERSION = 0
 MAX_VERSION = 8
 
 
-def _lookup(log: Any, timestamp: int, read_committed: bool = False) -> tuple[int, int] | None:
-    """(offset, timestamp) answering ``timestamp`` on ``log``, or None when there is no such offset."""
+def _lookup(replica: Partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int] | None:
+    """(offset, timestamp, leader epoch) answering ``timestamp`` on the leader ``replica``, or None when there is
+    no such offset."""
+    log = replica.log
     fetchable = log.last_stable_offset if read_committed else log.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return fetchable, -1
+        return fetchable, -1, replica.leader_epoch
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return log.log_start_offset, -1
+        entries = replica.epoch_cache.entries
+        start = log.log_start_offset
+        return start, -1, entries[0][0] if entries and entries[0][1] <= start else -1
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
     elif timestamp >= 0:
@@ -54,7 +66,18 @@ def _lookup(log: Any, timestamp: int, read_committed: bool = False) -> tuple[int
     offset, ts = found[0], found[1]
     if offset >= fetchable:
         return None
-    return offset, ts
+    return offset, ts, replica.epoch_cache.epoch_for_offset(offset)
+
+
+def _refused(index: int, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "PartitionIndex": index,
+        "OldStyleOffsets": [],
+        "ErrorCode": code,
+        "Timestamp": -1,
+        "Offset": -1,
+        "LeaderEpoch": -1,
+    }
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
@@ -67,37 +90,29 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         for part in topic["Partitions"]:
             index = part["PartitionIndex"]
             replica = ctx.replicas.partition(name, index)
-            log = replica.log if replica is not None else None
-            epoch = replica.leader_epoch if replica is not None else LEADER_EPOCH
-            entry: dict[str, Any] = {"PartitionIndex": index, "OldStyleOffsets": []}
-            if replica is None or not replica.is_leader:
+            if replica is None:
                 count = ctx.topics.partition_count(name)
                 known = count is not None and 0 <= index < count
-                entry.update(
-                    ErrorCode=ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    if known
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    Timestamp=-1,
-                    Offset=-1,
-                    LeaderEpoch=-1,
-                )
-            elif part["CurrentLeaderEpoch"] > epoch:
-                entry.update(
-                    ErrorCode=ErrorCode.UNKNOWN_LEADER_EPOCH, Timestamp=-1, Offset=-1, LeaderEpoch=-1
-                )
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts_out.append(_refused(index, code))
+                continue
+            # CurrentLeaderEpoch exists from v4; decoding fills -1 (no check) below that.
+            code = replica.check_leader_epoch(part["CurrentLeaderEpoch"])
+            if code != ErrorCode.NONE:
+                parts_out.append(_refused(index, code))
+                continue
+            entry: dict[str, Any] = {
+                "PartitionIndex": index,
+                "OldStyleOffsets": [],
+                "ErrorCode": ErrorCode.NONE,
+            }
+            found = _lookup(replica, part["Timestamp"], read_committed)
+            if found is None:
+                entry.update(Timestamp=-1, Offset=-1, LeaderEpoch=-1)
             else:
-                found = _lookup(log, part["Timestamp"], read_committed)
-                if found is None:
-                    entry.update(ErrorCode=ErrorCode.NONE, Timestamp=-1, Offset=-1, LeaderEpoch=-1)
-                else:
-                    entry.update(
-                        ErrorCode=ErrorCode.NONE,
-                        Timestamp=found[1],
-                        Offset=found[0],
-                        LeaderEpoch=epoch,
-                    )
-                    if version == 0:
-                        entry["OldStyleOffsets"] = [found[0]]
+                entry.update(Offset=found[0], Timestamp=found[1], LeaderEpoch=found[2])
+                if version == 0:
+                    entry["OldStyleOffsets"] = [found[0]]
             parts_out.append(entry)
         topics_out.append({"Name": name, "Partitions": parts_out})
     return {"ThrottleTimeMs": 0, "Topics": topics_out}
