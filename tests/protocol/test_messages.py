@@ -465,6 +465,8 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         FetchResponse,
         ListOffsetsRequest,
         ListOffsetsResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
     )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
@@ -496,6 +498,7 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         18: (ApiVersionsRequest, ApiVersionsResponse),
         19: (CreateTopicsRequest, CreateTopicsResponse),
         22: (InitProducerIdRequest, InitProducerIdResponse),
+        23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
         25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
         26: (EndTxnRequest, EndTxnResponse),
@@ -628,6 +631,8 @@ OLD_CLASSES = {
     (1, "response"): "fetch.FetchResponse_v{}",
     (2, "request"): "list_offsets.ListOffsetsRequest_v{}",
     (2, "response"): "list_offsets.ListOffsetsResponse_v{}",
+    (23, "request"): "offset_for_leader_epoch.OffsetForLeaderEpochRequest_v{}",
+    (23, "response"): "offset_for_leader_epoch.OffsetForLeaderEpochResponse_v{}",
     (19, "request"): "admin.CreateTopicsRequest_v{}",
     (19, "response"): "admin.CreateTopicsResponse_v{}",
     (32, "request"): "admin.DescribeConfigsRequest_v{}",

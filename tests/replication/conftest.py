@@ -135,3 +135,24 @@ def batches_on_disk(cluster: BrokerCluster, node_id: int, topic: str, partition:
         data = path.read_bytes()
         found += [bytes(data[pos : pos + header.size]) for pos, header in iter_batch_spans(data)]
     return found
+
+
+def force_leader(
+    cluster_dir: str | os.PathLike[str], topic: str, partition: int, new_leader: int
+) -> dict[str, Any]:
+    """Make ``new_leader`` the leader of ``topic``-``partition`` the way the controller moves leadership: under
+    the cluster metadata lock (the store's atomic read-modify-write), leader := ``new_leader``, leader_epoch + 1,
+    the previous leader out of the ISR (``new_leader`` in it), partition_epoch + 1. Returns the new partition
+    record. ``cluster_dir`` is the directory holding ``cluster.json`` (``<data dir>/kafka-logs``)."""
+    from broker_runtime.controller import FileMetadataStore
+
+    with FileMetadataStore(cluster_dir).update() as doc:
+        record: dict[str, Any] = doc["topics"][topic]["partitions"][partition]
+        if new_leader not in record["replicas"]:
+            raise AssertionError(f"node {new_leader} is not a replica of {topic}-{partition}: {record}")
+        previous = record["leader"]
+        record["leader"] = new_leader
+        record["leader_epoch"] = record["leader_epoch"] + 1
+        record["isr"] = sorted({r for r in record["isr"] if r != previous} | {new_leader})
+        record["partition_epoch"] = record.get("partition_epoch", 0) + 1
+        return dict(record)
