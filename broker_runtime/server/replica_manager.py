@@ -27,7 +27,9 @@ handed to one :class:`~broker_runtime.replication.ReplicaFetcher` per leader. Fo
 Reads: consumers read up to the high watermark (``read_committed``: the last stable offset, with the aborted
 transactions overlapping the returned range, from the ``.txnindex`` files), followers up to the log end
 offset; only the leader serves either (a follower answers NOT_LEADER_OR_FOLLOWER). Every answer carries the
-partition's last stable offset.
+partition's last stable offset. Before a read, :meth:`validate_fetch` checks the request's
+CurrentLeaderEpoch and LastFetchedEpoch (``Partition.validate_fetch``: fencing, then divergence), and
+:meth:`end_offset_for_epoch` answers OffsetForLeaderEpoch from the leader's epoch cache.
 
 Thread-safety: event-loop thread only (the storage calls are synchronous and short).
 """

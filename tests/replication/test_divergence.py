@@ -13,21 +13,23 @@ from typing import Any
 
 import pytest
 
+from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
 from tests.replication.conftest import (
     batches_on_disk,
     create_replicated,
     force_leader,
+    high_watermark,
     leo_on_disk,
     partition_state,
     paused,
     restarted,
     wait_for,
 )
-from tests.server.rawclient import build_batch, produce_body, request
+from tests.server.rawclient import build_batch, fetch_body, produce_body, request
 
-PRODUCE = 0
+PRODUCE, FETCH = 0, 1
 NOT_LEADER_OR_FOLLOWER = 6
 FETCH_WAIT_MS = 100
 SETTINGS = {
@@ -110,3 +112,46 @@ def test_old_leaders_unreplicated_tail_is_replaced_by_the_new_leaders_records(
             )
         text = log_path.read_text(errors="replace")
         assert "log diverges from leader" in text and "truncating to 5" in text, text[-3000:]
+
+
+def _follower_fetch(bootstrap: str, replica: int, offset: int, current_epoch: int, last_epoch: int) -> Any:
+    body = fetch_body("recorded", 0, offset)
+    body["ReplicaId"] = replica
+    part = body["Topics"][0]["Partitions"][0]
+    part["CurrentLeaderEpoch"], part["LastFetchedEpoch"] = current_epoch, last_epoch
+    return request(bootstrap, FETCH, 12, body)["Responses"][0]["Partitions"][0]
+
+
+def test_a_diverging_follower_fetch_is_not_taken_as_the_followers_log_end(tmp_path: Path) -> None:
+    """The leader learns a follower's log end offset from its fetch offset -- except when the fetch diverges (or
+    is fenced): such a follower is not caught up to anything, and counting it would move the high watermark
+    over records it does not have. Follower A is stopped at offset 2 while B copies up to 5; a fetch in A's
+    name at 5 whose LastFetchedEpoch diverges must leave the high watermark at 2; the same fetch with the
+    right epoch moves it to 5."""
+    with cluster_process(tmp_path, nodes=3, overrides=SETTINGS) as cluster:
+        create_replicated(cluster, "recorded", rf=3, configs={"min.insync.replicas": "1"})
+        leader = partition_state(cluster.nodes[0].bootstrap, "recorded")["LeaderId"]
+        bootstrap = cluster.nodes[leader].bootstrap
+        a, b = [n.node_id for n in cluster.nodes if n.node_id != leader]
+        assert _produce(bootstrap, "recorded", 2)["ErrorCode"] == 0  # epoch 0: offsets 0-1, on all three
+        record = force_leader(
+            Path(cluster.data_dir) / CLUSTER_DIR, "recorded", 0, leader
+        )  # same leader, epoch 1
+        epoch = record["leader_epoch"]
+        for node in cluster.nodes:
+            wait_for(
+                lambda n=node: partition_state(n.bootstrap, "recorded")["LeaderEpoch"] == epoch, what="epoch"
+            )
+        with paused(cluster.nodes[a].pid):
+            assert _produce(bootstrap, "recorded", 3, acks=1)["ErrorCode"] == 0  # epoch 1: offsets 2-4
+            wait_for(lambda: leo_on_disk(cluster, b, "recorded") == 5, what="follower B at 5")
+            assert high_watermark(bootstrap, "recorded") == 2  # A, in the ISR, is still at 2
+            answer = _follower_fetch(bootstrap, a, 5, epoch, 0)  # epoch 0 ends at 2 on the leader
+            assert answer["ErrorCode"] == 0 and answer["DivergingEpoch"] == {"Epoch": 0, "EndOffset": 2}
+            assert (
+                _follower_fetch(bootstrap, a, 5, epoch - 1, 1)["ErrorCode"] == ErrorCode.FENCED_LEADER_EPOCH
+            )
+            assert high_watermark(bootstrap, "recorded") == 2
+            answer = _follower_fetch(bootstrap, a, 5, epoch, epoch)
+            assert answer["ErrorCode"] == 0 and answer["DivergingEpoch"]["Epoch"] == -1
+            assert high_watermark(bootstrap, "recorded") == 5
