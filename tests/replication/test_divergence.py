@@ -5,8 +5,6 @@ controller makes, so the test does not depend on the controller's timing."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,6 @@ from tests.replication.conftest import (
     leo_on_disk,
     partition_state,
     paused,
-    restarted,
     wait_for,
 )
 from tests.server.rawclient import build_batch, fetch_body, produce_body, request
@@ -64,9 +61,8 @@ def test_old_leaders_unreplicated_tail_is_replaced_by_the_new_leaders_records(
         before = partition_state(cluster.nodes[0].bootstrap, "diverge")
         old = before["LeaderId"]
         new, other = [n.node_id for n in cluster.nodes if n.node_id != old]
-        assert (
-            _produce(cluster.nodes[old].bootstrap, "diverge", 5)["ErrorCode"] == 0
-        )  # acks=all: on all three
+        # acks=all: on all three replicas
+        assert _produce(cluster.nodes[old].bootstrap, "diverge", 5)["ErrorCode"] == 0
         wait_for(
             lambda: all(leo_on_disk(cluster, n, "diverge") == 5 for n in range(3)),
             what="5 records everywhere",
@@ -76,8 +72,7 @@ def test_old_leaders_unreplicated_tail_is_replaced_by_the_new_leaders_records(
             # completes no waiting fetch: offsets 5-7 in the old epoch then exist on the old leader only.
             time.sleep(3 * FETCH_WAIT_MS / 1000)
             assert _produce(cluster.nodes[old].bootstrap, "diverge", 3, acks=1)["ErrorCode"] == 0
-            os.kill(cluster.nodes[old].pid, signal.SIGKILL)
-            cluster.nodes[old].proc.wait(10)
+            cluster.kill(old)
             record = force_leader(Path(cluster.data_dir) / CLUSTER_DIR, "diverge", 0, new)
         assert leo_on_disk(cluster, old, "diverge") == 8
         assert leo_on_disk(cluster, new, "diverge") == leo_on_disk(cluster, other, "diverge") == 5
@@ -99,17 +94,17 @@ def test_old_leaders_unreplicated_tail_is_replaced_by_the_new_leaders_records(
         assert batches_on_disk(cluster, old, "diverge")[1] not in expected
         log_path = Path(cluster.data_dir) / f"broker-{old}.log"
         monkeypatch.setenv("PYLOG_LOG_LEVEL", "INFO")  # the returning node logs its truncation at INFO
-        with restarted(cluster, old):
-            wait_for(
-                lambda: all(batches_on_disk(cluster, n, "diverge") == expected for n in range(3)),
-                timeout_s=20,
-                what="identical logs on all replicas",
-            )
-            wait_for(
-                lambda: old in partition_state(new_bootstrap, "diverge")["IsrNodes"],
-                timeout_s=20,
-                what="the old leader back in the ISR",
-            )
+        cluster.start(old)  # same node id and log dir
+        wait_for(
+            lambda: all(batches_on_disk(cluster, n, "diverge") == expected for n in range(3)),
+            timeout_s=20,
+            what="identical logs on all replicas",
+        )
+        wait_for(
+            lambda: old in partition_state(new_bootstrap, "diverge")["IsrNodes"],
+            timeout_s=20,
+            what="the old leader back in the ISR",
+        )
         text = log_path.read_text(errors="replace")
         assert "log diverges from leader" in text and "truncating to 5" in text, text[-3000:]
 
