@@ -138,11 +138,12 @@ def batches_on_disk(cluster: BrokerCluster, node_id: int, topic: str, partition:
 
 
 def force_leader(
-    cluster_dir: str | os.PathLike[str], topic: str, partition: int, new_leader: int
+    cluster_dir: str | os.PathLike[str], topic: str, partition: int, new_leader: int, *, unclean: bool = False
 ) -> dict[str, Any]:
     """Make ``new_leader`` the leader of ``topic``-``partition`` the way the controller moves leadership: under
     the cluster metadata lock (the store's atomic read-modify-write), leader := ``new_leader``, leader_epoch + 1,
-    the previous leader out of the ISR (``new_leader`` in it), partition_epoch + 1. Returns the new partition
+    the previous leader out of the ISR (``new_leader`` in it), partition_epoch + 1. As the controller, it refuses
+    a replica outside the ISR (it may lack acknowledged records) unless ``unclean``. Returns the new partition
     record. ``cluster_dir`` is the directory holding ``cluster.json`` (``<data dir>/kafka-logs``)."""
     from broker_runtime.controller import FileMetadataStore
 
@@ -150,6 +151,8 @@ def force_leader(
         record: dict[str, Any] = doc["topics"][topic]["partitions"][partition]
         if new_leader not in record["replicas"]:
             raise AssertionError(f"node {new_leader} is not a replica of {topic}-{partition}: {record}")
+        if new_leader not in record["isr"] and not unclean:
+            raise AssertionError(f"node {new_leader} is not in the ISR of {topic}-{partition}: {record}")
         previous = record["leader"]
         record["leader"] = new_leader
         record["leader_epoch"] = record["leader_epoch"] + 1
