@@ -223,6 +223,14 @@ class Controller:
             )
         return True, ""
 
+    def _other_controller_live(self, data: Mapping[str, Any], now: float) -> bool:
+        """True when the document names another broker as controller and that broker is live."""
+        holder = (data.get("controller") or {}).get("id")
+        if holder is None or holder == self.node_id:
+            return False
+        registration = data.get("brokers", {}).get(str(holder))
+        return registration is not None and self.broker_live(int(holder), registration, now)[0]
+
     # -- the tick -------------------------------------------------------------------------------------------
 
     def tick(self) -> bool:
@@ -248,13 +256,7 @@ class Controller:
                     record.get("epoch"),
                 )
                 self.epoch = None
-            registration = data.get("brokers", {}).get(str(holder)) if holder is not None else None
-            if (
-                holder is not None
-                and holder != self.node_id
-                and registration is not None
-                and self.broker_live(int(holder), registration, now)[0]
-            ):
+            if self._other_controller_live(data, now):
                 return False
             return self._claim(now)
         return self._control(data, now)
@@ -264,13 +266,7 @@ class Controller:
             with self._store.update() as data:
                 record = data.get("controller") or {}
                 holder = record.get("id")
-                registration = data.get("brokers", {}).get(str(holder)) if holder is not None else None
-                if (
-                    holder is not None
-                    and holder != self.node_id
-                    and registration is not None
-                    and self.broker_live(int(holder), registration, now)[0]
-                ):
+                if self._other_controller_live(data, now):
                     return False
                 if str(self.node_id) not in data.get("brokers", {}):
                     return False  # not registered yet

@@ -16,8 +16,8 @@ A broker is **live** for the controller when both hold (Kafka fences a broker wh
 * its last heartbeat is younger than ``broker.session.timeout.ms`` and carries its registered broker epoch: a
   broker that still exists but does not run (SIGSTOP, a hung event loop) is fenced when its session expires.
 
-Probing the lock takes it for an instant (``LOCK_EX | LOCK_NB``, released at once); a broker that is starting
-and finds its lock taken retries for a few seconds, so a probe never keeps a broker from starting.
+Probing the lock takes a shared lock for an instant (:func:`~broker_runtime.fsutil.lock_held`); a broker that is
+starting and finds its lock taken retries for a few seconds, so a probe never keeps a broker from starting.
 
 Thread-safety: :class:`BrokerSession` belongs to its broker's event-loop thread; :func:`process_alive` and
 :func:`read_heartbeat` are stateless.
@@ -26,7 +26,6 @@ Thread-safety: :class:`BrokerSession` belongs to its broker's event-loop thread;
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_runtime.errors import IllegalStateError
+from broker_runtime.fsutil import lock_exclusive, lock_held
 
 __all__ = ["BROKERS_DIR", "BrokerSession", "Heartbeat", "process_alive", "read_heartbeat"]
 
@@ -70,20 +70,7 @@ def read_heartbeat(cluster_dir: str | os.PathLike[str], node_id: int) -> Heartbe
 
 def process_alive(cluster_dir: str | os.PathLike[str], node_id: int) -> bool:
     """True while some process holds ``node_id``'s lock (see the module docstring)."""
-    path = _lock_path(Path(cluster_dir), node_id)
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return lock_held(_lock_path(Path(cluster_dir), node_id))
 
 
 class BrokerSession:
@@ -101,20 +88,12 @@ class BrokerSession:
         """Take the process lock; IllegalStateError when another live process is this node already."""
         (self.dir / BROKERS_DIR).mkdir(parents=True, exist_ok=True)
         path = _lock_path(self.dir, self.node_id)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + _ACQUIRE_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise IllegalStateError(
-                        f"node {self.node_id} of cluster {self.dir} is already running (its lock {path} is held "
-                        "by another process)"
-                    ) from None
-                time.sleep(0.01)
+        fd = lock_exclusive(path, _ACQUIRE_TIMEOUT_S, poll_s=0.01)
+        if fd is None:
+            raise IllegalStateError(
+                f"node {self.node_id} of cluster {self.dir} is already running (its lock {path} is held by another "
+                "process)"
+            )
         self._fd = fd
 
     def beat(self, now: float | None = None) -> None:

@@ -23,16 +23,14 @@ the lock and atomic renames.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker_runtime.errors import WaitTimeoutError
-from broker_runtime.fsutil import write_atomically
+from broker_runtime.fsutil import lock_exclusive, write_atomically
 
 __all__ = ["CLUSTER_FILE", "CLUSTER_LOCK_FILE", "LOCK_TIMEOUT_S", "FileMetadataStore", "MetadataStore"]
 
@@ -81,20 +79,12 @@ class FileMetadataStore:
 
     @contextlib.contextmanager
     def update(self, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[dict[str, Any]]:
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = lock_exclusive(self.lock_path, timeout_s)
+        if fd is None:
+            raise WaitTimeoutError(
+                f"cluster metadata lock {self.lock_path} still held by another broker after {timeout_s:g} s"
+            )
         try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise WaitTimeoutError(
-                            f"cluster metadata lock {self.lock_path} still held by another broker after "
-                            f"{timeout_s:g} s"
-                        ) from None
-                    time.sleep(0.002)
             data = self.read()
             before = json.dumps(data, sort_keys=True)
             yield data

@@ -72,7 +72,6 @@ a flag, so it is safe from a signal handler. The module's functions for ``node``
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -87,7 +86,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from broker_runtime.errors import ClusterSupervisorError, InvalidArgumentError
-from broker_runtime.fsutil import write_atomically
+from broker_runtime.fsutil import lock_exclusive, lock_held, write_atomically
 from broker_runtime.launch.command import (
     WARNING_PREFIX,
     error_line,
@@ -351,21 +350,14 @@ class ClusterSupervisor:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = lock_exclusive(self._dir / LOCK_FILE, _LOCK_RETRY_S, poll_s=0.05)
+        if fd is None:
+            state = _read_json(self._dir / STATE_FILE)
+            pid = f" (pid {state['pid']})" if isinstance(state, dict) and "pid" in state else ""
+            raise ClusterSupervisorError(
+                f"another pylog-broker cluster{pid} already runs the cluster in {self._dir}"
+            )
         try:
-            deadline = time.monotonic() + _LOCK_RETRY_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        state = _read_json(self._dir / STATE_FILE)
-                        pid = f" (pid {state['pid']})" if isinstance(state, dict) and "pid" in state else ""
-                        raise ClusterSupervisorError(
-                            f"another pylog-broker cluster{pid} already runs the cluster in {self._dir}"
-                        ) from None
-                    time.sleep(0.05)
             yield
         finally:
             os.close(fd)  # releases the lock
@@ -666,19 +658,7 @@ def _read_json(path: Path) -> Any:
 
 def supervisor_running(cluster_dir: str | os.PathLike[str]) -> bool:
     """True while a supervisor holds ``<cluster_dir>/supervisor.lock`` (never blocks)."""
-    try:
-        fd = os.open(Path(cluster_dir) / LOCK_FILE, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return lock_held(Path(cluster_dir) / LOCK_FILE)
 
 
 def read_supervisor_state(cluster_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
