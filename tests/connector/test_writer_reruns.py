@@ -101,10 +101,12 @@ def test_a_retry_after_a_failure_with_requests_in_flight_writes_exactly_once(
     broker: str, tmp_path: Path
 ) -> None:
     """The first attempt fails with up to 4 requests still unanswered; the retry starts right after it."""
-    batches = _batches(10, 1000)
+    batches = _batches(10, 1000, value_bytes=1024)  # 10 MiB; requests of up to 1 MiB, 5 in flight
     for _ in range(3):  # a few times: without the fix the retry's scan races the broker's appends
         options, topic, write_id = _setup(
-            broker, tmp_path, **{"kafka.max.in.flight.requests.per.connection": "5"}
+            broker,
+            tmp_path,
+            **{"kafka.batch.size": "524288", "kafka.max.in.flight.requests.per.connection": "5"},
         )
         with pytest.raises(InjectedFailure):
             write_task(_failing(options, 5), LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(batches))
