@@ -38,6 +38,10 @@ the task after delivery.timeout.ms, never silently and never later than that plu
 (a request already sent is awaited). A task succeeds only when every sealed batch was acknowledged
 (acks=0: written to the socket).
 
+After a failure, :meth:`Sender.settle` awaits the answers of the requests already sent (answers ignored,
+unanswered ones logged at WARNING) before the task producer releases the Spark partition's state lock, so a
+re-run that resumes this producer id reads a log the broker has finished appending this attempt's data to.
+
 Transactions are not here yet; a transactional sender would add each partition to the transaction before its
 first batch goes out (in :meth:`Sender._send_ready`, where requests are built) and abort on failure; the
 producer identity it needs comes from :class:`~spark_kafka_log.producer.TaskProducer`.
