@@ -7,7 +7,8 @@ is given, the writer then builds no :class:`TaskFaults`, and the producer's only
 Where this runs: parsing on the **driver** (``writer()``, with the other options); :class:`TaskFaults` on the
 **executors**, one per task attempt, used by that attempt's sender thread only (not thread-safe).
 
-* ``pylog.test.failAfterRequests=N``: the FIRST attempt of every task raises
+* ``pylog.test.failAfterRequests=N``: the FIRST attempt of every task (attempt number 0 -- so also every
+  task of a re-attempted stage, whose attempt numbers restart at 0) raises
   :class:`~broker_runtime.errors.InjectedFailure` once N of its produce requests were acknowledged, so Spark
   retries the task (needs ``spark.task.maxFailures`` > 1, e.g. master ``local[2,2]``).
 * ``pylog.test.dropResponseAfterRequests=N``: after N acknowledged requests, the producer closes its connection

@@ -10,9 +10,11 @@ It composes three parts and owns the producer identity:
   (batch.size, linger.ms, sequence numbers, resume after a failed attempt);
 * :class:`~spark_kafka_log.sender.Sender` -- sends sealed batches to the leaders and tracks them until
   acknowledged (pipelining, retries, deadlines);
-* the identity -- producer id and epoch: with idempotence, one InitProducerId per task, or, for a retried
-  task, the failed attempt's id from :mod:`spark_kafka_log.task_state` (then the accumulator skips what that
-  attempt wrote). A transactional producer would obtain its identity here too (InitProducerId with a
+* the identity -- producer id and epoch: with idempotence, one InitProducerId per Spark partition of a write,
+  kept in :mod:`spark_kafka_log.task_state`: any later attempt of the same partition (task retry, stage
+  retry whose attempt numbers restart at 0, speculation) finds it there and resumes it (then the accumulator
+  skips what earlier attempts wrote). The attempt holds the partition's state lock from its first record
+  until :meth:`TaskProducer.close`, which first awaits the answers of requests already sent. A transactional producer would obtain its identity here too (InitProducerId with a
   transactional id, fencing earlier attempts) and hand it to a transactional sender.
 
 Memory: the bytes held (unsealed slices + sealed batches not yet acknowledged) stay below buffer.memory:
@@ -97,19 +99,26 @@ class TaskProducer:
         return self._accumulator.held_bytes
 
     def _init_identity(self, identity: TaskIdentity | None) -> None:
-        """Producer id/epoch: an earlier attempt's (then skip what it wrote), else a fresh one."""
-        if identity is None or not self._opts.producer_state_dir:
+        """Producer id/epoch: an earlier attempt's of this Spark partition (then skip what it wrote), else fresh.
+
+        Without an identity (outside a Spark write) there is nothing to resume: a fresh id, no state file.
+        """
+        if identity is None:
             self.producer_id, self.producer_epoch = self._client.init_producer_id()
             self._accumulator.set_producer(self.producer_id, self.producer_epoch, {})
             return
-        state = TaskState.for_task(self._opts.producer_state_dir, identity)
+        # Locks the partition's state for this attempt (or fails: another attempt runs, or the state dir is
+        # unreachable); released by close().
+        state = TaskState.acquire(self._opts.producer_state_dir, identity)
+        self._task_state = state
         resume = {}
-        if identity.attempt > 0 and state.load():
+        if state.resumed:
             self.producer_id, self.producer_epoch = state.producer_id, state.producer_epoch
             resume = last_sequences(self._client, state)
             log.warning(
-                "pylog producer: task %d attempt %d resumes producer id %d epoch %d; records already "
-                "written by earlier attempts per partition: %s",
+                "pylog producer: write %s Spark partition %d (attempt %d) resumes the producer id %d epoch %d "
+                "of an earlier attempt; records already written by earlier attempts per partition: %s",
+                identity.write_id,
                 identity.task,
                 identity.attempt,
                 self.producer_id,
@@ -122,7 +131,6 @@ class TaskProducer:
             state.start_offsets = {}
             state.save()
         self._accumulator.set_producer(self.producer_id, self.producer_epoch, resume)
-        self._task_state = state
 
     def _before_first_record(self, tp: TopicPartition) -> None:
         """Before the first record goes to ``tp``: record where a retry must look for it (task state)."""
@@ -160,4 +168,18 @@ class TaskProducer:
             self._sender.pump(block=True)
 
     def close(self) -> None:
-        self._client.close()
+        """Release the connections and the partition's state lock (also after a failure).
+
+        After a failure, requests already sent are awaited first (up to request.timeout.ms each, answers
+        ignored): the lock is released only once the broker answered everything this attempt sent, so a
+        re-run's resume scan sees every record this attempt will ever write (see :meth:`Sender.settle`).
+        """
+        try:
+            if self._task_state is not None:
+                self._sender.settle()
+        finally:
+            try:
+                self._client.close()
+            finally:
+                if self._task_state is not None:
+                    self._task_state.release()

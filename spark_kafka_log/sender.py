@@ -38,6 +38,10 @@ the task after delivery.timeout.ms, never silently and never later than that plu
 (a request already sent is awaited). A task succeeds only when every sealed batch was acknowledged
 (acks=0: written to the socket).
 
+After a failure, :meth:`Sender.settle` awaits the answers of the requests already sent (answers ignored,
+unanswered ones logged at WARNING) before the task producer releases the Spark partition's state lock, so a
+re-run that resumes this producer id reads a log the broker has finished appending this attempt's data to.
+
 Transactions are not here yet; a transactional sender would add each partition to the transaction before its
 first batch goes out (in :meth:`Sender._send_ready`, where requests are built) and abort on failure; the
 producer identity it needs comes from :class:`~spark_kafka_log.producer.TaskProducer`.
@@ -151,6 +155,37 @@ class Sender:
                     time.sleep(max(0.0, wake - time.monotonic()))
                     progress = True
         return progress
+
+    def settle(self) -> None:
+        """After a failure: wait for the answers of the requests already sent, ignoring them; log what is lost.
+
+        Called by the task producer before it releases the partition's state lock, so that a re-run attempt
+        that resumes this producer id scans a log the broker has finished appending this attempt's requests
+        to. A request whose answer cannot be read (broken connection, request.timeout.ms) may still be
+        appended later: that is logged at WARNING. It cannot duplicate records either (the re-run's
+        overlapping batch is answered as a duplicate or OUT_OF_ORDER_SEQUENCE_NUMBER, which fails the re-run),
+        but it can make the re-run fail.
+        """
+        unanswered = 0
+        for node, pipeline in self._in_flight.items():
+            while pipeline:
+                entry = pipeline.popleft()
+                if entry.handle is None:
+                    continue
+                try:
+                    self._client.poll_produce(entry.handle)
+                except (KafkaError, ProtocolError, OSError) as exc:
+                    unanswered += 1 + len(pipeline)
+                    pipeline.clear()
+                    log.warning(
+                        "pylog producer: the failed task's requests to broker %s were not answered (%s); "
+                        "a re-run of the task may fail with OUT_OF_ORDER_SEQUENCE_NUMBER if the broker "
+                        "appends them after the re-run read the log (no record is written twice)",
+                        node,
+                        exc,
+                    )
+        if unanswered:
+            log.warning("pylog producer: %d request(s) of the failed task left unanswered", unanswered)
 
     def _oldest_node(self) -> int | None:
         best: tuple[float, int] | None = None

@@ -11,9 +11,12 @@ Where and when each method runs (pyspark's contracts, see ``pyspark/sql/datasour
   built by ``DataSource.streamWriter()``; commit also records the micro-batch (batch id, producer ids and
   epochs, per-partition offsets) as a small JSON file so exactly-once delivery can build on it.
 
-Delivery semantics. With idempotence (the default): a resent request is never written twice, and a
-retried task resumes the producer id of its failed attempt and skips what that attempt already wrote
-(:mod:`spark_kafka_log.task_state`), so task retries do not duplicate either. Without idempotence:
+Delivery semantics. With idempotence (the default): a resent request is never written twice, and any re-run
+of a task (task retry, stage retry, speculation) resumes the producer id of the Spark partition's earlier
+attempt and skips what it already wrote (:mod:`spark_kafka_log.task_state`: keyed by write id and Spark
+partition id, one attempt at a time by a lock), so re-runs do not duplicate either. The writer's constructor
+(driver) creates the write's producer-state directory, which every task requires (an executor that cannot
+reach it fails, naming it); ``commit()``/``abort()`` remove it. Without idempotence:
 at-least-once, as Spark's Kafka sink (a retried task rewrites its rows). Nothing is rolled back when a job
 aborts; ``abort()`` logs what finished tasks wrote.
 
@@ -49,7 +52,7 @@ from spark_kafka_log.fault_injection import TaskFaults
 from spark_kafka_log.options import WriterOptions
 from spark_kafka_log.producer import TaskProducer
 from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.task_state import TaskIdentity, forget_write
+from spark_kafka_log.task_state import TaskIdentity, forget_write, prepare_write_dir
 
 __all__ = ["PylogBatchWriter", "PylogStreamWriter", "write_task"]
 
@@ -110,6 +113,8 @@ class PylogBatchWriter(DataSourceArrowWriter):
         self.resolved_servers = resolved_servers
         #: Shared by all tasks and attempts of this write (names the task state files).
         self.write_id = f"write-{uuid.uuid4().hex}"
+        if options.enable_idempotence:  # tasks require the write's state directory (task_state)
+            prepare_write_dir(options.producer_state_dir, self.write_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
         """Executor: send this task's rows; return what was acknowledged."""
@@ -147,6 +152,8 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         self.resolved_servers = resolved_servers
         self.state_dir = state_dir
         self.write_id = f"stream-{uuid.uuid4().hex}"
+        if options.enable_idempotence:  # tasks require the write's state directory (task_state)
+            prepare_write_dir(options.producer_state_dir, self.write_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
         """Executor: send this task's rows of the micro-batch."""
@@ -172,8 +179,11 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def _forget(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        # This writer is a new instance (streamWriter() per micro-batch): the write ids come from the tasks.
-        for write_id in {m.write_id for m in messages if isinstance(m, PylogCommitMessage)}:
+        # This writer is a new instance (streamWriter() per micro-batch): the write ids come from the tasks,
+        # and this instance's own (unused) state directory goes too. When every task failed, no message names
+        # the tasks' write id and its directory stays (logged by nobody; harmless, see task_state).
+        ids = {m.write_id for m in messages if isinstance(m, PylogCommitMessage)} | {self.write_id}
+        for write_id in ids:
             forget_write(self.options.producer_state_dir, write_id)
 
     def _record(self, messages: Sequence[WriterCommitMessage | None], batch_id: int, status: str) -> None:

@@ -350,6 +350,34 @@ def test_a_retried_task_duplicates_without_idempotence(spark: Any, broker: str) 
     assert _duplicates(messages) > 0 and len({m.value for m in messages}) == 20000
 
 
+def test_a_committed_write_leaves_no_producer_state(spark: Any, broker: str, tmp_path: Path) -> None:
+    """commit() removes the write's producer-state folder, also after a retried task used it."""
+    topic = topic_name()
+    state = tmp_path / "producer-state"
+    df = spark.range(0, 20000, 1, 2).selectExpr("cast(id as string) as key", "cast(id as string) as value")
+    write(
+        df,
+        broker,
+        topic,
+        **{
+            "kafka.batch.size": "2048",
+            "pylog.test.failAfterRequests": "3",
+            "pylog.producerStateDir": str(state),
+        },
+    )
+    messages = consume_all(broker, topic, 3)
+    assert _duplicates(messages) == 0 and len(messages) == 20000
+    assert list(state.iterdir()) == []
+
+
+def test_an_aborted_write_leaves_no_producer_state(spark: Any, broker: str, tmp_path: Path) -> None:
+    state = tmp_path / "producer-state"
+    df = spark.range(0, 100, 1, 1).selectExpr("cast(null as string) as topic", "'v' as value")
+    with pytest.raises(Exception, match="topic"):
+        write(df, broker, None, **{"pylog.producerStateDir": str(state)})
+    assert list(state.iterdir()) == []
+
+
 def test_a_record_over_max_request_size_fails_naming_the_option(spark: Any, broker: str) -> None:
     topic = topic_name()
     df = spark.range(0, 1, 1, 1).selectExpr("repeat('x', 2000000) as value")

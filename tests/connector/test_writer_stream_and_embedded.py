@@ -41,6 +41,7 @@ def test_streaming_sink_writes_every_micro_batch_and_records_it(
         .option("kafka.bootstrap.servers", broker)
         .option("topic", topic)
         .option("checkpointLocation", str(checkpoint))
+        .option("pylog.producerStateDir", str(tmp_path / "producer-state"))
         .outputMode("append")
         .trigger(availableNow=True)
         .start()
@@ -64,6 +65,8 @@ def test_streaming_sink_writes_every_micro_batch_and_records_it(
         (p["partition"], p["first_offset"], p["last_offset"]) for d in docs for p in d["partitions"]
     )
     assert sum(last - first + 1 for _, first, last in ranges) == 300
+    # Every micro-batch's commit removed its producer state (the tasks' and the commit writer's own folder).
+    assert os.listdir(tmp_path / "producer-state") == []
 
 
 def test_zero_config_write_starts_one_shared_embedded_broker(spark: Any) -> None:

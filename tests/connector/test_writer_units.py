@@ -19,7 +19,7 @@ from spark_kafka_log.commit_summary import PartitionStats, PylogCommitMessage, s
 from spark_kafka_log.options import WriterOptions, parse_writer_options
 from spark_kafka_log.producer import TaskProducer
 from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.task_state import TaskIdentity
+from spark_kafka_log.task_state import TaskIdentity, prepare_write_dir
 from spark_kafka_log.write_plan import prepare_write
 from spark_kafka_log.writer import write_task
 from tests.connector.kafka_peer import consume_all
@@ -157,6 +157,7 @@ def test_a_retried_attempt_reports_every_record_the_job_made_visible(broker: str
     )
     layout = InputLayout(value="value", key="key")
     batches = _batches(4, 500)
+    prepare_write_dir(options.producer_state_dir, "write-x")  # the driver's part
     with pytest.raises(InjectedFailure, match="failAfterRequests=3"):
         write_task(options, layout, broker, TaskIdentity("write-x", 0, 0), iter(batches))
     message = write_task(options, layout, broker, TaskIdentity("write-x", 0, 1), iter(batches))
