@@ -290,7 +290,10 @@ def _lost(
     else:
         lost_to = part.end
         what = (
-            f"offsets [{offset}, {part.end}) are beyond the log's latest offset {latest} (was it truncated?)"
+            f"offsets [{offset}, {part.end}) are beyond the log's last stable offset {latest} "
+            "(kafka.isolation.level=read_committed; was the log truncated?)"
+            if options.read_committed
+            else f"offsets [{offset}, {part.end}) are beyond the log's latest offset {latest} (was it truncated?)"
         )
         resume = part.end
     msg = (

@@ -46,7 +46,14 @@ def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 
 
 def _txn_producer(bootstrap: str, txn_id: str) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 0})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": 300000,  # longer than any test: only the test ends its transactions
+            "log_level": 0,
+        }
+    )
     producer.init_transactions(30)
     return producer
 
@@ -179,7 +186,8 @@ def test_an_open_transaction_bounds_latest_at_its_first_offset(
     open_txn.begin_transaction()
     _produce(open_txn, topic, "open", 3, partitions=1)  # offsets 5..7, not committed
     _produce(plain, topic, "after", 4, partitions=1)  # offsets 8..11
-    committed = {"kafka.isolation.level": "read_committed"}
+    # A task waiting for offsets that never become stable gives up after 5 s (the default is 60 s).
+    committed = {"kafka.isolation.level": "read_committed", "kafka.default.api.timeout.ms": "5000"}
     try:
         for transport in ("fetch", "local"):
             got, _ = _read(
