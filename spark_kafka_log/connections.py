@@ -5,7 +5,9 @@ write tasks); every caller owns the client it gets and closes it. Clients are la
 the first request. The version floors below are the protocol features the connector relies on:
 
 * Metadata v4+ carries ``AllowAutoTopicCreation``: a read never creates a topic, a write asks for it;
-* ListOffsets v1+ answers one offset per timestamp (the reader's time lookups);
+* ListOffsets v1+ answers one offset per timestamp (the reader's time lookups); v2+ carries the
+  IsolationLevel, so a ``read_committed`` reader requires it (an older broker would silently answer the high
+  watermark instead of the last stable offset);
 * Fetch v5+ carries the log start offset (the reader's data-loss checks).
 """
 
@@ -19,6 +21,8 @@ from spark_kafka_log.reader_options import ReaderOptions
 __all__ = ["reader_client", "topic_partitions", "writer_client"]
 
 _READER_MIN_VERSIONS: dict[int, int] = {ApiKey.METADATA: 4, ApiKey.LIST_OFFSETS: 1, ApiKey.FETCH: 5}
+#: read_committed: ListOffsets with IsolationLevel (v2); Fetch v4 already has it (below the reader's floor).
+_READ_COMMITTED_MIN_VERSIONS: dict[int, int] = {**_READER_MIN_VERSIONS, ApiKey.LIST_OFFSETS: 2}
 _WRITER_MIN_VERSIONS: dict[int, int] = {ApiKey.METADATA: 4}
 
 
@@ -33,7 +37,7 @@ def reader_client(bootstrap_servers: str, options: ReaderOptions) -> KafkaClient
         request_timeout_ms=options.request_timeout_ms,
         retry_backoff_ms=options.retry_backoff_ms,
         retry_timeout_ms=options.default_api_timeout_ms,
-        min_versions=_READER_MIN_VERSIONS,
+        min_versions=_READ_COMMITTED_MIN_VERSIONS if options.read_committed else _READER_MIN_VERSIONS,
     )
 
 

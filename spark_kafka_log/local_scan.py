@@ -19,6 +19,14 @@ What the broker may do meanwhile, and what is done about it:
 * retention may delete a segment between listing and opening: :class:`SegmentGoneError` tells the caller,
   which resumes through Fetch (or reports data loss) from the next offset it still needs.
 
+read_committed (``kafka.isolation.level``): :meth:`LocalPartitionScanner.aborted_transactions` reads the
+``.txnindex`` files (read-only, whole entries only) of the segment holding the range's start and of every later
+segment, as Kafka's ``collectAbortedTransactions`` does for a Fetch; the read task filters the chunks with them
+(:mod:`spark_kafka_log.txn_filter`). The scanner has no way to learn the last stable offset from the files: it
+relies on the planner, which ends every read_committed range at or below the LSO, so every transaction with
+records in the range is complete and its ABORT marker's entry is on disk (the broker writes the entry in the
+same locked append as the marker, before the LSO can move past the transaction).
+
 Thread-safety: a scanner holds no open file between calls; one scanner per task.
 """
 
@@ -33,7 +41,8 @@ import numpy as np
 from broker_runtime.errors import SegmentGoneError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, iter_batch_spans, parse_header
 from broker_runtime.storage.segment import list_segment_bases
-from broker_runtime.storage.segment_reader import SegmentReader
+from broker_runtime.storage.segment_reader import SegmentReader, collect_aborted_transactions
+from broker_runtime.storage.txn_index import AbortedTxn
 
 __all__ = [
     "LocalPartitionScanner",
@@ -83,6 +92,20 @@ class LocalPartitionScanner:
         except OSError as exc:
             raise SegmentGoneError(
                 f"partition directory {self.partition_dir} cannot be listed: {exc}"
+            ) from exc
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, end_offset)`` (from the ``.txnindex`` files).
+
+        ``end_offset`` must be at or below the partition's last stable offset (see the module docstring).
+        Raises :class:`~broker_runtime.errors.CorruptIndexError` for a malformed ``.txnindex`` and
+        :class:`SegmentGoneError` when the directory cannot be listed or an index cannot be read.
+        """
+        try:
+            return collect_aborted_transactions(self.partition_dir, start_offset, end_offset)
+        except OSError as exc:
+            raise SegmentGoneError(
+                f"the transaction indexes of {self.partition_dir} cannot be read: {exc}"
             ) from exc
 
     def start_position(self, base: int, offset: int, log_size: int) -> int:

@@ -19,6 +19,15 @@ Steps (Spark's Kafka source rules for batch queries):
 
 A range is ``(topic, partition, start, end)`` with ``start <= end``, end exclusive.
 
+Isolation (``kafka.isolation.level``): every ListOffsets carries it. With ``read_committed`` the partition's
+"latest" is its last stable offset (LSO: the first offset of the earliest open transaction, else the high
+watermark), as a Kafka consumer's ``endOffsets`` in read_committed, so ``latest`` ends there. An explicit or
+timestamp-resolved ending offset beyond the LSO is treated like one beyond the latest offset: with
+``failOnDataLoss=true`` the query fails naming the LSO and why (offsets from there on are not yet decided);
+with ``false`` the range is capped at the LSO with a WARNING. Every planned range therefore ends at or below
+the LSO seen here; the read tasks rely on that (all transactions with records below it are complete, so their
+ABORT markers and ``.txnindex`` entries exist).
+
 Transport per task: a partition with more than one replica is never read from local segment files (its task
 gets no log dirs, so ``pylog.transport=auto`` fetches it from the leader, with a WARNING when log dirs were
 given; ``local`` fails on the driver naming the partitions): a replica's files may be behind the leader or,
@@ -152,8 +161,11 @@ def selected_partitions(client: KafkaClient, options: ReaderOptions) -> list[Top
     return sorted((t, p) for t, parts in known.items() if parts and pattern.fullmatch(t) for p in parts)
 
 
-def _list(client: KafkaClient, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
-    return {tp: r[0] for tp, r in client.list_offsets({tp: timestamp for tp in tps}).items()}
+def _list(
+    client: KafkaClient, options: ReaderOptions, tps: Iterable[TopicPartition], timestamp: int
+) -> dict[TopicPartition, int]:
+    found = client.list_offsets({tp: timestamp for tp in tps}, isolation_level=options.isolation_level_code)
+    return {tp: r[0] for tp, r in found.items()}
 
 
 def plan_ranges(client: KafkaClient, options: ReaderOptions, pushed: PushedFilters) -> list[OffsetRange]:
@@ -161,8 +173,8 @@ def plan_ranges(client: KafkaClient, options: ReaderOptions, pushed: PushedFilte
     all_tps = selected_partitions(client, options)
     if not all_tps:
         return []
-    earliest = _list(client, all_tps, EARLIEST_TIMESTAMP)
-    latest = _list(client, all_tps, LATEST_TIMESTAMP)
+    earliest = _list(client, options, all_tps, EARLIEST_TIMESTAMP)
+    latest = _list(client, options, all_tps, LATEST_TIMESTAMP)  # read_committed: the last stable offset
     starts = _resolve(client, options, all_tps, options.starting, earliest, latest, starting=True)
     ends = _resolve(client, options, all_tps, options.ending, earliest, latest, starting=False)
 
@@ -178,7 +190,13 @@ def plan_ranges(client: KafkaClient, options: ReaderOptions, pushed: PushedFilte
         ranges.append((t, p, start, max(start, end)))
     if pushed.timestamp_lo_ms is not None:
         live = [(t, p) for t, p, s, e in ranges if s < e]
-        found = client.list_offsets({tp: pushed.timestamp_lo_ms for tp in live}) if live else {}
+        found = (
+            client.list_offsets(
+                {tp: pushed.timestamp_lo_ms for tp in live}, isolation_level=options.isolation_level_code
+            )
+            if live
+            else {}
+        )
         narrowed = []
         for t, p, s, e in ranges:
             if (t, p) in found:
@@ -235,7 +253,7 @@ def _resolve(
     else:
         assert bound.timestamp is not None
         timestamps = {tp: bound.timestamp for tp in tps}
-    found = client.list_offsets(timestamps)
+    found = client.list_offsets(timestamps, isolation_level=options.isolation_level_code)
     out: dict[TopicPartition, int] = {}
     for tp in tps:
         offset = found[tp][0]
@@ -255,7 +273,9 @@ def _resolve(
 def _checked_range(
     options: ReaderOptions, tp: TopicPartition, start: int, end: int, earliest: int, latest: int
 ) -> tuple[int, int]:
-    """[start, end) checked against the log's [earliest, latest]: raise, or clamp with a warning."""
+    """[start, end) checked against the log's [earliest, latest]: raise, or clamp with a warning.
+
+    With read_committed ``latest`` is the last stable offset."""
     t, p = tp
     fail = options.fail_on_data_loss
     if start < earliest:
@@ -269,12 +289,25 @@ def _checked_range(
         log.warning("%s; skipping them (failOnDataLoss=false)", msg)
         start = earliest
     if end > latest:
-        msg = (
-            f"topic {t!r} partition {p}: ending offset {end} of the requested range [{start}, {end}) is "
-            f"beyond the latest offset {latest}"
-        )
-        if fail:
-            raise DataLossError(f"{msg}; {_DATA_LOSS_HINT}")
+        if options.read_committed:
+            msg = (
+                f"topic {t!r} partition {p}: ending offset {end} of the requested range [{start}, {end}) is "
+                f"beyond the last stable offset {latest} (kafka.isolation.level=read_committed: offsets from "
+                f"{latest} on belong to or follow a transaction that is still open, or are not yet replicated, "
+                "so whether they are committed is not known yet)"
+            )
+            if fail:
+                raise DataLossError(
+                    f'{msg}; wait for the transaction to end, or set the source option "failOnDataLoss" to '
+                    f'"false" to read up to the last stable offset'
+                )
+        else:
+            msg = (
+                f"topic {t!r} partition {p}: ending offset {end} of the requested range [{start}, {end}) is "
+                f"beyond the latest offset {latest}"
+            )
+            if fail:
+                raise DataLossError(f"{msg}; {_DATA_LOSS_HINT}")
         log.warning("%s; reading up to %d (failOnDataLoss=false)", msg, latest)
         end = latest
     if start > end:

@@ -14,8 +14,18 @@ Transports (``pylog.transport``), behind one loop that decodes chunks of whole r
 
 Both hand the same bytes to the same vectorized decoder
 (:func:`broker_runtime.protocol.arrow_records.decode_batches`; no Python loop per record), so they give identical
-rows with exactly the Arrow schema PySpark derives from the Spark schema. Control batches and records outside
-[start, end) are dropped by the decoder; every codec is decoded.
+rows with exactly the Arrow schema PySpark derives from the Spark schema. Control batches (transaction markers)
+and records outside [start, end) are dropped by the decoder in either isolation level; every codec is decoded.
+
+``kafka.isolation.level=read_committed``: the planner ended the range at or below the last stable offset
+(:mod:`spark_kafka_log.read_plan`). Fetch requests carry IsolationLevel=1 and every answer's
+``AbortedTransactions`` feed one :class:`~spark_kafka_log.txn_filter.ReadCommittedFilter` for that answer; the
+direct scan collects the aborted transactions of the range from the ``.txnindex`` files first
+(:meth:`~spark_kafka_log.local_scan.LocalPartitionScanner.aborted_transactions`) and filters all its chunks with
+one filter. Either way the batches of aborted transactions are dropped before decoding, exactly as a Kafka
+read_committed consumer drops them. When the direct scan cannot read the transaction indexes (a malformed or
+unreadable ``.txnindex``, a segment gone), it logs a WARNING and the range is fetched with read_committed
+instead: it never yields records it cannot show are committed.
 
 Leader failover during the read (Fetch): the client retries a partition whose leader moved, is unknown or
 cannot be reached, refreshing the metadata from any live broker, for ``kafka.default.api.timeout.ms`` per
@@ -29,7 +39,8 @@ Data loss during the read (offsets that left the log, a log that ends early): wi
 are skipped with a warning on the logger ``spark_kafka_log.read_task``.
 
 Per-task metrics: with ``pylog.metricsDir`` set, each call writes ``<dir>/read-<uuid>.json`` (written
-atomically) with ``topic, partition, start, end, transport, batches, bytes, rows``, so tests and users can see
+atomically) with ``topic, partition, start, end, transport, batches, bytes, rows, isolation, aborted_batches``
+(batches of aborted transactions dropped), so tests and users can see
 what a query actually read (PySpark's Python data sources have no metrics API). Metrics never fail a read.
 """
 
@@ -46,7 +57,14 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.errors import ConfigError, DataLossError, ErrorCode, KafkaError, PylogError
+from broker_runtime.errors import (
+    ConfigError,
+    CorruptIndexError,
+    DataLossError,
+    ErrorCode,
+    KafkaError,
+    PylogError,
+)
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
@@ -55,6 +73,7 @@ from spark_kafka_log.connections import reader_client
 from spark_kafka_log.input_partition import PylogInputPartition
 from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
 from spark_kafka_log.reader_options import ReaderOptions
+from spark_kafka_log.txn_filter import ReadCommittedFilter
 
 __all__ = ["read_range"]
 
@@ -71,6 +90,8 @@ class _Stats:
     batches: int = 0
     bytes: int = 0
     rows: int = 0
+    aborted_batches: int = 0
+    read_committed: bool = False
 
 
 def read_range(
@@ -79,7 +100,7 @@ def read_range(
     """Executor: the records of ``part`` ([start, end) of one topic partition) as Arrow batches of ``schema``."""
     if part.start >= part.end:
         return
-    stats = _Stats()
+    stats = _Stats(read_committed=options.read_committed)
     include_headers = "headers" in schema.names
     try:
         for data, from_offset in _raw_chunks(options, part, stats):
@@ -112,14 +133,32 @@ def _raw_chunks(
                 f"segments exists under the log dirs {list(part.log_dirs)} on this machine; set pylog.logDirs "
                 "or use pylog.transport=auto"
             )
-        if pdir is not None:
+        scanner = LocalPartitionScanner(pdir) if pdir is not None else None
+        committed: ReadCommittedFilter | None = None
+        if scanner is not None and options.read_committed:
+            try:
+                committed = ReadCommittedFilter(
+                    (a.producer_id, a.first_offset) for a in scanner.aborted_transactions(next_offset, end)
+                )
+            except (SegmentGoneError, CorruptIndexError) as exc:
+                log.warning(
+                    "kafka.isolation.level=read_committed: the aborted transactions of %s-%d [%d, %d) cannot be "
+                    "read from the .txnindex files under %s (%s); fetching the range from the broker instead",
+                    part.topic,
+                    part.partition,
+                    next_offset,
+                    end,
+                    pdir,
+                    exc,
+                )
+                scanner = None
+        if scanner is not None:
             stats.transport.append("local")
-            scanner = LocalPartitionScanner(pdir)
             try:
                 for chunk in scanner.chunks(next_offset, end):
                     stats.batches += chunk.batches
                     stats.bytes += len(chunk.data)
-                    yield chunk.data, next_offset
+                    yield _committed(committed, chunk.data, stats), next_offset
                     next_offset = chunk.next_offset
             except SegmentGoneError as exc:
                 log.info("direct scan of %s stopped (%s); fetching the rest", pdir, exc)
@@ -127,6 +166,18 @@ def _raw_chunks(
                 return
     stats.transport.append("fetch")
     yield from _fetch_chunks(options, part, next_offset, stats)
+
+
+def _committed(
+    committed: ReadCommittedFilter | None, data: bytes | memoryview, stats: _Stats
+) -> bytes | memoryview:
+    """``data`` without the batches of aborted transactions (read_committed), else unchanged."""
+    if committed is None:
+        return data
+    before = committed.batches_dropped
+    kept = committed.keep(data)
+    stats.aborted_batches += committed.batches_dropped - before
+    return kept
 
 
 def _fetch_chunks(
@@ -148,6 +199,7 @@ def _fetch_chunks(
                     partition_max_bytes=max_bytes,
                     max_wait_ms=100,
                     min_bytes=1,
+                    isolation_level=options.isolation_level_code,
                 )[tp]
             except KafkaError as exc:  # the leader stayed unreachable for kafka.default.api.timeout.ms
                 raise KafkaError(
@@ -172,7 +224,8 @@ def _fetch_chunks(
             records = result.records or b""
             spans = iter_batch_spans(records) if records else []
             if not spans:
-                hw = result.high_watermark
+                # read_committed: the broker answers up to the last stable offset, the range ends at or below it.
+                hw = result.last_stable_offset if options.read_committed else result.high_watermark
                 if hw <= next_offset:
                     # A leader elected after the range was planned learns the high watermark from its
                     # followers' next fetches, so it may briefly be lower than the old leader's: wait for it
@@ -201,7 +254,13 @@ def _fetch_chunks(
             hw_behind_since = None
             stats.batches += len(spans)
             stats.bytes += last_pos + last.size
-            yield memoryview(records)[: last_pos + last.size], next_offset
+            whole = memoryview(records)[: last_pos + last.size]
+            if options.read_committed:
+                # Kafka's unit: the aborted list belongs to this answer (from its fetch offset to the LSO).
+                committed = ReadCommittedFilter(result.aborted_transactions or ())
+                yield _committed(committed, whole, stats), next_offset
+            else:
+                yield whole, next_offset
             next_offset = last.next_offset
     finally:
         client.close()
@@ -217,7 +276,11 @@ def _lost(
     """Handle offsets that left the log during the read: raise, or return where to resume (may be >= end)."""
     tp = (part.topic, part.partition)
     earliest = client.list_offsets({tp: EARLIEST_TIMESTAMP})[tp][0]
-    latest = client.list_offsets({tp: LATEST_TIMESTAMP})[tp][0] if high_watermark is None else high_watermark
+    latest = (
+        client.list_offsets({tp: LATEST_TIMESTAMP}, isolation_level=options.isolation_level_code)[tp][0]
+        if high_watermark is None
+        else high_watermark
+    )
     if offset < earliest:
         lost_to = min(earliest, part.end)
         what = (
@@ -227,7 +290,10 @@ def _lost(
     else:
         lost_to = part.end
         what = (
-            f"offsets [{offset}, {part.end}) are beyond the log's latest offset {latest} (was it truncated?)"
+            f"offsets [{offset}, {part.end}) are beyond the log's last stable offset {latest} "
+            "(kafka.isolation.level=read_committed; was the log truncated?)"
+            if options.read_committed
+            else f"offsets [{offset}, {part.end}) are beyond the log's latest offset {latest} (was it truncated?)"
         )
         resume = part.end
     msg = (
@@ -271,6 +337,8 @@ def _write_metrics(directory: str, part: PylogInputPartition, stats: _Stats) -> 
         "batches": stats.batches,
         "bytes": stats.bytes,
         "rows": stats.rows,
+        "isolation": "read_committed" if stats.read_committed else "read_uncommitted",
+        "aborted_batches": stats.aborted_batches,
     }
     try:
         os.makedirs(directory, exist_ok=True)

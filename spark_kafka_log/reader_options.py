@@ -25,7 +25,10 @@ Option families (as Spark's Kafka source, batch queries):
   ``client.id``, ``request.timeout.ms``, ``max.partition.fetch.bytes``, ``fetch.max.bytes``,
   ``check.crcs``, ``default.api.timeout.ms`` (how long one metadata / offset / fetch call keeps retrying
   while a partition's leader moves or its leader's connection fails, default 60000) and ``retry.backoff.ms``
-  (100); ``group.id`` is accepted and ignored (batch reads use no consumer group). Any other
+  (100); ``isolation.level`` (Spark's Kafka source name: ``read_uncommitted``, the default, or
+  ``read_committed``: ranges end at the last stable offset, records of aborted transactions are dropped;
+  see :mod:`spark_kafka_log.read_plan` and :mod:`spark_kafka_log.read_task`); ``group.id`` is accepted and
+  ignored (batch reads use no consumer group). Any other
   ``kafka.*`` key is an error (pylog speaks plaintext only: ``kafka.security.protocol`` cannot be honoured);
 * ``pylog.transport``: ``auto`` (default: scan segment files directly when the partition's directory is on
   the executor's machine, else Fetch over TCP), ``fetch`` or ``local`` (direct scan, an error when the
@@ -44,7 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker_runtime.errors import ConfigError
-from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from spark_kafka_log.option_parsing import (
     bool_option,
     bootstrap_servers,
@@ -72,10 +75,12 @@ _KAFKA_KEYS = (
     "group.id",
     "default.api.timeout.ms",
     "retry.backoff.ms",
+    "isolation.level",
 )
 _PYLOG_KEYS = ("pylog.datadir", "pylog.transport", "pylog.logdirs", "pylog.metricsdir")
 _TRANSPORTS = ("auto", "fetch", "local")
 _STRATEGIES = ("error", "latest")
+_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 TopicPartition = tuple[str, int]
 
@@ -123,6 +128,17 @@ class ReaderOptions:
     check_crcs: bool = True
     default_api_timeout_ms: int = 60000
     retry_backoff_ms: int = 100
+    isolation_level: str = "read_uncommitted"
+
+    @property
+    def read_committed(self) -> bool:
+        """True with ``kafka.isolation.level=read_committed``."""
+        return self.isolation_level == "read_committed"
+
+    @property
+    def isolation_level_code(self) -> int:
+        """The wire ``IsolationLevel`` of Fetch and ListOffsets (0 read_uncommitted, 1 read_committed)."""
+        return int(IsolationLevel.READ_COMMITTED if self.read_committed else IsolationLevel.READ_UNCOMMITTED)
 
     @property
     def embedded(self) -> bool:
@@ -332,4 +348,5 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
         check_crcs=bool_option(opts, "kafka.check.crcs", True),
         default_api_timeout_ms=int_option(opts, "kafka.default.api.timeout.ms", 60000, 1),
         retry_backoff_ms=int_option(opts, "kafka.retry.backoff.ms", 100, 0),
+        isolation_level=choice_option(opts, "kafka.isolation.level", "read_uncommitted", _ISOLATION_LEVELS),
     )

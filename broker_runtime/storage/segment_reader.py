@@ -14,20 +14,48 @@ maps a file for writing, so the broker may keep appending, rolling and deleting 
 * a ``.log`` deleted by retention before it was opened raises
   :class:`~broker_runtime.errors.SegmentGoneError`; once open, the descriptor stays valid after an unlink.
 
+:func:`collect_aborted_transactions` reads the ``.txnindex`` files of a partition directory the same way
+(:func:`~.txn_index.read_entries_read_only`): Kafka's ``collectAbortedTransactions`` for a reader beside the
+broker.
+
 Thread-safety: one reader per thread (the lazily opened index is not guarded).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 from pathlib import Path
 
 from broker_runtime.errors import SegmentGoneError
 from broker_runtime.storage.file_handle import FileHandle
 from broker_runtime.storage.offset_index import OffsetIndex
-from broker_runtime.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, segment_path
+from broker_runtime.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, list_segment_bases, segment_path
+from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, read_entries_read_only
 
-__all__ = ["SegmentReader"]
+__all__ = ["SegmentReader", "collect_aborted_transactions"]
+
+
+def collect_aborted_transactions(
+    dir: str | os.PathLike[str], start_offset: int, upper_bound: int
+) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start_offset, upper_bound)`` of the partition in ``dir``, read-only.
+
+    Kafka's ``collectAbortedTransactions``: the ``.txnindex`` entries (``lastOffset >= start_offset`` and
+    ``firstOffset < upper_bound``) of the segment holding ``start_offset`` and of every later segment (an ABORT
+    marker may lie in a later segment than the transaction's records), oldest first. Only meaningful when
+    ``upper_bound`` is at or below the partition's last stable offset: then every transaction overlapping the
+    range is complete and its entry is on disk. Raises :class:`~broker_runtime.errors.CorruptIndexError` for a
+    malformed file and ``OSError`` when one cannot be read.
+    """
+    bases = list_segment_bases(Path(dir))
+    first = max(0, bisect.bisect_right(bases, start_offset) - 1)
+    found: list[AbortedTxn] = []
+    for base in bases[first:]:
+        for entry in read_entries_read_only(segment_path(Path(dir), base, TXN_INDEX_SUFFIX)):
+            if entry.last_offset >= start_offset and entry.first_offset < upper_bound:
+                found.append(entry)
+    return found
 
 
 class SegmentReader:

@@ -18,6 +18,11 @@ Truncating the segment drops the entries whose marker is at or above the truncat
 Reads (:meth:`TransactionIndex.collect`, Kafka's ``collectAbortedTxns``): the entries of transactions that
 overlap ``[fetch offset, upper bound)``: ``lastOffset >= fetch offset and firstOffset < upper bound``.
 
+A reader outside the broker process (the connector's direct scan) uses :func:`read_entries_read_only`: it never
+opens the file for writing and keeps whole entries only, since the broker may be appending one meanwhile. A
+partial last entry belongs to an ABORT marker being appended right now, at the log end, so its transaction was
+still open a moment ago: it lies at or above the last stable offset any reader planned against.
+
 Thread-safety: the partition log serializes writers; :meth:`TransactionIndex.collect` reads an immutable
 tuple of entries, so readers need no lock.
 """
@@ -32,7 +37,7 @@ from pathlib import Path
 
 from broker_runtime.errors import CorruptIndexError, StorageError
 
-__all__ = ["ABORTED_TXN", "TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex"]
+__all__ = ["ABORTED_TXN", "TXN_INDEX_SUFFIX", "AbortedTxn", "TransactionIndex", "read_entries_read_only"]
 
 TXN_INDEX_SUFFIX = ".txnindex"
 #: version int16, producerId int64, firstOffset int64, lastOffset int64, lastStableOffset int64.
@@ -74,6 +79,21 @@ def decode_entries(data: bytes, name: str) -> list[AbortedTxn]:
         previous = last
         entries.append(AbortedTxn(pid, first, last, lso))
     return entries
+
+
+def read_entries_read_only(path: Path) -> list[AbortedTxn]:
+    """The whole entries of a ``.txnindex`` the broker may be appending to (read-only; see the module docstring).
+
+    A missing file has no entries; a partial last entry is left out; a malformed entry raises
+    :class:`CorruptIndexError`.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    whole = len(data) - len(data) % ABORTED_TXN.size
+    return decode_entries(data[:whole], path.name)
 
 
 class TransactionIndex:

@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-__all__ = ["Message", "consume_all", "partition_counts", "produce_keys"]
+__all__ = ["Message", "consume_all", "consume_to_end", "partition_counts", "produce_keys"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,49 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
                 headers = tuple((k, v) for k, v in (m.headers() or []))
                 out.append(Message(p, m.offset(), m.key(), m.value(), headers, ts_type, ts))
                 position[p] = m.offset() + 1
+        return sorted(out, key=lambda m: (m.partition, m.offset))
+    finally:
+        consumer.close()
+
+
+def consume_to_end(
+    bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 30
+) -> list[Message]:
+    """Every message of ``topic`` a consumer with ``isolation.level=isolation`` returns from offset 0 until it
+    reports the end of every partition (librdkafka's partition EOF: the high watermark, or in read_committed the
+    last stable offset), in partition/offset order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "pylog-test-peer",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+            "log_level": 0,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[Message] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{isolation} consumer reached the end of only {sorted(at_end)} of {topic}"
+                )
+            polled: list[Any] = consumer.consume(1000, timeout=0.5)
+            for m in polled:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(m.partition())
+                        continue
+                    raise AssertionError(f"consumer error: {err}")
+                at_end.discard(m.partition())
+                ts_type, ts = m.timestamp()
+                headers = tuple((k, v) for k, v in (m.headers() or []))
+                out.append(Message(m.partition(), m.offset(), m.key(), m.value(), headers, ts_type, ts))
         return sorted(out, key=lambda m: (m.partition, m.offset))
     finally:
         consumer.close()
