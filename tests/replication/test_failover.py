@@ -121,22 +121,29 @@ def test_the_controller_role_moves_when_the_controller_dies(tmp_path: Path) -> N
         )
 
 
+def _kill_leader_alone_in_the_isr(cluster: BrokerCluster, topic: str) -> tuple[int, int]:
+    """Two nodes: stop the follower until it is fenced (out of the ISR), write one record to the leader alone,
+    kill the leader, continue the follower; returns (dead leader, follower)."""
+    leader = partition_state(cluster.nodes[0].bootstrap, topic)["LeaderId"]
+    follower = 1 - leader
+    with paused(cluster.nodes[follower].pid):
+        # The leader drops the stopped follower from the ISR only after replica.lag.time.max.ms (30 s by
+        # default); its fencing removes it at once.
+        wait_for(
+            lambda: partition_state(cluster.nodes[leader].bootstrap, topic)["IsrNodes"] == [leader],
+            timeout_s=10,
+            what="ISR shrink to the leader",
+        )
+        assert _produce(cluster.nodes[leader].bootstrap, topic, 1)["ErrorCode"] == 0
+        cluster.kill(leader)
+    return leader, follower
+
+
 def test_a_partition_whose_isr_is_only_the_dead_leader_goes_offline_until_it_returns(tmp_path: Path) -> None:
     """unclean.leader.election.enable=false: no replica outside the ISR becomes leader."""
     with cluster_process(tmp_path, nodes=2, overrides=FAST) as cluster:
         create_replicated(cluster, "offline", rf=2)
-        leader = partition_state(cluster.nodes[0].bootstrap, "offline")["LeaderId"]
-        follower = 1 - leader
-        with paused(cluster.nodes[follower].pid):
-            # The leader drops the stopped follower from the ISR only after replica.lag.time.max.ms (30 s by
-            # default); its fencing removes it at once.
-            wait_for(
-                lambda: partition_state(cluster.nodes[leader].bootstrap, "offline")["IsrNodes"] == [leader],
-                timeout_s=10,
-                what="ISR shrink to the leader",
-            )
-            assert _produce(cluster.nodes[leader].bootstrap, "offline", 1)["ErrorCode"] == 0
-            cluster.kill(leader)
+        leader, follower = _kill_leader_alone_in_the_isr(cluster, "offline")
         survivor = cluster.nodes[follower].bootstrap
         state = wait_for(
             lambda: (s := partition_state(survivor, "offline"))["LeaderId"] == -1 and s,
@@ -146,21 +153,10 @@ def test_a_partition_whose_isr_is_only_the_dead_leader_goes_offline_until_it_ret
         assert state["IsrNodes"] == [leader]
 
 
-@pytest.mark.parametrize("unclean", ["true"])
-def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(
-    tmp_path: Path, unclean: str
-) -> None:
+def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(tmp_path: Path) -> None:
     with cluster_process(tmp_path, nodes=2, overrides=FAST) as cluster:
-        create_replicated(cluster, "unclean", rf=2, configs={"unclean.leader.election.enable": unclean})
-        leader = partition_state(cluster.nodes[0].bootstrap, "unclean")["LeaderId"]
-        follower = 1 - leader
-        with paused(cluster.nodes[follower].pid):
-            wait_for(
-                lambda: partition_state(cluster.nodes[leader].bootstrap, "unclean")["IsrNodes"] == [leader],
-                timeout_s=10,
-                what="ISR shrink to the leader",
-            )
-            cluster.kill(leader)
+        create_replicated(cluster, "unclean", rf=2, configs={"unclean.leader.election.enable": "true"})
+        _, follower = _kill_leader_alone_in_the_isr(cluster, "unclean")
         survivor = cluster.nodes[follower].bootstrap
         state = wait_for(
             lambda: (s := partition_state(survivor, "unclean"))["LeaderId"] == follower and s,
