@@ -123,6 +123,36 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
 
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """DescribeTransactions for one id: TRANSACTIONAL_ID_NOT_FOUND when unknown (or expired)."""
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, meta
+
+    def list_transactions(
+        self, state_names: list[str], producer_ids: list[int], duration_ms: int = -1
+    ) -> tuple[list[str], list[TransactionMetadata]]:
+        """ListTransactions: (state filters no state is named so, matching transactions), filtered as Kafka's
+        ``listTransactionStates``: each non-empty filter must match; ``duration_ms >= 0`` keeps transactions
+        started longer ago than that (an id with no transaction started has no duration and is left out); Dead
+        ids never appear. Only unknown state filters: nothing matches."""
+        unknown = [name for name in state_names if TxnState.from_kafka_name(name) is None]
+        states = {s for name in state_names if (s := TxnState.from_kafka_name(name)) is not None}
+        if state_names and not states:
+            return unknown, []
+        wanted_ids = set(producer_ids)
+        now = self._now_ms()
+        found = [
+            meta
+            for meta in self._txns.values()
+            if meta.state != TxnState.DEAD
+            and (not wanted_ids or meta.producer_id in wanted_ids)
+            and (not states or meta.state in states)
+            and (duration_ms < 0 or (meta.start_ms >= 0 and now - meta.start_ms > duration_ms))
+        ]
+        return unknown, found
+
     # -- persistence --------------------------------------------------------------------------------------------
 
     def _persist(self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]]) -> None:

@@ -37,12 +37,14 @@ from broker_runtime.protocol.messages import (
     api_versions,
     create_topics,
     describe_configs,
+    describe_transactions,
     elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
     list_offsets,
+    list_transactions,
     metadata,
     offset_for_leader_epoch,
     produce,
@@ -133,6 +135,8 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
         ApiSpec(end_txn.REQUEST, end_txn.RESPONSE),
         ApiSpec(offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
+        ApiSpec(describe_transactions.REQUEST, describe_transactions.RESPONSE),
+        ApiSpec(list_transactions.REQUEST, list_transactions.RESPONSE),
     )
 }
 

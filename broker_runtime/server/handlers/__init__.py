@@ -19,12 +19,14 @@ from broker_runtime.server.handlers import (
     api_versions,
     create_topics,
     describe_configs,
+    describe_transactions,
     elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
     list_offsets,
+    list_transactions,
     metadata,
     offset_for_leader_epoch,
     produce,
@@ -49,6 +51,8 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     add_offsets_to_txn,
     end_txn,
     offset_for_leader_epoch,
+    describe_transactions,
+    list_transactions,
 )
 
 
