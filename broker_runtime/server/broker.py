@@ -515,7 +515,7 @@ def _transaction_coordinator(
         return {
             (topic, p): replicas.write_txn_marker(
                 topic, p, producer_id, epoch, coordinator_epoch, control_type
-            )
+            ).error
             for topic, p in partitions
         }
 

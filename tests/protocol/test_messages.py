@@ -491,6 +491,8 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         InitProducerIdResponse,
         ProduceRequest,
         ProduceResponse,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
     )
 
     return {
@@ -510,6 +512,7 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         43: (ElectLeadersRequest, ElectLeadersResponse),
         65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         66: (ListTransactionsRequest, ListTransactionsResponse),
+        27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     }
 
 

@@ -48,6 +48,7 @@ from broker_runtime.protocol.messages import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    write_txn_markers,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.common import CONSUMER_REPLICA_ID, IsolationLevel
@@ -137,6 +138,7 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
         ApiSpec(describe_transactions.REQUEST, describe_transactions.RESPONSE),
         ApiSpec(list_transactions.REQUEST, list_transactions.RESPONSE),
+        ApiSpec(write_txn_markers.REQUEST, write_txn_markers.RESPONSE),
     )
 }
 

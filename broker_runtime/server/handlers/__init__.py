@@ -30,6 +30,7 @@ from broker_runtime.server.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    write_txn_markers,
 )
 
 __all__ = ["HANDLER_MODULES", "Handler", "handler_table", "supported_versions"]
@@ -53,6 +54,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     offset_for_leader_epoch,
     describe_transactions,
     list_transactions,
+    write_txn_markers,
 )
 
 
