@@ -76,6 +76,8 @@ BROKER_KEYS: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
+    # pylog, tests only: while this file exists, a cluster coordinator holds its transaction markers back.
+    "pylog.test.transaction.markers.hold.file": "",
 }
 
 #: Storage names accepted without a warning; interpreted by the storage's LogConfig.
@@ -246,6 +248,8 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
+    #: Tests only: while this file exists, the cluster's transaction markers wait (fault injection).
+    test_transaction_markers_hold_file: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
@@ -353,6 +357,10 @@ class BrokerConfig:
                 props, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1
             ),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
+            test_transaction_markers_hold_file=props.get(
+                "pylog.test.transaction.markers.hold.file", ""
+            ).strip()
+            or None,
             props=dict(props),
             warnings=warnings,
         )

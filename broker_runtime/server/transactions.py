@@ -21,7 +21,9 @@
   the minimum, timeouts, a dead or unreachable leader) are retried every ``RETRY_BACKOFF_MS`` with fresh metadata,
   never dropped; UNKNOWN_TOPIC_OR_PARTITION (topic deleted) is reported to the coordinator, which drops that
   marker with a WARNING as Kafka does; TRANSACTION_COORDINATOR_FENCED / INVALID_PRODUCER_EPOCH, or this node
-  losing the partition, stop the sender (the current coordinator completes the transaction).
+  losing the partition, stop the sender (the current coordinator completes the transaction). Tests only:
+  while the file named by ``pylog.test.transaction.markers.hold.file`` exists, markers wait (after the Prepare
+  record is replicated), so a test can kill a node at that point.
 
 Event-loop thread only.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -275,6 +278,12 @@ class ClusterTransactions:
                 if set(final.values()) == {ErrorCode.NONE}:
                     break
                 await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+            hold = ctx.config.test_transaction_markers_hold_file
+            while hold and os.path.exists(hold):  # fault injection for tests: markers held back
+                if not self._still_coordinator(state_partition, coordinator_epoch):
+                    done(None)
+                    return
+                await asyncio.sleep(0.05)
             # 2. One marker per partition, through its current leader, until each is written.
             pending = set(partitions)
             results: dict[TopicPartition, ErrorCode] = {}
