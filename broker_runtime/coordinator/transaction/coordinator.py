@@ -33,11 +33,19 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
 * :meth:`expire_transactional_ids` (periodic): ids whose transaction is complete and untouched for
   ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
 
-Markers: ``write_markers(producer id, epoch, coordinator epoch, control type, partitions)`` returns an error
-code per partition. On one node the server appends them to its local partition logs. In a cluster it would send
-WriteTxnMarkers to each partition's leader (the seam is this callable; not implemented yet). A partition whose
-topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves the
-transaction in its Prepare state and the periodic task retries, WARNING logged.
+Markers, single node: ``write_markers(producer id, epoch, coordinator epoch, control type, partitions)`` appends
+them to the local partition logs and returns an error code per partition; EndTxn answers after them. Cluster
+(``send_markers`` given): the server writes them in the background (WriteTxnMarkers to each partition's leader,
+once the Prepare record is replicated, see :mod:`broker_runtime.server.transactions`) and calls back; EndTxn
+answers once the Prepare record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A
+partition whose topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves
+the transaction in its Prepare state and the periodic task retries, WARNING logged.
+
+Cluster ownership (``append_state`` given): this node coordinates only the ``__transaction_state`` partitions it
+leads (:meth:`TransactionCoordinator.become_leader` loads one and completes its Prepare states;
+:meth:`TransactionCoordinator.resign` forgets it); every request for another id answers NOT_COORDINATOR. State
+records go through ``append_state`` (the leader's replicated append, acks=-1 rules); the handler waits for
+their replication (:meth:`TransactionCoordinator.take_appended`) before it answers.
 
 Coordinator epoch: the leader epoch of the ``__transaction_state`` partition; 0 on a single node.
 
