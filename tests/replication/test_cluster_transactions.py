@@ -331,3 +331,32 @@ def test_a_stopped_coordinator_that_returns_cannot_end_the_transaction_again(tmp
                 f"a stale coordinator's marker landed after a newer one: {markers}"
             )
         assert sorted(_read(cluster.bootstrap, parts, "read_committed", set(values))) == sorted(values)
+
+
+def test_state_writes_need_the_minimum_isr_of_the_transaction_state_partition(tmp_path: Path) -> None:
+    with cluster_process(tmp_path / "cluster", nodes=3, overrides=FAST) as cluster:
+        create_replicated(cluster, "orders", 1, 3)
+        _producer(cluster.bootstrap, "tx-isr")  # creates __transaction_state (RF 3, min ISR 2)
+        coordinator = _coordinator(cluster.bootstrap, "tx-isr")
+        index = partition_for("tx-isr", 5)
+        state = partition_state(cluster.bootstrap, TRANSACTION_STATE_TOPIC, index)
+        assert sorted(state["ReplicaNodes"]) == [0, 1, 2]
+        for node in range(3):
+            if node != coordinator:
+                cluster.kill(node)
+        leader = _node(cluster, coordinator)
+        wait_for(
+            lambda: partition_state(leader, TRANSACTION_STATE_TOPIC, index)["IsrNodes"] == [coordinator],
+            15,
+            "the state partition's ISR down to its leader",
+        )
+        body = {
+            "TransactionalId": "tx-isr",
+            "TransactionTimeoutMs": 60000,
+            "ProducerId": -1,
+            "ProducerEpoch": -1,
+        }
+        answer = request(leader, ApiKey.INIT_PRODUCER_ID, 4, body)
+        assert answer["ErrorCode"] == 15, (
+            f"COORDINATOR_NOT_AVAILABLE expected under the minimum ISR: {answer}"
+        )
