@@ -37,7 +37,15 @@ ALLOWED: dict[str, set[str]] = {
     },
     "broker_runtime.controller": {"broker_runtime.storage", "broker_runtime.protocol"},
     "broker_runtime.coordinator": set(),  # the package's own __init__
+    "broker_runtime.coordinator.placement": set(),
     "broker_runtime.coordinator.transaction": {
+        "broker_runtime.coordinator.placement",
+        "broker_runtime.storage",
+        "broker_runtime.protocol",
+        "broker_runtime.purgatory",
+    },
+    "broker_runtime.coordinator.group": {
+        "broker_runtime.coordinator.placement",
         "broker_runtime.storage",
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
@@ -46,6 +54,7 @@ ALLOWED: dict[str, set[str]] = {
     "broker_runtime.launch": {"broker_runtime.client", "broker_runtime.protocol"},
     "broker_runtime.server": {
         "broker_runtime.controller",
+        "broker_runtime.coordinator.group",
         "broker_runtime.coordinator.transaction",
         "broker_runtime.replication",
         "broker_runtime.storage",

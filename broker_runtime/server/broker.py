@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.controller import CONTROLLER_TICK_MS, Controller, ControllerConfig
+from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from broker_runtime.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
@@ -310,6 +311,7 @@ class Broker:
             txn_coordinator.load()
         else:
             cluster_txns.coordinator = txn_coordinator
+        group_coordinator = None if cfg.cluster_dir is not None else _group_coordinator(cfg, topics, loop)
         ctx = BrokerContext(
             config=cfg,
             topics=topics,
@@ -323,6 +325,7 @@ class Broker:
             cluster=cluster,
             refresh_cluster=refresh_cluster,
             txn_coordinator=txn_coordinator,
+            group_coordinator=group_coordinator,
         )
         self.ctx = ctx
         if cluster_txns is not None:
@@ -389,6 +392,16 @@ class Broker:
                 )
             ),
         ]
+        if group_coordinator is not None:
+            periodic.append(
+                loop.create_task(
+                    self._every(
+                        cfg.offsets_retention_check_interval_ms,
+                        group_coordinator.expire_offsets,
+                        "offsets-expiration",
+                    )
+                )
+            )
         if isinstance(cluster, SharedFileCluster):
             controller = Controller(
                 cluster.store,
@@ -440,6 +453,8 @@ class Broker:
                 await replicas.stop_fetchers()
             purgatory.shutdown()
             produce_purgatory.shutdown()
+            if group_coordinator is not None:
+                group_coordinator.shutdown()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
             logs.shutdown()
@@ -548,6 +563,41 @@ def _transaction_coordinator(
         append_state=None if cluster_txns is None else cluster_txns.append_state,
         send_markers=None if cluster_txns is None else cluster_txns.send_markers,
     )
+
+
+def _group_coordinator(
+    cfg: BrokerConfig, topics: TopicManager, loop: asyncio.AbstractEventLoop
+) -> GroupCoordinator:
+    """The group coordinator of a single node: its state in the local ``__consumer_offsets`` partitions (created
+    on first use, ``cleanup.policy=compact``: the log cleaner keeps the latest record per key once it runs),
+    replayed now."""
+
+    def offsets_log(partition: int, create: bool) -> PartitionLog | None:
+        log = topics.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+        if log is None and create and topics.partition_count(CONSUMER_OFFSETS_TOPIC) is None:
+            topics.create(
+                CONSUMER_OFFSETS_TOPIC,
+                cfg.offsets_topic_num_partitions,
+                {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"},
+            )
+            log = topics.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+        return log
+
+    coordinator = GroupCoordinator(
+        GroupConfig(
+            num_partitions=cfg.offsets_topic_num_partitions,
+            min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+            max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
+            offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
+            offsets_retention_ms=cfg.offsets_retention_minutes * 60_000,
+        ),
+        offsets_log,
+        loop,
+        topics.partition_count,
+    )
+    coordinator.load()
+    return coordinator
 
 
 def _checkpoint(logs: LogManager) -> None:

@@ -74,6 +74,14 @@ BROKER_KEYS: dict[str, str] = {
     "transactional.id.expiration.ms": "604800000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    # Group coordinator (Kafka's names and defaults).
+    "offsets.topic.num.partitions": "50",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.initial.rebalance.delay.ms": "3000",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
     # pylog, tests only: while this file exists, a cluster coordinator holds its transaction markers back.
@@ -246,6 +254,13 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    offsets_topic_num_partitions: int = 50
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
     #: Tests only: while this file exists, the cluster's transaction markers wait (fault injection).
@@ -356,6 +371,13 @@ class BrokerConfig:
             transaction_remove_expired_transaction_cleanup_interval_ms=_int(
                 props, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1
             ),
+            offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", minimum=1),
+            offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", minimum=0),
+            offsets_retention_minutes=_int(props, "offsets.retention.minutes", minimum=1),
+            offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", minimum=1),
+            group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", minimum=1),
+            group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", minimum=1),
+            group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", minimum=0),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
             test_transaction_markers_hold_file=props.get(
                 "pylog.test.transaction.markers.hold.file", ""

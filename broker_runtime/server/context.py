@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_runtime.coordinator.group import GroupCoordinator
 from broker_runtime.coordinator.transaction import TransactionCoordinator
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
@@ -59,3 +60,5 @@ class BrokerContext:
     refresh_cluster: Callable[[], bool] = field(default=lambda: False)
     #: The transaction coordinator of this broker (None in a cluster: not available there yet).
     txn_coordinator: TransactionCoordinator | None = None
+    #: The group coordinator of this broker (None in a cluster: not available there yet).
+    group_coordinator: GroupCoordinator | None = None

@@ -467,10 +467,22 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
     from kafka.protocol.consumer import (
         FetchRequest,
         FetchResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
         ListOffsetsRequest,
         ListOffsetsResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
         OffsetForLeaderEpochRequest,
         OffsetForLeaderEpochResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
     )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
@@ -513,6 +525,12 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         66: (ListTransactionsRequest, ListTransactionsResponse),
         27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        8: (OffsetCommitRequest, OffsetCommitResponse),
+        9: (OffsetFetchRequest, OffsetFetchResponse),
+        11: (JoinGroupRequest, JoinGroupResponse),
+        12: (HeartbeatRequest, HeartbeatResponse),
+        13: (LeaveGroupRequest, LeaveGroupResponse),
+        14: (SyncGroupRequest, SyncGroupResponse),
     }
 
 

@@ -11,7 +11,7 @@ Record value: int16 value version (0), then ``TransactionLogValue`` v0 (non-flex
 A null value (tombstone) removes the transactional id (its expiration). Value version 1 (flexible, tagged
 PreviousProducerId / NextProducerId / ClientTransactionVersion: Kafka's transaction version 2) is decoded but not
 written. The partition of a transactional id is Kafka's ``abs(String.hashCode) % partitions``
-(:func:`partition_for`), so a Kafka tool finds the same partition. Pure functions: thread-safe.
+(:func:`partition_for`, from :mod:`broker_runtime.coordinator.placement`), so a Kafka tool finds the same partition. Pure functions: thread-safe.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from broker_runtime.coordinator.placement import java_string_hash, partition_for
 from broker_runtime.errors import CorruptRecordError
 from broker_runtime.protocol.messages.schema import Field, Message
 
@@ -82,21 +83,6 @@ class TxnLogValue:
     partitions: frozenset[tuple[str, int]]
     last_update_ms: int
     start_ms: int
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit wrap-around)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(transactionalId.hashCode) % partitions``."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def encode_key(transactional_id: str) -> bytes:

@@ -42,12 +42,18 @@ from broker_runtime.protocol.messages import (
     end_txn,
     fetch,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
     list_offsets,
     list_transactions,
     metadata,
+    offset_commit,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sync_group,
     write_txn_markers,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
@@ -138,6 +144,12 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
         ApiSpec(describe_transactions.REQUEST, describe_transactions.RESPONSE),
         ApiSpec(list_transactions.REQUEST, list_transactions.RESPONSE),
+        ApiSpec(join_group.REQUEST, join_group.RESPONSE),
+        ApiSpec(sync_group.REQUEST, sync_group.RESPONSE),
+        ApiSpec(heartbeat.REQUEST, heartbeat.RESPONSE),
+        ApiSpec(leave_group.REQUEST, leave_group.RESPONSE),
+        ApiSpec(offset_commit.REQUEST, offset_commit.RESPONSE),
+        ApiSpec(offset_fetch.REQUEST, offset_fetch.RESPONSE),
         ApiSpec(write_txn_markers.REQUEST, write_txn_markers.RESPONSE),
     )
 }

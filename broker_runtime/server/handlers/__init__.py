@@ -24,12 +24,18 @@ from broker_runtime.server.handlers import (
     end_txn,
     fetch,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
     list_offsets,
     list_transactions,
     metadata,
+    offset_commit,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sync_group,
     write_txn_markers,
 )
 
@@ -55,6 +61,12 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_transactions,
     list_transactions,
     write_txn_markers,
+    join_group,
+    sync_group,
+    heartbeat,
+    leave_group,
+    offset_commit,
+    offset_fetch,
 )
 
 

@@ -1,5 +1,5 @@
-"""FindCoordinator (key 10, v0-4): the transaction coordinator of a transactional id; there is no group
-coordinator.
+"""FindCoordinator (key 10, v0-4): the group coordinator of a group id, the transaction coordinator of a
+transactional id.
 
 Key type 1 (transaction): a single node answers itself for every transactional id (it hosts every partition of
 ``__transaction_state``). In a cluster the coordinator of an id is the leader of its ``__transaction_state``
@@ -7,10 +7,10 @@ partition (Kafka's ``abs(hashCode) % transaction.state.log.num.partitions``), fr
 the first such lookup creates the topic (see :mod:`broker_runtime.server.transactions`); while the partition has
 no live leader the answer is COORDINATOR_NOT_AVAILABLE (retriable). v4 answers each key of the batch.
 
-Key type 0 (group): COORDINATOR_NOT_AVAILABLE and a message, so group-based clients back off instead of failing
-hard; clients that use ``assign()`` never need a coordinator. Why advertise the API at all for groups:
-librdkafka enables LZ4 compression only when the broker advertises FindCoordinator (its feature map ties LZ4 to
-the API that shipped with Kafka 0.8.2).
+Key type 0 (group): a single node answers itself for every group (it hosts every partition of
+``__consumer_offsets``, see :mod:`broker_runtime.coordinator.group`). A broker of a cluster has no group
+coordinator yet: COORDINATOR_NOT_AVAILABLE and a message saying so (clients keep retrying; ``assign()`` needs
+no coordinator).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-_NO_GROUPS = "this broker has no group coordinator; use assign() with explicit offsets"
+_NO_GROUPS = "consumer groups are not served by a broker of a cluster yet; use assign() with explicit offsets"
 _NO_TXN_LEADER = "the __transaction_state partition of this transactional id has no live leader now"
 
 
@@ -39,7 +39,13 @@ def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str
             return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
         code, node, host, port = coordinator_node(ctx, key)
         return code, None if code == ErrorCode.NONE else _NO_TXN_LEADER, node, host, port
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_GROUPS, -1, "", -1
+    if key_type == find_coordinator.KEY_TYPE_GROUP and ctx.group_coordinator is not None:
+        return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+    if key_type == find_coordinator.KEY_TYPE_GROUP:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_GROUPS, -1, "", -1
+    if key_type == find_coordinator.KEY_TYPE_TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker has no transaction coordinator", -1, "", -1
+    return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ metadata cache leaves it out, so clients do not connect to it) and per partition
 epoch, ISR and offline replicas (fenced or unregistered) recorded in the shared metadata. A partition without a
 leader (leader -1: no ISR member is live) answers LEADER_NOT_AVAILABLE; the controller never records a fenced
 broker as leader. The file is re-checked (one ``stat``) on every request, so every broker answers the same and
-a client may ask any of them. Topic ids are not tracked (zero UUID).
+a client may ask any of them. Topic ids are not tracked (zero UUID). ``__consumer_offsets`` and
+``__transaction_state`` are marked internal.
 
 Topics: null (v1+) or an empty list in v0 means all topics. A requested topic that does not exist is created
 here when ``auto.create.topics.enable`` is true and the request allows it (AllowAutoTopicCreation, v4+;
@@ -21,6 +22,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, metadata
 from broker_runtime.server.context import BrokerContext
@@ -36,6 +39,8 @@ MAX_VERSION = 12
 UNKNOWN_TOPIC_ID = 100
 _ZERO_UUID = uuid.UUID(int=0)
 _NO_OPERATIONS = -(2**31)
+#: The coordinators' topics, marked ``IsInternal`` as Kafka does (regex subscriptions skip them).
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
@@ -61,7 +66,7 @@ def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
         "ErrorCode": code,
         "Name": name,
         "TopicId": _ZERO_UUID,
-        "IsInternal": False,
+        "IsInternal": name in INTERNAL_TOPICS,
         "Partitions": partitions,
         "TopicAuthorizedOperations": _NO_OPERATIONS,
     }

@@ -1,0 +1,125 @@
+"""A classic consumer group's state (Kafka's ``GroupMetadata`` / ``MemberMetadata``).
+
+State machine (Kafka's ``GroupState``)::
+
+    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
+    CompletingRebalance --leader's SyncGroup--> Stable
+    Stable / CompletingRebalance --join of a new member, leader rejoin, leave, session timeout--> PreparingRebalance
+    PreparingRebalance --no member left--> Empty;  any --DeleteGroups--> Dead
+
+The generation id grows by one each time a join phase completes (also when it completes with no member).
+Committed offsets belong to the group whatever its state; a group with no member and no offset is forgotten.
+
+Event-loop thread only (the coordinator owns every instance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = ["CommittedOffset", "Group", "GroupState", "Member"]
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    #: (name, metadata) in the member's order of preference.
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    #: Pending JoinGroup answer (set while the member waits in PreparingRebalance).
+    join_future: asyncio.Future[dict[str, Any]] | None = None
+    #: Pending SyncGroup answer (set while the member waits in CompletingRebalance).
+    sync_future: asyncio.Future[dict[str, Any]] | None = None
+    #: The session timer (rescheduled by every heartbeat, join, sync and commit).
+    session_timer: asyncio.TimerHandle | None = None
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    @property
+    def awaiting(self) -> bool:
+        """Waiting for a JoinGroup or SyncGroup answer: kept alive without heartbeats (Kafka's shouldKeepAlive)."""
+        return (self.join_future is not None and not self.join_future.done()) or (
+            self.sync_future is not None and not self.sync_future.done()
+        )
+
+
+@dataclass(eq=False)
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    #: group.instance.id -> member id of the static member holding it.
+    static_members: dict[str, str] = field(default_factory=dict)
+    #: Member ids handed out with MEMBER_ID_REQUIRED and not yet used to join.
+    pending_members: set[str] = field(default_factory=set)
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    #: The join-phase timer (initial delay or rebalance timeout) while PreparingRebalance.
+    join_timer: asyncio.TimerHandle | None = None
+    #: Monotonic deadline (s) the initial delay may not extend past.
+    initial_deadline: float = 0.0
+    state_timestamp_ms: int = -1
+
+    def all_joined(self) -> bool:
+        return all(m.join_future is not None and not m.join_future.done() for m in self.members.values())
+
+    def select_protocol(self) -> str | None:
+        """Kafka's vote: among the protocols every member supports, each member votes for its first choice."""
+        if not self.members:
+            return None
+        members = list(self.members.values())
+        common = {name for name, _ in members[0].protocols}
+        for m in members[1:]:
+            common &= {name for name, _ in m.protocols}
+        if not common:
+            return None
+        votes: dict[str, int] = {}
+        for m in members:
+            choice = next(name for name, _ in m.protocols if name in common)
+            votes[choice] = votes.get(choice, 0) + 1
+        # ties: the first choice of the first member among the most voted
+        best = max(votes.values())
+        return next(name for name, _ in members[0].protocols if votes.get(name) == best)
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """A joining member is compatible: same protocol type and at least one protocol in common."""
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        if protocol_type != self.protocol_type:
+            return False
+        common = {name for name, _ in protocols}
+        for m in self.members.values():
+            common &= {name for name, _ in m.protocols}
+        return bool(common)

@@ -1,0 +1,59 @@
+"""OffsetCommit (key 8, v0-8): store a group's consumed positions in ``__consumer_offsets``.
+
+Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.commit_offsets` (answered once the records
+are appended and flushed). ``RetentionTimeMs`` (v2-4) is ignored: ``offsets.retention.minutes`` rules, as in
+Kafka from v5. Without a group coordinator every partition answers NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, offset_commit
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = offset_commit.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 8
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.group_coordinator
+    wanted = {
+        (t["Name"], p["PartitionIndex"]): (
+            p["CommittedOffset"],
+            p["CommittedLeaderEpoch"],
+            p["CommittedMetadata"],
+        )
+        for t in body["Topics"]
+        for p in t["Partitions"]
+    }
+    if coordinator is None:
+        errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
+    else:
+        errors = coordinator.commit_offsets(
+            body["GroupId"],
+            body["GenerationIdOrMemberEpoch"] if header.api_version >= 1 else -1,
+            body["MemberId"] if header.api_version >= 1 else "",
+            body["GroupInstanceId"],
+            wanted,
+        )
+    return {
+        "ThrottleTimeMs": 0,
+        "Topics": [
+            {
+                "Name": t["Name"],
+                "Partitions": [
+                    {
+                        "PartitionIndex": p["PartitionIndex"],
+                        "ErrorCode": errors[(t["Name"], p["PartitionIndex"])],
+                    }
+                    for p in t["Partitions"]
+                ],
+            }
+            for t in body["Topics"]
+        ],
+    }

@@ -1,0 +1,56 @@
+"""OffsetFetch (key 9, v0-8): a group's committed offsets (-1 and no error for a partition without one).
+
+Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.fetch_offsets`. A null topic list (v2+)
+asks for every committed partition; v8 asks for several groups. Without a group coordinator the answer is
+NOT_COORDINATOR (top level from v2, per partition before).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, offset_fetch
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = offset_fetch.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 8
+
+
+def _group(
+    ctx: BrokerContext, group_id: str, topics: list[dict[str, Any]] | None
+) -> tuple[ErrorCode, list[Any]]:
+    wanted = None if topics is None else [(t["Name"], p) for t in topics for p in t["PartitionIndexes"]]
+    coordinator = ctx.group_coordinator
+    if coordinator is None:
+        found: dict[tuple[str, int], Any] = dict.fromkeys(wanted or [])
+        code = ErrorCode.NOT_COORDINATOR
+    else:
+        found = coordinator.fetch_offsets(group_id, wanted)
+        code = ErrorCode.NONE
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), committed in found.items():
+        by_topic.setdefault(topic, []).append(
+            {
+                "PartitionIndex": partition,
+                "CommittedOffset": -1 if committed is None else committed.offset,
+                "CommittedLeaderEpoch": -1 if committed is None else committed.leader_epoch,
+                "Metadata": "" if committed is None else committed.metadata,
+                "ErrorCode": code,
+            }
+        )
+    return code, [{"Name": topic, "Partitions": parts} for topic, parts in by_topic.items()]
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    if header.api_version >= 8:
+        groups = []
+        for g in body["Groups"]:
+            code, topics = _group(ctx, g["GroupId"], g["Topics"])
+            groups.append({"GroupId": g["GroupId"], "Topics": topics, "ErrorCode": code})
+        return {"ThrottleTimeMs": 0, "Groups": groups}
+    code, topics = _group(ctx, body["GroupId"], body["Topics"])
+    return {"ThrottleTimeMs": 0, "Topics": topics, "ErrorCode": code}

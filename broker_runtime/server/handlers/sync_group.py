@@ -1,0 +1,32 @@
+"""SyncGroup (key 14, v0-5): a member collects its assignment; the leader's request carries everyone's.
+
+Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.sync` (an answer now or a future
+of it), encode. Without a group coordinator the answer is NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, sync_group
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = sync_group.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
+    coordinator = ctx.group_coordinator
+    if coordinator is None:
+        return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
+    return coordinator.sync(
+        body["GroupId"],
+        body["GenerationId"],
+        body["MemberId"],
+        body["GroupInstanceId"],
+        {a["MemberId"]: bytes(a["Assignment"]) for a in body["Assignments"]},
+    )
