@@ -4,8 +4,6 @@ PrepareCommit, and the ``.txnindex`` files decoded against Kafka's 34-byte layou
 
 from __future__ import annotations
 
-import os
-import signal
 import struct
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
+from tests.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,33 +95,6 @@ def _decode_txnindex(path: Path) -> list[tuple[int, int, int, int, int]]:
     data = path.read_bytes()
     assert len(data) % 34 == 0
     return [struct.unpack_from(">hqqqq", data, i) for i in range(0, len(data), 34)]
-
-
-def _broker_pid(data_dir: Path) -> int:
-    """The pid of the broker child started on ``data_dir`` (its command line names its properties file)."""
-    needle = str(data_dir / "broker.properties").encode()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if needle in cmdline:
-                return int(entry)
-    raise AssertionError(f"no broker process for {data_dir}")
-
-
-def _kill(data_dir: Path) -> None:
-    pid = _broker_pid(data_dir)
-    os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        state = (
-            Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
-        )
-        if state == "Z":
-            break
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -219,7 +191,7 @@ def test_sigkill_mid_transaction_then_restart_aborts_it(tmp_path: Path) -> None:
         for i, value in enumerate(_values("open", 6)):
             producer.produce("crash", value=value, partition=i % 2)
         producer.flush(30)
-        _kill(tmp_path)
+        kill_broker(tmp_path)
     del producer
     with broker_process(tmp_path, FAST) as bootstrap:
         later = _producer(bootstrap, "tx-later")
@@ -280,7 +252,7 @@ def test_sigkill_after_prepare_commit_then_restart_completes_the_commit(tmp_path
         for i, value in enumerate(_values("p", 6)):
             producer.produce("decided", value=value, partition=i % 2)
         producer.flush(30)
-        _kill(tmp_path)
+        kill_broker(tmp_path)
     del producer
     _log_prepare_commit(tmp_path, "tx-decided")
     with broker_process(tmp_path, FAST) as bootstrap:
