@@ -258,3 +258,62 @@ def test_member_that_stops_heartbeating_is_removed_after_session_timeout(
         assert SESSION_MS / 1000 * 0.9 <= took <= SESSION_MS / 1000 + 10, took
     finally:
         other.close()
+
+
+def test_admin_client_lists_describes_and_deletes_groups(bootstrap: str) -> None:
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KpTopicPartition
+
+    _create(bootstrap, "audit", 2)
+    _produce(bootstrap, "audit", [f"x{i}".encode() for i in range(10)])
+    member = _consumer(bootstrap, "auditors", **{"client.id": "auditor-1"})
+    member.subscribe(["audit"])
+    assert len(_consume_all(member, 10)) == 10
+    member.commit(asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        listed = admin.list_consumer_groups().result(10)
+        assert [(g.group_id, g.state.name) for g in listed.valid] == [("auditors", "STABLE")]
+        described = admin.describe_consumer_groups(["auditors"])["auditors"].result(10)
+        assert described.state.name == "STABLE" and described.partition_assignor == "range"
+        assert [
+            (m.client_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+            for m in described.members
+        ] == [("auditor-1", [0, 1])]
+        # a group with members cannot be deleted, nor the offsets of a topic it consumes
+        with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
+            admin.delete_consumer_groups(["auditors"])["auditors"].result(10)
+        kp_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            answer = kp_admin.delete_group_offsets("auditors", [KpTopicPartition("audit", 0)])
+            assert {tp.partition: err.__name__ for tp, err in answer.items()} == {
+                0: "GroupSubscribedToTopicError"
+            }
+        finally:
+            kp_admin.close()
+    finally:
+        member.close()
+    # once empty: the committed offsets are listed (lag = end - committed = 0) and the group can be deleted
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("auditors")])[
+        "auditors"
+    ].result(10)
+    assert sorted((tp.partition, tp.offset) for tp in offsets.topic_partitions) == [
+        (p, member_end) for p, member_end in _ends(bootstrap, "audit", 2)
+    ]
+    admin.delete_consumer_groups(["auditors"])["auditors"].result(10)
+    assert admin.list_consumer_groups().result(10).valid == []
+    with pytest.raises(KafkaException, match="GROUP_ID_NOT_FOUND"):
+        admin.delete_consumer_groups(["auditors"])["auditors"].result(10)
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:
+    probe = _consumer(bootstrap, "probe")
+    try:
+        return [
+            (p, probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            for p in range(partitions)
+        ]
+    finally:
+        probe.close()

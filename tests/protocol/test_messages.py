@@ -455,12 +455,18 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
     from kafka.protocol.admin import (
         CreateTopicsRequest,
         CreateTopicsResponse,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
         DescribeConfigsRequest,
         DescribeConfigsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
         DescribeTransactionsRequest,
         DescribeTransactionsResponse,
         ElectLeadersRequest,
         ElectLeadersResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
         ListTransactionsRequest,
         ListTransactionsResponse,
     )
@@ -477,6 +483,8 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         ListOffsetsResponse,
         OffsetCommitRequest,
         OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
         OffsetFetchRequest,
         OffsetFetchResponse,
         OffsetForLeaderEpochRequest,
@@ -531,6 +539,10 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         12: (HeartbeatRequest, HeartbeatResponse),
         13: (LeaveGroupRequest, LeaveGroupResponse),
         14: (SyncGroupRequest, SyncGroupResponse),
+        15: (DescribeGroupsRequest, DescribeGroupsResponse),
+        16: (ListGroupsRequest, ListGroupsResponse),
+        42: (DeleteGroupsRequest, DeleteGroupsResponse),
+        47: (OffsetDeleteRequest, OffsetDeleteResponse),
     }
 
 

@@ -759,9 +759,87 @@ class GroupCoordinator:
                 len(expired),
             )
             if not group.offsets:
-                self._append(group.group_id, [(encode_group_key(group.group_id), None)])
-                del self._groups[group.group_id]
+                self._forget(group)
         return removed
+
+    def _forget(self, group: Group) -> None:
+        """Tombstone the group's metadata and drop it (it has no member and no offset left)."""
+        try:
+            self._append(group.group_id, [(encode_group_key(group.group_id), None)])
+        except Exception as exc:
+            _log.warning(
+                "group %r: cannot write its removal (it may reappear after a restart): %s",
+                group.group_id,
+                exc,
+            )
+        group.state = GroupState.DEAD
+        self._groups.pop(group.group_id, None)
+
+    # -- admin ---------------------------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[Group]:
+        """ListGroups: every group this coordinator hosts (Kafka lists offset-only groups too)."""
+        return [g for g in self._groups.values() if g.state != GroupState.DEAD]
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups: a group without members is removed with its offsets (tombstones written);
+        GROUP_ID_NOT_FOUND for an unknown one, NON_EMPTY_GROUP while it has members."""
+        result: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is None or group.state == GroupState.DEAD:
+                result[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+                continue
+            if group.members:
+                result[group_id] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            records: list[tuple[bytes, bytes | None]] = [
+                (encode_offset_key(group_id, t, p), None) for t, p in group.offsets
+            ]
+            records.append((encode_group_key(group_id), None))
+            try:
+                self._append(group_id, records)
+            except Exception as exc:
+                _log.warning("group %r: deletion not stored in __consumer_offsets: %s", group_id, exc)
+                result[group_id] = ErrorCode.UNKNOWN_SERVER_ERROR
+                continue
+            if group.join_timer is not None:
+                group.join_timer.cancel()
+            group.state = GroupState.DEAD
+            del self._groups[group_id]
+            _log.info("group %r deleted with %d committed offset(s)", group_id, len(group.offsets))
+            result[group_id] = ErrorCode.NONE
+        return result
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete (KIP-496): (group error, error per partition). A partition of a topic the members
+        subscribe to is GROUP_SUBSCRIBED_TO_TOPIC; the others are removed (tombstones written)."""
+        group = self._groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        if group.members and group.protocol_type != "consumer":
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        subscribed = group.subscribed_topics()
+        result: dict[tuple[str, int], ErrorCode] = {}
+        removing = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                result[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                result[(topic, partition)] = ErrorCode.NONE
+                if (topic, partition) in group.offsets:
+                    removing.append((topic, partition))
+        if removing:
+            try:
+                self._append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in removing])
+            except Exception as exc:
+                _log.warning("group %r: offset deletion not stored in __consumer_offsets: %s", group_id, exc)
+                return ErrorCode.UNKNOWN_SERVER_ERROR, {}
+            for tp in removing:
+                del group.offsets[tp]
+        return ErrorCode.NONE, result
 
     def shutdown(self) -> None:
         """Cancel every timer (broker stop); pending answers are left to the closing connections."""

@@ -16,6 +16,7 @@ Event-loop thread only (the coordinator owns every instance).
 from __future__ import annotations
 
 import asyncio
+import struct
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -123,3 +124,31 @@ class Group:
         for m in self.members.values():
             common &= {name for name, _ in m.protocols}
         return bool(common)
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics the members subscribe to, read from their ``consumer`` protocol metadata (Kafka's
+        ConsumerProtocolSubscription: int16 version, then an int32 count of int16-length topic names); a
+        metadata that does not parse counts as no topic."""
+        topics: set[str] = set()
+        if self.protocol_type != "consumer":
+            return topics
+        for m in self.members.values():
+            for _, meta in m.protocols[:1]:
+                topics |= _subscription_topics(meta)
+        return topics
+
+
+def _subscription_topics(meta: bytes) -> set[str]:
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", meta, pos)
+        pos += 4
+        found = set()
+        for _ in range(max(0, count)):
+            (size,) = struct.unpack_from(">h", meta, pos)
+            pos += 2
+            found.add(meta[pos : pos + size].decode())
+            pos += size
+        return found
+    except (struct.error, UnicodeDecodeError):
+        return set()

@@ -18,7 +18,9 @@ from broker_runtime.server.handlers import (
     add_partitions_to_txn,
     api_versions,
     create_topics,
+    delete_groups,
     describe_configs,
+    describe_groups,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -28,10 +30,12 @@ from broker_runtime.server.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_groups,
     list_offsets,
     list_transactions,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
     produce,
@@ -67,6 +71,10 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     leave_group,
     offset_commit,
     offset_fetch,
+    list_groups,
+    describe_groups,
+    delete_groups,
+    offset_delete,
 )
 
 

@@ -1,0 +1,39 @@
+"""ListGroups (key 16, v0-5): the groups this broker coordinates, with their protocol type, state and type.
+
+``StatesFilter`` (v4+) keeps groups in the named states (case-insensitive, Kafka's state names);
+``TypesFilter`` (v5+) keeps ``classic`` groups only if it names that type (the only type served). A broker
+without a group coordinator (of a cluster, for now) answers COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, list_groups
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = list_groups.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.group_coordinator
+    if coordinator is None:
+        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE, "Groups": []}
+    states = {s.lower() for s in body["StatesFilter"]}
+    types = {t.lower() for t in body["TypesFilter"]}
+    groups = [
+        {
+            "GroupId": g.group_id,
+            "ProtocolType": g.protocol_type or "",
+            "GroupState": g.state.value,
+            "GroupType": "classic",
+        }
+        for g in coordinator.list_groups()
+        if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
+    ]
+    return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "Groups": groups}

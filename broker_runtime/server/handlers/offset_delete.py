@@ -1,0 +1,49 @@
+"""OffsetDelete (key 47, v0): remove a group's committed offsets of some partitions (KIP-496).
+
+Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.delete_offsets` (GROUP_ID_NOT_FOUND,
+GROUP_SUBSCRIBED_TO_TOPIC per partition of a topic the members consume). Without a group coordinator the answer
+is NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, offset_delete
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = offset_delete.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.group_coordinator
+    wanted = [(t["Name"], p["PartitionIndex"]) for t in body["Topics"] for p in t["Partitions"]]
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    if coordinator is None:
+        code = ErrorCode.NOT_COORDINATOR
+    else:
+        code, errors = coordinator.delete_offsets(body["GroupId"], wanted)
+    if code != ErrorCode.NONE:
+        return {"ErrorCode": code, "ThrottleTimeMs": 0, "Topics": []}
+    return {
+        "ErrorCode": ErrorCode.NONE,
+        "ThrottleTimeMs": 0,
+        "Topics": [
+            {
+                "Name": t["Name"],
+                "Partitions": [
+                    {
+                        "PartitionIndex": p["PartitionIndex"],
+                        "ErrorCode": errors[(t["Name"], p["PartitionIndex"])],
+                    }
+                    for p in t["Partitions"]
+                ],
+            }
+            for t in body["Topics"]
+        ],
+    }
