@@ -288,8 +288,8 @@ class GroupCoordinator:
     def _after_removal(self, group: Group) -> None:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group)
-        elif group.state == GroupState.PREPARING_REBALANCE and group.all_joined():
-            self._complete_join(group)
+        if group.state == GroupState.PREPARING_REBALANCE and group.all_joined():
+            self._complete_join(group)  # the last member left, or every remaining one already rejoined
 
     # -- join phase ----------------------------------------------------------------------------------------------
 
