@@ -23,6 +23,7 @@ SECTIONS = [
     "replication",
     "failover",
     "transactions",
+    "groups",
     "writer",
     "reader",
 ]
