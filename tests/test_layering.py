@@ -2,7 +2,8 @@
 
 A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
 
-    protocol <- storage <- (controller, replication) <- server <- cli <- __main__
+    protocol <- storage <- (controller, replication, coordinator.group, coordinator.transaction) <- server
+    server <- cli <- __main__;  coordinator.placement <- coordinator.group, coordinator.transaction
     purgatory <- replication;  client <- protocol;  launch <- client, protocol
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
     jobs <- anything
