@@ -248,3 +248,38 @@ def test_simple_commit_and_offset_fetch_of_several_groups(bootstrap: str, topic:
             (1, -1, ""),
         ]
         assert second == {"GroupId": "never-seen", "Topics": [], "ErrorCode": 0}
+
+
+def test_member_that_does_not_rejoin_is_removed_after_the_rebalance_timeout(
+    bootstrap: str, broker: Any
+) -> None:
+    def body(member_id: str) -> dict[str, Any]:
+        b = _join_body("slow", member_id)
+        b["SessionTimeoutMs"], b["RebalanceTimeoutMs"] = 30_000, 1_000  # the session outlives the test
+        return b
+
+    with RawConnection(bootstrap) as a, RawConnection(bootstrap) as b, RawConnection(bootstrap) as c:
+        ja = a.call(ApiKey.JOIN_GROUP, JOIN_V, body(a.call(ApiKey.JOIN_GROUP, JOIN_V, body(""))["MemberId"]))
+        b.send_raw(
+            b.encode(ApiKey.JOIN_GROUP, JOIN_V, body(b.call(ApiKey.JOIN_GROUP, JOIN_V, body(""))["MemberId"]))
+        )
+        _wait_rebalancing(broker, "slow")
+        a.send_raw(a.encode(ApiKey.JOIN_GROUP, JOIN_V, body(ja["MemberId"])))
+        _, ja2 = a.read_response(ApiKey.JOIN_GROUP, JOIN_V)
+        _, jb = b.read_response(ApiKey.JOIN_GROUP, JOIN_V)
+        assert ja2["GenerationId"] == jb["GenerationId"] == 2
+        # c joins; a rejoins, b (still heartbeating) never does: after b's rebalance timeout, a and c alone
+        c.send_raw(
+            c.encode(ApiKey.JOIN_GROUP, JOIN_V, body(c.call(ApiKey.JOIN_GROUP, JOIN_V, body(""))["MemberId"]))
+        )
+        _wait_rebalancing(broker, "slow")
+        started = time.monotonic()
+        a.send_raw(a.encode(ApiKey.JOIN_GROUP, JOIN_V, body(ja["MemberId"])))
+        assert _heartbeat(b, "slow", 2, jb["MemberId"]) == ErrorCode.REBALANCE_IN_PROGRESS
+        _, ja3 = a.read_response(ApiKey.JOIN_GROUP, JOIN_V)
+        _, jc = c.read_response(ApiKey.JOIN_GROUP, JOIN_V)
+        waited = time.monotonic() - started
+        assert ja3["GenerationId"] == jc["GenerationId"] == 3
+        assert sorted(m["MemberId"] for m in ja3["Members"]) == sorted([ja["MemberId"], jc["MemberId"]])
+        assert 0.8 <= waited <= 5, waited
+        assert _heartbeat(b, "slow", 3, jb["MemberId"]) == ErrorCode.UNKNOWN_MEMBER_ID
