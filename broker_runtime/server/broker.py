@@ -41,6 +41,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from broker_runtime.coordinator.transaction import (
     TransactionCoordinator,
 )
 from broker_runtime.errors import ErrorCode, IllegalStateError, WaitTimeoutError
+from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
@@ -306,7 +308,14 @@ class Broker:
             Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE,
             allocate_block=cluster.allocate_producer_ids if isinstance(cluster, SharedFileCluster) else None,
         )
-        txn_coordinator = _transaction_coordinator(cfg, topics, replicas, producer_ids.next_id, cluster_txns)
+        txn_coordinator = _transaction_coordinator(
+            cfg,
+            topics,
+            replicas,
+            producer_ids.next_id,
+            cluster_txns,
+            lambda: None if self.ctx is None else self.ctx.group_coordinator,
+        )
         if cluster_txns is None:
             txn_coordinator.load()
         else:
@@ -514,6 +523,7 @@ def _transaction_coordinator(
     replicas: ReplicaManager,
     next_producer_id: Any,
     cluster_txns: ClusterTransactions | None,
+    group_coordinator: Callable[[], GroupCoordinator | None],
 ) -> TransactionCoordinator:
     """The transaction coordinator. Single node: its state in the local ``__transaction_state`` partitions
     (created on first use: compacted by Kafka, kept whole here since pylog has no compaction), its markers
@@ -540,12 +550,20 @@ def _transaction_coordinator(
         control_type: int,
         partitions: list[tuple[str, int]],
     ) -> dict[tuple[str, int], ErrorCode]:
-        return {
+        results = {
             (topic, p): replicas.write_txn_marker(
                 topic, p, producer_id, epoch, coordinator_epoch, control_type
             ).error
             for topic, p in partitions
         }
+        # A marker on __consumer_offsets ends the producer's pending offsets there (Kafka's
+        # onTransactionCompleted). At start (before the group coordinator exists) its replay reads the marker.
+        groups = group_coordinator()
+        if groups is not None:
+            for (topic, p), code in results.items():
+                if topic == CONSUMER_OFFSETS_TOPIC and code == ErrorCode.NONE:
+                    groups.complete_txn(producer_id, p, control_type == CONTROL_COMMIT)
+        return results
 
     return TransactionCoordinator(
         TransactionConfig(

@@ -34,8 +34,11 @@ Membership (the handlers decode and encode only; answers are Kafka's response bo
 Offsets: :meth:`commit_offsets` accepts a commit from a member of the current generation, or a "simple"
 commit (generation -1, no member id) while the group has no member (consumers using ``assign()``); the
 records are appended and flushed before the answer. :meth:`fetch_offsets` answers from memory (-1 for a
-partition without a committed offset). There are no pending transactional offsets (TxnOffsetCommit is not
-served), so RequireStable never waits.
+partition without a committed offset). :meth:`txn_commit_offsets` (TxnOffsetCommit) appends a transactional
+batch of the producer and keeps the offsets pending per producer id; :meth:`complete_txn` (called when the
+producer's COMMIT/ABORT marker is appended to the group's partition, and on replay when the marker is read)
+makes them committed or drops them, as Kafka's ``handleTxnCompletion``; :meth:`pending_offsets` names the
+partitions OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT for.
 
 Timers run on the event loop (``loop.call_later``). Thread-safety: event-loop thread only (storage calls are
 synchronous and short).
@@ -65,8 +68,8 @@ from broker_runtime.coordinator.group.log_format import (
     partition_for,
 )
 from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupState, Member
-from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder
+from broker_runtime.errors import ErrorCode, ProducerStateError
+from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
 from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["GroupConfig", "GroupCoordinator", "OffsetsLog"]
@@ -117,6 +120,13 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
 
+    def offsets_partition(self, group_id: str) -> int:
+        """The group's ``__consumer_offsets`` partition, created now if the topic is not there yet (a
+        transaction adds it before the first TxnOffsetCommit writes to it)."""
+        partition = self.partition_for(group_id)
+        self._offsets_log(partition, True)
+        return partition
+
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
 
@@ -126,14 +136,32 @@ class GroupCoordinator:
 
     # -- persistence -----------------------------------------------------------------------------------------
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Append one batch to the group's partition and fsync it (raises on a storage failure)."""
-        builder = RecordBatchBuilder()
+    def _append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """Append one batch to the group's partition and fsync it (raises on a storage failure). With
+        ``producer`` (id, epoch) the batch is transactional, part of that producer's open transaction: it
+        continues the producer's sequence on this partition (0 at a new epoch), as the coordinator's own
+        append, so the partition's producer state and last stable offset follow the transaction."""
+        log = self._offsets_log(self.partition_for(group_id), True)
+        assert log is not None
+        if producer is None:
+            builder = RecordBatchBuilder()
+        else:
+            producer_id, epoch = producer
+            entry = log.producer_state.last_entry(producer_id)
+            seq = 0
+            if entry is not None and entry.producer_epoch == epoch and entry.last_seq >= 0:
+                seq = (entry.last_seq + 1) & 0x7FFFFFFF
+            builder = RecordBatchBuilder(
+                producer_id=producer_id, producer_epoch=epoch, base_sequence=seq, is_transactional=True
+            )
         now = self._now_ms()
         for key, value in records:
             builder.append(now, key, value)
-        log = self._offsets_log(self.partition_for(group_id), True)
-        assert log is not None
         log.append(builder.build())
         log.flush()
 
@@ -195,14 +223,21 @@ class GroupCoordinator:
             pos = 0
             while pos < len(view):
                 batch = RecordBatch(view, pos)
-                if not batch.header.is_control:
+                header = batch.header
+                if header.is_control:
+                    control_type, _ = batch.control_record()
+                    self.complete_txn(header.producer_id, partition, control_type == CONTROL_COMMIT)
+                else:
+                    txn = header.producer_id if header.is_transactional else None
                     for record in batch.records():
                         if record.key is not None:
-                            self._apply_record(record.key, record.value)
-                pos += batch.header.size
+                            self._apply_record(record.key, record.value, txn)
+                pos += header.size
             offset = data.next_offset
 
-    def _apply_record(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
+    def _apply_record(
+        self, key: bytes | memoryview, value: bytes | memoryview | None, txn_producer: int | None = None
+    ) -> None:
         group_id, topic, partition = decode_key(key)
         if topic is not None:
             if value is None:
@@ -212,9 +247,11 @@ class GroupCoordinator:
                 return
             v = decode_offset_value(value)
             group = self._groups.setdefault(group_id, Group(group_id))
-            group.offsets[(topic, partition)] = CommittedOffset(
-                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms
-            )
+            committed = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms)
+            if txn_producer is None:
+                group.offsets[(topic, partition)] = committed
+            else:
+                group.pending_txn_offsets.setdefault(txn_producer, {})[(topic, partition)] = committed
             return
         if value is None:
             self._groups.pop(group_id, None)
@@ -656,6 +693,32 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------------------------
 
+    def _offset_records(
+        self, group_id: str, offsets: dict[tuple[str, int], tuple[int, int, str | None]]
+    ) -> tuple[
+        list[tuple[bytes, bytes | None]],
+        dict[tuple[str, int], CommittedOffset],
+        dict[tuple[str, int], ErrorCode],
+    ]:
+        """The records of a commit, the offsets they carry, and the errors of the partitions refused."""
+        result: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        now = self._now_ms()
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for (topic, partition), (offset, epoch, metadata) in offsets.items():
+            count = self._topic_partitions(topic)
+            if count is None or not 0 <= partition < count:
+                result[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            meta = metadata or ""
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetRecord(offset, epoch, meta, now)
+            records.append((encode_offset_key(group_id, topic, partition), encode_offset_value(value)))
+            accepted[(topic, partition)] = CommittedOffset(offset, epoch, meta, now)
+        return records, accepted, result
+
     def commit_offsets(
         self,
         group_id: str,
@@ -684,22 +747,7 @@ class GroupCoordinator:
             if group.state == GroupState.COMPLETING_REBALANCE:
                 return all_(ErrorCode.REBALANCE_IN_PROGRESS)
             self._schedule_session(group, member)
-        result: dict[tuple[str, int], ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        now = self._now_ms()
-        accepted: dict[tuple[str, int], CommittedOffset] = {}
-        for (topic, partition), (offset, epoch, metadata) in offsets.items():
-            count = self._topic_partitions(topic)
-            if count is None or not 0 <= partition < count:
-                result[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            meta = metadata or ""
-            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                result[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetRecord(offset, epoch, meta, now)
-            records.append((encode_offset_key(group_id, topic, partition), encode_offset_value(value)))
-            accepted[(topic, partition)] = CommittedOffset(offset, epoch, meta, now)
+        records, accepted, result = self._offset_records(group_id, offsets)
         if records:
             try:
                 self._append(group_id, records)
@@ -714,6 +762,73 @@ class GroupCoordinator:
             for tp in accepted:
                 result[tp] = ErrorCode.NONE
         return result
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: as :meth:`commit_offsets`, but the records are a transactional batch of the producer
+        and the offsets stay pending (invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT with RequireStable)
+        until :meth:`complete_txn`. A member id or generation (v3+, KIP-447) is checked against the group;
+        without them (v0-2) the commit is taken whatever the group's members, as Kafka does."""
+        if not group_id:
+            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        group = self._groups.get(group_id)
+        if group is not None and group.state == GroupState.DEAD:
+            group = None
+        if generation >= 0 or member_id:
+            code, member = self._check_member(group, member_id, group_instance_id, generation)
+            if code != ErrorCode.NONE or group is None or member is None:
+                return dict.fromkeys(offsets, code)
+        records, accepted, result = self._offset_records(group_id, offsets)
+        if records:
+            try:
+                self._append(group_id, records, (producer_id, producer_epoch))
+            except ProducerStateError as exc:  # a fenced (older) producer epoch
+                _log.info("group %r: transactional offset commit refused: %s", group_id, exc)
+                return dict.fromkeys(offsets, ErrorCode.PRODUCER_FENCED)
+            except Exception as exc:
+                _log.warning(
+                    "group %r: transactional offset commit of producer %d not stored in __consumer_offsets: %s",
+                    group_id,
+                    producer_id,
+                    exc,
+                )
+                for tp in accepted:
+                    result[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+                return result
+            if group is None:
+                group = self._groups[group_id] = Group(group_id)
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+            for tp in accepted:
+                result[tp] = ErrorCode.NONE
+        return result
+
+    def complete_txn(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
+        """A COMMIT (or ABORT) marker of ``producer_id`` landed on ``offsets_partition`` of
+        ``__consumer_offsets`` (Kafka's ``handleTxnCompletion``): the producer's pending offsets of the groups
+        on that partition become committed (or are dropped)."""
+        for group in list(self._groups.values()):
+            if producer_id not in group.pending_txn_offsets:
+                continue
+            if self.partition_for(group.group_id) != offsets_partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id)
+            if commit:
+                group.offsets.update(pending)
+
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions with an offset committed in a transaction not yet complete (RequireStable)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -87,6 +87,9 @@ class Group:
     #: Member ids handed out with MEMBER_ID_REQUIRED and not yet used to join.
     pending_members: set[str] = field(default_factory=set)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    #: Offsets committed inside open transactions (TxnOffsetCommit): producer id -> partition -> offset; they
+    #: move to ``offsets`` when the COMMIT marker lands on the group's offsets partition, an ABORT drops them.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     #: The join-phase timer (initial delay or rebalance timeout) while PreparingRebalance.
     join_timer: asyncio.TimerHandle | None = None
     #: Monotonic deadline (s) the initial delay may not extend past.

@@ -22,8 +22,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   Prepare states -> CONCURRENT_TRANSACTIONS; otherwise the partitions join and the state is Ongoing (the
   transaction timer starts with the first partition). A partition of an unknown topic fails the request:
   UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the others, as Kafka.
-* :meth:`add_offsets`: as add_partitions with no partition (there is no group coordinator yet, so no
-  ``__consumer_offsets`` partition joins the transaction; see the README).
+* :meth:`add_offsets`: as add_partitions with the group's ``__consumer_offsets`` partition (Kafka's
+  ``handleAddPartitionsToTransaction`` for offsets); without a group coordinator (a cluster node) none joins.
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
   partition of the transaction through the marker writer, then CompleteCommit/CompleteAbort is logged. A retry of
   a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
@@ -452,11 +452,18 @@ class TransactionCoordinator:
         code = self._join(self._txns[transactional_id], set(partitions))
         return dict.fromkeys(partitions, code)
 
-    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, offsets_partition: tuple[str, int] | None
+    ) -> ErrorCode:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition (named by the caller, which knows the
+        group coordinator's placement; None without one) joins the transaction, so its marker ends the offsets
+        the producer commits there with TxnOffsetCommit."""
         code = self._check_producer(transactional_id, producer_id, epoch)
         if code != ErrorCode.NONE:
             return code
-        return self._join(self._txns[transactional_id], set())
+        return self._join(
+            self._txns[transactional_id], set() if offsets_partition is None else {offsets_partition}
+        )
 
     def _join(self, meta: TransactionMetadata, partitions: set[tuple[str, int]]) -> ErrorCode:
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:

@@ -58,6 +58,7 @@ from broker_runtime.protocol.messages import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
@@ -159,6 +160,7 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(delete_groups.REQUEST, delete_groups.RESPONSE),
         ApiSpec(offset_delete.REQUEST, offset_delete.RESPONSE),
         ApiSpec(write_txn_markers.REQUEST, write_txn_markers.RESPONSE),
+        ApiSpec(txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
     )
 }
 

@@ -40,6 +40,7 @@ from broker_runtime.server.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
     write_txn_markers,
 )
 
@@ -75,6 +76,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_groups,
     delete_groups,
     offset_delete,
+    txn_offset_commit,
 )
 
 

@@ -1,9 +1,10 @@
 """AddOffsetsToTxn (key 25, v0-3): a transactional producer is about to commit a group's offsets.
 
 Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
-TransactionCoordinator.add_offsets`), encodes its error. There is no group coordinator yet: the answer checks
-the producer and opens the transaction, but no ``__consumer_offsets`` partition joins it, and the
-TxnOffsetCommit that would follow is not served (``send_offsets_to_transaction`` cannot complete).
+TransactionCoordinator.add_offsets`) to add the group's ``__consumer_offsets`` partition (placement by the group
+coordinator, which creates the topic if needed) to the transaction, encodes its error. A cluster node has no
+group coordinator yet: the answer checks the producer and opens the transaction, but no partition joins it and
+the TxnOffsetCommit that would follow answers NOT_COORDINATOR (WARNING logged).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from broker_runtime.coordinator.group.log_format import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
 from broker_runtime.server.context import BrokerContext
@@ -30,10 +32,20 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     if coordinator is None:
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     coordinator.take_appended()  # only this request's state writes are waited for
+    groups = ctx.group_coordinator
+    offsets_partition = None
+    if groups is not None:
+        try:
+            offsets_partition = (CONSUMER_OFFSETS_TOPIC, groups.offsets_partition(body["GroupId"]))
+        except Exception as exc:
+            _log.warning(
+                "AddOffsetsToTxn for group %r: cannot create __consumer_offsets: %s", body["GroupId"], exc
+            )
+            return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     code = coordinator.add_offsets(
-        body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["GroupId"]
+        body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], offsets_partition
     )
-    if code == ErrorCode.NONE:
+    if code == ErrorCode.NONE and groups is None:
         _log.warning(
             "AddOffsetsToTxn from client %r for group %r: there is no group coordinator, so the offsets of this "
             "transaction cannot be committed with it",

@@ -1,7 +1,9 @@
 """OffsetFetch (key 9, v0-8): a group's committed offsets (-1 and no error for a partition without one).
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.fetch_offsets`. A null topic list (v2+)
-asks for every committed partition; v8 asks for several groups. Without a group coordinator the answer is
+asks for every committed partition; v8 asks for several groups. With ``RequireStable`` (v7+, a read_committed
+consumer) a partition whose offset was committed in a transaction not yet complete answers
+UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka. Without a group coordinator the answer is
 NOT_COORDINATOR (top level from v2, per partition before).
 """
 
@@ -21,25 +23,34 @@ MAX_VERSION = 8
 
 
 def _group(
-    ctx: BrokerContext, group_id: str, topics: list[dict[str, Any]] | None
+    ctx: BrokerContext, group_id: str, topics: list[dict[str, Any]] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[Any]]:
     wanted = None if topics is None else [(t["Name"], p) for t in topics for p in t["PartitionIndexes"]]
     coordinator = ctx.group_coordinator
+    unstable: set[tuple[str, int]] = set()
     if coordinator is None:
         found: dict[tuple[str, int], Any] = dict.fromkeys(wanted or [])
         code = ErrorCode.NOT_COORDINATOR
     else:
         found = coordinator.fetch_offsets(group_id, wanted)
         code = ErrorCode.NONE
+        if require_stable:
+            unstable = coordinator.pending_offsets(group_id)
+            if wanted is None:
+                found.update({tp: found.get(tp) for tp in unstable})
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), committed in found.items():
+        if (topic, partition) in unstable:
+            committed, error = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
+        else:
+            error = code
         by_topic.setdefault(topic, []).append(
             {
                 "PartitionIndex": partition,
                 "CommittedOffset": -1 if committed is None else committed.offset,
                 "CommittedLeaderEpoch": -1 if committed is None else committed.leader_epoch,
                 "Metadata": "" if committed is None else committed.metadata,
-                "ErrorCode": code,
+                "ErrorCode": error,
             }
         )
     return code, [{"Name": topic, "Partitions": parts} for topic, parts in by_topic.items()]
@@ -49,8 +60,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     if header.api_version >= 8:
         groups = []
         for g in body["Groups"]:
-            code, topics = _group(ctx, g["GroupId"], g["Topics"])
+            code, topics = _group(ctx, g["GroupId"], g["Topics"], body["RequireStable"])
             groups.append({"GroupId": g["GroupId"], "Topics": topics, "ErrorCode": code})
         return {"ThrottleTimeMs": 0, "Groups": groups}
-    code, topics = _group(ctx, body["GroupId"], body["Topics"])
+    code, topics = _group(
+        ctx, body["GroupId"], body["Topics"], header.api_version >= 7 and body["RequireStable"]
+    )
     return {"ThrottleTimeMs": 0, "Topics": topics, "ErrorCode": code}

@@ -1,0 +1,62 @@
+"""TxnOffsetCommit (key 28, v0-3): a transactional producer commits a group's offsets inside its transaction.
+
+Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.txn_commit_offsets` (answered once the
+transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker
+lands on the group's ``__consumer_offsets`` partition, which AddOffsetsToTxn added to the transaction). Without
+a group coordinator every partition answers NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import RequestHeader, txn_offset_commit
+from broker_runtime.server.context import BrokerContext
+
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+REQUEST = txn_offset_commit.REQUEST
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.group_coordinator
+    wanted = {
+        (t["Name"], p["PartitionIndex"]): (
+            p["CommittedOffset"],
+            p["CommittedLeaderEpoch"],
+            p["CommittedMetadata"],
+        )
+        for t in body["Topics"]
+        for p in t["Partitions"]
+    }
+    if coordinator is None:
+        errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
+    else:
+        errors = coordinator.txn_commit_offsets(
+            body["GroupId"],
+            body["ProducerId"],
+            body["ProducerEpoch"],
+            body["GenerationId"],
+            body["MemberId"],
+            body["GroupInstanceId"],
+            wanted,
+        )
+    return {
+        "ThrottleTimeMs": 0,
+        "Topics": [
+            {
+                "Name": t["Name"],
+                "Partitions": [
+                    {
+                        "PartitionIndex": p["PartitionIndex"],
+                        "ErrorCode": errors[(t["Name"], p["PartitionIndex"])],
+                    }
+                    for p in t["Partitions"]
+                ],
+            }
+            for t in body["Topics"]
+        ],
+    }
