@@ -511,6 +511,8 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         InitProducerIdResponse,
         ProduceRequest,
         ProduceResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
         WriteTxnMarkersRequest,
         WriteTxnMarkersResponse,
     )
@@ -533,6 +535,7 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         66: (ListTransactionsRequest, ListTransactionsResponse),
         27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        28: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
         8: (OffsetCommitRequest, OffsetCommitResponse),
         9: (OffsetFetchRequest, OffsetFetchResponse),
         11: (JoinGroupRequest, JoinGroupResponse),
