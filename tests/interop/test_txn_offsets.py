@@ -142,7 +142,13 @@ def test_consume_transform_produce_commit_and_abort(bootstrap: str) -> None:
     consumer.subscribe([IN])
     again = _take(consumer, 10)
     assert [m.offset() for m in again] == list(range(5, 15))
-    _transform(producer, consumer, again)
+    _transform(producer, consumer, again[:5])
+    # a second TxnOffsetCommit in the same transaction continues the producer's sequence on the offsets partition
+    producer.send_offsets_to_transaction(
+        [TopicPartition(IN, 0, again[-1].offset() + 1)], consumer.consumer_group_metadata(), 30
+    )
+    for m in again[5:]:
+        producer.produce(OUT, value=bytes(m.value()).upper())
     producer.commit_transaction(30)
     consumer.close()
     assert _committed(bootstrap) == 15
@@ -165,7 +171,13 @@ def test_transactional_offsets_survive_a_broker_restart(data_dir: Path) -> None:
             {"bootstrap.servers": bootstrap, "transactional.id": "etl-2", "transaction.timeout.ms": 3000}
         )
         producer.init_transactions(30)
-        _transform(producer, consumer, _take(consumer, 4))
+        first = _take(consumer, 4)
+        _transform(producer, consumer, first[:2])
+        # two TxnOffsetCommits in one transaction: both batches must be in the log (in sequence), else the
+        # replay below would find offset 2
+        producer.send_offsets_to_transaction(
+            [TopicPartition(IN, 0, 4)], consumer.consumer_group_metadata(), 30
+        )
         producer.commit_transaction(30)
         _transform(producer, consumer, _take(consumer, 3))  # left open across the restart
         consumer.close()
