@@ -50,7 +50,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from broker_runtime.errors import TransactionCommitError
+from broker_runtime.errors import ConfigError, TransactionCommitError
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.launch.embedded import embedded_broker_address
 from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
@@ -253,6 +253,11 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         self.layout = layout
         self.resolved_servers = resolved_servers
         self.state_dir = state_dir
+        if options.transactional:  # never silently write outside the transactions the option asks for
+            raise ConfigError(
+                "option 'kafka.transactional.id' applies to batch writes (df.write); the streaming sink does not "
+                "take it"
+            )
         self.write_id = f"stream-{uuid.uuid4().hex}"
         if options.enable_idempotence:  # tasks require the write's state directory (task_state)
             prepare_write_dir(options.producer_state_dir, self.write_id)

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.launch import broker_process
+from broker_runtime.protocol.messages import LATEST_TIMESTAMP, IsolationLevel
 from spark_kafka_log.transactions import pending_intents
 from tests.connector.kafka_peer import consume_to_end
 
@@ -73,6 +75,22 @@ def _pylog_committed(spark: Any, bootstrap: str, topic: str) -> list[bytes]:
     return [bytes(r.value) for r in df.select("value").collect()]
 
 
+def _stable_and_high(bootstrap: str, topic: str) -> tuple[list[int], list[int]]:
+    """Per partition: the last stable offset (read_committed latest) and the high watermark."""
+    latest = {(topic, p): LATEST_TIMESTAMP for p in range(PARTITIONS)}
+    with KafkaClient(bootstrap) as client:
+        stable = client.list_offsets(latest, isolation_level=IsolationLevel.READ_COMMITTED)
+        high = client.list_offsets(latest)
+    return [stable[(topic, p)][0] for p in range(PARTITIONS)], [
+        high[(topic, p)][0] for p in range(PARTITIONS)
+    ]
+
+
+def _assert_no_open_transaction(bootstrap: str, topic: str) -> None:
+    stable, high = _stable_and_high(bootstrap, topic)
+    assert stable == high and sum(high) > 0, (stable, high)
+
+
 def _ids(n: int) -> list[bytes]:
     return sorted(str(i).encode() for i in range(n))
 
@@ -92,8 +110,9 @@ def test_a_job_whose_last_task_fails_for_good_leaves_nothing_visible(
         )
     # Tasks 0 and 1 finished (flushed, not committed), task 2 wrote part of its rows twice and failed: the
     # driver's abort() and the failing attempts' own aborts leave nothing visible, and no open transaction
-    # holds the last stable offset (the consumers reach the end at once).
+    # holds the last stable offset (it is the high watermark of every partition).
     assert _committed(txn_broker, topic) == []
+    _assert_no_open_transaction(txn_broker, topic)
     assert _pylog_committed(spark, txn_broker, topic) == []
     assert pending_intents(tmp_path / "txn-state") == []
 
@@ -175,6 +194,8 @@ def test_a_driver_killed_between_intent_and_commit_is_finished_by_resolve(
     state = tmp_path / "txn-state"
     intent = _killed_driver(txn_broker, committed_topic, 5000, state)
     assert _committed(txn_broker, committed_topic) == []  # nothing committed before the kill
+    stable, high = _stable_and_high(txn_broker, committed_topic)
+    assert stable == [0] * PARTITIONS and sum(high) > 0  # the open transactions hold the LSO
     done = _resolve("--commit", str(state))
     assert done.returncode == 0, done.stderr
     assert "committed 1 write(s)" in done.stdout and not intent.exists()
@@ -187,4 +208,5 @@ def test_a_driver_killed_between_intent_and_commit_is_finished_by_resolve(
     assert done.returncode == 0, done.stderr
     assert "aborted 1 write(s)" in done.stdout and not intent.exists()
     assert _committed(txn_broker, aborted_topic) == []
+    _assert_no_open_transaction(txn_broker, aborted_topic)
     assert len(consume_to_end(txn_broker, aborted_topic, PARTITIONS, "read_uncommitted")) == 3000

@@ -13,12 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.errors import ErrorCode, InjectedFailure, ProduceFailedError, TransactionCommitError
+from broker_runtime.errors import (
+    ConfigError,
+    ErrorCode,
+    InjectedFailure,
+    ProduceFailedError,
+    TransactionCommitError,
+)
 from broker_runtime.launch import broker_process
-from spark_kafka_log.options import WriterOptions, task_transactional_id
+from spark_kafka_log.options import WriterOptions, parse_writer_options, task_transactional_id
 from spark_kafka_log.task_state import TaskIdentity
 from spark_kafka_log.txn_commit import end_transactions, transactions_of
-from spark_kafka_log.writer import write_task
+from spark_kafka_log.writer import PylogStreamWriter, write_task
 from tests.connector.kafka_peer import consume_to_end
 from tests.connector.test_writer_reruns import LAYOUT, _batches, _failing, _setup
 
@@ -113,3 +119,26 @@ def test_a_transaction_timeout_above_the_broker_maximum_fails_the_task_naming_bo
     tid = f"pfx-{uuid.uuid4().hex}"
     with pytest.raises(ProduceFailedError, match="transaction.max.timeout.ms"):
         write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 10)), tid)
+
+
+def test_the_streaming_sink_refuses_the_transactional_option(tmp_path: Path) -> None:
+    """Never a silent non-transactional write when transactions were asked for."""
+    options = parse_writer_options(
+        {"kafka.bootstrap.servers": "x:1", "topic": "t", "kafka.transactional.id": "p"}
+    )
+    with pytest.raises(ConfigError, match=r"kafka.transactional.id' applies to batch writes"):
+        PylogStreamWriter(options, LAYOUT, "x:1", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        ({"kafka.enable.idempotence": "false"}, "kafka.enable.idempotence=false"),
+        ({"kafka.acks": "1"}, "kafka.acks=1"),
+        ({"kafka.transactional.id": " "}, "is empty"),
+    ],
+)
+def test_the_transactional_option_needs_idempotence(extra: dict[str, str], fragment: str) -> None:
+    opts = {"kafka.bootstrap.servers": "x:1", "topic": "t", "kafka.transactional.id": "p", **extra}
+    with pytest.raises(ConfigError, match=fragment):
+        parse_writer_options(opts)
