@@ -136,22 +136,35 @@ def test_task_retries_write_every_row_exactly_once_for_read_committed(
 def test_a_commit_after_the_transaction_timed_out_fails_naming_the_setting(
     spark: Any, txn_broker: str, tmp_path: Path
 ) -> None:
-    """Task 0 finishes at once; task 1 takes 3 s, so task 0's transaction (timeout 1 s) is aborted by the broker
-    before the driver commits: the job fails with the reason and the option to raise, nothing is visible."""
+    """Each task sends its first rows, then stalls 3 s (a slow UDF on a later row; Arrow batches of 100 rows reach
+    the writer as they are computed), so its transaction (timeout 1 s) is aborted by the broker before the driver
+    commits: the job fails with the reason and the option to raise, and nothing is visible."""
     from pyspark.sql import functions as F
 
     @F.udf("string")
     def slow(i):  # type: ignore[no-untyped-def]  # no hints: PySpark would try to infer a pandas UDF
-        if i == 1000:
+        if i % 1000 == 800:
             import time
 
             time.sleep(3)
         return str(i)
 
     topic = _topic()
-    df = spark.range(0, 2000, 1, 2).select(slow("id").alias("key"), slow("id").alias("value"))
-    with pytest.raises(Exception) as raised:
-        _write(df, txn_broker, topic, tmp_path, **{"kafka.transaction.timeout.ms": "1000"})
+    df = spark.range(0, 2000, 1, 2).select(slow("id").alias("key"), F.col("id").cast("string").alias("value"))
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(conf)
+    spark.conf.set(conf, "100")
+    try:
+        with pytest.raises(Exception) as raised:
+            _write(
+                df,
+                txn_broker,
+                topic,
+                tmp_path,
+                **{"kafka.transaction.timeout.ms": "1000", "kafka.linger.ms": "0"},
+            )
+    finally:
+        spark.conf.set(conf, before)
     text = str(raised.value)
     assert "nothing was committed" in text and "kafka.transaction.timeout.ms=1000" in text, text
     assert "broker aborted it" in text, text
