@@ -39,7 +39,6 @@ right after step 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -60,7 +59,6 @@ from spark_kafka_log.txn_commit import (
 __all__ = [
     "CommitIntent",
     "commit_write",
-    "forget_intent",
     "intent_path",
     "main",
     "pending_intents",
@@ -201,12 +199,6 @@ def commit_write(
             exc.failed,
         ) from exc
     os.remove(path)
-
-
-def forget_intent(state_dir: str, write_id: str) -> None:
-    """Remove a write's intent file if there is one (the write reached a final state)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(intent_path(state_dir, write_id))
 
 
 def resolve(

@@ -23,6 +23,7 @@ from broker_runtime.errors import (
 from broker_runtime.launch import broker_process
 from spark_kafka_log.options import WriterOptions, parse_writer_options, task_transactional_id
 from spark_kafka_log.task_state import TaskIdentity
+from spark_kafka_log.transactions import main as transactions_main
 from spark_kafka_log.txn_commit import end_transactions, transactions_of
 from spark_kafka_log.writer import PylogStreamWriter, write_task
 from tests.connector.kafka_peer import consume_to_end
@@ -142,3 +143,12 @@ def test_the_transactional_option_needs_idempotence(extra: dict[str, str], fragm
     opts = {"kafka.bootstrap.servers": "x:1", "topic": "t", "kafka.transactional.id": "p", **extra}
     with pytest.raises(ConfigError, match=fragment):
         parse_writer_options(opts)
+
+
+def test_resolve_names_a_missing_intent_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert transactions_main(["resolve", "--commit", str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no such commit intent" in err and err.count("\n") == 1
+    assert transactions_main(["list", str(tmp_path)]) == 0
