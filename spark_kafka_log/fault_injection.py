@@ -14,20 +14,41 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
 * ``pylog.test.dropResponseAfterRequests=N``: after N acknowledged requests, the producer closes its connection
   once without reading the responses of the requests in flight, as a network failure would, and resends them
   (the idempotent producer must not duplicate them).
+* ``pylog.test.alwaysFailPartition=P``: EVERY attempt of the task of Spark partition P raises
+  :class:`~broker_runtime.errors.InjectedFailure` after its first acknowledged request, so the job fails for good
+  after writing part of its rows.
+* ``pylog.test.killDriverAfterCommitIntent=PID``: the driver's ``commit()`` of a transactional batch write
+  SIGKILLs the process group of PID (the test's driver program, which must lead its own process group, i.e. be
+  started in a new session) and then its own process, right after writing the commit intent and before any
+  EndTxn: a driver crash in the middle of the commit (:func:`kill_driver`).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker_runtime.errors import InjectedFailure
 from spark_kafka_log.option_parsing import int_option
 
-__all__ = ["FAULT_OPTION_KEYS", "FAULT_OPTION_NAMES", "FaultOptions", "TaskFaults", "parse_fault_options"]
+__all__ = [
+    "FAULT_OPTION_KEYS",
+    "FAULT_OPTION_NAMES",
+    "FaultOptions",
+    "TaskFaults",
+    "kill_driver",
+    "parse_fault_options",
+]
 
 #: The options as the user spells them; lower-cased they are the keys Spark hands over.
-FAULT_OPTION_NAMES = ("pylog.test.failAfterRequests", "pylog.test.dropResponseAfterRequests")
+FAULT_OPTION_NAMES = (
+    "pylog.test.failAfterRequests",
+    "pylog.test.dropResponseAfterRequests",
+    "pylog.test.alwaysFailPartition",
+    "pylog.test.killDriverAfterCommitIntent",
+)
 FAULT_OPTION_KEYS = tuple(name.lower() for name in FAULT_OPTION_NAMES)
 
 
@@ -37,14 +58,16 @@ class FaultOptions:
 
     fail_after_requests: int | None = None
     drop_response_after_requests: int | None = None
+    always_fail_partition: int | None = None
+    kill_driver_after_commit_intent: int | None = None
 
 
 def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     """The test-only options of a write (keys lower-cased), or ``None`` when none is given."""
-    fail_after, drop_after = (int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES)
-    if fail_after is None and drop_after is None:
+    values = [int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES]
+    if all(v is None for v in values):
         return None
-    return FaultOptions(fail_after, drop_after)
+    return FaultOptions(*values)
 
 
 class TaskFaults:
@@ -58,6 +81,11 @@ class TaskFaults:
 
     def after_acknowledged(self, acknowledged: int) -> None:
         """Raise :class:`InjectedFailure` in a first attempt that reached ``failAfterRequests``."""
+        if self._options.always_fail_partition == self._task:
+            raise InjectedFailure(
+                f"pylog.test.alwaysFailPartition={self._task}: injected failure of attempt {self._attempt} "
+                f"after {acknowledged} acknowledged request(s) (test-only option)"
+            )
         limit = self._options.fail_after_requests
         if limit is not None and self._attempt == 0 and acknowledged >= limit:
             raise InjectedFailure(
@@ -72,3 +100,17 @@ class TaskFaults:
             self._drop_armed = False
             return True
         return False
+
+
+def kill_driver(pid: int) -> None:
+    """``pylog.test.killDriverAfterCommitIntent``: SIGKILL the process group led by ``pid``, then this process.
+
+    Refuses (InjectedFailure) unless ``pid`` leads its own process group, so that it can never take down a
+    process group it does not own (a test runner's)."""
+    if os.getpgid(pid) != pid:
+        raise InjectedFailure(
+            f"pylog.test.killDriverAfterCommitIntent={pid}: that process does not lead its own process group "
+            "(start the driver program in a new session); not killing anything"
+        )
+    os.killpg(pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)

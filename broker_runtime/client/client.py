@@ -92,6 +92,13 @@ _DEFAULT_MIN_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 3}
 _COORDINATOR_ERRORS = frozenset(
     {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 )
+#: What Kafka's producer retries on AddPartitionsToTxn / EndTxn: the coordinator moved or is loading (find it
+#: again), or the previous transaction's markers are still being written (CONCURRENT_TRANSACTIONS).
+_TXN_RETRY_ERRORS = _COORDINATOR_ERRORS | {ErrorCode.CONCURRENT_TRANSACTIONS}
+#: Client-side ceilings: AddPartitionsToTxn v4+ is the broker-to-coordinator batch (KIP-890), and EndTxn v5
+#: switches the coordinator to transaction version 2 (an epoch bump per transaction), which would break the
+#: retry of a completed EndTxn this client relies on. Every Kafka broker with transactions serves these.
+_DEFAULT_MAX_VERSIONS: dict[int, int] = {ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +234,8 @@ class KafkaClient:
         #: ``host:port`` -> when its connection last failed; such brokers are asked for metadata last.
         self._suspects: dict[str, float] = {}
         self._controller_id = -1
+        #: transactional id -> its coordinator's node id (FindCoordinator), until it answers NOT_COORDINATOR etc.
+        self._txn_coordinators: dict[str, int] = {}
         self._closed = False
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -259,6 +268,7 @@ class KafkaClient:
             timeout_s=self.request_timeout_ms / 1000,
             node_id=node_id,
             min_versions=self.min_versions,
+            max_versions=_DEFAULT_MAX_VERSIONS,
         )
 
     def _candidates(self) -> Iterator[BrokerConnection]:
@@ -613,6 +623,120 @@ class KafkaClient:
                 continue
             raise KafkaError(code, f"InitProducerId for transactional id {transactional_id!r}")
         raise AssertionError("unreachable")
+
+    def add_partitions_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        tps: Iterable[TopicPartition],
+    ) -> None:
+        """AddPartitionsToTxn (v0-3, the client's versions): ``tps`` join the producer's open transaction.
+
+        Sent to the transaction coordinator (FindCoordinator); retries what Kafka's producer retries
+        (:data:`_TXN_RETRY_ERRORS`, UNKNOWN_TOPIC_OR_PARTITION while a topic is being created, a lost
+        connection) within the retry budget. Anything else (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+        INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, ...) raises ``KafkaError`` with that code, naming
+        the transactional id and the partitions.
+        """
+        wanted = sorted(set(tps))
+        if not wanted:
+            return
+        request = {
+            "V3AndBelowTransactionalId": transactional_id,
+            "V3AndBelowProducerId": producer_id,
+            "V3AndBelowProducerEpoch": producer_epoch,
+            "V3AndBelowTopics": [
+                {"Name": topic, "Partitions": [p for p, _ in parts]}
+                for topic, parts in _by_topic((tp, None) for tp in wanted).items()
+            ],
+        }
+
+        def codes(body: Mapping[str, Any]) -> int:
+            worst = ErrorCode.NONE
+            for t in body["ResultsByTopicV3AndBelow"]:
+                for p in t["ResultsByPartition"]:
+                    code = p["PartitionErrorCode"]
+                    # OPERATION_NOT_ATTEMPTED only says another partition failed: report that one.
+                    if code and (worst in (ErrorCode.NONE, ErrorCode.OPERATION_NOT_ATTEMPTED)):
+                        worst = code
+            return int(worst)
+
+        names = ", ".join(f"{t}-{p}" for t, p in wanted)
+        self._txn_request(
+            transactional_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            request,
+            codes,
+            f"AddPartitionsToTxn of {names} for transactional id {transactional_id!r} "
+            f"(producer id {producer_id} epoch {producer_epoch})",
+            retry_also=frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.OPERATION_NOT_ATTEMPTED}),
+        )
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """EndTxn (v0-4): commit (``commit=True``) or abort the producer's transaction.
+
+        Any process may send it on the producer's behalf with its id and epoch (as a driver committing its
+        tasks' transactions). Resending the same end of a transaction that already completed succeeds (the
+        coordinator answers a retry with NONE); the other end is INVALID_TXN_STATE. Retries and errors as
+        :meth:`add_partitions_to_txn`; a fenced producer (a newer InitProducerId, or the coordinator aborted the
+        transaction on its timeout) raises PRODUCER_FENCED or INVALID_PRODUCER_EPOCH.
+        """
+        self._txn_request(
+            transactional_id,
+            ApiKey.END_TXN,
+            {
+                "TransactionalId": transactional_id,
+                "ProducerId": producer_id,
+                "ProducerEpoch": producer_epoch,
+                "Committed": commit,
+            },
+            lambda body: int(body["ErrorCode"]),
+            f"EndTxn({'commit' if commit else 'abort'}) for transactional id {transactional_id!r} "
+            f"(producer id {producer_id} epoch {producer_epoch})",
+        )
+
+    def _txn_request(
+        self,
+        transactional_id: str,
+        api_key: int,
+        request: Mapping[str, Any],
+        code_of: Callable[[Mapping[str, Any]], int],
+        what: str,
+        retry_also: frozenset[ErrorCode] = frozenset(),
+    ) -> dict[str, Any]:
+        """Send ``request`` to the transaction coordinator of ``transactional_id``, retrying coordinator moves,
+        CONCURRENT_TRANSACTIONS and lost connections within the retry budget (``retry_timeout_ms``, else
+        ``retries`` attempts); raise ``KafkaError`` with the last code, naming ``what``."""
+        budget = _Budget(self)
+        retriable = _TXN_RETRY_ERRORS | retry_also
+        while True:
+            node: int | None = self._txn_coordinators.get(transactional_id)
+            try:
+                if node is None:
+                    node = self._txn_coordinators[transactional_id] = self._transaction_coordinator(
+                        transactional_id
+                    )
+                _, body = self._conn(node).request(api_key, request)
+                code = code_of(body)
+            except KafkaError as e:
+                if not (_connection_failure(e) or e.code in retriable):
+                    raise
+                if node is not None and _connection_failure(e):
+                    self.disconnect(node)
+                code, body = int(e.code), {}
+            if code == ErrorCode.NONE:
+                return body
+            if (
+                code in _COORDINATOR_ERRORS
+                or code == ErrorCode.NETWORK_EXCEPTION
+                or code == ErrorCode.BROKER_NOT_AVAILABLE
+            ):
+                self._txn_coordinators.pop(transactional_id, None)  # find it again
+            if code not in retriable or not budget.another_attempt():
+                spent = int((time.monotonic() - budget.started) * 1000)
+                raise KafkaError(code, f"{what}, after {budget.attempts} attempt(s) in {spent} ms")
+            self._backoff()
 
     def _transaction_coordinator(self, transactional_id: str) -> int:
         conn = self._any_conn()

@@ -8,7 +8,8 @@ reading the answer to request N decodes (and keeps) the answers to every earlier
 Version negotiation: the first request on a new connection is ApiVersions (v3, or the version the broker
 names when it answers UNSUPPORTED_VERSION); afterwards every API is spoken at
 ``min(pylog's max, broker's max)``, refused when that is below either side's minimum or below the
-caller's floor for that API (``min_versions``, e.g. Metadata v4 for AllowAutoTopicCreation).
+caller's floor for that API (``min_versions``, e.g. Metadata v4 for AllowAutoTopicCreation); ``max_versions``
+caps an API below pylog's max (versions meant for broker-to-broker use or with other semantics).
 
 Failures: every socket error, timeout or closed stream closes the connection and raises
 :class:`~broker_runtime.errors.BrokerConnectionError` (a :class:`~broker_runtime.errors.KafkaError` with code
@@ -61,6 +62,7 @@ class BrokerConnection:
         "broker_versions",
         "_versions",
         "min_versions",
+        "max_versions",
         "generation",
     )
 
@@ -73,6 +75,7 @@ class BrokerConnection:
         timeout_s: float,
         node_id: int | None = None,
         min_versions: Mapping[int, int] | None = None,
+        max_versions: Mapping[int, int] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -88,6 +91,8 @@ class BrokerConnection:
         self._versions: dict[int, int] = {}
         #: The lowest version the caller accepts per api key (on top of pylog's own minimum).
         self.min_versions: dict[int, int] = dict(min_versions or {})
+        #: The highest version the caller speaks per api key (below pylog's own maximum).
+        self.max_versions: dict[int, int] = dict(max_versions or {})
         #: Bumped by every :meth:`close`: requests sent in an earlier generation are unanswered forever.
         self.generation = 0
 
@@ -169,13 +174,13 @@ class BrokerConnection:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"broker {self.address} does not support {spec.name} (key {api_key})",
             )
-        version = min(spec.max_version, theirs[1])
+        our_max = min(spec.max_version, self.max_versions.get(api_key, spec.max_version))
+        version = min(our_max, theirs[1])
         ours = max(spec.min_version, self.min_versions.get(api_key, 0))
         if version < max(ours, theirs[0]):
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_VERSION,
-                f"broker {self.address} speaks {spec.name} {theirs[0]}-{theirs[1]}, "
-                f"pylog {ours}-{spec.max_version}",
+                f"broker {self.address} speaks {spec.name} {theirs[0]}-{theirs[1]}, pylog {ours}-{our_max}",
             )
         self._versions[api_key] = version
         return version
