@@ -14,20 +14,37 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
 * ``pylog.test.dropResponseAfterRequests=N``: after N acknowledged requests, the producer closes its connection
   once without reading the responses of the requests in flight, as a network failure would, and resends them
   (the idempotent producer must not duplicate them).
+* ``pylog.test.stallCommitAfterPrepared=N`` (exactly-once streaming sink, **driver**): every micro-batch's
+  ``commit()`` stops for good once its sink-log entry is written ``prepared`` and the first N of its
+  transactions are committed (N=0: none), after creating ``stalled-<batchId>.test`` in the sink log's folder,
+  so a test can SIGKILL the driver at exactly that point (:func:`stall_commit`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker_runtime.errors import InjectedFailure
 from spark_kafka_log.option_parsing import int_option
 
-__all__ = ["FAULT_OPTION_KEYS", "FAULT_OPTION_NAMES", "FaultOptions", "TaskFaults", "parse_fault_options"]
+__all__ = [
+    "FAULT_OPTION_KEYS",
+    "FAULT_OPTION_NAMES",
+    "FaultOptions",
+    "TaskFaults",
+    "parse_fault_options",
+    "stall_commit",
+]
 
 #: The options as the user spells them; lower-cased they are the keys Spark hands over.
-FAULT_OPTION_NAMES = ("pylog.test.failAfterRequests", "pylog.test.dropResponseAfterRequests")
+FAULT_OPTION_NAMES = (
+    "pylog.test.failAfterRequests",
+    "pylog.test.dropResponseAfterRequests",
+    "pylog.test.stallCommitAfterPrepared",
+)
 FAULT_OPTION_KEYS = tuple(name.lower() for name in FAULT_OPTION_NAMES)
 
 
@@ -37,14 +54,22 @@ class FaultOptions:
 
     fail_after_requests: int | None = None
     drop_response_after_requests: int | None = None
+    stall_commit_after_prepared: int | None = None
 
 
 def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     """The test-only options of a write (keys lower-cased), or ``None`` when none is given."""
-    fail_after, drop_after = (int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES)
-    if fail_after is None and drop_after is None:
+    fail_after, drop_after, stall_after = (int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES)
+    if fail_after is None and drop_after is None and stall_after is None:
         return None
-    return FaultOptions(fail_after, drop_after)
+    return FaultOptions(fail_after, drop_after, stall_after)
+
+
+def stall_commit(sink_dir: str, batch_id: int, committed: int) -> None:
+    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall, then never return (the test kills us)."""
+    Path(sink_dir, f"stalled-{batch_id}.test").touch()
+    while True:
+        time.sleep(3600)
 
 
 class TaskFaults:
