@@ -67,6 +67,7 @@ __all__ = [
     "SegmentGoneError",
     "StorageError",
     "StreamingSinkError",
+    "TransactionCommitError",
     "UnknownTopicError",
     "UnsupportedVersionError",
     "WaitTimeoutError",
@@ -340,6 +341,15 @@ class DataLossError(PylogError):
 
 class ProduceFailedError(PylogError):
     """A write task could not deliver its records; the message names topic, partition and the error."""
+
+
+class TransactionCommitError(PylogError):
+    """Committing (or aborting) the transactions of a write failed for some of them; the one-line message names
+    the transactional ids, the error of each and what to do. ``failed`` maps transactional id -> the error."""
+
+    def __init__(self, message: str, failed: dict[str, KafkaError] | None = None) -> None:
+        super().__init__(message)
+        self.failed: dict[str, KafkaError] = dict(failed or {})
 
 
 class InputDataError(PylogError):

@@ -104,15 +104,23 @@ class RecordAccumulator:
         self._topics: set[str] = set()
         self._producer_id = -1
         self._producer_epoch = -1
+        self._transactional = False
         self._resume: dict[TopicPartition, Resume] = {}
         self.held_bytes = 0
         self.stats: dict[TopicPartition, PartitionStats] = {}
 
     def set_producer(
-        self, producer_id: int, producer_epoch: int, resume: dict[TopicPartition, Resume]
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        resume: dict[TopicPartition, Resume],
+        *,
+        transactional: bool = False,
     ) -> None:
-        """The producer identity stamped on every batch sealed from now on, and where an earlier attempt stopped."""
+        """The producer identity stamped on every batch sealed from now on (with the transactional attribute bit
+        when ``transactional``), and where an earlier attempt stopped."""
         self._producer_id, self._producer_epoch, self._resume = producer_id, producer_epoch, dict(resume)
+        self._transactional = transactional
 
     def queues(self) -> Iterable[PartitionQueue]:
         return self._queues.values()
@@ -258,6 +266,7 @@ class RecordAccumulator:
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             base_sequence=q.next_sequence if idempotent else -1,
+            is_transactional=self._transactional,
         )
         now = time.monotonic()
         sealed_bytes = 0

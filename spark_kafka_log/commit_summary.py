@@ -57,6 +57,11 @@ class PylogCommitMessage(WriterCommitMessage):
     producer_epoch: int
     seconds: float
     partitions: list[PartitionStats] = field(default_factory=list)
+    #: The task's transactional id when it wrote inside a transaction (flushed, NOT committed: the driver
+    #: commits it with EndTxn on ``producer_id``/``producer_epoch``); None when not transactional.
+    transactional_id: str | None = None
+    #: Wall-clock ms when the task's transaction began (its first AddPartitionsToTxn); -1 when none.
+    transaction_started_ms: int = -1
 
 
 def merge_partitions(messages: Sequence[WriterCommitMessage | None]) -> dict[tuple[str, int], PartitionStats]:

@@ -16,8 +16,16 @@ Option families:
 * ``kafka.<producer setting>``: the Java producer's names and defaults (``acks``, ``compression.type``,
   ...), except ``batch.size`` (128 KiB, see :data:`DEFAULT_BATCH_SIZE`). An unknown ``kafka.*`` key is an error naming the supported keys (the Java client
   would only warn; silently ignoring ``kafka.ack`` would hide a typo).
-* ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``) and the test-only
-  ``pylog.test.*`` fault injections of :mod:`spark_kafka_log.fault_injection`.
+* ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``,
+  ``pylog.transactionStateDir``) and the test-only ``pylog.test.*`` fault injections of
+  :mod:`spark_kafka_log.fault_injection`.
+
+Transactional batch writes: ``kafka.transactional.id`` names a PREFIX (a Spark write has many producers, one per
+task); each task's transactional id is ``<prefix>-<write id>-<Spark partition id>``
+(:func:`task_transactional_id`), the same for every attempt of that partition of that write, so a later attempt
+fences the earlier one. ``kafka.transaction.timeout.ms`` is the Java producer's setting (default 60000); it must
+exceed the write's duration. Transactions need idempotence: set together with ``kafka.enable.idempotence=false``
+or with settings idempotence cannot work with (acks 0/1, ...) it is an error, as in Kafka's producer.
 
 Delivery guarantee: the default is idempotent with ``acks=all``. As Kafka's Java client (3.2+), idempotence left
 at its default yields to settings it cannot work with (``acks`` 0/1, ``retries=0``, more than 5 requests in
@@ -56,8 +64,10 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "KAFKA_PRODUCER_KEYS",
     "PARTITIONERS",
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "WriterOptions",
     "parse_writer_options",
+    "task_transactional_id",
 ]
 
 #: Partitioner names: both place keyed records on ``toPositive(murmur2(key)) % partitions`` (Java's
@@ -86,9 +96,14 @@ KAFKA_PRODUCER_KEYS = (
     "buffer.memory",
     "partitioner",
     "client.id",
+    "transactional.id",
+    "transaction.timeout.ms",
 )
 
-_PYLOG_KEYS = ("pylog.datadir", "pylog.producerstatedir", *FAULT_OPTION_KEYS)
+_PYLOG_KEYS = ("pylog.datadir", "pylog.producerstatedir", "pylog.transactionstatedir", *FAULT_OPTION_KEYS)
+
+#: ``kafka.transaction.timeout.ms`` default: the Java producer's (60 s).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60000
 
 
 @dataclass(frozen=True)
@@ -120,6 +135,16 @@ class WriterOptions:
     producer_state_dir: str = ""
     idempotence_off_by: tuple[str, ...] = ()
     faults: FaultOptions | None = None
+    #: ``kafka.transactional.id``: the prefix of the tasks' transactional ids (None: not transactional).
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    #: Where the driver of a transactional batch write keeps its commit-intent files.
+    transaction_state_dir: str = ""
+
+    @property
+    def transactional(self) -> bool:
+        """True when ``kafka.transactional.id`` is given: each task writes inside a transaction."""
+        return self.transactional_id_prefix is not None
 
     @property
     def embedded(self) -> bool:
@@ -168,7 +193,8 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         role="writer",
         kafka_keys=KAFKA_PRODUCER_KEYS,
         pylog_keys=_PYLOG_KEYS,
-        pylog_allowed=f"pylog.dataDir, pylog.producerStateDir (and the test-only {', '.join(FAULT_OPTION_NAMES)})",
+        pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir (and the test-only "
+        f"{', '.join(FAULT_OPTION_NAMES)})",
     )
     servers = bootstrap_servers(opts)
     topic = opts.get("topic")
@@ -213,8 +239,23 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
             idempotence = False
             idempotence_off_by = tuple(conflicts)
 
+    prefix = opts.get("kafka.transactional.id")
+    if prefix is not None:
+        prefix = str(prefix).strip()
+        if not prefix:
+            raise ConfigError("option 'kafka.transactional.id' is empty; give a prefix or drop the option")
+        if not idempotence:
+            raise ConfigError(
+                "option 'kafka.transactional.id' needs idempotence, which is off because of "
+                + (", ".join(idempotence_off_by) or "kafka.enable.idempotence=false")
+                + " (as Kafka's producer: a transactional producer is idempotent, with kafka.acks=all)"
+            )
+    transaction_timeout_ms = int_option(
+        opts, "kafka.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS, 1
+    )
     partitioner = choice_option(opts, "kafka.partitioner", "murmur2", PARTITIONERS)
     state_dir = opts.get("pylog.producerstatedir")
+    txn_dir = opts.get("pylog.transactionstatedir")
     data_dir = resolve_data_dir(opts.get("pylog.datadir"))
     return WriterOptions(
         bootstrap_servers=servers,
@@ -240,4 +281,14 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         else os.path.join(data_dir, "producer-state"),
         idempotence_off_by=idempotence_off_by,
         faults=parse_fault_options(opts),
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=transaction_timeout_ms,
+        transaction_state_dir=os.path.abspath(str(txn_dir))
+        if txn_dir
+        else os.path.join(data_dir, "transactions"),
     )
+
+
+def task_transactional_id(prefix: str, write_id: str, partition_id: int) -> str:
+    """The transactional id of one Spark partition of one write: stable across all its attempts."""
+    return f"{prefix}-{write_id}-{partition_id}"

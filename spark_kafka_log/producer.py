@@ -14,8 +14,18 @@ It composes three parts and owns the producer identity:
   kept in :mod:`spark_kafka_log.task_state`: any later attempt of the same partition (task retry, stage
   retry whose attempt numbers restart at 0, speculation) finds it there and resumes it (then the accumulator
   skips what earlier attempts wrote). The attempt holds the partition's state lock from its first record
-  until :meth:`TaskProducer.close`, which first awaits the answers of requests already sent. A transactional producer would obtain its identity here too (InitProducerId with a
-  transactional id, fencing earlier attempts) and hand it to a transactional sender.
+  until :meth:`TaskProducer.close`, which first awaits the answers of requests already sent.
+  Transactional (given a ``transactional_id``, stable for every attempt of one Spark partition of one write):
+  InitProducerId with that id and ``kafka.transaction.timeout.ms``, which fences any earlier attempt of the
+  partition (the coordinator aborts its open transaction and bumps the epoch, so its later sends fail); no task
+  state file and no resume: the earlier attempt's records are aborted, this attempt writes everything again.
+
+Transactions: each partition joins the transaction (AddPartitionsToTxn, through the sender's hook) before its
+first batch is sent; batches carry the transactional attribute bit; :meth:`TaskProducer.flush` waits for every
+acknowledgement but never commits: the driver commits or aborts every task's transaction
+(:mod:`spark_kafka_log.txn_commit`) with the id and epoch the task reports. A task that fails aborts its own
+transaction after awaiting its requests (:meth:`TaskProducer.abort_transaction`, best effort: a fenced or
+unreachable coordinator is logged, and the broker aborts the transaction at its timeout anyway).
 
 Memory: the bytes held (unsealed slices + sealed batches not yet acknowledged) stay below buffer.memory:
 when they would exceed it, :meth:`TaskProducer.write` sends and waits for acknowledgements before taking more
@@ -30,9 +40,11 @@ batch was acknowledged (acks=0: written to the socket).
 from __future__ import annotations
 
 import logging
+import time
 
 import pyarrow as pa
 
+from broker_runtime.errors import ErrorCode, KafkaError, ProduceFailedError, PylogError
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
 from spark_kafka_log.accumulator import RecordAccumulator, TopicPartition
 from spark_kafka_log.commit_summary import PartitionStats
@@ -60,8 +72,13 @@ class TaskProducer:
         *,
         identity: TaskIdentity | None = None,
         faults: TaskFaults | None = None,
+        transactional_id: str | None = None,
     ) -> None:
         self._opts = options
+        #: Set: every record of this task goes into one transaction of this id (see the module docstring).
+        self.transactional_id = transactional_id
+        #: Wall-clock ms of the first AddPartitionsToTxn (-1: the transaction has no partition yet).
+        self.transaction_started_ms = -1
         self._client = writer_client(
             bootstrap_servers,
             client_id=options.client_id,
@@ -81,12 +98,28 @@ class TaskProducer:
             partition_count=self.num_partitions,
             before_first_record=self._before_first_record,
         )
-        self._sender = Sender(self._client, options, self._accumulator, faults)
+        self._sender = Sender(
+            self._client,
+            options,
+            self._accumulator,
+            faults,
+            transactional_id=transactional_id,
+            add_partitions=None if transactional_id is None else self._add_partitions,
+        )
         self.producer_id = -1
         self.producer_epoch = -1
         self._task_state: TaskState | None = None
         self._identity = identity
-        self._identified = not options.enable_idempotence
+        self._identified = not options.enable_idempotence and transactional_id is None
+        if transactional_id is not None and not options.enable_idempotence:
+            raise ProduceFailedError(
+                f"transactional id {transactional_id!r}: a transactional producer needs idempotence"
+            )
+
+    @property
+    def in_transaction(self) -> bool:
+        """True once a partition joined this task's transaction (then the driver must end it)."""
+        return self.transaction_started_ms >= 0
 
     @property
     def stats(self) -> dict[TopicPartition, PartitionStats]:
@@ -102,7 +135,11 @@ class TaskProducer:
         """Producer id/epoch: an earlier attempt's of this Spark partition (then skip what it wrote), else fresh.
 
         Without an identity (outside a Spark write) there is nothing to resume: a fresh id, no state file.
+        Transactional: the transactional id's producer id and a bumped epoch (fencing earlier attempts).
         """
+        if self.transactional_id is not None:
+            self._init_transactional(self.transactional_id)
+            return
         if identity is None:
             self.producer_id, self.producer_epoch = self._client.init_producer_id()
             self._accumulator.set_producer(self.producer_id, self.producer_epoch, {})
@@ -131,6 +168,46 @@ class TaskProducer:
             state.start_offsets = {}
             state.save()
         self._accumulator.set_producer(self.producer_id, self.producer_epoch, resume)
+
+    def _init_transactional(self, tid: str) -> None:
+        timeout = self._opts.transaction_timeout_ms
+        try:
+            self.producer_id, self.producer_epoch = self._client.init_producer_id(tid, timeout)
+        except KafkaError as exc:
+            hint = (
+                f": kafka.transaction.timeout.ms={timeout} is above the broker's transaction.max.timeout.ms"
+                if exc.code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+                else ""
+            )
+            raise ProduceFailedError(f"transactional id {tid!r}: InitProducerId failed: {exc}{hint}") from exc
+        log.info(
+            "pylog producer: transactional id %r: producer id %d epoch %d (earlier attempts fenced)",
+            tid,
+            self.producer_id,
+            self.producer_epoch,
+        )
+        self._accumulator.set_producer(self.producer_id, self.producer_epoch, {}, transactional=True)
+
+    def _add_partitions(self, tps: list[TopicPartition]) -> None:
+        """Sender hook: ``tps`` join the transaction before their first batch is sent."""
+        assert self.transactional_id is not None
+        try:
+            self._client.add_partitions_to_txn(
+                self.transactional_id, self.producer_id, self.producer_epoch, tps
+            )
+        except KafkaError as exc:
+            fenced = (
+                ": a later attempt of this Spark partition fenced this one, or the broker aborted the "
+                f"transaction after kafka.transaction.timeout.ms={self._opts.transaction_timeout_ms}"
+                if exc.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+                else ""
+            )
+            raise ProduceFailedError(
+                f"transactional id {self.transactional_id!r}: adding partitions to the transaction failed: "
+                f"{exc}{fenced}"
+            ) from exc
+        if self.transaction_started_ms < 0:
+            self.transaction_started_ms = int(time.time() * 1000)
 
     def _before_first_record(self, tp: TopicPartition) -> None:
         """Before the first record goes to ``tp``: record where a retry must look for it (task state)."""
@@ -166,6 +243,29 @@ class TaskProducer:
         self._accumulator.seal_all()
         while self._sender.outstanding():
             self._sender.pump(block=True)
+
+    def abort_transaction(self) -> None:
+        """After a failure: await the requests already sent, then abort this task's transaction (best effort).
+
+        A coordinator that refuses (fenced by a later attempt: that attempt aborted it already) or cannot be
+        reached is logged; the broker aborts an open transaction at kafka.transaction.timeout.ms anyway.
+        """
+        tid = self.transactional_id
+        if tid is None or not self.in_transaction:
+            return
+        try:
+            self._sender.settle()
+            self._client.end_txn(tid, self.producer_id, self.producer_epoch, commit=False)
+        except (PylogError, OSError) as exc:
+            log.warning(
+                "pylog producer: the failed task could not abort its transaction %r (%s); a later attempt "
+                "of the Spark partition fences it, else the broker aborts it after kafka.transaction.timeout.ms=%d",
+                tid,
+                exc,
+                self._opts.transaction_timeout_ms,
+            )
+            return
+        log.warning("pylog producer: the failed task aborted its transaction %r", tid)
 
     def close(self) -> None:
         """Release the connections and the partition's state lock (also after a failure).

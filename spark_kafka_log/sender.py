@@ -42,9 +42,11 @@ After a failure, :meth:`Sender.settle` awaits the answers of the requests alread
 unanswered ones logged at WARNING) before the task producer releases the Spark partition's state lock, so a
 re-run that resumes this producer id reads a log the broker has finished appending this attempt's data to.
 
-Transactions are not here yet; a transactional sender would add each partition to the transaction before its
-first batch goes out (in :meth:`Sender._send_ready`, where requests are built) and abort on failure; the
-producer identity it needs comes from :class:`~spark_kafka_log.producer.TaskProducer`.
+Transactions: with a ``transactional_id``, every Produce request names it, and before a request carries the
+first batch of a partition the ``add_partitions`` hook of the task producer adds that partition (with every
+other new partition of the round, one AddPartitionsToTxn) to the transaction, as Kafka's producer does before
+its first send to a partition. Committing or aborting is not the sender's job (see
+:mod:`spark_kafka_log.producer`).
 
 Test-only faults (:mod:`spark_kafka_log.fault_injection`): ``faults`` is None in production; when given, it is
 asked after every acknowledgement (may raise) and before reading a response (may drop the connection once).
@@ -56,6 +58,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker_runtime.client import BrokerConnectionError, InFlight, KafkaClient, ProduceResult
@@ -114,11 +117,18 @@ class Sender:
         options: WriterOptions,
         accumulator: RecordAccumulator,
         faults: TaskFaults | None = None,
+        *,
+        transactional_id: str | None = None,
+        add_partitions: Callable[[list[TopicPartition]], None] | None = None,
     ) -> None:
         self._client = client
         self._opts = options
         self._acc = accumulator
         self._faults = faults
+        self._transactional_id = transactional_id
+        self._add_partitions = add_partitions
+        #: Partitions already in the transaction (transactional mode).
+        self._added: set[TopicPartition] = set()
         self._parts: dict[TopicPartition, _PartitionSendState] = {}
         self._in_flight: dict[int, deque[_Request]] = {}
         self.requests_acknowledged = 0
@@ -211,6 +221,11 @@ class Sender:
                 node = self._leader(q)
                 if node is not None:
                     by_node.setdefault(node, []).append(q)
+        if self._add_partitions is not None:
+            new = sorted({(q.topic, q.partition) for qs in by_node.values() for q in qs} - self._added)
+            if new:
+                self._add_partitions(new)
+                self._added.update(new)
         for node, queues in by_node.items():
             pipeline = self._in_flight.setdefault(node, deque())
             while len(pipeline) < self._opts.max_in_flight:
@@ -256,7 +271,11 @@ class Sender:
         payload = {tp: b.data for tp, b in request.items()}
         try:
             handle = self._client.send_produce(
-                node, payload, acks=self._opts.acks, timeout_ms=self._opts.request_timeout_ms
+                node,
+                payload,
+                acks=self._opts.acks,
+                timeout_ms=self._opts.request_timeout_ms,
+                transactional_id=self._transactional_id,
             )
         except (KafkaError, ProtocolError) as exc:
             if not _transient(exc):

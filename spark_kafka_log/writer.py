@@ -77,16 +77,30 @@ def write_task(
     resolved: str,
     identity: TaskIdentity,
     iterator: Iterator[pa.RecordBatch],
+    transactional_id: str | None = None,
 ) -> PylogCommitMessage:
-    """Executor: write one task attempt's rows and return what it delivered (raises if anything failed)."""
+    """Executor: write one task attempt's rows and return what it delivered (raises if anything failed).
+
+    With ``transactional_id`` the rows go into one transaction, flushed but not committed (the message
+    carries it to the driver); a failing attempt aborts it."""
     task, attempt, write_id = identity.task, identity.attempt, identity.write_id
     started = time.perf_counter()
     faults = None if options.faults is None else TaskFaults(options.faults, task, attempt)
-    producer = TaskProducer(options, _servers(options, resolved), layout, identity=identity, faults=faults)
+    producer = TaskProducer(
+        options,
+        _servers(options, resolved),
+        layout,
+        identity=identity,
+        faults=faults,
+        transactional_id=transactional_id,
+    )
     try:
         for batch in iterator:
             producer.write(batch)
         producer.flush()
+    except BaseException:
+        producer.abort_transaction()
+        raise
     finally:
         producer.close()
     stats = sorted(producer.stats.values(), key=lambda s: (s.topic, s.partition))
@@ -101,6 +115,8 @@ def write_task(
         producer_epoch=producer.producer_epoch,
         seconds=time.perf_counter() - started,
         partitions=[s for s in stats if s.records or s.recovered],
+        transactional_id=transactional_id if producer.in_transaction else None,
+        transaction_started_ms=producer.transaction_started_ms,
     )
 
 

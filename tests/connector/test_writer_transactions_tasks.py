@@ -1,0 +1,115 @@
+"""Transactional write tasks and the driver's EndTxn, at the task level (``write_task`` + ``end_transactions``)
+against a real broker process, judged by confluent-kafka read_committed consumers.
+
+Attempts are driven with the identities Spark would give them (as tests/connector/test_writer_reruns.py does):
+a retry of the same Spark partition uses the same transactional id and fences the earlier attempt.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker_runtime.errors import ErrorCode, InjectedFailure, ProduceFailedError, TransactionCommitError
+from broker_runtime.launch import broker_process
+from spark_kafka_log.options import WriterOptions, task_transactional_id
+from spark_kafka_log.task_state import TaskIdentity
+from spark_kafka_log.txn_commit import end_transactions, transactions_of
+from spark_kafka_log.writer import write_task
+from tests.connector.kafka_peer import consume_to_end
+from tests.connector.test_writer_reruns import LAYOUT, _batches, _failing, _setup
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _committed(broker: str, topic: str) -> list[bytes]:
+    return [m.value or b"" for m in consume_to_end(broker, topic, 3, "read_committed")]
+
+
+def _txn_setup(broker: str, tmp_path: Path, **extra: str) -> tuple[WriterOptions, str, str]:
+    return _setup(broker, tmp_path, **{"kafka.transactional.id": "pfx", **extra})
+
+
+def test_tasks_flush_without_committing_and_the_driver_commits_them(broker: str, tmp_path: Path) -> None:
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    messages = []
+    for task in range(2):
+        rows = _batches(2, 300)[task : task + 1]
+        tid = task_transactional_id("pfx", write_id, task)
+        messages.append(write_task(options, LAYOUT, broker, TaskIdentity(write_id, task, 0), iter(rows), tid))
+    assert [m.transactional_id for m in messages] == [
+        task_transactional_id("pfx", write_id, 0),
+        task_transactional_id("pfx", write_id, 1),
+    ]
+    assert _committed(broker, topic) == []  # flushed, acknowledged, not visible
+    txns = transactions_of(messages, options.transaction_timeout_ms)
+    end_transactions(broker, txns, commit=True, check_first=True)
+    end_transactions(broker, txns, commit=True)  # finishing an interrupted commit again succeeds
+    values = _committed(broker, topic)
+    assert len(values) == 600 and len(set(values)) == 600
+
+
+def test_a_retried_task_fences_and_aborts_its_first_attempt(broker: str, tmp_path: Path) -> None:
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    batches = _batches(4, 500)
+    tid = task_transactional_id("pfx", write_id, 0)
+    with pytest.raises(InjectedFailure):
+        write_task(_failing(options, 3), LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(batches), tid)
+    message = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 1), iter(batches), tid)
+    end_transactions(broker, transactions_of([message]), commit=True)
+    values = _committed(broker, topic)
+    assert len(values) == 2000 and len(set(values)) == 2000
+
+
+def test_a_fenced_attempt_cannot_be_committed_and_nothing_is(broker: str, tmp_path: Path) -> None:
+    """Speculation: the copy Spark counts as the winner was fenced by the other copy -> a loud failure."""
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    tid0 = task_transactional_id("pfx", write_id, 0)
+    tid1 = task_transactional_id("pfx", write_id, 1)
+    winner = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 100)), tid0)
+    other = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 1, 0), iter(_batches(1, 50)), tid1)
+    write_task(
+        options, LAYOUT, broker, TaskIdentity(write_id, 0, 1), iter(_batches(1, 100)), tid0
+    )  # the copy
+    txns = transactions_of([winner, other], options.transaction_timeout_ms)
+    with pytest.raises(TransactionCommitError) as raised:
+        end_transactions(broker, txns, commit=True, check_first=True)
+    text = str(raised.value)
+    assert "nothing was committed" in text and tid0 in text and "fenced" in text and "\n" not in text
+    assert set(raised.value.failed) == {tid0}
+    end_transactions(broker, txns[1:], commit=False)
+    assert _committed(broker, topic) == []
+
+
+def test_commit_after_the_transaction_timed_out_names_the_timeout(tmp_path: Path) -> None:
+    with broker_process(
+        tmp_path / "b",
+        overrides={
+            "num.partitions": "3",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100",
+        },
+    ) as broker:
+        options, topic, write_id = _txn_setup(broker, tmp_path, **{"kafka.transaction.timeout.ms": "500"})
+        tid = task_transactional_id("pfx", write_id, 0)
+        message = write_task(
+            options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 10)), tid
+        )
+        time.sleep(1.5)
+        with pytest.raises(TransactionCommitError) as raised:
+            end_transactions(broker, transactions_of([message], 500), commit=True)
+        text = str(raised.value)
+        assert tid in text and "kafka.transaction.timeout.ms=500" in text and "broker aborted it" in text
+        assert raised.value.failed[tid].code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+        assert _committed(broker, topic) == []
+
+
+def test_a_transaction_timeout_above_the_broker_maximum_fails_the_task_naming_both(
+    broker: str, tmp_path: Path
+) -> None:
+    options, _, write_id = _txn_setup(broker, tmp_path, **{"kafka.transaction.timeout.ms": "999999999"})
+    tid = f"pfx-{uuid.uuid4().hex}"
+    with pytest.raises(ProduceFailedError, match="transaction.max.timeout.ms"):
+        write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 10)), tid)
