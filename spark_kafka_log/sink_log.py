@@ -49,6 +49,8 @@ from broker_runtime.fsutil import write_atomically
 from spark_kafka_log.txn_commit import TaskTransaction
 
 __all__ = [
+    "COMMITTED",
+    "PREPARED",
     "RETAINED_ENTRIES",
     "SINK_DIR",
     "SinkEntry",

@@ -41,6 +41,7 @@ step 1 finishes it and step 3 drops the re-run; after ``committed`` -- step 3 dr
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -166,15 +167,16 @@ def _check_still_open(
     ) as client:
         for t in txns:
             try:
-                client.add_partitions_to_txn(t.transactional_id, t.producer_id, t.producer_epoch, t.partitions)
+                client.add_partitions_to_txn(
+                    t.transactional_id, t.producer_id, t.producer_epoch, t.partitions
+                )
             except KafkaError as e:
                 closed.append(f"{t.transactional_id}: {e}")
     if not closed:
         return
-    try:
+    # The closed ones refuse; the others are aborted here, or fenced by the next run's InitProducerId.
+    with contextlib.suppress(TransactionCommitError):
         _end(options, servers, txns, commit=False)
-    except TransactionCommitError:
-        pass  # the closed ones refuse; the others are aborted, or fenced by the next run
     raise StreamingSinkError(
         f"pylog streaming sink: micro-batch {batch_id} cannot be committed, {len(closed)} of its "
         f"{len(txns)} transaction(s) were aborted before the commit ({'; '.join(closed)}): a speculative or "

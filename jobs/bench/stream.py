@@ -86,7 +86,9 @@ def _overhead(quick: bool, work: str) -> list[Result]:
             f"<= {TARGET_OVERHEAD_MS:.0f} ms",
             median <= TARGET_OVERHEAD_MS,
         ),
-        Result.measured(SECTION, "of it: prepared -> committed (EndTxn per task, ms)", _figure(protocol), "ms"),
+        Result.measured(
+            SECTION, "of it: prepared -> committed (EndTxn per task, ms)", _figure(protocol), "ms"
+        ),
     ]
 
 

@@ -13,6 +13,7 @@ reordered rows apart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -64,10 +65,8 @@ def kill_session(sid: int, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while members := _session_members(sid):
         for pid in members:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if time.monotonic() > deadline:
             raise TimeoutError(f"processes of session {sid} survive SIGKILL: {members}")
         time.sleep(0.05)
@@ -185,16 +184,19 @@ def judge(bootstrap: str, topic: str, partitions: int, total: int, timeout_s: fl
         deadline = time.monotonic() + timeout_s
         while len(at_end) < partitions:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"read_committed consumer reached the end of only {sorted(at_end)} of {topic}")
+                raise TimeoutError(
+                    f"read_committed consumer reached the end of only {sorted(at_end)} of {topic}"
+                )
             for m in consumer.consume(1000, timeout=0.5):
                 err = m.error()
+                partition, offset = int(m.partition() or 0), int(m.offset() or 0)
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(m.partition())
+                        at_end.add(partition)
                         continue
                     raise RuntimeError(f"consumer error: {err}")
-                at_end.discard(m.partition())
-                per_partition[m.partition()].append((m.offset(), m.key() or b"", int(m.value() or b"-1")))
+                at_end.discard(partition)
+                per_partition[partition].append((offset, m.key() or b"", int(m.value() or b"-1")))
     finally:
         consumer.close()
     seqs: Counter[int] = Counter()
