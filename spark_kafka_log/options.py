@@ -27,6 +27,11 @@ fences the earlier one. ``kafka.transaction.timeout.ms`` is the Java producer's 
 exceed the write's duration. Transactions need idempotence: set together with ``kafka.enable.idempotence=false``
 or with settings idempotence cannot work with (acks 0/1, ...) it is an error, as in Kafka's producer.
 
+The streaming sink (:func:`stream_options`) is transactional by default, exactly-once across query restarts:
+``pylog.deliveryGuarantee`` = ``exactly-once`` (default; the tasks' ids are ``<prefix>-<query id>-<Spark
+partition id>``, prefix ``kafka.transactional.id`` or ``pylog-stream``) or ``at-least-once`` (idempotent, no
+transactions). A batch write refuses the option (:func:`batch_options`).
+
 Delivery guarantee: the default is idempotent with ``acks=all``. As Kafka's Java client (3.2+), idempotence left
 at its default yields to settings it cannot work with (``acks`` 0/1, ``retries=0``, more than 5 requests in
 flight) and is an error when set to ``true`` explicitly with them. :meth:`WriterOptions.weaker_delivery` names

@@ -29,8 +29,9 @@ The protocol, per micro-batch N (sink log: :mod:`spark_kafka_log.sink_log`):
 2. Tasks write inside their transactions and return (transactional id, producer id, epoch).
 3. ``commit(messages, N)`` -- :func:`commit_batch`: if N <= the newest committed batch id, this is a re-run of
    a micro-batch whose rows are already in the topic (the driver died after our commit, before Spark's commit
-   log): abort the re-run's transactions, nothing becomes visible twice. Else write the entry ``prepared``
-   (with every transaction), EndTxn(commit) each, write it ``committed``.
+   log): abort the re-run's transactions, nothing becomes visible twice. Else check that every transaction is
+   still open (else abort them all and fail: nothing committed, no entry, a restart writes N again), write the
+   entry ``prepared`` (with every transaction), EndTxn(commit) each, write it ``committed``.
 4. ``abort(messages, N)`` -- :func:`abort_batch`: abort the finished tasks' transactions and fence the failed
    tasks' ids (their open transactions are aborted); nothing of N becomes visible.
 

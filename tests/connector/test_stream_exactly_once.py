@@ -51,6 +51,7 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
     total = write_input(stream["source"], files, rows)
     landed, final = run_with_kills(stream, tmp_path, kills=3, max_delay_s=10.0, seed=seed)
+    print(f"seed {seed}; the kills landed {landed}")  # shown with -s
     assert final.proc.returncode == 0, final.tail()
     outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, total)
     assert outcome.exact, f"seed {seed}, kills landed {landed}: {outcome}"
@@ -93,7 +94,7 @@ def test_prepared_batch_whose_transactions_were_aborted_fails_naming_it(
     # prepared transactions (as it does when transaction.timeout.ms runs out).
     with KafkaClient(stream["bootstrap"]) as client:
         for txn in entry["transactions"]:
-            client.init_producer_id(transactional_id=txn["transactionalId"])
+            client.init_producer_id(txn["transactionalId"], transaction_timeout_ms=60000)
     second = StreamApp(stream, tmp_path, "second")
     assert second.wait_exit() == 3, second.tail()
     [failure] = [line for line in second.lines() if line.startswith("failed:")]
