@@ -108,7 +108,7 @@ def _chaos(work: str) -> Result:
         }
         os.makedirs(config["source"])
         total = write_input(config["source"], CHAOS_FILES, CHAOS_ROWS)
-        landed, final = run_with_kills(config, Path(work), CHAOS_KILLS, max_delay_s=25.0, seed=seed)
+        landed, final = run_with_kills(config, Path(work), CHAOS_KILLS, max_delay_s=4.0, seed=seed)
         if final.proc.returncode != 0:
             raise RuntimeError(f"the restarted query failed: {final.tail()}")
         outcome = judge(bootstrap, topic, CHAOS_PARTITIONS, total)

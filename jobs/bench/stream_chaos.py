@@ -213,16 +213,33 @@ def judge(bootstrap: str, topic: str, partitions: int, total: int, timeout_s: fl
     )
 
 
+def _committed(checkpoint: str | Path) -> int:
+    """How many micro-batches the sink log shows committed (entries are replaced by rename: never half-read)."""
+    return sum(doc["status"] == "committed" for doc in sink_entries(checkpoint))
+
+
 def run_with_kills(
     config: dict[str, Any], workdir: Path, kills: int, max_delay_s: float, seed: int
 ) -> tuple[list[str], StreamApp]:
-    """Start the query ``kills`` times, each killed after a random delay (seeded) once it runs, then once more
-    to the end; where each kill landed (per the sink log), and the final run (exited)."""
+    """Start the query ``kills`` times and SIGKILL each run at a random point, then once more to the end; where
+    each kill landed (per the sink log), and the final run (exited).
+
+    A run is killed after it committed a random number (0-2) of further micro-batches and then a random delay of
+    up to ``max_delay_s`` (about one micro-batch), so the kills fall at random phases of random micro-batches
+    (starting up, tasks running, committing) while every run makes progress. Seeded: the same seed picks the
+    same numbers (where they land still depends on timing)."""
     rng = random.Random(seed)
     landed = []
     for run in range(kills):
         app = StreamApp(config, workdir, f"run{run}")
         app.wait_started()
+        target = _committed(config["checkpoint"]) + rng.randint(0, 2)
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while _committed(config["checkpoint"]) < target and app.proc.poll() is None:
+            if time.monotonic() > deadline:
+                app.kill()
+                raise AssertionError(f"run {run} made no progress: {app.tail()}")
+            time.sleep(0.05)
         time.sleep(rng.uniform(0.0, max_delay_s))
         finished = app.proc.poll() is not None
         app.kill()

@@ -50,7 +50,7 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     files, rows = 6, 300
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
     total = write_input(stream["source"], files, rows)
-    landed, final = run_with_kills(stream, tmp_path, kills=3, max_delay_s=10.0, seed=seed)
+    landed, final = run_with_kills(stream, tmp_path, kills=3, max_delay_s=4.0, seed=seed)
     print(f"seed {seed}; the kills landed {landed}")  # shown with -s
     assert final.proc.returncode == 0, final.tail()
     outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, total)
