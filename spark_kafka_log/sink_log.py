@@ -11,10 +11,12 @@ Format (version 1): one UTF-8 JSON object per file, written whole with
      "transactions": [{"transactionalId": "pylog-stream-<query id>-0", "producerId": 4000, "producerEpoch": 3,
                        "partitions": [["events", 0], ...], "startedMs": ..., "timeoutMs": 60000}, ...],
      "records": 1200, "partitions": [{"topic": "events", "partition": 0, "records": ..., "first_offset": ...}],
-     "tasksEndedAtMs": 1795437640630, "preparedAtMs": 1795437640646, "committedAtMs": 1795437640711}
+     "tasksEndedAtMs": 1795437640530, "commitCalledAtMs": 1795437640601, "preparedAtMs": 1795437640646,
+     "committedAtMs": 1795437640711}
 
 (``partitions`` per transaction, its start and timeout only explain a failure; ``tasksEndedAtMs``, the end of
-the micro-batch's last task, and the two stamps after it show the commit protocol's cost.)
+the micro-batch's last task, ``commitCalledAtMs``, when Spark called ``commit()``, and the two stamps after
+them show where the commit's time goes.)
 
 Invariants (kept by :mod:`spark_kafka_log.stream_commit`):
 
@@ -150,6 +152,7 @@ class SinkEntry:
     records: int = 0
     partitions: list[dict[str, Any]] = field(default_factory=list)
     tasks_ended_at_ms: int = -1
+    commit_called_at_ms: int = -1
     prepared_at_ms: int = 0
     committed_at_ms: int | None = None
 
@@ -167,6 +170,7 @@ class SinkEntry:
             "records": self.records,
             "partitions": self.partitions,
             "tasksEndedAtMs": self.tasks_ended_at_ms,
+            "commitCalledAtMs": self.commit_called_at_ms,
             "preparedAtMs": self.prepared_at_ms,
             "committedAtMs": self.committed_at_ms,
         }
@@ -186,6 +190,7 @@ class SinkEntry:
             records=int(doc.get("records", 0)),
             partitions=list(doc.get("partitions", [])),
             tasks_ended_at_ms=int(doc.get("tasksEndedAtMs", -1)),
+            commit_called_at_ms=int(doc.get("commitCalledAtMs", -1)),
             prepared_at_ms=int(doc.get("preparedAtMs", 0)),
             committed_at_ms=doc.get("committedAtMs"),
         )

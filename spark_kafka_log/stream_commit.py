@@ -118,6 +118,7 @@ def commit_batch(
     messages: Sequence[WriterCommitMessage | None],
 ) -> None:
     """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring)."""
+    called_ms = int(time.time() * 1000)
     newest = resolve_pending(log, options, servers)
     txns = transactions_of(messages, options.transaction_timeout_ms)
     if newest is not None and batch_id <= newest.batch_id:
@@ -133,6 +134,7 @@ def commit_batch(
         records=sum(m.records + m.recovered for m in done),
         partitions=[asdict(s) for s in merge_partitions(done).values()],
         tasks_ended_at_ms=max((m.finished_ms for m in done), default=-1),
+        commit_called_at_ms=called_ms,
         prepared_at_ms=int(time.time() * 1000),
     )
     log.write(entry)
