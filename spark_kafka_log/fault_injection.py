@@ -14,6 +14,13 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
 * ``pylog.test.dropResponseAfterRequests=N``: after N acknowledged requests, the producer closes its connection
   once without reading the responses of the requests in flight, as a network failure would, and resends them
   (the idempotent producer must not duplicate them).
+* ``pylog.test.alwaysFailPartition=P``: EVERY attempt of the task of Spark partition P raises
+  :class:`~broker_runtime.errors.InjectedFailure` after its first acknowledged request, so the job fails for good
+  after writing part of its rows.
+* ``pylog.test.killDriverAfterCommitIntent=PID``: the driver's ``commit()`` of a transactional batch write
+  SIGKILLs the process group of PID (the test's driver program, which must lead its own process group, i.e. be
+  started in a new session) and then its own process, right after writing the commit intent and before any
+  EndTxn: a driver crash in the middle of the commit (:func:`kill_driver`).
 * ``pylog.test.stallCommitAfterPrepared=N`` (exactly-once streaming sink, **driver**): every micro-batch's
   ``commit()`` stops for good once its sink-log entry is written ``prepared`` and the first N of its
   transactions are committed (N=0: none), after creating ``stalled-<batchId>.test`` in the sink log's folder,
@@ -22,6 +29,8 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +44,7 @@ __all__ = [
     "FAULT_OPTION_NAMES",
     "FaultOptions",
     "TaskFaults",
+    "kill_driver",
     "parse_fault_options",
     "stall_commit",
 ]
@@ -43,6 +53,8 @@ __all__ = [
 FAULT_OPTION_NAMES = (
     "pylog.test.failAfterRequests",
     "pylog.test.dropResponseAfterRequests",
+    "pylog.test.alwaysFailPartition",
+    "pylog.test.killDriverAfterCommitIntent",
     "pylog.test.stallCommitAfterPrepared",
 )
 FAULT_OPTION_KEYS = tuple(name.lower() for name in FAULT_OPTION_NAMES)
@@ -54,15 +66,17 @@ class FaultOptions:
 
     fail_after_requests: int | None = None
     drop_response_after_requests: int | None = None
+    always_fail_partition: int | None = None
+    kill_driver_after_commit_intent: int | None = None
     stall_commit_after_prepared: int | None = None
 
 
 def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     """The test-only options of a write (keys lower-cased), or ``None`` when none is given."""
-    fail_after, drop_after, stall_after = (int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES)
-    if fail_after is None and drop_after is None and stall_after is None:
+    values = [int_option(opts, name, None, 0) for name in FAULT_OPTION_NAMES]
+    if all(v is None for v in values):
         return None
-    return FaultOptions(fail_after, drop_after, stall_after)
+    return FaultOptions(*values)
 
 
 def stall_commit(sink_dir: str, batch_id: int, committed: int) -> None:
@@ -83,6 +97,11 @@ class TaskFaults:
 
     def after_acknowledged(self, acknowledged: int) -> None:
         """Raise :class:`InjectedFailure` in a first attempt that reached ``failAfterRequests``."""
+        if self._options.always_fail_partition == self._task:
+            raise InjectedFailure(
+                f"pylog.test.alwaysFailPartition={self._task}: injected failure of attempt {self._attempt} "
+                f"after {acknowledged} acknowledged request(s) (test-only option)"
+            )
         limit = self._options.fail_after_requests
         if limit is not None and self._attempt == 0 and acknowledged >= limit:
             raise InjectedFailure(
@@ -97,3 +116,17 @@ class TaskFaults:
             self._drop_armed = False
             return True
         return False
+
+
+def kill_driver(pid: int) -> None:
+    """``pylog.test.killDriverAfterCommitIntent``: SIGKILL the process group led by ``pid``, then this process.
+
+    Refuses (InjectedFailure) unless ``pid`` leads its own process group, so that it can never take down a
+    process group it does not own (a test runner's)."""
+    if os.getpgid(pid) != pid:
+        raise InjectedFailure(
+            f"pylog.test.killDriverAfterCommitIntent={pid}: that process does not lead its own process group "
+            "(start the driver program in a new session); not killing anything"
+        )
+    os.killpg(pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)

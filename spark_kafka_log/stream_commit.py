@@ -59,6 +59,7 @@ from spark_kafka_log.sink_log import PREPARED, SinkEntry, SinkLog
 from spark_kafka_log.txn_commit import (
     TaskTransaction,
     TransactionCommitError,
+    check_transactions,
     end_transactions,
     transactions_of,
 )
@@ -164,28 +165,23 @@ def _check_still_open(
     transactional id, or kafka.transaction.timeout.ms ran out). Then the micro-batch fails with nothing
     committed and no sink-log entry, so a restart of the query simply writes it again.
     """
-    closed: list[str] = []
-    with writer_client(
-        servers, client_id=options.client_id, request_timeout_ms=options.request_timeout_ms
-    ) as client:
-        for t in txns:
-            try:
-                client.add_partitions_to_txn(
-                    t.transactional_id, t.producer_id, t.producer_epoch, t.partitions
-                )
-            except KafkaError as e:
-                closed.append(f"{t.transactional_id}: {e}")
-    if not closed:
-        return
-    # The closed ones refuse; the others are aborted here, or fenced by the next run's InitProducerId.
-    with contextlib.suppress(TransactionCommitError):
-        _end(options, servers, txns, commit=False)
-    raise StreamingSinkError(
-        f"pylog streaming sink: micro-batch {batch_id} cannot be committed, {len(closed)} of its "
-        f"{len(txns)} transaction(s) were aborted before the commit ({'; '.join(closed)}): a speculative or "
-        "zombie task attempt fenced them, or the micro-batch took longer than kafka.transaction.timeout.ms="
-        f"{options.transaction_timeout_ms}. Nothing of it was committed; restarting the query writes it again"
-    )
+    try:
+        check_transactions(
+            servers,
+            txns,
+            client_id=options.client_id,
+            request_timeout_ms=options.request_timeout_ms,
+            retry_backoff_ms=options.retry_backoff_ms,
+            retry_timeout_ms=options.delivery_timeout_ms,
+        )
+    except TransactionCommitError as e:
+        # The closed ones refuse; the others are aborted here, or fenced by the next run's InitProducerId.
+        with contextlib.suppress(TransactionCommitError):
+            _end(options, servers, txns, commit=False)
+        raise StreamingSinkError(
+            f"pylog streaming sink: micro-batch {batch_id} cannot be committed: {e}. Its other transactions were "
+            "aborted, nothing of it is visible, and it is not in the sink log: restarting the query writes it again"
+        ) from None
 
 
 def _abort_rerun(

@@ -38,11 +38,26 @@ from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError, PylogError, TransactionCommitError
 from spark_kafka_log.commit_summary import PylogCommitMessage
 
-__all__ = ["TaskTransaction", "TransactionCommitError", "end_transactions", "transactions_of"]
+__all__ = [
+    "TaskTransaction",
+    "TransactionCommitError",
+    "check_transactions",
+    "end_transactions",
+    "only_final_failures",
+    "transactions_of",
+]
 
 log = logging.getLogger(__name__)
 
 _FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
+#: Answers after which the transaction can never be ended otherwise (already committed or aborted, or gone).
+_FINAL = _FENCED | {ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+
+
+def only_final_failures(exc: TransactionCommitError) -> bool:
+    """True when every failed transaction of ``exc`` is already committed or aborted for good (nothing left
+    that another EndTxn could change), False when some failed for a reason that may pass (unreachable broker)."""
+    return all(e.code in _FINAL for e in exc.failed.values())
 
 
 @dataclass(frozen=True)
@@ -100,22 +115,15 @@ def end_transactions(
         return
     verb = "commit" if commit else "abort"
     if check_first:
-        failed = _run(
+        check_transactions(
             servers,
             txns,
-            _check,
-            client_id,
-            request_timeout_ms,
-            retry_backoff_ms,
-            retry_timeout_ms,
-            max_parallel,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_timeout_ms=retry_timeout_ms,
+            max_parallel=max_parallel,
         )
-        if failed:
-            raise TransactionCommitError(
-                f"pylog transactions: nothing was committed, because {len(failed)} of {len(txns)} transaction(s) "
-                f"are no longer open: {_explain(txns, failed, commit)}",
-                failed,
-            )
 
     def end(client: KafkaClient, txn: TaskTransaction) -> None:
         client.end_txn(txn.transactional_id, txn.producer_id, txn.producer_epoch, commit)
@@ -129,6 +137,37 @@ def end_transactions(
             f"pylog transactions: EndTxn({verb}) failed for {len(failed)} of {len(txns)} transaction(s)"
             + (f" ({done} others were {verb}ted)" if commit and done else "")
             + f": {_explain(txns, failed, commit)}",
+            failed,
+        )
+
+
+def check_transactions(
+    servers: str,
+    txns: Sequence[TaskTransaction],
+    *,
+    client_id: str = "pylog-txn-commit",
+    request_timeout_ms: int = 30000,
+    retry_backoff_ms: int = 100,
+    retry_timeout_ms: int | None = 30000,
+    max_parallel: int = 8,
+) -> None:
+    """Check that every transaction is still open at its epoch (see the module docstring); raise one
+    TransactionCommitError ("nothing was committed") naming the ones that are not. Never on a completed
+    transaction: AddPartitionsToTxn would open a new one."""
+    failed = _run(
+        servers,
+        txns,
+        _check,
+        client_id,
+        request_timeout_ms,
+        retry_backoff_ms,
+        retry_timeout_ms,
+        max_parallel,
+    )
+    if failed:
+        raise TransactionCommitError(
+            f"pylog transactions: nothing was committed, because {len(failed)} of {len(txns)} transaction(s) "
+            f"are no longer open: {_explain(txns, failed, True)}",
             failed,
         )
 

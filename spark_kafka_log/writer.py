@@ -19,6 +19,12 @@ reach it fails, naming it); ``commit()``/``abort()`` remove it. Without idempote
 at-least-once, as Spark's Kafka sink (a retried task rewrites its rows). Nothing is rolled back when a job
 aborts; ``abort()`` logs what finished tasks wrote.
 
+Transactional batch writes (``kafka.transactional.id``): each task writes inside its own transaction, id
+``<prefix>-<write id>-<Spark partition id>`` (every attempt of a partition shares it, so a later attempt fences
+the earlier one), and flushes without committing. ``commit()`` writes a commit intent, commits every task's
+transaction and removes the intent (:func:`spark_kafka_log.transactions.commit_write`); ``abort()`` aborts the
+transactions of the finished tasks. A job that fails leaves nothing visible to read_committed readers.
+
 What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.commit_summary`. Test-only
 fault injection (``pylog.test.*``): :mod:`spark_kafka_log.fault_injection`, handed to the task's producer only
 when such an option is given.
@@ -26,6 +32,7 @@ when such an option is given.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,14 +44,17 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from broker_runtime.errors import TransactionCommitError
 from broker_runtime.launch.embedded import embedded_broker_address
 from spark_kafka_log.commit_summary import PylogCommitMessage, summarize
 from spark_kafka_log.driver_log import driver_log
 from spark_kafka_log.fault_injection import TaskFaults
-from spark_kafka_log.options import WriterOptions
+from spark_kafka_log.options import WriterOptions, task_transactional_id
 from spark_kafka_log.producer import TaskProducer
 from spark_kafka_log.schema import InputLayout
 from spark_kafka_log.task_state import TaskIdentity, forget_write, prepare_write_dir
+from spark_kafka_log.transactions import CommitIntent, commit_write, intent_path
+from spark_kafka_log.txn_commit import end_transactions, only_final_failures, transactions_of
 
 __all__ = ["PylogBatchWriter", "spark_task", "write_task"]
 
@@ -122,22 +132,48 @@ class PylogBatchWriter(DataSourceArrowWriter):
         self.resolved_servers = resolved_servers
         #: Shared by all tasks and attempts of this write (names the task state files).
         self.write_id = f"write-{uuid.uuid4().hex}"
-        if options.enable_idempotence:  # tasks require the write's state directory (task_state)
+        # Tasks of an idempotent write require the write's state directory (task_state); transactional tasks
+        # need none (a retry fences the earlier attempt instead of resuming it).
+        if options.enable_idempotence and not options.transactional:
             prepare_write_dir(options.producer_state_dir, self.write_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
-        """Executor: send this task's rows; return what was acknowledged."""
+        """Executor: send this task's rows; return what was acknowledged (in a transaction: not committed)."""
         task, attempt = spark_task()
         identity = TaskIdentity(self.write_id, task, attempt)
-        return write_task(self.options, self.layout, self.resolved_servers, identity, iterator)
+        prefix = self.options.transactional_id_prefix
+        tid = None if prefix is None else task_transactional_id(prefix, self.write_id, task)
+        return write_task(self.options, self.layout, self.resolved_servers, identity, iterator, tid)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
-        """Driver, after every task succeeded: log the one-line summary."""
-        forget_write(self.options.producer_state_dir, self.write_id)
+        """Driver, after every task succeeded: commit the tasks' transactions (transactional); log the summary."""
+        if self.options.transactional:
+            self._commit_transactions(messages)
+        else:
+            forget_write(self.options.producer_state_dir, self.write_id)
         driver_log().info("pylog write committed: %s", summarize(messages))
 
+    def _commit_transactions(self, messages: list[WriterCommitMessage | None]) -> None:
+        opts = self.options
+        txns = transactions_of(messages, opts.transaction_timeout_ms)
+        intent = CommitIntent(
+            write_id=self.write_id,
+            bootstrap_servers=_servers(opts, self.resolved_servers),
+            transactions=tuple(txns),
+            embedded_data_dir=opts.data_dir if opts.embedded else None,
+            client_id=opts.client_id,
+            request_timeout_ms=opts.request_timeout_ms,
+            transaction_timeout_ms=opts.transaction_timeout_ms,
+        )
+        kill = None if opts.faults is None else opts.faults.kill_driver_after_commit_intent
+        commit_write(opts.transaction_state_dir, intent, kill_after_intent=kill)
+        driver_log().info("pylog write: committed %d transaction(s) of write %s", len(txns), self.write_id)
+
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
-        """Driver, after a task failed for good: say what may already be in the log (at-least-once)."""
+        """Driver, after a task failed for good (or commit() failed): roll back what can be rolled back."""
+        if self.options.transactional:
+            self._abort_transactions(messages)
+            return
         forget_write(self.options.producer_state_dir, self.write_id)
         done = [m for m in messages if isinstance(m, PylogCommitMessage)]
         driver_log().warning(
@@ -147,4 +183,55 @@ class PylogBatchWriter(DataSourceArrowWriter):
             len(done),
             len(messages),
             summarize(done),
+        )
+
+    def _abort_transactions(self, messages: list[WriterCommitMessage | None]) -> None:
+        opts = self.options
+        txns = transactions_of(messages, opts.transaction_timeout_ms)
+        done = [m for m in messages if isinstance(m, PylogCommitMessage)]
+        failed_tasks = len(messages) - len(done)
+        pending = intent_path(opts.transaction_state_dir, self.write_id)
+        if os.path.exists(pending):
+            # commit() got past its check and failed half-way: aborting now could leave part of the write
+            # visible; leave the choice to the user (commit_write's error named the command).
+            driver_log().warning(
+                "pylog write aborted while its commit was under way: the transactions not yet committed stay "
+                "open; finish with python -m spark_kafka_log.transactions resolve --commit %s (or --abort), "
+                "before kafka.transaction.timeout.ms=%d aborts them",
+                pending,
+                opts.transaction_timeout_ms,
+            )
+            return
+        others = (
+            f"the transactions of {failed_tasks} failed task(s) were aborted by the failing attempts, fenced by "
+            f"their retries, or are aborted by the broker after kafka.transaction.timeout.ms="
+            f"{opts.transaction_timeout_ms}"
+        )
+        try:
+            end_transactions(
+                _servers(opts, self.resolved_servers),
+                txns,
+                commit=False,
+                client_id=opts.client_id,
+                request_timeout_ms=opts.request_timeout_ms,
+            )
+        except TransactionCommitError as exc:
+            final = only_final_failures(exc)
+            driver_log().warning(
+                "pylog write aborted: %d of %d task(s) had finished; aborting their transactions failed for "
+                "some: %s; %s%s",
+                len(done),
+                len(messages),
+                exc,
+                others,
+                "" if final else "; the broker aborts those at their timeout",
+            )
+            return
+        driver_log().warning(
+            "pylog write aborted: %d of %d task(s) had finished and their %d transaction(s) were aborted; %s; "
+            "nothing of this write is visible to read_committed readers",
+            len(done),
+            len(messages),
+            len(txns),
+            others,
         )

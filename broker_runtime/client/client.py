@@ -234,6 +234,8 @@ class KafkaClient:
         #: ``host:port`` -> when its connection last failed; such brokers are asked for metadata last.
         self._suspects: dict[str, float] = {}
         self._controller_id = -1
+        #: transactional id -> its coordinator's node id (FindCoordinator), until it answers NOT_COORDINATOR etc.
+        self._txn_coordinators: dict[str, int] = {}
         self._closed = False
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -709,9 +711,12 @@ class KafkaClient:
         budget = _Budget(self)
         retriable = _TXN_RETRY_ERRORS | retry_also
         while True:
-            node: int | None = None
+            node: int | None = self._txn_coordinators.get(transactional_id)
             try:
-                node = self._transaction_coordinator(transactional_id)
+                if node is None:
+                    node = self._txn_coordinators[transactional_id] = self._transaction_coordinator(
+                        transactional_id
+                    )
                 _, body = self._conn(node).request(api_key, request)
                 code = code_of(body)
             except KafkaError as e:
@@ -722,6 +727,12 @@ class KafkaClient:
                 code, body = int(e.code), {}
             if code == ErrorCode.NONE:
                 return body
+            if (
+                code in _COORDINATOR_ERRORS
+                or code == ErrorCode.NETWORK_EXCEPTION
+                or code == ErrorCode.BROKER_NOT_AVAILABLE
+            ):
+                self._txn_coordinators.pop(transactional_id, None)  # find it again
             if code not in retriable or not budget.another_attempt():
                 spent = int((time.monotonic() - budget.started) * 1000)
                 raise KafkaError(code, f"{what}, after {budget.attempts} attempt(s) in {spent} ms")

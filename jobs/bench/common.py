@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Figure", "Result", "Timing", "spark_session", "timed"]
+__all__ = ["Figure", "Result", "Timing", "spark_session", "timed", "timed_interleaved"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,21 @@ def timed(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> Timing:
         fn()
         times.append(time.perf_counter() - t0)
     return Timing(tuple(times))
+
+
+def timed_interleaved(fns: list[Callable[[], object]], repeat: int = 5, warmup: int = 1) -> list[Timing]:
+    """Wall times of ``fns`` run in turn (f1, f2, ..., f1, f2, ...) ``repeat`` times after ``warmup`` rounds, so
+    that a drift of the machine over the runs affects each alike (for ratios measured in the same run)."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [Timing(tuple(t)) for t in times]
 
 
 def _shown(value: float) -> str:

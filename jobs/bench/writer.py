@@ -8,6 +8,9 @@ DataFrame of N rows: 16-byte key, 100-byte value, 2 partitions; N = 2,000,000, q
   * pylog write, acks=1, no compression, to the embedded broker (zero configuration apart from a temporary
     ``pylog.dataDir``); target: parquet time / pylog time >= 1.0 (pylog at least as fast as Parquet);
   * pylog write with acks=all (idempotent, the default) and with lz4 compression;
+  * pylog write in transactional mode (``kafka.transactional.id``: one transaction per task, committed by the
+    driver), runs interleaved with the idempotent ones on the same DataFrame; target: idempotent time /
+    transactional time >= 0.9 (transactions cost at most about a tenth);
   * what a user would write by hand: a confluent-kafka ``Producer`` loop (``produce`` per row,
     ``linger.ms=5``, acks=1) inside ``foreachPartition`` to the same broker.
 
@@ -26,12 +29,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jobs.bench.common import Result, spark_session, timed
+from jobs.bench.common import Result, spark_session, timed, timed_interleaved
 
 __all__ = ["SECTION", "run"]
 
 SECTION = "writer"
 TARGET_PARQUET_RATIO = 1.0
+TARGET_TRANSACTIONAL_RATIO = 0.9
 
 
 def _confluent_loop(bootstrap: str, topic: str) -> Callable[[Iterator[Any]], None]:
@@ -104,7 +108,9 @@ def run(quick: bool) -> list[Result]:
 
         t_parquet = timed(parquet, repeat=repeat)
         t_acks1 = timed(pylog(**{"kafka.acks": "1"}), repeat=repeat)
-        t_all = timed(pylog(), repeat=repeat)
+        t_all, t_txn = timed_interleaved(
+            [pylog(), pylog(**{"kafka.transactional.id": "bench"})], repeat=repeat
+        )
         t_lz4 = timed(pylog(**{"kafka.acks": "1", "kafka.compression.type": "lz4"}), repeat=repeat)
         t_hand = timed(by_hand, repeat=1, warmup=0 if quick else 1)
         millions = rows / 1e6
@@ -126,6 +132,20 @@ def run(quick: bool) -> list[Result]:
                 ratio >= TARGET_PARQUET_RATIO,
             ),
             Result.measured(SECTION, "pylog write acks=all (idempotent)", t_all.rate(millions), "M rows/s"),
+            Result.measured(
+                SECTION,
+                "pylog write transactional (kafka.transactional.id)",
+                t_txn.rate(millions),
+                "M rows/s",
+            ),
+            Result(
+                SECTION,
+                "pylog transactional vs idempotent (idempotent time / transactional time)",
+                t_all.median / t_txn.median,
+                "x",
+                f">= {TARGET_TRANSACTIONAL_RATIO}",
+                t_all.median / t_txn.median >= TARGET_TRANSACTIONAL_RATIO,
+            ),
             Result.measured(SECTION, "pylog write acks=1 lz4", t_lz4.rate(millions), "M rows/s"),
             Result.measured(
                 SECTION, "confluent-kafka loop in foreachPartition, acks=1", t_hand.rate(millions), "M rows/s"

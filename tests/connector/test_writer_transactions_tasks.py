@@ -13,10 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.errors import ErrorCode, InjectedFailure, ProduceFailedError, TransactionCommitError
+from broker_runtime.errors import (
+    ConfigError,
+    ErrorCode,
+    InjectedFailure,
+    ProduceFailedError,
+    TransactionCommitError,
+)
 from broker_runtime.launch import broker_process
-from spark_kafka_log.options import WriterOptions, task_transactional_id
+from spark_kafka_log.options import WriterOptions, parse_writer_options, stream_options, task_transactional_id
 from spark_kafka_log.task_state import TaskIdentity
+from spark_kafka_log.transactions import main as transactions_main
 from spark_kafka_log.txn_commit import end_transactions, transactions_of
 from spark_kafka_log.writer import write_task
 from tests.connector.kafka_peer import consume_to_end
@@ -113,3 +120,46 @@ def test_a_transaction_timeout_above_the_broker_maximum_fails_the_task_naming_bo
     tid = f"pfx-{uuid.uuid4().hex}"
     with pytest.raises(ProduceFailedError, match="transaction.max.timeout.ms"):
         write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 10)), tid)
+
+
+def test_the_streaming_sink_never_writes_outside_the_transactions_asked_for() -> None:
+    """Never a silent non-transactional write when transactions were asked for: the streaming sink takes
+    kafka.transactional.id as the prefix of its ids, and refuses it together with at-least-once."""
+    options = parse_writer_options(
+        {"kafka.bootstrap.servers": "x:1", "topic": "t", "kafka.transactional.id": "p"}
+    )
+    assert stream_options(options).transactional_id_prefix == "p"
+    with pytest.raises(ConfigError, match="contradict each other"):
+        stream_options(
+            parse_writer_options(
+                {
+                    "kafka.bootstrap.servers": "x:1",
+                    "topic": "t",
+                    "kafka.transactional.id": "p",
+                    "pylog.deliveryGuarantee": "at-least-once",
+                }
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        ({"kafka.enable.idempotence": "false"}, "kafka.enable.idempotence=false"),
+        ({"kafka.acks": "1"}, "kafka.acks=1"),
+        ({"kafka.transactional.id": " "}, "is empty"),
+    ],
+)
+def test_the_transactional_option_needs_idempotence(extra: dict[str, str], fragment: str) -> None:
+    opts = {"kafka.bootstrap.servers": "x:1", "topic": "t", "kafka.transactional.id": "p", **extra}
+    with pytest.raises(ConfigError, match=fragment):
+        parse_writer_options(opts)
+
+
+def test_resolve_names_a_missing_intent_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert transactions_main(["resolve", "--commit", str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no such commit intent" in err and err.count("\n") == 1
+    assert transactions_main(["list", str(tmp_path)]) == 0
