@@ -110,7 +110,11 @@ def _chaos(work: str) -> Result:
             "topic": topic,
             "source": os.path.join(work, "chaos-in"),
             "checkpoint": os.path.join(work, "chaos-checkpoint"),
-            "options": {"pylog.dataDir": os.path.join(work, "chaos-data")},
+            # A prepared micro-batch must outlive a driver restart (30-60 s on a busy machine).
+            "options": {
+                "pylog.dataDir": os.path.join(work, "chaos-data"),
+                "kafka.transaction.timeout.ms": "600000",
+            },
         }
         os.makedirs(config["source"])
         total = write_input(config["source"], CHAOS_FILES, CHAOS_ROWS)

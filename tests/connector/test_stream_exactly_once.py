@@ -36,7 +36,9 @@ def stream(broker: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
         "topic": topic,
         "source": str(tmp_path / "in"),
         "checkpoint": str(tmp_path / "checkpoint"),
-        "options": {"pylog.dataDir": str(tmp_path / "data")},
+        # Restarts of a driver take 30-60 s on a busy machine: a prepared micro-batch must outlive them (the
+        # broker aborts transactions open longer than this; that case has a test of its own).
+        "options": {"pylog.dataDir": str(tmp_path / "data"), "kafka.transaction.timeout.ms": "600000"},
     }
 
 
@@ -55,9 +57,11 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     assert final.proc.returncode == 0, final.tail()
     outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, total)
     assert outcome.exact, f"seed {seed}, kills landed {landed}: {outcome}"
+    # Every micro-batch is in the sink log, committed. (Spark's file source may put two files into one
+    # micro-batch after a restart, so the count of micro-batches is not checked.)
     entries = sink_entries(stream["checkpoint"])
-    assert [e["batchId"] for e in entries] == list(range(files)), landed
-    assert all(e["status"] == "committed" and e["records"] == rows for e in entries), entries
+    assert [e["batchId"] for e in entries] == list(range(len(entries))), landed
+    assert all(e["status"] == "committed" for e in entries) and sum(e["records"] for e in entries) == total
 
 
 def test_driver_killed_between_prepared_and_committed_restart_finishes_the_commit(
