@@ -181,14 +181,19 @@ def commit_write(
         from spark_kafka_log.fault_injection import kill_driver
 
         kill_driver(kill_after_intent)
-    client = {"client_id": intent.client_id, "request_timeout_ms": intent.request_timeout_ms}
+    servers, txns, client_id, timeout = (
+        intent.bootstrap_servers,
+        intent.transactions,
+        intent.client_id,
+        intent.request_timeout_ms,
+    )
     try:
-        check_transactions(intent.bootstrap_servers, intent.transactions, **client)  # type: ignore[arg-type]
+        check_transactions(servers, txns, client_id=client_id, request_timeout_ms=timeout)
     except PylogError:
         os.remove(path)
         raise
     try:
-        end_transactions(intent.bootstrap_servers, intent.transactions, commit=True, **client)  # type: ignore[arg-type]
+        end_transactions(servers, txns, commit=True, client_id=client_id, request_timeout_ms=timeout)
     except TransactionCommitError as exc:
         if only_final_failures(exc):
             os.remove(path)

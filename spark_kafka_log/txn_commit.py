@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -182,7 +182,7 @@ def _check(client: KafkaClient, txn: TaskTransaction) -> None:
 def _run(
     servers: str,
     txns: Sequence[TaskTransaction],
-    call: object,
+    call: Callable[[KafkaClient, TaskTransaction], None],
     client_id: str,
     request_timeout_ms: int,
     retry_backoff_ms: int,
@@ -205,7 +205,7 @@ def _run(
         ) as client:
             for txn in chunk:
                 try:
-                    call(client, txn)  # type: ignore[operator]
+                    call(client, txn)
                 except KafkaError as exc:
                     with lock:
                         failed[txn.transactional_id] = exc

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jobs.bench.__main__ import QUICK_NOTE, SECTIONS, main
-from jobs.bench.common import Figure, Result, Timing, timed
+from jobs.bench.common import Figure, Result, Timing, timed, timed_interleaved
 from tests.connector.conftest import spark  # noqa: F401  (the one Spark session of the test run)
 
 SPARK_SECTIONS = {"writer", "reader", "stream"}
@@ -85,6 +85,14 @@ def test_timed_keeps_every_run_after_the_warmup() -> None:
     assert min(timing.runs) < 0.01 and 0.03 <= max(timing.runs) < 0.05
     rate = timing.rate(100)
     assert rate.low < rate.value < rate.high and rate.value == 100 / timing.median
+
+
+def test_timed_interleaved_alternates_the_functions_after_the_warmup() -> None:
+    calls: list[str] = []
+    first, second = timed_interleaved(
+        [lambda: calls.append("a"), lambda: calls.append("b")], repeat=2, warmup=1
+    )
+    assert calls == ["a", "b"] * 3 and len(first.runs) == len(second.runs) == 2
 
 
 def test_timing_figures() -> None:

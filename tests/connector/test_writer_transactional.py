@@ -136,35 +136,23 @@ def test_task_retries_write_every_row_exactly_once_for_read_committed(
 def test_a_commit_after_the_transaction_timed_out_fails_naming_the_setting(
     spark: Any, txn_broker: str, tmp_path: Path
 ) -> None:
-    """Each task sends its first rows, then stalls 3 s (a slow UDF on a later row; Arrow batches of 100 rows reach
-    the writer as they are computed), so its transaction (timeout 1 s) is aborted by the broker before the driver
-    commits: the job fails with the reason and the option to raise, and nothing is visible."""
+    """Three tasks on two cores: tasks 0 and 1 write at once, task 2 computes its rows for 4 s first, so the
+    earlier tasks' transactions (timeout 1 s) are aborted by the broker before the driver commits: the job fails
+    with the reason and the option to raise, and nothing is visible."""
     from pyspark.sql import functions as F
 
     @F.udf("string")
     def slow(i):  # type: ignore[no-untyped-def]  # no hints: PySpark would try to infer a pandas UDF
-        if i % 1000 == 800:
+        if i == 2000:  # the first row of the third partition
             import time
 
-            time.sleep(3)
+            time.sleep(4)
         return str(i)
 
     topic = _topic()
-    df = spark.range(0, 2000, 1, 2).select(slow("id").alias("key"), F.col("id").cast("string").alias("value"))
-    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(conf)
-    spark.conf.set(conf, "100")
-    try:
-        with pytest.raises(Exception) as raised:
-            _write(
-                df,
-                txn_broker,
-                topic,
-                tmp_path,
-                **{"kafka.transaction.timeout.ms": "1000", "kafka.linger.ms": "0"},
-            )
-    finally:
-        spark.conf.set(conf, before)
+    df = spark.range(0, 3000, 1, 3).select(slow("id").alias("key"), F.col("id").cast("string").alias("value"))
+    with pytest.raises(Exception) as raised:
+        _write(df, txn_broker, topic, tmp_path, **{"kafka.transaction.timeout.ms": "1000"})
     text = str(raised.value)
     assert "nothing was committed" in text and "kafka.transaction.timeout.ms=1000" in text, text
     assert "broker aborted it" in text, text
