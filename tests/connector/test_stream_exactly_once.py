@@ -20,7 +20,8 @@ from broker_runtime.client import KafkaClient
 from broker_runtime.launch import create_topic
 from jobs.bench.stream_chaos import StreamApp, judge, run_with_kills, sink_entries, write_input
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+# slow: each test starts a Spark driver of its own two or four times (20-40 s each on a busy machine).
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PARTITIONS = 3
 

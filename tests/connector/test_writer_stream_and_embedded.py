@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from broker_runtime.launch import create_topic
 from broker_runtime.launch.embedded import (
     DISCOVERY_FILE,
     embedded_broker_address,
@@ -18,6 +19,7 @@ from broker_runtime.launch.embedded import (
     stop_embedded_broker,
 )
 from tests.connector.kafka_peer import consume_all, consume_to_end
+from tests.connector.test_writer_transactional import _assert_no_open_transaction
 from tests.processes import running
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
@@ -175,3 +177,36 @@ def test_zero_config_write_starts_one_shared_embedded_broker(spark: Any) -> None
     assert stopped
     assert embedded_broker_address(data_dir) is None
     assert not running(int(info["pid"]))
+
+
+def test_streaming_sink_micro_batch_whose_task_fails_for_good_leaves_nothing_open_or_visible(
+    spark: Any, broker: str, tmp_path: Path
+) -> None:
+    topic = f"s-{uuid.uuid4().hex[:10]}"
+    create_topic(broker, topic, partitions=3)
+    _stream_files(tmp_path / "in", 1, 600)
+    query = (
+        spark.readStream.schema("k string, v string")
+        .json(str(tmp_path / "in"))
+        .repartition(2, "k")
+        .selectExpr("k as key", "v as value")
+        .writeStream.format("pylog")
+        .option("kafka.bootstrap.servers", broker)
+        .option("topic", topic)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .option("kafka.batch.size", "1024")
+        .option("pylog.test.alwaysFailPartition", "1")  # Spark partition 0 finishes, 1 fails every attempt
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        with pytest.raises(StreamingQueryException, match="alwaysFailPartition"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    # abort() aborted the finished task's transaction (and fenced the failed one's id): nothing is visible,
+    # no transaction holds the last stable offset, and the micro-batch is not in the sink log.
+    assert consume_to_end(broker, topic, 3, "read_committed") == []
+    assert len(consume_to_end(broker, topic, 3, "read_uncommitted")) > 0
+    _assert_no_open_transaction(broker, topic)
+    assert not (tmp_path / "checkpoint" / "pylog-sink").exists()
