@@ -29,6 +29,8 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      +-- DataLossError               offsets a read needs are not in the log (connector)
      +-- ProduceFailedError          a write task could not deliver its records (connector)
      +-- InputDataError              a row of a written DataFrame cannot be written, e.g. a null topic
+     +-- StreamingSinkError          the exactly-once streaming sink cannot keep its guarantee (its log in the
+     |                               checkpoint is unusable, or a prepared micro-batch cannot be finished)
      +-- InjectedFailure             raised by the connector's test-only fault injection, never otherwise
 
 Error codes are Kafka's own numbers (``clients/.../common/protocol/Errors.java``).
@@ -64,6 +66,7 @@ __all__ = [
     "PylogError",
     "SegmentGoneError",
     "StorageError",
+    "StreamingSinkError",
     "TransactionCommitError",
     "UnknownTopicError",
     "UnsupportedVersionError",
@@ -359,6 +362,11 @@ class TransactionCommitError(PylogError):
 
 class InputDataError(PylogError):
     """A row of the DataFrame being written cannot be written (e.g. a null ``topic``); found at task time."""
+
+
+class StreamingSinkError(PylogError):
+    """The exactly-once streaming sink cannot keep its guarantee: its log under the query's checkpoint cannot be
+    read or written, or a micro-batch recorded as prepared cannot be finished (its transactions were aborted)."""
 
 
 class InjectedFailure(PylogError):

@@ -62,6 +62,8 @@ class PylogCommitMessage(WriterCommitMessage):
     transactional_id: str | None = None
     #: Wall-clock ms when the task's transaction began (its first AddPartitionsToTxn); -1 when none.
     transaction_started_ms: int = -1
+    #: Wall-clock ms when the task had every record acknowledged (the streaming sink records the latest one).
+    finished_ms: int = -1
 
 
 def merge_partitions(messages: Sequence[WriterCommitMessage | None]) -> dict[tuple[str, int], PartitionStats]:

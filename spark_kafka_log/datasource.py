@@ -10,7 +10,9 @@ Where and when each method runs:
   finds or starts the embedded broker when no ``kafka.bootstrap.servers`` is given, checks the ``topic``
   option's topic exists (auto-creating it) and warns once about options that weaken delivery. Every
   configuration error surfaces here, before any task runs.
-* :meth:`PylogDataSource.streamWriter` -- **driver**, once per micro-batch (a new writer each time).
+* :meth:`PylogDataSource.streamWriter` -- **driver**, twice per micro-batch (before its tasks, and for its
+  commit; a new writer each time): exactly-once needs the query's ``checkpointLocation`` option (see
+  :mod:`spark_kafka_log.stream_writer`).
 * :meth:`PylogDataSource.reader` -- **driver**, once per read; built by :mod:`spark_kafka_log.reader`.
 
 Save modes: ``append`` only. ``overwrite`` is rejected (a Kafka topic is an append-only log, as Spark's
@@ -18,9 +20,6 @@ Kafka sink says); pyspark itself rejects ``error``/``ignore`` and a missing mode
 """
 
 from __future__ import annotations
-
-import hashlib
-import os
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -31,8 +30,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker_runtime.errors import ConfigError
+from spark_kafka_log.driver_log import driver_log
+from spark_kafka_log.options import batch_options, stream_options
+from spark_kafka_log.sink_log import checkpoint_dir, query_id
+from spark_kafka_log.stream_writer import PylogStreamWriter, SinkTarget
 from spark_kafka_log.write_plan import prepare_write
-from spark_kafka_log.writer import PylogBatchWriter, PylogStreamWriter
+from spark_kafka_log.writer import PylogBatchWriter
 
 __all__ = ["PylogDataSource"]
 
@@ -62,16 +65,37 @@ class PylogDataSource(DataSource):
                 "Save mode overwrite not allowed for pylog: a topic is an append-only log. "
                 "Use .mode('append')"
             )
-        return PylogBatchWriter(*prepare_write(self.options, schema))
+        options, layout, servers = prepare_write(self.options, schema)
+        return PylogBatchWriter(batch_options(options), layout, servers)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options, layout, servers = prepare_write(self.options, schema)
-        checkpoint = self.options.get("checkpointlocation") or self.options.get("path")
-        if checkpoint:
-            state_dir = os.path.join(str(checkpoint), "pylog-sink")
-        else:
-            # No checkpoint location reached the data source: keep the batch records in the data dir,
-            # one folder per target (servers + topic), so two queries to different topics do not mix.
-            target = hashlib.sha1(f"{servers}/{options.topic}".encode()).hexdigest()[:12]
-            state_dir = os.path.join(options.data_dir, "sink-batches", target)
-        return PylogStreamWriter(options, layout, servers, state_dir)
+        """Driver, twice per micro-batch (before its tasks, and for its commit): see :mod:`.stream_writer`."""
+        parsed, layout, servers = prepare_write(self.options, schema)
+        options = stream_options(parsed)
+        if not options.transactional:  # pylog.deliveryGuarantee=at-least-once
+            _warn_at_least_once()
+            return PylogStreamWriter(options, layout, servers, None)
+        location = self.options.get("checkpointlocation")
+        if not location:
+            raise ConfigError(
+                "writeStream.format('pylog') is exactly-once and keeps its log in the query's checkpoint, but no "
+                "checkpoint location reached it: give it with .option('checkpointLocation', ...) (the conf "
+                "spark.sql.streaming.checkpointLocation is not passed to Python sinks), or set "
+                "pylog.deliveryGuarantee=at-least-once"
+            )
+        checkpoint = checkpoint_dir(str(location))
+        return PylogStreamWriter(options, layout, servers, SinkTarget(checkpoint, query_id(checkpoint)))
+
+
+_warned_at_least_once = False
+
+
+def _warn_at_least_once() -> None:
+    """One WARNING per driver worker process (streamWriter() runs twice per micro-batch)."""
+    global _warned_at_least_once
+    if not _warned_at_least_once:
+        _warned_at_least_once = True
+        driver_log().warning(
+            "pylog stream sink: delivery is weaker than the default (exactly-once) because of "
+            "pylog.deliveryGuarantee=at-least-once: a micro-batch that a restarted query re-runs is written again"
+        )

@@ -21,14 +21,20 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
   SIGKILLs the process group of PID (the test's driver program, which must lead its own process group, i.e. be
   started in a new session) and then its own process, right after writing the commit intent and before any
   EndTxn: a driver crash in the middle of the commit (:func:`kill_driver`).
+* ``pylog.test.stallCommitAfterPrepared=N`` (exactly-once streaming sink, **driver**): every micro-batch's
+  ``commit()`` stops for good once its sink-log entry is written ``prepared`` and the first N of its
+  transactions are committed (N=0: none), after creating ``stalled-<batchId>.test`` in the sink log's folder,
+  so a test can SIGKILL the driver at exactly that point (:func:`stall_commit`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker_runtime.errors import InjectedFailure
 from spark_kafka_log.option_parsing import int_option
@@ -40,6 +46,7 @@ __all__ = [
     "TaskFaults",
     "kill_driver",
     "parse_fault_options",
+    "stall_commit",
 ]
 
 #: The options as the user spells them; lower-cased they are the keys Spark hands over.
@@ -48,6 +55,7 @@ FAULT_OPTION_NAMES = (
     "pylog.test.dropResponseAfterRequests",
     "pylog.test.alwaysFailPartition",
     "pylog.test.killDriverAfterCommitIntent",
+    "pylog.test.stallCommitAfterPrepared",
 )
 FAULT_OPTION_KEYS = tuple(name.lower() for name in FAULT_OPTION_NAMES)
 
@@ -60,6 +68,7 @@ class FaultOptions:
     drop_response_after_requests: int | None = None
     always_fail_partition: int | None = None
     kill_driver_after_commit_intent: int | None = None
+    stall_commit_after_prepared: int | None = None
 
 
 def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
@@ -68,6 +77,13 @@ def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     if all(v is None for v in values):
         return None
     return FaultOptions(*values)
+
+
+def stall_commit(sink_dir: str, batch_id: int, committed: int) -> None:
+    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall, then never return (the test kills us)."""
+    Path(sink_dir, f"stalled-{batch_id}.test").touch()
+    while True:
+        time.sleep(3600)
 
 
 class TaskFaults:

@@ -27,6 +27,11 @@ fences the earlier one. ``kafka.transaction.timeout.ms`` is the Java producer's 
 exceed the write's duration. Transactions need idempotence: set together with ``kafka.enable.idempotence=false``
 or with settings idempotence cannot work with (acks 0/1, ...) it is an error, as in Kafka's producer.
 
+The streaming sink (:func:`stream_options`) is transactional by default, exactly-once across query restarts:
+``pylog.deliveryGuarantee`` = ``exactly-once`` (default; the tasks' ids are ``<prefix>-<query id>-<Spark
+partition id>``, prefix ``kafka.transactional.id`` or ``pylog-stream``) or ``at-least-once`` (idempotent, no
+transactions). A batch write refuses the option (:func:`batch_options`).
+
 Delivery guarantee: the default is idempotent with ``acks=all``. As Kafka's Java client (3.2+), idempotence left
 at its default yields to settings it cannot work with (``acks`` 0/1, ``retries=0``, more than 5 requests in
 flight) and is an error when set to ``true`` explicitly with them. :meth:`WriterOptions.weaker_delivery` names
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.compression import CODEC_NAMES, codec_from_name
@@ -64,9 +69,13 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "KAFKA_PRODUCER_KEYS",
     "PARTITIONERS",
+    "DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "DELIVERY_GUARANTEES",
     "WriterOptions",
+    "batch_options",
     "parse_writer_options",
+    "stream_options",
     "task_transactional_id",
 ]
 
@@ -100,7 +109,18 @@ KAFKA_PRODUCER_KEYS = (
     "transaction.timeout.ms",
 )
 
-_PYLOG_KEYS = ("pylog.datadir", "pylog.producerstatedir", "pylog.transactionstatedir", *FAULT_OPTION_KEYS)
+_PYLOG_KEYS = (
+    "pylog.datadir",
+    "pylog.producerstatedir",
+    "pylog.transactionstatedir",
+    "pylog.deliveryguarantee",
+    *FAULT_OPTION_KEYS,
+)
+
+#: ``pylog.deliveryGuarantee`` (writeStream only): the streaming sink's guarantee across query restarts.
+DELIVERY_GUARANTEES = ("exactly-once", "at-least-once")
+#: The streaming sink's transactional-id prefix when ``kafka.transactional.id`` is not given.
+DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX = "pylog-stream"
 
 #: ``kafka.transaction.timeout.ms`` default: the Java producer's (60 s).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000
@@ -140,6 +160,8 @@ class WriterOptions:
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     #: Where the driver of a transactional batch write keeps its commit-intent files.
     transaction_state_dir: str = ""
+    #: ``pylog.deliveryGuarantee`` as given (None: absent); only writeStream takes it (:func:`stream_options`).
+    delivery_guarantee: str | None = None
 
     @property
     def transactional(self) -> bool:
@@ -193,7 +215,8 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         role="writer",
         kafka_keys=KAFKA_PRODUCER_KEYS,
         pylog_keys=_PYLOG_KEYS,
-        pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir (and the test-only "
+        pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir, pylog.deliveryGuarantee "
+        "(and the test-only "
         f"{', '.join(FAULT_OPTION_NAMES)})",
     )
     servers = bootstrap_servers(opts)
@@ -281,12 +304,48 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         else os.path.join(data_dir, "producer-state"),
         idempotence_off_by=idempotence_off_by,
         faults=parse_fault_options(opts),
+        delivery_guarantee=choice_option(opts, "pylog.deliveryGuarantee", "", DELIVERY_GUARANTEES)
+        if "pylog.deliveryguarantee" in opts
+        else None,
         transactional_id_prefix=prefix,
         transaction_timeout_ms=transaction_timeout_ms,
         transaction_state_dir=os.path.abspath(str(txn_dir))
         if txn_dir
         else os.path.join(data_dir, "transactions"),
     )
+
+
+def stream_options(options: WriterOptions) -> WriterOptions:
+    """writeStream: the options its tasks use. Exactly-once (the default) makes every task transactional, with
+    ``kafka.transactional.id`` or :data:`DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX` as the prefix; at-least-once
+    (``pylog.deliveryGuarantee=at-least-once``) keeps the idempotent producer without transactions."""
+    if options.delivery_guarantee == "at-least-once":
+        if options.transactional:
+            raise ConfigError(
+                "options 'kafka.transactional.id' and 'pylog.deliveryGuarantee=at-least-once' contradict each "
+                "other: drop one (the streaming sink is transactional, exactly-once, by default)"
+            )
+        return options
+    if not options.enable_idempotence:
+        raise ConfigError(
+            "writeStream.format('pylog') is exactly-once by default, which needs the idempotent producer; it is "
+            "off because of "
+            + (", ".join(options.idempotence_off_by) or "kafka.enable.idempotence=false")
+            + ". Drop that option, or set pylog.deliveryGuarantee=at-least-once"
+        )
+    if options.transactional:
+        return options
+    return replace(options, transactional_id_prefix=DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX)
+
+
+def batch_options(options: WriterOptions) -> WriterOptions:
+    """df.write: refuses the streaming-only ``pylog.deliveryGuarantee``."""
+    if options.delivery_guarantee is not None:
+        raise ConfigError(
+            "option 'pylog.deliveryGuarantee' applies to writeStream only; a batch write is idempotent by "
+            "default and transactional with kafka.transactional.id=<prefix>"
+        )
+    return options
 
 
 def task_transactional_id(prefix: str, write_id: str, partition_id: int) -> str:

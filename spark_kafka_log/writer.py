@@ -2,14 +2,13 @@
 
 Where and when each method runs (pyspark's contracts, see ``pyspark/sql/datasource.py``):
 
-* :meth:`PylogBatchWriter.write` / :meth:`PylogStreamWriter.write` -- on the **executors**, once per
+* :meth:`PylogBatchWriter.write` (and the streaming sink's ``write``) -- on the **executors**, once per
   task, with the task's rows as ``pyarrow.RecordBatch``es. One :class:`~spark_kafka_log.producer.TaskProducer`
   per task; returns a :class:`PylogCommitMessage` after every record was acknowledged.
 * :meth:`PylogBatchWriter.commit` / :meth:`PylogBatchWriter.abort` -- on the **driver**, once per job, in a
   fresh Python process on the unpickled writer: everything they report comes from the commit messages.
-* :meth:`PylogStreamWriter.commit` / ``abort`` -- on the **driver**, once per micro-batch, on a NEW writer
-  built by ``DataSource.streamWriter()``; commit also records the micro-batch (batch id, producer ids and
-  epochs, per-partition offsets) as a small JSON file so exactly-once delivery can build on it.
+* The streaming sink's ``commit`` / ``abort`` (the exactly-once protocol across query restarts):
+  :mod:`spark_kafka_log.stream_writer`, whose tasks run :func:`write_task` too.
 
 Delivery semantics. With idempotence (the default): a resent request is never written twice, and any re-run
 of a task (task retry, stage retry, speculation) resumes the producer id of the Spark partition's earlier
@@ -29,31 +28,25 @@ transactions of the finished tasks. A job that fails leaves nothing visible to r
 What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.commit_summary`. Test-only
 fault injection (``pylog.test.*``): :mod:`spark_kafka_log.fault_injection`, handed to the task's producer only
 when such an option is given.
-
-Streaming micro-batch records are written atomically (:func:`broker_runtime.fsutil.write_atomically`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
 
-from broker_runtime.errors import ConfigError, TransactionCommitError
-from broker_runtime.fsutil import write_atomically
+from broker_runtime.errors import TransactionCommitError
 from broker_runtime.launch.embedded import embedded_broker_address
-from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
+from spark_kafka_log.commit_summary import PylogCommitMessage, summarize
 from spark_kafka_log.driver_log import driver_log
 from spark_kafka_log.fault_injection import TaskFaults
 from spark_kafka_log.options import WriterOptions, task_transactional_id
@@ -63,7 +56,7 @@ from spark_kafka_log.task_state import TaskIdentity, forget_write, prepare_write
 from spark_kafka_log.transactions import CommitIntent, commit_write, intent_path
 from spark_kafka_log.txn_commit import end_transactions, only_final_failures, transactions_of
 
-__all__ = ["PylogBatchWriter", "PylogStreamWriter", "write_task"]
+__all__ = ["PylogBatchWriter", "spark_task", "write_task"]
 
 
 def _servers(options: WriterOptions, resolved: str) -> str:
@@ -74,7 +67,7 @@ def _servers(options: WriterOptions, resolved: str) -> str:
     return embedded_broker_address(options.data_dir) or resolved
 
 
-def _spark_task() -> tuple[int, int]:
+def spark_task() -> tuple[int, int]:
     """(partition id, attempt number) of the running Spark task; (0, 0) outside Spark."""
     ctx = TaskContext.get()
     return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (0, 0)
@@ -126,6 +119,7 @@ def write_task(
         partitions=[s for s in stats if s.records or s.recovered],
         transactional_id=transactional_id if producer.in_transaction else None,
         transaction_started_ms=producer.transaction_started_ms,
+        finished_ms=int(time.time() * 1000),
     )
 
 
@@ -145,7 +139,7 @@ class PylogBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
         """Executor: send this task's rows; return what was acknowledged (in a transaction: not committed)."""
-        task, attempt = _spark_task()
+        task, attempt = spark_task()
         identity = TaskIdentity(self.write_id, task, attempt)
         prefix = self.options.transactional_id_prefix
         tid = None if prefix is None else task_transactional_id(prefix, self.write_id, task)
@@ -241,72 +235,3 @@ class PylogBatchWriter(DataSourceArrowWriter):
             len(txns),
             others,
         )
-
-
-class PylogStreamWriter(DataSourceStreamArrowWriter):
-    """``writeStream.format("pylog")``: a new instance per micro-batch (``DataSource.streamWriter()``)."""
-
-    def __init__(
-        self, options: WriterOptions, layout: InputLayout, resolved_servers: str, state_dir: str
-    ) -> None:
-        self.options = options
-        self.layout = layout
-        self.resolved_servers = resolved_servers
-        self.state_dir = state_dir
-        if options.transactional:  # never silently write outside the transactions the option asks for
-            raise ConfigError(
-                "option 'kafka.transactional.id' applies to batch writes (df.write); the streaming sink does not "
-                "take it"
-            )
-        self.write_id = f"stream-{uuid.uuid4().hex}"
-        if options.enable_idempotence:  # tasks require the write's state directory (task_state)
-            prepare_write_dir(options.producer_state_dir, self.write_id)
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
-        """Executor: send this task's rows of the micro-batch."""
-        task, attempt = _spark_task()
-        identity = TaskIdentity(self.write_id, task, attempt)
-        return write_task(self.options, self.layout, self.resolved_servers, identity, iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        """Driver: log the micro-batch summary and record it under the sink's state directory."""
-        summary = summarize(messages)
-        self._record(messages, batchId, "committed")
-        self._forget(messages)
-        driver_log().info("pylog stream batch %d committed: %s", batchId, summary)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
-        """Driver: a task of the micro-batch failed; records of finished tasks stay (at-least-once)."""
-        self._record(messages, batchId, "aborted")
-        self._forget(messages)
-        driver_log().warning(
-            "pylog stream batch %d aborted: records already written stay in the log (at-least-once): %s",
-            batchId,
-            summarize(messages),
-        )
-
-    def _forget(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        # This writer is a new instance (streamWriter() per micro-batch): the write ids come from the tasks,
-        # and this instance's own (unused) state directory goes too. When every task failed, no message names
-        # the tasks' write id and its directory stays (logged by nobody; harmless, see task_state).
-        ids = {m.write_id for m in messages if isinstance(m, PylogCommitMessage)} | {self.write_id}
-        for write_id in ids:
-            forget_write(self.options.producer_state_dir, write_id)
-
-    def _record(self, messages: Sequence[WriterCommitMessage | None], batch_id: int, status: str) -> None:
-        done = [m for m in messages if isinstance(m, PylogCommitMessage)]
-        doc = {
-            "batchId": batch_id,
-            "status": status,
-            "committedAtMs": int(time.time() * 1000),
-            "tasks": len(messages),
-            "failedTasks": len(messages) - len(done),
-            "records": sum(m.records for m in done),
-            "producers": [
-                {"task": m.task, "attempt": m.attempt, "producerId": m.producer_id, "epoch": m.producer_epoch}
-                for m in done
-            ],
-            "partitions": [asdict(s) for s in merge_partitions(done).values()],
-        }
-        os.makedirs(self.state_dir, exist_ok=True)
-        write_atomically(os.path.join(self.state_dir, f"{batch_id}.json"), json.dumps(doc, indent=1).encode())

@@ -26,6 +26,7 @@ SECTIONS = [
     "groups",
     "writer",
     "reader",
+    "stream",
 ]
 
 

@@ -21,11 +21,11 @@ from broker_runtime.errors import (
     TransactionCommitError,
 )
 from broker_runtime.launch import broker_process
-from spark_kafka_log.options import WriterOptions, parse_writer_options, task_transactional_id
+from spark_kafka_log.options import WriterOptions, parse_writer_options, stream_options, task_transactional_id
 from spark_kafka_log.task_state import TaskIdentity
 from spark_kafka_log.transactions import main as transactions_main
 from spark_kafka_log.txn_commit import end_transactions, transactions_of
-from spark_kafka_log.writer import PylogStreamWriter, write_task
+from spark_kafka_log.writer import write_task
 from tests.connector.kafka_peer import consume_to_end
 from tests.connector.test_writer_reruns import LAYOUT, _batches, _failing, _setup
 
@@ -122,13 +122,24 @@ def test_a_transaction_timeout_above_the_broker_maximum_fails_the_task_naming_bo
         write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 10)), tid)
 
 
-def test_the_streaming_sink_refuses_the_transactional_option(tmp_path: Path) -> None:
-    """Never a silent non-transactional write when transactions were asked for."""
+def test_the_streaming_sink_never_writes_outside_the_transactions_asked_for() -> None:
+    """Never a silent non-transactional write when transactions were asked for: the streaming sink takes
+    kafka.transactional.id as the prefix of its ids, and refuses it together with at-least-once."""
     options = parse_writer_options(
         {"kafka.bootstrap.servers": "x:1", "topic": "t", "kafka.transactional.id": "p"}
     )
-    with pytest.raises(ConfigError, match=r"kafka.transactional.id' applies to batch writes"):
-        PylogStreamWriter(options, LAYOUT, "x:1", str(tmp_path))
+    assert stream_options(options).transactional_id_prefix == "p"
+    with pytest.raises(ConfigError, match="contradict each other"):
+        stream_options(
+            parse_writer_options(
+                {
+                    "kafka.bootstrap.servers": "x:1",
+                    "topic": "t",
+                    "kafka.transactional.id": "p",
+                    "pylog.deliveryGuarantee": "at-least-once",
+                }
+            )
+        )
 
 
 @pytest.mark.parametrize(
