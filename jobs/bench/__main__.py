@@ -26,7 +26,7 @@ SECTIONS = [
     "groups",
     "writer",
     "reader",
-    "stream",
+    "sink",
 ]
 
 

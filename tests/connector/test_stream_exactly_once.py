@@ -1,6 +1,6 @@
 """The exactly-once streaming sink across query restarts: a real Spark driver of its own (a subprocess,
-``jobs/bench/stream_app.py``) SIGKILLed with everything it started, restarted from the same checkpoint, and the
-topic judged afterwards by a read_committed confluent-kafka consumer (:mod:`jobs.bench.stream_chaos`: every row
+``jobs/bench/sink_app.py``) SIGKILLed with everything it started, restarted from the same checkpoint, and the
+topic judged afterwards by a read_committed confluent-kafka consumer (:mod:`jobs.bench.sink_chaos`: every row
 exactly once, each key's rows in input order). The full form (20 micro-batches) is the benchmark section
 ``stream``.
 """
@@ -18,7 +18,7 @@ import pytest
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import create_topic
-from jobs.bench.stream_chaos import StreamApp, judge, run_with_kills, sink_entries, write_input
+from jobs.bench.sink_chaos import StreamApp, judge, run_with_kills, sink_entries, write_input
 
 # slow: each test starts a Spark driver of its own two or four times (20-40 s each on a busy machine).
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -28,7 +28,7 @@ PARTITIONS = 3
 
 @pytest.fixture
 def stream(broker: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A topic, an input folder and a checkpoint for one query: the config ``stream_app`` takes."""
+    """A topic, an input folder and a checkpoint for one query: the config ``sink_app`` takes."""
     topic = f"xo-{uuid.uuid4().hex[:10]}"
     create_topic(broker, topic, partitions=PARTITIONS)
     (tmp_path / "in").mkdir()

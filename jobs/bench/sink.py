@@ -1,4 +1,4 @@
-"""Benchmark section "stream": the exactly-once streaming sink (``writeStream.format("pylog")``).
+"""Benchmark section "sink": the exactly-once streaming sink (``writeStream.format("pylog")``).
 
 Figures:
 
@@ -10,11 +10,11 @@ Figures:
     N one-file micro-batches (N = 30, quick 3) of 2,000 rows each in the active Spark session (else ``local[2]``),
     to the embedded broker of a temporary data directory;
   * (full runs only) the kill-and-restart check at full size: the query over 20 micro-batches in a driver of
-    its own (:mod:`jobs.bench.stream_chaos`), SIGKILLed 6 times at random points and restarted from its
+    its own (:mod:`jobs.bench.sink_chaos`), SIGKILLed 6 times at random points and restarted from its
     checkpoint; the figure is the count of rows lost + rows duplicated + keys out of order that a
     read_committed consumer finds (target = 0). Takes a few minutes.
 
-Run with ``python -m jobs.bench stream``.
+Run with ``python -m jobs.bench sink``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from jobs.bench.common import Figure, Result, spark_session
-from jobs.bench.stream_chaos import judge, run_with_kills, sink_entries, write_input
+from jobs.bench.sink_chaos import judge, run_with_kills, sink_entries, write_input
 
 __all__ = ["SECTION", "run"]
 
-SECTION = "stream"
+SECTION = "sink"
 TARGET_OVERHEAD_MS = 50.0
 CHAOS_FILES, CHAOS_ROWS, CHAOS_KILLS, CHAOS_PARTITIONS = 20, 500, 6, 3
 

@@ -3,7 +3,7 @@ same checkpoint, the topic judged by a read_committed confluent-kafka consumer.
 
 Used by the benchmark section ``stream`` (the full form: 20 micro-batches) and by
 ``tests/connector/test_stream_exactly_once.py`` (bounded forms). The query runs in a driver of its own
-(:mod:`jobs.bench.stream_app`, started with ``start_new_session=True``): a kill takes the Python driver, its JVM
+(:mod:`jobs.bench.sink_app`, started with ``start_new_session=True``): a kill takes the Python driver, its JVM
 and every Python worker of the session at once, as a lost driver machine would.
 
 Input: JSON files of ``seq long, key string, value string``, one per micro-batch; ``value`` is the row's global
@@ -37,7 +37,7 @@ __all__ = [
     "write_input",
 ]
 
-APP = Path(__file__).with_name("stream_app.py")
+APP = Path(__file__).with_name("sink_app.py")
 KEYS = 11
 #: A driver of its own needs 20-40 s to start on a busy 2-core machine; a micro-batch a few seconds.
 START_TIMEOUT_S = 240
