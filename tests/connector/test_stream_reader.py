@@ -1,0 +1,190 @@
+"""spark.readStream.format("pylog") end to end: a real broker, real producers writing while real Spark streams.
+
+Each query collects its micro-batches through ``foreachBatch`` (rows of ``partition, offset, value`` per batch
+id), so the tests can check the union of the batches against what was produced: no gap, no duplicate, per-partition
+order, and the per-batch limits. One broker for the module (3 partitions per topic, small segments), plus one
+with size-based retention for the data-loss tests.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from broker_runtime.launch import broker_process, create_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+PARTITIONS = 3
+Row = tuple[int, int, bytes]
+
+
+@pytest.fixture(scope="module")
+def sbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(host:port, log dir) of the module's broker."""
+    data_dir = tmp_path_factory.mktemp("stream-broker")
+    logs = data_dir / "logs"
+    overrides = {
+        "num.partitions": str(PARTITIONS),
+        "log.dirs": str(logs),
+        "log.segment.bytes": "65536",
+        "log.retention.ms": "-1",
+    }
+    with broker_process(data_dir, overrides=overrides) as address:
+        yield address, str(logs)
+
+
+class Batches:
+    """What a foreachBatch sink saw: batch id -> rows ``(partition, offset, value)`` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_id: dict[int, list[Row]] = {}
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = [
+            (r.partition, r.offset, bytes(r.value))
+            for r in df.select("partition", "offset", "value").collect()
+        ]
+        with self.lock:
+            self.by_id[batch_id] = rows
+
+    def rows(self) -> list[Row]:
+        with self.lock:
+            return [r for rows in self.by_id.values() for r in rows]
+
+    def count(self) -> int:
+        return len(self.rows())
+
+
+def _stream(spark: Any, address: str, logs: str, **options: str) -> Any:
+    r = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", address)
+        .option("pylog.logDirs", logs)
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _producer(address: str) -> Producer:
+    return Producer(
+        {"bootstrap.servers": address, "linger.ms": 5, "enable.idempotence": True, "log_level": 0}
+    )
+
+
+def _produce(
+    address: str, topic: str, values: list[bytes], pause_every: int = 0, pause_s: float = 0.0
+) -> None:
+    """Send ``values`` round-robin over the partitions (value i to partition i % 3), pausing now and then."""
+    producer = _producer(address)
+    for i, v in enumerate(values):
+        producer.produce(topic, value=v, partition=i % PARTITIONS)
+        if pause_every and i % pause_every == pause_every - 1:
+            producer.flush(30)
+            time.sleep(pause_s)
+    assert producer.flush(30) == 0
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _assert_exact(rows: list[Row], expected_values: set[bytes]) -> None:
+    """Every value once, offsets per partition contiguous from 0 (no gap, no duplicate)."""
+    assert len(rows) == len(set(rows)), "a record was delivered twice"
+    assert {v for _, _, v in rows} == expected_values
+    assert len(rows) == len(expected_values)
+    by_partition: dict[int, list[int]] = {}
+    for p, o, _ in rows:
+        by_partition.setdefault(p, []).append(o)
+    for p, offsets in by_partition.items():
+        assert sorted(offsets) == list(range(len(offsets))), f"partition {p}: offsets are not 0..n-1"
+
+
+def _latest(address: str, topic: str) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=address)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return {tp.partition: o for tp, o in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def _per_batch_order(batches: Batches) -> None:
+    """Batch n+1 starts in every partition where batch n ended (per-partition order across batches)."""
+    ends: dict[int, int] = {}
+    for batch_id in sorted(batches.by_id):
+        starts: dict[int, int] = {}
+        for p, o, _ in batches.by_id[batch_id]:
+            starts[p] = min(o, starts.get(p, o))
+        for p, s in starts.items():
+            assert s == ends.get(p, 0), (
+                f"batch {batch_id} starts partition {p} at {s}, expected {ends.get(p, 0)}"
+            )
+        for p, o, _ in batches.by_id[batch_id]:
+            ends[p] = max(o + 1, ends.get(p, 0))
+
+
+# --------------------------------------------------------------------------------------------- micro-batches
+
+
+def test_concurrent_producers_every_record_once_in_order_and_rate_limited(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    address, logs = sbroker
+    topic = f"s-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=PARTITIONS)
+    limit = 400
+    confluent_values = [f"c-{i:05d}".encode() for i in range(3000)]
+    pylog_values = [f"w-{i:05d}".encode() for i in range(1500)]
+    batches = Batches()
+    query = (
+        _stream(
+            spark, address, logs, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=str(limit)
+        )
+        .writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        producer = threading.Thread(target=_produce, args=(address, topic, confluent_values, 100, 0.05))
+        producer.start()
+        # The pylog writer too, at the same time (a Spark job of its own beside the stream's).
+        df = spark.createDataFrame([(v,) for v in pylog_values], "value binary")
+        df.write.format("pylog").option("kafka.bootstrap.servers", address).option("topic", topic).mode(
+            "append"
+        ).save()
+        producer.join()
+        total = len(confluent_values) + len(pylog_values)
+        _wait_for(lambda: batches.count() >= total, 120, f"{total} rows")
+        time.sleep(0.5)  # a batch past the end would show up as duplicates
+    finally:
+        query.stop()
+    _assert_exact(batches.rows(), set(confluent_values) | set(pylog_values))
+    _per_batch_order(batches)
+    sizes = [len(rows) for rows in batches.by_id.values()]
+    assert max(sizes) <= limit, f"a micro-batch exceeded maxOffsetsPerTrigger={limit}: {sizes}"
+    assert len([s for s in sizes if s]) >= -(-(len(confluent_values) + len(pylog_values)) // limit)
+    # Spark's Kafka source offsets in the checkpoint: {"topic": {"partition": next offset}}.
+    offsets_dir = tmp_path / "cp" / "offsets"
+    last = max((p for p in offsets_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    assert json.loads(last.read_text().strip().splitlines()[-1]) == {
+        topic: {str(p): n for p, n in _latest(address, topic).items()}
+    }
