@@ -188,3 +188,181 @@ def test_concurrent_producers_every_record_once_in_order_and_rate_limited(
     assert json.loads(last.read_text().strip().splitlines()[-1]) == {
         topic: {str(p): n for p, n in _latest(address, topic).items()}
     }
+
+
+def _run_available_now(spark: Any, df: Any, checkpoint: Path, batches: Batches, timeout: float = 120) -> None:
+    query = df.writeStream.foreachBatch(batches).option("checkpointLocation", str(checkpoint))
+    query = query.trigger(availableNow=True).start()
+    assert query.awaitTermination(timeout), "the AvailableNow query did not stop"
+    if query.exception() is not None:
+        raise query.exception()
+
+
+def test_available_now_stops_at_the_offsets_latest_at_start_while_data_arrives(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    address, logs = sbroker
+    topic = f"an-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=PARTITIONS)
+    first = [f"a-{i:05d}".encode() for i in range(1200)]
+    _produce(address, topic, first)
+    at_start = _latest(address, topic)
+    stop = threading.Event()
+    more: list[bytes] = []
+
+    def keep_producing() -> None:
+        producer = _producer(address)
+        i = 0
+        while not stop.is_set():
+            value = f"b-{i:05d}".encode()
+            producer.produce(topic, value=value, partition=i % PARTITIONS)
+            more.append(value)
+            i += 1
+            if i % 30 == 0:
+                producer.flush(30)
+                time.sleep(0.02)
+        producer.flush(30)
+
+    producing = threading.Thread(target=keep_producing)
+    producing.start()
+    try:
+        time.sleep(0.3)
+        batches = Batches()
+        df = _stream(
+            spark, address, logs, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="250"
+        )
+        _run_available_now(spark, df, tmp_path / "cp", batches)
+        after_query = _latest(address, topic)
+    finally:
+        stop.set()
+        producing.join()
+    rows = batches.rows()
+    assert len(rows) == len(set(rows))
+    _per_batch_order(batches)
+    ends: dict[int, int] = {}
+    for p, o, _ in rows:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    for p in range(PARTITIONS):
+        # Everything there at query start was read, nothing written after the query ended ...
+        assert at_start[p] <= ends[p] <= after_query[p]
+        assert sorted(o for q, o, _ in rows if q == p) == list(range(ends[p]))
+    # ... and the stop was the target fixed at start, not "whatever was there at the end" (data kept arriving).
+    assert sum(after_query.values()) > sum(ends.values())
+    assert max(len(b) for b in batches.by_id.values()) <= 250
+    assert len(batches.by_id) >= 1200 // 250
+
+
+def test_restart_from_checkpoint_continues_exactly_and_trigger_once(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    """A new query on the same checkpoint starts where the last committed batch ended (Trigger.Once reads all)."""
+    address, logs = sbroker
+    topic = f"rs-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=PARTITIONS)
+    checkpoint = tmp_path / "cp"
+    seen: list[Row] = []
+    produced: list[bytes] = []
+    for run in range(3):
+        values = [f"r{run}-{i:04d}".encode() for i in range(300 + 50 * run)]
+        _produce(address, topic, values)
+        produced += values
+        batches = Batches()
+        df = _stream(spark, address, logs, subscribe=topic, startingOffsets="earliest", includeHeaders="true")
+        query = df.writeStream.foreachBatch(batches).option("checkpointLocation", str(checkpoint))
+        query = query.trigger(once=True).start()
+        assert query.awaitTermination(120)
+        assert len(batches.by_id) == 1, "Trigger.Once reads everything in one batch"
+        assert {v for _, _, v in batches.rows()} == set(values)
+        seen += batches.rows()
+    _assert_exact(seen, set(produced))
+
+
+def test_starting_offsets_latest_default_json_and_timestamp(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    address, logs = sbroker
+    topic = f"st-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=PARTITIONS)
+    old = [f"old-{i:04d}".encode() for i in range(90)]
+    _produce(address, topic, old)
+    # Default startingOffsets=latest: a running query sees only what comes after it started.
+    batches = Batches()
+    query = (
+        _stream(spark, address, logs, subscribe=topic)
+        .writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "latest"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        _wait_for(lambda: query.lastProgress is not None, 60, "the first trigger")
+        new = [f"new-{i:04d}".encode() for i in range(60)]
+        _produce(address, topic, new)
+        _wait_for(lambda: batches.count() >= 60, 60, "the new rows")
+        time.sleep(0.3)
+    finally:
+        query.stop()
+    assert sorted(v for _, _, v in batches.rows()) == sorted(new)
+
+    # JSON with -2 (earliest) and an explicit offset; -1 (latest) is allowed for streams.
+    start = json.dumps({topic: {"0": -2, "1": 10, "2": -1}})
+    got = Batches()
+    _run_available_now(
+        spark, _stream(spark, address, logs, subscribe=topic, startingOffsets=start), tmp_path / "j", got
+    )
+    counts = {p: len([1 for q, _, _ in got.rows() if q == p]) for p in range(PARTITIONS)}
+    assert counts == {0: 50, 1: 40, 2: 0}
+
+    # startingTimestamp: every record of this topic is newer than a minute ago, none newer than the future.
+    got = Batches()
+    ts = str(int(time.time() * 1000) - 60_000)
+    _run_available_now(
+        spark, _stream(spark, address, logs, subscribe=topic, startingTimestamp=ts), tmp_path / "t", got
+    )
+    assert got.count() == 150
+    future = json.dumps({topic: {str(p): int(time.time() * 1000) + 3_600_000 for p in range(PARTITIONS)}})
+    df = _stream(
+        spark,
+        address,
+        logs,
+        subscribe=topic,
+        startingOffsetsByTimestamp=future,
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    got = Batches()
+    _run_available_now(spark, df, tmp_path / "f", got)
+    assert got.count() == 0
+
+
+def test_subscribe_pattern_discovers_new_topics_from_earliest(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    address, logs = sbroker
+    prefix = f"dyn{uuid.uuid4().hex[:5]}"
+    create_topic(address, f"{prefix}-a", partitions=PARTITIONS)
+    first = [f"a-{i:04d}".encode() for i in range(120)]
+    _produce(address, f"{prefix}-a", first)
+    batches = Batches()
+    # find() semantics: the pattern matches inside "<prefix>-a" / "x-<prefix>-b".
+    query = (
+        _stream(spark, address, logs, subscribePattern=prefix, startingOffsets="earliest")
+        .writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        _wait_for(lambda: batches.count() >= 120, 60, "the first topic")
+        create_topic(address, f"x-{prefix}-b", partitions=2)
+        producer = _producer(address)
+        second = [f"b-{i:04d}".encode() for i in range(80)]
+        for i, v in enumerate(second):
+            producer.produce(f"x-{prefix}-b", value=v, partition=i % 2)
+        assert producer.flush(30) == 0
+        _wait_for(lambda: batches.count() >= 200, 60, "the new topic's rows")
+        time.sleep(0.3)
+    finally:
+        query.stop()
+    rows = batches.rows()
+    assert sorted(v for _, _, v in rows) == sorted(first + second)
+    assert len(rows) == 200
