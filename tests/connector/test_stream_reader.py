@@ -9,6 +9,10 @@ with size-based retention for the data-loss tests.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -76,10 +80,43 @@ def _stream(spark: Any, address: str, logs: str, **options: str) -> Any:
     return r.load()
 
 
-def _producer(address: str) -> Producer:
-    return Producer(
-        {"bootstrap.servers": address, "linger.ms": 5, "enable.idempotence": True, "log_level": 0}
+class _Delivered:
+    """A producer's delivery reports: ``flush()`` returning 0 does not mean every record was accepted."""
+
+    def __init__(self) -> None:
+        self.errors: list[Any] = []
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(err)
+
+
+class _Producer(Producer):
+    """confluent-kafka's producer plus its delivery reports (``delivered``)."""
+
+    delivered: _Delivered
+
+
+def _producer(address: str, **extra: Any) -> _Producer:
+    delivered = _Delivered()
+    producer = _Producer(
+        {
+            "bootstrap.servers": address,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            "log_level": 0,
+            "on_delivery": delivered,
+            **extra,
+        }
     )
+    producer.delivered = delivered
+    return producer
+
+
+def _flush(producer: _Producer) -> None:
+    assert producer.flush(30) == 0
+    errors = producer.delivered.errors
+    assert not errors, f"records were not delivered: {errors[:3]}"
 
 
 def _produce(
@@ -90,9 +127,9 @@ def _produce(
     for i, v in enumerate(values):
         producer.produce(topic, value=v, partition=i % PARTITIONS)
         if pause_every and i % pause_every == pause_every - 1:
-            producer.flush(30)
+            _flush(producer)
             time.sleep(pause_s)
-    assert producer.flush(30) == 0
+    _flush(producer)
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -358,7 +395,7 @@ def test_subscribe_pattern_discovers_new_topics_from_earliest(
         second = [f"b-{i:04d}".encode() for i in range(80)]
         for i, v in enumerate(second):
             producer.produce(f"x-{prefix}-b", value=v, partition=i % 2)
-        assert producer.flush(30) == 0
+        _flush(producer)
         _wait_for(lambda: batches.count() >= 200, 60, "the new topic's rows")
         time.sleep(0.3)
     finally:
@@ -366,3 +403,159 @@ def test_subscribe_pattern_discovers_new_topics_from_earliest(
     rows = batches.rows()
     assert sorted(v for _, _, v in rows) == sorted(first + second)
     assert len(rows) == 200
+
+
+# --------------------------------------------------------------------------------------------- driver crash
+
+
+@pytest.mark.slow
+def test_restart_after_sigkill_of_the_driver_reads_every_record_once(
+    sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    """A driver killed mid-stream (SIGKILL to its process group: Python and the JVM), then a new driver on the same
+    checkpoint: with a sink that writes each batch id once (replays overwrite), every record lands exactly once."""
+    address, _ = sbroker
+    topic = f"kill-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=PARTITIONS)
+    values = [f"k-{i:05d}".encode() for i in range(1500)]
+    _produce(address, topic, values)
+    out = tmp_path / "out"
+    out.mkdir()
+    script = str(Path(__file__).with_name("stream_in_own_spark_app.py"))
+    args = [sys.executable, script, address, topic, str(tmp_path / "cp"), str(out)]
+    root = Path(__file__).resolve().parents[2]
+    running_app = subprocess.Popen(
+        [*args, "run"], cwd=root, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for(lambda: len(list(out.glob("batch-*.json"))) >= 3, 150, "three micro-batches")
+    finally:
+        os.killpg(running_app.pid, signal.SIGKILL)
+        running_app.wait(30)
+    written_before = len(list(out.glob("batch-*.json")))
+    assert written_before < 15, (
+        "the first driver should have been killed mid-stream (1500 rows at 100 per batch)"
+    )
+    done = subprocess.run([*args, "drain"], cwd=root, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-4000:]
+    rows = [(p, o, v.encode()) for f in out.glob("batch-*.json") for p, o, v in json.loads(f.read_text())]
+    _assert_exact(rows, set(values))
+
+
+# --------------------------------------------------------------------------------------------- data loss
+
+
+@pytest.fixture(scope="module")
+def retention_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    data_dir = tmp_path_factory.mktemp("stream-retention-broker")
+    logs = data_dir / "logs"
+    overrides = {
+        "num.partitions": "1",
+        "log.dirs": str(logs),
+        "log.segment.bytes": "16384",
+        "log.retention.bytes": "65536",
+        "log.retention.check.interval.ms": "100",
+    }
+    with broker_process(data_dir, overrides=overrides) as address:
+        yield address, str(logs)
+
+
+def test_retention_between_batches_with_fail_on_data_loss_both_ways(
+    spark: Any, retention_broker: tuple[str, str], tmp_path: Path
+) -> None:
+    """Batch 0 reads 200 records; retention then deletes records the stream has not read. failOnDataLoss=true
+    fails naming the lost range; false (a new query run on the same checkpoint) skips it and reads the rest."""
+    address, logs = retention_broker
+    topic = f"sret-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=1)
+    producer = _producer(address, **{"batch.num.messages": 50})  # batches well under the 16 KiB segments
+    for i in range(200):
+        producer.produce(topic, value=f"v{i:05d}".encode() * 10, partition=0)
+    _flush(producer)
+    checkpoint = tmp_path / "cp"
+    first = Batches()
+    _run_available_now(
+        spark, _stream(spark, address, logs, subscribe=topic, startingOffsets="earliest"), checkpoint, first
+    )
+    assert first.count() == 200
+    for i in range(200, 3200):
+        producer.produce(topic, value=f"v{i:05d}".encode() * 10, partition=0)
+    _flush(producer)
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=address)
+    tp = TopicPartition(topic, 0)
+    _wait_for(lambda: consumer.beginning_offsets([tp])[tp] > 200, 30, "retention to delete unread records")
+    time.sleep(0.5)  # let the retention pass finish (it keeps the newest ~64 KiB)
+    earliest = consumer.beginning_offsets([tp])[tp]
+    consumer.close()
+
+    with pytest.raises(
+        Exception, match=rf"topic '{topic}' partition 0.*offsets \[200, {earliest}\) are no longer"
+    ):
+        _run_available_now(spark, _stream(spark, address, logs, subscribe=topic), checkpoint, Batches())
+    rest = Batches()
+    df = _stream(spark, address, logs, subscribe=topic, failOnDataLoss="false")
+    _run_available_now(spark, df, checkpoint, rest)
+    offsets = sorted(o for _, o, _ in rest.rows())
+    assert offsets == list(range(earliest, 3200))
+
+
+# --------------------------------------------------------------------------------------------- read_committed
+
+
+def _txn_producer(address: str, txn_id: str) -> _Producer:
+    delivered = _Delivered()
+    producer = _Producer(
+        {
+            "bootstrap.servers": address,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": 300000,  # longer than the test: only the test ends its transactions
+            "log_level": 0,
+            "on_delivery": delivered,
+        }
+    )
+    producer.delivered = delivered
+    producer.init_transactions(30)
+    return producer
+
+
+def test_read_committed_stream_stops_at_an_open_transaction_and_drops_aborted_ones(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    address, logs = sbroker
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    create_topic(address, topic, partitions=PARTITIONS)
+    a, b = _txn_producer(address, f"{topic}-a"), _txn_producer(address, f"{topic}-b")
+    plain = _producer(address)
+
+    def send(producer: _Producer, prefix: str, n: int = 30) -> list[bytes]:
+        values = [f"{prefix}-{i:03d}".encode() for i in range(n)]
+        for i, v in enumerate(values):
+            producer.produce(topic, value=v, partition=i % PARTITIONS)
+        _flush(producer)
+        return values
+
+    a.begin_transaction()
+    a1 = send(a, "a1-committed")
+    a.commit_transaction(30)
+    b.begin_transaction()
+    send(b, "b1-aborted")
+    b.abort_transaction(30)
+    p1 = send(plain, "p1")
+    a.begin_transaction()
+    a2 = send(a, "a2-open")
+    p2 = send(plain, "p2-after-open")
+    checkpoint = tmp_path / "cp"
+    opts = {"subscribe": topic, "startingOffsets": "earliest", "kafka.isolation.level": "read_committed"}
+    first = Batches()
+    _run_available_now(spark, _stream(spark, address, logs, **opts), checkpoint, first)
+    assert sorted(v for _, _, v in first.rows()) == sorted(a1 + p1), (
+        "read_committed must stop at the open one"
+    )
+    a.commit_transaction(30)
+    second = Batches()
+    _run_available_now(spark, _stream(spark, address, logs, **opts), checkpoint, second)
+    assert sorted(v for _, _, v in second.rows()) == sorted(a2 + p2)
+    rows = first.rows() + second.rows()
+    assert len({(p, o) for p, o, _ in rows}) == len(rows) == len(a1 + p1 + a2 + p2)
