@@ -230,7 +230,10 @@ def test_concurrent_producers_every_record_once_in_order_and_rate_limited(
 def _run_available_now(spark: Any, df: Any, checkpoint: Path, batches: Batches, timeout: float = 120) -> None:
     query = df.writeStream.foreachBatch(batches).option("checkpointLocation", str(checkpoint))
     query = query.trigger(availableNow=True).start()
-    assert query.awaitTermination(timeout), "the AvailableNow query did not stop"
+    try:
+        assert query.awaitTermination(timeout), "the AvailableNow query did not stop"
+    finally:
+        query.stop()  # a query that did not stop must not keep running in the shared session
     if query.exception() is not None:
         raise query.exception()
 
@@ -307,7 +310,10 @@ def test_restart_from_checkpoint_continues_exactly_and_trigger_once(
         df = _stream(spark, address, logs, subscribe=topic, startingOffsets="earliest", includeHeaders="true")
         query = df.writeStream.foreachBatch(batches).option("checkpointLocation", str(checkpoint))
         query = query.trigger(once=True).start()
-        assert query.awaitTermination(120)
+        try:
+            assert query.awaitTermination(120)
+        finally:
+            query.stop()
         assert len(batches.by_id) == 1, "Trigger.Once reads everything in one batch"
         assert {v for _, _, v in batches.rows()} == set(values)
         seen += batches.rows()
