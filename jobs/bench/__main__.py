@@ -15,7 +15,17 @@ import sys
 import time
 
 QUICK_NOTE = "quick mode: tiny data, the figures below are not measurements (no targets judged)"
-SECTIONS = ["murmur2", "records", "storage", "broker", "replication", "failover", "writer", "reader"]
+SECTIONS = [
+    "murmur2",
+    "records",
+    "storage",
+    "broker",
+    "replication",
+    "failover",
+    "writer",
+    "reader",
+    "stream",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
