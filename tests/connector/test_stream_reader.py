@@ -565,3 +565,40 @@ def test_read_committed_stream_stops_at_an_open_transaction_and_drops_aborted_on
     assert sorted(v for _, _, v in second.rows()) == sorted(a2 + p2)
     rows = first.rows() + second.rows()
     assert len({(p, o) for p, o, _ in rows}) == len(rows) == len(a1 + p1 + a2 + p2)
+
+
+def test_min_offsets_per_trigger_waits_for_enough_data_or_max_trigger_delay(
+    spark: Any, sbroker: tuple[str, str], tmp_path: Path
+) -> None:
+    """minOffsetsPerTrigger=200: 60 records wait (no batch) until 300 more arrive; with maxTriggerDelay=2s a few
+    records go after the delay."""
+    address, logs = sbroker
+    for delay, expect_release in (("1h", False), ("2s", True)):
+        topic = f"min-{uuid.uuid4().hex[:6]}"
+        create_topic(address, topic, partitions=PARTITIONS)
+        batches = Batches()
+        df = _stream(spark, address, logs, subscribe=topic, minOffsetsPerTrigger="200", maxTriggerDelay=delay)
+        query = (
+            df.writeStream.foreachBatch(batches)
+            .option("checkpointLocation", str(tmp_path / f"cp-{delay}"))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+        try:
+            _wait_for(lambda: query.lastProgress is not None, 60, "the first trigger")  # noqa: B023
+            few = [f"few-{i}".encode() for i in range(60)]
+            _produce(address, topic, few)
+            if expect_release:
+                _wait_for(lambda: batches.count() >= 60, 30, "the few records after maxTriggerDelay")  # noqa: B023
+                assert sorted(v for _, _, v in batches.rows()) == sorted(few)
+                continue
+            time.sleep(2.0)
+            assert batches.count() == 0, "fewer than minOffsetsPerTrigger records made a batch"
+            many = [f"many-{i}".encode() for i in range(300)]
+            _produce(address, topic, many)
+            _wait_for(lambda: batches.count() >= 200, 60, "a batch once 200 records are there")  # noqa: B023
+            sizes = [len(rows) for rows in batches.by_id.values() if rows]
+            assert min(sizes) >= 200, sizes
+            assert set(few) <= {v for _, _, v in batches.rows()}, "the records that waited are in the batch"
+        finally:
+            query.stop()
