@@ -20,6 +20,11 @@ Option families (as Spark's Kafka source, batch queries):
 * ``startingOffsetsByTimestampStrategy``: ``error`` (default: no offset with a timestamp >= t fails the
   query) or ``latest`` (such partitions start at the latest offset, i.e. read nothing);
 * ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``, ``includeHeaders``;
+* streams (``parse_reader_options(..., streaming=True)``, ``spark.readStream``): ``startingOffsets`` defaults to
+  ``latest`` and takes ``earliest`` / ``latest`` / JSON with -2 and -1; the ending options are rejected ("not valid
+  in streaming queries", as Spark); ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
+  (a Spark duration such as ``15m``, the default) limit each micro-batch (see
+  :mod:`spark_kafka_log.stream_reader`); batch reads parse and ignore them, as Spark does;
 * ``kafka.bootstrap.servers``; absent = the embedded broker of ``pylog.dataDir`` (``$PYLOG_DATA_DIR``,
   ``./pylog-data``), exactly as the writer resolves it. Other ``kafka.*`` consumer settings understood:
   ``client.id``, ``request.timeout.ms``, ``max.partition.fetch.bytes``, ``fetch.max.bytes``,
