@@ -2,10 +2,10 @@
 test can SIGKILL). Each micro-batch is written to ``OUT_DIR/batch-<id>.json`` (``[[partition, offset, value], ...]``,
 replaced atomically, so a batch Spark replays after a crash overwrites its own file: an idempotent sink).
 
-``MODE``: ``run`` -- ``maxOffsetsPerTrigger=100``, a 200 ms processing-time trigger, runs until killed;
-``drain`` -- Trigger.AvailableNow on the same checkpoint, then prints ``done`` and exits.
+It reads from the earliest offsets with ``maxOffsetsPerTrigger=100`` and a 200 ms processing-time trigger, and
+runs until killed (the test then restarts the query on the same checkpoint in its own Spark session).
 
-Usage: ``python stream_in_own_spark_app.py BOOTSTRAP TOPIC CHECKPOINT OUT_DIR MODE``.
+Usage: ``python stream_in_own_spark_app.py BOOTSTRAP TOPIC CHECKPOINT OUT_DIR``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 
 def main() -> None:
-    bootstrap, topic, checkpoint, out_dir, mode = sys.argv[1:6]
+    bootstrap, topic, checkpoint, out_dir = sys.argv[1:5]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -44,21 +44,19 @@ def main() -> None:
             json.dump(rows, f)
         os.replace(path + ".tmp", path)
 
-    reader = (
+    (
         spark.readStream.format("pylog")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "100")
+        .load()
+        .writeStream.foreachBatch(write_batch)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+        .awaitTermination()
     )
-    if mode == "run":
-        reader = reader.option("maxOffsetsPerTrigger", "100")
-    writer = reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
-    if mode == "run":
-        writer.trigger(processingTime="200 milliseconds").start().awaitTermination()
-    else:
-        writer.trigger(availableNow=True).start().awaitTermination()
-        print("done", flush=True)
-    spark.stop()
 
 
 if __name__ == "__main__":
