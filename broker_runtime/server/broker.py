@@ -62,6 +62,7 @@ from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
+from broker_runtime.server.transactions import ClusterTransactions
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
@@ -284,6 +285,9 @@ class Broker:
         replicas.set_append_listener(wake_fetches)
         replicas.set_high_watermark_listener(high_watermark_moved)
 
+        #: The cluster side of the transaction coordinator (its coordinator is set once built, below).
+        cluster_txns = ClusterTransactions(lambda: self.ctx, cfg.node_id) if cfg.cluster_dir else None
+
         def refresh_cluster() -> bool:
             if cfg.cluster_dir is None:
                 return False
@@ -293,23 +297,19 @@ class Broker:
                 return False
             self._applied_view = view
             replicas.apply_view(view)
+            if cluster_txns is not None:
+                cluster_txns.apply_view(view)
             return True
 
         producer_ids = ProducerIdManager(
             Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE,
             allocate_block=cluster.allocate_producer_ids if isinstance(cluster, SharedFileCluster) else None,
         )
-        txn_coordinator = (
-            None if cfg.cluster_dir else _transaction_coordinator(cfg, topics, replicas, producer_ids.next_id)
-        )
-        if txn_coordinator is None:
-            _log.info(
-                "node %d: no transaction coordinator in a cluster yet; transactional producers get "
-                "COORDINATOR_NOT_AVAILABLE",
-                cfg.node_id,
-            )
-        else:
+        txn_coordinator = _transaction_coordinator(cfg, topics, replicas, producer_ids.next_id, cluster_txns)
+        if cluster_txns is None:
             txn_coordinator.load()
+        else:
+            cluster_txns.coordinator = txn_coordinator
         ctx = BrokerContext(
             config=cfg,
             topics=topics,
@@ -325,6 +325,10 @@ class Broker:
             txn_coordinator=txn_coordinator,
         )
         self.ctx = ctx
+        if cluster_txns is not None:
+            cluster_txns.apply_view(
+                cluster.view
+            )  # partitions of __transaction_state led here since the start
         dispatcher = Dispatcher(ctx)
 
         def connection() -> Connection:
@@ -368,23 +372,23 @@ class Broker:
                 )
             ),
         ]
-        if txn_coordinator is not None:
-            periodic += [
-                loop.create_task(
-                    self._every(
-                        cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-                        txn_coordinator.abort_timed_out,
-                        "transaction-abort",
-                    )
-                ),
-                loop.create_task(
-                    self._every(
-                        cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
-                        txn_coordinator.expire_transactional_ids,
-                        "transactional-id-expiration",
-                    )
-                ),
-            ]
+        # Every node has a transaction coordinator (in a cluster it serves the partitions it leads).
+        periodic += [
+            loop.create_task(
+                self._every(
+                    cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                    txn_coordinator.abort_timed_out,
+                    "transaction-abort",
+                )
+            ),
+            loop.create_task(
+                self._every(
+                    cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                    txn_coordinator.expire_transactional_ids,
+                    "transactional-id-expiration",
+                )
+            ),
+        ]
         if isinstance(cluster, SharedFileCluster):
             controller = Controller(
                 cluster.store,
@@ -430,6 +434,8 @@ class Broker:
                 task.cancel()
             if self._timer_handle is not None:
                 self._timer_handle.cancel()
+            if cluster_txns is not None:
+                await cluster_txns.stop()
             with contextlib.suppress(Exception):
                 await replicas.stop_fetchers()
             purgatory.shutdown()
@@ -488,14 +494,21 @@ class Broker:
 
 
 def _transaction_coordinator(
-    cfg: BrokerConfig, topics: TopicManager, replicas: ReplicaManager, next_producer_id: Any
+    cfg: BrokerConfig,
+    topics: TopicManager,
+    replicas: ReplicaManager,
+    next_producer_id: Any,
+    cluster_txns: ClusterTransactions | None,
 ) -> TransactionCoordinator:
-    """The single node's transaction coordinator: its state in the local ``__transaction_state`` partitions
+    """The transaction coordinator. Single node: its state in the local ``__transaction_state`` partitions
     (created on first use: compacted by Kafka, kept whole here since pylog has no compaction), its markers
-    appended to the local partition logs."""
+    appended to the local partition logs. Cluster: state written through replication and markers sent to the
+    partition leaders by ``cluster_txns`` (see :mod:`.transactions`)."""
 
     def state_log(partition: int, create: bool) -> PartitionLog | None:
         log = topics.get_log(TRANSACTION_STATE_TOPIC, partition)
+        if cluster_txns is not None:
+            return log  # created by the cluster metadata (FindCoordinator), hosted through apply_view
         if log is None and create and topics.partition_count(TRANSACTION_STATE_TOPIC) is None:
             topics.create(
                 TRANSACTION_STATE_TOPIC,
@@ -515,7 +528,7 @@ def _transaction_coordinator(
         return {
             (topic, p): replicas.write_txn_marker(
                 topic, p, producer_id, epoch, coordinator_epoch, control_type
-            )
+            ).error
             for topic, p in partitions
         }
 
@@ -532,6 +545,8 @@ def _transaction_coordinator(
         next_producer_id,
         lambda: time.time_ns() // 1_000_000,
         lambda topic: topics.partition_count(topic) is not None,
+        append_state=None if cluster_txns is None else cluster_txns.append_state,
+        send_markers=None if cluster_txns is None else cluster_txns.send_markers,
     )
 
 

@@ -68,12 +68,16 @@ BROKER_KEYS: dict[str, str] = {
     "leader.imbalance.per.broker.percentage": "10",
     # Transaction coordinator (Kafka's names and defaults).
     "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
+    # pylog, tests only: while this file exists, a cluster coordinator holds its transaction markers back.
+    "pylog.test.transaction.markers.hold.file": "",
 }
 
 #: Storage names accepted without a warning; interpreted by the storage's LogConfig.
@@ -234,12 +238,18 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     transaction_state_log_num_partitions: int = 50
+    #: Cluster: replicas of each ``__transaction_state`` partition (at most the brokers registered, WARNING).
+    transaction_state_log_replication_factor: int = 3
+    #: Cluster: the topic's ``min.insync.replicas`` (the effective minimum is at most its replication factor).
+    transaction_state_log_min_isr: int = 2
     transaction_max_timeout_ms: int = 900000
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
+    #: Tests only: while this file exists, the cluster's transaction markers wait (fault injection).
+    test_transaction_markers_hold_file: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
@@ -334,6 +344,10 @@ class BrokerConfig:
             transaction_state_log_num_partitions=_int(
                 props, "transaction.state.log.num.partitions", minimum=1
             ),
+            transaction_state_log_replication_factor=_int(
+                props, "transaction.state.log.replication.factor", minimum=1
+            ),
+            transaction_state_log_min_isr=_int(props, "transaction.state.log.min.isr", minimum=1),
             transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", minimum=1),
             transactional_id_expiration_ms=_int(props, "transactional.id.expiration.ms", minimum=1),
             transaction_abort_timed_out_transaction_cleanup_interval_ms=_int(
@@ -343,6 +357,10 @@ class BrokerConfig:
                 props, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1
             ),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
+            test_transaction_markers_hold_file=props.get(
+                "pylog.test.transaction.markers.hold.file", ""
+            ).strip()
+            or None,
             props=dict(props),
             warnings=warnings,
         )

@@ -339,13 +339,29 @@ class ReplicaManager:
         producer_epoch: int,
         coordinator_epoch: int,
         control_type: int,
-    ) -> ErrorCode:
-        """Append a COMMIT/ABORT marker as the partition's leader (what WriteTxnMarkers does on a leader)."""
+        acks: int = 1,
+    ) -> AppendResult:
+        """Append a COMMIT/ABORT marker as the partition's leader (what WriteTxnMarkers does on a leader).
+
+        As Kafka's ``appendRecords`` with origin coordinator: NOT_LEADER_OR_FOLLOWER off the leader, with
+        ``acks=-1`` NOT_ENOUGH_REPLICAS under the minimum ISR (nothing appended), TRANSACTION_COORDINATOR_FENCED
+        for a coordinator epoch older than the producer's last marker, INVALID_PRODUCER_EPOCH for an older
+        producer epoch. ``required_offset`` is what the high watermark must reach for the marker to be replicated.
+        """
         replica = self.partition(topic, partition)
         if replica is None:
-            return self._not_hosted(topic, partition)[0]
+            code, message = self._not_hosted(topic, partition)
+            return AppendResult(code, message=message)
+        if self._confirm_leadership is not None and replica.is_leader:
+            why = self._confirm_leadership()
+            if why is not None:
+                return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, message=why)
         if not replica.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if acks == -1:
+            code, why = replica.check_min_isr(self._policy_for(topic)[0].min_insync_replicas)
+            if code != ErrorCode.NONE:
+                return AppendResult(code, message=why)
         batch = build_control_batch(
             control_type,
             coordinator_epoch,
@@ -354,18 +370,23 @@ class ReplicaManager:
             timestamp=self._wall_ms(),
         )
         try:
-            replica.log.append(batch, leader_epoch=max(replica.leader_epoch, 0))
+            info = replica.log.append(batch, leader_epoch=max(replica.leader_epoch, 0))
         except ProducerStateError as exc:
             _log.warning("transaction marker for %s-%d refused: %s", topic, partition, exc)
-            return exc.code
+            return AppendResult(exc.code, message=str(exc))
         except (StorageError, OSError) as exc:
             _log.error("transaction marker append to %s-%d failed: %s", topic, partition, exc)
-            return ErrorCode.KAFKA_STORAGE_ERROR
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         if self._on_append is not None:
             self._on_append(topic, partition)
         if replica.maybe_increment_hw():
             self._high_watermark_moved(topic, partition)
-        return ErrorCode.NONE
+        return AppendResult(
+            ErrorCode.NONE,
+            base_offset=info.first_offset,
+            log_start_offset=replica.log.log_start_offset,
+            required_offset=info.last_offset + 1,
+        )
 
     # -- fetch --------------------------------------------------------------------------------------------
 

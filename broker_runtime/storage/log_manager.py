@@ -32,8 +32,9 @@ its own lock (see :mod:`.partition_log`). All public methods may be called from 
 
 from __future__ import annotations
 
-import contextlib
+import collections
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -53,6 +54,8 @@ from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
+
+_log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -114,6 +117,8 @@ class LogManager:
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._dir_locks: dict[Path, int] = {}
         self._started = False
+        #: Failed periodic passes by task ("retention", "producer expiration"), each also logged at WARNING.
+        self.periodic_failures: collections.Counter[str] = collections.Counter()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -272,19 +277,38 @@ class LogManager:
     # -- periodic work ----------------------------------------------------------------------------------------
 
     def run_retention(self) -> None:
-        """One retention pass over all logs (the server calls this every log.retention.check.interval.ms)."""
+        """One retention pass over all logs (the server calls this every log.retention.check.interval.ms).
+
+        A log whose pass fails (a file that cannot be renamed or read) is logged at WARNING with the error and
+        counted in :attr:`periodic_failures`; the other logs are not held up, and the next pass runs as usual."""
         now = self.clock()
-        for log in self.all_logs().values():
-            with contextlib.suppress(StorageError):
+        for key, log in self.all_logs().items():
+            try:
                 log.run_retention(now)
+            except (StorageError, OSError) as exc:
+                self._periodic_failed("retention", key, exc)
 
     def remove_expired_producers(self) -> None:
         """Forget producers idle for ``producer.id.expiration.ms`` in every log (the server calls this every
-        ``producer.id.expiration.check.interval.ms``)."""
+        ``producer.id.expiration.check.interval.ms``). Failures as :meth:`run_retention`."""
         now = self.clock()
-        for log in self.all_logs().values():
-            with contextlib.suppress(StorageError):
+        for key, log in self.all_logs().items():
+            try:
                 log.remove_expired_producers(now)
+            except (StorageError, OSError) as exc:
+                self._periodic_failed("producer expiration", key, exc)
+
+    def _periodic_failed(self, task: str, key: tuple[str, int], exc: Exception) -> None:
+        self.periodic_failures[task] += 1
+        _log.warning(
+            "%s of %s-%d failed (%d failure(s) of %s so far): %s",
+            task,
+            key[0],
+            key[1],
+            self.periodic_failures[task],
+            task,
+            exc,
+        )
 
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms elapsed (the server may call this periodically)."""

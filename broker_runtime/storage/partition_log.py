@@ -412,6 +412,7 @@ class PartitionLog:
                     return self._duplicate_info(verdict.duplicate)
                 if verdict.error != ErrorCode.NONE:
                     raise ProducerStateError(verdict.error, verdict.message)
+                self._check_coordinator_epochs(buf, spans)
             now = self._clock()
             first = offset = self._leo
             max_ts, offset_of_max = -1, first
@@ -447,6 +448,22 @@ class PartitionLog:
             return AppendInfo(
                 first, offset - 1, now if log_append else -1, max_ts, offset_of_max, len(spans), buf.nbytes
             )
+
+    def _check_coordinator_epochs(self, buf: memoryview, spans: list[tuple[int, BatchHeader]]) -> None:
+        """A transaction marker from an older coordinator epoch than the producer's last marker is refused
+        (Kafka's TRANSACTION_COORDINATOR_FENCED: a coordinator that lost its partition must not end a
+        transaction its successor already ended)."""
+        for pos, header in spans:
+            control = _control_marker(buf, pos, header)
+            if control is None:
+                continue
+            entry = self._producer_state.last_entry(header.producer_id)
+            if entry is not None and control[1] < entry.coordinator_epoch:
+                raise ProducerStateError(
+                    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                    f"{self.dir.name}: marker of producer {header.producer_id} from coordinator epoch {control[1]}, "
+                    f"older than the epoch {entry.coordinator_epoch} of its last marker",
+                )
 
     def _duplicate_info(self, original: BatchMetadata) -> AppendInfo:
         """What an append of a duplicate answers: the original batch's offsets and timestamp, nothing written."""

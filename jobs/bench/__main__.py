@@ -22,6 +22,7 @@ SECTIONS = [
     "broker",
     "replication",
     "failover",
+    "transactions",
     "writer",
     "reader",
     "stream",

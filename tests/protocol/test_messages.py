@@ -457,8 +457,12 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         CreateTopicsResponse,
         DescribeConfigsRequest,
         DescribeConfigsResponse,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
         ElectLeadersRequest,
         ElectLeadersResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
     )
     from kafka.protocol.consumer import (
         FetchRequest,
@@ -487,6 +491,8 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         InitProducerIdResponse,
         ProduceRequest,
         ProduceResponse,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
     )
 
     return {
@@ -504,6 +510,9 @@ def _kafka_python_classes() -> dict[int, tuple[Any, Any]]:
         26: (EndTxnRequest, EndTxnResponse),
         32: (DescribeConfigsRequest, DescribeConfigsResponse),
         43: (ElectLeadersRequest, ElectLeadersResponse),
+        65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+        66: (ListTransactionsRequest, ListTransactionsResponse),
+        27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     }
 
 

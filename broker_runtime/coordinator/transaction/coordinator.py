@@ -33,11 +33,19 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
 * :meth:`expire_transactional_ids` (periodic): ids whose transaction is complete and untouched for
   ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
 
-Markers: ``write_markers(producer id, epoch, coordinator epoch, control type, partitions)`` returns an error
-code per partition. On one node the server appends them to its local partition logs. In a cluster it would send
-WriteTxnMarkers to each partition's leader (the seam is this callable; not implemented yet). A partition whose
-topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves the
-transaction in its Prepare state and the periodic task retries, WARNING logged.
+Markers, single node: ``write_markers(producer id, epoch, coordinator epoch, control type, partitions)`` appends
+them to the local partition logs and returns an error code per partition; EndTxn answers after them. Cluster
+(``send_markers`` given): the server writes them in the background (WriteTxnMarkers to each partition's leader,
+once the Prepare record is replicated, see :mod:`broker_runtime.server.transactions`) and calls back; EndTxn
+answers once the Prepare record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A
+partition whose topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves
+the transaction in its Prepare state and the periodic task retries, WARNING logged.
+
+Cluster ownership (``append_state`` given): this node coordinates only the ``__transaction_state`` partitions it
+leads (:meth:`TransactionCoordinator.become_leader` loads one and completes its Prepare states;
+:meth:`TransactionCoordinator.resign` forgets it); every request for another id answers NOT_COORDINATOR. State
+records go through ``append_state`` (the leader's replicated append, acks=-1 rules); the handler waits for
+their replication (:meth:`TransactionCoordinator.take_appended`) before it answers.
 
 Coordinator epoch: the leader epoch of the ``__transaction_state`` partition; 0 on a single node.
 
@@ -63,12 +71,29 @@ from broker_runtime.errors import ErrorCode, PylogError
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
 from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["InitResult", "MarkerWriter", "TransactionConfig", "TransactionCoordinator"]
+__all__ = ["InitResult", "MarkerSender", "MarkerWriter", "TransactionConfig", "TransactionCoordinator"]
 
 _log = logging.getLogger(__name__)
 
 #: (producer id, producer epoch, coordinator epoch, control type, partitions) -> error code per partition.
 MarkerWriter = Callable[[int, int, int, int, list[tuple[str, int]]], dict[tuple[str, int], ErrorCode]]
+
+#: Cluster: start writing markers in the background. (transactional id, producer id, producer epoch, coordinator
+#: epoch, control type, partitions, ``__transaction_state`` partition, done); ``done`` gets the final code per
+#: partition, or None when the sender gave up because this node is no longer the coordinator.
+MarkerSender = Callable[
+    [
+        str,
+        int,
+        int,
+        int,
+        int,
+        list[tuple[str, int]],
+        int,
+        Callable[[dict[tuple[str, int], ErrorCode] | None], None],
+    ],
+    None,
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +125,9 @@ class TransactionCoordinator:
         next_producer_id: Callable[[], int],
         now_ms: Callable[[], int],
         topic_exists: Callable[[str], bool],
+        *,
+        append_state: Callable[[int, bytes], None] | None = None,
+        send_markers: MarkerSender | None = None,
     ) -> None:
         self.config = config
         #: (partition, create) -> the ``__transaction_state`` partition log (None when absent and not created).
@@ -110,6 +138,16 @@ class TransactionCoordinator:
         self._topic_exists = topic_exists
         self._txns: dict[str, TransactionMetadata] = {}
         self.coordinator_epoch = 0
+        #: Cluster: appends one ``__transaction_state`` record (acks=-1 checks) or raises; None: local log + fsync.
+        self._append_state = append_state
+        self._send_markers = send_markers
+        #: Cluster: ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch).
+        #: None on a single node, which coordinates every partition at epoch 0.
+        self._owned: dict[int, int] | None = None if append_state is None else {}
+        #: Transactional ids whose markers are being written in the background (cluster).
+        self._in_flight: set[str] = set()
+        #: ``__transaction_state`` partitions appended to since the last :meth:`take_appended`.
+        self._appended: set[int] = set()
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -122,6 +160,111 @@ class TransactionCoordinator:
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
+
+    # -- ownership (cluster) ------------------------------------------------------------------------------------
+
+    def owner_error(self, transactional_id: str) -> ErrorCode:
+        """NONE when this node coordinates ``transactional_id``, else NOT_COORDINATOR."""
+        if self._owned is None or self.partition_for(transactional_id) in self._owned:
+            return ErrorCode.NONE
+        return ErrorCode.NOT_COORDINATOR
+
+    def epoch_for(self, transactional_id: str) -> int:
+        """The coordinator epoch of ``transactional_id``'s partition (-1 when not owned)."""
+        if self._owned is None:
+            return self.coordinator_epoch
+        return self._owned.get(self.partition_for(transactional_id), -1)
+
+    def owns(self, partition: int, coordinator_epoch: int) -> bool:
+        if self._owned is None:
+            return True
+        return self._owned.get(partition) == coordinator_epoch
+
+    @property
+    def owned_partitions(self) -> dict[int, int]:
+        return dict(self._owned or {})
+
+    def become_leader(self, partition: int, coordinator_epoch: int) -> int:
+        """This node now leads ``partition`` of ``__transaction_state`` at ``coordinator_epoch``: load its ids from
+        the local replica (its whole log: as leader, every record in it will be committed), then finish the
+        transactions left in a Prepare state (markers re-sent). Returns the number of ids loaded."""
+        assert self._owned is not None, "become_leader is for a cluster"
+        self.resign(partition)
+        self._replay(partition)
+        self._owned[partition] = coordinator_epoch
+        mine = [m for tid, m in self._txns.items() if self.partition_for(tid) == partition]
+        _log.info(
+            "now coordinator of %s-%d at coordinator epoch %d: %d transactional id(s) loaded",
+            "__transaction_state",
+            partition,
+            coordinator_epoch,
+            len(mine),
+        )
+        for meta in mine:
+            if meta.in_prepare:
+                _log.info(
+                    "transactional id %r is in %s: completing it (markers re-sent)",
+                    meta.transactional_id,
+                    meta.state.name,
+                )
+                self._complete(meta)
+        return len(mine)
+
+    def resign(self, partition: int) -> None:
+        """This node no longer leads ``partition``: forget its ids (requests for them get NOT_COORDINATOR)."""
+        if self._owned is None:
+            return
+        was = self._owned.pop(partition, None)
+        dropped = [tid for tid in self._txns if self.partition_for(tid) == partition]
+        for tid in dropped:
+            del self._txns[tid]
+            self._in_flight.discard(tid)
+        if was is not None:
+            _log.info(
+                "no longer coordinator of __transaction_state-%d (epoch %d): %d transactional id(s) unloaded",
+                partition,
+                was,
+                len(dropped),
+            )
+
+    def take_appended(self) -> set[int]:
+        """The ``__transaction_state`` partitions appended to since the last call (cluster: the handler waits
+        until they are replicated before it answers)."""
+        appended, self._appended = self._appended, set()
+        return appended
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """DescribeTransactions for one id: TRANSACTIONAL_ID_NOT_FOUND when unknown (or expired)."""
+        code = self.owner_error(transactional_id)
+        if code != ErrorCode.NONE:
+            return code, None
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, meta
+
+    def list_transactions(
+        self, state_names: list[str], producer_ids: list[int], duration_ms: int = -1
+    ) -> tuple[list[str], list[TransactionMetadata]]:
+        """ListTransactions: (state filters no state is named so, matching transactions), filtered as Kafka's
+        ``listTransactionStates``: each non-empty filter must match; ``duration_ms >= 0`` keeps transactions
+        started longer ago than that (an id with no transaction started has no duration and is left out); Dead
+        ids never appear. Only unknown state filters: nothing matches."""
+        unknown = [name for name in state_names if TxnState.from_kafka_name(name) is None]
+        states = {s for name in state_names if (s := TxnState.from_kafka_name(name)) is not None}
+        if state_names and not states:
+            return unknown, []
+        wanted_ids = set(producer_ids)
+        now = self._now_ms()
+        found = [
+            meta
+            for meta in self._txns.values()
+            if meta.state != TxnState.DEAD
+            and (not wanted_ids or meta.producer_id in wanted_ids)
+            and (not states or meta.state in states)
+            and (duration_ms < 0 or (meta.start_ms >= 0 and now - meta.start_ms > duration_ms))
+        ]
+        return unknown, found
 
     # -- persistence --------------------------------------------------------------------------------------------
 
@@ -141,12 +284,17 @@ class TransactionCoordinator:
         meta.last_update_ms = now
 
     def _append(self, transactional_id: str, value: bytes | None, now: int) -> None:
-        log = self._state_log(self.partition_for(transactional_id), True)
-        assert log is not None
+        partition = self.partition_for(transactional_id)
         builder = RecordBatchBuilder()
         builder.append(now, encode_key(transactional_id), value)
-        log.append(builder.build())
-        log.flush()  # a decision told to a client must survive a crash of this machine too
+        if self._append_state is not None:
+            self._append_state(partition, bytes(builder.build()))  # replicated: acks=-1 before any answer
+        else:
+            log = self._state_log(partition, True)
+            assert log is not None
+            log.append(builder.build())
+            log.flush()  # a decision told to a client must survive a crash of this machine too
+        self._appended.add(partition)
 
     def _transition(
         self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]] | None = None
@@ -166,24 +314,7 @@ class TransactionCoordinator:
 
         Returns the number of transactional ids loaded."""
         for partition in range(self.config.num_partitions):
-            log = self._state_log(partition, False)
-            if log is None:
-                continue
-            offset = log.log_start_offset
-            while offset < log.high_watermark:
-                data = log.read(offset, 1 << 20, max_offset=log.high_watermark)
-                if not data.records:
-                    break
-                pos = 0
-                view = memoryview(data.records)
-                while pos < len(view):
-                    batch = RecordBatch(view, pos)
-                    for record in batch.records():
-                        if record.key is None:
-                            continue
-                        self._apply_record(decode_key(record.key), record.value)
-                    pos += batch.header.size
-                offset = data.next_offset
+            self._replay(partition)
         for meta in list(self._txns.values()):
             if meta.in_prepare:
                 _log.info(
@@ -195,6 +326,27 @@ class TransactionCoordinator:
         if self._txns:
             _log.info("transaction coordinator loaded %d transactional id(s)", len(self._txns))
         return len(self._txns)
+
+    def _replay(self, partition: int) -> None:
+        """Apply every record of one ``__transaction_state`` partition (to its log end offset)."""
+        log = self._state_log(partition, False)
+        if log is None:
+            return
+        offset, end = log.log_start_offset, log.log_end_offset
+        while offset < end:
+            data = log.read(offset, 1 << 20, max_offset=end)
+            if not data.records:
+                break
+            pos = 0
+            view = memoryview(data.records)
+            while pos < len(view):
+                batch = RecordBatch(view, pos)
+                for record in batch.records():
+                    if record.key is None:
+                        continue
+                    self._apply_record(decode_key(record.key), record.value)
+                pos += batch.header.size
+            offset = data.next_offset
 
     def _apply_record(self, transactional_id: str, value: bytes | memoryview | None) -> None:
         if value is None:
@@ -217,6 +369,9 @@ class TransactionCoordinator:
     def init_producer_id(
         self, transactional_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
     ) -> InitResult:
+        owner = self.owner_error(transactional_id)
+        if owner != ErrorCode.NONE:
+            return InitResult(owner)
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         meta = self._txns.get(transactional_id)
@@ -268,6 +423,9 @@ class TransactionCoordinator:
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------------------------
 
     def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> ErrorCode:
+        owner = self.owner_error(transactional_id)
+        if owner != ErrorCode.NONE:
+            return owner
         meta = self._txns.get(transactional_id)
         if meta is None or meta.state == TxnState.DEAD or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -315,6 +473,9 @@ class TransactionCoordinator:
     # -- EndTxn ----------------------------------------------------------------------------------------------------
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        owner = self.owner_error(transactional_id)
+        if owner != ErrorCode.NONE:
+            return owner
         meta = self._txns.get(transactional_id)
         if meta is None or meta.state == TxnState.DEAD or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -326,7 +487,9 @@ class TransactionCoordinator:
             except (PylogError, OSError) as exc:
                 _log.error("EndTxn for %r failed to write the transaction log: %s", transactional_id, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            self._complete(meta)  # markers not written now are retried by the periodic task
+            # Markers not written now are retried by the periodic task; in a cluster they are written in the
+            # background once the Prepare record is replicated, and the answer does not wait for them (Kafka's).
+            self._complete(meta)
             return ErrorCode.NONE
         if meta.in_prepare:
             return ErrorCode.CONCURRENT_TRANSACTIONS
@@ -335,17 +498,55 @@ class TransactionCoordinator:
         return ErrorCode.INVALID_TXN_STATE
 
     def _complete(self, meta: TransactionMetadata) -> bool:
-        """Write the markers of a Prepare state, then log the Complete state; False when markers remain."""
+        """Write the markers of a Prepare state, then log the Complete state; False when markers remain (in a
+        cluster: always False, the background sender finishes through :meth:`_finish`)."""
         commit = meta.state == TxnState.PREPARE_COMMIT
         partitions = sorted(meta.partitions)
-        if partitions:
-            results = self._write_markers(
+        control = CONTROL_COMMIT if commit else CONTROL_ABORT
+        if partitions and self._send_markers is not None:
+            tid = meta.transactional_id
+            if tid in self._in_flight:
+                return False
+            self._in_flight.add(tid)
+            expected = (meta.producer_id, meta.producer_epoch, meta.state)
+
+            def done(results: dict[tuple[str, int], ErrorCode] | None) -> None:
+                self._in_flight.discard(tid)
+                current = self._txns.get(tid)
+                if results is None or current is not meta:
+                    return  # no longer the coordinator: the next one re-sends from its loaded Prepare state
+                if (meta.producer_id, meta.producer_epoch, meta.state) == expected:
+                    self._finish(meta, commit, partitions, results)
+
+            self._send_markers(
+                tid,
                 meta.producer_id,
                 meta.producer_epoch,
-                self.coordinator_epoch,
-                CONTROL_COMMIT if commit else CONTROL_ABORT,
+                self.epoch_for(tid),
+                control,
                 partitions,
+                self.partition_for(tid),
+                done,
             )
+            return False
+        results = (
+            self._write_markers(
+                meta.producer_id, meta.producer_epoch, self.coordinator_epoch, control, partitions
+            )
+            if partitions
+            else {}
+        )
+        return self._finish(meta, commit, partitions, results)
+
+    def _finish(
+        self,
+        meta: TransactionMetadata,
+        commit: bool,
+        partitions: list[tuple[str, int]],
+        results: dict[tuple[str, int], ErrorCode],
+    ) -> bool:
+        """Markers written (``results``): log the Complete state; False when some marker failed (retried)."""
+        if partitions:
             failed = {}
             for tp in partitions:
                 code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)

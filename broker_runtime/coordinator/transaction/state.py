@@ -29,6 +29,8 @@ MAX_PRODUCER_EPOCH = 32766
 
 
 class TxnState(IntEnum):
+    """A transaction's state; :attr:`kafka_name` is Kafka's name for it (DescribeTransactions, ListTransactions)."""
+
     EMPTY = 0
     ONGOING = 1
     PREPARE_COMMIT = 2
@@ -38,6 +40,27 @@ class TxnState(IntEnum):
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
 
+    @property
+    def kafka_name(self) -> str:
+        return _KAFKA_NAMES[self]
+
+    @classmethod
+    def from_kafka_name(cls, name: str) -> TxnState | None:
+        """The state Kafka names ``name`` (exact spelling, as Kafka's ``TransactionState.fromName``), else None."""
+        return _BY_KAFKA_NAME.get(name)
+
+
+_KAFKA_NAMES = {
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+_BY_KAFKA_NAME = {name: state for state, name in _KAFKA_NAMES.items()}
 
 _E, _O, _PC, _PA, _CC, _CA, _D, _PF = TxnState
 

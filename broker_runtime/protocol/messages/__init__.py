@@ -37,15 +37,18 @@ from broker_runtime.protocol.messages import (
     api_versions,
     create_topics,
     describe_configs,
+    describe_transactions,
     elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
     list_offsets,
+    list_transactions,
     metadata,
     offset_for_leader_epoch,
     produce,
+    write_txn_markers,
 )
 from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.common import CONSUMER_REPLICA_ID, IsolationLevel
@@ -133,6 +136,9 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(add_offsets_to_txn.REQUEST, add_offsets_to_txn.RESPONSE),
         ApiSpec(end_txn.REQUEST, end_txn.RESPONSE),
         ApiSpec(offset_for_leader_epoch.REQUEST, offset_for_leader_epoch.RESPONSE),
+        ApiSpec(describe_transactions.REQUEST, describe_transactions.RESPONSE),
+        ApiSpec(list_transactions.REQUEST, list_transactions.RESPONSE),
+        ApiSpec(write_txn_markers.REQUEST, write_txn_markers.RESPONSE),
     )
 }
 

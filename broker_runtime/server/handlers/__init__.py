@@ -19,15 +19,18 @@ from broker_runtime.server.handlers import (
     api_versions,
     create_topics,
     describe_configs,
+    describe_transactions,
     elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
     list_offsets,
+    list_transactions,
     metadata,
     offset_for_leader_epoch,
     produce,
+    write_txn_markers,
 )
 
 __all__ = ["HANDLER_MODULES", "Handler", "handler_table", "supported_versions"]
@@ -49,6 +52,9 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     add_offsets_to_txn,
     end_txn,
     offset_for_leader_epoch,
+    describe_transactions,
+    list_transactions,
+    write_txn_markers,
 )
 
 

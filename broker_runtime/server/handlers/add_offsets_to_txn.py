@@ -14,6 +14,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.transactions import answer_after_state_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -24,10 +25,11 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.txn_coordinator
     if coordinator is None:
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    coordinator.take_appended()  # only this request's state writes are waited for
     code = coordinator.add_offsets(
         body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["GroupId"]
     )
@@ -38,4 +40,4 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             header.client_id,
             body["GroupId"],
         )
-    return {"ThrottleTimeMs": 0, "ErrorCode": code}
+    return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})

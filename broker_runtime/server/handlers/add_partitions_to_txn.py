@@ -13,6 +13,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_partitions_to_txn
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.transactions import answer_after_state_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -21,7 +22,7 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     partitions = [(t["Name"], p) for t in body["V3AndBelowTopics"] for p in t["Partitions"]]
     coordinator = ctx.txn_coordinator
     if coordinator is None:
@@ -29,16 +30,23 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     else:
         if any(ctx.topics.partition_count(t) is None for t, _ in partitions):
             ctx.refresh_cluster()
+        coordinator.take_appended()  # only this request's state writes are waited for
         results = coordinator.add_partitions(
             body["V3AndBelowTransactionalId"],
             body["V3AndBelowProducerId"],
             body["V3AndBelowProducerEpoch"],
             partitions,
         )
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), code in results.items():
-        topics.setdefault(topic, []).append({"PartitionIndex": partition, "PartitionErrorCode": code})
-    return {
-        "ThrottleTimeMs": 0,
-        "ResultsByTopicV3AndBelow": [{"Name": t, "ResultsByPartition": ps} for t, ps in topics.items()],
-    }
+
+    def answer(failed: ErrorCode | None) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), code in results.items():
+            topics.setdefault(topic, []).append(
+                {"PartitionIndex": partition, "PartitionErrorCode": failed or code}
+            )
+        return {
+            "ThrottleTimeMs": 0,
+            "ResultsByTopicV3AndBelow": [{"Name": t, "ResultsByPartition": ps} for t, ps in topics.items()],
+        }
+
+    return answer_after_state_write(ctx, answer)

@@ -12,6 +12,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, end_txn
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.transactions import answer_after_state_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -20,12 +21,13 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.txn_coordinator
     if coordinator is None:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
+        coordinator.take_appended()  # only this request's state writes are waited for
         code = coordinator.end_txn(
             body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["Committed"]
         )
-    return {"ThrottleTimeMs": 0, "ErrorCode": code}
+    return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})

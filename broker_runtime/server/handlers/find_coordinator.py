@@ -1,9 +1,11 @@
-"""FindCoordinator (key 10, v0-4): the transaction coordinator is this broker; there is no group coordinator.
+"""FindCoordinator (key 10, v0-4): the transaction coordinator of a transactional id; there is no group
+coordinator.
 
 Key type 1 (transaction): a single node answers itself for every transactional id (it hosts every partition of
-``__transaction_state``). In a cluster the coordinator of an id would be the leader of its
-``__transaction_state`` partition (Kafka's ``abs(hashCode) % transaction.state.log.num.partitions``); the
-coordinator does not run there yet, so the answer is COORDINATOR_NOT_AVAILABLE with a message.
+``__transaction_state``). In a cluster the coordinator of an id is the leader of its ``__transaction_state``
+partition (Kafka's ``abs(hashCode) % transaction.state.log.num.partitions``), from this node's cluster metadata;
+the first such lookup creates the topic (see :mod:`broker_runtime.server.transactions`); while the partition has
+no live leader the answer is COORDINATOR_NOT_AVAILABLE (retriable). v4 answers each key of the batch.
 
 Key type 0 (group): COORDINATOR_NOT_AVAILABLE and a message, so group-based clients back off instead of failing
 hard; clients that use ``assign()`` never need a coordinator. Why advertise the API at all for groups:
@@ -18,6 +20,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, find_coordinator
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.transactions import coordinator_node
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -27,33 +30,27 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 _NO_GROUPS = "this broker has no group coordinator; use assign() with explicit offsets"
-_NO_TXN = "the transaction coordinator does not run in a cluster yet (single-node brokers only)"
+_NO_TXN_LEADER = "the __transaction_state partition of this transactional id has no live leader now"
 
 
-def _answer(ctx: BrokerContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type == find_coordinator.KEY_TYPE_TRANSACTION and ctx.txn_coordinator is not None:
-        return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
-    message = _NO_TXN if key_type == find_coordinator.KEY_TYPE_TRANSACTION else _NO_GROUPS
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE, message, -1, "", -1
+        if ctx.config.cluster_dir is None:
+            return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+        code, node, host, port = coordinator_node(ctx, key)
+        return code, None if code == ErrorCode.NONE else _NO_TXN_LEADER, node, host, port
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_GROUPS, -1, "", -1
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    code, message, node, host, port = _answer(ctx, body["KeyType"])
     if header.api_version >= 4:
         return {
             "ThrottleTimeMs": 0,
             "Coordinators": [
-                {
-                    "Key": key,
-                    "NodeId": node,
-                    "Host": host,
-                    "Port": port,
-                    "ErrorCode": code,
-                    "ErrorMessage": message,
-                }
-                for key in body["CoordinatorKeys"]
+                _coordinator(key, *_answer(ctx, body["KeyType"], key)) for key in body["CoordinatorKeys"]
             ],
         }
+    code, message, node, host, port = _answer(ctx, body["KeyType"], body["Key"])
     return {
         "ThrottleTimeMs": 0,
         "ErrorCode": code,
@@ -61,4 +58,17 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         "NodeId": node,
         "Host": host,
         "Port": port,
+    }
+
+
+def _coordinator(
+    key: str, code: ErrorCode, message: str | None, node: int, host: str, port: int
+) -> dict[str, Any]:
+    return {
+        "Key": key,
+        "NodeId": node,
+        "Host": host,
+        "Port": port,
+        "ErrorCode": code,
+        "ErrorMessage": message,
     }

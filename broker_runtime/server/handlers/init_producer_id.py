@@ -19,6 +19,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode, StorageError, WaitTimeoutError
 from broker_runtime.protocol.messages import RequestHeader, init_producer_id
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.transactions import answer_after_state_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -30,7 +31,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     txn_id = body["TransactionalId"]
     if txn_id is not None:
         coordinator = ctx.txn_coordinator
@@ -43,15 +44,19 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 "an empty transactional id is invalid" if txn_id == "" else "no transaction coordinator here",
             )
             return {"ThrottleTimeMs": 0, "ErrorCode": code, "ProducerId": -1, "ProducerEpoch": -1}
+        coordinator.take_appended()  # only this request's state writes are waited for
         result = coordinator.init_producer_id(
             txn_id, body["TransactionTimeoutMs"], body["ProducerId"], body["ProducerEpoch"]
         )
-        return {
-            "ThrottleTimeMs": 0,
-            "ErrorCode": result.error,
-            "ProducerId": result.producer_id,
-            "ProducerEpoch": result.producer_epoch,
-        }
+        return answer_after_state_write(
+            ctx,
+            lambda failed: {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": failed or result.error,
+                "ProducerId": -1 if failed else result.producer_id,
+                "ProducerEpoch": -1 if failed else result.producer_epoch,
+            },
+        )
     try:
         producer_id = ctx.next_producer_id()
     except (WaitTimeoutError, StorageError, OSError) as exc:

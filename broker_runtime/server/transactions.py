@@ -1,0 +1,436 @@
+"""The transaction coordinator in a cluster: the server's side of it (the coordinator logic itself lives in
+:mod:`broker_runtime.coordinator.transaction`).
+
+* **Placement** (:func:`ensure_state_topic`, :func:`coordinator_node`): the coordinator of a transactional id
+  is the leader of its ``__transaction_state`` partition (``abs(hashCode) % transaction.state.log.num.partitions``).
+  The topic is created on the first transactional FindCoordinator with
+  ``min(transaction.state.log.replication.factor, unfenced brokers)`` replicas (WARNING when fewer than asked)
+  and ``min.insync.replicas = transaction.state.log.min.isr``.
+* **Ownership** (:meth:`ClusterTransactions.apply_view`): after every metadata change, each partition of the
+  topic that this node now leads is loaded (its local replica replayed; Prepare states completed by re-sending
+  markers) with the partition's leader epoch as coordinator epoch, and each one it stopped leading is dropped
+  (NOT_COORDINATOR from then on). Loading is synchronous on the event loop, so no request sees a half-loaded
+  partition (Kafka answers COORDINATOR_LOAD_IN_PROGRESS in that window; here there is none).
+* **State writes** (:meth:`ClusterTransactions.append_state`): an append to the leader's replica with acks=-1
+  rules (leadership confirmed, NOT_ENOUGH_REPLICAS under the minimum ISR); the request handlers answer only once
+  the records are replicated (:func:`answer_after_state_write`: NOT_COORDINATOR when leadership moved meanwhile,
+  COORDINATOR_NOT_AVAILABLE when the ISR shrank or the wait timed out; the client retries).
+* **Markers** (:class:`MarkerSender`): in the background, once the Prepare record is replicated, one
+  WriteTxnMarkers request per partition leader (this node's own partitions are appended directly, with the same
+  rules), carrying the coordinator epoch. Retriable failures (no leader, NOT_LEADER_OR_FOLLOWER, the ISR under
+  the minimum, timeouts, a dead or unreachable leader) are retried every ``RETRY_BACKOFF_MS`` with fresh metadata,
+  never dropped; UNKNOWN_TOPIC_OR_PARTITION (topic deleted) is reported to the coordinator, which drops that
+  marker with a WARNING as Kafka does; TRANSACTION_COORDINATOR_FENCED / INVALID_PRODUCER_EPOCH, or this node
+  losing the partition, stop the sender (the current coordinator completes the transaction). Tests only:
+  while the file named by ``pylog.test.transaction.markers.hold.file`` exists, markers wait (after the Prepare
+  record is replicated), so a test can kill a node at that point.
+
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from broker_runtime.errors import ErrorCode, KafkaError, PylogError
+from broker_runtime.protocol.client_connection import ClientConnection
+from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.records import CONTROL_COMMIT
+from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.replica_manager import AppendResult
+from broker_runtime.server.replicated import wait_replicated
+from broker_runtime.server.topics import TopicError
+
+__all__ = [
+    "RETRY_BACKOFF_MS",
+    "ClusterTransactions",
+    "answer_after_state_write",
+    "coordinator_node",
+    "ensure_state_topic",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Wait between rounds of marker retries (Kafka's coordinator retries its marker requests as its sender loops).
+RETRY_BACKOFF_MS = 100
+#: How long a state write or a marker request may wait for replication before it counts as failed.
+REPLICATION_TIMEOUT_MS = 30_000
+#: A marker request to another broker without an answer for this long is retried (connection dropped).
+REQUEST_TIMEOUT_S = REPLICATION_TIMEOUT_MS / 1000 + 5
+_WRITE_TXN_MARKERS_VERSION = 1
+_RETRIABLE_MARKER_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+_STOP_MARKER_ERRORS = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
+
+TopicPartition = tuple[str, int]
+
+
+def ensure_state_topic(ctx: BrokerContext) -> None:
+    """Create ``__transaction_state`` in the cluster metadata if it does not exist (see the module docstring)."""
+    cfg = ctx.config
+    if ctx.cluster.view.topics.get(TRANSACTION_STATE_TOPIC) is not None:
+        return
+    unfenced = [b for b in ctx.cluster.view.brokers.values() if not b.fenced]
+    replication = min(cfg.transaction_state_log_replication_factor, max(1, len(unfenced)))
+    if replication < cfg.transaction_state_log_replication_factor:
+        _log.warning(
+            "creating %s with replication factor %d: transaction.state.log.replication.factor=%d but only %d "
+            "broker(s) are registered and unfenced",
+            TRANSACTION_STATE_TOPIC,
+            replication,
+            cfg.transaction_state_log_replication_factor,
+            len(unfenced),
+        )
+    configs = {
+        "cleanup.policy": "compact",
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+        "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
+    }
+    try:
+        ctx.cluster.create_topic(
+            TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions, replication, configs
+        )
+    except TopicError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            _log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+    ctx.refresh_cluster()
+
+
+def coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[ErrorCode, int, str, int]:
+    """(error, node id, host, port) of the coordinator of ``transactional_id`` in the cluster metadata."""
+    coordinator = ctx.txn_coordinator
+    assert coordinator is not None
+    topic = ctx.cluster.view.topics.get(TRANSACTION_STATE_TOPIC)
+    if topic is None:
+        ensure_state_topic(ctx)
+        topic = ctx.cluster.view.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    index = coordinator.partition_for(transactional_id)
+    if index >= len(topic.partitions):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    leader = topic.partitions[index].leader
+    broker = ctx.cluster.view.brokers.get(leader)
+    if leader < 0 or broker is None or broker.fenced:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, leader, broker.host, broker.port
+
+
+def answer_after_state_write(ctx: BrokerContext, body: Callable[[ErrorCode | None], dict[str, Any]]) -> Any:
+    """The handler's answer: ``body(None)`` at once, or, in a cluster after the coordinator appended to
+    ``__transaction_state``, a future of ``body(None)`` once those appends are replicated, else of
+    ``body(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``."""
+    coordinator = ctx.txn_coordinator
+    appended = set() if coordinator is None else coordinator.take_appended()
+    if not appended or ctx.config.cluster_dir is None:
+        return body(None)
+    targets: dict[TopicPartition, AppendResult] = {}
+    for index in appended:
+        partition = ctx.replicas.partition(TRANSACTION_STATE_TOPIC, index)
+        if partition is None:
+            return body(ErrorCode.NOT_COORDINATOR)
+        end = partition.log.log_end_offset
+        targets[(TRANSACTION_STATE_TOPIC, index)] = AppendResult(ErrorCode.NONE, required_offset=end)
+    waiting = wait_replicated(ctx, REPLICATION_TIMEOUT_MS, targets)
+
+    async def answer() -> dict[str, Any]:
+        final = await waiting
+        codes = set(final.values()) - {ErrorCode.NONE}
+        if not codes:
+            return body(None)
+        _log.warning(
+            "transaction state write not replicated (%s); answering the client with a retriable error",
+            ", ".join(sorted(c.name for c in codes)),
+        )
+        if ErrorCode.NOT_LEADER_OR_FOLLOWER in codes:
+            return body(ErrorCode.NOT_COORDINATOR)
+        return body(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    return asyncio.ensure_future(answer())
+
+
+class ClusterTransactions:
+    """The cluster side of one node's transaction coordinator: ownership, replicated state writes, markers."""
+
+    def __init__(self, ctx_ref: Callable[[], BrokerContext | None], node_id: int) -> None:
+        self._ctx_ref = ctx_ref
+        self._node_id = node_id
+        self.coordinator: TransactionCoordinator | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _ctx(self) -> BrokerContext:
+        ctx = self._ctx_ref()
+        assert ctx is not None, "the broker context is set before any request or metadata change"
+        return ctx
+
+    # -- ownership --------------------------------------------------------------------------------------------
+
+    def apply_view(self, view: Any) -> None:
+        """Load the ``__transaction_state`` partitions this node now leads, drop the ones it stopped leading."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        topic = view.topics.get(TRANSACTION_STATE_TOPIC)
+        owned = coordinator.owned_partitions
+        leading: dict[int, int] = {}
+        if topic is not None:
+            for index, info in enumerate(topic.partitions):
+                if info.leader == self._node_id:
+                    leading[index] = info.leader_epoch
+        for index in owned:
+            if index not in leading:
+                coordinator.resign(index)
+        for index, epoch in leading.items():
+            if owned.get(index) != epoch:
+                coordinator.become_leader(index, epoch)
+
+    # -- state writes -----------------------------------------------------------------------------------------
+
+    def append_state(self, partition: int, batch: bytes) -> None:
+        """Append one ``__transaction_state`` batch as leader with acks=-1 checks; raises KafkaError."""
+        result = self._ctx().replicas.append(TRANSACTION_STATE_TOPIC, partition, bytearray(batch), 9, acks=-1)
+        if result.error != ErrorCode.NONE:
+            raise KafkaError(
+                result.error,
+                f"{TRANSACTION_STATE_TOPIC}-{partition}: {result.message or ErrorCode(result.error).name}",
+            )
+
+    # -- markers ----------------------------------------------------------------------------------------------
+
+    def send_markers(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        control_type: int,
+        partitions: list[TopicPartition],
+        state_partition: int,
+        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
+    ) -> None:
+        """The coordinator's :data:`~broker_runtime.coordinator.transaction.MarkerSender` (see the module)."""
+        task = self._ctx().loop.create_task(
+            self._send(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                control_type,
+                partitions,
+                state_partition,
+                done,
+            )
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _still_coordinator(self, state_partition: int, coordinator_epoch: int) -> bool:
+        return self.coordinator is not None and self.coordinator.owns(state_partition, coordinator_epoch)
+
+    async def _send(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        control_type: int,
+        partitions: list[TopicPartition],
+        state_partition: int,
+        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
+    ) -> None:
+        ctx = self._ctx()
+        name = "COMMIT" if control_type == CONTROL_COMMIT else "ABORT"
+        try:
+            # 1. The Prepare record must be replicated before any marker: a successor must find the decision.
+            while True:
+                if not self._still_coordinator(state_partition, coordinator_epoch):
+                    done(None)
+                    return
+                replica = ctx.replicas.partition(TRANSACTION_STATE_TOPIC, state_partition)
+                if replica is None:
+                    done(None)
+                    return
+                target = {
+                    (TRANSACTION_STATE_TOPIC, state_partition): AppendResult(
+                        ErrorCode.NONE, required_offset=replica.log.log_end_offset
+                    )
+                }
+                final = await wait_replicated(ctx, REPLICATION_TIMEOUT_MS, target)
+                if set(final.values()) == {ErrorCode.NONE}:
+                    break
+                await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+            hold = ctx.config.test_transaction_markers_hold_file
+            while hold and os.path.exists(hold):  # fault injection for tests: markers held back
+                if not self._still_coordinator(state_partition, coordinator_epoch):
+                    done(None)
+                    return
+                await asyncio.sleep(0.05)
+            # 2. One marker per partition, through its current leader, until each is written.
+            pending = set(partitions)
+            results: dict[TopicPartition, ErrorCode] = {}
+            last_errors: dict[TopicPartition, str] = {}
+            warned = False
+            rounds = 0
+            while pending:
+                if not self._still_coordinator(state_partition, coordinator_epoch):
+                    done(None)
+                    return
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in sorted(pending):
+                    by_leader.setdefault(self._leader_of(tp), []).append(tp)
+                for leader, tps in by_leader.items():
+                    if leader < 0:
+                        for tp in tps:
+                            last_errors[tp] = "no leader"
+                        continue
+                    codes = await self._write(
+                        leader, producer_id, producer_epoch, coordinator_epoch, control_type, tps
+                    )
+                    for tp, code in codes.items():
+                        if code == ErrorCode.NONE or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            results[tp] = code
+                            pending.discard(tp)
+                        elif code in _STOP_MARKER_ERRORS:
+                            _log.warning(
+                                "transactional id %r: %s marker for %s-%d refused with %s (coordinator epoch %d "
+                                "superseded); leaving the transaction to the current coordinator",
+                                transactional_id,
+                                name,
+                                tp[0],
+                                tp[1],
+                                code.name,
+                                coordinator_epoch,
+                            )
+                            done(None)
+                            return
+                        else:
+                            last_errors[tp] = code.name
+                if pending:
+                    rounds += 1
+                    if rounds >= 20 and not warned:  # about 2 s of retries: say so once, keep retrying
+                        warned = True
+                        _log.warning(
+                            "transactional id %r: %s markers still pending for %s; retrying until written",
+                            transactional_id,
+                            name,
+                            ", ".join(
+                                f"{t}-{p} ({last_errors.get((t, p), '?')})" for t, p in sorted(pending)
+                            ),
+                        )
+                    await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
+                    ctx.refresh_cluster()
+            if warned:
+                _log.warning("transactional id %r: %s markers written after retries", transactional_id, name)
+            done(results)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _log.exception(
+                "transactional id %r: marker sender failed; the periodic check retries", transactional_id
+            )
+            done({tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions})
+
+    def _leader_of(self, tp: TopicPartition) -> int:
+        view = self._ctx().cluster.view
+        topic = view.topics.get(tp[0])
+        if topic is None or tp[1] >= len(topic.partitions):
+            return self._node_id  # unknown here: ask ourselves, which answers UNKNOWN_TOPIC_OR_PARTITION
+        leader: int = topic.partitions[tp[1]].leader
+        broker = view.brokers.get(leader)
+        return -1 if broker is None or broker.fenced else leader
+
+    async def _write(
+        self,
+        leader: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        control_type: int,
+        tps: list[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        ctx = self._ctx()
+        if leader == self._node_id:
+            appended = {
+                tp: ctx.replicas.write_txn_marker(
+                    tp[0], tp[1], producer_id, producer_epoch, coordinator_epoch, control_type, acks=-1
+                )
+                for tp in tps
+            }
+            return await wait_replicated(ctx, REPLICATION_TIMEOUT_MS, appended)
+        topics: dict[str, list[int]] = {}
+        for topic, index in tps:
+            topics.setdefault(topic, []).append(index)
+        body = {
+            "Markers": [
+                {
+                    "ProducerId": producer_id,
+                    "ProducerEpoch": producer_epoch,
+                    "TransactionResult": control_type == CONTROL_COMMIT,
+                    "Topics": [{"Name": t, "PartitionIndexes": ps} for t, ps in topics.items()],
+                    "CoordinatorEpoch": coordinator_epoch,
+                }
+            ]
+        }
+        broker = ctx.cluster.view.brokers.get(leader)
+        if broker is None:
+            return dict.fromkeys(tps, ErrorCode.LEADER_NOT_AVAILABLE)
+        try:
+            answer = await asyncio.wait_for(
+                self._round_trip(broker.host, broker.port, body), REQUEST_TIMEOUT_S
+            )
+        except (OSError, TimeoutError, PylogError) as exc:
+            _log.info("WriteTxnMarkers to node %d at %s:%d failed: %s", leader, broker.host, broker.port, exc)
+            return dict.fromkeys(tps, ErrorCode.LEADER_NOT_AVAILABLE)
+        codes: dict[TopicPartition, ErrorCode] = dict.fromkeys(tps, ErrorCode.UNKNOWN_SERVER_ERROR)
+        for marker in answer["Markers"]:
+            for topic in marker["Topics"]:
+                for part in topic["Partitions"]:
+                    codes[(topic["Name"], part["PartitionIndex"])] = ErrorCode(part["ErrorCode"])
+        return codes
+
+    async def _round_trip(self, host: str, port: int, body: dict[str, Any]) -> dict[str, Any]:
+        """One WriteTxnMarkers request on a connection of its own."""
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            state = ClientConnection(f"pylog-txn-coordinator-{self._node_id}")
+            _, chunks = state.send_request(ApiKey.WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, body)
+            writer.writelines(chunks)
+            await writer.drain()
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    raise ConnectionError("connection closed before the answer")
+                responses = state.receive_data(data)
+                if responses:
+                    answer: dict[str, Any] = responses[-1].body
+                    return answer
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
