@@ -82,7 +82,8 @@ def _latency(spark: Any, bootstrap: str, logs: str, tmp: str, seconds: float, ra
                 sent += 1
             producer.poll(0)
             time.sleep(0.002)
-        producer.flush(30)
+        if producer.flush(30):
+            raise RuntimeError("the latency producer could not deliver everything within 30 s")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with lock:
@@ -91,6 +92,8 @@ def _latency(spark: Any, bootstrap: str, logs: str, tmp: str, seconds: float, ra
             time.sleep(0.05)
     finally:
         query.stop()
+    if len(latencies) != sent:
+        raise RuntimeError(f"the latency query saw {len(latencies)} rows of the {sent} sent")
     return latencies
 
 
