@@ -1,4 +1,4 @@
-"""The ``pylog`` Python data source: Spark's Kafka source schema, the batch writer and the streaming sink.
+"""The ``pylog`` Python data source: Spark's Kafka source schema, the batch and streaming readers and writers.
 
 Where and when each method runs:
 
@@ -14,6 +14,8 @@ Where and when each method runs:
   commit; a new writer each time): exactly-once needs the query's ``checkpointLocation`` option (see
   :mod:`spark_kafka_log.stream_writer`).
 * :meth:`PylogDataSource.reader` -- **driver**, once per read; built by :mod:`spark_kafka_log.reader`.
+* :meth:`PylogDataSource.streamReader` -- **driver**, once per streaming query run (``readStream``); built by
+  :mod:`spark_kafka_log.stream_reader`.
 
 Save modes: ``append`` only. ``overwrite`` is rejected (a Kafka topic is an append-only log, as Spark's
 Kafka sink says); pyspark itself rejects ``error``/``ignore`` and a missing mode for Python data sources.
@@ -24,6 +26,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
 )
@@ -58,6 +61,12 @@ class PylogDataSource(DataSource):
         from spark_kafka_log.reader import create_reader
 
         return create_reader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """Driver: the micro-batch reader of ``readStream`` (see :mod:`spark_kafka_log.stream_reader`)."""
+        from spark_kafka_log.stream_reader import create_stream_reader
+
+        return create_stream_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:

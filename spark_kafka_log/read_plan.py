@@ -1,14 +1,15 @@
 """Read planning: which topic partitions a query reads and which concrete offset ranges, split into Spark tasks.
 
 Where this runs: the **driver** (the planner's Python worker), from the reader's ``partitions()``, once per batch
-query; a streaming reader plans each micro-batch with the same pieces. It talks to the broker (Metadata,
+query; the streaming reader (:mod:`spark_kafka_log.stream_plan`) resolves its offsets and turns each micro-batch's
+ranges into tasks with the same pieces (:func:`list_offsets`, :func:`resolve_bound`, :func:`input_partitions`). It talks to the broker (Metadata,
 ListOffsets; timestamps through the broker's time index) over one client it opens and closes.
 
 Steps (Spark's Kafka source rules for batch queries):
 
 1. :func:`selected_partitions` -- ``assign`` (every named partition must exist), ``subscribe`` (every topic must
-   exist) or ``subscribePattern`` (a regex matched against the whole name); unknown ones raise
-   :class:`~broker_runtime.errors.UnknownTopicError`;
+   exist; a stream waits for them) or ``subscribePattern`` (a regex found anywhere in the name, as Java's
+   ``Matcher.find`` in Spark's Kafka source); unknown ones raise :class:`~broker_runtime.errors.UnknownTopicError`;
 2. :func:`plan_ranges` -- resolve the starting and ending bounds (earliest / latest / per-partition offsets /
    timestamps) to offsets, check them against the log's [earliest, latest] (``failOnDataLoss``: raise
    :class:`~broker_runtime.errors.DataLossError` naming topic, partition and range, or log a warning on
@@ -54,7 +55,10 @@ __all__ = [
     "TopicPartition",
     "plan_input_partitions",
     "plan_ranges",
+    "input_partitions",
+    "list_offsets",
     "resolve_bootstrap",
+    "resolve_bound",
     "selected_partitions",
     "split_ranges",
 ]
@@ -82,11 +86,18 @@ def plan_input_partitions(options: ReaderOptions, pushed: PushedFilters) -> list
     bootstrap = resolve_bootstrap(options)
     client = reader_client(bootstrap, options)
     try:
-        ranges = plan_ranges(client, options, pushed)
-        log_dirs = options.effective_log_dirs()
-        replicated = _replicated(client, {(t, p) for t, p, s, e in ranges if e > s}) if log_dirs else {}
+        return input_partitions(client, options, bootstrap, plan_ranges(client, options, pushed))
     finally:
         client.close()
+
+
+def input_partitions(
+    client: KafkaClient, options: ReaderOptions, bootstrap: str, ranges: list[OffsetRange]
+) -> list[PylogInputPartition]:
+    """Driver: resolved ranges -> the Spark tasks that read them (split as Spark's KafkaOffsetRangeCalculator;
+    replicated partitions get no log dirs, so they are fetched from their leaders). Batch and stream alike."""
+    log_dirs = options.effective_log_dirs()
+    replicated = _replicated(client, {(t, p) for t, p, s, e in ranges if e > s}) if log_dirs else {}
     if replicated:
         names = ", ".join(f"{t}-{p} ({n} replicas)" for (t, p), n in sorted(replicated.items()))
         why = (
@@ -135,7 +146,13 @@ def _partitions_by_topic(client: KafkaClient, topics: list[str] | None) -> dict[
 
 
 def selected_partitions(client: KafkaClient, options: ReaderOptions) -> list[TopicPartition]:
-    """The topic partitions named by ``assign`` / ``subscribe`` / ``subscribePattern``, sorted."""
+    """The topic partitions named by ``assign`` / ``subscribe`` / ``subscribePattern``, sorted.
+
+    ``subscribePattern`` selects every non-internal topic in which the regex matches somewhere, as Spark's
+    Kafka source does (Java's ``Matcher.find``: ``"events"`` selects ``events`` and ``old-events-2``; anchor it,
+    ``"^events$"``, for the whole name). A stream (``options.streaming``) subscribed to topics that do not exist
+    yet reads nothing from them until they appear, as a Kafka consumer's ``subscribe`` does; a batch query fails.
+    """
     if options.assign is not None:
         known = _partitions_by_topic(client, sorted({t for t, _ in options.assign}))
         for t, p in options.assign:
@@ -150,20 +167,25 @@ def selected_partitions(client: KafkaClient, options: ReaderOptions) -> list[Top
     if options.subscribe is not None:
         known = _partitions_by_topic(client, list(options.subscribe))
         missing = [t for t in options.subscribe if known.get(t) is None]
-        if missing:
+        if missing and not options.streaming:
             raise UnknownTopicError(
                 f"option 'subscribe': topic(s) {', '.join(map(repr, missing))} do not exist on the broker"
             )
-        return sorted((t, p) for t in options.subscribe for p in known[t] or [])
+        return sorted((t, p) for t in options.subscribe for p in known.get(t) or [])
     assert options.subscribe_pattern is not None
     pattern = re.compile(options.subscribe_pattern)
     known = _partitions_by_topic(client, None)
-    return sorted((t, p) for t, parts in known.items() if parts and pattern.fullmatch(t) for p in parts)
+    return sorted((t, p) for t, parts in known.items() if parts and pattern.search(t) for p in parts)
 
 
-def _list(
+def list_offsets(
     client: KafkaClient, options: ReaderOptions, tps: Iterable[TopicPartition], timestamp: int
 ) -> dict[TopicPartition, int]:
+    """ListOffsets of ``tps`` at ``timestamp`` (-2 earliest, -1 latest: with read_committed the last stable
+    offset) -> offset per partition."""
+    tps = list(tps)
+    if not tps:
+        return {}
     found = client.list_offsets({tp: timestamp for tp in tps}, isolation_level=options.isolation_level_code)
     return {tp: r[0] for tp, r in found.items()}
 
@@ -173,10 +195,12 @@ def plan_ranges(client: KafkaClient, options: ReaderOptions, pushed: PushedFilte
     all_tps = selected_partitions(client, options)
     if not all_tps:
         return []
-    earliest = _list(client, options, all_tps, EARLIEST_TIMESTAMP)
-    latest = _list(client, options, all_tps, LATEST_TIMESTAMP)  # read_committed: the last stable offset
-    starts = _resolve(client, options, all_tps, options.starting, earliest, latest, starting=True)
-    ends = _resolve(client, options, all_tps, options.ending, earliest, latest, starting=False)
+    earliest = list_offsets(client, options, all_tps, EARLIEST_TIMESTAMP)
+    latest = list_offsets(
+        client, options, all_tps, LATEST_TIMESTAMP
+    )  # read_committed: the last stable offset
+    starts = resolve_bound(client, options, all_tps, options.starting, earliest, latest, starting=True)
+    ends = resolve_bound(client, options, all_tps, options.ending, earliest, latest, starting=False)
 
     tps = all_tps if pushed.partitions is None else [tp for tp in all_tps if tp[1] in pushed.partitions]
     ranges: list[OffsetRange] = []
@@ -215,7 +239,7 @@ _BOUND_OPTION = {
 }
 
 
-def _resolve(
+def resolve_bound(
     client: KafkaClient,
     options: ReaderOptions,
     tps: list[TopicPartition],

@@ -14,6 +14,9 @@ Where each piece runs and when (PySpark's Python Data Source lifecycle):
 * :meth:`PylogReader.read` -- **executors**, once per input partition:
   :func:`spark_kafka_log.read_task.read_range`.
 
+The streaming reader (``readStream``) is :mod:`spark_kafka_log.stream_reader`; both share the planner's pieces and
+the read task.
+
 The reader object is pickled by PySpark before ``partitions()`` runs, so everything an executor needs travels
 in the input partitions, not in attributes set during planning.
 """
@@ -26,13 +29,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from broker_runtime.errors import ConfigError
 from spark_kafka_log.input_partition import PylogInputPartition
 from spark_kafka_log.pushdown import PushedFilters, push_filter
 from spark_kafka_log.read_plan import plan_input_partitions
 from spark_kafka_log.read_task import read_range
 from spark_kafka_log.reader_options import ReaderOptions, parse_reader_options
-from spark_kafka_log.schema import arrow_schema, reader_schema
+from spark_kafka_log.schema import arrow_schema, checked_reader_schema, reader_schema
 from spark_kafka_log.spark_compat import reader_pushdown_choice
 
 __all__ = [
@@ -82,11 +84,6 @@ def create_reader(options: Mapping[str, str], schema: StructType | None = None) 
     Kafka source rejects it.
     """
     parsed = parse_reader_options(options)
-    expected = reader_schema(parsed.include_headers)
-    if schema is not None and [f.name for f in schema.fields] != [f.name for f in expected.fields]:
-        raise ConfigError(
-            "the pylog source has a fixed schema and cannot be read with a custom one; expected "
-            f"{expected.simpleString()}, got {schema.simpleString()}"
-        )
+    expected = checked_reader_schema(parsed.include_headers, schema)
     cls = PylogPushdownReader if reader_pushdown_choice() else PylogReader
     return cls(parsed, expected)

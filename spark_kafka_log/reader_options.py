@@ -10,8 +10,8 @@ Spark hands a Python data source its options with lower-cased keys, so every nam
 
 Option families (as Spark's Kafka source, batch queries):
 
-* exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a regex that must match the
-  WHOLE topic name, as Java's ``Pattern.matches``) or ``assign`` (JSON ``{"t": [0, 1]}``);
+* exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a regex found anywhere in the topic
+  name, as Spark's Kafka source uses Java's ``Matcher.find``; anchor it with ``^...$`` for the whole name) or ``assign`` (JSON ``{"t": [0, 1]}``);
 * where to start: ``startingTimestamp`` (ms, all partitions) beats ``startingOffsetsByTimestamp`` (JSON
   ``{"t": {"0": ms}}``) beats ``startingOffsets`` (``earliest`` (default) or JSON ``{"t": {"0": 23}}``
   with -2 = earliest); ``latest`` / -1 are rejected for batch queries, as Spark does;
@@ -20,6 +20,11 @@ Option families (as Spark's Kafka source, batch queries):
 * ``startingOffsetsByTimestampStrategy``: ``error`` (default: no offset with a timestamp >= t fails the
   query) or ``latest`` (such partitions start at the latest offset, i.e. read nothing);
 * ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``, ``includeHeaders``;
+* streams (``parse_reader_options(..., streaming=True)``, ``spark.readStream``): ``startingOffsets`` defaults to
+  ``latest`` and takes ``earliest`` / ``latest`` / JSON with -2 and -1; the ending options are rejected ("not valid
+  in streaming queries", as Spark); ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
+  (a Spark duration such as ``15m``, the default) limit each micro-batch (see
+  :mod:`spark_kafka_log.stream_reader`); batch reads parse and ignore them, as Spark does;
 * ``kafka.bootstrap.servers``; absent = the embedded broker of ``pylog.dataDir`` (``$PYLOG_DATA_DIR``,
   ``./pylog-data``), exactly as the writer resolves it. Other ``kafka.*`` consumer settings understood:
   ``client.id``, ``request.timeout.ms``, ``max.partition.fetch.bytes``, ``fetch.max.bytes``,
@@ -129,6 +134,10 @@ class ReaderOptions:
     default_api_timeout_ms: int = 60000
     retry_backoff_ms: int = 100
     isolation_level: str = "read_uncommitted"
+    streaming: bool = False
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
 
     @property
     def read_committed(self) -> bool:
@@ -227,12 +236,15 @@ _BOUNDS = {
 _SENTINELS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 
 
-def _bound(opts: Mapping[str, str], side: str) -> OffsetBound:
+def _bound(opts: Mapping[str, str], side: str, *, streaming: bool = False) -> OffsetBound:
     """Where to start (``side="starting"``) or stop (``"ending"``): ``<side>Timestamp`` beats
     ``<side>OffsetsByTimestamp`` beats ``<side>Offsets``. The other end's bound (``latest`` / -1 to start,
-    ``earliest`` / -2 to end) is rejected, as Spark does for batch queries.
+    ``earliest`` / -2 to end) is rejected, as Spark does for batch queries. A stream starts at ``latest`` by
+    default and takes both ``earliest`` and ``latest`` (and -2 / -1 in JSON), as Spark's Kafka source.
     """
     default, rejected, example = _BOUNDS[side]
+    if streaming:
+        default, rejected = "latest", ""
     ts = opts.get(f"{side}timestamp")
     if ts is not None:
         return OffsetBound("timestamp", timestamp=_timestamp(ts, f"{side}Timestamp"))
@@ -246,14 +258,24 @@ def _bound(opts: Mapping[str, str], side: str) -> OffsetBound:
     if raw is None or str(raw).strip().lower() == default:
         return OffsetBound(default)
     text = str(raw).strip()
+    if streaming and text.lower() == "earliest":
+        return OffsetBound("earliest")
     if text.lower() == rejected:
         raise ConfigError(f"option {name!r}: {side} offset can't be {rejected} for batch queries")
     if not text.startswith("{"):
         raise ConfigError(
-            f"option {name!r}: {raw!r} is not supported; allowed: {default} or a JSON object such as {example}"
+            f"option {name!r}: {raw!r} is not supported; allowed: "
+            + ("earliest, latest" if streaming else default)
+            + f" or a JSON object such as {example}"
         )
     offsets = _parse_partition_map(text, name, "offset")
     for t, p, v in offsets:
+        if streaming:
+            if v < EARLIEST_TIMESTAMP:
+                raise ConfigError(
+                    f"option {name!r}: offset {v} for {t}-{p} is invalid; use >= 0, -2 (earliest) or -1 (latest)"
+                )
+            continue
         if v == _SENTINELS[rejected]:
             raise ConfigError(
                 f"option {name!r}: {side} offset for {t}-{p} can't be {rejected} ({v}) for batch queries"
@@ -277,9 +299,38 @@ def _timestamp(raw: str, name: str) -> int:
     return value
 
 
-def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
-    """Parse and validate the options of one read (driver side). Keys are matched case-insensitively."""
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(raw: str, name: str) -> int:
+    """A Spark time string (``100ms``, ``5s``, ``15m``, ``1h``, ``2d``; a bare number is ms) in milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(raw).lower())
+    if m is None or m.group(2) not in ("", *_DURATION_UNITS):
+        raise ConfigError(
+            f"option {name!r}: {raw!r} is not a duration; use e.g. 100ms, 5s, 15m, 1h (a bare number is ms)"
+        )
+    return int(m.group(1)) * _DURATION_UNITS.get(m.group(2) or "ms", 1)
+
+
+#: Options that end a batch query's range; a stream has no end (Spark: "not valid in streaming queries").
+_ENDING_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+
+
+def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False) -> ReaderOptions:
+    """Parse and validate the options of one read (driver side). Keys are matched case-insensitively.
+
+    ``streaming``: the options of ``spark.readStream`` (``startingOffsets`` defaults to ``latest``, ending
+    options are rejected, the trigger limits ``maxOffsetsPerTrigger`` / ``minOffsetsPerTrigger`` /
+    ``maxTriggerDelay`` apply)."""
     opts = lower_keys(options)
+    if streaming:
+        for name in _ENDING_OPTIONS:
+            if name.lower() in opts:
+                raise ConfigError(
+                    f"option {name!r} is not valid in streaming queries (as in Spark's Kafka source): a stream "
+                    "reads on as data arrives; use Trigger.AvailableNow to stop at the offsets that are latest "
+                    "when the query starts"
+                )
 
     reject_unknown_keys(
         opts,
@@ -331,8 +382,8 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,
-        starting=_bound(opts, "starting"),
-        ending=_bound(opts, "ending"),
+        starting=_bound(opts, "starting", streaming=streaming),
+        ending=OffsetBound("latest") if streaming else _bound(opts, "ending"),
         starting_by_timestamp_strategy=strategy,
         fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
         min_partitions=int_option(opts, "minPartitions", None, 1),
@@ -349,4 +400,12 @@ def parse_reader_options(options: Mapping[str, str]) -> ReaderOptions:
         default_api_timeout_ms=int_option(opts, "kafka.default.api.timeout.ms", 60000, 1),
         retry_backoff_ms=int_option(opts, "kafka.retry.backoff.ms", 100, 0),
         isolation_level=choice_option(opts, "kafka.isolation.level", "read_uncommitted", _ISOLATION_LEVELS),
+        streaming=streaming,
+        max_offsets_per_trigger=int_option(opts, "maxOffsetsPerTrigger", None, 1, 2**62),
+        min_offsets_per_trigger=int_option(opts, "minOffsetsPerTrigger", None, 1, 2**62),
+        max_trigger_delay_ms=(
+            _duration_ms(opts["maxtriggerdelay"], "maxTriggerDelay")
+            if "maxtriggerdelay" in opts
+            else 15 * 60 * 1000
+        ),
     )

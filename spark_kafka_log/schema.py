@@ -1,6 +1,7 @@
 """Schemas: Spark's Kafka source schema (what reads return) and the checks of a DataFrame written to pylog.
 
-Where this runs: :func:`reader_schema` on the **driver** (``DataSource.schema()`` / ``reader()``) and
+Where this runs: :func:`reader_schema` and :func:`checked_reader_schema` on the **driver** (``DataSource.schema()`` /
+``reader()`` / ``streamReader()``) and
 :func:`arrow_schema` on the **executors** (the Arrow schema a read task yields). :func:`validate_input_schema` runs on the **driver** in ``DataSource.writer()`` /
 ``streamWriter()``, so a DataFrame with a missing ``value`` column or a wrongly typed column fails before
 any task starts, with a message naming the column (Spark's Kafka sink wording where it has one). The
@@ -41,6 +42,7 @@ __all__ = [
     "KAFKA_SOURCE_SCHEMA",
     "InputLayout",
     "arrow_schema",
+    "checked_reader_schema",
     "reader_schema",
     "validate_input_schema",
 ]
@@ -75,6 +77,19 @@ def reader_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         fields.append(_HEADERS_FIELD)
     return StructType(fields)
+
+
+def checked_reader_schema(include_headers: bool, schema: StructType | None) -> StructType:
+    """The reader's schema; ``schema`` (what Spark passes to ``reader()`` / ``streamReader()``) must be it (with
+    ``headers`` exactly when ``includeHeaders`` is true): a user-specified schema is rejected as Spark's Kafka
+    source rejects it."""
+    expected = reader_schema(include_headers)
+    if schema is not None and [f.name for f in schema.fields] != [f.name for f in expected.fields]:
+        raise ConfigError(
+            "the pylog source has a fixed schema and cannot be read with a custom one; expected "
+            f"{expected.simpleString()}, got {schema.simpleString()}"
+        )
+    return expected
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

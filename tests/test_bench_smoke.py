@@ -16,7 +16,7 @@ from jobs.bench.__main__ import QUICK_NOTE, SECTIONS, main
 from jobs.bench.common import Figure, Result, Timing, timed, timed_interleaved
 from tests.connector.conftest import spark  # noqa: F401  (the one Spark session of the test run)
 
-SPARK_SECTIONS = {"writer", "reader", "sink"}
+SPARK_SECTIONS = {"writer", "reader", "sink", "stream"}
 VERDICTS = ("[met]", "[NOT met]", "targets not met")
 
 

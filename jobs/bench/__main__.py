@@ -27,6 +27,7 @@ SECTIONS = [
     "writer",
     "reader",
     "sink",
+    "stream",
 ]
 
 

@@ -249,6 +249,12 @@ def test_assign_and_subscribe_pattern(
     pattern = _reader(spark, rbroker, subscribePattern=topic[:7] + ".*").load()
     assert pattern.count() == 9000
     assert _reader(spark, rbroker, subscribePattern="no-such-topic-.*").load().count() == 0
+    # Spark's Kafka source matches with Java's Matcher.find: a pattern found inside the name selects the topic
+    # (a full match would read nothing here); anchored, it must match the whole name.
+    inner = _reader(spark, rbroker, subscribePattern=topic[2:7]).load()
+    assert inner.select("topic").distinct().collect()[0].topic == topic
+    assert inner.count() == 9000
+    assert _reader(spark, rbroker, subscribePattern=f"^{topic[2:7]}$").load().count() == 0
 
 
 # --------------------------------------------------------------------------------------------- timestamps
