@@ -501,8 +501,8 @@ def _transaction_coordinator(
     cluster_txns: ClusterTransactions | None,
 ) -> TransactionCoordinator:
     """The transaction coordinator. Single node: its state in the local ``__transaction_state`` partitions
-    (created on first use: compacted by Kafka, kept whole here since pylog has no compaction), its markers
-    appended to the local partition logs. Cluster: state written through replication and markers sent to the
+    (created on first use with cleanup.policy=compact: compacted by Kafka, kept whole here since pylog has no log
+    cleaner), its markers appended to the local partition logs. Cluster: state written through replication and markers sent to the
     partition leaders by ``cluster_txns`` (see :mod:`.transactions`)."""
 
     def state_log(partition: int, create: bool) -> PartitionLog | None:

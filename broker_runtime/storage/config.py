@@ -14,8 +14,13 @@ Defaults are Kafka's (4.x). Precedence among broker names is Kafka's: ``log.roll
 Invariants: every field holds a parsed, range-checked value; a bad value raises
 :class:`~broker_runtime.errors.ConfigError` naming the key, the value and what is allowed. Unknown broker
 properties are ignored (a broker file holds many non-log keys); unknown topic configs are rejected, as Kafka's
-``CreateTopics``/``AlterConfigs`` do. Topic configs pylog accepts but does not act on (compaction, remote storage,
-throttling) are kept in :attr:`LogConfig.topic_overrides` so they round-trip.
+``CreateTopics``/``AlterConfigs`` do. Topic configs pylog accepts but does not act on (the compaction settings
+other than ``cleanup.policy``, remote storage, throttling) are kept in :attr:`LogConfig.topic_overrides` so they
+round-trip.
+
+``cleanup.policy`` is kept as a list of distinct policies in the order given (``delete``, ``compact``,
+``compact,delete`` or ``delete,compact``); :attr:`LogConfig.delete` and :attr:`LogConfig.compact` are the two
+questions asked of it.
 
 Thread-safety: instances are immutable and may be shared freely.
 """
@@ -126,7 +131,7 @@ def _parse_cleanup_policy(key: str, raw: str) -> str:
     parts = [p.strip().lower() for p in str(raw).split(",") if p.strip()]
     if not parts or any(p not in _CLEANUP_POLICIES for p in parts):
         raise ConfigError(f"{key}={raw!r}: expected a list of delete, compact")
-    return ",".join(parts)
+    return ",".join(dict.fromkeys(parts))
 
 
 def _retention(value: int) -> int:
@@ -217,7 +222,8 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     #: ``file.delete.delay.ms``: kept for compatibility; pylog unlinks right after renaming to ``.deleted``.
     file_delete_delay_ms: int = 60_000
-    #: ``cleanup.policy``: pylog implements ``delete`` only; ``compact`` is accepted and not acted on.
+    #: ``cleanup.policy``: ``delete`` (time/size retention), ``compact`` (no time/size retention; pylog has no
+    #: log cleaner yet, so a compact-only topic is kept whole) or ``compact,delete`` (retention applies).
     cleanup_policy: str = "delete"
     #: ``compression.type``: ``producer`` keeps the producer's codec (used by the server).
     compression_type: str = "producer"
@@ -243,6 +249,17 @@ class LogConfig:
     def log_append_time(self) -> bool:
         """True when the broker stamps batches with LogAppendTime."""
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def delete(self) -> bool:
+        """True when ``cleanup.policy`` holds ``delete``: time and size retention apply (Kafka's
+        ``LogConfig.delete``)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact(self) -> bool:
+        """True when ``cleanup.policy`` holds ``compact`` (Kafka's ``LogConfig.compact``)."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogConfig:

@@ -33,7 +33,9 @@ Retention (:meth:`PartitionLog.run_retention`): delete the oldest segments while
 retention.ms``, while the log minus the segment is still >= ``retention.bytes``, or while the next segment starts
 at or below the log start offset -- never a segment holding offsets at or above the high watermark, never the
 active segment unless it is non-empty (then the log rolls first). The log start offset becomes the first
-remaining base offset. Deleted segment files are renamed to ``.deleted`` and unlinked right away.
+remaining base offset. Time and size apply only when ``cleanup.policy`` holds ``delete`` (Kafka's rule): a
+compact-only log keeps its segments (pylog has no log cleaner yet, so such a log is kept whole). Deleted segment
+files are renamed to ``.deleted`` and unlinked right away.
 
 Loading (:meth:`PartitionLog.load`): stray ``.deleted``/``.cleaned``/``.swap``/``.tmp`` files are removed,
 index files without a ``.log`` are dropped; each segment's indexes get an O(1) sanity check and are rebuilt
@@ -736,17 +738,20 @@ class PartitionLog:
             return self._log_start
 
     def run_retention(self, now_ms: int | None = None) -> int:
-        """One retention pass (time, size, log start); returns the number of segments deleted."""
+        """One retention pass (time, size, log start); returns the number of segments deleted.
+
+        As Kafka's ``UnifiedLog.deleteOldSegments``: time and size retention apply only when ``cleanup.policy``
+        holds ``delete``; a compact-only log loses segments only below its log start offset."""
         with self._lock:
             self._ensure_open()
             now = self._clock() if now_ms is None else now_ms
             deleted = 0
-            retention_ms = self.config.retention_ms
+            retention_ms = self.config.retention_ms if self.config.delete else -1
+            retention_bytes = self.config.retention_bytes if self.config.delete else -1
             if retention_ms >= 0:
                 deleted += self._delete_old_segments(
                     lambda seg, nxt: now - seg.largest_timestamp() > retention_ms
                 )
-            retention_bytes = self.config.retention_bytes
             if retention_bytes >= 0:
                 excess = self.size_bytes - retention_bytes
 

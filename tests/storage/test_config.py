@@ -58,6 +58,24 @@ def test_topic_overrides():
     assert base.segment_ms == 604800000  # frozen, unchanged
 
 
+def test_cleanup_policy_is_a_set_of_delete_and_compact():
+    base = LogConfig()
+    assert (base.cleanup_policy, base.delete, base.compact) == ("delete", True, False)
+    compact = base.with_topic_overrides({"cleanup.policy": "compact"})
+    assert (compact.delete, compact.compact) == (False, True)
+    for raw, kept in (
+        ("compact,delete", "compact,delete"),
+        ("Delete, compact", "delete,compact"),
+        ("compact,delete,compact", "compact,delete"),
+    ):
+        both = base.with_topic_overrides({"cleanup.policy": raw})
+        assert (both.cleanup_policy, both.delete, both.compact) == (kept, True, True)
+    assert LogConfig.from_properties({"log.cleanup.policy": "compact"}).cleanup_policy == "compact"
+    for bad in ("", "shrink", "compact,shrink"):
+        with pytest.raises(ConfigError, match="cleanup.policy"):
+            base.with_topic_overrides({"cleanup.policy": bad})
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
