@@ -14,13 +14,14 @@ Defaults are Kafka's (4.x). Precedence among broker names is Kafka's: ``log.roll
 Invariants: every field holds a parsed, range-checked value; a bad value raises
 :class:`~broker_runtime.errors.ConfigError` naming the key, the value and what is allowed. Unknown broker
 properties are ignored (a broker file holds many non-log keys); unknown topic configs are rejected, as Kafka's
-``CreateTopics``/``AlterConfigs`` do. Topic configs pylog accepts but does not act on (the compaction settings
-other than ``cleanup.policy``, remote storage, throttling) are kept in :attr:`LogConfig.topic_overrides` so they
-round-trip.
+``CreateTopics``/``AlterConfigs`` do. Topic configs pylog accepts but does not act on (remote storage, throttling)
+are kept in :attr:`LogConfig.topic_overrides` so they round-trip.
 
 ``cleanup.policy`` is kept as a list of distinct policies in the order given (``delete``, ``compact``,
 ``compact,delete`` or ``delete,compact``); :attr:`LogConfig.delete` and :attr:`LogConfig.compact` are the two
-questions asked of it.
+questions asked of it. The other compaction settings (``delete.retention.ms``, ``min.cleanable.dirty.ratio``,
+``min.compaction.lag.ms``, ``max.compaction.lag.ms``) are parsed and range-checked as Kafka's, with Kafka's
+defaults, but pylog has no log cleaner yet to act on them.
 
 Thread-safety: instances are immutable and may be shared freely.
 """
@@ -134,6 +135,16 @@ def _parse_cleanup_policy(key: str, raw: str) -> str:
     return ",".join(dict.fromkeys(parts))
 
 
+def _parse_ratio(key: str, raw: str) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r}: expected a number between 0 and 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{key}={value}: must be between 0 and 1")
+    return value
+
+
 def _retention(value: int) -> int:
     return -1 if value < 0 else value
 
@@ -155,6 +166,10 @@ _TOPIC_FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", lambda k, v: _parse_long(k, v, 0, _INT_MAX)),
     "file.delete.delay.ms": ("file_delete_delay_ms", lambda k, v: _parse_long(k, v, 0)),
     "cleanup.policy": ("cleanup_policy", _parse_cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", lambda k, v: _parse_long(k, v, 0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", lambda k, v: _parse_long(k, v, 0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", lambda k, v: _parse_long(k, v, 1)),
     "compression.type": ("compression_type", _parse_compression),
     "min.insync.replicas": ("min_insync_replicas", lambda k, v: _parse_long(k, v, 1, _INT_MAX)),
     "preallocate": ("preallocate", _parse_bool),
@@ -173,6 +188,10 @@ _BROKER_TO_TOPIC: dict[str, str] = {
     "message.max.bytes": "max.message.bytes",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "compression.type": "compression.type",
     "min.insync.replicas": "min.insync.replicas",
     "log.preallocate": "preallocate",
@@ -225,6 +244,15 @@ class LogConfig:
     #: ``cleanup.policy``: ``delete`` (time/size retention), ``compact`` (no time/size retention; pylog has no
     #: log cleaner yet, so a compact-only topic is kept whole) or ``compact,delete`` (retention applies).
     cleanup_policy: str = "delete"
+    #: ``delete.retention.ms``: how long a compacted topic keeps tombstones (validated; no log cleaner yet).
+    delete_retention_ms: int = 24 * _HOUR_MS
+    #: ``min.cleanable.dirty.ratio``: the dirty share of a log before it is cleaned (validated; no cleaner yet).
+    min_cleanable_dirty_ratio: float = 0.5
+    #: ``min.compaction.lag.ms``: the least age of a record before it may be compacted (validated; no cleaner yet).
+    min_compaction_lag_ms: int = 0
+    #: ``max.compaction.lag.ms``: the most age of a record before it must be compacted (validated; no cleaner
+    #: yet); at least ``min.compaction.lag.ms``.
+    max_compaction_lag_ms: int = LONG_MAX
     #: ``compression.type``: ``producer`` keeps the producer's codec (used by the server).
     compression_type: str = "producer"
     #: ``min.insync.replicas`` (used by replication / acks=-1).
@@ -325,6 +353,11 @@ class LogConfig:
         return config
 
     def _check_consistency(self) -> None:
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ConfigError(
+                f"min.compaction.lag.ms={self.min_compaction_lag_ms}: must not be greater than "
+                f"max.compaction.lag.ms={self.max_compaction_lag_ms}"
+            )
         if self.segment_jitter_ms >= self.segment_ms and self.segment_jitter_ms > 0:
             raise ConfigError(
                 f"segment.jitter.ms={self.segment_jitter_ms}: must be smaller than segment.ms={self.segment_ms}"

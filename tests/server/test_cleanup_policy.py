@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = pytest.mark.timeout(120)
@@ -66,3 +66,19 @@ def test_retention_deletes_a_delete_topic_and_keeps_a_compact_topic(broker: Any,
     got = _read_all(bootstrap, "kept-compact", 300)
     assert [offset for offset, _ in got] == list(range(300))
     assert [value for _, value in got] == [f"v{i}".encode() * 20 for i in range(300)]
+
+
+def test_create_topics_refuses_bad_compaction_settings_naming_them(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    bad = {
+        "bad-ratio": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "1.5"},
+        "bad-lags": {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
+        "bad-policy": {"cleanup.policy": "compact,shrink"},
+    }
+    futures = admin.create_topics([NewTopic(name, 1, 1, config=config) for name, config in bad.items()])
+    for name, future in futures.items():
+        with pytest.raises(KafkaException) as info:
+            future.result(30)
+        error = info.value.args[0]
+        assert error.code() == KafkaError.INVALID_CONFIG, (name, error)
+        assert list(bad[name])[0 if name == "bad-lags" else -1] in error.str(), error.str()
