@@ -8,6 +8,7 @@ Layout of each directory in ``log.dirs``::
         recovery-point-offset-checkpoint    \\
         log-start-offset-checkpoint          } text checkpoints, see :mod:`.checkpoint`
         replication-offset-checkpoint       /
+        cleaner-offset-checkpoint           first dirty offset of each compacted partition (:mod:`.cleaner`)
         <topic>-<partition>/                one directory per partition (topic names may contain '-':
             00000000000000000000.log          the partition is after the last '-')
             00000000000000000000.index
@@ -45,11 +46,13 @@ from pathlib import Path
 from broker_runtime.errors import ConfigError, StorageError
 from broker_runtime.fsutil import fsync_dir, write_atomically
 from broker_runtime.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from broker_runtime.storage.cleaner import CleanResult, clean_log
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 
@@ -113,6 +116,7 @@ class LogManager:
         #: How logs are loaded and created unless told otherwise (see the module docstring).
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
+        self._cleaner_lock = threading.Lock()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._dir_locks: dict[Path, int] = {}
@@ -309,6 +313,34 @@ class LogManager:
             task,
             exc,
         )
+
+    def run_cleaner(self, *, force: bool = False) -> dict[tuple[str, int], CleanResult]:
+        """One log-cleaner pass over the logs whose ``cleanup.policy`` holds ``compact`` (the server calls
+        this from its cleaner thread every ``log.cleaner.backoff.ms``). Each log is cleaned if due (see
+        :mod:`.cleaner`), then its first dirty offset goes to ``cleaner-offset-checkpoint``. Failures as
+        :meth:`run_retention`. Only one pass may run at a time."""
+        now = self.clock()
+        done: dict[tuple[str, int], CleanResult] = {}
+        with self._cleaner_lock:
+            for key, log in self.all_logs().items():
+                if not log.config.compact:
+                    continue
+                log_dir = self._log_dir_of.get(key)
+                if log_dir is None:
+                    continue
+                checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+                try:
+                    result = clean_log(log, checkpoint.read().get(key, 0), now, force=force)
+                    if result is None:
+                        continue
+                    offsets = checkpoint.read()
+                    offsets[key] = result.first_dirty_offset
+                    checkpoint.write(offsets)
+                except (StorageError, OSError) as exc:
+                    self._periodic_failed("log cleaning", key, exc)
+                    continue
+                done[key] = result
+        return done
 
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms elapsed (the server may call this periodically)."""

@@ -34,10 +34,13 @@ retention.ms``, while the log minus the segment is still >= ``retention.bytes``,
 at or below the log start offset -- never a segment holding offsets at or above the high watermark, never the
 active segment unless it is non-empty (then the log rolls first). The log start offset becomes the first
 remaining base offset. Time and size apply only when ``cleanup.policy`` holds ``delete`` (Kafka's rule): a
-compact-only log keeps its segments (pylog has no log cleaner yet, so such a log is kept whole). Deleted segment
-files are renamed to ``.deleted`` and unlinked right away.
+compact-only log keeps its segments (the log cleaner, :mod:`.cleaner`, removes superseded records instead).
+Deleted segment files are renamed to ``.deleted`` and unlinked right away. :meth:`PartitionLog.swap_cleaned_segment`
+replaces a closed segment by its cleaned copy under the lock.
 
-Loading (:meth:`PartitionLog.load`): stray ``.deleted``/``.cleaned``/``.swap``/``.tmp`` files are removed,
+Loading (:meth:`PartitionLog.load`): a clean a crash interrupted is finished (``<base>.log.swap`` replaces
+``<base>.log``) or undone (``.cleaned`` removed) first, see :mod:`.cleaner`; stray ``.deleted``/``.tmp`` files are
+removed,
 index files without a ``.log`` are dropped; each segment's indexes get an O(1) sanity check and are rebuilt
 when missing or broken. After an unclean shutdown, segments from the one holding the recovery point onwards are
 recovered batch by batch (size, magic, CRC, increasing offsets); at the first invalid byte the segment is cut
@@ -107,6 +110,7 @@ from broker_runtime.protocol.batch_header import (
     set_partition_leader_epoch,
 )
 from broker_runtime.protocol.records import RecordBatch
+from broker_runtime.storage.cleaner import complete_swaps
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from broker_runtime.storage.segment import (
@@ -255,6 +259,7 @@ class PartitionLog:
 
     def _load(self, recovery_point: int, log_start: int, hw: int | None, needs_recovery: bool) -> None:
         now = self._clock()
+        complete_swaps(self.dir)
         bases: list[int] = []
         index_bases: set[int] = set()
         for entry in os.scandir(self.dir):
@@ -790,6 +795,33 @@ class PartitionLog:
         for seg in deletable:
             seg.delete()
         return len(deletable)
+
+    def swap_cleaned_segment(self, old: LogSegment, swap: Path) -> None:
+        """Replace the closed segment ``old`` by its cleaned copy ``swap`` (``<base>.log.swap``, same base
+        offset, same offset range; see :mod:`.cleaner`). The old files are deleted (readers holding them keep
+        reading the old bytes), the swap file becomes ``<base>.log``, its indexes are rebuilt."""
+        with self._lock:
+            self._ensure_open()
+            segments = list(self._segments)
+            if old not in segments[:-1]:
+                swap.unlink(missing_ok=True)
+                raise StorageError(
+                    f"segment {old.log_path.name} of {self.topic}-{self.partition} is gone or active; "
+                    "its cleaned copy is dropped"
+                )
+            i = segments.index(old)
+            old.delete()
+            os.replace(swap, old.log_path)
+            fsync_dir(self.dir)
+            new = LogSegment.open(self.dir, old.base_offset, self.config, self._clock())
+            if new.recover()[0]:
+                raise StorageError(
+                    f"the cleaned copy of {old.log_path.name} of {self.topic}-{self.partition} "
+                    "did not recover whole"
+                )
+            new.flush()
+            segments[i] = new
+            self._set_segments(segments)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every offset >= ``offset`` (replication). A batch holding ``offset`` is dropped whole."""
