@@ -28,7 +28,9 @@ producer snapshot, final index entries, trim), write the checkpoints, write the 
 partition goes to the directory holding the fewest.
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
-its own lock (see :mod:`.partition_log`). All public methods may be called from any thread.
+its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. The log cleaner
+(:meth:`LogManager.start_cleaner`) runs in its own thread and takes a partition's lock only to swap a cleaned
+segment in; shutdown stops it first.
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ class LogManager:
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
         self._cleaner_lock = threading.Lock()
+        self._cleaner_thread: threading.Thread | None = None
+        self._cleaner_stop = threading.Event()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._dir_locks: dict[Path, int] = {}
@@ -190,8 +194,36 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
+    def start_cleaner(self, backoff_ms: int) -> None:
+        """Start the log cleaner thread (Kafka's ``LogCleaner`` with ``log.cleaner.threads=1``): a
+        :meth:`run_cleaner` pass, then ``backoff_ms`` of sleep, until :meth:`stop_cleaner` or shutdown."""
+        with self._lock:
+            if self._cleaner_thread is not None:
+                return
+            stop = self._cleaner_stop = threading.Event()
+
+            def loop() -> None:
+                while not stop.wait(backoff_ms / 1000):
+                    try:
+                        self.run_cleaner()
+                    except Exception:  # keep cleaning later logs and later passes; say why this one failed
+                        _log.exception("log cleaner pass failed")
+
+            self._cleaner_thread = threading.Thread(target=loop, name="pylog-log-cleaner", daemon=True)
+            self._cleaner_thread.start()
+
+    def stop_cleaner(self) -> None:
+        """Stop the cleaner thread, waiting for a pass in progress to end (a swap is never cut in half)."""
+        thread = self._cleaner_thread
+        if thread is None:
+            return
+        self._cleaner_stop.set()
+        thread.join()
+        self._cleaner_thread = None
+
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
+        self.stop_cleaner()
         with self._lock:
             if not self._started:
                 return
@@ -204,6 +236,7 @@ class LogManager:
 
     def close_without_shutdown(self) -> None:
         """Release the directories without flushing, checkpoints or marker (simulates a crash in tests)."""
+        self.stop_cleaner()
         with self._lock:
             for log in self._logs.values():
                 log.close_without_flush()
