@@ -4,6 +4,10 @@ child), tombstone horizon, transactional segments left whole, the cleaner checkp
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -283,3 +287,56 @@ def test_the_log_manager_cleans_compact_logs_only_and_checkpoints_the_first_dirt
         assert manager.run_cleaner() == {}, "nothing new is dirty"
     finally:
         manager.shutdown()
+
+
+_CHILD = """
+import sys, time
+from pathlib import Path
+from broker_runtime.storage.cleaner import clean_log
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.partition_log import PartitionLog
+config = LogConfig(segment_bytes=300, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0, retention_ms=-1)
+log = PartitionLog.load(Path(sys.argv[1]), "t", 0, config, lambda: 1_700_000_000_000, needs_recovery=False)
+print("cleaning", flush=True)
+clean_log(log, 0, 1_700_000_000_000, force=True)
+print("done", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_cleaner_sigkilled_mid_clean_leaves_a_log_that_loads_consistent(tmp_path):
+    clock = FakeClock()
+    written: dict[int, Rec] = {}
+    log = _compact_log(tmp_path, clock)
+    for b in range(120):
+        recs = [(b"k%d" % (i % 50), b"v%d" % i) for i in range(b * 10, b * 10 + 10)]
+        first = log.append(keyed_batch(recs, clock.now)).first_offset
+        written.update((first + j, rec) for j, rec in enumerate(recs))
+    tail = log.segments[-1].base_offset
+    log.close()
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(tmp_path / "t-0")], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "cleaning"
+        time.sleep(0.05)  # the clean of ~120 segments is under way: kill it between two swaps or in one
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        child.kill()
+        child.wait()
+    log = PartitionLog.load(tmp_path / "t-0", "t", 0, log.config, clock, needs_recovery=True)
+    try:
+        read = read_all(log)
+        offsets = [o for o, _, _ in read]
+        assert offsets == sorted(set(offsets)) and all(written[o] == (k, v) for o, k, v in read)
+        kept = set(offsets)
+        last = {k: o for o, (k, _) in written.items() if o < tail}
+        assert set(last.values()) <= kept, "the last record of every key survives the crash"
+        assert set(range(tail, len(written))) <= kept
+        assert len(kept) < len(written), "the crash came after some segments were cleaned"
+        assert clean_log(log, 0, clock.now, force=True) is not None
+        check_against_model(read_all(log), written, log.segments[-1].base_offset)
+    finally:
+        log.close()
