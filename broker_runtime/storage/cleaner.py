@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from broker_runtime.fsutil import fsync_dir
 from broker_runtime.protocol import compression as _compression
 from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader
-from broker_runtime.protocol.records import RecordBatch, _assemble, encode_record
+from broker_runtime.protocol.records import RecordBatch, assemble_batch, encode_record
 from broker_runtime.storage.segment import LOG_SUFFIX, LogSegment, parse_segment_file_name, segment_path
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def _filter_segment(
         if codec != _compression.NONE and section:
             section = _compression.compress(codec, section)
         out.append(
-            _assemble(
+            assemble_batch(
                 section,
                 base_offset=header.base_offset,
                 partition_leader_epoch=header.partition_leader_epoch,
