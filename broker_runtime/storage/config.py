@@ -21,7 +21,7 @@ are kept in :attr:`LogConfig.topic_overrides` so they round-trip.
 ``compact,delete`` or ``delete,compact``); :attr:`LogConfig.delete` and :attr:`LogConfig.compact` are the two
 questions asked of it. The other compaction settings (``delete.retention.ms``, ``min.cleanable.dirty.ratio``,
 ``min.compaction.lag.ms``, ``max.compaction.lag.ms``) are parsed and range-checked as Kafka's, with Kafka's
-defaults, but pylog has no log cleaner yet to act on them.
+defaults; the log cleaner (:mod:`.cleaner`) acts on them.
 
 Thread-safety: instances are immutable and may be shared freely.
 """
@@ -241,17 +241,17 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     #: ``file.delete.delay.ms``: kept for compatibility; pylog unlinks right after renaming to ``.deleted``.
     file_delete_delay_ms: int = 60_000
-    #: ``cleanup.policy``: ``delete`` (time/size retention), ``compact`` (no time/size retention; pylog has no
-    #: log cleaner yet, so a compact-only topic is kept whole) or ``compact,delete`` (retention applies).
+    #: ``cleanup.policy``: ``delete`` (time/size retention), ``compact`` (the log cleaner, no time/size
+    #: retention) or ``compact,delete`` (both).
     cleanup_policy: str = "delete"
-    #: ``delete.retention.ms``: how long a compacted topic keeps tombstones (validated; no log cleaner yet).
+    #: ``delete.retention.ms``: how long the cleaner keeps tombstones (from their segment's newest record).
     delete_retention_ms: int = 24 * _HOUR_MS
-    #: ``min.cleanable.dirty.ratio``: the dirty share of a log before it is cleaned (validated; no cleaner yet).
+    #: ``min.cleanable.dirty.ratio``: the dirty share of a log before it is cleaned.
     min_cleanable_dirty_ratio: float = 0.5
-    #: ``min.compaction.lag.ms``: the least age of a record before it may be compacted (validated; no cleaner yet).
+    #: ``min.compaction.lag.ms``: the least age of a segment's newest record before it is cleaned.
     min_compaction_lag_ms: int = 0
-    #: ``max.compaction.lag.ms``: the most age of a record before it must be compacted (validated; no cleaner
-    #: yet); at least ``min.compaction.lag.ms``.
+    #: ``max.compaction.lag.ms``: a log with a dirty segment this old is cleaned whatever its dirty ratio; at
+    #: least ``min.compaction.lag.ms``.
     max_compaction_lag_ms: int = LONG_MAX
     #: ``compression.type``: ``producer`` keeps the producer's codec (used by the server).
     compression_type: str = "producer"
