@@ -81,6 +81,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "RecordBatchBuilder",
+    "assemble_batch",
     "build_control_batch",
     "encode_record",
     "read_batches",
@@ -740,6 +741,11 @@ def _assemble(
     out[HEADER_SIZE:] = records
     _UINT32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, size))
     return bytes(out)
+
+
+#: A batch from an already encoded (and, if the attributes name a codec, compressed) records section and every
+#: header field given explicitly; the CRC is computed. The log cleaner rewrites batches with it.
+assemble_batch = _assemble
 
 
 def build_control_batch(

@@ -180,6 +180,8 @@ class Broker:
         # (replication moves it from there); a single node's high watermark is its log end offset.
         logs = LogManager(cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None)
         logs.startup()
+        if cfg.log_cleaner_enable:
+            logs.start_cleaner(cfg.log_cleaner_backoff_ms)
         try:
             await self._serve_with(loop, logs, log_config)
         except BaseException:
@@ -526,8 +528,8 @@ def _transaction_coordinator(
     group_coordinator: Callable[[], GroupCoordinator | None],
 ) -> TransactionCoordinator:
     """The transaction coordinator. Single node: its state in the local ``__transaction_state`` partitions
-    (created on first use: compacted by Kafka, kept whole here since pylog has no compaction), its markers
-    appended to the local partition logs. Cluster: state written through replication and markers sent to the
+    (created on first use with cleanup.policy=compact; the log cleaner compacts them), its markers appended to
+    the local partition logs. Cluster: state written through replication and markers sent to the
     partition leaders by ``cluster_txns`` (see :mod:`.transactions`)."""
 
     def state_log(partition: int, create: bool) -> PartitionLog | None:

@@ -49,6 +49,9 @@ BROKER_KEYS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "compression.type": "producer",
     "log.retention.check.interval.ms": "300000",
+    "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.threads": "1",
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "cluster.id": "pylog-cluster",
     # Replication (Kafka's names and defaults).
@@ -101,6 +104,10 @@ STORAGE_KEYS: frozenset[str] = frozenset(
         "log.retention.hours",
         "log.retention.bytes",
         "log.cleanup.policy",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
         "log.index.size.max.bytes",
         "log.index.interval.bytes",
         "log.flush.interval.messages",
@@ -230,6 +237,10 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104857600
     compression_type: str = "producer"
     log_retention_check_interval_ms: int = 300000
+    #: ``log.cleaner.enable``: run the log cleaner thread (compacts topics whose cleanup.policy holds compact).
+    log_cleaner_enable: bool = True
+    #: ``log.cleaner.backoff.ms``: the cleaner's sleep between two passes.
+    log_cleaner_backoff_ms: int = 15000
     log_flush_offset_checkpoint_interval_ms: int = 60000
     cluster_id: str = "pylog-cluster"
     replica_lag_time_max_ms: int = 30000
@@ -302,6 +313,9 @@ class BrokerConfig:
         log_dirs = tuple(d.strip() for d in dirs_text.split(",") if d.strip())
         if not log_dirs:
             raise ConfigError(f"log.dirs={dirs_text!r}: at least one directory is required")
+        cleaner_threads = _int(props, "log.cleaner.threads", minimum=1)
+        if cleaner_threads != 1:
+            raise ConfigError(f"log.cleaner.threads={cleaner_threads}: pylog runs one cleaner thread, set 1")
         compression = props.get("compression.type", "producer").strip().lower()
         if compression not in _COMPRESSION_TYPES:
             raise ConfigError(
@@ -335,6 +349,8 @@ class BrokerConfig:
             socket_request_max_bytes=_int(props, "socket.request.max.bytes", minimum=1),
             compression_type=compression,
             log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", minimum=1),
+            log_cleaner_enable=_bool(props, "log.cleaner.enable"),
+            log_cleaner_backoff_ms=_int(props, "log.cleaner.backoff.ms", minimum=0),
             log_flush_offset_checkpoint_interval_ms=_int(
                 props, "log.flush.offset.checkpoint.interval.ms", minimum=1
             ),

@@ -1,10 +1,11 @@
 """Offset checkpoint files of a log directory (Kafka's ``OffsetCheckpointFile`` / ``CheckpointFile``).
 
-Kafka keeps three per log directory, all in the same text format::
+Kafka keeps four per log directory, all in the same text format::
 
     recovery-point-offset-checkpoint   offsets below which every segment was fsynced (recovery starts there)
     log-start-offset-checkpoint        each partition's log start offset (advanced by retention/DeleteRecords)
     replication-offset-checkpoint      each partition's high watermark
+    cleaner-offset-checkpoint          each compacted partition's first dirty offset (the log cleaner's)
 
 Format (UTF-8 text, ``\\n`` line ends)::
 
@@ -31,6 +32,7 @@ from broker_runtime.errors import StorageError
 from broker_runtime.fsutil import write_atomically
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_CHECKPOINT",
@@ -38,6 +40,8 @@ __all__ = [
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+#: Per compacted partition, the first dirty offset (everything below it was cleaned; Kafka's LogCleanerManager).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 

@@ -14,8 +14,14 @@ Defaults are Kafka's (4.x). Precedence among broker names is Kafka's: ``log.roll
 Invariants: every field holds a parsed, range-checked value; a bad value raises
 :class:`~broker_runtime.errors.ConfigError` naming the key, the value and what is allowed. Unknown broker
 properties are ignored (a broker file holds many non-log keys); unknown topic configs are rejected, as Kafka's
-``CreateTopics``/``AlterConfigs`` do. Topic configs pylog accepts but does not act on (compaction, remote storage,
-throttling) are kept in :attr:`LogConfig.topic_overrides` so they round-trip.
+``CreateTopics``/``AlterConfigs`` do. Topic configs pylog accepts but does not act on (remote storage, throttling)
+are kept in :attr:`LogConfig.topic_overrides` so they round-trip.
+
+``cleanup.policy`` is kept as a list of distinct policies in the order given (``delete``, ``compact``,
+``compact,delete`` or ``delete,compact``); :attr:`LogConfig.delete` and :attr:`LogConfig.compact` are the two
+questions asked of it. The other compaction settings (``delete.retention.ms``, ``min.cleanable.dirty.ratio``,
+``min.compaction.lag.ms``, ``max.compaction.lag.ms``) are parsed and range-checked as Kafka's, with Kafka's
+defaults; the log cleaner (:mod:`.cleaner`) acts on them.
 
 Thread-safety: instances are immutable and may be shared freely.
 """
@@ -126,7 +132,17 @@ def _parse_cleanup_policy(key: str, raw: str) -> str:
     parts = [p.strip().lower() for p in str(raw).split(",") if p.strip()]
     if not parts or any(p not in _CLEANUP_POLICIES for p in parts):
         raise ConfigError(f"{key}={raw!r}: expected a list of delete, compact")
-    return ",".join(parts)
+    return ",".join(dict.fromkeys(parts))
+
+
+def _parse_ratio(key: str, raw: str) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r}: expected a number between 0 and 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{key}={value}: must be between 0 and 1")
+    return value
 
 
 def _retention(value: int) -> int:
@@ -150,6 +166,10 @@ _TOPIC_FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", lambda k, v: _parse_long(k, v, 0, _INT_MAX)),
     "file.delete.delay.ms": ("file_delete_delay_ms", lambda k, v: _parse_long(k, v, 0)),
     "cleanup.policy": ("cleanup_policy", _parse_cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", lambda k, v: _parse_long(k, v, 0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", lambda k, v: _parse_long(k, v, 0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", lambda k, v: _parse_long(k, v, 1)),
     "compression.type": ("compression_type", _parse_compression),
     "min.insync.replicas": ("min_insync_replicas", lambda k, v: _parse_long(k, v, 1, _INT_MAX)),
     "preallocate": ("preallocate", _parse_bool),
@@ -168,6 +188,10 @@ _BROKER_TO_TOPIC: dict[str, str] = {
     "message.max.bytes": "max.message.bytes",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "compression.type": "compression.type",
     "min.insync.replicas": "min.insync.replicas",
     "log.preallocate": "preallocate",
@@ -217,8 +241,18 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     #: ``file.delete.delay.ms``: kept for compatibility; pylog unlinks right after renaming to ``.deleted``.
     file_delete_delay_ms: int = 60_000
-    #: ``cleanup.policy``: pylog implements ``delete`` only; ``compact`` is accepted and not acted on.
+    #: ``cleanup.policy``: ``delete`` (time/size retention), ``compact`` (the log cleaner, no time/size
+    #: retention) or ``compact,delete`` (both).
     cleanup_policy: str = "delete"
+    #: ``delete.retention.ms``: how long the cleaner keeps tombstones (from their segment's newest record).
+    delete_retention_ms: int = 24 * _HOUR_MS
+    #: ``min.cleanable.dirty.ratio``: the dirty share of a log before it is cleaned.
+    min_cleanable_dirty_ratio: float = 0.5
+    #: ``min.compaction.lag.ms``: the least age of a segment's newest record before it is cleaned.
+    min_compaction_lag_ms: int = 0
+    #: ``max.compaction.lag.ms``: a log with a dirty segment this old is cleaned whatever its dirty ratio; at
+    #: least ``min.compaction.lag.ms``.
+    max_compaction_lag_ms: int = LONG_MAX
     #: ``compression.type``: ``producer`` keeps the producer's codec (used by the server).
     compression_type: str = "producer"
     #: ``min.insync.replicas`` (used by replication / acks=-1).
@@ -243,6 +277,17 @@ class LogConfig:
     def log_append_time(self) -> bool:
         """True when the broker stamps batches with LogAppendTime."""
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def delete(self) -> bool:
+        """True when ``cleanup.policy`` holds ``delete``: time and size retention apply (Kafka's
+        ``LogConfig.delete``)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact(self) -> bool:
+        """True when ``cleanup.policy`` holds ``compact`` (Kafka's ``LogConfig.compact``)."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogConfig:
@@ -308,6 +353,11 @@ class LogConfig:
         return config
 
     def _check_consistency(self) -> None:
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ConfigError(
+                f"min.compaction.lag.ms={self.min_compaction_lag_ms}: must not be greater than "
+                f"max.compaction.lag.ms={self.max_compaction_lag_ms}"
+            )
         if self.segment_jitter_ms >= self.segment_ms and self.segment_jitter_ms > 0:
             raise ConfigError(
                 f"segment.jitter.ms={self.segment_jitter_ms}: must be smaller than segment.ms={self.segment_ms}"

@@ -8,6 +8,7 @@ Layout of each directory in ``log.dirs``::
         recovery-point-offset-checkpoint    \\
         log-start-offset-checkpoint          } text checkpoints, see :mod:`.checkpoint`
         replication-offset-checkpoint       /
+        cleaner-offset-checkpoint           first dirty offset of each compacted partition (:mod:`.cleaner`)
         <topic>-<partition>/                one directory per partition (topic names may contain '-':
             00000000000000000000.log          the partition is after the last '-')
             00000000000000000000.index
@@ -27,7 +28,9 @@ producer snapshot, final index entries, trim), write the checkpoints, write the 
 partition goes to the directory holding the fewest.
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
-its own lock (see :mod:`.partition_log`). All public methods may be called from any thread.
+its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. The log cleaner
+(:meth:`LogManager.start_cleaner`) runs in its own thread and takes a partition's lock only to swap a cleaned
+segment in; shutdown stops it first.
 """
 
 from __future__ import annotations
@@ -45,11 +48,13 @@ from pathlib import Path
 from broker_runtime.errors import ConfigError, StorageError
 from broker_runtime.fsutil import fsync_dir, write_atomically
 from broker_runtime.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from broker_runtime.storage.cleaner import CleanResult, clean_log
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 
@@ -113,6 +118,9 @@ class LogManager:
         #: How logs are loaded and created unless told otherwise (see the module docstring).
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
+        self._cleaner_lock = threading.Lock()
+        self._cleaner_thread: threading.Thread | None = None
+        self._cleaner_stop = threading.Event()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._dir_locks: dict[Path, int] = {}
@@ -186,8 +194,36 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
+    def start_cleaner(self, backoff_ms: int) -> None:
+        """Start the log cleaner thread (Kafka's ``LogCleaner`` with ``log.cleaner.threads=1``): a
+        :meth:`run_cleaner` pass, then ``backoff_ms`` of sleep, until :meth:`stop_cleaner` or shutdown."""
+        with self._lock:
+            if self._cleaner_thread is not None:
+                return
+            stop = self._cleaner_stop = threading.Event()
+
+            def loop() -> None:
+                while not stop.wait(backoff_ms / 1000):
+                    try:
+                        self.run_cleaner()
+                    except Exception:  # keep cleaning later logs and later passes; say why this one failed
+                        _log.exception("log cleaner pass failed")
+
+            self._cleaner_thread = threading.Thread(target=loop, name="pylog-log-cleaner", daemon=True)
+            self._cleaner_thread.start()
+
+    def stop_cleaner(self) -> None:
+        """Stop the cleaner thread, waiting for a pass in progress to end (a swap is never cut in half)."""
+        thread = self._cleaner_thread
+        if thread is None:
+            return
+        self._cleaner_stop.set()
+        thread.join()
+        self._cleaner_thread = None
+
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
+        self.stop_cleaner()
         with self._lock:
             if not self._started:
                 return
@@ -200,6 +236,7 @@ class LogManager:
 
     def close_without_shutdown(self) -> None:
         """Release the directories without flushing, checkpoints or marker (simulates a crash in tests)."""
+        self.stop_cleaner()
         with self._lock:
             for log in self._logs.values():
                 log.close_without_flush()
@@ -309,6 +346,34 @@ class LogManager:
             task,
             exc,
         )
+
+    def run_cleaner(self, *, force: bool = False) -> dict[tuple[str, int], CleanResult]:
+        """One log-cleaner pass over the logs whose ``cleanup.policy`` holds ``compact`` (the server calls
+        this from its cleaner thread every ``log.cleaner.backoff.ms``). Each log is cleaned if due (see
+        :mod:`.cleaner`), then its first dirty offset goes to ``cleaner-offset-checkpoint``. Failures as
+        :meth:`run_retention`. Only one pass may run at a time."""
+        now = self.clock()
+        done: dict[tuple[str, int], CleanResult] = {}
+        with self._cleaner_lock:
+            for key, log in self.all_logs().items():
+                if not log.config.compact:
+                    continue
+                log_dir = self._log_dir_of.get(key)
+                if log_dir is None:
+                    continue
+                checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+                try:
+                    result = clean_log(log, checkpoint.read().get(key, 0), now, force=force)
+                    if result is None:
+                        continue
+                    offsets = checkpoint.read()
+                    offsets[key] = result.first_dirty_offset
+                    checkpoint.write(offsets)
+                except (StorageError, OSError) as exc:
+                    self._periodic_failed("log cleaning", key, exc)
+                    continue
+                done[key] = result
+        return done
 
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms elapsed (the server may call this periodically)."""

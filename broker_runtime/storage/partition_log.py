@@ -33,9 +33,14 @@ Retention (:meth:`PartitionLog.run_retention`): delete the oldest segments while
 retention.ms``, while the log minus the segment is still >= ``retention.bytes``, or while the next segment starts
 at or below the log start offset -- never a segment holding offsets at or above the high watermark, never the
 active segment unless it is non-empty (then the log rolls first). The log start offset becomes the first
-remaining base offset. Deleted segment files are renamed to ``.deleted`` and unlinked right away.
+remaining base offset. Time and size apply only when ``cleanup.policy`` holds ``delete`` (Kafka's rule): a
+compact-only log keeps its segments (the log cleaner, :mod:`.cleaner`, removes superseded records instead).
+Deleted segment files are renamed to ``.deleted`` and unlinked right away. :meth:`PartitionLog.swap_cleaned_segment`
+replaces a closed segment by its cleaned copy under the lock.
 
-Loading (:meth:`PartitionLog.load`): stray ``.deleted``/``.cleaned``/``.swap``/``.tmp`` files are removed,
+Loading (:meth:`PartitionLog.load`): a clean a crash interrupted is finished (``<base>.log.swap`` replaces
+``<base>.log``) or undone (``.cleaned`` removed) first, see :mod:`.cleaner`; stray ``.deleted``/``.tmp`` files are
+removed,
 index files without a ``.log`` are dropped; each segment's indexes get an O(1) sanity check and are rebuilt
 when missing or broken. After an unclean shutdown, segments from the one holding the recovery point onwards are
 recovered batch by batch (size, magic, CRC, increasing offsets); at the first invalid byte the segment is cut
@@ -105,6 +110,7 @@ from broker_runtime.protocol.batch_header import (
     set_partition_leader_epoch,
 )
 from broker_runtime.protocol.records import RecordBatch
+from broker_runtime.storage.cleaner import complete_swaps
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from broker_runtime.storage.segment import (
@@ -253,6 +259,7 @@ class PartitionLog:
 
     def _load(self, recovery_point: int, log_start: int, hw: int | None, needs_recovery: bool) -> None:
         now = self._clock()
+        complete_swaps(self.dir)
         bases: list[int] = []
         index_bases: set[int] = set()
         for entry in os.scandir(self.dir):
@@ -736,17 +743,20 @@ class PartitionLog:
             return self._log_start
 
     def run_retention(self, now_ms: int | None = None) -> int:
-        """One retention pass (time, size, log start); returns the number of segments deleted."""
+        """One retention pass (time, size, log start); returns the number of segments deleted.
+
+        As Kafka's ``UnifiedLog.deleteOldSegments``: time and size retention apply only when ``cleanup.policy``
+        holds ``delete``; a compact-only log loses segments only below its log start offset."""
         with self._lock:
             self._ensure_open()
             now = self._clock() if now_ms is None else now_ms
             deleted = 0
-            retention_ms = self.config.retention_ms
+            retention_ms = self.config.retention_ms if self.config.delete else -1
+            retention_bytes = self.config.retention_bytes if self.config.delete else -1
             if retention_ms >= 0:
                 deleted += self._delete_old_segments(
                     lambda seg, nxt: now - seg.largest_timestamp() > retention_ms
                 )
-            retention_bytes = self.config.retention_bytes
             if retention_bytes >= 0:
                 excess = self.size_bytes - retention_bytes
 
@@ -785,6 +795,33 @@ class PartitionLog:
         for seg in deletable:
             seg.delete()
         return len(deletable)
+
+    def swap_cleaned_segment(self, old: LogSegment, swap: Path) -> None:
+        """Replace the closed segment ``old`` by its cleaned copy ``swap`` (``<base>.log.swap``, same base
+        offset, same offset range; see :mod:`.cleaner`). The old files are deleted (readers holding them keep
+        reading the old bytes), the swap file becomes ``<base>.log``, its indexes are rebuilt."""
+        with self._lock:
+            self._ensure_open()
+            segments = list(self._segments)
+            if old not in segments[:-1]:
+                swap.unlink(missing_ok=True)
+                raise StorageError(
+                    f"segment {old.log_path.name} of {self.topic}-{self.partition} is gone or active; "
+                    "its cleaned copy is dropped"
+                )
+            i = segments.index(old)
+            old.delete()
+            os.replace(swap, old.log_path)
+            fsync_dir(self.dir)
+            new = LogSegment.open(self.dir, old.base_offset, self.config, self._clock())
+            if new.recover()[0]:
+                raise StorageError(
+                    f"the cleaned copy of {old.log_path.name} of {self.topic}-{self.partition} "
+                    "did not recover whole"
+                )
+            new.flush()
+            segments[i] = new
+            self._set_segments(segments)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every offset >= ``offset`` (replication). A batch holding ``offset`` is dropped whole."""

@@ -19,6 +19,7 @@ SECTIONS = [
     "murmur2",
     "records",
     "storage",
+    "compaction",
     "broker",
     "replication",
     "failover",

@@ -253,3 +253,5 @@ def test_init_producer_id_and_describe_configs(bootstrap: str) -> None:
         configs = {c["Name"]: (c["Value"], c["ConfigSource"]) for c in resp["Results"][0]["Configs"]}
         assert configs["retention.ms"] == ("12345", 1)
         assert configs["segment.bytes"][1] == 5
+        assert configs["min.cleanable.dirty.ratio"] == ("0.5", 5)
+        assert configs["delete.retention.ms"] == ("86400000", 5)

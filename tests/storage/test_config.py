@@ -58,6 +58,24 @@ def test_topic_overrides():
     assert base.segment_ms == 604800000  # frozen, unchanged
 
 
+def test_cleanup_policy_is_a_set_of_delete_and_compact():
+    base = LogConfig()
+    assert (base.cleanup_policy, base.delete, base.compact) == ("delete", True, False)
+    compact = base.with_topic_overrides({"cleanup.policy": "compact"})
+    assert (compact.delete, compact.compact) == (False, True)
+    for raw, kept in (
+        ("compact,delete", "compact,delete"),
+        ("Delete, compact", "delete,compact"),
+        ("compact,delete,compact", "compact,delete"),
+    ):
+        both = base.with_topic_overrides({"cleanup.policy": raw})
+        assert (both.cleanup_policy, both.delete, both.compact) == (kept, True, True)
+    assert LogConfig.from_properties({"log.cleanup.policy": "compact"}).cleanup_policy == "compact"
+    for bad in ("", "shrink", "compact,shrink"):
+        with pytest.raises(ConfigError, match="cleanup.policy"):
+            base.with_topic_overrides({"cleanup.policy": bad})
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
@@ -77,3 +95,35 @@ def test_bad_topic_values_name_the_key(key, value):
 def test_bad_broker_value_names_the_key():
     with pytest.raises(ConfigError, match=r"log\.retention\.bytes"):
         LogConfig.from_properties({"log.retention.bytes": "lots"})
+
+
+def test_compaction_settings_are_kafkas_defaults_ranges_and_broker_names():
+    c = LogConfig.from_properties({})
+    assert (c.delete_retention_ms, c.min_cleanable_dirty_ratio) == (86400000, 0.5)
+    assert (c.min_compaction_lag_ms, c.max_compaction_lag_ms) == (0, LONG_MAX)
+    b = LogConfig.from_properties(
+        {
+            "log.cleaner.delete.retention.ms": "5",
+            "log.cleaner.min.cleanable.ratio": "0.25",
+            "log.cleaner.min.compaction.lag.ms": "7",
+            "log.cleaner.max.compaction.lag.ms": "9",
+        }
+    )
+    assert (b.delete_retention_ms, b.min_cleanable_dirty_ratio, b.min_compaction_lag_ms) == (5, 0.25, 7)
+    assert b.max_compaction_lag_ms == 9
+    t = c.with_topic_overrides({"min.cleanable.dirty.ratio": "1", "delete.retention.ms": "0"})
+    assert (t.min_cleanable_dirty_ratio, t.delete_retention_ms) == (1.0, 0)
+    bad = {
+        "min.cleanable.dirty.ratio": ["1.5", "-0.1", "half"],
+        "delete.retention.ms": ["-1"],
+        "min.compaction.lag.ms": ["-1"],
+        "max.compaction.lag.ms": ["0"],
+    }
+    for key, values in bad.items():
+        for value in values:
+            with pytest.raises(ConfigError, match=key):
+                c.with_topic_overrides({key: value})
+    with pytest.raises(
+        ConfigError, match=r"min.compaction.lag.ms=10: must not be greater than max.compaction"
+    ):
+        c.with_topic_overrides({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})

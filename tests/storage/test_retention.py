@@ -80,3 +80,29 @@ def test_log_start_offset_breach_deletes_segments(open_log):
     bases = [s.base_offset for s in log.segments]
     log.delete_records_before(bases[3] + 1)
     assert [s.base_offset for s in log.segments][0] == bases[3]
+
+
+def test_a_compact_only_log_is_not_deleted_by_time_or_size(open_log, clock):
+    # Kafka's UnifiedLog.deleteOldSegments: retention.ms / retention.bytes apply only under cleanup.policy=delete.
+    log = open_log(segment_bytes=400, retention_ms=1, retention_bytes=0, cleanup_policy="compact")
+    fill(log, 30, lambda i: clock.now - 60_000)
+    segs = [s.base_offset for s in log.segments]
+    size, end = log.size_bytes, log.log_end_offset
+    assert len(segs) > 3
+    clock.advance(1_000_000)
+    assert log.run_retention() == 0
+    assert [s.base_offset for s in log.segments] == segs
+    assert (log.log_start_offset, log.size_bytes, log.log_end_offset) == (0, size, end)
+    # The log start offset still removes the segments wholly below it (DeleteRecords, as Kafka).
+    log.delete_records_before(segs[2])
+    log.run_retention()
+    assert log.segments[0].base_offset == segs[2]
+
+
+def test_compact_and_delete_keeps_time_and_size_retention(open_log, clock):
+    log = open_log(segment_bytes=400, retention_ms=10_000, cleanup_policy="compact,delete")
+    fill(log, 30, lambda i: clock.now - 60_000)
+    clock.advance(1_000)
+    end = log.log_end_offset
+    assert log.run_retention() > 0
+    assert log.log_start_offset == end
