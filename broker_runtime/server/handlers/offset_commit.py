@@ -7,13 +7,14 @@ Kafka from v5. Without a group coordinator every partition answers NOT_COORDINAT
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_commit
 from broker_runtime.server.context import BrokerContext
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "partition_errors", "requested_offsets"]
 
 REQUEST = offset_commit.REQUEST
 MIN_VERSION = 0
@@ -22,15 +23,7 @@ MAX_VERSION = 8
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     coordinator = ctx.group_coordinator
-    wanted = {
-        (t["Name"], p["PartitionIndex"]): (
-            p["CommittedOffset"],
-            p["CommittedLeaderEpoch"],
-            p["CommittedMetadata"],
-        )
-        for t in body["Topics"]
-        for p in t["Partitions"]
-    }
+    wanted = requested_offsets(body)
     if coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
@@ -41,19 +34,33 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             body["GroupInstanceId"],
             wanted,
         )
+    return {"ThrottleTimeMs": 0, "Topics": partition_errors(body["Topics"], errors)}
+
+
+def requested_offsets(body: dict[str, Any]) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+    """(topic, partition) -> (offset, leader epoch, metadata) of an OffsetCommit or TxnOffsetCommit request."""
     return {
-        "ThrottleTimeMs": 0,
-        "Topics": [
-            {
-                "Name": t["Name"],
-                "Partitions": [
-                    {
-                        "PartitionIndex": p["PartitionIndex"],
-                        "ErrorCode": errors[(t["Name"], p["PartitionIndex"])],
-                    }
-                    for p in t["Partitions"]
-                ],
-            }
-            for t in body["Topics"]
-        ],
+        (t["Name"], p["PartitionIndex"]): (
+            p["CommittedOffset"],
+            p["CommittedLeaderEpoch"],
+            p["CommittedMetadata"],
+        )
+        for t in body["Topics"]
+        for p in t["Partitions"]
     }
+
+
+def partition_errors(
+    topics: list[dict[str, Any]], errors: Mapping[tuple[str, int], int]
+) -> list[dict[str, Any]]:
+    """The per-topic, per-partition error codes of an offset answer, in the request's order."""
+    return [
+        {
+            "Name": t["Name"],
+            "Partitions": [
+                {"PartitionIndex": p["PartitionIndex"], "ErrorCode": errors[(t["Name"], p["PartitionIndex"])]}
+                for p in t["Partitions"]
+            ],
+        }
+        for t in topics
+    ]

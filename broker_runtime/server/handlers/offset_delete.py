@@ -12,6 +12,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_delete
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.handlers.offset_commit import partition_errors
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -33,17 +34,5 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     return {
         "ErrorCode": ErrorCode.NONE,
         "ThrottleTimeMs": 0,
-        "Topics": [
-            {
-                "Name": t["Name"],
-                "Partitions": [
-                    {
-                        "PartitionIndex": p["PartitionIndex"],
-                        "ErrorCode": errors[(t["Name"], p["PartitionIndex"])],
-                    }
-                    for p in t["Partitions"]
-                ],
-            }
-            for t in body["Topics"]
-        ],
+        "Topics": partition_errors(body["Topics"], errors),
     }

@@ -13,6 +13,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, txn_offset_commit
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.handlers.offset_commit import partition_errors, requested_offsets
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -23,15 +24,7 @@ MAX_VERSION = 3
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     coordinator = ctx.group_coordinator
-    wanted = {
-        (t["Name"], p["PartitionIndex"]): (
-            p["CommittedOffset"],
-            p["CommittedLeaderEpoch"],
-            p["CommittedMetadata"],
-        )
-        for t in body["Topics"]
-        for p in t["Partitions"]
-    }
+    wanted = requested_offsets(body)
     if coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
@@ -44,19 +37,4 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             body["GroupInstanceId"],
             wanted,
         )
-    return {
-        "ThrottleTimeMs": 0,
-        "Topics": [
-            {
-                "Name": t["Name"],
-                "Partitions": [
-                    {
-                        "PartitionIndex": p["PartitionIndex"],
-                        "ErrorCode": errors[(t["Name"], p["PartitionIndex"])],
-                    }
-                    for p in t["Partitions"]
-                ],
-            }
-            for t in body["Topics"]
-        ],
-    }
+    return {"ThrottleTimeMs": 0, "Topics": partition_errors(body["Topics"], errors)}
