@@ -3,7 +3,7 @@
 A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
 
     protocol <- storage <- (controller, replication, coordinator.group, coordinator.transaction) <- server
-    server <- cli <- __main__;  coordinator.placement <- coordinator.group, coordinator.transaction
+    server, tools <- cli <- __main__;  tools <- client, protocol, storage (read-only: dump-log);  coordinator.placement <- coordinator.group, coordinator.transaction
     purgatory <- replication;  client <- protocol;  launch <- client, protocol
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
     jobs <- anything
@@ -62,7 +62,8 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
     },
-    "broker_runtime.cli": {"broker_runtime.server", "broker_runtime.launch"},
+    "broker_runtime.tools": {"broker_runtime.client", "broker_runtime.protocol", "broker_runtime.storage"},
+    "broker_runtime.cli": {"broker_runtime.server", "broker_runtime.launch", "broker_runtime.tools"},
     "broker_runtime.__main__": {"broker_runtime.cli"},
     "spark_kafka_log": {
         "broker_runtime.protocol",
