@@ -69,7 +69,8 @@ from broker_runtime.coordinator.group.log_format import (
 )
 from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupState, Member
 from broker_runtime.errors import ErrorCode, ProducerStateError
-from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
+from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatchBuilder
+from broker_runtime.storage.log_batches import read_batches
 from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["GroupConfig", "GroupCoordinator", "OffsetsLog"]
@@ -214,26 +215,16 @@ class GroupCoordinator:
         log = self._offsets_log(partition, False)
         if log is None:
             return
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            data = log.read(offset, 1 << 20, max_offset=end)
-            if not data.records:
-                break
-            view = memoryview(data.records)
-            pos = 0
-            while pos < len(view):
-                batch = RecordBatch(view, pos)
-                header = batch.header
-                if header.is_control:
-                    control_type, _ = batch.control_record()
-                    self.complete_txn(header.producer_id, partition, control_type == CONTROL_COMMIT)
-                else:
-                    txn = header.producer_id if header.is_transactional else None
-                    for record in batch.records():
-                        if record.key is not None:
-                            self._apply_record(record.key, record.value, txn)
-                pos += header.size
-            offset = data.next_offset
+        for batch in read_batches(log):
+            header = batch.header
+            if header.is_control:
+                control_type, _ = batch.control_record()
+                self.complete_txn(header.producer_id, partition, control_type == CONTROL_COMMIT)
+                continue
+            txn = header.producer_id if header.is_transactional else None
+            for record in batch.records():
+                if record.key is not None:
+                    self._apply_record(record.key, record.value, txn)
 
     def _apply_record(
         self, key: bytes | memoryview, value: bytes | memoryview | None, txn_producer: int | None = None

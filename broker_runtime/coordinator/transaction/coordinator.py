@@ -68,7 +68,8 @@ from broker_runtime.coordinator.transaction.log_format import (
 )
 from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH, TransactionMetadata, TxnState
 from broker_runtime.errors import ErrorCode, PylogError
-from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
+from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder
+from broker_runtime.storage.log_batches import read_batches
 from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["InitResult", "MarkerSender", "MarkerWriter", "TransactionConfig", "TransactionCoordinator"]
@@ -332,21 +333,10 @@ class TransactionCoordinator:
         log = self._state_log(partition, False)
         if log is None:
             return
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            data = log.read(offset, 1 << 20, max_offset=end)
-            if not data.records:
-                break
-            pos = 0
-            view = memoryview(data.records)
-            while pos < len(view):
-                batch = RecordBatch(view, pos)
-                for record in batch.records():
-                    if record.key is None:
-                        continue
+        for batch in read_batches(log):
+            for record in batch.records():
+                if record.key is not None:
                     self._apply_record(decode_key(record.key), record.value)
-                pos += batch.header.size
-            offset = data.next_offset
 
     def _apply_record(self, transactional_id: str, value: bytes | memoryview | None) -> None:
         if value is None:
