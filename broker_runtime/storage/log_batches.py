@@ -25,7 +25,10 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 
 
 def read_batches(
-    log: PartitionLog, start: int | None = None, end: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    log: PartitionLog,
+    start: int | None = None,
+    end: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> Iterator[RecordBatch]:
     """Every batch of ``log`` in ``[start, end)`` (defaults: log start, log end offset now), in order."""
     offset = log.log_start_offset if start is None else start
