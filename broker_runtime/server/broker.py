@@ -30,7 +30,9 @@ timers are driven by the loop: after an operation is parked, one callback is sch
 
 Cluster mode (``pylog.cluster.dir`` set, see :mod:`.cluster`): the broker registers its address in the shared
 metadata once its listener is bound, then makes the partitions it hosts leaders or followers as the metadata
-says; followers fetch from their leaders on the same event loop (one fetcher task per leader).
+says; followers fetch from their leaders on the same event loop (one fetcher task per leader). After every
+metadata change the transaction and group coordinators load the ``__transaction_state`` / ``__consumer_offsets``
+partitions this node now leads and drop the ones it stopped leading (:mod:`.transactions`, :mod:`.groups`).
 """
 
 from __future__ import annotations

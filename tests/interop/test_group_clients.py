@@ -40,13 +40,24 @@ def kafkajs_dir() -> Path:
         pytest.skip("Node.js (node and npm) is not installed, so kafkajs cannot run")
     if not (NODE_DIR / "node_modules" / "kafkajs" / "package.json").exists():
         done = subprocess.run(
-            ["npm", "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--loglevel=error", KAFKAJS],
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(NODE_DIR),
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                KAFKAJS,
+            ],
             capture_output=True,
             text=True,
             timeout=300,
         )
         if done.returncode != 0:
-            pytest.skip(f"npm install {KAFKAJS} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+            pytest.skip(
+                f"npm install {KAFKAJS} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+            )
     return NODE_DIR
 
 
@@ -56,10 +67,14 @@ def kcat() -> str:
     found = shutil.which("kcat")
     if found is None:
         subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-        done = subprocess.run(["apt-get", "install", "-y", "kcat"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "kcat"], capture_output=True, text=True, timeout=300
+        )
         found = shutil.which("kcat")
         if found is None:
-            pytest.skip(f"apt-get install -y kcat failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+            pytest.skip(
+                f"apt-get install -y kcat failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+            )
     return found
 
 
@@ -99,7 +114,14 @@ def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 def _kafkajs_consume(node_dir: Path, bootstrap: str, group: str, topic: str, count: int) -> dict[str, Any]:
     done = subprocess.run(
-        ["node", str(Path(__file__).with_name("kafkajs_group_consumer.js")), bootstrap, group, topic, str(count)],
+        [
+            "node",
+            str(Path(__file__).with_name("kafkajs_group_consumer.js")),
+            bootstrap,
+            group,
+            topic,
+            str(count),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -163,7 +185,9 @@ def test_kcat_balanced_consumer_commits_and_resumes(bootstrap: str, kcat: str) -
     assert _committed(bootstrap, group, topic, 3) == _ends(bootstrap, topic, 3)
     second = [f"m{i}" for i in range(12)]
     _produce(bootstrap, topic, [v.encode() for v in second])
-    assert sorted(_kcat_group(kcat, bootstrap, group, topic)) == sorted(second), "resumed at the committed offsets"
+    assert sorted(_kcat_group(kcat, bootstrap, group, topic)) == sorted(second), (
+        "resumed at the committed offsets"
+    )
 
 
 # --- aiokafka -------------------------------------------------------------------------------------------------------
@@ -282,7 +306,9 @@ def test_cooperative_sticky_members_join_and_leave_every_record_committed_once(
         while sum(committed.values()) < len(produced) and time.monotonic() < deadline:
             for m in members:
                 _take_and_commit(m, committed)
-        assert set(committed) == set(produced), f"phase {phase}: {len(set(produced) - set(committed))} missing"
+        assert set(committed) == set(produced), (
+            f"phase {phase}: {len(set(produced) - set(committed))} missing"
+        )
     duplicates = {v: n for v, n in committed.items() if n > 1}
     assert not duplicates, f"committed more than once: {list(duplicates.items())[:5]}"
     state = broker.ctx.group_coordinator.group(group)

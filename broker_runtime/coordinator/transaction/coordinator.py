@@ -23,7 +23,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   transaction timer starts with the first partition). A partition of an unknown topic fails the request:
   UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the others, as Kafka.
 * :meth:`add_offsets`: as add_partitions with the group's ``__consumer_offsets`` partition (Kafka's
-  ``handleAddPartitionsToTransaction`` for offsets); without a group coordinator (a cluster node) none joins.
+  ``handleAddPartitionsToTransaction`` for offsets); the caller names that partition (in a cluster this node
+  need not coordinate the group: the marker reaches the partition's leader like any other).
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
   partition of the transaction through the marker writer, then CompleteCommit/CompleteAbort is logged. A retry of
   a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
