@@ -629,6 +629,7 @@ def _group_coordinator(
         loop,
         topics.partition_count,
         append_records=None if cluster_groups is None else cluster_groups.append_records,
+        await_replication=None if cluster_groups is None else cluster_groups.await_replication,
     )
     if cluster_groups is None:
         coordinator.load()

@@ -15,7 +15,9 @@
   on the event loop, so no request sees a half-loaded partition.
 * **Writes** (:meth:`ClusterGroups.append_records`): an append to the leader's replica with acks=-1 rules
   (leadership confirmed, NOT_ENOUGH_REPLICAS under the minimum ISR); the handlers answer only once the records
-  are replicated (:func:`answer_after_group_write`, waiting at most ``offsets.commit.timeout.ms``).
+  are replicated (:func:`answer_after_group_write`, waiting at most ``offsets.commit.timeout.ms``); the members'
+  SyncGroup answers wait for the replication of the leader's assignment
+  (:meth:`ClusterGroups.await_replication`), as Kafka's storeGroup callback.
 * **Transaction markers** (:func:`complete_offsets_txn`): a COMMIT/ABORT marker replicated on a
   ``__consumer_offsets`` partition ends the producer's pending transactional offsets there (Kafka's
   ``onTransactionCompleted``), whichever path wrote it (WriteTxnMarkers, or a coordinator writing to a
@@ -34,7 +36,8 @@ from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC, GroupCoordi
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.replicated import answer_after_replication
+from broker_runtime.server.replica_manager import AppendResult
+from broker_runtime.server.replicated import answer_after_replication, coordinator_error, wait_replicated
 from broker_runtime.server.topics import TopicError
 
 __all__ = [
@@ -148,6 +151,25 @@ class ClusterGroups:
         for index, epoch in leading.items():
             if owned.get(index) != epoch:
                 coordinator.become_leader(index, epoch)
+
+    def await_replication(self, partition: int, then: Callable[[ErrorCode | None], None]) -> None:
+        """Call ``then(None)`` once ``partition`` is replicated to its current log end (the group coordinator
+        answers SyncGroup so), else ``then(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``."""
+        ctx = self._ctx_ref()
+        assert ctx is not None, "the broker context is set before any request or metadata change"
+        replica = ctx.replicas.partition(CONSUMER_OFFSETS_TOPIC, partition)
+        if replica is None:
+            then(ErrorCode.NOT_COORDINATOR)
+            return
+        target = {
+            (CONSUMER_OFFSETS_TOPIC, partition): AppendResult(
+                ErrorCode.NONE, required_offset=replica.log.log_end_offset
+            )
+        }
+        waiting = wait_replicated(ctx, ctx.config.offsets_commit_timeout_ms, target)
+        waiting.add_done_callback(
+            lambda done: then(coordinator_error(done.result(), "group assignment write"))
+        )
 
     def append_records(self, partition: int, batch: bytes) -> None:
         """Append one ``__consumer_offsets`` batch as leader with acks=-1 checks; raises KafkaError."""

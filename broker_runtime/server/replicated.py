@@ -24,7 +24,7 @@ from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePa
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
 
-__all__ = ["answer_after_replication", "wait_replicated"]
+__all__ = ["answer_after_replication", "coordinator_error", "wait_replicated"]
 
 _log = logging.getLogger(__name__)
 
@@ -84,23 +84,25 @@ def answer_after_replication(
     waiting = wait_replicated(ctx, timeout_ms, targets)
 
     async def answer() -> Any:
-        final = await waiting
-        codes = set(final.values()) - {ErrorCode.NONE}
-        failed = None
-        if codes:
-            _log.warning(
-                "%s not replicated (%s); answering the client with a retriable error",
-                what,
-                ", ".join(sorted(c.name for c in codes)),
-            )
-            failed = (
-                ErrorCode.NOT_COORDINATOR
-                if ErrorCode.NOT_LEADER_OR_FOLLOWER in codes
-                else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            )
-        result = body(failed)
+        result = body(coordinator_error(await waiting, what))
         if isinstance(result, asyncio.Future):
             result = await result
         return result
 
     return asyncio.ensure_future(answer())
+
+
+def coordinator_error(final: dict[TopicPartition, ErrorCode], what: str) -> ErrorCode | None:
+    """None when every internal write of ``final`` is replicated, else the retriable error a coordinator's client
+    gets: NOT_COORDINATOR when leadership moved, COORDINATOR_NOT_AVAILABLE otherwise (WARNING logged)."""
+    codes = set(final.values()) - {ErrorCode.NONE}
+    if not codes:
+        return None
+    _log.warning(
+        "%s not replicated (%s); answering the client with a retriable error",
+        what,
+        ", ".join(sorted(c.name for c in codes)),
+    )
+    if ErrorCode.NOT_LEADER_OR_FOLLOWER in codes:
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -48,8 +48,9 @@ SyncGroup answers get NOT_COORDINATOR). Every request for a group of another par
 (:meth:`GroupCoordinator.owner_error`). Records go through ``append_records`` (the leader's append with acks=-1
 rules; it raises :class:`~broker_runtime.errors.KafkaError`, mapped as Kafka's ``appendForGroup`` callbacks map
 them: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR, NOT_ENOUGH_REPLICAS / timeouts -> COORDINATOR_NOT_AVAILABLE);
-the handler waits for their replication (:meth:`GroupCoordinator.take_appended`) before it answers. The
-in-memory state follows the leader's own log at once (a commit whose replication then fails is visible on
+the handler waits for their replication (:meth:`GroupCoordinator.take_appended`) before it answers, and the
+members' SyncGroup answers wait for the replication of the leader's assignment (``await_replication``; the group
+stays CompletingRebalance meanwhile, and rebalances if it cannot be stored). The in-memory state follows the leader's own log at once (a commit whose replication then fails is visible on
 this leader, as it is in its log; a new leader that lacks it never had it, and this one drops the group when it
 resigns).
 
@@ -144,6 +145,7 @@ class GroupCoordinator:
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         *,
         append_records: Callable[[int, bytes], None] | None = None,
+        await_replication: Callable[[int, Callable[[ErrorCode | None], None]], None] | None = None,
     ) -> None:
         self.config = config
         self._offsets_log = offsets_log
@@ -153,6 +155,8 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         #: Cluster: appends one ``__consumer_offsets`` batch as leader (acks=-1 checks) or raises KafkaError.
         self._append_records = append_records
+        #: Cluster: calls back once a partition's appended records are replicated (or with the error).
+        self._await_replication = await_replication
         #: Cluster: ``__consumer_offsets`` partitions this node leads -> their leader epoch. None on a single
         #: node, which coordinates every partition.
         self._owned: dict[int, int] | None = None if append_records is None else {}
@@ -280,8 +284,9 @@ class GroupCoordinator:
             log.flush()
         self._appended.add(partition)
 
-    def _store_group(self, group: Group) -> None:
-        """Write the group's metadata record (a failure is logged: the group still works until a restart)."""
+    def _store_group(self, group: Group) -> ErrorCode:
+        """Write the group's metadata record; the error a client would get (a failure is logged: on a single
+        node the group still works until a restart)."""
         value = GroupMetadataRecord(
             group.protocol_type or "",
             group.generation,
@@ -311,6 +316,16 @@ class GroupCoordinator:
                 group.generation,
                 exc,
             )
+            return append_error(exc)
+        return ErrorCode.NONE
+
+    def _after_write(self, group_id: str, then: Callable[[ErrorCode | None], None]) -> None:
+        """Run ``then(None)`` once what was appended to the group's partition is replicated (at once on a
+        single node), or ``then(error)`` when it cannot be (cluster: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        if self._await_replication is None:
+            then(None)
+        else:
+            self._await_replication(self.partition_for(group_id), then)
 
     def load(self) -> int:
         """Replay every existing ``__consumer_offsets`` partition; returns the number of groups loaded."""
@@ -743,13 +758,42 @@ class GroupCoordinator:
         if member_id == group.leader:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
-            group.state = GroupState.STABLE
-            group.state_timestamp_ms = self._now_ms()
-            self._store_group(group)
-            for m in group.members.values():
-                _answer(m.sync_future, self._sync_body(group, m))
-                m.sync_future = None
+            stored = self._store_group(group)
+            if stored != ErrorCode.NONE and self._append_records is not None:
+                self._propagate_assignment(group, group.generation, stored)
+            else:
+                self._after_write(
+                    group_id, lambda failed: self._propagate_assignment(group, generation, failed)
+                )
         return fut
+
+    def _propagate_assignment(self, group: Group, generation: int, failed: ErrorCode | None) -> None:
+        """The leader's assignment is stored (Kafka's storeGroup callback): the group is Stable and every member
+        gets its assignment; if it could not be stored (cluster), every member gets the error and the group
+        rebalances. Nothing happens if a rebalance or a resignation answered the members meanwhile."""
+        if (
+            self._groups.get(group.group_id) is not group
+            or group.generation != generation
+            or group.state != GroupState.COMPLETING_REBALANCE
+        ):
+            return
+        if failed is not None:
+            _log.warning(
+                "group %r: the assignment of generation %d was not stored (%s); the members rejoin",
+                group.group_id,
+                generation,
+                failed.name,
+            )
+            for m in group.members.values():
+                _answer(m.sync_future, {"ErrorCode": failed, "Assignment": b""})
+                m.sync_future = None
+            self._prepare_rebalance(group)
+            return
+        group.state = GroupState.STABLE
+        group.state_timestamp_ms = self._now_ms()
+        for m in group.members.values():
+            _answer(m.sync_future, self._sync_body(group, m))
+            m.sync_future = None
 
     @staticmethod
     def _sync_body(group: Group, member: Member) -> dict[str, Any]:
