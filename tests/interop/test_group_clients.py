@@ -299,7 +299,7 @@ def test_cooperative_sticky_members_join_and_leave_every_record_committed_once(
             members.append(member)
         else:
             members.pop(0).close()
-        batch = [f"p{phase}-{i}".encode() for i in range(60)]
+        batch = [f"p{phase}-{i}".encode() for i in range(30)]
         _produce(bootstrap, topic, batch)
         produced += batch
         deadline = time.monotonic() + 60

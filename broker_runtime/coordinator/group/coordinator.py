@@ -40,19 +40,19 @@ producer's COMMIT/ABORT marker is appended to the group's partition, and on repl
 makes them committed or drops them, as Kafka's ``handleTxnCompletion``; :meth:`pending_offsets` names the
 partitions OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT for.
 
-Cluster ownership (``append_records`` given; Kafka's ``onElection`` / ``onResignation``): this node coordinates
-only the groups of the ``__consumer_offsets`` partitions it leads. :meth:`GroupCoordinator.become_leader` loads
-one partition from the local replica (its whole log: as leader every record in it will be committed) at the
-partition's leader epoch; :meth:`GroupCoordinator.resign` drops its groups (timers cancelled, waiting JoinGroup and
-SyncGroup answers get NOT_COORDINATOR). Every request for a group of another partition answers NOT_COORDINATOR
+Cluster ownership (``append_records`` given; Kafka's ``onElection`` / ``onResignation``): this node coordinates only
+the groups of the ``__consumer_offsets`` partitions it leads. :meth:`GroupCoordinator.become_leader` loads one
+partition from the local replica (its whole log: as leader every record in it will be committed) at the partition's
+leader epoch; :meth:`GroupCoordinator.resign` drops its groups (timers cancelled, waiting JoinGroup and SyncGroup
+answers get NOT_COORDINATOR). Every request for a group of another partition answers NOT_COORDINATOR
 (:meth:`GroupCoordinator.owner_error`). Records go through ``append_records`` (the leader's append with acks=-1
 rules; it raises :class:`~broker_runtime.errors.KafkaError`, mapped as Kafka's ``appendForGroup`` callbacks map
-them: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR, NOT_ENOUGH_REPLICAS / timeouts -> COORDINATOR_NOT_AVAILABLE);
-the handler waits for their replication (:meth:`GroupCoordinator.take_appended`) before it answers, and the
-members' SyncGroup answers wait for the replication of the leader's assignment (``await_replication``; the group
-stays CompletingRebalance meanwhile, and rebalances if it cannot be stored). The in-memory state follows the leader's own log at once (a commit whose replication then fails is visible on
-this leader, as it is in its log; a new leader that lacks it never had it, and this one drops the group when it
-resigns).
+them: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR, NOT_ENOUGH_REPLICAS / timeouts -> COORDINATOR_NOT_AVAILABLE); the
+handler waits for their replication (:meth:`GroupCoordinator.take_appended`) before it answers, and the members'
+SyncGroup answers wait for the replication of the leader's assignment (``await_replication``; the group stays
+CompletingRebalance meanwhile, and rebalances if it cannot be stored). The in-memory state follows the leader's own
+log at once (a commit whose replication then fails is visible on this leader, as it is in its log; a new leader that
+lacks it never had it, and this one drops the group when it resigns).
 
 Timers run on the event loop (``loop.call_later``). Thread-safety: event-loop thread only (storage calls are
 synchronous and short).

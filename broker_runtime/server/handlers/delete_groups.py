@@ -1,8 +1,9 @@
 """DeleteGroups (key 42, v0-2): remove groups that have no member, with their committed offsets.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.delete_groups` (GROUP_ID_NOT_FOUND,
-NON_EMPTY_GROUP). Without a group coordinator each group answers NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the
-answer waits for the replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+NON_EMPTY_GROUP). Without a group coordinator each group answers NOT_COORDINATOR. In a cluster a group of a
+``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the
+replication of what the request wrote (:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """OffsetCommit (key 8, v0-8): store a group's consumed positions in ``__consumer_offsets``.
 
-Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.commit_offsets` (answered once the records
-are appended and flushed). ``RetentionTimeMs`` (v2-4) is ignored: ``offsets.retention.minutes`` rules, as in
-Kafka from v5. Without a group coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the
-answer waits for the replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.commit_offsets` (answered once the records are
+appended and flushed). ``RetentionTimeMs`` (v2-4) is ignored: ``offsets.retention.minutes`` rules, as in Kafka from
+v5. Without a group coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a
+``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the
+replication of what the request wrote (:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations

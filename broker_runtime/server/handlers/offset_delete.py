@@ -1,9 +1,10 @@
 """OffsetDelete (key 47, v0): remove a group's committed offsets of some partitions (KIP-496).
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.delete_offsets` (GROUP_ID_NOT_FOUND,
-GROUP_SUBSCRIBED_TO_TOPIC per partition of a topic the members consume). Without a group coordinator the answer
-is NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the
-answer waits for the replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+GROUP_SUBSCRIBED_TO_TOPIC per partition of a topic the members consume). Without a group coordinator the answer is
+NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers
+NOT_COORDINATOR, and the answer waits for the replication of what the request wrote
+(:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """SyncGroup (key 14, v0-5): a member collects its assignment; the leader's request carries everyone's.
 
-Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.sync` (an answer now or a future
-of it), encode. Without a group coordinator the answer is NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the
-answer waits for the replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.sync` (an answer now or a future of it),
+encode. Without a group coordinator the answer is NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets``
+partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the replication of what the
+request wrote (:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """TxnOffsetCommit (key 28, v0-3): a transactional producer commits a group's offsets inside its transaction.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.txn_commit_offsets` (answered once the
-transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker
-lands on the group's ``__consumer_offsets`` partition, which AddOffsetsToTxn added to the transaction). Without
-a group coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the
-answer waits for the replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker lands on
+the group's ``__consumer_offsets`` partition, which AddOffsetsToTxn added to the transaction). Without a group
+coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this
+node does not lead answers NOT_COORDINATOR, and the answer waits for the replication of what the request wrote
+(:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations
