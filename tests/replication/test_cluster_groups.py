@@ -3,13 +3,15 @@ coordinator of a group is the leader of its ``__consumer_offsets`` partition (RF
 SIGKILLed mid-consumption the group carries on with its committed offsets intact (the new leader loads the
 partition; nothing committed is consumed again); offsets committed inside a transaction
 (``send_offsets_to_transaction``) become visible once the marker lands on the group's partition, also when
-another node coordinates the transaction; too few brokers for ``offsets.topic.replication.factor`` leave the
+another node coordinates the transaction; a commit is answered only once replicated to the ISR (followers
+SIGSTOPped: not before they are fenced); too few brokers for ``offsets.topic.replication.factor`` leave the
 topic uncreated and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as Kafka."""
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,51 +173,58 @@ def _leader(bootstrap: str, topic: str, partition: int) -> int:
     return leader
 
 
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    """One 3-node cluster for the tests below that kill no node (it saves a cluster start and stop)."""
+    with cluster_process(tmp_path_factory.mktemp("shared") / "cluster", nodes=3, overrides=FAST) as cluster:
+        yield cluster
+
+
 def test_send_offsets_to_transaction_in_a_cluster_commits_the_offsets_with_the_outputs(
-    tmp_path: Path,
+    shared_cluster: BrokerCluster,
 ) -> None:
+    cluster = shared_cluster
     txn_id = "etl-tx"
-    with cluster_process(tmp_path / "cluster", nodes=3, overrides=FAST) as cluster:
-        create_replicated(cluster, "in", 1, 3)
-        create_replicated(cluster, "out", 1, 3)
-        _produce(cluster.bootstrap, "in", [b"x%d" % i for i in range(20)], 1)
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
-        producer.init_transactions(60)
-        _coordinator(cluster.bootstrap, "probe")  # creates __consumer_offsets
+    create_replicated(cluster, "in", 1, 3)
+    create_replicated(cluster, "out", 1, 3)
+    _produce(cluster.bootstrap, "in", [b"x%d" % i for i in range(20)], 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(60)
+    _coordinator(cluster.bootstrap, "probe")  # creates __consumer_offsets
+    wait_for(
+        lambda: len(metadata(cluster.bootstrap, [CONSUMER_OFFSETS_TOPIC])["Topics"][0]["Partitions"]) == 3
+    )
+    txn_node = _leader(cluster.bootstrap, "__transaction_state", txn_partition_for(txn_id, 3))
+    # a group coordinated by another node than the transaction: its marker travels by WriteTxnMarkers
+    group = next(
+        g
+        for g in (f"etl-{i}" for i in range(100))
+        if _leader(cluster.bootstrap, CONSUMER_OFFSETS_TOPIC, partition_for(g, OFFSETS_PARTITIONS))
+        != txn_node
+    )
+    consumer = _member(cluster.bootstrap, group, **{"isolation.level": "read_committed"})
+    consumer.subscribe(["in"])
+    try:
+        msgs: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(msgs) < 20 and time.monotonic() < deadline:
+            msgs += [m for m in consumer.consume(20, 0.2) if m.error() is None]
+        assert len(msgs) == 20
+        producer.begin_transaction()
+        for m in msgs:
+            producer.produce("out", value=bytes(m.value()).upper())
+        producer.send_offsets_to_transaction(
+            [TopicPartition("in", 0, msgs[-1].offset() + 1)], consumer.consumer_group_metadata(), 60
+        )
+        assert _committed(cluster.bootstrap, group, "in", 1) == {0: -1001}, "pending until the commit"
+        producer.commit_transaction(60)
         wait_for(
-            lambda: len(metadata(cluster.bootstrap, [CONSUMER_OFFSETS_TOPIC])["Topics"][0]["Partitions"]) == 3
+            lambda: _committed(cluster.bootstrap, group, "in", 1) == {0: 20},
+            20,
+            "the transactional offset committed by the COMMIT marker",
         )
-        txn_node = _leader(cluster.bootstrap, "__transaction_state", txn_partition_for(txn_id, 3))
-        # a group coordinated by another node than the transaction: its marker travels by WriteTxnMarkers
-        group = next(
-            g
-            for g in (f"etl-{i}" for i in range(100))
-            if _leader(cluster.bootstrap, CONSUMER_OFFSETS_TOPIC, partition_for(g, OFFSETS_PARTITIONS))
-            != txn_node
-        )
-        consumer = _member(cluster.bootstrap, group, **{"isolation.level": "read_committed"})
-        consumer.subscribe(["in"])
-        try:
-            msgs: list[Any] = []
-            deadline = time.monotonic() + 60
-            while len(msgs) < 20 and time.monotonic() < deadline:
-                msgs += [m for m in consumer.consume(20, 0.2) if m.error() is None]
-            assert len(msgs) == 20
-            producer.begin_transaction()
-            for m in msgs:
-                producer.produce("out", value=bytes(m.value()).upper())
-            producer.send_offsets_to_transaction(
-                [TopicPartition("in", 0, msgs[-1].offset() + 1)], consumer.consumer_group_metadata(), 60
-            )
-            assert _committed(cluster.bootstrap, group, "in", 1) == {0: -1001}, "pending until the commit"
-            producer.commit_transaction(60)
-            wait_for(
-                lambda: _committed(cluster.bootstrap, group, "in", 1) == {0: 20},
-                20,
-                "the transactional offset committed by the COMMIT marker",
-            )
-        finally:
-            consumer.close()
+    finally:
+        consumer.close()
 
 
 def test_too_few_brokers_for_the_offsets_replication_factor_no_coordinator(tmp_path: Path) -> None:
@@ -224,3 +233,48 @@ def test_too_few_brokers_for_the_offsets_replication_factor_no_coordinator(tmp_p
         assert answer["ErrorCode"] == 15, answer  # COORDINATOR_NOT_AVAILABLE
         assert "offsets.topic.replication.factor=3" in answer["ErrorMessage"], answer
         assert metadata(cluster.bootstrap, [CONSUMER_OFFSETS_TOPIC])["Topics"][0]["ErrorCode"] == 3
+
+
+def _commit(bootstrap: str, group: str, topic: str, offset: int) -> int:
+    """A simple OffsetCommit (no member: the group has none) of ``topic``-0; its error code."""
+    body = {
+        "GroupId": group,
+        "GenerationIdOrMemberEpoch": -1,
+        "MemberId": "",
+        "GroupInstanceId": None,
+        "Topics": [{"Name": topic, "Partitions": [{"PartitionIndex": 0, "CommittedOffset": offset}]}],
+    }
+    answer = request(bootstrap, ApiKey.OFFSET_COMMIT, 8, body)
+    code: int = answer["Topics"][0]["Partitions"][0]["ErrorCode"]
+    return code
+
+
+def test_a_commit_is_answered_only_once_replicated_to_the_isr(shared_cluster: BrokerCluster) -> None:
+    """Last in the module: it leaves two nodes of the shared cluster fenced for a while (they re-register)."""
+    from tests.replication.conftest import paused
+
+    cluster = shared_cluster
+    group = "acks"
+    create_replicated(cluster, "t", 1, 3)
+    coordinator = _coordinator(cluster.bootstrap, group)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    leader = next(n.bootstrap for n in cluster.nodes if n.node_id == coordinator)
+    wait_for(
+        lambda: len(partition_state(leader, CONSUMER_OFFSETS_TOPIC, index)["IsrNodes"]) == 3, 15, "ISR 3"
+    )
+    assert _commit(leader, group, "t", 1) == 0
+    followers = [n for n in cluster.nodes if n.node_id != coordinator]
+    with paused(followers[0].pid), paused(followers[1].pid):
+        started = time.monotonic()
+        assert _commit(leader, group, "t", 2) == 0
+        took = time.monotonic() - started
+    # the followers cannot fetch: the answer waits until they leave the ISR (fenced after
+    # broker.session.timeout.ms=1.5 s), never before
+    assert took >= 1.0, f"a commit was answered in {took:.3f} s while no follower could replicate it"
+    fetched = request(
+        leader,
+        ApiKey.OFFSET_FETCH,
+        1,
+        {"GroupId": group, "Topics": [{"Name": "t", "PartitionIndexes": [0]}]},
+    )
+    assert fetched["Topics"][0]["Partitions"][0]["CommittedOffset"] == 2, fetched
