@@ -30,7 +30,9 @@ timers are driven by the loop: after an operation is parked, one callback is sch
 
 Cluster mode (``pylog.cluster.dir`` set, see :mod:`.cluster`): the broker registers its address in the shared
 metadata once its listener is bound, then makes the partitions it hosts leaders or followers as the metadata
-says; followers fetch from their leaders on the same event loop (one fetcher task per leader).
+says; followers fetch from their leaders on the same event loop (one fetcher task per leader). After every
+metadata change the transaction and group coordinators load the ``__transaction_state`` / ``__consumer_offsets``
+partitions this node now leads and drop the ones it stopped leading (:mod:`.transactions`, :mod:`.groups`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from broker_runtime.server.cluster import POLL_INTERVAL_MS, SharedFileCluster, S
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
+from broker_runtime.server.groups import ClusterGroups
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -292,6 +295,8 @@ class Broker:
 
         #: The cluster side of the transaction coordinator (its coordinator is set once built, below).
         cluster_txns = ClusterTransactions(lambda: self.ctx, cfg.node_id) if cfg.cluster_dir else None
+        #: The cluster side of the group coordinator (likewise).
+        cluster_groups = ClusterGroups(lambda: self.ctx, cfg.node_id) if cfg.cluster_dir else None
 
         def refresh_cluster() -> bool:
             if cfg.cluster_dir is None:
@@ -304,6 +309,8 @@ class Broker:
             replicas.apply_view(view)
             if cluster_txns is not None:
                 cluster_txns.apply_view(view)
+            if cluster_groups is not None:
+                cluster_groups.apply_view(view)
             return True
 
         producer_ids = ProducerIdManager(
@@ -322,7 +329,7 @@ class Broker:
             txn_coordinator.load()
         else:
             cluster_txns.coordinator = txn_coordinator
-        group_coordinator = None if cfg.cluster_dir is not None else _group_coordinator(cfg, topics, loop)
+        group_coordinator = _group_coordinator(cfg, topics, loop, cluster_groups)
         ctx = BrokerContext(
             config=cfg,
             topics=topics,
@@ -339,10 +346,11 @@ class Broker:
             group_coordinator=group_coordinator,
         )
         self.ctx = ctx
+        # partitions of __transaction_state and __consumer_offsets led here since the start
         if cluster_txns is not None:
-            cluster_txns.apply_view(
-                cluster.view
-            )  # partitions of __transaction_state led here since the start
+            cluster_txns.apply_view(cluster.view)
+        if cluster_groups is not None:
+            cluster_groups.apply_view(cluster.view)
         dispatcher = Dispatcher(ctx)
 
         def connection() -> Connection:
@@ -403,16 +411,16 @@ class Broker:
                 )
             ),
         ]
-        if group_coordinator is not None:
-            periodic.append(
-                loop.create_task(
-                    self._every(
-                        cfg.offsets_retention_check_interval_ms,
-                        group_coordinator.expire_offsets,
-                        "offsets-expiration",
-                    )
+        # Every node has a group coordinator too (in a cluster it serves the groups of the partitions it leads).
+        periodic.append(
+            loop.create_task(
+                self._every(
+                    cfg.offsets_retention_check_interval_ms,
+                    group_coordinator.expire_offsets,
+                    "offsets-expiration",
                 )
             )
+        )
         if isinstance(cluster, SharedFileCluster):
             controller = Controller(
                 cluster.store,
@@ -464,8 +472,7 @@ class Broker:
                 await replicas.stop_fetchers()
             purgatory.shutdown()
             produce_purgatory.shutdown()
-            if group_coordinator is not None:
-                group_coordinator.shutdown()
+            group_coordinator.shutdown()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
             logs.shutdown()
@@ -586,14 +593,20 @@ def _transaction_coordinator(
 
 
 def _group_coordinator(
-    cfg: BrokerConfig, topics: TopicManager, loop: asyncio.AbstractEventLoop
+    cfg: BrokerConfig,
+    topics: TopicManager,
+    loop: asyncio.AbstractEventLoop,
+    cluster_groups: ClusterGroups | None,
 ) -> GroupCoordinator:
-    """The group coordinator of a single node: its state in the local ``__consumer_offsets`` partitions (created
+    """The group coordinator. Single node: its state in the local ``__consumer_offsets`` partitions (created
     on first use, ``cleanup.policy=compact``: the log cleaner keeps the latest record per key once it runs),
-    replayed now."""
+    replayed now. Cluster: the partitions this node leads, loaded and written through replication by
+    ``cluster_groups`` (see :mod:`.groups`)."""
 
     def offsets_log(partition: int, create: bool) -> PartitionLog | None:
         log = topics.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+        if cluster_groups is not None:
+            return log  # created by the cluster metadata (FindCoordinator), hosted through apply_view
         if log is None and create and topics.partition_count(CONSUMER_OFFSETS_TOPIC) is None:
             topics.create(
                 CONSUMER_OFFSETS_TOPIC,
@@ -615,8 +628,13 @@ def _group_coordinator(
         offsets_log,
         loop,
         topics.partition_count,
+        append_records=None if cluster_groups is None else cluster_groups.append_records,
+        await_replication=None if cluster_groups is None else cluster_groups.await_replication,
     )
-    coordinator.load()
+    if cluster_groups is None:
+        coordinator.load()
+    else:
+        cluster_groups.coordinator = coordinator
     return coordinator
 
 

@@ -79,6 +79,8 @@ BROKER_KEYS: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # Group coordinator (Kafka's names and defaults).
     "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "offsets.commit.timeout.ms": "5000",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -266,6 +268,11 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     offsets_topic_num_partitions: int = 50
+    #: Cluster: replicas of each ``__consumer_offsets`` partition; the topic is not created (FindCoordinator
+    #: answers COORDINATOR_NOT_AVAILABLE) until that many brokers are registered and unfenced, as Kafka.
+    offsets_topic_replication_factor: int = 3
+    #: Cluster: how long an offset commit (or any group write) waits for its replication before it fails.
+    offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
@@ -388,6 +395,8 @@ class BrokerConfig:
                 props, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1
             ),
             offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", minimum=1),
+            offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", minimum=1),
+            offsets_commit_timeout_ms=_int(props, "offsets.commit.timeout.ms", minimum=1),
             offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", minimum=0),
             offsets_retention_minutes=_int(props, "offsets.retention.minutes", minimum=1),
             offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", minimum=1),

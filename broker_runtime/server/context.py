@@ -58,7 +58,7 @@ class BrokerContext:
     cluster: Any = None
     #: Re-read the cluster metadata now and apply it (a request named a topic this broker does not know).
     refresh_cluster: Callable[[], bool] = field(default=lambda: False)
-    #: The transaction coordinator of this broker (None in a cluster: not available there yet).
+    #: The transaction coordinator of this broker (in a cluster: of the __transaction_state partitions it leads).
     txn_coordinator: TransactionCoordinator | None = None
-    #: The group coordinator of this broker (None in a cluster: not available there yet).
+    #: The group coordinator of this broker (in a cluster: of the __consumer_offsets partitions it leads).
     group_coordinator: GroupCoordinator | None = None
