@@ -109,19 +109,43 @@ def test_console_errors_exit_with_one_line(broker: str, tool: Tool) -> None:
     )
     assert_one_line_error(no_separator, 1, "no key separator found on line number 1")
     unknown_property = tool(
-        "console-producer", "--bootstrap-server", broker, "--topic", "errs", "--property", "parse.kee=true", stdin=""
+        "console-producer",
+        "--bootstrap-server",
+        broker,
+        "--topic",
+        "errs",
+        "--property",
+        "parse.kee=true",
+        stdin="",
     )
     assert_one_line_error(unknown_property, 2, "--property parse.kee: not supported")
     bad_acks = tool(
-        "console-producer", "--bootstrap-server", broker, "--topic", "errs", "--producer-property", "acks=2", stdin="x"
+        "console-producer",
+        "--bootstrap-server",
+        broker,
+        "--topic",
+        "errs",
+        "--producer-property",
+        "acks=2",
+        stdin="x",
     )
     assert_one_line_error(bad_acks, 2, "acks='2'")
-    missing_topic = tool("console-consumer", "--bootstrap-server", broker, "--topic", "nope", "--timeout-ms", "100")
+    missing_topic = tool(
+        "console-consumer", "--bootstrap-server", broker, "--topic", "nope", "--timeout-ms", "100"
+    )
     assert_one_line_error(missing_topic, 1, "topic 'nope' does not exist")
     offset_alone = tool("console-consumer", "--bootstrap-server", broker, "--topic", "errs", "--offset", "3")
     assert_one_line_error(offset_alone, 2, "--partition")
     past_end = tool(
-        "console-consumer", "--bootstrap-server", broker, "--topic", "errs", "--partition", "0", "--offset", "99"
+        "console-consumer",
+        "--bootstrap-server",
+        broker,
+        "--topic",
+        "errs",
+        "--partition",
+        "0",
+        "--offset",
+        "99",
     )
     assert_one_line_error(past_end, 1, "OFFSET_OUT_OF_RANGE")
     unreachable = tool(
