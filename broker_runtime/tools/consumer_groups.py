@@ -145,7 +145,8 @@ def _describe(client: KafkaClient, group: str) -> int:
     owners: dict[tuple[str, int], tuple[str, str, str]] = {}
     for member in described["Members"]:
         for tp in decode_assignment(member["MemberAssignment"]):
-            owners[tp] = (member["MemberId"], member["ClientHost"], member["ClientId"])
+            # An empty field (a broker that does not record the client's host) prints as "-".
+            owners[tp] = (member["MemberId"] or "-", member["ClientHost"] or "-", member["ClientId"] or "-")
     partitions = sorted(set(committed) | set(owners))
     ends = client.list_offsets({tp: LATEST_TIMESTAMP for tp in partitions}) if partitions else {}
     print()
