@@ -95,8 +95,9 @@ def test_lines_with_keys_and_headers_round_trip(broker: str, tool: Tool) -> None
     assert one.stdout.splitlines()[0] == "three"
 
 
-def test_console_errors_exit_with_one_line(broker: str, tool: Tool) -> None:
+def test_console_errors_exit_with_one_line(broker: str, tool: Tool, tool_here: Tool) -> None:
     create_topic(broker, "errs")
+    # One error exit of each tool as an operator sees it (a process of its own), the others in this process.
     no_separator = tool(
         "console-producer",
         "--bootstrap-server",
@@ -108,7 +109,7 @@ def test_console_errors_exit_with_one_line(broker: str, tool: Tool) -> None:
         stdin="no tab here\n",
     )
     assert_one_line_error(no_separator, 1, "no key separator found on line number 1")
-    unknown_property = tool(
+    unknown_property = tool_here(
         "console-producer",
         "--bootstrap-server",
         broker,
@@ -119,7 +120,7 @@ def test_console_errors_exit_with_one_line(broker: str, tool: Tool) -> None:
         stdin="",
     )
     assert_one_line_error(unknown_property, 2, "--property parse.kee: not supported")
-    bad_acks = tool(
+    bad_acks = tool_here(
         "console-producer",
         "--bootstrap-server",
         broker,
@@ -134,9 +135,11 @@ def test_console_errors_exit_with_one_line(broker: str, tool: Tool) -> None:
         "console-consumer", "--bootstrap-server", broker, "--topic", "nope", "--timeout-ms", "100"
     )
     assert_one_line_error(missing_topic, 1, "topic 'nope' does not exist")
-    offset_alone = tool("console-consumer", "--bootstrap-server", broker, "--topic", "errs", "--offset", "3")
+    offset_alone = tool_here(
+        "console-consumer", "--bootstrap-server", broker, "--topic", "errs", "--offset", "3"
+    )
     assert_one_line_error(offset_alone, 2, "--partition")
-    past_end = tool(
+    past_end = tool_here(
         "console-consumer",
         "--bootstrap-server",
         broker,
@@ -148,7 +151,7 @@ def test_console_errors_exit_with_one_line(broker: str, tool: Tool) -> None:
         "99",
     )
     assert_one_line_error(past_end, 1, "OFFSET_OUT_OF_RANGE")
-    unreachable = tool(
+    unreachable = tool_here(
         "console-consumer", "--bootstrap-server", "127.0.0.1:1", "--topic", "errs", "--timeout-ms", "100"
     )
     assert_one_line_error(unreachable, 1, "127.0.0.1:1")

@@ -19,7 +19,7 @@ def _rows(stdout: str) -> list[list[str]]:
     return lines[start + 1 :]
 
 
-def test_describe_reset_and_delete_a_group(broker: str, tool: Tool) -> None:
+def test_describe_reset_and_delete_a_group(broker: str, tool: Tool, tool_here: Tool) -> None:
     create_topic(broker, "grouped", partitions=2)
     producer = Producer({"bootstrap.servers": broker})
     for i in range(10):
@@ -65,21 +65,23 @@ def test_describe_reset_and_delete_a_group(broker: str, tool: Tool) -> None:
     finally:
         consumer.close()
 
-    empty = tool(*groups, "--describe", "--group", "g")
+    empty = tool_here(*groups, "--describe", "--group", "g")
     assert "Consumer group 'g' has no active members." in empty.stdout
-    dry = tool(*groups, "--reset-offsets", "--group", "g", "--topic", "grouped", "--to-latest", "--dry-run")
+    dry = tool_here(
+        *groups, "--reset-offsets", "--group", "g", "--topic", "grouped", "--to-latest", "--dry-run"
+    )
     assert dry.returncode == 0 and [r[3] for r in _rows(dry.stdout)] == ["5", "5"]
-    assert [r[3] for r in _rows(tool(*groups, "--describe", "--group", "g").stdout)] == [
+    assert [r[3] for r in _rows(tool_here(*groups, "--describe", "--group", "g").stdout)] == [
         "3",
         "1",
     ]  # unchanged
-    clamped = tool(
+    clamped = tool_here(
         *groups, "--reset-offsets", "--group", "g", "--topic", "grouped:1", "--to-offset", "99", "--execute"
     )
     assert (
         clamped.returncode == 0 and "higher than latest offset of grouped-1; it is set to 5" in clamped.stderr
     )
-    early = tool(
+    early = tool_here(
         *groups,
         "--reset-offsets",
         "--group",
@@ -91,7 +93,7 @@ def test_describe_reset_and_delete_a_group(broker: str, tool: Tool) -> None:
         "--execute",
     )
     assert early.returncode == 0, early.stderr
-    rows = _rows(tool(*groups, "--describe", "--group", "g").stdout)
+    rows = _rows(tool_here(*groups, "--describe", "--group", "g").stdout)
     assert [(r[2], r[3], r[5]) for r in rows] == [("0", "0", "5"), ("1", "5", "0")]
 
     deleted = tool(*groups, "--delete", "--group", "g")
@@ -100,11 +102,11 @@ def test_describe_reset_and_delete_a_group(broker: str, tool: Tool) -> None:
         and "Deletion of requested consumer groups ('g') was successful." in deleted.stdout
     )
     assert_one_line_error(tool(*groups, "--describe", "--group", "g"), 1, "consumer group 'g' does not exist")
-    gone = tool(*groups, "--delete", "--group", "g")
+    gone = tool_here(*groups, "--delete", "--group", "g")
     assert gone.returncode == 1 and "could not be deleted due to: GROUP_ID_NOT_FOUND" in gone.stderr
-    assert_one_line_error(tool(*groups, "--describe"), 2, "--group is required")
+    assert_one_line_error(tool_here(*groups, "--describe"), 2, "--group is required")
     assert_one_line_error(
-        tool(*groups, "--reset-offsets", "--group", "g", "--topic", "grouped", "--execute"),
+        tool_here(*groups, "--reset-offsets", "--group", "g", "--topic", "grouped", "--execute"),
         2,
         "--to-earliest",
     )
