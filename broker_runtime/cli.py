@@ -8,6 +8,10 @@ Subcommands (argparse subparsers, so later tools add theirs)::
     pylog-broker node status --cluster-dir DIR [--json]
     pylog-broker status --data-dir DIR [--json]
     pylog-broker stop --data-dir DIR [--timeout SECONDS]
+    pylog-broker console-producer | console-consumer | dump-log | consumer-groups ...   (Kafka's tools)
+
+The tools (``broker_runtime.tools``, one module each) add their own subparsers; each documents its options,
+output and exit statuses in its module docstring.
 
 ``start`` runs the broker in the foreground. Once the listener accepts connections it prints exactly one line
 to stdout, ``listening on HOST:PORT`` (the real port when ``listeners`` asks for port 0), and flushes it, so a
