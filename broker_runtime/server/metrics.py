@@ -6,15 +6,17 @@ Names: Kafka's MBeans as the Prometheus JMX exporter's common Kafka rules name t
 as labels), so a Kafka dashboard's queries find them; the README's metrics table lists every name with its
 MBean. Names without a Kafka counterpart start with ``pylog_``.
 
-Two kinds of values:
-  * counters and histograms moved by the request path (bytes and messages in per topic, bytes out per topic,
-    requests and errors per API, request time histograms, ISR shrinks and expands). They are updated on the
-    event-loop thread, a few per request and per partition, never per record;
-  * gauges read at scrape time (log end/start offset and size per partition, purgatory sizes, under-replicated
-    and offline partitions, connections, the log manager's periodic-task failures): the scraping thread asks
-    the event loop for one :class:`Snapshot` (``loop.call_soon_threadsafe``) and waits for it at most
-    :data:`SNAPSHOT_TIMEOUT_S`; a loop that does not answer in time costs those gauges for this scrape (one
-    WARNING, counted in ``pylog_metrics_snapshot_timeouts_total``), never the scrape or the loop.
+Where values live: everything is kept in plain Python numbers owned by the event-loop thread, so the request
+path pays no lock (prometheus-client's own counters and histograms take one per update, which measured tens of
+microseconds per request on this project's machine): counters per topic, per API and per error code, and one
+bucket array per request-time histogram, updated a few times per request and per partition, never per record.
+A scrape (prometheus-client's HTTP server, its own daemon thread) asks the event loop for one :class:`Snapshot`
+(``loop.call_soon_threadsafe``): a copy of those counters plus the gauges read from the broker (log end/start
+offset and size per partition, purgatory sizes, under-replicated and offline partitions, connections, the log
+manager's periodic-task failures), and waits for it at most :data:`SNAPSHOT_TIMEOUT_S`; a loop that does not
+answer in time costs that scrape the broker's values (one WARNING, counted in
+``pylog_metrics_snapshot_timeouts_total``), never the scrape or the loop. Counters are cumulative, so the next
+scrape has them all.
 
 Request times (Kafka's ``RequestMetrics``, in milliseconds, one histogram per API): ``requestqueuetimems``
 from the read that completed the frame to the handler's start, ``localtimems`` in the handler, ``remotetimems``
@@ -23,23 +25,24 @@ to its turn on the connection (answers leave in request order), ``totaltimems`` 
 handed to the socket. Kafka's ``ResponseSendTimeMs`` has no counterpart: asyncio hands the bytes to the kernel
 without reporting when they left.
 
-Threads: counters and histograms are prometheus-client's (each value behind its own lock), so the HTTP thread
-reads them safely; everything else of the broker is only read on the loop thread, inside the snapshot. The HTTP
-server is prometheus-client's own (a daemon thread), so a slow scraper never blocks the event loop.
+Threads: the request-path state and the broker are read and written on the loop thread only (the snapshot runs
+there); the HTTP thread only turns a finished snapshot into text, so a slow scraper never blocks the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker_runtime.errors import ErrorCode
 
@@ -60,6 +63,15 @@ SNAPSHOT_TIMEOUT_S = 5.0
 #: Histogram buckets of the request times, in milliseconds (Kafka's request times span 0.1 ms to minutes).
 _TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 
+_BUCKET_LABELS = [str(float(b)) for b in _TIME_BUCKETS_MS] + ["+Inf"]
+#: The RequestMetrics histograms, in the order of :class:`RequestTiming`'s intervals.
+_TIME_NAMES = (
+    ("requestqueuetimems", "RequestQueueTimeMs"),
+    ("localtimems", "LocalTimeMs"),
+    ("remotetimems", "RemoteTimeMs"),
+    ("responsequeuetimems", "ResponseQueueTimeMs"),
+    ("totaltimems", "TotalTimeMs"),
+)
 _ERROR_NAMES: dict[int, str] = {int(code): code.name for code in ErrorCode}
 
 
@@ -91,6 +103,13 @@ class Snapshot:
     connections: int = 0
     #: The log manager's periodic tasks that raised, by task name.
     periodic_failures: Mapping[str, int] = field(default_factory=dict)
+    #: Copies of :class:`BrokerMetrics`' request-path counters (see its attributes), taken with the gauges.
+    topics: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+    requests: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    errors: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    times: Mapping[str, list[tuple[list[int], float]]] = field(default_factory=dict)
+    isr_shrinks: int = 0
+    isr_expands: int = 0
 
 
 class RequestTiming:
@@ -113,19 +132,18 @@ class RequestTiming:
         self._metrics._record(self, now_ns)
 
 
-def _error_counts(body: Any, counts: dict[int, int]) -> None:
-    """Every ``ErrorCode`` field of a response body (Kafka's ``AbstractResponse.errorCounts``); skips record
-    bytes, so the cost is per partition of the answer, not per record."""
-    if isinstance(body, dict):
-        for key, value in body.items():
-            if key == "ErrorCode":
-                counts[value] = counts.get(value, 0) + 1
-            elif isinstance(value, list | dict):
-                _error_counts(value, counts)
-    elif isinstance(body, list):
-        for item in body:
-            if isinstance(item, dict | list):
-                _error_counts(item, counts)
+def _error_counts(body: dict[str, Any], counts: dict[int, int]) -> None:
+    """Every ``ErrorCode`` field of a response body and of the structs in its arrays (Kafka's
+    ``AbstractResponse.errorCounts``); record bytes are never looked into, so the cost is per partition of the
+    answer, not per record."""
+    code = body.get("ErrorCode")
+    if code is not None:
+        counts[code] = counts.get(code, 0) + 1
+    for value in body.values():
+        if type(value) is list:
+            for item in value:
+                if type(item) is dict:
+                    _error_counts(item, counts)
 
 
 class BrokerMetrics:
@@ -134,77 +152,25 @@ class BrokerMetrics:
 
     def __init__(self, listener_name: str = "PLAINTEXT") -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        reg = self.registry
         self._listener_name = listener_name
-        self._bytes_in = Counter(
-            "kafka_server_brokertopicmetrics_bytesin",
-            "Bytes of records appended by producers (BrokerTopicMetrics BytesInPerSec)",
-            ["topic"],
-            registry=reg,
-        )
-        self._messages_in = Counter(
-            "kafka_server_brokertopicmetrics_messagesin",
-            "Records appended by producers (BrokerTopicMetrics MessagesInPerSec)",
-            ["topic"],
-            registry=reg,
-        )
-        self._bytes_out = Counter(
-            "kafka_server_brokertopicmetrics_bytesout",
-            "Record bytes sent to consumers, replication excluded (BrokerTopicMetrics BytesOutPerSec)",
-            ["topic"],
-            registry=reg,
-        )
-        self._requests = Counter(
-            "kafka_network_requestmetrics_requests",
-            "Requests answered (RequestMetrics RequestsPerSec)",
-            ["request", "version"],
-            registry=reg,
-        )
-        self._errors = Counter(
-            "kafka_network_requestmetrics_errors",
-            "Error codes in answers, NONE included (RequestMetrics ErrorsPerSec)",
-            ["request", "error"],
-            registry=reg,
-        )
-        self._times = {
-            name: Histogram(
-                f"kafka_network_requestmetrics_{name}",
-                f"RequestMetrics {doc} in milliseconds",
-                ["request"],
-                buckets=_TIME_BUCKETS_MS,
-                registry=reg,
-            )
-            for name, doc in (
-                ("requestqueuetimems", "RequestQueueTimeMs"),
-                ("localtimems", "LocalTimeMs"),
-                ("remotetimems", "RemoteTimeMs"),
-                ("responsequeuetimems", "ResponseQueueTimeMs"),
-                ("totaltimems", "TotalTimeMs"),
-            )
-        }
-        self._isr_shrinks = Counter(
-            "kafka_server_replicamanager_isrshrinks",
-            "ISR shrinks of partitions led here (ReplicaManager IsrShrinksPerSec)",
-            registry=reg,
-        )
-        self._isr_expands = Counter(
-            "kafka_server_replicamanager_isrexpands",
-            "ISR expands of partitions led here (ReplicaManager IsrExpandsPerSec)",
-            registry=reg,
-        )
+        #: topic -> [bytes in, messages in, bytes out] (loop thread).
+        self._topics: dict[str, list[float]] = {}
+        #: (request name, version) -> requests answered (loop thread).
+        self._requests: dict[tuple[str, int], int] = {}
+        #: (request name, error code) -> error codes answered (loop thread).
+        self._errors: dict[tuple[str, int], int] = {}
+        #: request name -> per histogram of :data:`_TIME_NAMES`: [bucket counts (not cumulative, +Inf last), sum].
+        self._times: dict[str, list[list[Any]]] = {}
+        self._isr_shrinks = 0
+        self._isr_expands = 0
         self._snapshot_timeouts = Counter(
             "pylog_metrics_snapshot_timeouts",
-            "Scrapes whose gauges were left out because the event loop did not answer in time",
-            registry=reg,
+            "Scrapes whose broker values were left out because the event loop did not answer in time",
+            registry=self.registry,
         )
-        # Label children cached per key: .labels() takes a lock and builds a tuple on every call.
-        self._topic_children: dict[str, tuple[Any, Any, Any]] = {}
-        self._request_children: dict[tuple[str, int], Any] = {}
-        self._time_children: dict[str, tuple[Any, ...]] = {}
-        self._error_children: dict[tuple[str, int], Any] = {}
         self._snapshot: Callable[[], Snapshot] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        reg.register(_GaugeCollector(self))
+        self.registry.register(_SnapshotCollector(self))
 
     # -- wiring ---------------------------------------------------------------------------------------------
 
@@ -213,35 +179,42 @@ class BrokerMetrics:
         self._loop = loop
         self._snapshot = snapshot
 
+    def counters_into(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with copies of the request-path counters (loop thread, inside the snapshot call)."""
+        return dataclasses.replace(
+            snapshot,
+            topics={t: (v[0], v[1], v[2]) for t, v in self._topics.items()},
+            requests=dict(self._requests),
+            errors=dict(self._errors),
+            times={api: [(list(h[0]), h[1]) for h in hists] for api, hists in self._times.items()},
+            isr_shrinks=self._isr_shrinks,
+            isr_expands=self._isr_expands,
+        )
+
     # -- the request path (event-loop thread) ----------------------------------------------------------------
 
-    def _topic(self, topic: str) -> tuple[Any, Any, Any]:
-        children = self._topic_children.get(topic)
-        if children is None:
-            children = (
-                self._bytes_in.labels(topic),
-                self._messages_in.labels(topic),
-                self._bytes_out.labels(topic),
-            )
-            self._topic_children[topic] = children
-        return children
+    def _topic(self, topic: str) -> list[float]:
+        values = self._topics.get(topic)
+        if values is None:
+            values = self._topics[topic] = [0, 0, 0]
+        return values
 
     def appended(self, topic: str, size_bytes: int, records: int) -> None:
         """A producer's records were appended to a partition of ``topic`` (not duplicates, not replication)."""
-        bytes_in, messages_in, _ = self._topic(topic)
-        bytes_in.inc(size_bytes)
-        messages_in.inc(records)
+        values = self._topic(topic)
+        values[0] += size_bytes
+        values[1] += records
 
     def fetched(self, topic: str, size_bytes: int) -> None:
         """Record bytes of ``topic`` went into a consumer's Fetch answer."""
         if size_bytes:
-            self._topic(topic)[2].inc(size_bytes)
+            self._topic(topic)[2] += size_bytes
 
     def isr_changed(self, old_size: int, new_size: int) -> None:
         if new_size < old_size:
-            self._isr_shrinks.inc()
+            self._isr_shrinks += 1
         elif new_size > old_size:
-            self._isr_expands.inc()
+            self._isr_expands += 1
 
     def request_started(self, api: str, version: int, received_ns: int) -> RequestTiming:
         return RequestTiming(self, api, version, received_ns, time.monotonic_ns())
@@ -249,32 +222,39 @@ class BrokerMetrics:
     def _record(self, timing: RequestTiming, now_ns: int) -> None:
         api = timing.api
         key = (api, timing.version)
-        requests = self._request_children.get(key)
-        if requests is None:
-            requests = self._requests.labels(api, str(timing.version))
-            self._request_children[key] = requests
-        requests.inc()
-        times = self._time_children.get(api)
-        if times is None:
-            times = tuple(self._times[name].labels(api) for name in self._times)
-            self._time_children[api] = times
-        queue, local, remote, response_queue, total = times
-        queue.observe((timing.started - timing.received) / 1e6)
-        local.observe((timing.local_done - timing.started) / 1e6)
-        remote.observe((timing.resolved - timing.local_done) / 1e6)
-        response_queue.observe((now_ns - timing.resolved) / 1e6)
-        total.observe((now_ns - timing.received) / 1e6)
+        requests = self._requests
+        requests[key] = requests.get(key, 0) + 1
+        hists = self._times.get(api)
+        if hists is None:
+            hists = self._times[api] = [[[0] * (len(_TIME_BUCKETS_MS) + 1), 0.0] for _ in _TIME_NAMES]
+        received, started, local_done, resolved = (
+            timing.received,
+            timing.started,
+            timing.local_done,
+            timing.resolved,
+        )
+        for hist, interval_ns in zip(
+            hists,
+            (
+                started - received,
+                local_done - started,
+                resolved - local_done,
+                now_ns - resolved,
+                now_ns - received,
+            ),
+            strict=True,
+        ):
+            ms = interval_ns / 1e6
+            hist[0][bisect.bisect_left(_TIME_BUCKETS_MS, ms)] += 1
+            hist[1] += ms
         result = timing.result
         if isinstance(result, dict):
             counts: dict[int, int] = {}
             _error_counts(result, counts)
+            errors = self._errors
             for code, n in counts.items():
-                key = (api, code)
-                child = self._error_children.get(key)
-                if child is None:
-                    child = self._errors.labels(api, _ERROR_NAMES.get(code, str(code)))
-                    self._error_children[key] = child
-                child.inc(n)
+                ekey = (api, code)
+                errors[ekey] = errors.get(ekey, 0) + n
 
     # -- scrape time (the HTTP server's thread) --------------------------------------------------------------
 
@@ -288,7 +268,7 @@ class BrokerMetrics:
         def take() -> None:
             if answer.set_running_or_notify_cancel():
                 try:
-                    answer.set_result(snapshot())
+                    answer.set_result(self.counters_into(snapshot()))
                 except BaseException as exc:  # reported to the scraper's thread below
                     answer.set_exception(exc)
 
@@ -302,13 +282,87 @@ class BrokerMetrics:
             answer.cancel()
             self._snapshot_timeouts.inc()
             _log.warning(
-                "metrics scrape: the event loop did not answer within %.0f s; gauges left out of this scrape",
+                "metrics scrape: the event loop did not answer within %.0f s; broker values left out of this scrape",
                 SNAPSHOT_TIMEOUT_S,
             )
             return None
         except Exception:
-            _log.exception("metrics scrape: taking the snapshot failed; gauges left out of this scrape")
+            _log.exception(
+                "metrics scrape: taking the snapshot failed; broker values left out of this scrape"
+            )
             return None
+
+    def counter_families(self, snap: Snapshot) -> Iterator[Metric]:
+        def counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
+            return CounterMetricFamily(name, doc, labels=list(labels))
+
+        topic_families = (
+            counter(
+                "kafka_server_brokertopicmetrics_bytesin",
+                "Bytes of records appended by producers (BrokerTopicMetrics BytesInPerSec)",
+                ["topic"],
+            ),
+            counter(
+                "kafka_server_brokertopicmetrics_messagesin",
+                "Records appended by producers (BrokerTopicMetrics MessagesInPerSec)",
+                ["topic"],
+            ),
+            counter(
+                "kafka_server_brokertopicmetrics_bytesout",
+                "Record bytes sent to consumers, replication excluded (BrokerTopicMetrics BytesOutPerSec)",
+                ["topic"],
+            ),
+        )
+        for topic, values in sorted(snap.topics.items()):
+            for family, value in zip(topic_families, values, strict=True):
+                family.add_metric([topic], value)
+        yield from topic_families
+        requests = counter(
+            "kafka_network_requestmetrics_requests",
+            "Requests answered (RequestMetrics RequestsPerSec)",
+            ["request", "version"],
+        )
+        for (api, version), n in sorted(snap.requests.items()):
+            requests.add_metric([api, str(version)], n)
+        yield requests
+        errors = counter(
+            "kafka_network_requestmetrics_errors",
+            "Error codes in answers, NONE included (RequestMetrics ErrorsPerSec)",
+            ["request", "error"],
+        )
+        for (api, code), n in sorted(snap.errors.items()):
+            errors.add_metric([api, _ERROR_NAMES.get(code, str(code))], n)
+        yield errors
+        for index, (name, doc) in enumerate(_TIME_NAMES):
+            histogram = HistogramMetricFamily(
+                f"kafka_network_requestmetrics_{name}",
+                f"RequestMetrics {doc} in milliseconds",
+                labels=["request"],
+            )
+            for api, hists in sorted(snap.times.items()):
+                counts, total = hists[index]
+                cumulative: list[tuple[str, float]] = []
+                running = 0
+                for label, count in zip(_BUCKET_LABELS, counts, strict=True):
+                    running += count
+                    cumulative.append((label, running))
+                histogram.add_metric([api], cumulative, sum_value=total)
+            yield histogram
+        for name, doc, value in (
+            (
+                "kafka_server_replicamanager_isrshrinks",
+                "ISR shrinks of partitions led here (IsrShrinksPerSec)",
+                snap.isr_shrinks,
+            ),
+            (
+                "kafka_server_replicamanager_isrexpands",
+                "ISR expands of partitions led here (IsrExpandsPerSec)",
+                snap.isr_expands,
+            ),
+        ):
+            family = counter(name, doc)
+            family.add_metric([], value)
+            yield family
 
     def gauge_families(self, snap: Snapshot) -> Iterator[Metric]:
         def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
@@ -395,8 +449,8 @@ class BrokerMetrics:
         yield failures
 
 
-class _GaugeCollector:
-    """The scrape-time half of :class:`BrokerMetrics` (prometheus-client's custom collector protocol)."""
+class _SnapshotCollector:
+    """What a scrape reads of :class:`BrokerMetrics` (prometheus-client's custom collector protocol)."""
 
     def __init__(self, metrics: BrokerMetrics) -> None:
         self._metrics = metrics
@@ -407,6 +461,7 @@ class _GaugeCollector:
     def collect(self) -> Iterator[Metric]:
         snap = self._metrics.take_snapshot()
         if snap is not None:
+            yield from self._metrics.counter_families(snap)
             yield from self._metrics.gauge_families(snap)
 
 
