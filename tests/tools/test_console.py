@@ -76,23 +76,30 @@ def test_lines_with_keys_and_headers_round_trip(broker: str, tool: Tool) -> None
     assert by_key[("k1", "one")][0] == by_key[("k1", "three")][0]
     assert by_key[("k1", "one")][1] < by_key[("k1", "three")][1]
 
-    # One partition from an offset, until no record came for the timeout.
-    partition, offset = by_key[("k1", "three")]
+    # One partition from an offset in the middle of a batch (three keyless lines are one batch), until no record
+    # came for the timeout: exactly the records from that offset on.
+    create_topic(broker, "plain")
+    assert (
+        tool(
+            "console-producer", "--bootstrap-server", broker, "--topic", "plain", stdin="a\nb\nc\n"
+        ).returncode
+        == 0
+    )
     one = tool(
         "console-consumer",
         "--bootstrap-server",
         broker,
         "--topic",
-        "lines",
+        "plain",
         "--partition",
-        partition.split(":")[1],
+        "0",
         "--offset",
-        str(offset),
+        "1",
         "--timeout-ms",
         "1500",
     )
     assert one.returncode == 0, one.stderr
-    assert one.stdout.splitlines()[0] == "three"
+    assert one.stdout.splitlines() == ["b", "c"]
 
 
 def test_console_errors_exit_with_one_line(broker: str, tool: Tool, tool_here: Tool) -> None:
