@@ -8,7 +8,7 @@ MBean. Names without a Kafka counterpart start with ``pylog_``.
 
 Where values live: everything is kept in plain Python numbers owned by the event-loop thread, so the request
 path pays no lock (prometheus-client's own counters and histograms take one per update, which measured tens of
-microseconds per request on this project's machine): counters per topic, per API and per error code, and one
+microseconds per request on a loaded 2-core machine): counters per topic, per API and per error code, and one
 bucket array per request-time histogram, updated a few times per request and per partition, never per record.
 A scrape (prometheus-client's HTTP server, its own daemon thread) asks the event loop for one :class:`Snapshot`
 (``loop.call_soon_threadsafe``): a copy of those counters plus the gauges read from the broker (log end/start
@@ -26,7 +26,8 @@ handed to the socket. Kafka's ``ResponseSendTimeMs`` has no counterpart: asyncio
 without reporting when they left.
 
 Threads: the request-path state and the broker are read and written on the loop thread only (the snapshot runs
-there); the HTTP thread only turns a finished snapshot into text, so a slow scraper never blocks the loop.
+there); the HTTP thread only turns a finished snapshot into text (and counts its own timeouts in a
+prometheus-client counter, which locks), so a slow scraper never blocks the loop.
 """
 
 from __future__ import annotations
