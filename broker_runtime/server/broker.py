@@ -65,6 +65,7 @@ from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.groups import ClusterGroups
+from broker_runtime.server.metrics import BrokerMetrics, MetricsServer, PartitionSnapshot, Snapshot
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -103,6 +104,8 @@ class Broker:
         self._applied_view: object = None
         #: The controller logic of this node (cluster mode only; active only while it holds the role).
         self.controller: Controller | None = None
+        #: The Prometheus endpoint (``pylog.metrics.listener``), None while metrics are off.
+        self.metrics_server: MetricsServer | None = None
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -118,6 +121,11 @@ class Broker:
     @property
     def bootstrap(self) -> str:
         return f"{self._host}:{self._port}"
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the Prometheus endpoint (the bound port when the config said 0), or None when off."""
+        return None if self.metrics_server is None else self.metrics_server.address
 
     def start(self, timeout_s: float = 60.0) -> Broker:
         """Start the loop thread and return once the listener accepts connections (or raise the startup error)."""
@@ -255,12 +263,23 @@ class Broker:
             if isinstance(cluster, SharedFileCluster) and confirm_leadership("at the next heartbeat") is None:
                 cluster.session.beat()
 
+        metrics = BrokerMetrics(cfg.listener.name) if cfg.metrics_listener is not None else None
+
+        def alter_isr(topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+            """The cluster's AlterPartition, counted as an ISR shrink or expand once accepted."""
+            hosted = replicas.partition(topic, partition)
+            before = len(hosted.isr) if hosted is not None else len(isr)
+            accepted = cluster.alter_isr(topic, partition, isr, leader_epoch)
+            if accepted and metrics is not None:
+                metrics.isr_changed(before, len(isr))
+            return accepted
+
         replicas = ReplicaManager(
             topics,
             wall_ms=lambda: time.time_ns() // 1_000_000,
             node_id=cfg.node_id,
             now_ms=self._clock.now_ms,
-            alter_isr=cluster.alter_isr,
+            alter_isr=alter_isr if metrics is not None else cluster.alter_isr,
             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
             fetcher_config=FetcherConfig(
                 cfg.node_id,
@@ -344,6 +363,7 @@ class Broker:
             refresh_cluster=refresh_cluster,
             txn_coordinator=txn_coordinator,
             group_coordinator=group_coordinator,
+            metrics=metrics,
         )
         self.ctx = ctx
         # partitions of __transaction_state and __consumer_offsets led here since the start
@@ -372,6 +392,24 @@ class Broker:
         ctx.advertised_port = advertised.port if advertised and advertised.port else self._port
         cluster.register(ctx.advertised_host, ctx.advertised_port)
         refresh_cluster()
+        if metrics is not None and cfg.metrics_listener is not None:
+
+            def snapshot() -> Snapshot:
+                return self._metrics_snapshot(logs, replicas, cluster.view, [purgatory, produce_purgatory])
+
+            metrics.bind(loop, snapshot)
+            try:
+                self.metrics_server = MetricsServer(metrics, *cfg.metrics_listener)
+            except OSError as exc:
+                server.close()
+                raise OSError(
+                    exc.errno,
+                    f"pylog.metrics.listener={cfg.metrics_listener[0]}:{cfg.metrics_listener[1]}: "
+                    f"cannot listen: {exc.strerror or exc}",
+                ) from exc
+            _log.info(
+                "broker %d serves metrics on http://%s/metrics", cfg.node_id, self.metrics_server.address
+            )
         periodic = [
             loop.create_task(
                 self._every(cfg.log_retention_check_interval_ms, logs.run_retention, "retention")
@@ -457,6 +495,8 @@ class Broker:
             await self._stop_event.wait()
         finally:
             _log.info("broker %d stopping", cfg.node_id)
+            if self.metrics_server is not None:
+                self.metrics_server.close()
             if isinstance(cluster, SharedFileCluster):
                 cluster.controlled_shutdown()
             server.close()
@@ -517,6 +557,45 @@ class Broker:
         except RuntimeError:  # shut down meanwhile
             return
         self._schedule_timer()
+
+    def _metrics_snapshot(
+        self,
+        logs: LogManager,
+        replicas: ReplicaManager,
+        view: Any,
+        purgatories: list[DelayedOperationPurgatory[Any]],
+    ) -> Snapshot:
+        """The scrape-time gauges (event-loop thread; per partition, nothing per record)."""
+        cluster_mode = self.config.cluster_dir is not None
+        parts: list[PartitionSnapshot] = []
+        for (topic, index), log in sorted(logs.all_logs().items()):
+            hosted = replicas.partition(topic, index) if cluster_mode else None
+            leader = hosted.is_leader if hosted is not None else not cluster_mode
+            under = hosted is not None and leader and len(hosted.isr) < len(hosted.replicas)
+            under_min = hosted is not None and leader and len(hosted.isr) < hosted.effective_min_isr()
+            parts.append(
+                PartitionSnapshot(
+                    topic,
+                    index,
+                    log.log_start_offset,
+                    log.log_end_offset,
+                    log.size_bytes,
+                    len(log.segments),
+                    leader,
+                    under,
+                    under_min,
+                )
+            )
+        offline = sum(1 for t in view.topics.values() for p in t.partitions if p.leader < 0)
+        controller = self.controller
+        return Snapshot(
+            partitions=parts,
+            purgatories={p.name: (p.watched, p.delayed) for p in purgatories},
+            offline_partitions=offline,
+            active_controller=controller is None or controller.active,
+            connections=len(self._connections),
+            periodic_failures=dict(logs.periodic_failures),
+        )
 
     @staticmethod
     def _purgatories(ctx: BrokerContext) -> list[DelayedOperationPurgatory[Any]]:

@@ -89,6 +89,8 @@ BROKER_KEYS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "3000",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
+    # pylog: the Prometheus endpoint, HOST:PORT or PORT (loopback); empty = no metrics (see server/metrics.py).
+    "pylog.metrics.listener": "",
     # pylog, tests only: while this file exists, a cluster coordinator holds its transaction markers back.
     "pylog.test.transaction.markers.hold.file": "",
 }
@@ -216,6 +218,26 @@ def _bool(props: Mapping[str, str], key: str) -> bool:
     return text == "true"
 
 
+def _metrics_listener(text: str) -> tuple[str, int] | None:
+    """``pylog.metrics.listener``: ``HOST:PORT``, or ``PORT`` alone for loopback; empty = off; port 0 = any free."""
+    text = text.strip()
+    if not text:
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ConfigError(
+            f"pylog.metrics.listener={text!r}: expected HOST:PORT or PORT (0..65535), e.g. 127.0.0.1:9404"
+        )
+    return host, port
+
+
 _COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -281,6 +303,8 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
+    #: ``pylog.metrics.listener``: (host, port) of the Prometheus endpoint; None = metrics off (the default).
+    metrics_listener: tuple[str, int] | None = None
     #: Tests only: while this file exists, the cluster's transaction markers wait (fault injection).
     test_transaction_markers_hold_file: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
@@ -404,6 +428,7 @@ class BrokerConfig:
             group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", minimum=1),
             group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", minimum=0),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
+            metrics_listener=_metrics_listener(props.get("pylog.metrics.listener", "")),
             test_transaction_markers_hold_file=props.get(
                 "pylog.test.transaction.markers.hold.file", ""
             ).strip()
