@@ -62,3 +62,5 @@ class BrokerContext:
     txn_coordinator: TransactionCoordinator | None = None
     #: The group coordinator of this broker (None in a cluster: not available there yet).
     group_coordinator: GroupCoordinator | None = None
+    #: Re-apply the dynamic broker configs of the cluster metadata to every log (after AlterConfigs).
+    apply_broker_configs: Callable[[], None] = field(default=lambda: None)
