@@ -63,6 +63,7 @@ from types import FrameType
 
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
+from broker_runtime.tools import configs, delete_records, get_offsets, topics
 
 __all__ = ["build_parser", "main"]
 
@@ -164,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=15.0, help="seconds between SIGTERM and SIGKILL; default 15"
     )
     stop.set_defaults(func=_stop)
+    topics.add_parser(sub)
+    configs.add_parser(sub)
+    delete_records.add_parser(sub)
+    get_offsets.add_parser(sub)
     return parser
 
 
