@@ -13,13 +13,16 @@ answer does not wait for them.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from broker_runtime.errors import ErrorCode, KafkaError
+from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, StorageError
 from broker_runtime.protocol.messages import RequestHeader, delete_records
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+_log = logging.getLogger(__name__)
 
 REQUEST = delete_records.REQUEST
 MIN_VERSION = 0
@@ -51,8 +54,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                     before = log.log_start_offset
                     out["LowWatermark"] = log.delete_records_before(target)
                     moved = moved or out["LowWatermark"] != before
-                except KafkaError as exc:
-                    out["ErrorCode"] = exc.code
+                except OffsetOutOfRangeError:
+                    out["ErrorCode"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                except (StorageError, OSError) as exc:
+                    _log.warning("DeleteRecords on %s-%d before %d failed: %s", name, index, target, exc)
+                    out["ErrorCode"] = ErrorCode.KAFKA_STORAGE_ERROR
             parts.append(out)
         topics.append({"Name": name, "Partitions": parts})
     if moved:
