@@ -114,6 +114,7 @@ def _broker_configs(ctx: BrokerContext, name: str) -> list[dict[str, Any]]:
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
+    ctx.refresh_cluster()  # a change another broker just wrote is answered here too
     for res in body["Resources"]:
         rtype, rname, keys = res["ResourceType"], res["ResourceName"], res["ConfigurationKeys"]
         out: dict[str, Any] = {
