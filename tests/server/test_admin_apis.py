@@ -304,3 +304,30 @@ def test_dynamic_broker_configs_persist_across_restart(log_dir: Path) -> None:
             assert (entries["log.segment.bytes"].value, entries["log.segment.bytes"].source) == ("4096", 3)
     finally:
         restarted.stop()
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(broker: Broker) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([KpNewTopic("dtp-a", 3, 1), KpNewTopic("dtp-b", 2, 1)])
+        seen: list[tuple[str, int]] = []
+        cursor = None
+        pages = 0
+        while True:
+            page = admin.describe_topic_partitions(
+                ["dtp-b", "dtp-a"], response_partition_limit=2, cursor=cursor
+            )
+            pages += 1
+            for topic in page["topics"]:
+                assert topic["error_code"] == 0
+                seen += [(topic["name"], p["partition_index"]) for p in topic["partitions"]]
+                assert all(p["leader_id"] == 0 and p["isr_nodes"] == [0] for p in topic["partitions"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == 3
+        assert seen == [("dtp-a", 0), ("dtp-a", 1), ("dtp-a", 2), ("dtp-b", 0), ("dtp-b", 1)]
+        unknown = admin.describe_topic_partitions(["dtp-missing"])["topics"][0]
+        assert (unknown["error_code"], unknown["partitions"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+    finally:
+        admin.close()

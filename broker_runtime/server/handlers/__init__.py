@@ -28,6 +28,7 @@ from broker_runtime.server.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -93,6 +94,7 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_log_dirs,
     describe_cluster,
     describe_producers,
+    describe_topic_partitions,
 )
 
 
