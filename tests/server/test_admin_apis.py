@@ -33,9 +33,11 @@ from kafka.admin import NewTopic as KpNewTopic
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode
+from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP
 from broker_runtime.server.broker import Broker
 from broker_runtime.server.config import BrokerConfig
+from tests.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -331,3 +333,18 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: Broker) -> None:
         assert (unknown["error_code"], unknown["partitions"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
     finally:
         admin.close()
+
+
+def test_delete_records_survives_sigkill(tmp_path: Path) -> None:
+    """The new log start is checkpointed before DeleteRecords answers: a broker SIGKILLed right after it (no clean
+    shutdown, long before the periodic checkpoint) still starts at it, not at its first segment's base."""
+    with broker_process(tmp_path) as bootstrap:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([CkNewTopic("drk", 1, 1, config={"segment.bytes": "200"})])["drk"].result(10)
+        _produce(bootstrap, "drk", 10)
+        with KafkaClient(bootstrap) as client:
+            assert client.delete_records({("drk", 0): 5}) == {("drk", 0): 5}
+        kill_broker(tmp_path)
+    with broker_process(tmp_path) as bootstrap, KafkaClient(bootstrap) as client:
+        assert client.list_offsets({("drk", 0): EARLIEST_TIMESTAMP})[("drk", 0)][0] == 5
+        assert client.fetch({("drk", 0): 4})[("drk", 0)].error == ErrorCode.OFFSET_OUT_OF_RANGE
