@@ -225,6 +225,7 @@ class TopicManager:
         ``deleted`` (no longer in the metadata) are deleted; changed overrides are applied. Returns the topics
         deleted here."""
         gone: list[str] = []
+        self._configs.clear()  # overrides of topics hosted elsewhere may have changed too
         local = {t for t, _ in self._logs_by_tp}
         for name in sorted(local & deleted):
             if name not in names:
