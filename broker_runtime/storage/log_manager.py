@@ -27,6 +27,12 @@ leaves it to replication; :meth:`LogManager.create_log` can choose per log. Shut
 producer snapshot, final index entries, trim), write the checkpoints, write the marker, release the lock. A new
 partition goes to the directory holding the fewest.
 
+Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
+``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
+defaults (both take effect at the next append, roll, retention pass or cleaning), :meth:`LogManager.delete_log`
+closes a log and renames its directory to ``<topic>-<partition>.<id>-delete`` before removing it (a start
+removes what an interrupted deletion left).
+
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
 its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. The log cleaner
 (:meth:`LogManager.start_cleaner`) runs in its own thread and takes a partition's lock only to swap a cleaned
