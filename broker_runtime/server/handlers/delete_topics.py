@@ -1,8 +1,7 @@
 """DeleteTopics (key 20, v0-6): delete topics by name (any broker may take the request).
 
 Per topic (Kafka's ``ControllerApis.deleteTopics`` checks): a name given twice -> INVALID_REQUEST; deletion by
-topic id only (v6, no name) -> UNSUPPORTED_VERSION-free answer UNKNOWN_TOPIC_ID (pylog keeps no topic ids);
-an unknown name -> UNKNOWN_TOPIC_OR_PARTITION; an internal topic (``__consumer_offsets``,
+topic id only (v6, no name) -> UNKNOWN_TOPIC_ID (pylog keeps no topic ids); an unknown name -> UNKNOWN_TOPIC_OR_PARTITION; an internal topic (``__consumer_offsets``,
 ``__transaction_state``) -> INVALID_REQUEST (pylog does not delete its coordinators' state). A single node
 deletes the local logs at once; in a cluster the topic leaves the metadata and every replica deletes its logs
 when it sees that (this broker before answering, the others within the metadata poll interval).
