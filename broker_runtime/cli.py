@@ -67,7 +67,16 @@ from types import FrameType
 
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
-from broker_runtime.tools import console_consumer, console_producer, consumer_groups, dump_log
+from broker_runtime.tools import (
+    configs,
+    console_consumer,
+    console_producer,
+    consumer_groups,
+    delete_records,
+    dump_log,
+    get_offsets,
+    topics,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -173,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     console_consumer.add_parser(sub)
     dump_log.add_parser(sub)
     consumer_groups.add_parser(sub)
+    topics.add_parser(sub)
+    configs.add_parser(sub)
+    delete_records.add_parser(sub)
+    get_offsets.add_parser(sub)
     return parser
 
 

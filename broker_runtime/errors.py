@@ -154,6 +154,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
+    UNKNOWN_TOPIC_ID = 100
     TRANSACTIONAL_ID_NOT_FOUND = 105
 
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 from broker_runtime.client.client import (
     BrokerMetadata,
     ClusterMetadata,
+    ConfigEntry,
     FetchResult,
     InFlight,
     KafkaClient,
@@ -25,6 +26,7 @@ __all__ = [
     "BrokerConnectionError",
     "BrokerMetadata",
     "ClusterMetadata",
+    "ConfigEntry",
     "FetchResult",
     "InFlight",
     "KafkaClient",

@@ -58,6 +58,7 @@ from broker_runtime.protocol.messages import (
     CONSUMER_REPLICA_ID,
     ApiKey,
     IsolationLevel,
+    alter_configs,
     create_topics,
     describe_configs,
     find_coordinator,
@@ -67,6 +68,7 @@ from broker_runtime.protocol.messages.produce import ACKS_NONE
 __all__ = [
     "BrokerMetadata",
     "ClusterMetadata",
+    "ConfigEntry",
     "FetchResult",
     "InFlight",
     "KafkaClient",
@@ -146,6 +148,16 @@ class NewTopic:
     replication_factor: int = create_topics.NO_REPLICATION_FACTOR
     configs: Mapping[str, str | None] = field(default_factory=dict)
     assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config of a DescribeConfigs answer; ``source`` is Kafka's ``ConfigSource`` number."""
+
+    name: str
+    value: str | None
+    source: int
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,6 +608,182 @@ class KafkaClient:
                     r["ErrorCode"], f"describe configs of {r['ResourceName']}: {r['ErrorMessage']}"
                 )
             out[r["ResourceName"]] = {c["Name"]: c["Value"] for c in r["Configs"]}
+        return out
+
+    def _admin_request(self, api_key: int, request: Mapping[str, Any]) -> dict[str, Any]:
+        """A cluster-wide admin request, sent to the controller when known (as Kafka's admin client does),
+        else to any broker."""
+        if self._controller_id < 0 and not self._brokers:
+            self.metadata([])
+        node = self._controller_id if self._controller_id in self._brokers else None
+        _, body = self._conn(node).request(api_key, request)
+        return body
+
+    def delete_topics(self, names: Sequence[str], *, timeout_ms: int = 30000) -> dict[str, KafkaError | None]:
+        """Delete topics; per name None (deleted) or the broker's error."""
+        body = self._admin_request(
+            ApiKey.DELETE_TOPICS,
+            {"TopicNames": list(names), "Topics": [{"Name": n} for n in names], "TimeoutMs": timeout_ms},
+        )
+        return {
+            r["Name"]: KafkaError(r["ErrorCode"], r.get("ErrorMessage") or f"delete topic {r['Name']}")
+            if r["ErrorCode"]
+            else None
+            for r in body["Responses"]
+        }
+
+    def create_partitions(
+        self, counts: Mapping[str, int], *, validate_only: bool = False, timeout_ms: int = 30000
+    ) -> dict[str, KafkaError | None]:
+        """Raise each topic's partition count to the given total; per topic None or the broker's error."""
+        body = self._admin_request(
+            ApiKey.CREATE_PARTITIONS,
+            {
+                "Topics": [{"Name": n, "Count": c, "Assignments": None} for n, c in counts.items()],
+                "TimeoutMs": timeout_ms,
+                "ValidateOnly": validate_only,
+            },
+        )
+        return {
+            r["Name"]: KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"create partitions of {r['Name']}")
+            if r["ErrorCode"]
+            else None
+            for r in body["Results"]
+        }
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int = 30000
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """Move each partition's log start offset to the given offset (-1: the high watermark), on its leader;
+        per partition the new log start offset or the error. Leader moves are retried as :meth:`list_offsets`."""
+        result: dict[TopicPartition, int | KafkaError] = {}
+        todo = dict(offsets)
+        budget = _Budget(self)
+        while True:
+            retry = _Retry()
+            for node, tps in self._group_by_leader(todo, retry).items():
+                try:
+                    _, body = self._conn(node).request(
+                        ApiKey.DELETE_RECORDS,
+                        {
+                            "Topics": [
+                                {
+                                    "Name": t,
+                                    "Partitions": [{"PartitionIndex": p, "Offset": o} for p, o in parts],
+                                }
+                                for t, parts in _by_topic((tp, todo[tp]) for tp in tps).items()
+                            ],
+                            "TimeoutMs": timeout_ms,
+                        },
+                    )
+                except KafkaError as e:
+                    if not _connection_failure(e):
+                        raise
+                    self._leader_failed(node, tps, e, retry)
+                    continue
+                for t in body["Topics"]:
+                    for p in t["Partitions"]:
+                        tp = (t["Name"], p["PartitionIndex"])
+                        code = p["ErrorCode"]
+                        if not code:
+                            result[tp] = p["LowWatermark"]
+                            continue
+                        err = KafkaError(
+                            code, f"delete records of topic {tp[0]} partition {tp[1]} before {todo.get(tp)}"
+                        )
+                        if code in _REFRESH_ERRORS and code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            self._forget_leader(tp)
+                            retry.later(tp, err)
+                        else:
+                            result[tp] = err
+            if not retry.errors:
+                return result
+            if not budget.another_attempt():
+                for tp, err in retry.errors.items():
+                    result[tp] = err
+                return result
+            todo = {tp: todo[tp] for tp in retry.errors}
+            self._refresh_for(todo)
+
+    def alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Set and delete dynamic configs of one topic or broker (IncrementalAlterConfigs SET / DELETE);
+        raises KafkaError with the broker's message."""
+        entries = [
+            {"Name": k, "ConfigOperation": alter_configs.SET, "Value": v}
+            for k, v in (set_configs or {}).items()
+        ] + [{"Name": k, "ConfigOperation": alter_configs.DELETE, "Value": None} for k in delete_configs]
+        body = self._admin_request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            {
+                "Resources": [{"ResourceType": resource_type, "ResourceName": name, "Configs": entries}],
+                "ValidateOnly": validate_only,
+            },
+        )
+        for r in body["Responses"]:
+            if r["ErrorCode"]:
+                raise KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"alter configs of {name}")
+
+    def describe_config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
+        """Every config of one topic or broker with its value and source (DescribeConfigs)."""
+        _, body = self._any_conn().request(
+            ApiKey.DESCRIBE_CONFIGS,
+            {"Resources": [{"ResourceType": resource_type, "ResourceName": name, "ConfigurationKeys": None}]},
+        )
+        out: list[ConfigEntry] = []
+        for r in body["Results"]:
+            if r["ErrorCode"]:
+                raise KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"describe configs of {name}")
+            out += [
+                ConfigEntry(c["Name"], c["Value"], int(c["ConfigSource"]), bool(c["ReadOnly"]))
+                for c in r["Configs"]
+            ]
+        return out
+
+    def describe_cluster(self) -> dict[str, Any]:
+        """DescribeCluster: ``ClusterId``, ``ControllerId`` and ``Brokers`` (id, host, port, rack)."""
+        _, body = self._any_conn().request(ApiKey.DESCRIBE_CLUSTER, {})
+        if body["ErrorCode"]:
+            raise KafkaError(body["ErrorCode"], body["ErrorMessage"] or "describe cluster")
+        return body
+
+    def describe_log_dirs(self, node: int) -> list[dict[str, Any]]:
+        """DescribeLogDirs of one broker: per log directory its partitions and their sizes."""
+        _, body = self._conn(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": None})
+        results: list[dict[str, Any]] = body["Results"]
+        return results
+
+    def describe_producers(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, list[dict[str, Any]]]:
+        """DescribeProducers on each partition's leader: its active producers; raises KafkaError."""
+        out: dict[TopicPartition, list[dict[str, Any]]] = {}
+        retry = _Retry()
+        for node, group in self._group_by_leader(list(tps), retry).items():
+            _, body = self._conn(node).request(
+                ApiKey.DESCRIBE_PRODUCERS,
+                {
+                    "Topics": [
+                        {"Name": t, "PartitionIndexes": [p for p, _ in parts]}
+                        for t, parts in _by_topic((tp, None) for tp in group).items()
+                    ]
+                },
+            )
+            for t in body["Topics"]:
+                for p in t["Partitions"]:
+                    if p["ErrorCode"]:
+                        raise KafkaError(
+                            p["ErrorCode"],
+                            p["ErrorMessage"] or f"describe producers of {t['Name']}-{p['PartitionIndex']}",
+                        )
+                    out[(t["Name"], p["PartitionIndex"])] = p["ActiveProducers"]
+        if retry.errors:
+            raise next(iter(retry.errors.values()))
         return out
 
     def init_producer_id(

@@ -356,6 +356,23 @@ class ReplicaFetcher:
             return True
         return False
 
+    def _follow_log_start(self, partition: Partition, leader_start: int) -> None:
+        """Move this replica's log start up to the leader's (DeleteRecords on the leader), as Kafka's follower
+        does with the fetch answer's ``LogStartOffset``; only as far as this replica's high watermark."""
+        log = partition.log
+        if leader_start > log.log_start_offset:
+            try:
+                log.delete_records_before(min(leader_start, log.high_watermark))
+            except (StorageError, OSError, KafkaError) as exc:
+                _log.warning(
+                    "node %d: %s-%d: cannot follow the leader's log start %d: %s",
+                    self._config.node_id,
+                    partition.topic,
+                    partition.partition,
+                    leader_start,
+                    exc,
+                )
+
     def _process(self, partition: Partition, entry: dict[str, Any]) -> bool:
         code = entry["ErrorCode"]
         name = f"{partition.topic}-{partition.partition}"
@@ -379,6 +396,7 @@ class ReplicaFetcher:
                     "node %d: appending fetched data of %s failed: %s", self._config.node_id, name, exc
                 )
                 return True
+            self._follow_log_start(partition, entry.get("LogStartOffset", -1))
             if self._on_progress is not None:
                 self._on_progress(partition)
             return False

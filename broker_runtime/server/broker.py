@@ -54,16 +54,17 @@ from broker_runtime.coordinator.transaction import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from broker_runtime.errors import ErrorCode, IllegalStateError, WaitTimeoutError
+from broker_runtime.errors import ConfigError, ErrorCode, IllegalStateError, WaitTimeoutError
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
 from broker_runtime.replication.fetcher import FetcherConfig
-from broker_runtime.server.cluster import POLL_INTERVAL_MS, SharedFileCluster, SingleNodeCluster
+from broker_runtime.server.cluster import POLL_INTERVAL_MS, ClusterView, SharedFileCluster, SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
+from broker_runtime.server.dynamic_config import broker_log_config
 from broker_runtime.server.groups import ClusterGroups
 from broker_runtime.server.metrics import BrokerMetrics, MetricsServer, PartitionSnapshot, Snapshot
 from broker_runtime.server.network import Connection
@@ -75,12 +76,15 @@ from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.producer_state import ProducerIdManager
 
-__all__ = ["PRODUCER_ID_STATE_FILE", "Broker"]
+__all__ = ["DYNAMIC_CONFIGS_FILE", "PRODUCER_ID_STATE_FILE", "Broker"]
 
 _log = logging.getLogger(__name__)
 
 #: File in the first log directory recording the last producer id block handed out.
 PRODUCER_ID_STATE_FILE = "producer-id-block.json"
+#: File in the first log directory holding the dynamic broker configs of a single node (a cluster keeps them
+#: in its metadata): ``{"": {cluster-wide defaults}, "<node id>": {this broker's}}``.
+DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 
 
 class Broker:
@@ -227,7 +231,22 @@ class Broker:
 
             topics.use_cluster(cluster_topics)
         else:
-            cluster = SingleNodeCluster(cfg.node_id, topics)
+            cluster = SingleNodeCluster(cfg.node_id, topics, Path(cfg.log_dirs[0]) / DYNAMIC_CONFIGS_FILE)
+
+        def apply_broker_configs() -> None:
+            """Dynamic broker configs of the metadata -> the log defaults of every open log (when changed)."""
+            try:
+                base = broker_log_config(cfg.storage_properties(), cluster.view.broker_configs, cfg.node_id)
+            except ConfigError as exc:  # validated before it was written; a hand-edited file may still be bad
+                _log.warning("dynamic broker configs not applied: %s", exc)
+                return
+            if base != topics.base:
+                _log.info(
+                    "node %d: applying dynamic broker configs %s",
+                    cfg.node_id,
+                    dict(cluster.view.broker_configs),
+                )
+                topics.set_base(base)
 
         def resolve(node_id: int) -> tuple[str, int] | None:
             info = cluster.view.brokers.get(node_id)
@@ -324,7 +343,14 @@ class Broker:
             view = cluster.view
             if view is self._applied_view:
                 return False
+            previous = self._applied_view
             self._applied_view = view
+            deleted = set(view.deleted_topics)
+            if isinstance(previous, ClusterView):
+                deleted |= set(previous.topics) - set(view.topics)
+            for name in topics.apply_cluster_view({n: t.configs for n, t in view.topics.items()}, deleted):
+                replicas.forget_topic(name)
+            apply_broker_configs()
             replicas.apply_view(view)
             if cluster_txns is not None:
                 cluster_txns.apply_view(view)
@@ -364,8 +390,10 @@ class Broker:
             txn_coordinator=txn_coordinator,
             group_coordinator=group_coordinator,
             metrics=metrics,
+            apply_broker_configs=apply_broker_configs,
         )
         self.ctx = ctx
+        apply_broker_configs()
         # partitions of __transaction_state and __consumer_offsets led here since the start
         if cluster_txns is not None:
             cluster_txns.apply_view(cluster.view)

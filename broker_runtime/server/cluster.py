@@ -16,7 +16,9 @@ Two implementations of one small interface (:class:`ClusterStore`):
        "topics": {"events": {"configs": {...},
                              "partitions": [{"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 4,
                                              "isr": [0, 1, 2], "partition_epoch": 9}, ...]}},
-       "next_producer_id": 2000}
+       "next_producer_id": 2000,
+       "broker_configs": {"": {"log.retention.ms": "..."}, "1": {...}},
+       "deleted_topics": ["old-topic"]}
 
   Writers and what they write:
 
@@ -30,6 +32,12 @@ Two implementations of one small interface (:class:`ClusterStore`):
     epoch (a replaced leader is refused) and refused for fenced new members;
   * the controller (:mod:`broker_runtime.controller`) fences and unfences brokers, moves leadership with a
     new leader epoch, and rebalances preferred leaders;
+  * DeleteTopics removes the topic and records its name in ``deleted_topics`` (a broker that was down deletes
+    its local logs of those names when it comes back; creating the name again removes it from the list);
+    CreatePartitions appends partitions placed as CreateTopics places them; AlterConfigs /
+    IncrementalAlterConfigs replace a topic's ``configs`` or the dynamic broker configs of ``broker_configs``
+    (key ``""`` the cluster-wide defaults, ``"<node id>"`` one broker's); every broker applies them when it
+    sees the change;
   * a broker that needs producer ids takes the next block of ``next_producer_id`` (Kafka's
     AllocateProducerIds), so producer ids are unique across the cluster.
 
@@ -44,11 +52,13 @@ the file lock and atomic renames.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from broker_runtime.controller import (
@@ -66,6 +76,7 @@ from broker_runtime.controller import (
     unfence_broker,
 )
 from broker_runtime.errors import ConfigError, ErrorCode
+from broker_runtime.fsutil import write_atomically
 from broker_runtime.replication.assignment import assign_replicas
 from broker_runtime.server.topics import TopicError, TopicManager, topic_name_error
 
@@ -122,6 +133,10 @@ class ClusterView:
     brokers: Mapping[int, BrokerInfo]
     topics: Mapping[str, TopicInfo]
     controller_id: int = CONTROLLER_ID
+    #: Dynamic broker configs: ``""`` -> cluster-wide defaults, ``"<node id>"`` -> one broker's.
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: Topics deleted through DeleteTopics (and not created again since).
+    deleted_topics: frozenset[str] = frozenset()
 
 
 class ClusterStore(Protocol):
@@ -153,15 +168,38 @@ class ClusterStore(Protocol):
         self, unclean: bool, partitions: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]: ...
 
+    def delete_topic(self, name: str) -> None: ...
+
+    def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False
+    ) -> None: ...
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+    def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None: ...
+
 
 class SingleNodeCluster:
     """This broker alone: the view is derived from the local topics (see the module docstring)."""
 
-    def __init__(self, node_id: int, topics: TopicManager) -> None:
+    def __init__(self, node_id: int, topics: TopicManager, dynamic_configs_path: Path | None = None) -> None:
         self.node_id = node_id
         self._topics = topics
         self._host = "127.0.0.1"
         self._port = 0
+        #: Where the dynamic broker configs persist (JSON ``{"": {...}, "<node id>": {...}}``), if anywhere.
+        self._dynamic_path = dynamic_configs_path
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        if dynamic_configs_path is not None and dynamic_configs_path.exists():
+            try:
+                loaded = json.loads(dynamic_configs_path.read_text())
+                self._broker_configs = {
+                    str(k): {str(a): str(b) for a, b in v.items()} for k, v in loaded.items()
+                }
+            except (OSError, ValueError, AttributeError) as exc:
+                raise ConfigError(
+                    f"{dynamic_configs_path}: unreadable dynamic broker configs ({exc})"
+                ) from None
 
     @property
     def view(self) -> ClusterView:
@@ -171,7 +209,12 @@ class SingleNodeCluster:
             name: TopicInfo(name, (only,) * (self._topics.partition_count(name) or 0))
             for name in self._topics.names()
         }
-        return ClusterView({node: BrokerInfo(node, self._host, self._port)}, topics, node)
+        return ClusterView(
+            {node: BrokerInfo(node, self._host, self._port)},
+            topics,
+            node,
+            broker_configs=self._broker_configs,
+        )
 
     def refresh(self) -> bool:
         return False
@@ -233,6 +276,34 @@ class SingleNodeCluster:
                 out[(topic, index)] = (ErrorCode.ELECTION_NOT_NEEDED, "the only replica already leads")
         return out
 
+    def delete_topic(self, name: str) -> None:
+        if self._topics.partition_count(name) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        self._topics.delete(name)
+
+    def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False
+    ) -> None:
+        current = self._topics.partition_count(name)
+        if current is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        _check_new_count(name, current, count, assignments, [self.node_id], 1)
+        if not validate_only:
+            self._topics.add_partitions(name, count)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        self._topics.set_overrides(name, configs)
+
+    def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
+        updated = dict(self._broker_configs)
+        if configs:
+            updated[resource] = dict(configs)
+        else:
+            updated.pop(resource, None)
+        if self._dynamic_path is not None:
+            write_atomically(self._dynamic_path, json.dumps(updated, indent=1, sort_keys=True).encode())
+        self._broker_configs = updated
+
 
 def _parse_view(data: Mapping[str, Any]) -> ClusterView:
     brokers = {
@@ -253,7 +324,13 @@ def _parse_view(data: Mapping[str, Any]) -> ClusterView:
         )
         topics[name] = TopicInfo(name, parts, dict(t.get("configs", {})))
     controller = data.get("controller") or {}
-    return ClusterView(brokers, topics, int(controller.get("id", data.get("controller_id", CONTROLLER_ID))))
+    return ClusterView(
+        brokers,
+        topics,
+        int(controller.get("id", data.get("controller_id", CONTROLLER_ID))),
+        broker_configs={str(k): dict(v) for k, v in data.get("broker_configs", {}).items()},
+        deleted_topics=frozenset(data.get("deleted_topics", ())),
+    )
 
 
 class SharedFileCluster:
@@ -465,7 +542,82 @@ class SharedFileCluster:
             "configs": dict(configs),
             "partitions": [_new_partition(ids, unfenced) for ids in replica_lists],
         }
+        if name in data.get("deleted_topics", ()):
+            data["deleted_topics"] = [t for t in data["deleted_topics"] if t != name]
         return partitions, replication_factor
+
+    def delete_topic(self, name: str) -> None:
+        """Remove the topic from the metadata (every replica deletes its logs when it sees the change)."""
+        try:
+            with self._locked() as data:
+                if name not in data.get("topics", {}):
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+                del data["topics"][name]
+                deleted = set(data.get("deleted_topics", ()))
+                deleted.add(name)
+                data["deleted_topics"] = sorted(deleted)
+        except TimeoutError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        _log.info("deleted topic %s from the cluster metadata", name)
+
+    def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False
+    ) -> None:
+        """Append partitions ``current..count-1``, placed as CreateTopics places a topic of ``count``
+        partitions (or as ``assignments`` say)."""
+        try:
+            with self._locked() as data:
+                entry = data.get("topics", {}).get(name)
+                if entry is None:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+                parts = entry["partitions"]
+                registered = data.get("brokers", {})
+                unfenced = sorted(int(b) for b, info in registered.items() if not info.get("fenced", False))
+                replication = len(parts[0]["replicas"])
+                _check_new_count(
+                    name, len(parts), count, assignments, sorted(int(b) for b in registered), replication
+                )
+                if assignments is not None:
+                    new = [list(ids) for ids in assignments]
+                else:
+                    if replication > len(unfenced):
+                        raise TopicError(
+                            ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"Unable to replicate the new partitions of {name} {replication} time(s): only "
+                            f"{len(unfenced)} broker(s) are unfenced.",
+                        )
+                    new = assign_replicas(unfenced, count, replication)[len(parts) :]
+                if validate_only:
+                    raise _ValidateOnly((count, replication))
+                parts.extend(_new_partition(ids, unfenced) for ids in new)
+        except _ValidateOnly:
+            return
+        except TimeoutError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        _log.info("topic %s: %d partition(s) now", name, count)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's overrides in the metadata (validated by the caller)."""
+        try:
+            with self._locked() as data:
+                entry = data.get("topics", {}).get(name)
+                if entry is None:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+                entry["configs"] = dict(configs)
+        except TimeoutError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+
+    def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of ``resource`` (``""`` = cluster-wide defaults, else a node id)."""
+        try:
+            with self._locked() as data:
+                table = data.setdefault("broker_configs", {})
+                if configs:
+                    table[resource] = dict(configs)
+                else:
+                    table.pop(resource, None)
+        except TimeoutError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
 
     def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         """The leader's ISR change (Kafka's AlterPartition); False (and a log line) when it is refused or cannot
@@ -568,6 +720,38 @@ class SharedFileCluster:
             data["next_producer_id"] = end + 1
         _log.info("node %d took producer ids [%d, %d] from %s", self.node_id, start, end, self.path)
         return start, end
+
+
+def _check_new_count(
+    name: str,
+    current: int,
+    count: int,
+    assignments: list[list[int]] | None,
+    brokers: list[int],
+    replication: int,
+) -> None:
+    """CreatePartitions' checks (Kafka's ``ReplicationControlManager.createPartitions``)."""
+    if count < current:
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Topic currently has {current} partitions, which is higher than the requested {count}.",
+        )
+    if count == current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+    if assignments is not None:
+        if len(assignments) != count - current:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {count - current} additional partition(s), but only {len(assignments)} "
+                "assignment(s) were specified.",
+            )
+        for ids in assignments:
+            if len(ids) != replication or len(set(ids)) != len(ids) or any(b not in brokers for b in ids):
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"replicas {list(ids)} of a new partition of {name} must be {replication} distinct "
+                    f"registered broker(s) of {brokers}",
+                )
 
 
 def _new_partition(replicas: list[int], unfenced: list[int]) -> dict[str, Any]:

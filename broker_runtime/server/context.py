@@ -65,3 +65,5 @@ class BrokerContext:
     group_coordinator: GroupCoordinator | None = None
     #: The broker's metrics (None while ``pylog.metrics.listener`` is unset: nothing is counted).
     metrics: BrokerMetrics | None = None
+    #: Re-apply the dynamic broker configs of the cluster metadata to every log (after AlterConfigs).
+    apply_broker_configs: Callable[[], None] = field(default=lambda: None)

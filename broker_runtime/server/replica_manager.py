@@ -225,6 +225,14 @@ class ReplicaManager:
                         # NOT_LEADER_OR_FOLLOWER now instead of at their timeout.
                         self._high_watermark_moved(name, index)
 
+    def forget_topic(self, name: str) -> None:
+        """The topic was deleted: drop its partitions (a follower's leaves its fetcher)."""
+        for key in [k for k in self._partitions if k[0] == name]:
+            partition = self._partitions.pop(key)
+            if not partition.is_leader and partition.leader_id >= 0 and partition.leader_id in self.fetchers:
+                self.fetchers[partition.leader_id].remove_partition(*key)
+        self._policies.pop(name, None)
+
     def _isr_eligible(self, replica: int) -> bool:
         view = self._view
         if view is None:

@@ -12,6 +12,13 @@ installs it); this broker creates only the logs of the partitions it hosts (:met
 Topic name rules are Kafka's (``org.apache.kafka.common.internals.Topic``): 1..249 characters of
 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``; a name that equals an existing one after mapping ``.`` to ``_`` collides.
 
+Changes after creation (the admin APIs): :meth:`TopicManager.delete` removes a topic's local logs (DeleteTopics),
+:meth:`TopicManager.add_partitions` creates the logs of new partitions (CreatePartitions, single node),
+:meth:`TopicManager.set_overrides` replaces a topic's overrides and :meth:`TopicManager.set_base` the broker
+defaults (AlterConfigs / IncrementalAlterConfigs); both reconfigure the open logs at once, as Kafka applies its
+dynamic log configs. In a cluster :meth:`TopicManager.apply_cluster_view` does the same from the metadata: it
+deletes the local logs of topics the metadata no longer has and applies changed overrides.
+
 Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
 Thread-safety: event-loop thread only.
 """
@@ -168,3 +175,78 @@ class TopicManager:
             self._partitions[name] = max(self._partitions.get(name, 0), partition + 1)
             self._configs.pop(name, None)
         return log
+
+    # -- changes ------------------------------------------------------------------------------------------
+
+    def delete(self, name: str) -> int:
+        """Delete every local partition log of ``name``; returns how many were deleted."""
+        deleted = 0
+        for topic, partition in sorted(self._logs_by_tp):
+            if topic == name and self._logs.delete_log(topic, partition):
+                deleted += 1
+            if topic == name:
+                del self._logs_by_tp[(topic, partition)]
+        self._partitions.pop(name, None)
+        self._configs.pop(name, None)
+        if deleted:
+            _log.info("deleted topic %s (%d local partition(s))", name, deleted)
+        return deleted
+
+    def add_partitions(self, name: str, count: int) -> None:
+        """Single node: create the logs of partitions ``current..count-1`` with the topic's overrides."""
+        current = self._partitions.get(name, 0)
+        overrides = self.overrides(name)
+        for partition in range(current, count):
+            self._logs_by_tp[(name, partition)] = self._logs.create_log(name, partition, overrides)
+        self._partitions[name] = max(current, count)
+        _log.info("topic %s: partitions %d -> %d", name, current, count)
+
+    def set_overrides(self, name: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's overrides (persisted with each local partition) and apply them now."""
+        try:
+            self._logs.set_topic_overrides(name, dict(overrides))
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        self._configs.pop(name, None)
+
+    def set_base(self, log_config: LogConfig) -> None:
+        """New broker-level defaults (dynamic broker configs): every local log is reconfigured now."""
+        self._log_config = log_config
+        self._logs.set_base_config(log_config)
+        self._configs.clear()
+
+    @property
+    def base(self) -> LogConfig:
+        """The broker-level defaults every topic starts from."""
+        return self._log_config
+
+    def apply_cluster_view(self, names: Mapping[str, Mapping[str, str]], deleted: set[str]) -> list[str]:
+        """Cluster mode: ``names`` maps each topic of the metadata to its overrides. Local logs of topics in
+        ``deleted`` (no longer in the metadata) are deleted; changed overrides are applied. Returns the topics
+        deleted here."""
+        gone: list[str] = []
+        self._configs.clear()  # overrides of topics hosted elsewhere may have changed too
+        local = {t for t, _ in self._logs_by_tp}
+        for name in sorted(local & deleted):
+            if name not in names:
+                self.delete(name)
+                gone.append(name)
+        for name in sorted(local & set(names)):
+            wanted = dict(names[name])
+            log = next(log for (t, _), log in self._logs_by_tp.items() if t == name)
+            if dict(log.config.topic_overrides) != wanted:
+                self.set_overrides(name, wanted)
+        return gone
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start-offset and replication checkpoints now (after DeleteRecords)."""
+        self._logs.checkpoint()
+
+    def local_logs(self) -> dict[tuple[str, int], PartitionLog]:
+        """Every partition log this broker holds."""
+        return dict(self._logs_by_tp)
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        """The log directory holding a local partition, or None."""
+        found = self._logs.dir_of(topic, partition)
+        return None if found is None else str(found)

@@ -36,10 +36,12 @@ from typing import Any
 from broker_runtime.errors import ConfigError
 
 __all__ = [
+    "BROKER_LOG_CONFIG_NAMES",
     "CREATE_TIME",
     "LOG_APPEND_TIME",
     "LONG_MAX",
     "TOPIC_CONFIG_NAMES",
+    "TOPIC_CONFIG_SYNONYMS",
     "LogConfig",
 ]
 
@@ -196,6 +198,20 @@ _BROKER_TO_TOPIC: dict[str, str] = {
     "min.insync.replicas": "min.insync.replicas",
     "log.preallocate": "preallocate",
 }
+
+#: topic config name -> the broker properties that set its default, highest precedence first (Kafka's
+#: synonyms, as DescribeConfigs lists them).
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
+    **{topic: (broker,) for broker, topic in _BROKER_TO_TOPIC.items()},
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+#: Broker properties that set topic defaults: the ones Kafka's ``DynamicLogConfig`` lets AlterConfigs change
+#: at runtime (cluster-wide or per broker).
+BROKER_LOG_CONFIG_NAMES = frozenset(name for names in TOPIC_CONFIG_SYNONYMS.values() for name in names)
 
 # broker-only scheduling properties -> field.
 _BROKER_ONLY: dict[str, str] = {

@@ -27,6 +27,12 @@ leaves it to replication; :meth:`LogManager.create_log` can choose per log. Shut
 producer snapshot, final index entries, trim), write the checkpoints, write the marker, release the lock. A new
 partition goes to the directory holding the fewest.
 
+Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
+``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
+defaults (both take effect at the next append, roll, retention pass or cleaning), :meth:`LogManager.delete_log`
+closes a log and renames its directory to ``<topic>-<partition>.<id>-delete`` before removing it (a start
+removes what an interrupted deletion left).
+
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
 its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. The log cleaner
 (:meth:`LogManager.start_cleaner`) runs in its own thread and takes a partition's lock only to swap a cleaned
@@ -42,6 +48,7 @@ import os
 import re
 import shutil
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -310,6 +317,51 @@ class LogManager:
                 if t == topic:
                     return dict(log.config.topic_overrides)
         return {}
+
+    def set_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Replace the config overrides of every local partition of ``topic`` (persisted in each partition's
+        ``topic.config``) and apply them to the open logs at once. Raises ConfigError for a bad override."""
+        with self._lock:
+            self._ensure_started()
+            config = self.config.with_topic_overrides(overrides)
+            for (t, _), log in sorted(self._logs.items()):
+                if t != topic:
+                    continue
+                if dict(log.config.topic_overrides) != dict(overrides):
+                    _write_topic_config(log.dir / TOPIC_CONFIG_FILE, overrides)
+                    log.reconfigure(config)
+
+    def set_base_config(self, config: LogConfig) -> None:
+        """New broker-level defaults (a dynamic broker config change): every open log is reconfigured with
+        them plus its topic's overrides; logs created later start from them."""
+        with self._lock:
+            self.config = config
+            for log in self._logs.values():
+                log.reconfigure(config.with_topic_overrides(dict(log.config.topic_overrides)))
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Delete one partition (DeleteTopics): close its log, rename its directory to
+        ``<topic>-<partition>.<id>-delete`` (Kafka's marker of a deletion in progress; a startup finishes it),
+        then remove it. False when this manager has no such log."""
+        with self._lock:
+            self._ensure_started()
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            log_dir = self._log_dir_of.pop(key, None)
+            if log is None or log_dir is None:
+                return False
+            log.close()
+            doomed = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
+            os.rename(log.dir, doomed)
+            fsync_dir(log_dir)
+            self._write_checkpoints()
+        shutil.rmtree(doomed, ignore_errors=True)
+        _log.info("deleted partition %s-%d (%s)", topic, partition, log.dir)
+        return True
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log directory (one of ``log.dirs``) holding the partition, or None."""
+        return self._log_dir_of.get((topic, partition))
 
     # -- periodic work ----------------------------------------------------------------------------------------
 

@@ -722,6 +722,15 @@ class PartitionLog:
         found = best.exact_offset_of_max_timestamp()
         return None if found is None else (found.offset, found.timestamp)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Run with ``config`` from now on (a dynamic topic or broker config change, as Kafka's
+        ``UnifiedLog.updateConfig``): the next append, roll, retention pass and cleaning use it; the active
+        segment's roll checks too. Existing segments are not rewritten."""
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.config = config
+
     # -- retention and truncation ----------------------------------------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:

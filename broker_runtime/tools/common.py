@@ -1,18 +1,21 @@
-"""What every tool shares: the ``--bootstrap-server`` argument, ``key=value`` properties, the one-line error
-exit and the client a tool talks through.
+"""What every tool shares: ``--bootstrap-server`` (and ``--request-timeout-ms``), the client a tool talks
+through, ``key=value`` properties, and one way to fail.
 
-Exit statuses (every tool): 0 done; 1 the operation failed (the broker refused it, cannot be reached, a file
-cannot be read or is corrupt); 2 bad usage (argparse's own status: a missing or malformed argument or
-property). A failure prints ONE line to stderr, ``pylog-broker TOOL: CAUSE``, never a traceback.
+Exit statuses (every tool): 0 done; 1 the operation failed (the broker refused it or cannot be reached, a file
+cannot be read or is corrupt; the line names the broker's error code or the address); 2 bad usage (argparse's
+own status, a malformed argument, ``k=v`` list, property or JSON file). A failure prints ONE line to stderr,
+``pylog-broker TOOL: CAUSE``, never a traceback. Progress and summaries go to stderr, results to stdout (so
+stdout can be piped).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from broker_runtime.client import KafkaClient
+from broker_runtime.errors import BrokerConnectionError, KafkaError, PylogError
 
 __all__ = [
     "EXIT_FAILED",
@@ -22,7 +25,9 @@ __all__ = [
     "client_for",
     "fail",
     "flag",
+    "parse_pairs",
     "parse_properties",
+    "run_tool",
     "unescape",
 ]
 
@@ -40,12 +45,24 @@ class ToolError(Exception):
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="brokers to connect to"
+        "--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="the brokers to connect to"
+    )
+    parser.add_argument(
+        "--request-timeout-ms",
+        type=int,
+        default=30000,
+        help="how long to wait for each answer; default 30000",
     )
 
 
-def client_for(args: argparse.Namespace, client_id: str) -> KafkaClient:
-    return KafkaClient(args.bootstrap_server, client_id=client_id, request_timeout_ms=30000)
+def client_for(args: argparse.Namespace, client_id: str = "pylog-admin") -> KafkaClient:
+    """The tool's client (a context manager: ``with client_for(args) as client``)."""
+    return KafkaClient(
+        args.bootstrap_server,
+        client_id=client_id,
+        request_timeout_ms=getattr(args, "request_timeout_ms", 30000),
+        retries=2,
+    )
 
 
 def parse_properties(items: Iterable[str], option: str, known: Iterable[str]) -> dict[str, str]:
@@ -67,9 +84,49 @@ def parse_properties(items: Iterable[str], option: str, known: Iterable[str]) ->
     return out
 
 
+def parse_pairs(text: str, what: str) -> dict[str, str]:
+    """``k=v,k2=v2`` (Kafka's ``--add-config`` syntax; ``[a,b]`` keeps commas inside a value)."""
+    out: dict[str, str] = {}
+    depth, item, items = 0, "", []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(item)
+            item = ""
+        else:
+            item += ch
+    items.append(item)
+    for raw in items:
+        if not raw.strip():
+            continue
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip():
+            raise ToolError(f"{what}: expected key=value, got {raw!r}", EXIT_USAGE)
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
 def fail(tool: str, message: str, status: int = EXIT_FAILED) -> int:
     print(f"pylog-broker {tool}: {message}", file=sys.stderr, flush=True)
     return status
+
+
+def run_tool(name: str, body: Callable[[], int]) -> int:
+    """Run a tool's body, turning every expected failure into one stderr line and an exit status."""
+    try:
+        return body()
+    except ToolError as exc:
+        return fail(name, str(exc), exc.status)
+    except BrokerConnectionError as exc:
+        return fail(name, f"cannot reach the broker: {exc}")
+    except (KafkaError, PylogError) as exc:
+        return fail(name, str(exc))
 
 
 def flag(props: dict[str, str], key: str, default: bool = False) -> bool:

@@ -14,7 +14,8 @@ versions, an optional tag. This module mirrors that model as Python data::
 
 Types: ``int8 int16 int32 int64 uint16 float64 bool uuid string bytes records``, ``[]<primitive>``,
 ``[]<StructName>`` with ``fields=`` (array of structs) and ``<StructName>`` with ``fields=`` (a nested struct).
-Version ranges are ``"N+"``, ``"N-M"``, ``"N"`` or ``"none"``.
+A struct field with ``nullable=`` is written as Kafka writes one: an int8 marker
+(-1 null, 1 present) before the struct. Version ranges are ``"N+"``, ``"N-M"``, ``"N"`` or ``"none"``.
 
 Values are plain Python: ints, bools, floats, ``str``, ``uuid.UUID``, ``dict`` for structs (keys = Kafka's
 CamelCase field names), ``list`` for arrays. ``bytes`` fields decode to ``memoryview`` slices of the input, as
@@ -116,8 +117,6 @@ class Field:
             raise MessageDefinitionError(f"field {name}: unknown type {type!r} (a struct type needs fields=)")
         if self.fields is not None and base in _PRIMITIVES:
             raise MessageDefinitionError(f"field {name}: primitive type {type!r} cannot have fields")
-        if self.fields is not None and self.elem is None and self.nullable is not None:
-            raise MessageDefinitionError(f"field {name}: nullable struct fields are not supported")
 
     def present(self, version: int) -> bool:
         return _in(self.versions, version)
@@ -482,6 +481,30 @@ def _enc_step(
     return step
 
 
+def _nullable_struct_codecs(
+    name: str, where: str, sdec: ValueDecoder, senc: ValueEncoder
+) -> tuple[ValueDecoder, ValueEncoder]:
+    """A nullable struct, as Kafka writes one: an int8 marker (-1 null, 1 present), then the struct."""
+
+    def dec(buf: Buffer, pos: int) -> tuple[Any, int]:
+        (marker,) = _INT8.unpack_from(buf, pos)
+        if marker < 0:
+            return None, pos + 1
+        return sdec(buf, pos + 1)
+
+    def enc(value: Any, out: list[Any]) -> None:
+        if value is None:
+            out.append(b"\xff")
+            return
+        out.append(b"\x01")
+        senc(value, out)
+
+    return dec, enc
+
+
+_INT8 = struct.Struct(">b")
+
+
 def _value_codecs(
     field: Field, version: int, flexible: bool, where: str
 ) -> tuple[ValueDecoder, ValueEncoder]:
@@ -497,6 +520,8 @@ def _value_codecs(
                 )
             senc(value, out)
 
+        if field.elem is None and field.is_nullable(version):
+            return _nullable_struct_codecs(field.name, where, sdec, enc_struct)
         if field.elem is None:
             return sdec, enc_struct
         return _array_decoder(field, version, flexible, sdec), _array_encoder(

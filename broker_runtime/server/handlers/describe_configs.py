@@ -1,9 +1,13 @@
-"""DescribeConfigs (key 32, v0-4): a topic's effective log configs, or this broker's properties.
+"""DescribeConfigs (key 32, v0-4): a topic's effective log configs, or a broker's properties.
 
-Topic resources (type 2) list every topic config the storage's LogConfig knows, with source TOPIC_CONFIG (1)
-for the topic's overrides and DEFAULT_CONFIG (5) otherwise. Broker resources (type 4, name = node id or
-empty) list the properties the broker was started with (STATIC_BROKER_CONFIG, 4). ``ConfigurationKeys``
-filters the names. Other resource types get INVALID_REQUEST; unknown topics UNKNOWN_TOPIC_OR_PARTITION.
+Topic resources (type 2) list every topic config the storage's LogConfig knows with its effective value and
+the source it comes from (:mod:`broker_runtime.server.dynamic_config`: DYNAMIC_TOPIC_CONFIG for the topic's
+overrides, then the broker property that sets its default -- DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG -- else DEFAULT_CONFIG), with synonyms when asked. Broker
+resources (type 4): this broker's node id lists the properties it was started with (STATIC_BROKER_CONFIG)
+overlaid by its dynamic ones; ``""`` (empty name) lists the cluster-wide dynamic defaults only, as Kafka's
+``--entity-default``. ``ConfigurationKeys`` filters the names. Other resource types get INVALID_REQUEST;
+unknown topics UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -13,6 +17,17 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_configs
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.dynamic_config import (
+    DEFAULT_BROKER_RESOURCE,
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT_BROKER,
+    SOURCE_STATIC_BROKER,
+    SOURCE_TOPIC,
+    broker_sources,
+    text,
+    topic_value_source,
+)
 from broker_runtime.server.topics import topic_name_error
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -24,9 +39,6 @@ MAX_VERSION = 4
 
 TOPIC = 2
 BROKER = 4
-_SOURCE_TOPIC = 1
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
 
 #: Topic config name -> LogConfig attribute.
 _TOPIC_ATTRS = {
@@ -55,43 +67,54 @@ _TOPIC_ATTRS = {
 }
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _entry(name: str, value: str | None, source: int, version: int) -> dict[str, Any]:
+def _entry(
+    name: str, value: str | None, source: int, synonyms: list[tuple[str, str, int]] | None = None
+) -> dict[str, Any]:
     return {
         "Name": name,
         "Value": value,
         "ReadOnly": False,
-        "IsDefault": source == _SOURCE_DEFAULT,
+        "IsDefault": source == SOURCE_DEFAULT,
         "ConfigSource": source,
         "IsSensitive": False,
-        "Synonyms": [],
+        "Synonyms": [{"Name": n, "Value": v, "Source": src} for n, v, src in synonyms or []],
         "ConfigType": 0,
         "Documentation": None,
     }
 
 
-def _topic_configs(ctx: BrokerContext, name: str, version: int) -> list[dict[str, Any]]:
+def _topic_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
     cfg = ctx.topics.config(name)
     overrides = ctx.topics.overrides(name)
+    sources = broker_sources(ctx.config.props, ctx.cluster.view.broker_configs, ctx.config.node_id)
     out = []
     for key, attr in sorted(_TOPIC_ATTRS.items()):
+        source, synonyms = topic_value_source(key, overrides, sources)
         if key in overrides:
-            out.append(_entry(key, overrides[key], _SOURCE_TOPIC, version))
+            value: str | None = overrides[key]
         elif hasattr(cfg, attr):
-            out.append(_entry(key, _text(getattr(cfg, attr)), _SOURCE_DEFAULT, version))
+            value = text(getattr(cfg, attr))
+        else:
+            continue
+        out.append(_entry(key, value, source, synonyms if with_synonyms else None))
     for key in sorted(set(overrides) - set(_TOPIC_ATTRS)):
-        out.append(_entry(key, overrides[key], _SOURCE_TOPIC, version))
+        out.append(_entry(key, overrides[key], SOURCE_TOPIC))
     return out
 
 
+def _broker_configs(ctx: BrokerContext, name: str) -> list[dict[str, Any]]:
+    dynamic = ctx.cluster.view.broker_configs
+    if name == DEFAULT_BROKER_RESOURCE:
+        return [_entry(k, v, SOURCE_DYNAMIC_DEFAULT_BROKER) for k, v in sorted(dynamic.get("", {}).items())]
+    merged: dict[str, tuple[str, int]] = {k: (v, SOURCE_STATIC_BROKER) for k, v in ctx.config.props.items()}
+    merged.update({k: (v, SOURCE_DYNAMIC_DEFAULT_BROKER) for k, v in dynamic.get("", {}).items()})
+    merged.update({k: (v, SOURCE_DYNAMIC_BROKER) for k, v in dynamic.get(name, {}).items()})
+    return [_entry(k, v, src) for k, (v, src) in sorted(merged.items())]
+
+
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    version = header.api_version
     results: list[dict[str, Any]] = []
+    ctx.refresh_cluster()  # a change another broker just wrote is answered here too
     for res in body["Resources"]:
         rtype, rname, keys = res["ResourceType"], res["ResourceName"], res["ConfigurationKeys"]
         out: dict[str, Any] = {
@@ -110,7 +133,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                     ErrorMessage=f"Topic {rname} does not exist",
                 )
             else:
-                configs = _topic_configs(ctx, rname, version)
+                configs = _topic_configs(ctx, rname, bool(body["IncludeSynonyms"]))
         elif rtype == BROKER:
             if rname not in ("", str(ctx.config.node_id)):
                 out.update(
@@ -118,9 +141,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                     ErrorMessage=f"Unexpected broker id {rname!r}, expected {ctx.config.node_id}",
                 )
             else:
-                configs = [
-                    _entry(k, v, _SOURCE_STATIC_BROKER, version) for k, v in sorted(ctx.config.props.items())
-                ]
+                configs = _broker_configs(ctx, rname)
         else:
             out.update(ErrorCode=ErrorCode.INVALID_REQUEST, ErrorMessage=f"Unsupported resource type {rtype}")
         if keys is not None:

@@ -1,0 +1,111 @@
+"""Dynamic configs: the broker-level log defaults AlterConfigs may change at runtime, and where each value of a
+topic or broker config comes from (DescribeConfigs' ``ConfigSource``).
+
+Sources, highest precedence first (Kafka's ``DescribeConfigsResponse.ConfigSource``)::
+
+    1 DYNAMIC_TOPIC_CONFIG          a topic's override (CreateTopics configs, AlterConfigs on the topic)
+    2 DYNAMIC_BROKER_CONFIG         AlterConfigs on broker "<node id>"
+    3 DYNAMIC_DEFAULT_BROKER_CONFIG AlterConfigs on broker "" (every broker)
+    4 STATIC_BROKER_CONFIG          the broker's properties file and --override
+    5 DEFAULT_CONFIG                Kafka's default
+
+Only the broker properties that set topic defaults (``log.retention.ms``, ``log.segment.bytes``,
+``log.cleanup.policy``, ``min.insync.replicas``, ``message.max.bytes``, ...: the storage's
+``BROKER_LOG_CONFIG_NAMES``, the set Kafka's ``DynamicLogConfig`` reconfigures) are dynamic here; AlterConfigs
+on any other broker key is refused naming it. The dynamic values live with the cluster metadata (a JSON file in
+the first log directory on a single node, ``cluster.json`` in a cluster) and are applied to every open log at
+once: :func:`broker_log_config` computes the defaults, ``TopicManager.set_base`` applies them.
+
+Event-loop thread only; the functions are pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker_runtime.errors import ConfigError
+from broker_runtime.storage.config import BROKER_LOG_CONFIG_NAMES, TOPIC_CONFIG_SYNONYMS, LogConfig
+
+__all__ = [
+    "DEFAULT_BROKER_RESOURCE",
+    "SOURCE_DEFAULT",
+    "SOURCE_DYNAMIC_BROKER",
+    "SOURCE_DYNAMIC_DEFAULT_BROKER",
+    "SOURCE_STATIC_BROKER",
+    "SOURCE_TOPIC",
+    "broker_log_config",
+    "broker_sources",
+    "check_broker_configs",
+    "topic_value_source",
+]
+
+SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+#: The broker resource name of the cluster-wide dynamic defaults.
+DEFAULT_BROKER_RESOURCE = ""
+
+
+def broker_sources(
+    static: Mapping[str, str], dynamic: Mapping[str, Mapping[str, str]], node_id: int
+) -> list[tuple[int, Mapping[str, str]]]:
+    """The broker-level sources of one node, highest precedence first."""
+    return [
+        (SOURCE_DYNAMIC_BROKER, dynamic.get(str(node_id), {})),
+        (SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get(DEFAULT_BROKER_RESOURCE, {})),
+        (SOURCE_STATIC_BROKER, static),
+    ]
+
+
+def broker_log_config(
+    static: Mapping[str, str], dynamic: Mapping[str, Mapping[str, str]], node_id: int
+) -> LogConfig:
+    """The log defaults of ``node_id``: its static properties overlaid by the dynamic ones. Raises
+    ConfigError for a bad value."""
+    merged: dict[str, str] = dict(static)
+    for _, values in reversed(broker_sources(static, dynamic, node_id)[:2]):
+        merged.update(values)
+    return LogConfig.from_properties(merged)
+
+
+def check_broker_configs(
+    static: Mapping[str, str], dynamic: Mapping[str, Mapping[str, str]], resource: str, new: Mapping[str, str]
+) -> None:
+    """Validate ``new`` as the dynamic configs of broker ``resource``; raises ConfigError naming the key."""
+    refused = sorted(set(new) - BROKER_LOG_CONFIG_NAMES)
+    if refused:
+        raise ConfigError(
+            f"cannot update these broker configs dynamically: {', '.join(refused)} (pylog reconfigures the log "
+            "defaults at runtime: log.retention.ms, log.segment.bytes, log.cleanup.policy, "
+            "min.insync.replicas, message.max.bytes, ...)"
+        )
+    trial = {str(k): dict(v) for k, v in dynamic.items()}
+    trial[resource] = dict(new)
+    ids = [int(r) for r in trial if r != DEFAULT_BROKER_RESOURCE] or [0]
+    for node in ids:
+        broker_log_config(static, trial, node)
+
+
+def topic_value_source(
+    key: str, overrides: Mapping[str, str], sources: list[tuple[int, Mapping[str, str]]]
+) -> tuple[int, list[tuple[str, str, int]]]:
+    """Where the effective value of topic config ``key`` comes from, and its synonyms (name, value, source),
+    highest precedence first."""
+    synonyms: list[tuple[str, str, int]] = []
+    if key in overrides:
+        synonyms.append((key, overrides[key], SOURCE_TOPIC))
+    for broker_key in TOPIC_CONFIG_SYNONYMS.get(key, ()):
+        for source, values in sources:
+            if broker_key in values:
+                synonyms.append((broker_key, values[broker_key], source))
+    return (synonyms[0][2] if synonyms else SOURCE_DEFAULT), synonyms
+
+
+def text(value: Any) -> str:
+    """A config value as Kafka prints it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

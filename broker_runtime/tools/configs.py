@@ -1,0 +1,89 @@
+"""``pylog-broker configs``: Kafka's ``kafka-configs`` for topics and brokers -- describe and alter.
+
+    pylog-broker configs --bootstrap-server H:P --entity-type topics|brokers (--entity-name N | --entity-default)
+                         --describe [--all]
+    pylog-broker configs --bootstrap-server H:P --entity-type topics|brokers (--entity-name N | --entity-default)
+                         --alter [--add-config k=v,k2=v2] [--delete-config k,k2]
+
+``--describe`` prints, as ``kafka-configs`` does, ``Dynamic configs for topic T are:`` (or ``All configs for
+...`` with ``--all``) then one ``  key=value sensitive=false synonyms={SOURCE:key=value}`` line per config.
+``--alter`` sends one IncrementalAlterConfigs (SET for each added key, DELETE for each deleted one) and prints
+``Completed updating config for topic T.``. ``--entity-default`` with brokers names the cluster-wide defaults.
+Errors: one line, exit 1 (the broker's code and message), exit 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from broker_runtime.protocol.messages import describe_configs
+from broker_runtime.tools.common import (
+    EXIT_USAGE,
+    ToolError,
+    add_bootstrap,
+    client_for,
+    parse_pairs,
+    run_tool,
+)
+
+__all__ = ["SOURCE_NAMES", "add_parser", "run"]
+
+#: DescribeConfigs ``ConfigSource`` -> the name kafka-configs prints.
+SOURCE_NAMES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+_TYPES = {"topics": describe_configs.RESOURCE_TOPIC, "brokers": describe_configs.RESOURCE_BROKER}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("configs", help="describe and alter topic and broker configs (as kafka-configs)")
+    add_bootstrap(p)
+    p.add_argument("--entity-type", required=True, choices=sorted(_TYPES), help="topics or brokers")
+    name = p.add_mutually_exclusive_group(required=True)
+    name.add_argument("--entity-name", help="the topic name or broker id")
+    name.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide defaults")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="show the configs")
+    action.add_argument("--alter", action="store_true", help="change the configs")
+    p.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
+    p.add_argument("--add-config", default="", metavar="K=V,K2=V2", help="configs to set")
+    p.add_argument("--delete-config", default="", metavar="K,K2", help="configs to remove")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    def body() -> int:
+        rtype = _TYPES[args.entity_type]
+        if args.entity_default:
+            if args.entity_type != "brokers":
+                raise ToolError("--entity-default applies to --entity-type brokers only", EXIT_USAGE)
+            name = ""
+        else:
+            name = args.entity_name
+        kind = "topic" if args.entity_type == "topics" else "broker"
+        label = f"{kind} {name}" if name else "the default broker"
+        with client_for(args) as client:
+            if args.describe:
+                entries = client.describe_config_entries(rtype, name)
+                shown = entries if args.all else [e for e in entries if e.source in (1, 2, 3)]
+                print(f"{'All' if args.all else 'Dynamic'} configs for {label} are:")
+                for e in shown:
+                    source = SOURCE_NAMES.get(e.source, str(e.source))
+                    print(f"  {e.name}={e.value} sensitive=false synonyms={{{source}:{e.name}={e.value}}}")
+                return 0
+            added = parse_pairs(args.add_config, "--add-config")
+            deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
+            if not added and not deleted:
+                raise ToolError("--alter needs --add-config and/or --delete-config", EXIT_USAGE)
+            client.alter_configs(rtype, name, added, deleted)
+            print(f"Completed updating config for {label}.")
+            return 0
+
+    return run_tool("configs", body)
