@@ -52,7 +52,7 @@ def _partition_response(index: int, result: AppendResult) -> dict[str, Any]:
         "BaseOffset": result.base_offset,
         "LogAppendTimeMs": result.log_append_time_ms,
         "LogStartOffset": result.log_start_offset,
-        "RecordErrors": [],
+        "RecordErrors": [{"BatchIndex": i, "BatchIndexErrorMessage": m} for i, m in result.record_errors],
         "ErrorMessage": result.message if result.error else None,
     }
 
