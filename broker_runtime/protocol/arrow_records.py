@@ -999,8 +999,9 @@ def scan_records(
     positions = np.array([position], dtype=np.int64)
     log_append = bool(header.timestamp_type)
     check_ts = timestamp_low is not None or timestamp_high is not None
-    low = np.int64(-(1 << 63) if timestamp_low is None else timestamp_low)
-    high = np.int64((1 << 63) - 1 if timestamp_high is None else timestamp_high)
+    # bounds such as now + Long.MAX_VALUE ("no bound") are clamped to the int64 range of the timestamps
+    low = np.int64(-(1 << 63) if timestamp_low is None else max(timestamp_low, -(1 << 63)))
+    high = np.int64((1 << 63) - 1 if timestamp_high is None else min(timestamp_high, (1 << 63) - 1))
     max_ts = NO_TIMESTAMP
     null_keys: list[np.ndarray] = []
     bad_idx: list[np.ndarray] = []

@@ -23,7 +23,7 @@ from tests.server.rawclient import RawConnection, fetch_body, produce_body
 pytestmark = pytest.mark.timeout(180)
 
 #: The fuzzing part of the test, in seconds (frames as many as fit, at most FUZZ_FRAMES).
-FUZZ_SECONDS = 20.0
+FUZZ_SECONDS = 12.0
 FUZZ_FRAMES = 100_000
 OVERRIDES = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
 
