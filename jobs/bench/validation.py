@@ -6,7 +6,7 @@
   run interleaved in the same process on the same batches: 1 MiB batches (the producer's batch.size) of
   100-byte values with 8-byte keys, uncompressed and lz4. Figure: the full path's throughput as a share of the
   baseline's (target >= 0.8), and the full path's records per second;
-* fuzz: ``jobs/fuzz.py`` at a broker child process, 100,000 mutated frames (quick: 300), frames per second;
+* fuzz: ``jobs/fuzz.py`` at a broker child process, 100,000 mutated frames (quick: 100), frames per second;
   then the broker must still answer and every stored batch must decode (as in the suite's test).
 """
 
@@ -38,7 +38,7 @@ def _batches(codec: int, count: int) -> list[bytes]:
     return [b.data for b in built][:count]
 
 
-def _path_cost(codec: int, rounds: int) -> tuple[float, float, int]:
+def _path_cost(codec: int, rounds: int, repeat: int) -> tuple[float, float, int]:
     """(full / header-only throughput ratio, full records per second, records per round)."""
     from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
     from broker_runtime.storage.config import LogConfig
@@ -66,7 +66,7 @@ def _path_cost(codec: int, rounds: int) -> tuple[float, float, int]:
                     logs[name].append(checked.records)
 
         timings = timed_interleaved(
-            [lambda: produce("full", full), lambda: produce("header", header_only)], repeat=5
+            [lambda: produce("full", full), lambda: produce("header", header_only)], repeat=repeat
         )
         for log in logs.values():
             log.close()
@@ -96,7 +96,7 @@ def run(quick: bool) -> list[Result]:
     rounds = 1 if quick else 20
     results = []
     for codec, name in ((0, "uncompressed"), (3, "lz4")):
-        ratio, rate, records = _path_cost(codec, rounds)
+        ratio, rate, records = _path_cost(codec, rounds, 1 if quick else 5)
         results.append(
             Result(
                 SECTION,
@@ -108,7 +108,7 @@ def run(quick: bool) -> list[Result]:
             )
         )
         results.append(Result(SECTION, f"produce path with full validation, {name}", rate, "records/s"))
-    fuzz_rate, consumed = _fuzz(300 if quick else 100_000)
+    fuzz_rate, consumed = _fuzz(100 if quick else 100_000)
     results.append(
         Result(SECTION, f"fuzzer, mutated frames at a broker ({consumed:,} consumed)", fuzz_rate, "frames/s")
     )

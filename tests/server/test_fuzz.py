@@ -23,7 +23,7 @@ from tests.server.rawclient import RawConnection, fetch_body, produce_body
 pytestmark = pytest.mark.timeout(180)
 
 #: The fuzzing part of the test, in seconds (frames as many as fit, at most FUZZ_FRAMES).
-FUZZ_SECONDS = 12.0
+FUZZ_SECONDS = 8.0
 FUZZ_FRAMES = 100_000
 OVERRIDES = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
 
@@ -59,7 +59,7 @@ def test_broker_survives_the_fuzzer_and_stores_only_decodable_batches(tmp_path: 
             f"fuzz: {stats.sent} frames in {elapsed:.1f} s, {stats.consumed} consumed by the broker, "
             f"{stats.answered} answered, {stats.closed_by_broker}/{stats.connections} connections closed by it"
         )
-        assert stats.consumed >= 2000, stats
+        assert stats.consumed >= 1000, stats
         assert {int(k) for k in stats.per_api} >= {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 18, 22, 32}
 
         with RawConnection(address) as conn:
