@@ -7,6 +7,7 @@ checked against its own builder) to place one defect in one chosen record.
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 import zlib
@@ -327,3 +328,19 @@ def test_metadata_v10_v11_null_topic_name_is_answered(bootstrap: str) -> None:
                 body["IncludeClusterAuthorizedOperations"] = False
             resp = conn.call(METADATA, version, body)
             assert [t["ErrorCode"] for t in resp["Topics"]] == [ErrorCode.INVALID_TOPIC_EXCEPTION]
+
+
+def test_refused_acks0_produce_logs_its_reason_as_the_warning(
+    broker: Any, bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from broker_runtime.server.handlers import produce
+
+    produce._ACKS0_WARNINGS._next = 0.0  # a fresh rate-limit window for this test
+    with RawConnection(bootstrap) as conn:
+        topic = _topic(conn, "acks0", cleanup_policy="compact")
+        with caplog.at_level(logging.DEBUG):
+            conn.send_raw(conn.encode(PRODUCE, 9, produce_body(topic, 0, _batch(_no_key()), acks=0)))
+            assert conn.is_closed_by_peer()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "acks=0" in warnings[0] and "INVALID_RECORD" in warnings[0] and "without key" in warnings[0]
