@@ -229,13 +229,13 @@ CASES = {
         [2],
     ),
     "gzip bomb": (
-        lambda: _batch(_good(), codec=1, payload=_compress(1, bytes(64 << 20))),
+        lambda: _batch(_good(), codec=1, payload=_compress(1, bytes(1 << 20)) * 40),  # 40 gzip members
         {},
         ErrorCode.MESSAGE_TOO_LARGE,
         [],
     ),
     "lz4 bomb": (
-        lambda: _batch(_good(), codec=3, payload=_compress(3, bytes(64 << 20))),
+        lambda: _batch(_good(), codec=3, payload=_compress(3, bytes(1 << 20)) * 40),  # 40 lz4 frames
         {},
         ErrorCode.MESSAGE_TOO_LARGE,
         [],
