@@ -198,8 +198,20 @@ class CorruptRecordError(ProtocolError):
     """A record batch or record failed a structural or checksum check.
 
     The message says which field held which value and where (byte position), e.g.
-    ``"batch at position 0: CRC-32C 0x1234abcd does not match computed 0xdeadbeef"``.
+    ``"batch at position 0: CRC-32C 0x1234abcd does not match computed 0xdeadbeef"``. ``record_index`` is
+    the index within its batch of the record to blame, when one is (None otherwise).
     """
+
+    record_index: int | None = None
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed records section expands beyond the bound its reader allows (``limit`` bytes): a
+    decompression bomb, or a batch larger than the broker accepts once decompressed."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class UnsupportedVersionError(ProtocolError):

@@ -58,7 +58,9 @@ __all__ = [
     "iter_batch_spans",
     "parse_header",
     "set_base_offset",
+    "set_compression",
     "set_log_append_time",
+    "set_max_timestamp",
     "set_partition_leader_epoch",
 ]
 
@@ -230,3 +232,18 @@ def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, t
     _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes | ATTR_LOG_APPEND_TIME)
     _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
     _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, size))
+
+
+def set_max_timestamp(buf: bytearray | memoryview, position: int, size: int, timestamp_ms: int) -> None:
+    """Rewrite maxTimestamp (a CreateTime batch's largest record timestamp), then recompute the CRC."""
+    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, size))
+
+
+def set_compression(buf: bytearray | memoryview, position: int, codec: int, payload_size: int) -> None:
+    """Mark the batch at ``position`` as compressed with ``codec`` holding a ``payload_size``-byte records
+    section after its header (attributes bits 0-2 and batchLength), then recompute the CRC."""
+    (attributes,) = _INT16.unpack_from(buf, position + ATTRIBUTES_OFFSET)
+    _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, (attributes & ~ATTR_COMPRESSION_MASK) | codec)
+    _INT32.pack_into(buf, position + BATCH_LENGTH_OFFSET, HEADER_SIZE - LOG_OVERHEAD + payload_size)
+    _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, HEADER_SIZE + payload_size))

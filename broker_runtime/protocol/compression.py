@@ -22,6 +22,15 @@ Xerial snappy framing (big-endian)::
     12      compat    int32 = 1   (readers ignore version/compat: some writers store them little-endian)
     16      chunks    repeated [int32 compressed length][raw snappy block of <= 32 KiB uncompressed input]
 
+Bounded decompression: :func:`decompress` takes ``max_size``, the most bytes the section may expand to. Output
+is produced in pieces and the call stops with :class:`DecompressionLimitError` as soon as it would pass the
+bound, so a small "bomb" (8 KiB of zstd that expands to 256 MiB) never costs more than about ``max_size`` of
+memory: gzip and lz4 ask their decompressor for at most the bytes still allowed; snappy reads each raw block's
+declared length (its varint preamble) before decompressing it; zstd (whose one-shot decompressor has no output
+limit) first reads each frame through a bounded stream reader, which proves the frame fits, and only then
+decompresses it in one call to find where the frame ends (a truncated frame, trailing bytes). Bounded
+decoders are asked for at most 1 MiB per call, as lz4 and zstd allocate what is asked up front.
+
 Errors: an unknown codec id raises :class:`UnsupportedVersionError`; any input the codec cannot decode
 (bad magic, truncated stream, checksum failure, trailing bytes that are not another stream) raises
 :class:`CorruptRecordError` -- never a zlib/lz4/zstd/cramjam exception. Module-level functions only;
@@ -37,7 +46,12 @@ import cramjam
 import lz4.frame as _lz4f
 import zstandard as _zstd
 
-from broker_runtime.errors import ConfigError, CorruptRecordError, UnsupportedVersionError
+from broker_runtime.errors import (
+    ConfigError,
+    CorruptRecordError,
+    DecompressionLimitError,
+    UnsupportedVersionError,
+)
 
 __all__ = [
     "CODEC_NAMES",
@@ -146,31 +160,78 @@ def _xerial_compress(data: Data) -> bytes:
 
 # ------------------------------------------------------------------------------------------- decompress
 
+#: The most output asked of a bounded decompressor in one call (lz4.frame and zstd's reader allocate what is
+#: asked before decompressing).
+_PIECE = 1024 * 1024
 
-def decompress(codec: int, data: Data) -> bytes:
-    """Decompress a records section written with ``codec``; :class:`CorruptRecordError` on bad input."""
+
+class _Budget:
+    """The output bytes still allowed (None: unbounded); :meth:`take` raises once they are exceeded."""
+
+    __slots__ = ("codec", "left", "limit")
+
+    def __init__(self, codec: str, limit: int | None) -> None:
+        self.codec = codec
+        self.limit = limit
+        self.left = -1 if limit is None else limit
+
+    def take(self, produced: int) -> None:
+        if self.limit is None:
+            return
+        self.left -= produced
+        if self.left < 0:
+            raise DecompressionLimitError(
+                f"{self.codec}: the records section expands beyond the {self.limit}-byte bound "
+                "on decompressed records",
+                limit=self.limit,
+            )
+
+    @property
+    def max_length(self) -> int:
+        """For decompressors that take an output limit: one byte more than allowed (0 = unlimited)."""
+        return 0 if self.limit is None else self.left + 1
+
+
+def decompress(codec: int, data: Data, max_size: int | None = None) -> bytes:
+    """Decompress a records section written with ``codec``; :class:`CorruptRecordError` on bad input.
+
+    With ``max_size``, output beyond that many bytes raises :class:`DecompressionLimitError` without being
+    produced (see the module docstring).
+    """
     if codec == NONE:
         return bytes(data)
+    if max_size is not None and max_size < 0:
+        raise ValueError(f"max_size {max_size} is negative")
     if codec == GZIP:
-        return _gzip_decompress(data)
+        return _gzip_decompress(data, _Budget("gzip", max_size))
     if codec == SNAPPY:
-        return _snappy_decompress(data)
+        return _snappy_decompress(data, _Budget("snappy", max_size))
     if codec == LZ4:
-        return _lz4_decompress(data)
+        return _lz4_decompress(data, _Budget("lz4", max_size))
     if codec == ZSTD:
-        return _zstd_decompress(data)
+        return _zstd_decompress(data, _Budget("zstd", max_size))
     codec_name(codec)  # raises UnsupportedVersionError
     raise AssertionError("unreachable")
 
 
-def _gzip_decompress(data: Data) -> bytes:
+def _gzip_decompress(data: Data, budget: _Budget) -> bytes:
     out: list[bytes] = []
     rest: bytes | memoryview = memoryview(data)
     member = 0
     while True:
         d = zlib.decompressobj(_GZIP_WBITS)
         try:
-            out.append(d.decompress(rest))
+            piece = d.decompress(rest, budget.max_length)
+            budget.take(len(piece))
+            out.append(piece)
+            while d.unconsumed_tail:
+                piece = d.decompress(d.unconsumed_tail, budget.max_length)
+                budget.take(len(piece))
+                out.append(piece)
+            if not d.eof:
+                piece = d.flush()
+                budget.take(len(piece))
+                out.append(piece)
         except zlib.error as exc:
             raise CorruptRecordError(f"gzip member {member}: {exc}") from None
         if not d.eof:
@@ -185,17 +246,33 @@ def _gzip_decompress(data: Data) -> bytes:
         member += 1
 
 
-def _snappy_decompress(data: Data) -> bytes:
+def _snappy_block_length(mv: memoryview, where: str) -> int:
+    """The uncompressed length a raw snappy block declares (its unsigned LEB128 preamble)."""
+    value = 0
+    for i in range(min(5, len(mv))):
+        b = mv[i]
+        value |= (b & 0x7F) << (7 * i)
+        if b < 0x80:
+            return value
+    raise CorruptRecordError(f"snappy ({where}): the block's length preamble is not a valid varint")
+
+
+def _snappy_raw(block: memoryview, budget: _Budget, where: str) -> bytes:
+    budget.take(_snappy_block_length(block, where))
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except Exception as exc:  # cramjam.DecompressionError and friends
+        raise CorruptRecordError(f"snappy ({where}): {exc}") from None
+
+
+def _snappy_decompress(data: Data, budget: _Budget) -> bytes:
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
     if len(mv) >= XERIAL_HEADER_STRUCT.size and mv[:8] == _XERIAL_MAGIC:
-        return _xerial_decompress(mv)
-    try:
-        return bytes(cramjam.snappy.decompress_raw(mv))
-    except Exception as exc:  # cramjam.DecompressionError and friends
-        raise CorruptRecordError(f"snappy (raw block of {len(mv)} bytes): {exc}") from None
+        return _xerial_decompress(mv, budget)
+    return _snappy_raw(mv, budget, f"raw block of {len(mv)} bytes")
 
 
-def _xerial_decompress(mv: memoryview) -> bytes:
+def _xerial_decompress(mv: memoryview, budget: _Budget) -> bytes:
     out: list[bytes] = []
     pos = XERIAL_HEADER_STRUCT.size
     end = len(mv)
@@ -215,22 +292,30 @@ def _xerial_decompress(mv: memoryview) -> bytes:
                 f"snappy (xerial): chunk length {length} at position {pos - 4} exceeds the "
                 f"{end - pos} bytes left"
             )
-        try:
-            out.append(bytes(cramjam.snappy.decompress_raw(mv[pos : pos + length])))
-        except Exception as exc:
-            raise CorruptRecordError(f"snappy (xerial): chunk at position {pos - 4}: {exc}") from None
+        out.append(_snappy_raw(mv[pos : pos + length], budget, f"xerial chunk at position {pos - 4}"))
         pos += length
     return b"".join(out)
 
 
-def _lz4_decompress(data: Data) -> bytes:
+def _lz4_decompress(data: Data, budget: _Budget) -> bytes:
     out: list[bytes] = []
     rest: bytes | memoryview = memoryview(data)
     frame = 0
+    limit = budget.limit is not None
     while True:
         d = _lz4f.LZ4FrameDecompressor()
         try:
-            out.append(d.decompress(rest))
+            if not limit:
+                out.append(d.decompress(rest))
+            else:
+                # lz4.frame allocates max_length up front: ask in pieces of at most _PIECE.
+                piece = d.decompress(rest, max_length=min(budget.max_length, _PIECE))
+                budget.take(len(piece))
+                out.append(piece)
+                while not d.eof and not d.needs_input:
+                    piece = d.decompress(b"", max_length=min(budget.max_length, _PIECE))
+                    budget.take(len(piece))
+                    out.append(piece)
         except RuntimeError as exc:  # lz4.frame reports every decoding failure as RuntimeError
             raise CorruptRecordError(f"lz4 frame {frame}: {exc}") from None
         if not d.eof:
@@ -241,14 +326,21 @@ def _lz4_decompress(data: Data) -> bytes:
         frame += 1
 
 
-def _zstd_decompress(data: Data) -> bytes:
+def _zstd_decompress(data: Data, budget: _Budget) -> bytes:
     out: list[bytes] = []
     rest: bytes | memoryview = memoryview(data)
     frame = 0
     dctx = _zstd.ZstdDecompressor()
     while True:
-        d = dctx.decompressobj()
         try:
+            if budget.limit is not None:
+                # First a bounded pass over this frame (the reader stops at its end and never returns more
+                # than asked): it proves the frame's output fits what is still allowed ...
+                reader = dctx.stream_reader(rest, read_across_frames=False)
+                while piece := reader.read(min(budget.max_length, _PIECE)):
+                    budget.take(len(piece))
+            # ... then the pass that finds the frame's end (truncation, trailing bytes), now bounded too.
+            d = dctx.decompressobj()
             out.append(d.decompress(rest))
         except _zstd.ZstdError as exc:
             raise CorruptRecordError(f"zstd frame {frame}: {exc}") from None

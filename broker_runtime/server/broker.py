@@ -300,6 +300,7 @@ class Broker:
             now_ms=self._clock.now_ms,
             alter_isr=alter_isr if metrics is not None else cluster.alter_isr,
             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            header_only_validation=cfg.test_validation_header_only,
             fetcher_config=FetcherConfig(
                 cfg.node_id,
                 max_wait_ms=cfg.replica_fetch_wait_max_ms,

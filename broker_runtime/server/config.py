@@ -93,6 +93,8 @@ BROKER_KEYS: dict[str, str] = {
     "pylog.metrics.listener": "",
     # pylog, tests only: while this file exists, a cluster coordinator holds its transaction markers back.
     "pylog.test.transaction.markers.hold.file": "",
+    # pylog, benchmarks only: validate produced batches by their header alone (no record walk).
+    "pylog.test.validation.header.only": "false",
 }
 
 #: Storage names accepted without a warning; interpreted by the storage's LogConfig.
@@ -124,6 +126,9 @@ STORAGE_KEYS: frozenset[str] = frozenset(
         "log.message.timestamp.difference.max.ms",
         "log.message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
         "log.message.format.version",
         "log.message.downconversion.enable",
         "num.recovery.threads.per.data.dir",
@@ -307,6 +312,8 @@ class BrokerConfig:
     metrics_listener: tuple[str, int] | None = None
     #: Tests only: while this file exists, the cluster's transaction markers wait (fault injection).
     test_transaction_markers_hold_file: str | None = None
+    #: Benchmarks only: validate produced batches by their header alone (the baseline of the validation cost).
+    test_validation_header_only: bool = False
     props: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
@@ -351,11 +358,6 @@ class BrokerConfig:
         if compression not in _COMPRESSION_TYPES:
             raise ConfigError(
                 f"compression.type={compression!r}: expected one of {', '.join(_COMPRESSION_TYPES)}"
-            )
-        if compression != "producer":
-            raise ConfigError(
-                f"compression.type={compression!r}: only 'producer' (keep the producer's codec) is implemented; "
-                "broker-side recompression is not"
             )
         cluster_id = props.get("cluster.id", BROKER_KEYS["cluster.id"]).strip()
         if not cluster_id:
@@ -433,6 +435,7 @@ class BrokerConfig:
                 "pylog.test.transaction.markers.hold.file", ""
             ).strip()
             or None,
+            test_validation_header_only=_bool(props, "pylog.test.validation.header.only"),
             props=dict(props),
             warnings=warnings,
         )

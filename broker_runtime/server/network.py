@@ -244,7 +244,8 @@ class Connection(asyncio.Protocol):
         if result is None:
             return
         if result is CLOSE:
-            self.close("request refused (see the previous log line)")
+            # whoever refused the request logged why (at WARNING): this line only points back to it
+            self.close("request refused (see the previous log line)", level=logging.DEBUG)
             return
         if self._transport is None:
             return

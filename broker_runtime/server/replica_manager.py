@@ -5,8 +5,10 @@ appendRecordsToLeader`` -> ``UnifiedLog.append``), all per batch, never per reco
 
   0. this node must lead the partition (else NOT_LEADER_OR_FOLLOWER); with acks=-1 the ISR must have
      ``min.insync.replicas`` members (else NOT_ENOUGH_REPLICAS, nothing appended);
-  1. :func:`~broker_runtime.server.validation.validate_produce_records` (Kafka's order; see that module; a
-     set larger than ``segment.bytes`` is RECORD_LIST_TOO_LARGE there, not a storage error);
+  1. :func:`~broker_runtime.server.validation.validate_produce_records` (Kafka's order and its LogValidator:
+     every record walked, RecordErrors for the bad ones; see that module; a set larger than ``segment.bytes``
+     is RECORD_LIST_TOO_LARGE there, not a storage error). The batch it returns is the one appended: it may be
+     rewritten (maxTimestamp, or recompressed with the topic's ``compression.type``);
   2. ``PartitionLog.append``, which owns the partition's producer state (as Kafka's ``UnifiedLog``): an
      idempotent batch duplicating one of its producer's last five batches comes back as an ``AppendInfo``
      marked ``duplicate`` with the ORIGINAL offsets (nothing written); a sequence or epoch error raises
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, ProducerStateError, StorageError
+from broker_runtime.protocol.compression import codec_from_name
 from broker_runtime.protocol.records import Buffer, build_control_batch
 from broker_runtime.replication.fetcher import FetcherConfig, ReplicaFetcher
 from broker_runtime.replication.partition import AlterIsr, Partition
@@ -70,6 +73,8 @@ class AppendResult:
     message: str | None = None
     #: The offset the high watermark must reach before acks=-1 may answer (last offset + 1).
     required_offset: int = -1
+    #: KIP-467 RecordErrors: (batch index, message) of the records to blame for ``error``.
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +97,20 @@ class ReadResult:
         return len(self.records)
 
 
-def _policy(cfg: LogConfig) -> BatchPolicy:
+def _policy(cfg: LogConfig, header_only: bool) -> BatchPolicy:
+    codec = cfg.compression_type
     return BatchPolicy(
         max_message_bytes=cfg.max_message_bytes,
         timestamp_type=1 if cfg.log_append_time else 0,
         timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
         timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
         segment_bytes=cfg.segment_bytes,
+        compact=cfg.compact,
+        target_codec=None
+        if codec == "producer"
+        else codec_from_name("none" if codec == "uncompressed" else codec),
+        levels=cfg.compression_levels,
+        header_only=header_only,
     )
 
 
@@ -115,6 +127,7 @@ class ReplicaManager:
         now_ms: Callable[[], int] | None = None,
         alter_isr: AlterIsr | None = None,
         replica_lag_time_max_ms: int = 30000,
+        header_only_validation: bool = False,
         fetcher_config: FetcherConfig | None = None,
         resolve_broker: Callable[[int], tuple[str, int] | None] | None = None,
         cluster_mode: bool = False,
@@ -128,6 +141,8 @@ class ReplicaManager:
         self.node_id = node_id
         self._alter_isr: AlterIsr = alter_isr or (lambda topic, partition, isr, epoch: True)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        #: Tests and benchmarks only (``pylog.test.validation.header.only``): skip the record walk.
+        self._header_only_validation = header_only_validation
         self._fetcher_config = fetcher_config or FetcherConfig(node_id)
         self._resolve_broker = resolve_broker or (lambda node: None)
         self._cluster_mode = cluster_mode
@@ -152,7 +167,7 @@ class ReplicaManager:
         cfg = self._topics.config(topic)
         cached = self._policies.get(topic)
         if cached is None or cached[0] is not cfg:
-            cached = (cfg, _policy(cfg))
+            cached = (cfg, _policy(cfg, self._header_only_validation))
             self._policies[topic] = cached
         return cached
 
@@ -315,10 +330,9 @@ class ReplicaManager:
         )
         if isinstance(checked, Rejection):
             _log.debug("produce to %s-%d rejected: %s", topic, partition, checked.message)
-            return AppendResult(checked.code, message=checked.message)
-        assert records is not None  # a missing record set is a Rejection above
+            return AppendResult(checked.code, message=checked.message, record_errors=checked.record_errors)
         try:
-            info = log.append(records, leader_epoch=max(replica.leader_epoch, 0))
+            info = log.append(checked.records, leader_epoch=max(replica.leader_epoch, 0))
         except ProducerStateError as exc:
             return AppendResult(exc.code, message=str(exc) or None)
         except (StorageError, OSError) as exc:

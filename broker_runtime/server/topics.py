@@ -144,12 +144,6 @@ class TopicManager:
                 ErrorCode.INVALID_PARTITIONS,
                 f"Number of partitions must be larger than 0, got {num_partitions}.",
             )
-        codec = overrides.get("compression.type", "producer")
-        if codec != "producer":
-            raise TopicError(
-                ErrorCode.INVALID_CONFIG,
-                f"compression.type={codec!r} for topic {name}: only 'producer' is implemented (no broker-side recompression)",
-            )
         try:
             return self._log_config.with_topic_overrides(dict(overrides)) if overrides else self._log_config
         except ConfigError as exc:

@@ -75,6 +75,7 @@ TOPIC_CONFIG_NAMES = frozenset(
         "max.message.bytes",
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms",
         "message.timestamp.type",
         "min.cleanable.dirty.ratio",
         "min.compaction.lag.ms",
@@ -130,6 +131,14 @@ def _parse_compression(key: str, raw: str) -> str:
     return text
 
 
+def _parse_level(key: str, raw: str, low: int, high: int, also: tuple[int, ...] = ()) -> int:
+    value = _parse_long(key, raw)
+    if value not in also and not low <= value <= high:
+        allowed = " or ".join([f"{low}..{high}", *map(str, also)])
+        raise ConfigError(f"{key}={value}: expected {allowed}")
+    return value
+
+
 def _parse_cleanup_policy(key: str, raw: str) -> str:
     parts = [p.strip().lower() for p in str(raw).split(",") if p.strip()]
     if not parts or any(p not in _CLEANUP_POLICIES for p in parts):
@@ -173,6 +182,13 @@ _TOPIC_FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", lambda k, v: _parse_long(k, v, 0)),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", lambda k, v: _parse_long(k, v, 1)),
     "compression.type": ("compression_type", _parse_compression),
+    "compression.gzip.level": ("compression_gzip_level", lambda k, v: _parse_level(k, v, 1, 9, (-1,))),
+    "compression.lz4.level": ("compression_lz4_level", lambda k, v: _parse_level(k, v, 1, 17)),
+    "compression.zstd.level": ("compression_zstd_level", lambda k, v: _parse_level(k, v, -131072, 22)),
+    "message.timestamp.difference.max.ms": (
+        "message_timestamp_difference_max_ms",
+        lambda k, v: _parse_long(k, v, 0),
+    ),
     "min.insync.replicas": ("min_insync_replicas", lambda k, v: _parse_long(k, v, 1, _INT_MAX)),
     "preallocate": ("preallocate", _parse_bool),
 }
@@ -195,6 +211,10 @@ _BROKER_TO_TOPIC: dict[str, str] = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
     "min.insync.replicas": "min.insync.replicas",
     "log.preallocate": "preallocate",
 }
@@ -221,6 +241,19 @@ _BROKER_ONLY: dict[str, str] = {
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
 }
+
+
+def _apply_difference(
+    values: dict[str, Any], given: Mapping[str, str], before_key: str, after_key: str
+) -> None:
+    """The legacy ``message.timestamp.difference.max.ms`` bounds both sides unless they are given beside it."""
+    difference = values.get("message_timestamp_difference_max_ms")
+    if difference is None:
+        return
+    if before_key not in given:
+        values["message_timestamp_before_max_ms"] = difference
+    if after_key not in given:
+        values["message_timestamp_after_max_ms"] = difference
 
 
 @dataclass(frozen=True)
@@ -269,8 +302,18 @@ class LogConfig:
     #: ``max.compaction.lag.ms``: a log with a dirty segment this old is cleaned whatever its dirty ratio; at
     #: least ``min.compaction.lag.ms``.
     max_compaction_lag_ms: int = LONG_MAX
-    #: ``compression.type``: ``producer`` keeps the producer's codec (used by the server).
+    #: ``message.timestamp.difference.max.ms`` (legacy, before KIP-937): when set, it stands for
+    #: ``message.timestamp.before.max.ms`` and ``message.timestamp.after.max.ms`` where those are not set in the
+    #: same place (as Kafka 3.6-3.9 do); None when not set.
+    message_timestamp_difference_max_ms: int | None = None
+    #: ``compression.type``: ``producer`` keeps the producer's codec; any other value (``uncompressed``,
+    #: ``gzip``, ``snappy``, ``lz4``, ``zstd``) makes the server recompress batches written with another codec.
     compression_type: str = "producer"
+    #: ``compression.gzip.level`` / ``compression.lz4.level`` / ``compression.zstd.level`` (KIP-390): the levels
+    #: of broker-side recompression; None = the codec's default (gzip 6, lz4 fast, zstd 3).
+    compression_gzip_level: int | None = None
+    compression_lz4_level: int | None = None
+    compression_zstd_level: int | None = None
     #: ``min.insync.replicas`` (used by replication / acks=-1).
     min_insync_replicas: int = 1
     #: ``preallocate``: accepted; pylog does not preallocate .log files.
@@ -288,6 +331,16 @@ class LogConfig:
     producer_id_expiration_check_interval_ms: int = 10 * _MINUTE_MS
     #: The topic-level overrides applied to this config, by Kafka topic-config name (sorted pairs).
     topic_overrides: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def compression_levels(self) -> tuple[tuple[int, int], ...]:
+        """(codec id, level) of the codecs whose level is configured (gzip 1, lz4 3, zstd 4)."""
+        levels = (
+            (1, self.compression_gzip_level),
+            (3, self.compression_lz4_level),
+            (4, self.compression_zstd_level),
+        )
+        return tuple((codec, level) for codec, level in levels if level is not None and level != -1)
 
     @property
     def log_append_time(self) -> bool:
@@ -346,6 +399,9 @@ class LogConfig:
         for key, field in _BROKER_ONLY.items():
             if key in props:
                 values[field] = _parse_long(key, props[key], 1)
+        _apply_difference(
+            values, props, "log.message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms"
+        )
         config = cls(**values)
         config._check_consistency()
         return config
@@ -363,6 +419,9 @@ class LogConfig:
                 field, parser = _TOPIC_FIELDS[key]
                 values[field] = parser(key, raw)
             merged[key] = str(raw)
+        _apply_difference(
+            values, overrides, "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"
+        )
         values["topic_overrides"] = tuple(sorted(merged.items()))
         config = dataclasses.replace(self, **values)
         config._check_consistency()

@@ -29,6 +29,7 @@ SECTIONS = [
     "reader",
     "sink",
     "stream",
+    "validation",
 ]
 
 

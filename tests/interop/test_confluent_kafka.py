@@ -176,3 +176,58 @@ def test_admin_create_topics_errors(bootstrap: str) -> None:
         admin.create_topics([NewTopic("rf", 1, 3)])["rf"].result(30)
     metadata = admin.list_topics(timeout=10)
     assert len(metadata.topics["dup"].partitions) == 2
+
+
+_CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def test_topic_compression_type_recompresses_for_an_idempotent_producer(broker: Any, bootstrap: str) -> None:
+    """Each topic compression.type other than producer: batches of another codec are stored recompressed,
+    with the producer's id, epoch and sequences kept (the idempotent producer sees no sequence error)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = {f"recompress-{target}": target for target in _CODEC_IDS}
+    futures = admin.create_topics(
+        [
+            NewTopic(t, num_partitions=1, replication_factor=1, config={"compression.type": c})
+            for t, c in topics.items()
+        ]
+    )
+    for future in futures.values():
+        future.result(30)
+    msgs = _messages(1500, seed=3)
+    for topic, target in topics.items():
+        source = "lz4" if target != "lz4" else "gzip"
+        _produce(
+            bootstrap,
+            topic,
+            msgs,
+            acks="all",
+            **{"compression.codec": source, "enable.idempotence": True, "batch.num.messages": 400},
+        )
+        got = _consume(bootstrap, topic, 1, len(msgs))
+        _check_roundtrip(msgs, got)
+        assert _stored_codecs(broker, topic, 1) == {_CODEC_IDS[target]}, target
+        log = broker.ctx.topics.get_log(topic, 0)
+        headers = [
+            h for _, h in iter_batch_spans(log.read(0, 1 << 30, max_offset=log.high_watermark).records)
+        ]
+        assert len(headers) > 1 and all(h.producer_id >= 0 for h in headers)
+        sequences = [(h.base_sequence, h.records_count) for h in headers]
+        assert all(s + n == nxt for (s, n), (nxt, _) in zip(sequences, sequences[1:], strict=False)), (
+            sequences
+        )
+
+
+def test_broker_compression_type_applies_to_topics_without_their_own(tmp_path: Any) -> None:
+    from tests.conftest import _start_broker
+
+    zstd_broker = _start_broker(tmp_path, {"compression.type": "zstd"})
+    try:
+        address = str(zstd_broker.bootstrap)
+        _create(address, "broker-zstd", 1)
+        msgs = _messages(300)
+        _produce(address, "broker-zstd", msgs, **{"compression.codec": "none"})
+        _check_roundtrip(msgs, _consume(address, "broker-zstd", 1, len(msgs)))
+        assert _stored_codecs(zstd_broker, "broker-zstd", 1) == {4}
+    finally:
+        zstd_broker.stop()

@@ -509,3 +509,32 @@ def test_random_byte_flips_never_return_garbage(position: int, byte: int) -> Non
     except CorruptRecordError:
         return  # stricter than the reference is fine; garbage is not
     assert decoded_rows(got) == want
+
+
+def test_scan_records_walks_past_a_chunk_boundary_and_names_the_bad_record() -> None:
+    import struct
+
+    from broker_runtime.errors import CorruptRecordError
+    from broker_runtime.protocol.arrow_records import SCAN_CHUNK, scan_records
+    from broker_runtime.protocol.batch_header import HEADER_SIZE, parse_header
+
+    n = SCAN_CHUNK + 1000
+    keys = pa.array([None if i % 5000 == 7 else b"k" for i in range(n)])
+    batch = build_batch(pa.array([b"v"] * n), keys, timestamp_ms=1_000)
+    header = parse_header(batch)
+    section = bytes(batch[HEADER_SIZE:])
+    scan = scan_records(header, section, timestamp_low=0, timestamp_high=2_000)
+    assert scan.max_timestamp == 1_000 and len(scan.out_of_range) == 0
+    assert scan.null_keys.tolist() == [i for i in range(n) if i % 5000 == 7]
+    # Record SCAN_CHUNK + 3 gets an offsetDelta of 0: found in the second chunk, named by its batch index.
+    records = bytearray(section)
+    bad = SCAN_CHUNK + 3
+    pos = 0
+    for _ in range(bad):  # every record here is shorter than 64 bytes: one-byte length varints
+        pos += 1 + (records[pos] >> 1)
+    offset_delta_at = pos + 1 + 1 + 1  # length, attributes, timestampDelta (one byte each)
+    records[offset_delta_at : offset_delta_at + 3] = b"\x80\x80\x00"  # 0 in the delta's 3 bytes
+    with pytest.raises(CorruptRecordError) as info:
+        scan_records(header, bytes(records))
+    assert info.value.record_index == bad
+    assert struct.unpack(">i", batch[57:61])[0] == n

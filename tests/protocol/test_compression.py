@@ -221,3 +221,28 @@ def test_mutations_raise_only_corrupt_record_error(codec: int, data: st.DataObje
     packed[i] ^= data.draw(st.integers(1, 255))
     with contextlib.suppress(CorruptRecordError):
         decompress(codec, bytes(packed))
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_bounded_decompression_stops_at_the_bound(codec: int) -> None:
+    from broker_runtime.errors import DecompressionLimitError
+
+    data = bytes(range(256)) * 2000 + b"\x00" * 200_000
+    packed = compress(codec, data)
+    assert decompress(codec, packed, max_size=len(data)) == data
+    with pytest.raises(DecompressionLimitError) as info:
+        decompress(codec, packed, max_size=len(data) - 1)
+    assert info.value.limit == len(data) - 1
+    if codec != SNAPPY:  # concatenated streams count together
+        with pytest.raises(DecompressionLimitError):
+            decompress(codec, packed + packed, max_size=len(data) + 10)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, packed[: len(packed) // 2], max_size=10 * len(data))
+
+
+def test_snappy_block_declaring_a_huge_length_is_refused_before_decoding() -> None:
+    from broker_runtime.errors import DecompressionLimitError
+
+    claims_256_mib = bytes([0x80, 0x80, 0x80, 0x80, 0x01]) + b"\x00" * 8
+    with pytest.raises(DecompressionLimitError):
+        decompress(SNAPPY, claims_256_mib, max_size=1 << 20)

@@ -1119,8 +1119,8 @@ class GroupCoordinator:
                 result[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 result[(topic, partition)] = ErrorCode.NONE
-                if (topic, partition) in group.offsets:
-                    removing.append((topic, partition))
+                if (topic, partition) in group.offsets and (topic, partition) not in removing:
+                    removing.append((topic, partition))  # a partition named twice is deleted once
         if removing:
             try:
                 self._append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in removing])

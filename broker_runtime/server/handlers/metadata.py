@@ -14,7 +14,9 @@ Topics: null (v1+) or an empty list in v0 means all topics. A requested topic th
 here when ``auto.create.topics.enable`` is true and the request allows it (AllowAutoTopicCreation, v4+;
 earlier versions always allow), with ``num.partitions`` partitions and ``default.replication.factor``
 replicas. Creation is synchronous, so the answer already describes the new topic (Kafka answers
-LEADER_NOT_AVAILABLE first because its creation is async). Illegal names get INVALID_TOPIC_EXCEPTION.
+LEADER_NOT_AVAILABLE first because its creation is async). Illegal names get INVALID_TOPIC_EXCEPTION, and
+so does a null name (a lookup by topic id) in v10-11, whose response cannot carry a null name; v12+ answers it
+UNKNOWN_TOPIC_ID (no topic ids are tracked).
 """
 
 from __future__ import annotations
@@ -95,7 +97,12 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         for entry in requested:
             name = entry["Name"]
             if name is None:
-                topics.append(_topic(ctx, None, UNKNOWN_TOPIC_ID))
+                # v10-11 carry topic ids but answer only by name (the name is not nullable in their response):
+                # a null name is an invalid topic there; v12+ would look the id up, and no ids are tracked.
+                if version < 12:
+                    topics.append(_topic(ctx, "", ErrorCode.INVALID_TOPIC_EXCEPTION))
+                else:
+                    topics.append(_topic(ctx, None, UNKNOWN_TOPIC_ID))
                 continue
             if name in ctx.cluster.view.topics:
                 topics.append(_topic(ctx, name, ErrorCode.NONE))

@@ -10,7 +10,8 @@ Per request (Kafka's ``KafkaApis.handleProduceRequest`` + ``ReplicaManager.appen
   * otherwise each partition is validated and appended by the ReplicaManager (per batch work only); with
     metrics on, its bytes and records count as the topic's BytesIn / MessagesIn;
   * ``acks=0``: no response at all; if any partition failed, the connection is closed so the client notices
-    and refreshes its metadata, as Kafka does;
+    and refreshes its metadata, as Kafka does; the reason is logged as one WARNING line, at most one every
+    ``ACKS0_WARNING_INTERVAL_S`` seconds (the lines left out are counted in the next one);
   * ``acks=-1``: before appending, a partition whose ISR is smaller than ``min.insync.replicas`` gets
     NOT_ENOUGH_REPLICAS; after appending, a :class:`~broker_runtime.replication.DelayedProduce` waits in the
     produce purgatory, watched by every appended partition, until each partition's high watermark reaches
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
@@ -44,6 +46,32 @@ MIN_VERSION = 0
 MAX_VERSION = 11
 
 _VALID_ACKS = (produce.ACKS_ALL, produce.ACKS_NONE, produce.ACKS_LEADER)
+#: The least time between two WARNING lines about refused acks=0 produces.
+ACKS0_WARNING_INTERVAL_S = 10.0
+
+
+class _RateLimitedWarning:
+    """One WARNING line per interval; the lines left out meanwhile are counted in the next one."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warn(self, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        self._next = now + self._interval_s
+        if self._suppressed:
+            message += " (%d more such refusals in the last %.0f s were not logged)"
+            args = (*args, self._suppressed, self._interval_s)
+            self._suppressed = 0
+        _log.warning(message, *args)
+
+
+_ACKS0_WARNINGS = _RateLimitedWarning(ACKS0_WARNING_INTERVAL_S)
 
 
 def _partition_response(index: int, result: AppendResult) -> dict[str, Any]:
@@ -53,7 +81,7 @@ def _partition_response(index: int, result: AppendResult) -> dict[str, Any]:
         "BaseOffset": result.base_offset,
         "LogAppendTimeMs": result.log_append_time_ms,
         "LogStartOffset": result.log_start_offset,
-        "RecordErrors": [],
+        "RecordErrors": [{"BatchIndex": i, "BatchIndexErrorMessage": m} for i, m in result.record_errors],
         "ErrorMessage": result.message if result.error else None,
     }
 
@@ -94,16 +122,16 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                 if metrics is not None and not result.error:
                     metrics.appended(name, len(records), result.required_offset - result.base_offset)
             if result.error:
-                failed.append(f"{name}-{index}: {ErrorCode(result.error).name}")
+                failed.append(f"{name}-{index}: {ErrorCode(result.error).name}: {result.message}")
             partitions.append((index, result))
         results.append((name, partitions))
     if acks == produce.ACKS_NONE:
         if failed:
-            _log.info(
+            _ACKS0_WARNINGS.warn(
                 "closing connection after acks=0 produce (correlation id %d, client %r) failed: %s",
                 header.correlation_id,
                 header.client_id,
-                ", ".join(failed),
+                "; ".join(failed),
             )
             return CLOSE_CONNECTION
         return None

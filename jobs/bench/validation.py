@@ -1,0 +1,115 @@
+"""Benchmark section "validation": the cost of Kafka's record validation on produce, and the long fuzzer run.
+
+* validation cost: the broker's produce path for one partition -- :func:`validate_produce_records` then
+  ``PartitionLog.append`` of the validated batch -- with full record validation (every record walked) and with
+  the header-only baseline (``BatchPolicy.header_only``, the broker key ``pylog.test.validation.header.only``),
+  run interleaved in the same process on the same batches: 1 MiB batches (the producer's batch.size) of
+  100-byte values with 8-byte keys, uncompressed and lz4. Figure: the full path's throughput as a share of the
+  baseline's (target >= 0.8), and the full path's records per second;
+* fuzz: ``jobs/fuzz.py`` at a broker child process, 100,000 mutated frames (quick: 100), frames per second;
+  then the broker must still answer and every stored batch must decode (as in the suite's test).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from jobs.bench.common import Result, timed_interleaved
+
+__all__ = ["run"]
+
+SECTION = "validation"
+TARGET = 0.8
+
+
+def _batches(codec: int, count: int) -> list[bytes]:
+    from broker_runtime.protocol.arrow_records import build_batches
+
+    rng = np.random.default_rng(7)
+    n = 10_000
+    values = pa.array([bytes(row) for row in rng.integers(0, 26, size=(n, 100), dtype=np.uint8) + 65])
+    keys = pa.array([b"key-%04d" % (i % 10_000) for i in range(n)])
+    built = build_batches(values, keys, compression=codec, max_batch_bytes=1 << 20)
+    return [b.data for b in built][:count]
+
+
+def _path_cost(codec: int, rounds: int, repeat: int) -> tuple[float, float, int]:
+    """(full / header-only throughput ratio, full records per second, records per round)."""
+    from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
+    from broker_runtime.storage.config import LogConfig
+    from broker_runtime.storage.partition_log import PartitionLog
+
+    batches = _batches(codec, 1)
+    records = sum(int.from_bytes(b[57:61], "big") for b in batches)
+    full = BatchPolicy()
+    header_only = BatchPolicy(header_only=True)
+    with tempfile.TemporaryDirectory(prefix="pylog-bench-") as tmp:
+        logs = {
+            name: PartitionLog.load(Path(tmp) / f"{name}-0", name, 0, LogConfig(), needs_recovery=False)
+            for name in ("full", "header")
+        }
+
+        def produce(name: str, policy: BatchPolicy) -> None:
+            now = int(time.time() * 1000)
+            for _ in range(rounds):
+                for batch in batches:
+                    checked = validate_produce_records(
+                        batch, partition_name=name, api_version=9, policy=policy, now_ms=now
+                    )
+                    if isinstance(checked, Rejection):
+                        raise AssertionError(f"the benchmark's batch was refused: {checked.message}")
+                    logs[name].append(checked.records)
+
+        timings = timed_interleaved(
+            [lambda: produce("full", full), lambda: produce("header", header_only)], repeat=repeat
+        )
+        for log in logs.values():
+            log.close()
+    full_t, header_t = timings
+    return header_t.median / full_t.median, records * rounds / full_t.median, records
+
+
+def _fuzz(frames: int) -> tuple[float, int]:
+    from broker_runtime.launch import broker_process, create_topic
+    from broker_runtime.launch.layout import broker_log_dir
+    from broker_runtime.protocol.arrow_records import decode_batches
+    from jobs.fuzz import fuzz
+
+    with tempfile.TemporaryDirectory(prefix="pylog-bench-") as data:
+        overrides = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
+        with broker_process(data, overrides=overrides) as address:
+            create_topic(address, "fuzz", 1)
+            started = time.perf_counter()
+            stats = fuzz(address, frames, seed=11)
+            rate = stats.sent / (time.perf_counter() - started)
+        for segment in sorted(broker_log_dir(data).glob("*/*.log")):
+            decode_batches(segment.read_bytes(), include_control=True, allow_partial_tail=False)
+    return rate, stats.consumed
+
+
+def run(quick: bool) -> list[Result]:
+    rounds = 1 if quick else 20
+    results = []
+    for codec, name in ((0, "uncompressed"), (3, "lz4")):
+        ratio, rate, records = _path_cost(codec, rounds, 1 if quick else 5)
+        results.append(
+            Result(
+                SECTION,
+                f"produce path, full validation vs header only, {name} 1 MiB batches ({records:,} records)",
+                ratio,
+                "x",
+                f">= {TARGET}x",
+                ratio >= TARGET,
+            )
+        )
+        results.append(Result(SECTION, f"produce path with full validation, {name}", rate, "records/s"))
+    fuzz_rate, consumed = _fuzz(100 if quick else 100_000)
+    results.append(
+        Result(SECTION, f"fuzzer, mutated frames at a broker ({consumed:,} consumed)", fuzz_rate, "frames/s")
+    )
+    return results
