@@ -54,6 +54,7 @@ from typing import Any
 
 from broker_runtime.client.connection import BrokerConnection
 from broker_runtime.errors import BrokerConnectionError, ConfigError, ErrorCode, KafkaError
+from broker_runtime.security import ClientSecurity
 from broker_runtime.protocol.messages import (
     CONSUMER_REPLICA_ID,
     ApiKey,
@@ -210,6 +211,7 @@ class KafkaClient:
         retry_backoff_ms: int = 100,
         retry_timeout_ms: int | None = None,
         min_versions: Mapping[int, int] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         servers = (
             bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
@@ -237,6 +239,8 @@ class KafkaClient:
         #: transactional id -> its coordinator's node id (FindCoordinator), until it answers NOT_COORDINATOR etc.
         self._txn_coordinators: dict[str, int] = {}
         self._closed = False
+        #: ``security.protocol`` with its SASL and TLS settings (every connection of this client uses them).
+        self.security = security or ClientSecurity()
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -269,6 +273,7 @@ class KafkaClient:
             node_id=node_id,
             min_versions=self.min_versions,
             max_versions=_DEFAULT_MAX_VERSIONS,
+            security=self.security,
         )
 
     def _candidates(self) -> Iterator[BrokerConnection]:

@@ -33,9 +33,11 @@ from typing import Any, Protocol
 
 from broker_runtime.errors import ProtocolError
 from broker_runtime.protocol.framing import FrameDecoder
+from broker_runtime.server.session import Session
 
 __all__ = [
     "CLOSE",
+    "RespondThenClose",
     "MAX_IN_FLIGHT",
     "MAX_QUEUED_FRAMES",
     "WRITE_COALESCE_BYTES",
@@ -65,6 +67,16 @@ class _Close:
 
 CLOSE = _Close()
 
+
+class RespondThenClose:
+    """A response to write, after which the connection is closed (a refused login: Kafka answers, then closes)."""
+
+    __slots__ = ("chunks", "reason")
+
+    def __init__(self, chunks: Any, reason: str) -> None:
+        self.chunks = chunks
+        self.reason = reason
+
 #: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
 #: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
 Response = Any
@@ -82,8 +94,14 @@ class Connection(asyncio.Protocol):
         handler: RequestHandler,
         max_frame_bytes: int,
         on_close: Callable[[Connection], None] | None = None,
+        *,
+        session: Session | None = None,
+        on_made: Callable[[Connection, asyncio.Transport], None] | None = None,
     ) -> None:
         self._handler = handler
+        #: Listener, security protocol and principal of this connection (see :mod:`.session`).
+        self.session = session or Session("PLAINTEXT", "PLAINTEXT")
+        self._on_made = on_made
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._on_close = on_close
         self._queue: deque[memoryview] = deque()
@@ -106,6 +124,9 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+        self.session.client_address = self.peer
+        if self._on_made is not None:
+            self._on_made(self, transport)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -220,6 +241,10 @@ class Connection(asyncio.Protocol):
             return
         if result is CLOSE:
             self.close("request refused (see the previous log line)")
+            return
+        if isinstance(result, RespondThenClose):
+            self._emit(result.chunks)
+            self.close(result.reason)
             return
         if self._transport is None:
             return

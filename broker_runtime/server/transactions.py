@@ -132,7 +132,7 @@ def coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[ErrorCo
     broker = ctx.cluster.view.brokers.get(leader)
     if leader < 0 or broker is None or broker.fenced:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return ErrorCode.NONE, leader, broker.host, broker.port
+    return ErrorCode.NONE, leader, *ctx.endpoint_of(broker)
 
 
 def answer_after_state_write(ctx: BrokerContext, body: Callable[[ErrorCode | None], dict[str, Any]]) -> Any:

@@ -39,6 +39,8 @@ from broker_runtime.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -77,6 +79,8 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     delete_groups,
     offset_delete,
     txn_offset_commit,
+    sasl_handshake,
+    sasl_authenticate,
 )
 
 
