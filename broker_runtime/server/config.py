@@ -51,6 +51,7 @@ BROKER_KEYS: dict[str, str] = {
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "sasl.mechanism.inter.broker.protocol": "PLAIN",
     "sasl.jaas.config": "",
+    "connection.failed.authentication.delay.ms": "100",
     "log.dirs": "",
     "log.dir": "kafka-logs",
     "num.partitions": "1",
@@ -281,6 +282,9 @@ class BrokerConfig:
     inter_broker_listener_name: str = "PLAINTEXT"
     #: ``sasl.mechanism.inter.broker.protocol``: the mechanism this broker logs in with on that listener.
     sasl_mechanism_inter_broker_protocol: str = "PLAIN"
+    #: ``connection.failed.authentication.delay.ms``: a refused login's connection closes this long after the
+    #: answer (KIP-306; also lets clients read the answer before the close).
+    connection_failed_authentication_delay_ms: int = 100
     log_dirs: tuple[str, ...] = ("kafka-logs",)
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -449,6 +453,9 @@ class BrokerConfig:
             advertised_listeners=advertised,
             inter_broker_listener_name=inter_broker,
             sasl_mechanism_inter_broker_protocol=inter_mechanism,
+            connection_failed_authentication_delay_ms=_int(
+                props, "connection.failed.authentication.delay.ms", minimum=0
+            ),
             log_dirs=log_dirs,
             num_partitions=_int(props, "num.partitions", minimum=1),
             default_replication_factor=_int(props, "default.replication.factor", minimum=1),

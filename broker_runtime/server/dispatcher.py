@@ -46,6 +46,7 @@ class Dispatcher:
         self._ctx = ctx
         self._handlers = handler_table()
         self._versions = supported_versions()
+        self._auth_delay_s = ctx.config.connection_failed_authentication_delay_ms / 1000
 
     def __call__(self, frame: memoryview, connection: Connection) -> Any:
         session = connection.session
@@ -105,7 +106,8 @@ class Dispatcher:
             if code != ErrorCode.NONE:
                 return RespondThenClose(
                     answer,
-                    f"SASL mechanism {body['Mechanism']!r} is not enabled on listener {session.listener} "
+                    delay_s=self._auth_delay_s,
+                    reason=f"SASL mechanism {body['Mechanism']!r} is not enabled on listener {session.listener} "
                     f"(enabled: {', '.join(auth.enabled)})",
                 )
             return answer
@@ -122,7 +124,9 @@ class Dispatcher:
             )
             if step.error_code != ErrorCode.NONE:
                 return RespondThenClose(
-                    answer, f"SASL/{auth.mechanism} authentication failed: {step.error_message}"
+                    answer,
+                    f"SASL/{auth.mechanism} authentication failed: {step.error_message}",
+                    self._auth_delay_s,
                 )
             if step.complete:
                 self._authenticated(connection)

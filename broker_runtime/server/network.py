@@ -69,13 +69,15 @@ CLOSE = _Close()
 
 
 class RespondThenClose:
-    """A response to write, after which the connection is closed (a refused login: Kafka answers, then closes)."""
+    """A response to write, after which the connection is closed ``delay_s`` later (a refused login: Kafka
+    answers, then closes after ``connection.failed.authentication.delay.ms``); nothing more is read meanwhile."""
 
-    __slots__ = ("chunks", "reason")
+    __slots__ = ("chunks", "reason", "delay_s")
 
-    def __init__(self, chunks: Any, reason: str) -> None:
+    def __init__(self, chunks: Any, reason: str, delay_s: float = 0.0) -> None:
         self.chunks = chunks
         self.reason = reason
+        self.delay_s = delay_s
 
 #: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
 #: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
@@ -175,11 +177,11 @@ class Connection(asyncio.Protocol):
     def is_open(self) -> bool:
         return not self._closing and self._transport is not None
 
-    def close(self, reason: str, *, level: int = logging.WARNING) -> None:
+    def close(self, reason: str, *, level: int = logging.WARNING, delay_s: float = 0.0) -> None:
         """Close this connection (after flushing what was already written) and log one line why.
 
         ``level``: WARNING for a connection refused for its input (the default), INFO for an expected close
-        such as the broker stopping.
+        such as the broker stopping. ``delay_s``: the socket is closed that much later (nothing is read meanwhile).
         """
         if self._closing:
             return
@@ -187,8 +189,13 @@ class Connection(asyncio.Protocol):
         self._closing = True
         self._queue.clear()
         _log.log(level, "closing connection %s: %s", self.peer, reason)
-        if self._transport is not None:
-            self._transport.close()
+        transport = self._transport
+        if transport is not None:
+            if delay_s > 0:
+                transport.pause_reading()
+                asyncio.get_running_loop().call_later(delay_s, transport.close)
+            else:
+                transport.close()
 
     def _process(self) -> None:
         while (
@@ -244,7 +251,7 @@ class Connection(asyncio.Protocol):
             return
         if isinstance(result, RespondThenClose):
             self._emit(result.chunks)
-            self.close(result.reason)
+            self.close(result.reason, delay_s=result.delay_s)
             return
         if self._transport is None:
             return
