@@ -54,7 +54,6 @@ from typing import Any
 
 from broker_runtime.client.connection import BrokerConnection
 from broker_runtime.errors import BrokerConnectionError, ConfigError, ErrorCode, KafkaError
-from broker_runtime.security import ClientSecurity
 from broker_runtime.protocol.messages import (
     CONSUMER_REPLICA_ID,
     ApiKey,
@@ -64,6 +63,7 @@ from broker_runtime.protocol.messages import (
     find_coordinator,
 )
 from broker_runtime.protocol.messages.produce import ACKS_NONE
+from broker_runtime.security import ClientSecurity
 
 __all__ = [
     "BrokerMetadata",

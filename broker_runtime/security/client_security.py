@@ -102,7 +102,7 @@ class ClientSecurity:
                 )
             username, password = entry.options.get("username"), entry.options.get("password")
             if not username or password is None:
-                raise ConfigError(f"{name('sasl.jaas.config')}: needs username=\"...\" and password=\"...\"")
+                raise ConfigError(f'{name("sasl.jaas.config")}: needs username="..." and password="..."')
         security = cls(protocol, mechanism, username, password, ssl_settings)
         if security.uses_ssl:
             try:

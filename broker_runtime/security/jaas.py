@@ -21,7 +21,9 @@ __all__ = ["PLAIN_LOGIN_MODULE", "SCRAM_LOGIN_MODULE", "JaasEntry", "parse_jaas"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
-_TOKEN = re.compile(r'\s*(?:(?P<key>[A-Za-z0-9_.\-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))|(?P<end>;))')
+_TOKEN = re.compile(
+    r'\s*(?:(?P<key>[A-Za-z0-9_.\-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))|(?P<end>;))'
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ def parse_jaas(key: str, text: str) -> JaasEntry:
             break
         match = _TOKEN.match(body, pos)
         if match is None or ended:
-            raise ConfigError(f"{key}: cannot parse the JAAS options after character {pos} (expected key=\"value\")")
+            raise ConfigError(
+                f'{key}: cannot parse the JAAS options after character {pos} (expected key="value")'
+            )
         if match["end"]:
             ended = True
         else:

@@ -58,7 +58,8 @@ class SaslClientMechanism:
             self._scram.set_server_final(bytes(challenge).decode())
         except (scramp.ScramException, UnicodeDecodeError) as exc:
             raise KafkaError(
-                ErrorCode.SASL_AUTHENTICATION_FAILED, f"{self.name}: the broker's SCRAM answer is invalid: {exc}"
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+                f"{self.name}: the broker's SCRAM answer is invalid: {exc}",
             ) from None
         self.complete = True
         return None

@@ -92,7 +92,9 @@ class SaslServerAuthenticator:
         """Process one client token (SaslAuthenticate's AuthBytes or a raw v0 token)."""
         if self.state != AUTHENTICATE:
             self.state = FAILED
-            return AuthStep(ErrorCode.ILLEGAL_SASL_STATE, "Unexpected SASL token: no SaslHandshake yet", b"", False)
+            return AuthStep(
+                ErrorCode.ILLEGAL_SASL_STATE, "Unexpected SASL token: no SaslHandshake yet", b"", False
+            )
         if self.mechanism == "PLAIN":
             return self._plain(token)
         return self._scram_step(token)

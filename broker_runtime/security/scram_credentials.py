@@ -105,7 +105,9 @@ class _Locked:
             os.close(self.fd)
 
 
-def upsert_user(path: Path, user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
+def upsert_user(
+    path: Path, user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS
+) -> None:
     """Add or replace ``user``'s credential for ``mechanism`` (salted with a fresh random salt)."""
     if mechanism not in SCRAM_MECHANISMS:
         raise ConfigError(f"mechanism {mechanism!r}: expected one of {', '.join(SCRAM_MECHANISMS)}")

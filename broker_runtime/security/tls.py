@@ -85,7 +85,9 @@ def _pem_file(text: str) -> Iterator[str]:
             os.unlink(path)
 
 
-def _load_keystore(ctx: ssl.SSLContext, props: Mapping[str, str], listener: str | None, *, required: bool) -> bool:
+def _load_keystore(
+    ctx: ssl.SSLContext, props: Mapping[str, str], listener: str | None, *, required: bool
+) -> bool:
     _check_type(props, "ssl.keystore.type", listener)
     loc_name, location = _get(props, "ssl.keystore.location", listener)
     key_name, key_text = _get(props, "ssl.keystore.key", listener)
@@ -96,7 +98,9 @@ def _load_keystore(ctx: ssl.SSLContext, props: Mapping[str, str], listener: str 
     pw = password or None
     if location:
         if not os.path.isfile(location):
-            raise ConfigError(f"{loc_name}={location!r}: no such file (a PEM file with the key and its certificate chain)")
+            raise ConfigError(
+                f"{loc_name}={location!r}: no such file (a PEM file with the key and its certificate chain)"
+            )
         try:
             ctx.load_cert_chain(location, password=pw)
         except (ssl.SSLError, OSError) as exc:

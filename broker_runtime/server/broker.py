@@ -58,11 +58,11 @@ from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
 from broker_runtime.replication.fetcher import FetcherConfig
-from broker_runtime.server.cluster import POLL_INTERVAL_MS, SharedFileCluster, SingleNodeCluster
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SaslServerAuthenticator
 from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
 from broker_runtime.security.tls import peer_principal, server_context
+from broker_runtime.server.cluster import POLL_INTERVAL_MS, SharedFileCluster, SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig, Listener
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
@@ -149,7 +149,7 @@ class Broker:
                 plain_users = parse_jaas("sasl.jaas.config", jaas).plain_users
             if not plain_users:
                 _log.warning(
-                    "listener %s enables SASL/PLAIN but no user_<name>=\"<password>\" is configured in "
+                    'listener %s enables SASL/PLAIN but no user_<name>="<password>" is configured in '
                     "listener.name.%s.plain.sasl.jaas.config: every PLAIN login will fail",
                     listener.name,
                     listener.name.lower(),
@@ -507,7 +507,14 @@ class Broker:
             list(cfg.log_dirs),
         )
         for name, (host, port) in self.bound.items():
-            _log.info("broker %d listener %s (%s) bound to %s:%d", cfg.node_id, name, self.protocol_of(name), host, port)
+            _log.info(
+                "broker %d listener %s (%s) bound to %s:%d",
+                cfg.node_id,
+                name,
+                self.protocol_of(name),
+                host,
+                port,
+            )
         self._started.set()
         assert self._stop_event is not None
         try:
@@ -532,8 +539,9 @@ class Broker:
             produce_purgatory.shutdown()
             if group_coordinator is not None:
                 group_coordinator.shutdown()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
+            for srv in servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(srv.wait_closed(), 5)
             logs.shutdown()
             if isinstance(cluster, SharedFileCluster):
                 cluster.close()

@@ -136,7 +136,9 @@ class ClusterStore(Protocol):
 
     def refresh(self) -> bool: ...
 
-    def register(self, host: str, port: int, endpoints: Mapping[str, tuple[str, int]] | None = None) -> None: ...
+    def register(
+        self, host: str, port: int, endpoints: Mapping[str, tuple[str, int]] | None = None
+    ) -> None: ...
 
     def create_topic(
         self,
@@ -336,7 +338,9 @@ class SharedFileCluster:
                 data, self.node_id, host, port, unclean_default=self._unclean_default, now=time.monotonic()
             )
             if endpoints:
-                data["brokers"][str(self.node_id)]["endpoints"] = {n: [h, p] for n, (h, p) in endpoints.items()}
+                data["brokers"][str(self.node_id)]["endpoints"] = {
+                    n: [h, p] for n, (h, p) in endpoints.items()
+                }
             self.session.broker_epoch = epoch
             self.session.beat()
         _log.info(

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.security.client_security import SECURITY_PROTOCOLS
-from broker_runtime.security.sasl_server import SASL_MECHANISMS
 from broker_runtime.security.jaas import parse_jaas
+from broker_runtime.security.sasl_server import SASL_MECHANISMS
 from broker_runtime.security.tls import SSL_KEYS, server_context
 
 __all__ = [
@@ -182,7 +182,9 @@ def _protocol_map(text: str) -> dict[str, str]:
 def parse_listeners(key: str, text: str, protocols: Mapping[str, str] | None = None) -> tuple[Listener, ...]:
     """Parse a Kafka ``listeners`` / ``advertised.listeners`` value: ``NAME://host:port`` entries, names unique,
     each name's security protocol from ``protocols`` (``listener.security.protocol.map``)."""
-    protocols = protocols if protocols is not None else _protocol_map(BROKER_KEYS["listener.security.protocol.map"])
+    protocols = (
+        protocols if protocols is not None else _protocol_map(BROKER_KEYS["listener.security.protocol.map"])
+    )
     entries = [e.strip() for e in text.split(",") if e.strip()]
     if not entries:
         raise ConfigError(f"{key}={text!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
@@ -416,9 +418,13 @@ class BrokerConfig:
                     )
                 advertised[entry.name] = entry
         inter_broker = _inter_broker_listener(props, listeners)
-        inter_mechanism = props.get(
-            "sasl.mechanism.inter.broker.protocol", BROKER_KEYS["sasl.mechanism.inter.broker.protocol"]
-        ).strip().upper()
+        inter_mechanism = (
+            props.get(
+                "sasl.mechanism.inter.broker.protocol", BROKER_KEYS["sasl.mechanism.inter.broker.protocol"]
+            )
+            .strip()
+            .upper()
+        )
         _check_security(props, listeners, inter_broker, inter_mechanism)
         dirs_text = props.get("log.dirs", "").strip() or props.get("log.dir", BROKER_KEYS["log.dir"]).strip()
         log_dirs = tuple(d.strip() for d in dirs_text.split(",") if d.strip())
@@ -534,7 +540,9 @@ def _inter_broker_listener(props: Mapping[str, str], listeners: tuple[Listener, 
     given = props.get("inter.broker.listener.name", "").strip().upper()
     if given:
         if given not in names:
-            raise ConfigError(f"inter.broker.listener.name={given}: not one of the listeners ({', '.join(names)})")
+            raise ConfigError(
+                f"inter.broker.listener.name={given}: not one of the listeners ({', '.join(names)})"
+            )
         if "security.inter.broker.protocol" in props:
             raise ConfigError(
                 "inter.broker.listener.name and security.inter.broker.protocol are both set; set only one (as Kafka)"
@@ -562,7 +570,9 @@ def _check_security(
             server_context(props, x.name)
         if x.security_protocol.startswith("SASL_"):
             key = f"{LISTENER_PREFIX}{x.name.lower()}.sasl.enabled.mechanisms"
-            text = props.get(key, props.get("sasl.enabled.mechanisms", BROKER_KEYS["sasl.enabled.mechanisms"]))
+            text = props.get(
+                key, props.get("sasl.enabled.mechanisms", BROKER_KEYS["sasl.enabled.mechanisms"])
+            )
             name = key if key in props else "sasl.enabled.mechanisms"
             mechanisms = [m.strip().upper() for m in text.split(",") if m.strip()]
             if not mechanisms:

@@ -26,8 +26,7 @@ import asyncio
 import logging
 from typing import Any
 
-from broker_runtime.errors import ProtocolError, UnsupportedVersionError
-from broker_runtime.errors import ErrorCode
+from broker_runtime.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol.messages import ApiKey, RequestHeader, decode_request, encode_response_chunks
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.handlers import api_versions, handler_table, supported_versions

@@ -79,6 +79,7 @@ class RespondThenClose:
         self.reason = reason
         self.delay_s = delay_s
 
+
 #: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
 #: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
 Response = Any

@@ -27,10 +27,20 @@ class Pki:
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pylog"), x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pylog"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    )
 
 
-def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: x509.Name, issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool, sans: list[x509.GeneralName] | None = None) -> x509.Certificate:
+def _cert(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool,
+    sans: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
@@ -67,13 +77,17 @@ def make_pki(directory: Path, key_password: str = "keypass") -> Pki:
 
     def key_bytes(key: ec.EllipticCurvePrivateKey, password: str | None) -> bytes:
         algo: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
+            serialization.BestAvailableEncryption(password.encode())
+            if password
+            else serialization.NoEncryption()
         )
         return key.private_bytes(pem, serialization.PrivateFormat.PKCS8, algo)
 
     paths = {
         "ca": ca_cert.public_bytes(pem),
-        "server": key_bytes(server_key, key_password) + server_cert.public_bytes(pem) + ca_cert.public_bytes(pem),
+        "server": key_bytes(server_key, key_password)
+        + server_cert.public_bytes(pem)
+        + ca_cert.public_bytes(pem),
         "server_key": key_bytes(server_key, key_password),
         "server_cert": server_cert.public_bytes(pem),
         "client": key_bytes(client_key, None) + client_cert.public_bytes(pem),

@@ -26,8 +26,12 @@ from tests.server.rawclient import RawConnection, build_batch, fetch_body, produ
 
 pytestmark = pytest.mark.timeout(120)
 
-PLAIN_CLIENT = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="{u}" password="{p}";'
-SCRAM_CLIENT = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="{u}" password="{p}";'
+PLAIN_CLIENT = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="{u}" password="{p}";'
+)
+SCRAM_CLIENT = (
+    'org.apache.kafka.common.security.scram.ScramLoginModule required username="{u}" password="{p}";'
+)
 
 
 @pytest.mark.parametrize(
@@ -39,9 +43,13 @@ SCRAM_CLIENT = 'org.apache.kafka.common.security.scram.ScramLoginModule required
     ],
     ids=["metadata", "produce", "fetch"],
 )
-def test_sasl_listener_serves_nothing_before_login(secured: SecuredBroker, api_key: int, version: int, body: dict) -> None:
+def test_sasl_listener_serves_nothing_before_login(
+    secured: SecuredBroker, api_key: int, version: int, body: dict
+) -> None:
     with RawConnection(secured.address("SASL_PLAINTEXT")) as conn:
-        versions = conn.call(ApiKey.API_VERSIONS, 3, {"ClientSoftwareName": "raw", "ClientSoftwareVersion": "1"})
+        versions = conn.call(
+            ApiKey.API_VERSIONS, 3, {"ClientSoftwareName": "raw", "ClientSoftwareVersion": "1"}
+        )
         assert versions["ErrorCode"] == 0
         conn.send_raw(conn.encode(api_key, version, body))
         assert conn.is_closed_by_peer()
@@ -79,10 +87,14 @@ def test_handshake_v0_raw_tokens_scram(secured: SecuredBroker) -> None:
         conn.send_raw(struct.pack(">i", len(final)) + final)
         client.set_server_final(conn.read_frame().decode())  # raises unless the broker proved the key
         answer = conn.call(ApiKey.METADATA, 9, {"Topics": [], "AllowAutoTopicCreation": False})
-        assert [b["Port"] for b in answer["Brokers"]] == [int(secured.address("SASL_PLAINTEXT").rsplit(":")[1])]
+        assert [b["Port"] for b in answer["Brokers"]] == [
+            int(secured.address("SASL_PLAINTEXT").rsplit(":")[1])
+        ]
 
 
-def _security(secured: SecuredBroker, listener: str, mechanism: str = "", user: str = "", pw: str = "") -> ClientSecurity:
+def _security(
+    secured: SecuredBroker, listener: str, mechanism: str = "", user: str = "", pw: str = ""
+) -> ClientSecurity:
     props = {"security.protocol": listener}
     if listener in ("SSL", "SASL_SSL"):
         props["ssl.truststore.location"] = str(secured.pki.ca)
@@ -90,7 +102,9 @@ def _security(secured: SecuredBroker, listener: str, mechanism: str = "", user: 
         props["ssl.keystore.location"] = str(secured.pki.client)
     if listener.startswith("SASL_"):
         props["sasl.mechanism"] = mechanism
-        props["sasl.jaas.config"] = (PLAIN_CLIENT if mechanism == "PLAIN" else SCRAM_CLIENT).format(u=user, p=pw)
+        props["sasl.jaas.config"] = (PLAIN_CLIENT if mechanism == "PLAIN" else SCRAM_CLIENT).format(
+            u=user, p=pw
+        )
     return ClientSecurity.from_properties(props)
 
 
@@ -104,7 +118,9 @@ def _security(secured: SecuredBroker, listener: str, mechanism: str = "", user: 
         ("SASL_SSL", "SCRAM-SHA-512", "scram512", "pw-512"),
     ],
 )
-def test_pylog_client_every_protocol(secured: SecuredBroker, listener: str, mechanism: str, user: str, pw: str) -> None:
+def test_pylog_client_every_protocol(
+    secured: SecuredBroker, listener: str, mechanism: str, user: str, pw: str
+) -> None:
     address = secured.address(listener)
     topic = f"own-{listener}-{mechanism}".lower()
     with KafkaClient(address, security=_security(secured, listener, mechanism, user, pw)) as client:
@@ -119,18 +135,23 @@ def test_pylog_client_every_protocol(secured: SecuredBroker, listener: str, mech
 
 
 def test_pylog_client_wrong_password_and_wrong_ca(secured: SecuredBroker, tmp_path: Path) -> None:
-    with pytest.raises(KafkaError) as info:
-        with KafkaClient(secured.address("SASL_SSL"), security=_security(secured, "SASL_SSL", "PLAIN", "alice", "x")) as c:
-            c.metadata([])
+    wrong = _security(secured, "SASL_SSL", "PLAIN", "alice", "x")
+    with pytest.raises(KafkaError) as info, KafkaClient(secured.address("SASL_SSL"), security=wrong) as c:
+        c.metadata([])
     assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert "Invalid username or password" in str(info.value)
     from tests.security.certs import make_pki
 
     other = make_pki(tmp_path / "other")
-    security = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.truststore.location": str(other.ca)})
-    with pytest.raises(KafkaError, match="TLS handshake failed: certificate verification failed"):
-        with KafkaClient(secured.address("SSL"), security=security) as c:
-            c.metadata([])
+    security = ClientSecurity.from_properties(
+        {"security.protocol": "SSL", "ssl.truststore.location": str(other.ca)}
+    )
+    expected = "TLS handshake failed: certificate verification failed"
+    with (
+        pytest.raises(KafkaError, match=expected),
+        KafkaClient(secured.address("SSL"), security=security) as c,
+    ):
+        c.metadata([])
 
 
 def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> None:
@@ -145,18 +166,41 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type='JKS': only PEM key and trust stores are supported; use PEM"),
-        ({"listener.name.ssl.ssl.truststore.type": "PKCS12"}, "listener.name.ssl.ssl.truststore.type='PKCS12'"),
-        ({"ssl.keystore.location": "/nonexistent/server.pem"}, "ssl.keystore.location='/nonexistent/server.pem': no such file"),
-        ({"ssl.truststore.location": "/nonexistent/ca.pem"}, "ssl.truststore.location='/nonexistent/ca.pem': no such file"),
+        (
+            {"ssl.keystore.type": "JKS"},
+            "ssl.keystore.type='JKS': only PEM key and trust stores are supported; use PEM",
+        ),
+        (
+            {"listener.name.ssl.ssl.truststore.type": "PKCS12"},
+            "listener.name.ssl.ssl.truststore.type='PKCS12'",
+        ),
+        (
+            {"ssl.keystore.location": "/nonexistent/server.pem"},
+            "ssl.keystore.location='/nonexistent/server.pem': no such file",
+        ),
+        (
+            {"ssl.truststore.location": "/nonexistent/ca.pem"},
+            "ssl.truststore.location='/nonexistent/ca.pem': no such file",
+        ),
         ({"ssl.key.password": "wrong"}, "wrong ssl.key.password?"),
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms='GSSAPI': GSSAPI is not supported"),
         ({"listeners": "CLIENT://127.0.0.1:0"}, "listener CLIENT has no security protocol"),
         ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name=NOPE: not one of the listeners"),
     ],
-    ids=["jks", "pkcs12-listener", "keystore-missing", "truststore-missing", "key-password", "gssapi", "unmapped", "inter-broker"],
+    ids=[
+        "jks",
+        "pkcs12-listener",
+        "keystore-missing",
+        "truststore-missing",
+        "key-password",
+        "gssapi",
+        "unmapped",
+        "inter-broker",
+    ],
 )
-def test_config_errors_name_the_key(secured: SecuredBroker, tmp_path: Path, override: dict[str, str], message: str) -> None:
+def test_config_errors_name_the_key(
+    secured: SecuredBroker, tmp_path: Path, override: dict[str, str], message: str
+) -> None:
     props = {**secured_props(tmp_path, secured.pki), **override}
     with pytest.raises(ConfigError) as info:
         BrokerConfig.from_properties(props)

@@ -25,7 +25,9 @@ LOGINS = {
 N = 20
 
 
-def _confluent_conf(secured: SecuredBroker, listener: str, user: str = "", password: str = "", mechanism: str = "") -> dict[str, Any]:
+def _confluent_conf(
+    secured: SecuredBroker, listener: str, user: str = "", password: str = "", mechanism: str = ""
+) -> dict[str, Any]:
     conf: dict[str, Any] = {"bootstrap.servers": secured.address(listener), "security.protocol": listener}
     if listener in ("SSL", "SASL_SSL"):
         conf["ssl.ca.location"] = str(secured.pki.ca)
@@ -66,7 +68,9 @@ def test_confluent_ssl_with_client_certificate(secured: SecuredBroker) -> None:
 @pytest.mark.parametrize("mechanism", sorted(LOGINS))
 def test_confluent_sasl(secured: SecuredBroker, mechanism: str) -> None:
     listener, user, password = LOGINS[mechanism]
-    _confluent_round_trip(_confluent_conf(secured, listener, user, password, mechanism), f"sasl-c-{mechanism}")
+    _confluent_round_trip(
+        _confluent_conf(secured, listener, user, password, mechanism), f"sasl-c-{mechanism}"
+    )
     assert f"User:{user}" in {c.session.principal for c in secured.broker._connections}
 
 
@@ -83,7 +87,9 @@ def test_confluent_wrong_password_refused(secured: SecuredBroker, mechanism: str
     assert "Authentication failed" in errors[0].str()
 
 
-def _kafka_python_kwargs(secured: SecuredBroker, listener: str, user: str = "", password: str = "", mechanism: str = "") -> dict[str, Any]:
+def _kafka_python_kwargs(
+    secured: SecuredBroker, listener: str, user: str = "", password: str = "", mechanism: str = ""
+) -> dict[str, Any]:
     kw: dict[str, Any] = {"bootstrap_servers": secured.address(listener), "security_protocol": listener}
     if listener in ("SSL", "SASL_SSL"):
         kw["ssl_cafile"] = str(secured.pki.ca)
@@ -128,10 +134,14 @@ def test_kafka_python_ssl_with_client_certificate(secured: SecuredBroker) -> Non
 @pytest.mark.parametrize("mechanism", sorted(LOGINS))
 def test_kafka_python_sasl(secured: SecuredBroker, mechanism: str) -> None:
     listener, user, password = LOGINS[mechanism]
-    _kafka_python_round_trip(_kafka_python_kwargs(secured, listener, user, password, mechanism), f"sasl-k-{mechanism}")
+    _kafka_python_round_trip(
+        _kafka_python_kwargs(secured, listener, user, password, mechanism), f"sasl-k-{mechanism}"
+    )
 
 
-def test_kafka_python_wrong_password_refused(secured: SecuredBroker, caplog: pytest.LogCaptureFixture) -> None:
+def test_kafka_python_wrong_password_refused(
+    secured: SecuredBroker, caplog: pytest.LogCaptureFixture
+) -> None:
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError as KError
 
