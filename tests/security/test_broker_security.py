@@ -249,3 +249,35 @@ def test_custom_listener_names_and_advertised(tmp_path: Path, secured: SecuredBr
         assert broker.bootstrap == broker.listener_bootstrap("CLIENT")  # the first listener is announced
     finally:
         broker.stop()
+
+
+def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker_runtime", "users", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_users_cli_takes_effect_without_restart(secured: SecuredBroker) -> None:
+    logs = str(secured.data_dir / "logs")
+    added = _cli(
+        "add", "carol", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096", "--dir", logs, stdin="c-pw\n"
+    )
+    assert added.returncode == 0 and added.stdout.startswith("added SCRAM-SHA-512 credential for carol"), (
+        added
+    )
+    assert "carol SCRAM-SHA-512 iterations=4096" in _cli("list", "--dir", logs).stdout
+    security = _security(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512", "carol", "c-pw")
+    with KafkaClient(secured.address("SASL_PLAINTEXT"), security=security) as client:
+        client.metadata([])
+    assert _cli("delete", "carol", "--dir", logs).returncode == 0
+    with (
+        pytest.raises(KafkaError) as info,
+        KafkaClient(secured.address("SASL_PLAINTEXT"), security=security) as c,
+    ):
+        c.metadata([])
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert "c-pw" not in (secured.data_dir / "logs" / CREDENTIALS_FILE).read_text()
