@@ -329,6 +329,7 @@ class Broker:
                 backoff_ms=cfg.replica_fetch_backoff_ms,
                 socket_timeout_ms=cfg.replica_socket_timeout_ms,
                 lag_time_max_ms=cfg.replica_lag_time_max_ms,
+                security=cfg.inter_broker_security() if cfg.cluster_dir else None,
             ),
             resolve_broker=resolve,
             cluster_mode=cfg.cluster_dir is not None,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError
-from broker_runtime.security.client_security import SECURITY_PROTOCOLS
+from broker_runtime.security.client_security import SECURITY_PROTOCOLS, ClientSecurity
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SASL_MECHANISMS
 from broker_runtime.security.tls import SSL_KEYS, server_context
@@ -347,6 +347,23 @@ class BrokerConfig:
     def inter_broker_listener(self) -> Listener:
         return next(x for x in self.listeners if x.name == self.inter_broker_listener_name)
 
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker connects to the others: the inter-broker listener's protocol, the broker's ``ssl.*``
+        (that listener's overrides first) and, on SASL, ``sasl.mechanism.inter.broker.protocol`` with the
+        ``username``/``password`` of that listener's JAAS entry for the mechanism (as Kafka)."""
+        listener = self.inter_broker_listener
+        props: dict[str, str] = {"security.protocol": listener.security_protocol}
+        for key in SSL_KEYS:
+            value = self.listener_setting(listener.name, key)
+            if value is not None:
+                props[key] = value
+        props.pop("ssl.client.auth", None)
+        if listener.security_protocol.startswith("SASL_"):
+            mechanism = self.sasl_mechanism_inter_broker_protocol
+            props["sasl.mechanism"] = mechanism
+            props["sasl.jaas.config"] = self.sasl_jaas(listener.name, mechanism) or ""
+        return ClientSecurity.from_properties(props, name_prefix=f"inter-broker listener {listener.name}: ")
+
     def listener_setting(self, listener: str, key: str) -> str | None:
         """``listener.name.<listener>.<key>`` if given, else ``<key>`` (Kafka's per-listener override)."""
         scoped = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
@@ -453,7 +470,7 @@ class BrokerConfig:
                 f"broker.session.timeout.ms={session_ms}: must be larger than broker.heartbeat.interval.ms="
                 f"{heartbeat_ms} (a session must survive at least one missed heartbeat)"
             )
-        return cls(
+        config = cls(
             node_id=_int(props, "node.id", minimum=0),
             listeners=listeners,
             advertised_listeners=advertised,
@@ -524,6 +541,9 @@ class BrokerConfig:
             props=dict(props),
             warnings=warnings,
         )
+        if config.cluster_dir is not None:
+            config.inter_broker_security()  # a cluster's brokers must be able to log in to each other
+        return config
 
     def storage_properties(self) -> dict[str, str]:
         """The properties handed to the storage's ``LogConfig.from_properties`` (log.dirs resolved)."""
