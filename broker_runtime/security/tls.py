@@ -124,7 +124,7 @@ def _load_keystore(
         return True
     if required:
         raise ConfigError(
-            f"{loc_name} is not set: an SSL listener needs a PEM key store "
+            f"{loc_name} is not set: listener {listener} of listeners uses TLS and needs a PEM key store "
             "(ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)"
         )
     return False
