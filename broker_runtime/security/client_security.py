@@ -34,7 +34,12 @@ __all__ = ["CLIENT_SECURITY_KEYS", "SASL_CLIENT_MECHANISMS", "SECURITY_PROTOCOLS
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: The settings this module interprets (without any prefix).
-CLIENT_SECURITY_KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config", *SSL_KEYS)
+CLIENT_SECURITY_KEYS = (
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.jaas.config",
+    *(k for k in SSL_KEYS if k != "ssl.client.auth"),  # a broker setting
+)
 
 
 @dataclass(frozen=True)

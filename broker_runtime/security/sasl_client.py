@@ -21,12 +21,13 @@ from typing import Any
 import scramp
 
 from broker_runtime.errors import ErrorCode, KafkaError
+from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security.scram_credentials import SCRAM_MECHANISMS
 
 __all__ = ["SaslClientMechanism", "handshake_and_authenticate", "sasl_mechanism"]
 
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
+SASL_HANDSHAKE_KEY = ApiKey.SASL_HANDSHAKE
+SASL_AUTHENTICATE_KEY = ApiKey.SASL_AUTHENTICATE
 
 
 class SaslClientMechanism:

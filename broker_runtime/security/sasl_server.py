@@ -32,7 +32,15 @@ import scramp
 from broker_runtime.errors import ErrorCode
 from broker_runtime.security.scram_credentials import SCRAM_MECHANISMS, ScramCredentialStore
 
-__all__ = ["SASL_MECHANISMS", "AuthStep", "SaslServerAuthenticator"]
+__all__ = [
+    "AUTHENTICATE",
+    "COMPLETE",
+    "FAILED",
+    "HANDSHAKE",
+    "SASL_MECHANISMS",
+    "AuthStep",
+    "SaslServerAuthenticator",
+]
 
 #: The mechanisms this broker implements.
 SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)

@@ -28,6 +28,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol.messages import ApiKey, RequestHeader, decode_request, encode_response_chunks
+from broker_runtime.security.sasl_server import AUTHENTICATE, HANDSHAKE
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.handlers import api_versions, handler_table, supported_versions
 from broker_runtime.server.network import CLOSE, Connection, RespondThenClose
@@ -96,10 +97,10 @@ class Dispatcher:
         auth = session.authenticator
         assert auth is not None
         key = header.api_key
-        if key == ApiKey.API_VERSIONS and auth.state == "HANDSHAKE":
+        if key == ApiKey.API_VERSIONS and auth.state == HANDSHAKE:
             self._ctx.request_session = session
             return self._encode(header, self._handlers[key](self._ctx, header, body))
-        if key == ApiKey.SASL_HANDSHAKE and auth.state == "HANDSHAKE":
+        if key == ApiKey.SASL_HANDSHAKE and auth.state == HANDSHAKE:
             code = auth.handshake(body["Mechanism"], header.api_version)
             answer = self._encode(header, {"ErrorCode": code, "Mechanisms": list(auth.enabled)})
             if code != ErrorCode.NONE:
@@ -110,7 +111,7 @@ class Dispatcher:
                     f"(enabled: {', '.join(auth.enabled)})",
                 )
             return answer
-        if key == ApiKey.SASL_AUTHENTICATE and auth.state == "AUTHENTICATE" and not auth.raw_tokens:
+        if key == ApiKey.SASL_AUTHENTICATE and auth.state == AUTHENTICATE and not auth.raw_tokens:
             step = auth.authenticate(bytes(body["AuthBytes"]))
             answer = self._encode(
                 header,
@@ -130,7 +131,7 @@ class Dispatcher:
             if step.complete:
                 self._authenticated(connection)
             return answer
-        stage = "handshake" if auth.state == "HANDSHAKE" else "authentication"
+        stage = "handshake" if auth.state == HANDSHAKE else "authentication"
         name = ApiKey(key).name if key in ApiKey._value2member_map_ else str(key)
         _log.warning(
             "closing connection %s: unexpected request %s during SASL %s on listener %s (client %r)",

@@ -20,6 +20,11 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
 
+Each connection carries a :class:`~broker_runtime.server.session.Session` (its listener, security protocol
+and principal) set when its listener accepted it; on SSL listeners the socket is TLS (asyncio's SSL transport)
+before :meth:`Connection.connection_made` runs, and ``on_made`` reads the client certificate's principal there.
+:class:`RespondThenClose` lets the dispatcher answer a refused login and then close, a little later.
+
 Thread-safety: every method runs on the event-loop thread; nothing here is shared with other threads.
 """
 
