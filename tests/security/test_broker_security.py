@@ -5,15 +5,15 @@ or SASL settings are one clear configuration error."""
 
 from __future__ import annotations
 
+import io
 import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import scramp
 
+from broker_runtime.cli import main
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey
@@ -208,19 +208,15 @@ def test_config_errors_name_the_key(
     assert "\n" not in str(info.value)
 
 
-def test_cli_config_error_is_one_line(secured: SecuredBroker, tmp_path: Path) -> None:
+def test_cli_config_error_is_one_line(
+    secured: SecuredBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     props = {**secured_props(tmp_path, secured.pki), "ssl.truststore.type": "JKS"}
     config = tmp_path / "broker.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    proc = subprocess.run(
-        [sys.executable, "-m", "broker_runtime", "start", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "ssl.truststore.type='JKS'" in lines[0] and "use PEM" in lines[0], proc.stderr
+    assert main(["start", "--config", str(config)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "ssl.truststore.type='JKS'" in lines[0] and "use PEM" in lines[0], lines
 
 
 def test_custom_listener_names_and_advertised(tmp_path: Path, secured: SecuredBroker) -> None:
@@ -251,29 +247,23 @@ def test_custom_listener_names_and_advertised(tmp_path: Path, secured: SecuredBr
         broker.stop()
 
 
-def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "broker_runtime", "users", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["users", *args])
+    return code, capsys.readouterr().out
 
 
-def test_users_cli_takes_effect_without_restart(secured: SecuredBroker) -> None:
+def test_users_cli_takes_effect_without_restart(
+    secured: SecuredBroker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     logs = str(secured.data_dir / "logs")
-    added = _cli(
-        "add", "carol", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096", "--dir", logs, stdin="c-pw\n"
-    )
-    assert added.returncode == 0 and added.stdout.startswith("added SCRAM-SHA-512 credential for carol"), (
-        added
-    )
-    assert "carol SCRAM-SHA-512 iterations=4096" in _cli("list", "--dir", logs).stdout
+    monkeypatch.setattr("sys.stdin", io.StringIO("c-pw\n"))  # the password, read from stdin
+    code, out = _cli(capsys, "add", "carol", "-m", "SCRAM-SHA-512", "--iterations", "4096", "--dir", logs)
+    assert code == 0 and out.startswith("added SCRAM-SHA-512 credential for carol"), out
+    assert "carol SCRAM-SHA-512 iterations=4096" in _cli(capsys, "list", "--dir", logs)[1]
     security = _security(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512", "carol", "c-pw")
     with KafkaClient(secured.address("SASL_PLAINTEXT"), security=security) as client:
         client.metadata([])
-    assert _cli("delete", "carol", "--dir", logs).returncode == 0
+    assert _cli(capsys, "delete", "carol", "--dir", logs)[0] == 0
     with (
         pytest.raises(KafkaError) as info,
         KafkaClient(secured.address("SASL_PLAINTEXT"), security=security) as c,
