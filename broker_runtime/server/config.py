@@ -9,6 +9,12 @@ Invariants:
     key, the value found and what is allowed;
   * keys this broker does not know are kept (``props``) but reported once through the ``warnings`` tuple, so
     the CLI can print one warning line each and carry on, as Kafka does;
+  * listeners are Kafka's: ``listeners`` names any number of ``NAME://host:port`` endpoints, each NAME mapped
+    to a security protocol by ``listener.security.protocol.map``; ``advertised.listeners`` and
+    ``inter.broker.listener.name`` refer to those names. TLS (``ssl.*``) and SASL (``sasl.*``) settings may be
+    given per listener as ``listener.name.<name lower case>.<key>`` (:meth:`BrokerConfig.listener_setting`);
+    every TLS key store and JAAS entry a listener needs is loaded once here, so a bad one fails the start with
+    one line naming the key (:func:`_check_security`);
   * storage settings (``log.segment.bytes``, ``log.retention.ms``, ...) are not interpreted here: the raw
     ``props`` go to the storage's ``LogConfig.from_properties``, which owns those names.
 
