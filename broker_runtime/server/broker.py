@@ -9,6 +9,12 @@ Lifecycle::
     broker.stop()             # stop accepting, close connections, LogManager.shutdown() (closes every log,
                               # which snapshots its producer state)
 
+Listeners: every entry of ``listeners`` is bound (TLS contexts and SASL settings per listener, see
+:mod:`broker_runtime.security`); ``port``/``bootstrap`` name the first, :attr:`Broker.bound` all of them. Each
+accepted connection gets a :class:`~broker_runtime.server.session.Session` of its listener. The advertised
+endpoint of every listener goes into the context (Metadata answers per listener) and, in a cluster, into the
+broker's registration; the inter-broker listener's endpoint is its main address there.
+
 Threads: ``start()`` runs one event loop in a background thread ("pylog-broker"); every request, storage call,
 timer expiry and periodic task runs on that thread, so none of the broker's state needs a lock. ``start``,
 ``stop`` and ``wait`` may be called from any other thread. ``stop`` is idempotent; the clean-shutdown marker is
