@@ -122,6 +122,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._closing = False
+        self._join_writes = False
         self.peer = "?"
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
@@ -133,6 +134,8 @@ class Connection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
         self.session.client_address = self.peer
+        # asyncio's TLS transport encrypts every chunk of a writelines() as a TLS record of its own: join them.
+        self._join_writes = transport.get_extra_info("ssl_object") is not None
         if self._on_made is not None:
             self._on_made(self, transport)
 
@@ -281,6 +284,8 @@ class Connection(asyncio.Protocol):
         if self._transport is not None and not self._closing:
             if len(out) == 1:
                 self._transport.write(out[0])
+            elif self._join_writes:
+                self._transport.write(b"".join(out))
             else:
                 self._transport.writelines(out)
 
