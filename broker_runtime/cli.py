@@ -12,6 +12,10 @@ Subcommands (argparse subparsers, so later tools add theirs)::
 
 The tools (``broker_runtime.tools``, one module each) add their own subparsers; each documents its options,
 output and exit statuses in its module docstring.
+    pylog-broker users add USER --mechanism SCRAM-SHA-256|SCRAM-SHA-512 [--password PW] [--iterations N]
+                       (--config FILE [--override key=value ...] | --dir DIR)
+    pylog-broker users delete USER [--mechanism M] (--config FILE | --dir DIR)
+    pylog-broker users list (--config FILE | --dir DIR)
 
 ``start`` runs the broker in the foreground. Once the listener accepts connections it prints exactly one line
 to stdout, ``listening on HOST:PORT`` (the real port when ``listeners`` asks for port 0), and flushes it, so a
@@ -48,6 +52,15 @@ dir, log file and settings file (``--json``: one JSON object), exit 0; or ``no b
 ``stop`` sends SIGTERM (clean shutdown), SIGKILL after ``--timeout`` seconds (default 15), and prints
 ``stopped the broker of DIR (pid N, HOST:PORT)`` or ``no broker running for DIR``, exit 0 either way; a broker
 that cannot be stopped (or a data directory that cannot be locked) exits 1 with the reason on stderr.
+
+``users`` edits the SCRAM credentials file offline (:mod:`broker_runtime.security.scram_credentials`; Kafka's
+``kafka-configs --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=...]' --entity-type users``): the
+file of the broker configured by ``--config`` (its first ``log.dirs`` entry, or its ``pylog.cluster.dir``; for
+``pylog-broker cluster`` the ``log.dirs`` of its config), or of ``--dir``. Running brokers re-read the file at
+the next login, so no restart is needed. Only salted keys are stored; without ``--password`` the password is
+read from the first line of stdin (keeps it out of the process list). ``add`` prints ``added MECHANISM
+credential for USER in PATH``; ``delete`` prints ``deleted ...`` or exits 1 when there was none; ``list`` prints
+``USER MECHANISM iterations=N`` lines. Errors are one ``pylog-broker: CAUSE`` line, exit 2.
 
 Logging goes to stderr; ``--log-level`` (default from the ``PYLOG_LOG_LEVEL`` environment variable, else
 WARNING), or a ``logging.ini`` given with ``--logging-config``.
@@ -186,7 +199,77 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(sub)
     delete_records.add_parser(sub)
     get_offsets.add_parser(sub)
+
+    users = sub.add_parser("users", help="add, delete or list SCRAM users (the salted credentials file)")
+    users_sub = users.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (
+        ("add", "add or replace a user's SCRAM credential"),
+        ("delete", "delete a user's SCRAM credential(s)"),
+        ("list", "list users and their mechanisms"),
+    ):
+        one = users_sub.add_parser(action, help=text)
+        where = one.add_mutually_exclusive_group(required=True)
+        where.add_argument(
+            "--config", "-c", help="the broker's .properties file (finds its credentials file)"
+        )
+        where.add_argument("--dir", help="the directory holding scram-credentials.json")
+        one.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE")
+        if action != "list":
+            one.add_argument("user", help="the user name (the principal is User:<name>)")
+            one.add_argument(
+                "--mechanism",
+                "-m",
+                required=action == "add",
+                choices=("SCRAM-SHA-256", "SCRAM-SHA-512"),
+                help="the SCRAM mechanism" + ("" if action == "add" else "; default: every one"),
+            )
+        if action == "add":
+            one.add_argument("--password", help="the password (default: read the first line of stdin)")
+            one.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations; default 8192")
+        one.set_defaults(func=_users)
     return parser
+
+
+def _users(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from broker_runtime.security.scram_credentials import (
+        CREDENTIALS_FILE,
+        credentials_path,
+        delete_user,
+        list_users,
+        upsert_user,
+    )
+    from broker_runtime.server.config import BrokerConfig
+
+    try:
+        if args.config:
+            config = BrokerConfig.from_file(args.config, args.override)
+            path = credentials_path(config.log_dirs, config.cluster_dir)
+        else:
+            path = Path(args.dir) / CREDENTIALS_FILE
+        if args.action == "add":
+            password = args.password
+            if password is None:
+                password = sys.stdin.readline().rstrip("\r\n")
+            upsert_user(path, args.user, args.mechanism, password, args.iterations)
+            print(f"added {args.mechanism} credential for {args.user} in {path}")
+        elif args.action == "delete":
+            if not delete_user(path, args.user, args.mechanism):
+                print(
+                    error_line(f"no {args.mechanism or 'SCRAM'} credential for {args.user} in {path}"),
+                    file=sys.stderr,
+                )
+                return 1
+            print(f"deleted {args.mechanism or 'every SCRAM'} credential of {args.user} in {path}")
+        else:
+            for user, mechanisms in list_users(path).items():
+                for mechanism, iterations in mechanisms.items():
+                    print(f"{user} {mechanism} iterations={iterations}")
+    except ConfigError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return 2
+    return 0
 
 
 def _setup_logging(level: str, config_file: str | None) -> None:

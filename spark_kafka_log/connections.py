@@ -16,6 +16,7 @@ from __future__ import annotations
 from broker_runtime.client import BrokerConnectionError, KafkaClient
 from broker_runtime.errors import KafkaError
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.security import ClientSecurity
 from spark_kafka_log.reader_options import ReaderOptions
 
 __all__ = ["reader_client", "topic_partitions", "writer_client"]
@@ -38,6 +39,7 @@ def reader_client(bootstrap_servers: str, options: ReaderOptions) -> KafkaClient
         retry_backoff_ms=options.retry_backoff_ms,
         retry_timeout_ms=options.default_api_timeout_ms,
         min_versions=_READ_COMMITTED_MIN_VERSIONS if options.read_committed else _READER_MIN_VERSIONS,
+        security=options.security,
     )
 
 
@@ -48,6 +50,7 @@ def writer_client(
     request_timeout_ms: int,
     retry_backoff_ms: int = 100,
     retry_timeout_ms: int | None = None,
+    security: ClientSecurity | None = None,
 ) -> KafkaClient:
     """The writer's client (driver check or executor task); an executor's retries leader moves of its offset
     lookups within ``retry_timeout_ms`` (the task's delivery timeout)."""
@@ -58,6 +61,7 @@ def writer_client(
         retry_backoff_ms=retry_backoff_ms,
         retry_timeout_ms=retry_timeout_ms,
         min_versions=_WRITER_MIN_VERSIONS,
+        security=security,
     )
 
 

@@ -111,18 +111,23 @@ def reject_unknown_keys(
     pylog_keys: Iterable[str],
     pylog_allowed: str,
     tolerated_prefix: str | None = None,
-) -> None:
-    """Fail on a ``kafka.*`` key not in ``kafka_keys`` (given without the prefix) or a ``pylog.*`` key not in
-    ``pylog_keys`` (lower-cased, with the prefix; keys under ``tolerated_prefix`` pass). ``role`` ("writer",
-    "reader") and ``pylog_allowed`` (the allowed ``pylog.*`` names as the user spells them) go into the message.
+    ignorable_kafka_keys: Iterable[str] = (),
+) -> list[str]:
+    """Fail on a ``kafka.*`` key neither in ``kafka_keys`` nor in ``ignorable_kafka_keys`` (both given without
+    the prefix) or a ``pylog.*`` key not in ``pylog_keys`` (lower-cased, with the prefix; keys under
+    ``tolerated_prefix`` pass). ``role`` ("writer", "reader") and ``pylog_allowed`` (the allowed ``pylog.*``
+    names as the user spells them) go into the message. Returns the ``kafka.*`` keys given that are only
+    ignorable (Kafka client settings this role does not use), sorted, for the caller's one warning.
     """
     kafka = tuple(kafka_keys)
+    ignorable = frozenset(ignorable_kafka_keys)
     pylog = tuple(pylog_keys)
-    unknown_kafka = sorted(k for k in opts if k.startswith("kafka.") and k[len("kafka.") :] not in kafka)
+    given_kafka = [k for k in opts if k.startswith("kafka.") and k[len("kafka.") :] not in kafka]
+    unknown_kafka = sorted(k for k in given_kafka if k[len("kafka.") :] not in ignorable)
     if unknown_kafka:
         raise ConfigError(
-            f"option(s) {', '.join(unknown_kafka)} not supported by the pylog {role}; supported kafka.* "
-            f"options: {', '.join('kafka.' + k for k in kafka)}"
+            f"option(s) {', '.join(unknown_kafka)} not supported by the pylog {role} and not Kafka client "
+            f"settings; supported kafka.* options: {', '.join('kafka.' + k for k in kafka)}"
         )
     unknown_pylog = sorted(
         k
@@ -136,3 +141,4 @@ def reject_unknown_keys(
             f"option(s) {', '.join(unknown_pylog)} not known to the pylog {role}; allowed pylog.* options: "
             f"{pylog_allowed}"
         )
+    return sorted(given_kafka)

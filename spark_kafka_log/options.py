@@ -15,7 +15,11 @@ Option families:
   connector uses (and if needed starts) the embedded broker of ``pylog.dataDir``.
 * ``kafka.<producer setting>``: the Java producer's names and defaults (``acks``, ``compression.type``,
   ...), except ``batch.size`` (128 KiB, see :data:`DEFAULT_BATCH_SIZE`). An unknown ``kafka.*`` key is an error naming the supported keys (the Java client
-  would only warn; silently ignoring ``kafka.ack`` would hide a typo).
+  would only warn; silently ignoring ``kafka.ack`` would hide a typo), except Kafka's own client settings that
+  pylog does not use (``kafka.reconnect.backoff.ms``, ...): accepted with one driver WARNING listing them
+  (:mod:`spark_kafka_log.kafka_configs`), so a job written for Kafka runs unchanged.
+* ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``, ``kafka.ssl.*``: as Kafka's
+  producer (PEM stores only; :class:`broker_runtime.security.ClientSecurity`).
 * ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``,
   ``pylog.transactionStateDir``) and the test-only ``pylog.test.*`` fault injections of
   :mod:`spark_kafka_log.fault_injection`.
@@ -44,15 +48,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.compression import CODEC_NAMES, codec_from_name
+from broker_runtime.security import ClientSecurity
 from spark_kafka_log.fault_injection import (
     FAULT_OPTION_KEYS,
     FAULT_OPTION_NAMES,
     FaultOptions,
     parse_fault_options,
+)
+from spark_kafka_log.kafka_configs import (
+    KAFKA_CLIENT_CONFIGS,
+    SECURITY_OPTION_KEYS,
+    security_options,
+    warn_ignored,
 )
 from spark_kafka_log.option_parsing import (
     INT32_MAX,
@@ -151,6 +162,8 @@ class WriterOptions:
     buffer_memory: int = 33554432
     partitioner: str = "murmur2"
     client_id: str = "pylog-writer"
+    #: ``kafka.security.protocol`` and the SASL / SSL settings (PLAINTEXT by default).
+    security: ClientSecurity = field(default_factory=ClientSecurity)
     data_dir: str = ""
     producer_state_dir: str = ""
     idempotence_off_by: tuple[str, ...] = ()
@@ -210,10 +223,11 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     """Parse and validate the options of one write (driver side). Keys are matched case-insensitively."""
     opts = lower_keys(options)
 
-    reject_unknown_keys(
+    ignored = reject_unknown_keys(
         opts,
         role="writer",
-        kafka_keys=KAFKA_PRODUCER_KEYS,
+        kafka_keys=(*KAFKA_PRODUCER_KEYS, *SECURITY_OPTION_KEYS),
+        ignorable_kafka_keys=KAFKA_CLIENT_CONFIGS,
         pylog_keys=_PYLOG_KEYS,
         pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir, pylog.deliveryGuarantee "
         "(and the test-only "
@@ -277,6 +291,8 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         opts, "kafka.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS, 1
     )
     partitioner = choice_option(opts, "kafka.partitioner", "murmur2", PARTITIONERS)
+    warn_ignored(ignored, "writer")
+    security = security_options(opts, embedded=servers is None)
     state_dir = opts.get("pylog.producerstatedir")
     txn_dir = opts.get("pylog.transactionstatedir")
     data_dir = resolve_data_dir(opts.get("pylog.datadir"))
@@ -298,6 +314,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         buffer_memory=buffer_memory,
         partitioner=partitioner,
         client_id=str(opts.get("kafka.client.id", "pylog-writer")),
+        security=security,
         data_dir=data_dir,
         producer_state_dir=os.path.abspath(str(state_dir))
         if state_dir

@@ -85,6 +85,7 @@ class TaskProducer:
             request_timeout_ms=options.request_timeout_ms,
             retry_backoff_ms=options.retry_backoff_ms,
             retry_timeout_ms=options.delivery_timeout_ms,
+            security=options.security,
         )
         # Seeded per task, not per attempt: a retry places null-key rows where the failed attempt did.
         partitioner = Partitioner(

@@ -33,8 +33,9 @@ Option families (as Spark's Kafka source, batch queries):
   (100); ``isolation.level`` (Spark's Kafka source name: ``read_uncommitted``, the default, or
   ``read_committed``: ranges end at the last stable offset, records of aborted transactions are dropped;
   see :mod:`spark_kafka_log.read_plan` and :mod:`spark_kafka_log.read_task`); ``group.id`` is accepted and
-  ignored (batch reads use no consumer group). Any other
-  ``kafka.*`` key is an error (pylog speaks plaintext only: ``kafka.security.protocol`` cannot be honoured);
+  ignored (batch reads use no consumer group). ``kafka.security.protocol``, ``kafka.sasl.*`` and ``kafka.ssl.*``
+  as Kafka's consumer (:mod:`spark_kafka_log.kafka_configs`); other Kafka client settings are accepted with one
+  driver WARNING listing them; any other ``kafka.*`` key is an error;
 * ``pylog.transport``: ``auto`` (default: scan segment files directly when the partition's directory is on
   the executor's machine, else Fetch over TCP), ``fetch`` or ``local`` (direct scan, an error when the
   files are not there); ``pylog.logDirs``: comma-separated log directories of the broker (needed for the
@@ -49,10 +50,17 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
+from broker_runtime.security import ClientSecurity
+from spark_kafka_log.kafka_configs import (
+    KAFKA_CLIENT_CONFIGS,
+    SECURITY_OPTION_KEYS,
+    security_options,
+    warn_ignored,
+)
 from spark_kafka_log.option_parsing import (
     bool_option,
     bootstrap_servers,
@@ -127,6 +135,8 @@ class ReaderOptions:
     log_dirs: tuple[str, ...] = ()
     metrics_dir: str | None = None
     client_id: str = "pylog-reader"
+    #: ``kafka.security.protocol`` and the SASL / SSL settings (PLAINTEXT by default).
+    security: ClientSecurity = field(default_factory=ClientSecurity)
     request_timeout_ms: int = 30000
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_bytes: int = 64 * 1024 * 1024
@@ -332,14 +342,16 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
                     "when the query starts"
                 )
 
-    reject_unknown_keys(
+    ignored = reject_unknown_keys(
         opts,
         role="reader",
-        kafka_keys=_KAFKA_KEYS,
+        kafka_keys=(*_KAFKA_KEYS, *SECURITY_OPTION_KEYS),
+        ignorable_kafka_keys=KAFKA_CLIENT_CONFIGS,
         pylog_keys=_PYLOG_KEYS,
         pylog_allowed="pylog.dataDir, pylog.transport, pylog.logDirs, pylog.metricsDir",
         tolerated_prefix="pylog.test.",
     )
+    warn_ignored(ignored, "reader")
 
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(chosen) != 1:
@@ -393,6 +405,7 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
         log_dirs=log_dirs,
         metrics_dir=os.path.abspath(str(metrics_dir)) if metrics_dir else None,
         client_id=str(opts.get("kafka.client.id", "pylog-reader")),
+        security=security_options(opts, embedded=servers is None),
         request_timeout_ms=int_option(opts, "kafka.request.timeout.ms", 30000, 1),
         max_partition_fetch_bytes=int_option(opts, "kafka.max.partition.fetch.bytes", 8 * 1024 * 1024, 1024),
         fetch_max_bytes=int_option(opts, "kafka.fetch.max.bytes", 64 * 1024 * 1024, 1024),

@@ -77,6 +77,7 @@ def _end(options: WriterOptions, servers: str, txns: Sequence[TaskTransaction], 
         request_timeout_ms=options.request_timeout_ms,
         retry_backoff_ms=options.retry_backoff_ms,
         retry_timeout_ms=options.delivery_timeout_ms,
+        security=options.security,
     )
 
 
@@ -173,6 +174,7 @@ def _check_still_open(
             request_timeout_ms=options.request_timeout_ms,
             retry_backoff_ms=options.retry_backoff_ms,
             retry_timeout_ms=options.delivery_timeout_ms,
+            security=options.security,
         )
     except TransactionCommitError as e:
         # The closed ones refuse; the others are aborted here, or fenced by the next run's InitProducerId.
@@ -229,7 +231,10 @@ def abort_batch(
     failed = [task for task, m in enumerate(messages) if not isinstance(m, PylogCommitMessage)]
     if failed:
         with writer_client(
-            servers, client_id=options.client_id, request_timeout_ms=options.request_timeout_ms
+            servers,
+            client_id=options.client_id,
+            request_timeout_ms=options.request_timeout_ms,
+            security=options.security,
         ) as client:
             for task in failed:
                 try:

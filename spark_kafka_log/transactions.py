@@ -49,6 +49,7 @@ from pathlib import Path
 
 from broker_runtime.errors import ConfigError, PylogError, TransactionCommitError
 from broker_runtime.fsutil import write_atomically
+from broker_runtime.security import ClientSecurity
 from spark_kafka_log.txn_commit import (
     TaskTransaction,
     check_transactions,
@@ -165,14 +166,16 @@ def commit_write(
     intent: CommitIntent,
     *,
     kill_after_intent: int | None = None,
+    security: ClientSecurity | None = None,
 ) -> None:
     """Driver: write the intent, check every transaction, commit every one, remove the intent.
 
-    Errors (TransactionCommitError): a failed check commits nothing and removes the intent (the caller may abort
-    everything); a failed commit removes the intent only when the failed transactions are ended for good
-    (then some may be visible and others aborted: the error names them), else the intent stays and the error
-    names the resolve command. ``kill_after_intent``: the test-only fault (a pid, see
-    :mod:`spark_kafka_log.fault_injection`).
+        Errors (TransactionCommitError): a failed check commits nothing and removes the intent (the caller may abort
+        everything); a failed commit removes the intent only when the failed transactions are ended for good
+        (then some may be visible and others aborted: the error names them), else the intent stays and the error
+        names the resolve command. ``security``: the write's ``kafka.security.protocol`` and SASL/SSL settings
+    (never written into the intent). ``kill_after_intent``: the test-only fault (a pid, see
+        :mod:`spark_kafka_log.fault_injection`).
     """
     os.makedirs(state_dir, exist_ok=True)
     path = intent_path(state_dir, intent.write_id)
@@ -188,12 +191,14 @@ def commit_write(
         intent.request_timeout_ms,
     )
     try:
-        check_transactions(servers, txns, client_id=client_id, request_timeout_ms=timeout)
+        check_transactions(servers, txns, client_id=client_id, request_timeout_ms=timeout, security=security)
     except PylogError:
         os.remove(path)
         raise
     try:
-        end_transactions(servers, txns, commit=True, client_id=client_id, request_timeout_ms=timeout)
+        end_transactions(
+            servers, txns, commit=True, client_id=client_id, request_timeout_ms=timeout, security=security
+        )
     except TransactionCommitError as exc:
         if only_final_failures(exc):
             os.remove(path)

@@ -36,6 +36,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError, PylogError, TransactionCommitError
+from broker_runtime.security import ClientSecurity
 from spark_kafka_log.commit_summary import PylogCommitMessage
 
 __all__ = [
@@ -105,6 +106,7 @@ def end_transactions(
     retry_timeout_ms: int | None = 30000,
     check_first: bool = False,
     max_parallel: int = 8,
+    security: ClientSecurity | None = None,
 ) -> None:
     """EndTxn(commit or abort) for every transaction of ``txns``; raise one TransactionCommitError if any fails.
 
@@ -123,13 +125,22 @@ def end_transactions(
             retry_backoff_ms=retry_backoff_ms,
             retry_timeout_ms=retry_timeout_ms,
             max_parallel=max_parallel,
+            security=security,
         )
 
     def end(client: KafkaClient, txn: TaskTransaction) -> None:
         client.end_txn(txn.transactional_id, txn.producer_id, txn.producer_epoch, commit)
 
     failed = _run(
-        servers, txns, end, client_id, request_timeout_ms, retry_backoff_ms, retry_timeout_ms, max_parallel
+        servers,
+        txns,
+        end,
+        client_id,
+        request_timeout_ms,
+        retry_backoff_ms,
+        retry_timeout_ms,
+        max_parallel,
+        security,
     )
     if failed:
         done = len(txns) - len(failed)
@@ -150,6 +161,7 @@ def check_transactions(
     retry_backoff_ms: int = 100,
     retry_timeout_ms: int | None = 30000,
     max_parallel: int = 8,
+    security: ClientSecurity | None = None,
 ) -> None:
     """Check that every transaction is still open at its epoch (see the module docstring); raise one
     TransactionCommitError ("nothing was committed") naming the ones that are not. Never on a completed
@@ -163,6 +175,7 @@ def check_transactions(
         retry_backoff_ms,
         retry_timeout_ms,
         max_parallel,
+        security,
     )
     if failed:
         raise TransactionCommitError(
@@ -188,6 +201,7 @@ def _run(
     retry_backoff_ms: int,
     retry_timeout_ms: int | None,
     max_parallel: int,
+    security: ClientSecurity | None = None,
 ) -> dict[str, KafkaError]:
     """``call(client, txn)`` for each transaction, spread over up to ``max_parallel`` threads; the failures."""
     failed: dict[str, KafkaError] = {}
@@ -202,6 +216,7 @@ def _run(
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             retry_timeout_ms=retry_timeout_ms,
+            security=security,
         ) as client:
             for txn in chunk:
                 try:

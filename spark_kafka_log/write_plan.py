@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pyspark.sql.types import StructType
 
 from broker_runtime.launch import ensure_embedded_broker
+from broker_runtime.security import ClientSecurity
 from spark_kafka_log.connections import topic_partitions, writer_client
 from spark_kafka_log.driver_log import driver_log
 from spark_kafka_log.options import WriterOptions, parse_writer_options
@@ -23,10 +24,12 @@ from spark_kafka_log.schema import InputLayout, validate_input_schema
 __all__ = ["check_topic", "prepare_write"]
 
 
-def check_topic(servers: str, topic: str, request_timeout_ms: int = 30000) -> int:
+def check_topic(
+    servers: str, topic: str, request_timeout_ms: int = 30000, security: ClientSecurity | None = None
+) -> int:
     """The broker answers and ``topic`` exists (auto-created if the broker allows it); its partition count."""
     with writer_client(
-        servers, client_id="pylog-writer-driver", request_timeout_ms=request_timeout_ms
+        servers, client_id="pylog-writer-driver", request_timeout_ms=request_timeout_ms, security=security
     ) as client:
         return topic_partitions(client, topic)
 
@@ -37,7 +40,7 @@ def prepare_write(options: Mapping[str, str], schema: StructType) -> tuple[Write
     layout = validate_input_schema(schema, parsed.topic)
     servers = parsed.bootstrap_servers or ensure_embedded_broker(parsed.data_dir)
     if parsed.topic is not None:
-        check_topic(servers, parsed.topic, parsed.request_timeout_ms)
+        check_topic(servers, parsed.topic, parsed.request_timeout_ms, parsed.security)
     weaker = parsed.weaker_delivery()
     if weaker is not None:
         driver_log().warning("%s", weaker)

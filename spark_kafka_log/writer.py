@@ -166,7 +166,7 @@ class PylogBatchWriter(DataSourceArrowWriter):
             transaction_timeout_ms=opts.transaction_timeout_ms,
         )
         kill = None if opts.faults is None else opts.faults.kill_driver_after_commit_intent
-        commit_write(opts.transaction_state_dir, intent, kill_after_intent=kill)
+        commit_write(opts.transaction_state_dir, intent, kill_after_intent=kill, security=opts.security)
         driver_log().info("pylog write: committed %d transaction(s) of write %s", len(txns), self.write_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
@@ -214,6 +214,7 @@ class PylogBatchWriter(DataSourceArrowWriter):
                 commit=False,
                 client_id=opts.client_id,
                 request_timeout_ms=opts.request_timeout_ms,
+                security=opts.security,
             )
         except TransactionCommitError as exc:
             final = only_final_failures(exc)

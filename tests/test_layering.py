@@ -4,7 +4,8 @@ A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kaf
 
     protocol <- storage <- (controller, replication, coordinator.group, coordinator.transaction) <- server
     server, tools <- cli <- __main__;  tools <- client, protocol, storage (read-only: dump-log);  coordinator.placement <- coordinator.group, coordinator.transaction
-    purgatory <- replication;  client <- protocol;  launch <- client, protocol
+    purgatory <- replication;  client <- protocol, security;  launch <- client, protocol
+    security <- protocol (TLS, SASL, SCRAM credentials) <- replication, server, client, cli, spark_kafka_log
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
     jobs <- anything
 
@@ -30,8 +31,10 @@ ALLOWED: dict[str, set[str]] = {
     "broker_runtime.fsutil": set(),
     "broker_runtime.protocol": set(),
     "broker_runtime.purgatory": set(),
+    "broker_runtime.security": {"broker_runtime.protocol"},
     "broker_runtime.storage": {"broker_runtime.protocol"},
     "broker_runtime.replication": {
+        "broker_runtime.security",
         "broker_runtime.storage",
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
@@ -51,9 +54,10 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
     },
-    "broker_runtime.client": {"broker_runtime.protocol"},
+    "broker_runtime.client": {"broker_runtime.protocol", "broker_runtime.security"},
     "broker_runtime.launch": {"broker_runtime.client", "broker_runtime.protocol"},
     "broker_runtime.server": {
+        "broker_runtime.security",
         "broker_runtime.controller",
         "broker_runtime.coordinator.group",
         "broker_runtime.coordinator.transaction",
@@ -63,9 +67,15 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.purgatory",
     },
     "broker_runtime.tools": {"broker_runtime.client", "broker_runtime.protocol", "broker_runtime.storage"},
-    "broker_runtime.cli": {"broker_runtime.server", "broker_runtime.launch", "broker_runtime.tools"},
+    "broker_runtime.cli": {
+        "broker_runtime.server",
+        "broker_runtime.launch",
+        "broker_runtime.tools",
+        "broker_runtime.security",
+    },
     "broker_runtime.__main__": {"broker_runtime.cli"},
     "spark_kafka_log": {
+        "broker_runtime.security",
         "broker_runtime.protocol",
         "broker_runtime.client",
         "broker_runtime.storage",  # read-only: the reader's direct segment scan

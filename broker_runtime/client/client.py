@@ -64,6 +64,7 @@ from broker_runtime.protocol.messages import (
     find_coordinator,
 )
 from broker_runtime.protocol.messages.produce import ACKS_NONE
+from broker_runtime.security import ClientSecurity
 
 __all__ = [
     "BrokerMetadata",
@@ -222,6 +223,7 @@ class KafkaClient:
         retry_backoff_ms: int = 100,
         retry_timeout_ms: int | None = None,
         min_versions: Mapping[int, int] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         servers = (
             bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
@@ -249,6 +251,8 @@ class KafkaClient:
         #: transactional id -> its coordinator's node id (FindCoordinator), until it answers NOT_COORDINATOR etc.
         self._txn_coordinators: dict[str, int] = {}
         self._closed = False
+        #: ``security.protocol`` with its SASL and TLS settings (every connection of this client uses them).
+        self.security = security or ClientSecurity()
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -281,6 +285,7 @@ class KafkaClient:
             node_id=node_id,
             min_versions=self.min_versions,
             max_versions=_DEFAULT_MAX_VERSIONS,
+            security=self.security,
         )
 
     def _candidates(self) -> Iterator[BrokerConnection]:

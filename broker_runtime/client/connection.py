@@ -11,6 +11,13 @@ names when it answers UNSUPPORTED_VERSION); afterwards every API is spoken at
 caller's floor for that API (``min_versions``, e.g. Metadata v4 for AllowAutoTopicCreation); ``max_versions``
 caps an API below pylog's max (versions meant for broker-to-broker use or with other semantics).
 
+Security (the client's :class:`~broker_runtime.security.ClientSecurity`): on SSL / SASL_SSL the socket is
+wrapped in TLS before the first byte (the server name is ``host`` for SNI and, with
+``ssl.endpoint.identification.algorithm=https``, for the certificate check); on SASL_PLAINTEXT / SASL_SSL the
+connection authenticates right after ApiVersions (SaslHandshake v1, then SaslAuthenticate rounds, KIP-152).
+A TLS failure raises ``BrokerConnectionError`` naming the cause (certificate, host name); a refused login
+raises ``KafkaError`` SASL_AUTHENTICATION_FAILED (or UNSUPPORTED_SASL_MECHANISM) with the broker's message.
+
 Failures: every socket error, timeout or closed stream closes the connection and raises
 :class:`~broker_runtime.errors.BrokerConnectionError` (a :class:`~broker_runtime.errors.KafkaError` with code
 NETWORK_EXCEPTION) naming ``host:port``; requests still in flight on it are lost (answers already read stay
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +47,8 @@ from broker_runtime.errors import (
 )
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import API_KEYS, ApiKey
+from broker_runtime.security import ClientSecurity
+from broker_runtime.security.sasl_client import handshake_and_authenticate
 
 __all__ = ["MAX_RESPONSE_BYTES", "BrokerConnection"]
 
@@ -64,6 +74,7 @@ class BrokerConnection:
         "min_versions",
         "max_versions",
         "generation",
+        "security",
     )
 
     def __init__(
@@ -76,6 +87,7 @@ class BrokerConnection:
         node_id: int | None = None,
         min_versions: Mapping[int, int] | None = None,
         max_versions: Mapping[int, int] | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -95,6 +107,7 @@ class BrokerConnection:
         self.max_versions: dict[int, int] = dict(max_versions or {})
         #: Bumped by every :meth:`close`: requests sent in an earlier generation are unanswered forever.
         self.generation = 0
+        self.security = security or ClientSecurity()
 
     @property
     def address(self) -> str:
@@ -123,10 +136,21 @@ class BrokerConnection:
             raise BrokerConnectionError(self.address, f"cannot connect: {e.strerror or e}") from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self.timeout_s)
+        context = self.security.ssl_context()
+        if context is not None:
+            try:
+                sock = context.wrap_socket(sock, server_hostname=self.host)
+            except (ssl.SSLError, ssl.CertificateError, OSError) as e:
+                with contextlib.suppress(OSError):
+                    sock.close()
+                raise BrokerConnectionError(self.address, f"TLS handshake failed: {_describe(e)}") from e
         self._sock = sock
         self._state.reset()
         try:
             self._negotiate()
+            mechanism = self.security.sasl_client()
+            if mechanism is not None:
+                handshake_and_authenticate(self._request_at, self.broker_versions, mechanism, self.address)
         except BaseException:
             self.close()
             raise
@@ -160,6 +184,9 @@ class BrokerConnection:
         raise KafkaError(
             ErrorCode.UNSUPPORTED_VERSION, f"broker {self.address} refuses every ApiVersions version"
         )
+
+    def _request_at(self, api_key: int, version: int, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._receive(self._send(api_key, version, body, expect_response=True))
 
     def version_for(self, api_key: int) -> int:
         """The version to speak for ``api_key``: min(ours, the broker's max); refused if below either min."""
@@ -270,4 +297,8 @@ class BrokerConnection:
 def _describe(e: OSError) -> str:
     if isinstance(e, TimeoutError | socket.timeout):
         return "timed out"
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"certificate verification failed: {e.verify_message or e}"
+    if isinstance(e, ssl.SSLError):
+        return f"TLS error: {e.reason or e}"
     return e.strerror or str(e) or type(e).__name__

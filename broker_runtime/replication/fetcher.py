@@ -63,6 +63,8 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from broker_runtime.protocol.messages import ApiKey, IsolationLevel
 from broker_runtime.replication.partition import Partition
+from broker_runtime.security.async_client import open_connection
+from broker_runtime.security.client_security import ClientSecurity
 
 __all__ = ["FETCH_VERSION", "FetcherConfig", "ReplicaFetcher"]
 
@@ -92,6 +94,8 @@ class FetcherConfig:
     lag_time_max_ms: int = 30000
     #: The largest answer accepted (socket.request.max.bytes' default); a larger size prefix is a ProtocolError.
     max_response_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    #: The inter-broker listener's security (TLS, SASL login); None: PLAINTEXT.
+    security: ClientSecurity | None = None
 
 
 class ReplicaFetcher:
@@ -233,12 +237,9 @@ class ReplicaFetcher:
         host, port = address
         self._address = f"{host}:{port}"
         timeout_s = self._config.socket_timeout_ms / 1000
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        except TimeoutError as exc:
-            raise BrokerConnectionError(self._address, f"connect timed out after {timeout_s:g} s") from exc
-        except OSError as exc:
-            raise BrokerConnectionError(self._address, f"cannot connect: {exc.strerror or exc}") from exc
+        reader, writer = await open_connection(
+            host, port, self._config.security, client_id=self._config.client_id, timeout_s=timeout_s
+        )
         self._reader, self._writer = reader, writer
         self._state.reset()
         sock = writer.get_extra_info("socket")

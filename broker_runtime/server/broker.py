@@ -9,6 +9,12 @@ Lifecycle::
     broker.stop()             # stop accepting, close connections, LogManager.shutdown() (closes every log,
                               # which snapshots its producer state)
 
+Listeners: every entry of ``listeners`` is bound (TLS contexts and SASL settings per listener, see
+:mod:`broker_runtime.security`); ``port``/``bootstrap`` name the first, :attr:`Broker.bound` all of them. Each
+accepted connection gets a :class:`~broker_runtime.server.session.Session` of its listener. The advertised
+endpoint of every listener goes into the context (Metadata answers per listener) and, in a cluster, into the
+broker's registration; the inter-broker listener's endpoint is its main address there.
+
 Threads: ``start()`` runs one event loop in a background thread ("pylog-broker"); every request, storage call,
 timer expiry and periodic task runs on that thread, so none of the broker's state needs a lock. ``start``,
 ``stop`` and ``wait`` may be called from any other thread. ``stop`` is idempotent; the clean-shutdown marker is
@@ -60,8 +66,12 @@ from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
 from broker_runtime.replication.fetcher import FetcherConfig
+from broker_runtime.security.jaas import parse_jaas
+from broker_runtime.security.sasl_server import SaslServerAuthenticator
+from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
+from broker_runtime.security.tls import peer_principal, server_context
 from broker_runtime.server.cluster import POLL_INTERVAL_MS, ClusterView, SharedFileCluster, SingleNodeCluster
-from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.config import BrokerConfig, Listener
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.dynamic_config import broker_log_config
@@ -69,6 +79,7 @@ from broker_runtime.server.groups import ClusterGroups
 from broker_runtime.server.metrics import BrokerMetrics, MetricsServer, PartitionSnapshot, Snapshot
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
+from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.server.transactions import ClusterTransactions
 from broker_runtime.storage.config import LogConfig
@@ -100,6 +111,7 @@ class Broker:
         self._stopped = threading.Event()
         self._startup_error: BaseException | None = None
         self._host = config.listener.host
+        self._scram_store = ScramCredentialStore(credentials_path(config.log_dirs, config.cluster_dir))
         self._port = -1
         self._connections: set[Connection] = set()
         self._timer_handle: asyncio.TimerHandle | None = None
@@ -110,6 +122,8 @@ class Broker:
         self.controller: Controller | None = None
         #: The Prometheus endpoint (``pylog.metrics.listener``), None while metrics are off.
         self.metrics_server: MetricsServer | None = None
+        #: Listener name -> the (host, port) it is bound to (valid after ``start``), in ``listeners`` order.
+        self.bound: dict[str, tuple[str, int]] = {}
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -124,12 +138,65 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
+        """``host:port`` of the first listener."""
         return f"{self._host}:{self._port}"
 
     @property
     def metrics_address(self) -> str | None:
         """``host:port`` of the Prometheus endpoint (the bound port when the config said 0), or None when off."""
         return None if self.metrics_server is None else self.metrics_server.address
+
+    def listener_bootstrap(self, name: str) -> str:
+        """``host:port`` the listener ``name`` is bound to (valid after ``start``)."""
+        host, port = self.bound[name.upper()]
+        return f"{host}:{port}"
+
+    def protocol_of(self, name: str) -> str:
+        return next(x.security_protocol for x in self.config.listeners if x.name == name.upper())
+
+    async def _bind_listener(
+        self, loop: asyncio.AbstractEventLoop, listener: Listener, dispatcher: Dispatcher
+    ) -> asyncio.Server:
+        """Bind one listener: TLS on SSL/SASL_SSL, a SASL authenticator per connection on SASL_*."""
+        cfg = self.config
+        protocol = listener.security_protocol
+        ssl_context = server_context(cfg.props, listener.name) if protocol in ("SSL", "SASL_SSL") else None
+        sasl = protocol.startswith("SASL_")
+        mechanisms = cfg.sasl_mechanisms(listener.name) if sasl else ()
+        plain_users: dict[str, str] = {}
+        if "PLAIN" in mechanisms:
+            jaas = cfg.sasl_jaas(listener.name, "PLAIN")
+            if jaas is not None:
+                plain_users = parse_jaas("sasl.jaas.config", jaas).plain_users
+            if not plain_users:
+                _log.warning(
+                    'listener %s enables SASL/PLAIN but no user_<name>="<password>" is configured in '
+                    "listener.name.%s.plain.sasl.jaas.config: every PLAIN login will fail",
+                    listener.name,
+                    listener.name.lower(),
+                )
+        scram_store = self._scram_store
+
+        def connection() -> Connection:
+            authenticator = (
+                SaslServerAuthenticator(mechanisms, plain_users=plain_users, scram_store=scram_store)
+                if sasl
+                else None
+            )
+            session = Session(listener.name, protocol, authenticator=authenticator)
+            conn = Connection(
+                dispatcher,
+                cfg.socket_request_max_bytes,
+                on_close=self._connections.discard,
+                session=session,
+                on_made=_tls_principal if ssl_context is not None else None,
+            )
+            self._connections.add(conn)
+            return conn
+
+        return await loop.create_server(
+            connection, listener.host or None, listener.port, reuse_address=True, backlog=128, ssl=ssl_context
+        )
 
     def start(self, timeout_s: float = 60.0) -> Broker:
         """Start the loop thread and return once the listener accepts connections (or raise the startup error)."""
@@ -310,6 +377,7 @@ class Broker:
                 backoff_ms=cfg.replica_fetch_backoff_ms,
                 socket_timeout_ms=cfg.replica_socket_timeout_ms,
                 lag_time_max_ms=cfg.replica_lag_time_max_ms,
+                security=cfg.inter_broker_security() if cfg.cluster_dir else None,
             ),
             resolve_broker=resolve,
             cluster_mode=cfg.cluster_dir is not None,
@@ -402,24 +470,26 @@ class Broker:
             cluster_groups.apply_view(cluster.view)
         dispatcher = Dispatcher(ctx)
 
-        def connection() -> Connection:
-            conn = Connection(dispatcher, cfg.socket_request_max_bytes, on_close=self._connections.discard)
-            self._connections.add(conn)
-            return conn
-
-        listener = cfg.listener
-        bind_host = listener.host or None
-        server = await loop.create_server(
-            connection, bind_host, listener.port, reuse_address=True, backlog=128
-        )
-        sockname = server.sockets[0].getsockname()
-        self._port = int(sockname[1])
-        if listener.host in ("", "0.0.0.0", "::"):
-            self._host = socket.getfqdn()
-        advertised = cfg.advertised_listener
-        ctx.advertised_host = advertised.host if advertised else self._host
-        ctx.advertised_port = advertised.port if advertised and advertised.port else self._port
-        cluster.register(ctx.advertised_host, ctx.advertised_port)
+        servers: list[asyncio.Server] = []
+        try:
+            for listener in cfg.listeners:
+                servers.append(await self._bind_listener(loop, listener, dispatcher))
+        except BaseException:
+            for srv in servers:
+                srv.close()
+            raise
+        for listener, srv in zip(cfg.listeners, servers, strict=True):
+            port = int(srv.sockets[0].getsockname()[1])
+            host = socket.getfqdn() if listener.host in ("", "0.0.0.0", "::") else listener.host
+            self.bound[listener.name] = (host, port)
+            advertised = cfg.advertised_listeners.get(listener.name)
+            ctx.advertised_endpoints[listener.name] = (
+                advertised.host if advertised else host,
+                advertised.port if advertised and advertised.port else port,
+            )
+        self._host, self._port = self.bound[cfg.listener.name]
+        ctx.advertised_host, ctx.advertised_port = ctx.advertised_endpoints[cfg.inter_broker_listener_name]
+        cluster.register(ctx.advertised_host, ctx.advertised_port, dict(ctx.advertised_endpoints))
         refresh_cluster()
         if metrics is not None and cfg.metrics_listener is not None:
 
@@ -430,7 +500,8 @@ class Broker:
             try:
                 self.metrics_server = MetricsServer(metrics, *cfg.metrics_listener)
             except OSError as exc:
-                server.close()
+                for srv in servers:
+                    srv.close()
                 raise OSError(
                     exc.errno,
                     f"pylog.metrics.listener={cfg.metrics_listener[0]}:{cfg.metrics_listener[1]}: "
@@ -518,6 +589,15 @@ class Broker:
             self._port,
             list(cfg.log_dirs),
         )
+        for name, (host, port) in self.bound.items():
+            _log.info(
+                "broker %d listener %s (%s) bound to %s:%d",
+                cfg.node_id,
+                name,
+                self.protocol_of(name),
+                host,
+                port,
+            )
         self._started.set()
         assert self._stop_event is not None
         try:
@@ -528,7 +608,8 @@ class Broker:
                 self.metrics_server.close()
             if isinstance(cluster, SharedFileCluster):
                 cluster.controlled_shutdown()
-            server.close()
+            for srv in servers:
+                srv.close()
             for conn in list(self._connections):
                 conn.close("broker stopping", level=logging.INFO)
             for task in periodic:
@@ -542,8 +623,9 @@ class Broker:
             purgatory.shutdown()
             produce_purgatory.shutdown()
             group_coordinator.shutdown()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
+            for srv in servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(srv.wait_closed(), 5)
             logs.shutdown()
             if isinstance(cluster, SharedFileCluster):
                 cluster.close()
@@ -749,3 +831,10 @@ def _group_coordinator(
 def _checkpoint(logs: LogManager) -> None:
     logs.flush_dirty_logs()
     logs.checkpoint()
+
+
+def _tls_principal(conn: Connection, transport: asyncio.Transport) -> None:
+    """SSL listeners: the verified client certificate's DN becomes the principal (Kafka's default builder)."""
+    principal = peer_principal(transport.get_extra_info("ssl_object"))
+    if principal is not None and conn.session.authenticator is None:
+        conn.session.principal = principal

@@ -108,6 +108,8 @@ class BrokerInfo:
     port: int
     #: Fenced by the controller (dead or session expired): not a leader, not in any ISR, not in Metadata.
     fenced: bool = False
+    #: Every advertised listener: ``(name, (host, port))`` pairs; ``host``/``port`` are the inter-broker one's.
+    endpoints: tuple[tuple[str, tuple[str, int]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,9 @@ class ClusterStore(Protocol):
 
     def refresh(self) -> bool: ...
 
-    def register(self, host: str, port: int) -> None: ...
+    def register(
+        self, host: str, port: int, endpoints: Mapping[str, tuple[str, int]] | None = None
+    ) -> None: ...
 
     def create_topic(
         self,
@@ -219,7 +223,7 @@ class SingleNodeCluster:
     def refresh(self) -> bool:
         return False
 
-    def register(self, host: str, port: int) -> None:
+    def register(self, host: str, port: int, endpoints: Mapping[str, tuple[str, int]] | None = None) -> None:
         self._host, self._port = host, port
 
     def create_topic(
@@ -307,7 +311,13 @@ class SingleNodeCluster:
 
 def _parse_view(data: Mapping[str, Any]) -> ClusterView:
     brokers = {
-        int(k): BrokerInfo(int(k), str(v["host"]), int(v["port"]), bool(v.get("fenced", False)))
+        int(k): BrokerInfo(
+            int(k),
+            str(v["host"]),
+            int(v["port"]),
+            bool(v.get("fenced", False)),
+            tuple((str(n), (str(e[0]), int(e[1]))) for n, e in sorted(v.get("endpoints", {}).items())),
+        )
         for k, v in data.get("brokers", {}).items()
     }
     topics: dict[str, TopicInfo] = {}
@@ -389,7 +399,7 @@ class SharedFileCluster:
             data.setdefault("topics", {})
         self.refresh()
 
-    def register(self, host: str, port: int) -> None:
+    def register(self, host: str, port: int, endpoints: Mapping[str, tuple[str, int]] | None = None) -> None:
         """Take this node's process lock and record its address with a new broker epoch (at start); refuses to
         join a cluster with another cluster.id. A previous incarnation of this node is fenced in the same write
         (see :func:`~broker_runtime.controller.register_broker`), and the first heartbeat is written under the
@@ -404,6 +414,10 @@ class SharedFileCluster:
             epoch = register_broker(
                 data, self.node_id, host, port, unclean_default=self._unclean_default, now=time.monotonic()
             )
+            if endpoints:
+                data["brokers"][str(self.node_id)]["endpoints"] = {
+                    n: [h, p] for n, (h, p) in endpoints.items()
+                }
             self.session.broker_epoch = epoch
             self.session.beat()
         _log.info(

@@ -9,6 +9,12 @@ Invariants:
     key, the value found and what is allowed;
   * keys this broker does not know are kept (``props``) but reported once through the ``warnings`` tuple, so
     the CLI can print one warning line each and carry on, as Kafka does;
+  * listeners are Kafka's: ``listeners`` names any number of ``NAME://host:port`` endpoints, each NAME mapped
+    to a security protocol by ``listener.security.protocol.map``; ``advertised.listeners`` and
+    ``inter.broker.listener.name`` refer to those names. TLS (``ssl.*``) and SASL (``sasl.*``) settings may be
+    given per listener as ``listener.name.<name lower case>.<key>`` (:meth:`BrokerConfig.listener_setting`);
+    every TLS key store and JAAS entry a listener needs is loaded once here, so a bad one fails the start with
+    one line naming the key (:func:`_check_security`);
   * storage settings (``log.segment.bytes``, ``log.retention.ms``, ...) are not interpreted here: the raw
     ``props`` go to the storage's ``LogConfig.from_properties``, which owns those names.
 
@@ -24,9 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError
+from broker_runtime.security.client_security import SECURITY_PROTOCOLS, ClientSecurity
+from broker_runtime.security.jaas import parse_jaas
+from broker_runtime.security.sasl_server import SASL_MECHANISMS
+from broker_runtime.security.tls import SSL_KEYS, server_context
 
 __all__ = [
     "BROKER_KEYS",
+    "LISTENER_PREFIX",
     "STORAGE_KEYS",
     "BrokerConfig",
     "Listener",
@@ -39,6 +50,14 @@ BROKER_KEYS: dict[str, str] = {
     "node.id": "0",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
     "advertised.listeners": "",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    "inter.broker.listener.name": "",
+    "security.inter.broker.protocol": "PLAINTEXT",
+    # SASL (Kafka's names; pylog's default mechanisms are the ones it implements, Kafka's is GSSAPI).
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+    "sasl.jaas.config": "",
+    "connection.failed.authentication.delay.ms": "100",
     "log.dirs": "",
     "log.dir": "kafka-logs",
     "num.partitions": "1",
@@ -138,39 +157,75 @@ STORAGE_KEYS: frozenset[str] = frozenset(
     }
 )
 
+#: Per-listener settings: ``listener.name.<listener, lower case>.<key>`` overrides ``<key>`` on that listener.
+LISTENER_PREFIX = "listener.name."
+
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
 
 
 @dataclass(frozen=True)
 class Listener:
-    """One ``NAME://host:port`` endpoint. ``port`` 0 means: bind any free port."""
+    """One ``NAME://host:port`` endpoint and its security protocol. ``port`` 0 means: bind any free port."""
 
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
     def __str__(self) -> str:
         return f"{self.name}://{self.host}:{self.port}"
 
 
-def parse_listener(key: str, text: str) -> Listener:
-    """Parse the first entry of a Kafka ``listeners`` value; only PLAINTEXT is supported."""
+def _protocol_map(text: str) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    out: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        name, sep, protocol = entry.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip():
+            raise ConfigError(f"{key}={text!r}: expected NAME:PROTOCOL,... e.g. CLIENT:SASL_SSL,BROKER:SSL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"{key}={text!r}: {protocol!r} is not a security protocol ({', '.join(SECURITY_PROTOCOLS)})"
+            )
+        out[name.strip().upper()] = protocol
+    return out
+
+
+def parse_listeners(key: str, text: str, protocols: Mapping[str, str] | None = None) -> tuple[Listener, ...]:
+    """Parse a Kafka ``listeners`` / ``advertised.listeners`` value: ``NAME://host:port`` entries, names unique,
+    each name's security protocol from ``protocols`` (``listener.security.protocol.map``)."""
+    protocols = (
+        protocols if protocols is not None else _protocol_map(BROKER_KEYS["listener.security.protocol.map"])
+    )
     entries = [e.strip() for e in text.split(",") if e.strip()]
     if not entries:
         raise ConfigError(f"{key}={text!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
-    if len(entries) > 1:
-        raise ConfigError(f"{key}={text!r}: {len(entries)} listeners given; this broker serves exactly one")
-    match = _LISTENER.match(entries[0])
-    if match is None:
-        raise ConfigError(f"{key}={text!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
-    name = match["name"].upper()
-    if name != "PLAINTEXT":
-        raise ConfigError(f"{key}={text!r}: listener {name} is not supported; only PLAINTEXT is")
-    port = int(match["port"])
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}={text!r}: port {port} is outside 0..65535")
-    host = match["host"].strip("[]")
-    return Listener(name, host, port)
+    out: list[Listener] = []
+    for entry in entries:
+        match = _LISTENER.match(entry)
+        if match is None:
+            raise ConfigError(f"{key}={text!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+        name = match["name"].upper()
+        if name not in protocols:
+            raise ConfigError(
+                f"{key}={text!r}: listener {name} has no security protocol; map it in "
+                f"listener.security.protocol.map (e.g. {name}:SASL_SSL)"
+            )
+        if any(listener.name == name for listener in out):
+            raise ConfigError(f"{key}={text!r}: listener name {name} appears twice")
+        port = int(match["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}={text!r}: port {port} is outside 0..65535")
+        out.append(Listener(name, match["host"].strip("[]"), port, protocols[name]))
+    return tuple(out)
+
+
+def parse_listener(key: str, text: str) -> Listener:
+    """The first listener of a ``listeners`` value (default protocol map)."""
+    return parse_listeners(key, text)[0]
 
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -255,8 +310,18 @@ class BrokerConfig:
     """
 
     node_id: int = 0
-    listener: Listener = field(default_factory=lambda: Listener("PLAINTEXT", "127.0.0.1", 9092))
-    advertised_listener: Listener | None = None
+    #: ``listeners``: every endpoint this broker binds, in the order given (the first is the one announced on
+    #: stdout as ``listening on HOST:PORT``).
+    listeners: tuple[Listener, ...] = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    #: ``advertised.listeners`` by listener name (a listener missing here advertises its bound address).
+    advertised_listeners: Mapping[str, Listener] = field(default_factory=dict)
+    #: ``inter.broker.listener.name``: the listener other brokers (followers, coordinators) connect to.
+    inter_broker_listener_name: str = "PLAINTEXT"
+    #: ``sasl.mechanism.inter.broker.protocol``: the mechanism this broker logs in with on that listener.
+    sasl_mechanism_inter_broker_protocol: str = "PLAIN"
+    #: ``connection.failed.authentication.delay.ms``: a refused login's connection closes this long after the
+    #: answer (KIP-306; also lets clients read the answer before the close).
+    connection_failed_authentication_delay_ms: int = 100
     log_dirs: tuple[str, ...] = ("kafka-logs",)
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -317,6 +382,59 @@ class BrokerConfig:
     props: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
+    @property
+    def listener(self) -> Listener:
+        """The first listener (announced on stdout; the address a single broker is known by)."""
+        return self.listeners[0]
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        return next(x for x in self.listeners if x.name == self.inter_broker_listener_name)
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker connects to the others: the inter-broker listener's protocol, the broker's ``ssl.*``
+        (that listener's overrides first) and, on SASL, ``sasl.mechanism.inter.broker.protocol`` with the
+        ``username``/``password`` of that listener's JAAS entry for the mechanism (as Kafka)."""
+        listener = self.inter_broker_listener
+        props: dict[str, str] = {"security.protocol": listener.security_protocol}
+        for key in SSL_KEYS:
+            value = self.listener_setting(listener.name, key)
+            if value is not None:
+                props[key] = value
+        props.pop("ssl.client.auth", None)
+        if listener.security_protocol.startswith("SASL_"):
+            mechanism = self.sasl_mechanism_inter_broker_protocol
+            props["sasl.mechanism"] = mechanism
+            props["sasl.jaas.config"] = self.sasl_jaas(listener.name, mechanism) or ""
+        return ClientSecurity.from_properties(props, name_prefix=f"inter-broker listener {listener.name}: ")
+
+    def listener_setting(self, listener: str, key: str) -> str | None:
+        """``listener.name.<listener>.<key>`` if given, else ``<key>`` (Kafka's per-listener override)."""
+        scoped = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
+        if scoped in self.props:
+            return self.props[scoped]
+        return self.props.get(key)
+
+    def sasl_mechanisms(self, listener: str) -> tuple[str, ...]:
+        """``sasl.enabled.mechanisms`` of ``listener``."""
+        text = self.listener_setting(listener, "sasl.enabled.mechanisms")
+        if text is None:
+            text = BROKER_KEYS["sasl.enabled.mechanisms"]
+        return tuple(m.strip().upper() for m in text.split(",") if m.strip())
+
+    def sasl_jaas(self, listener: str, mechanism: str) -> str | None:
+        """The JAAS entry of ``mechanism`` on ``listener``: ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
+        else ``listener.name.<l>.sasl.jaas.config``, else ``sasl.jaas.config``."""
+        for key in (
+            f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+            f"{LISTENER_PREFIX}{listener.lower()}.sasl.jaas.config",
+            "sasl.jaas.config",
+        ):
+            value = self.props.get(key, "").strip()
+            if value:
+                return value
+        return None
+
     @classmethod
     def from_properties(
         cls,
@@ -342,11 +460,33 @@ class BrokerConfig:
         warnings = tuple(
             f"unknown config key {key!r} (value {value!r}) is ignored"
             for key, value in sorted(props.items())
-            if key not in BROKER_KEYS and key not in STORAGE_KEYS
+            if key not in BROKER_KEYS
+            and key not in STORAGE_KEYS
+            and not key.startswith(LISTENER_PREFIX)
+            and key not in SSL_KEYS
         )
-        listener = parse_listener("listeners", props.get("listeners", BROKER_KEYS["listeners"]))
+        protocols = _protocol_map(
+            props.get("listener.security.protocol.map", BROKER_KEYS["listener.security.protocol.map"])
+        )
+        listeners = parse_listeners("listeners", props.get("listeners", BROKER_KEYS["listeners"]), protocols)
         advertised_text = props.get("advertised.listeners", "").strip()
-        advertised = parse_listener("advertised.listeners", advertised_text) if advertised_text else None
+        advertised: dict[str, Listener] = {}
+        if advertised_text:
+            for entry in parse_listeners("advertised.listeners", advertised_text, protocols):
+                if all(x.name != entry.name for x in listeners):
+                    raise ConfigError(
+                        f"advertised.listeners={advertised_text!r}: {entry.name} is not one of the listeners"
+                    )
+                advertised[entry.name] = entry
+        inter_broker = _inter_broker_listener(props, listeners)
+        inter_mechanism = (
+            props.get(
+                "sasl.mechanism.inter.broker.protocol", BROKER_KEYS["sasl.mechanism.inter.broker.protocol"]
+            )
+            .strip()
+            .upper()
+        )
+        _check_security(props, listeners, inter_broker, inter_mechanism)
         dirs_text = props.get("log.dirs", "").strip() or props.get("log.dir", BROKER_KEYS["log.dir"]).strip()
         log_dirs = tuple(d.strip() for d in dirs_text.split(",") if d.strip())
         if not log_dirs:
@@ -369,10 +509,15 @@ class BrokerConfig:
                 f"broker.session.timeout.ms={session_ms}: must be larger than broker.heartbeat.interval.ms="
                 f"{heartbeat_ms} (a session must survive at least one missed heartbeat)"
             )
-        return cls(
+        config = cls(
             node_id=_int(props, "node.id", minimum=0),
-            listener=listener,
-            advertised_listener=advertised,
+            listeners=listeners,
+            advertised_listeners=advertised,
+            inter_broker_listener_name=inter_broker,
+            sasl_mechanism_inter_broker_protocol=inter_mechanism,
+            connection_failed_authentication_delay_ms=_int(
+                props, "connection.failed.authentication.delay.ms", minimum=0
+            ),
             log_dirs=log_dirs,
             num_partitions=_int(props, "num.partitions", minimum=1),
             default_replication_factor=_int(props, "default.replication.factor", minimum=1),
@@ -439,6 +584,9 @@ class BrokerConfig:
             props=dict(props),
             warnings=warnings,
         )
+        if config.cluster_dir is not None:
+            config.inter_broker_security()  # a cluster's brokers must be able to log in to each other
+        return config
 
     def storage_properties(self) -> dict[str, str]:
         """The properties handed to the storage's ``LogConfig.from_properties`` (log.dirs resolved)."""
@@ -448,6 +596,70 @@ class BrokerConfig:
         out.setdefault("compression.type", self.compression_type)
         out.setdefault("min.insync.replicas", str(self.min_insync_replicas))
         return out
+
+
+def _inter_broker_listener(props: Mapping[str, str], listeners: tuple[Listener, ...]) -> str:
+    names = [x.name for x in listeners]
+    given = props.get("inter.broker.listener.name", "").strip().upper()
+    if given:
+        if given not in names:
+            raise ConfigError(
+                f"inter.broker.listener.name={given}: not one of the listeners ({', '.join(names)})"
+            )
+        if "security.inter.broker.protocol" in props:
+            raise ConfigError(
+                "inter.broker.listener.name and security.inter.broker.protocol are both set; set only one (as Kafka)"
+            )
+        return given
+    protocol = props.get("security.inter.broker.protocol", "").strip().upper()
+    if protocol:
+        for x in listeners:
+            if x.name == protocol:
+                return x.name
+        raise ConfigError(
+            f"security.inter.broker.protocol={protocol}: no listener is named {protocol}; "
+            "set inter.broker.listener.name"
+        )
+    # Kafka's default is the listener named PLAINTEXT; pylog falls back to the first listener when none is.
+    return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+
+
+def _check_security(
+    props: Mapping[str, str], listeners: tuple[Listener, ...], inter_broker: str, inter_mechanism: str
+) -> None:
+    """Fail now on every listener whose TLS or SASL settings cannot work (files, PEM, mechanisms, users)."""
+    for x in listeners:
+        if x.security_protocol in ("SSL", "SASL_SSL"):
+            server_context(props, x.name)
+        if x.security_protocol.startswith("SASL_"):
+            key = f"{LISTENER_PREFIX}{x.name.lower()}.sasl.enabled.mechanisms"
+            text = props.get(
+                key, props.get("sasl.enabled.mechanisms", BROKER_KEYS["sasl.enabled.mechanisms"])
+            )
+            name = key if key in props else "sasl.enabled.mechanisms"
+            mechanisms = [m.strip().upper() for m in text.split(",") if m.strip()]
+            if not mechanisms:
+                raise ConfigError(f"{name}={text!r}: listener {x.name} needs at least one SASL mechanism")
+            for m in mechanisms:
+                if m not in SASL_MECHANISMS:
+                    raise ConfigError(
+                        f"{name}={text!r}: {m} is not supported; pylog implements {', '.join(SASL_MECHANISMS)} "
+                        "(no GSSAPI, OAUTHBEARER or delegation tokens)"
+                    )
+            for m in mechanisms:
+                for jkey in (
+                    f"{LISTENER_PREFIX}{x.name.lower()}.{m.lower()}.sasl.jaas.config",
+                    f"{LISTENER_PREFIX}{x.name.lower()}.sasl.jaas.config",
+                    "sasl.jaas.config",
+                ):
+                    if props.get(jkey, "").strip():
+                        parse_jaas(jkey, props[jkey])
+                        break
+            if x.name == inter_broker and inter_mechanism not in mechanisms:
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol={inter_mechanism}: not enabled on the inter-broker "
+                    f"listener {x.name} ({', '.join(mechanisms)})"
+                )
 
 
 def _overrides_dict(overrides: Mapping[str, str] | Iterable[str] | None) -> dict[str, str]:

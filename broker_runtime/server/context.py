@@ -25,6 +25,7 @@ from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
 from broker_runtime.server.replica_manager import ReplicaManager
+from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
 
 __all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult"]
@@ -67,3 +68,25 @@ class BrokerContext:
     metrics: BrokerMetrics | None = None
     #: Re-apply the dynamic broker configs of the cluster metadata to every log (after AlterConfigs).
     apply_broker_configs: Callable[[], None] = field(default=lambda: None)
+    #: Listener name -> the (host, port) this broker advertises on it (Metadata answers with the endpoints of
+    #: the listener a request arrived on, as Kafka).
+    advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: The session (listener, security protocol, principal) of the request being handled; set by the dispatcher
+    #: before each handler call, valid during that call (an authorizer reads the principal here).
+    request_session: Session = field(default_factory=lambda: Session("PLAINTEXT", "PLAINTEXT"))
+
+    def endpoint_of(self, broker: Any) -> tuple[str, int]:
+        """``(host, port)`` of ``broker`` (a cluster view's BrokerInfo) on the current request's listener: this
+        broker's advertised endpoint of that listener, another broker's registered one (falling back to its
+        inter-broker address when it did not register that listener)."""
+        listener = self.request_session.listener
+        if broker.node_id == self.config.node_id:
+            return self.advertised_endpoints.get(listener, (self.advertised_host, self.advertised_port))
+        found = dict(getattr(broker, "endpoints", ()) or ()).get(listener)
+        return (found[0], found[1]) if found else (broker.host, broker.port)
+
+    def own_endpoint(self) -> tuple[str, int]:
+        """This broker's advertised ``(host, port)`` on the current request's listener."""
+        return self.advertised_endpoints.get(
+            self.request_session.listener, (self.advertised_host, self.advertised_port)
+        )

@@ -7,6 +7,15 @@ Bad input, decided here (Kafka's ``SocketServer``/``RequestContext`` behaviour):
   * except ApiVersions of an unknown (newer) version: answered with a v0 body carrying UNSUPPORTED_VERSION and
     the ApiVersions range, so the client can retry with a version we speak (KIP-511).
 
+Authentication (Kafka's ``SaslServerAuthenticator``): on a connection whose session is not authenticated yet
+(a SASL listener) only ApiVersions, SaslHandshake and SaslAuthenticate are served; any other request closes
+the connection with one WARNING line (Kafka: "Unexpected Kafka request of type X during SASL handshake").
+A refused mechanism or login is answered (UNSUPPORTED_SASL_MECHANISM / SASL_AUTHENTICATION_FAILED with the
+reason) and the connection is closed after the answer. After SaslHandshake v0 the client's frames are raw SASL
+tokens, answered as raw frames. While a request is handled, ``ctx.request_session`` is the connection's
+:class:`~broker_runtime.server.session.Session` (principal and listener, for Metadata's endpoints and, later,
+an authorizer).
+
 Responses are encoded as a list of chunks (size prefix first), so fetched record buffers are written to the
 socket without being copied into one response buffer. Event-loop thread only.
 
@@ -23,12 +32,14 @@ import logging
 import time
 from typing import Any
 
-from broker_runtime.errors import ProtocolError, UnsupportedVersionError
+from broker_runtime.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol.messages import ApiKey, RequestHeader, decode_request, encode_response_chunks
+from broker_runtime.security.sasl_server import AUTHENTICATE, HANDSHAKE
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.handlers import api_versions, handler_table, supported_versions
 from broker_runtime.server.metrics import RequestTiming
-from broker_runtime.server.network import CLOSE, Connection
+from broker_runtime.server.network import CLOSE, Connection, RespondThenClose
+from broker_runtime.server.session import Session
 
 __all__ = ["Dispatcher"]
 
@@ -47,8 +58,13 @@ class Dispatcher:
         self._ctx = ctx
         self._handlers = handler_table()
         self._versions = supported_versions()
+        self._auth_delay_s = ctx.config.connection_failed_authentication_delay_ms / 1000
 
     def __call__(self, frame: memoryview, connection: Connection) -> Any:
+        session = connection.session
+        auth = session.authenticator
+        if auth is not None and not auth.complete and auth.raw_tokens:
+            return self._raw_token(frame, connection)
         try:
             header, body = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -79,6 +95,9 @@ class Dispatcher:
                 header.client_id,
             )
             return CLOSE
+        if not session.authenticated:
+            return self._authenticate(header, body, connection)
+        self._ctx.request_session = session
         metrics = self._ctx.metrics
         if metrics is None:
             result = handler(self._ctx, header, body)
@@ -96,6 +115,89 @@ class Dispatcher:
             return self._encode_later(header, result, timing)
         timing.result = result
         return self._encode(header, result)
+
+    def _authenticate(self, header: RequestHeader, body: dict[str, Any], connection: Connection) -> Any:
+        """A request on a connection that has not authenticated yet (see the module docstring)."""
+        session: Session = connection.session
+        auth = session.authenticator
+        assert auth is not None
+        key = header.api_key
+        if key == ApiKey.API_VERSIONS and auth.state == HANDSHAKE:
+            self._ctx.request_session = session
+            return self._encode(header, self._handlers[key](self._ctx, header, body))
+        if key == ApiKey.SASL_HANDSHAKE and auth.state == HANDSHAKE:
+            code = auth.handshake(body["Mechanism"], header.api_version)
+            answer = self._encode(header, {"ErrorCode": code, "Mechanisms": list(auth.enabled)})
+            if code != ErrorCode.NONE:
+                return RespondThenClose(
+                    answer,
+                    delay_s=self._auth_delay_s,
+                    reason=f"SASL mechanism {body['Mechanism']!r} is not enabled on listener {session.listener} "
+                    f"(enabled: {', '.join(auth.enabled)})",
+                )
+            return answer
+        if key == ApiKey.SASL_AUTHENTICATE and auth.state == AUTHENTICATE and not auth.raw_tokens:
+            step = auth.authenticate(bytes(body["AuthBytes"]))
+            answer = self._encode(
+                header,
+                {
+                    "ErrorCode": step.error_code,
+                    "ErrorMessage": step.error_message,
+                    "AuthBytes": step.challenge,
+                    "SessionLifetimeMs": 0,
+                },
+            )
+            if step.error_code != ErrorCode.NONE:
+                return RespondThenClose(
+                    answer,
+                    f"SASL/{auth.mechanism} authentication failed: {step.error_message}",
+                    self._auth_delay_s,
+                )
+            if step.complete:
+                self._authenticated(connection)
+            return answer
+        stage = "handshake" if auth.state == HANDSHAKE else "authentication"
+        name = ApiKey(key).name if key in ApiKey._value2member_map_ else str(key)
+        _log.warning(
+            "closing connection %s: unexpected request %s during SASL %s on listener %s (client %r)",
+            connection.peer,
+            name,
+            stage,
+            session.listener,
+            header.client_id,
+        )
+        return CLOSE
+
+    def _raw_token(self, frame: memoryview, connection: Connection) -> Any:
+        """A raw SASL token after SaslHandshake v0: answered as a raw frame (size prefix and bytes)."""
+        auth = connection.session.authenticator
+        assert auth is not None
+        step = auth.authenticate(bytes(frame))
+        if step.error_code != ErrorCode.NONE:
+            _log.warning(
+                "closing connection %s: SASL/%s authentication failed: %s",
+                connection.peer,
+                auth.mechanism,
+                step.error_message,
+            )
+            return CLOSE
+        if step.complete:
+            self._authenticated(connection)
+        return [len(step.challenge).to_bytes(4, "big"), step.challenge]
+
+    @staticmethod
+    def _authenticated(connection: Connection) -> None:
+        session = connection.session
+        auth = session.authenticator
+        assert auth is not None and auth.principal is not None
+        session.principal = auth.principal
+        _log.info(
+            "connection %s on listener %s authenticated as %s (SASL/%s)",
+            connection.peer,
+            session.listener,
+            session.principal,
+            auth.mechanism,
+        )
 
     def _encode(self, header: RequestHeader, result: Any) -> Any:
         if result is None or result is CLOSE_CONNECTION:

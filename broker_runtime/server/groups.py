@@ -97,7 +97,7 @@ def coordinator_node(ctx: BrokerContext, group_id: str) -> tuple[ErrorCode, str 
     if leader < 0 or broker is None or broker.fenced:
         why = f"{CONSUMER_OFFSETS_TOPIC}-{index} of this group has no live leader now"
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, why, -1, "", -1
-    return ErrorCode.NONE, None, leader, broker.host, broker.port
+    return ErrorCode.NONE, None, leader, *ctx.endpoint_of(broker)
 
 
 def answer_after_group_write(ctx: BrokerContext, body: Callable[[ErrorCode | None], Any]) -> Any:

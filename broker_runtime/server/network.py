@@ -25,6 +25,11 @@ runs, :attr:`Connection.received_ns` holds it. A handler may leave an object wit
 :attr:`Connection.request_timing`; the connection calls it when that request's answer is handed to the
 transport (or dropped: acks=0, a refused request).
 
+Each connection carries a :class:`~broker_runtime.server.session.Session` (its listener, security protocol
+and principal) set when its listener accepted it; on SSL listeners the socket is TLS (asyncio's SSL transport)
+before :meth:`Connection.connection_made` runs, and ``on_made`` reads the client certificate's principal there.
+:class:`RespondThenClose` lets the dispatcher answer a refused login and then close, a little later.
+
 Thread-safety: every method runs on the event-loop thread; nothing here is shared with other threads.
 """
 
@@ -39,9 +44,11 @@ from typing import Any, Protocol
 
 from broker_runtime.errors import ProtocolError
 from broker_runtime.protocol.framing import FrameDecoder
+from broker_runtime.server.session import Session
 
 __all__ = [
     "CLOSE",
+    "RespondThenClose",
     "MAX_IN_FLIGHT",
     "MAX_QUEUED_FRAMES",
     "WRITE_COALESCE_BYTES",
@@ -71,6 +78,19 @@ class _Close:
 
 CLOSE = _Close()
 
+
+class RespondThenClose:
+    """A response to write, after which the connection is closed ``delay_s`` later (a refused login: Kafka
+    answers, then closes after ``connection.failed.authentication.delay.ms``); nothing more is read meanwhile."""
+
+    __slots__ = ("chunks", "reason", "delay_s")
+
+    def __init__(self, chunks: Any, reason: str, delay_s: float = 0.0) -> None:
+        self.chunks = chunks
+        self.reason = reason
+        self.delay_s = delay_s
+
+
 #: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
 #: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
 Response = Any
@@ -88,8 +108,14 @@ class Connection(asyncio.Protocol):
         handler: RequestHandler,
         max_frame_bytes: int,
         on_close: Callable[[Connection], None] | None = None,
+        *,
+        session: Session | None = None,
+        on_made: Callable[[Connection, asyncio.Transport], None] | None = None,
     ) -> None:
         self._handler = handler
+        #: Listener, security protocol and principal of this connection (see :mod:`.session`).
+        self.session = session or Session("PLAINTEXT", "PLAINTEXT")
+        self._on_made = on_made
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._on_close = on_close
         #: Frames not yet dispatched, each with the monotonic time (ns) of the read that completed it.
@@ -109,6 +135,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._closing = False
+        self._join_writes = False
         self.peer = "?"
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
@@ -119,6 +146,11 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+        self.session.client_address = self.peer
+        # asyncio's TLS transport encrypts every chunk of a writelines() as a TLS record of its own: join them.
+        self._join_writes = transport.get_extra_info("ssl_object") is not None
+        if self._on_made is not None:
+            self._on_made(self, transport)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -170,11 +202,11 @@ class Connection(asyncio.Protocol):
     def is_open(self) -> bool:
         return not self._closing and self._transport is not None
 
-    def close(self, reason: str, *, level: int = logging.WARNING) -> None:
+    def close(self, reason: str, *, level: int = logging.WARNING, delay_s: float = 0.0) -> None:
         """Close this connection (after flushing what was already written) and log one line why.
 
         ``level``: WARNING for a connection refused for its input (the default), INFO for an expected close
-        such as the broker stopping.
+        such as the broker stopping. ``delay_s``: the socket is closed that much later (nothing is read meanwhile).
         """
         if self._closing:
             return
@@ -182,8 +214,13 @@ class Connection(asyncio.Protocol):
         self._closing = True
         self._queue.clear()
         _log.log(level, "closing connection %s: %s", self.peer, reason)
-        if self._transport is not None:
-            self._transport.close()
+        transport = self._transport
+        if transport is not None:
+            if delay_s > 0:
+                transport.pause_reading()
+                asyncio.get_running_loop().call_later(delay_s, transport.close)
+            else:
+                transport.close()
 
     def _process(self) -> None:
         while (
@@ -247,6 +284,10 @@ class Connection(asyncio.Protocol):
             # whoever refused the request logged why (at WARNING): this line only points back to it
             self.close("request refused (see the previous log line)", level=logging.DEBUG)
             return
+        if isinstance(result, RespondThenClose):
+            self._emit(result.chunks)
+            self.close(result.reason, delay_s=result.delay_s)
+            return
         if self._transport is None:
             return
         out = self._out
@@ -269,6 +310,8 @@ class Connection(asyncio.Protocol):
         if self._transport is not None and not self._closing:
             if len(out) == 1:
                 self._transport.write(out[0])
+            elif self._join_writes:
+                self._transport.write(b"".join(out))
             else:
                 self._transport.writelines(out)
 

@@ -42,6 +42,7 @@ from broker_runtime.errors import ErrorCode, KafkaError, PylogError
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.records import CONTROL_COMMIT
+from broker_runtime.security.async_client import open_connection
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
@@ -133,7 +134,7 @@ def coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[ErrorCo
     broker = ctx.cluster.view.brokers.get(leader)
     if leader < 0 or broker is None or broker.fenced:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return ErrorCode.NONE, leader, broker.host, broker.port
+    return ErrorCode.NONE, leader, *ctx.endpoint_of(broker)
 
 
 def answer_after_state_write(ctx: BrokerContext, body: Callable[[ErrorCode | None], dict[str, Any]]) -> Any:
@@ -390,7 +391,11 @@ class ClusterTransactions:
 
     async def _round_trip(self, host: str, port: int, body: dict[str, Any]) -> dict[str, Any]:
         """One WriteTxnMarkers request on a connection of its own."""
-        reader, writer = await asyncio.open_connection(host, port)
+        ctx = self._ctx_ref()
+        security = ctx.config.inter_broker_security() if ctx is not None else None
+        reader, writer = await open_connection(
+            host, port, security, client_id=f"pylog-txn-coordinator-{self._node_id}", timeout_s=30.0
+        )
         try:
             state = ClientConnection(f"pylog-txn-coordinator-{self._node_id}")
             _, chunks = state.send_request(ApiKey.WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, body)

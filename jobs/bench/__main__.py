@@ -21,6 +21,7 @@ SECTIONS = [
     "storage",
     "compaction",
     "broker",
+    "security",
     "replication",
     "failover",
     "transactions",

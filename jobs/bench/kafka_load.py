@@ -20,12 +20,14 @@ _KEYS = [i.to_bytes(4, "big") for i in range(1024)]
 _CHUNK = 100
 
 
-def producer(bootstrap: str, acks: str) -> Any:
-    """A confluent-kafka ``Producer`` with the settings every load in this module uses."""
+def producer(bootstrap: str, acks: str, **extra: str) -> Any:
+    """A confluent-kafka ``Producer`` with the settings every load in this module uses (plus ``extra``, e.g. the
+    security settings; keys with ``_`` for ``.``)."""
     from confluent_kafka import Producer
 
     return Producer(
         {
+            **{k.replace("_", "."): v for k, v in extra.items()},
             "bootstrap.servers": bootstrap,
             "acks": acks,
             "linger.ms": 5,
@@ -38,12 +40,12 @@ def producer(bootstrap: str, acks: str) -> Any:
     )
 
 
-def throughput(section: str, bootstrap: str, topic: str, acks: str, n: int) -> float:
+def throughput(section: str, bootstrap: str, topic: str, acks: str, n: int, **extra: str) -> float:
     """Produce ``n`` messages as fast as the client can; messages per second until the last delivery report.
 
     Raises ``RuntimeError`` (naming ``section``, the topic and acks) if any message was not delivered.
     """
-    p = producer(bootstrap, acks)
+    p = producer(bootstrap, acks, **extra)
     produce = p.produce
     failures: list[Any] = []
 

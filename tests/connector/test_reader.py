@@ -361,7 +361,10 @@ def test_pushdown_same_rows_and_fewer_batches(
         ({"subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, "can't be earliest"),
         ({"subscribe": "t", "startingTimestamp": "yesterday"}, "option 'startingTimestamp'"),
         ({"subscribe": "t", "failOnDataLoss": "maybe"}, "option 'failOnDataLoss'"),
-        ({"subscribe": "t", "kafka.security.protocol": "SSL"}, "kafka.security.protocol"),
+        (
+            {"subscribe": "t", "kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"},
+            "kafka.ssl.truststore.type='JKS'",
+        ),
         ({"subscribe": "t", "pylog.transport": "carrier-pigeon"}, "option 'pylog.transport'"),
     ],
 )

@@ -175,7 +175,11 @@ def test_acks(spark: Any, broker: str, acks: str) -> None:
         ({"kafka.acks": "2"}, "kafka.acks"),
         ({"kafka.compression.type": "brotli"}, "zstd"),
         ({"kafka.linger.ms": "soon"}, "kafka.linger.ms"),
-        ({"kafka.sasl.mechanism": "PLAIN"}, "kafka.sasl.mechanism"),
+        (
+            {"kafka.sasl.mechanism": "PLAIN", "kafka.security.protocol": "SASL_PLAINTEXT"},
+            "kafka.sasl.jaas.config is required",
+        ),
+        ({"kafka.no.such.setting": "1"}, "kafka.no.such.setting"),
     ],
 )
 def test_bad_options_fail_before_any_task(

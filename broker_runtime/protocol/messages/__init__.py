@@ -65,6 +65,8 @@ from broker_runtime.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -178,6 +180,8 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(offset_delete.REQUEST, offset_delete.RESPONSE),
         ApiSpec(write_txn_markers.REQUEST, write_txn_markers.RESPONSE),
         ApiSpec(txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
+        ApiSpec(sasl_handshake.REQUEST, sasl_handshake.RESPONSE),
+        ApiSpec(sasl_authenticate.REQUEST, sasl_authenticate.RESPONSE),
     )
 }
 

@@ -48,6 +48,8 @@ from broker_runtime.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -95,6 +97,8 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_cluster,
     describe_producers,
     describe_topic_partitions,
+    sasl_handshake,
+    sasl_authenticate,
 )
 
 

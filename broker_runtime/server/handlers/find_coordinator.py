@@ -38,12 +38,12 @@ _NO_TXN_LEADER = "the __transaction_state partition of this transactional id has
 def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type == find_coordinator.KEY_TYPE_TRANSACTION and ctx.txn_coordinator is not None:
         if ctx.config.cluster_dir is None:
-            return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+            return ErrorCode.NONE, None, ctx.config.node_id, *ctx.own_endpoint()
         code, node, host, port = coordinator_node(ctx, key)
         return code, None if code == ErrorCode.NONE else _NO_TXN_LEADER, node, host, port
     if key_type == find_coordinator.KEY_TYPE_GROUP and ctx.group_coordinator is not None:
         if ctx.config.cluster_dir is None:
-            return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+            return ErrorCode.NONE, None, ctx.config.node_id, *ctx.own_endpoint()
         return group_coordinator_node(ctx, key)
     if key_type == find_coordinator.KEY_TYPE_GROUP:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker has no group coordinator", -1, "", -1

@@ -117,13 +117,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     return {
         "ThrottleTimeMs": 0,
         "Brokers": [
-            {
-                "NodeId": b.node_id,
-                "Host": ctx.advertised_host if b.node_id == ctx.config.node_id else b.host,
-                "Port": ctx.advertised_port if b.node_id == ctx.config.node_id else b.port,
-                "Rack": None,
-            }
-            for b in brokers
+            {"NodeId": b.node_id, "Host": host, "Port": port, "Rack": None}
+            for b, (host, port) in ((b, ctx.endpoint_of(b)) for b in brokers)
         ],
         "ClusterId": ctx.config.cluster_id,
         "ControllerId": view.controller_id,

@@ -1,0 +1,102 @@
+"""Kafka's own client settings, as ``kafka.*`` options: the security ones pylog honours, and the rest it accepts
+and ignores with one warning (as Kafka's clients log configs they were given but do not use).
+
+Where this runs: the **driver**, while the reader's and the writer's options are parsed.
+
+* :func:`security_options`: ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``
+  and ``kafka.ssl.*`` into a :class:`~broker_runtime.security.ClientSecurity` (shipped to executors with the
+  options; every file and setting checked here first, so a mistake fails the query on the driver);
+* :data:`KAFKA_CLIENT_CONFIGS`: the names of Kafka's producer, consumer and common client configs (from its
+  ``ProducerConfig``, ``ConsumerConfig``, ``CommonClientConfigs``, ``SaslConfigs`` and ``SslConfigs``). A
+  ``kafka.<name>`` option with such a name that pylog does not interpret is accepted and listed in one driver
+  WARNING, so a Spark job written for Kafka runs unchanged; a ``kafka.*`` key that is no Kafka client config
+  at all (a typo) still fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from broker_runtime.errors import ConfigError
+from broker_runtime.security import ClientSecurity
+from broker_runtime.security.client_security import CLIENT_SECURITY_KEYS
+from spark_kafka_log.driver_log import driver_log
+
+__all__ = ["KAFKA_CLIENT_CONFIGS", "SECURITY_OPTION_KEYS", "security_options", "warn_ignored"]
+
+#: The security settings pylog interprets (without the ``kafka.`` prefix).
+SECURITY_OPTION_KEYS = CLIENT_SECURITY_KEYS
+
+_COMMON = (
+    "bootstrap.servers client.dns.lookup metadata.max.age.ms send.buffer.bytes receive.buffer.bytes client.id "
+    "client.rack reconnect.backoff.ms reconnect.backoff.max.ms retries retry.backoff.ms retry.backoff.max.ms "
+    "metrics.sample.window.ms metrics.num.samples metrics.recording.level metric.reporters "
+    "auto.include.jmx.reporter security.protocol socket.connection.setup.timeout.ms "
+    "socket.connection.setup.timeout.max.ms connections.max.idle.ms request.timeout.ms default.api.timeout.ms "
+    "enable.metrics.push metadata.recovery.strategy metadata.recovery.rebootstrap.trigger.ms config.providers "
+    "security.providers interceptor.classes"
+)
+_PRODUCER = (
+    "acks batch.size linger.ms delivery.timeout.ms max.request.size buffer.memory compression.type "
+    "compression.gzip.level compression.lz4.level compression.zstd.level max.block.ms "
+    "max.in.flight.requests.per.connection key.serializer value.serializer partitioner.class "
+    "partitioner.ignore.keys partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms "
+    "enable.idempotence transaction.timeout.ms transactional.id metadata.max.idle.ms "
+    "transaction.two.phase.commit.enable"
+)
+_CONSUMER = (
+    "group.id group.instance.id group.protocol group.remote.assignor max.poll.records max.poll.interval.ms "
+    "session.timeout.ms heartbeat.interval.ms enable.auto.commit auto.commit.interval.ms "
+    "partition.assignment.strategy auto.offset.reset fetch.min.bytes fetch.max.bytes fetch.max.wait.ms "
+    "max.partition.fetch.bytes check.crcs key.deserializer value.deserializer exclude.internal.topics "
+    "isolation.level allow.auto.create.topics internal.leave.group.on.close share.acknowledgement.mode"
+)
+_SASL = (
+    "sasl.mechanism sasl.jaas.config sasl.client.callback.handler.class sasl.login.callback.handler.class "
+    "sasl.login.class sasl.kerberos.service.name sasl.kerberos.kinit.cmd sasl.kerberos.ticket.renew.window.factor "
+    "sasl.kerberos.ticket.renew.jitter sasl.kerberos.min.time.before.relogin sasl.login.refresh.window.factor "
+    "sasl.login.refresh.window.jitter sasl.login.refresh.min.period.seconds sasl.login.refresh.buffer.seconds "
+    "sasl.login.connect.timeout.ms sasl.login.read.timeout.ms sasl.login.retry.backoff.ms "
+    "sasl.login.retry.backoff.max.ms sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name "
+    "sasl.oauthbearer.token.endpoint.url sasl.oauthbearer.jwks.endpoint.url "
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.ms "
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms sasl.oauthbearer.clock.skew.seconds "
+    "sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer sasl.oauthbearer.header.urlencode"
+)
+_SSL = (
+    "ssl.protocol ssl.provider ssl.cipher.suites ssl.enabled.protocols ssl.keystore.type ssl.keystore.location "
+    "ssl.keystore.password ssl.key.password ssl.keystore.key ssl.keystore.certificate.chain "
+    "ssl.truststore.certificates ssl.truststore.type ssl.truststore.location ssl.truststore.password "
+    "ssl.keymanager.algorithm ssl.trustmanager.algorithm ssl.endpoint.identification.algorithm "
+    "ssl.secure.random.implementation ssl.engine.factory.class"
+)
+
+#: Every Kafka producer / consumer / common client config name (lower case, without ``kafka.``).
+KAFKA_CLIENT_CONFIGS: frozenset[str] = frozenset(
+    " ".join((_COMMON, _PRODUCER, _CONSUMER, _SASL, _SSL)).split()
+)
+
+
+def security_options(opts: Mapping[str, str], *, embedded: bool) -> ClientSecurity:
+    """The ``kafka.security.protocol`` / ``kafka.sasl.*`` / ``kafka.ssl.*`` options (lower-cased keys) parsed;
+    ``embedded``: no ``kafka.bootstrap.servers`` (the embedded broker speaks PLAINTEXT only)."""
+    props = {k[len("kafka.") :]: str(v) for k, v in opts.items() if k.startswith("kafka.")}
+    props = {k: v for k, v in props.items() if k in CLIENT_SECURITY_KEYS}
+    security = ClientSecurity.from_properties(props, name_prefix="option kafka.")
+    if embedded and security.protocol != "PLAINTEXT":
+        raise ConfigError(
+            f"option kafka.security.protocol={security.protocol} needs kafka.bootstrap.servers: the embedded "
+            "broker (used without bootstrap servers) listens on PLAINTEXT only"
+        )
+    return security
+
+
+def warn_ignored(keys: list[str], role: str) -> None:
+    """One driver WARNING listing the Kafka client settings given that the ``role`` ("reader", "writer") does
+    not use (nothing when there are none)."""
+    if keys:
+        driver_log().warning(
+            "pylog %s: these Kafka client settings are accepted but not used by pylog: %s",
+            role,
+            ", ".join(keys),
+        )

@@ -1,0 +1,160 @@
+"""The connector on a secured broker: ``kafka.security.protocol=SASL_SSL`` with SCRAM and a PEM trust store for
+a batch write and a batch read through real Spark; and the option rules: Kafka client settings pylog does not
+use are accepted with one warning, typos and unsupported security settings fail with one clear line."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker_runtime.errors import ConfigError
+from spark_kafka_log.options import parse_writer_options
+from spark_kafka_log.reader_options import parse_reader_options
+from tests.security.certs import Pki, make_pki
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRAM_JAAS = (
+    'org.apache.kafka.common.security.scram.ScramLoginModule required username="spark" password="spark-pw";'
+)
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pki]]:
+    from broker_runtime.security.scram_credentials import credentials_path, upsert_user
+    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.config import BrokerConfig
+
+    data_dir = tmp_path_factory.mktemp("sasl-ssl")
+    pki = make_pki(data_dir / "pki")
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "log.dirs": str(data_dir / "logs"),
+            "num.partitions": "2",
+            "ssl.keystore.location": str(pki.server),
+            "ssl.key.password": pki.key_password,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+        }
+    )
+    upsert_user(
+        credentials_path(config.log_dirs, None), "spark", "SCRAM-SHA-256", "spark-pw", iterations=4096
+    )
+    broker = Broker(config).start()
+    try:
+        yield broker.bootstrap, pki
+    finally:
+        broker.stop()
+
+
+def _secured(pki: Pki) -> dict[str, str]:
+    return {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": SCRAM_JAAS,
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": str(pki.ca),
+    }
+
+
+def test_spark_writes_and_reads_through_sasl_ssl(spark: Any, sasl_ssl: tuple[str, Pki]) -> None:
+    bootstrap, pki = sasl_ssl
+    rows = [(f"k{i}", f"v{i}") for i in range(200)]
+    df = spark.createDataFrame(rows, "key string, value string")
+    writer = df.write.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("topic", "secured")
+    for k, v in {**_secured(pki), "kafka.reconnect.backoff.ms": "50"}.items():
+        writer = writer.option(k, v)
+    writer.mode("append").save()
+    reader = (
+        spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", "secured")
+    )
+    for k, v in _secured(pki).items():
+        reader = reader.option(k, v)
+    got = reader.load().selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v").collect()
+    assert sorted((r.k, r.v) for r in got) == sorted(rows)
+
+
+def test_unused_kafka_settings_warn_once_and_typos_fail(caplog: pytest.LogCaptureFixture) -> None:
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t"}
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_log"):
+        parse_writer_options(
+            {
+                **base,
+                "kafka.reconnect.backoff.ms": "5",
+                "kafka.sasl.login.class": "x",
+                "kafka.key.serializer": "y",
+            }
+        )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "pylog writer: these Kafka client settings are accepted but not used by pylog: kafka.key.serializer, "
+        "kafka.reconnect.backoff.ms, kafka.sasl.login.class"
+    ]
+    with pytest.raises(
+        ConfigError, match=r"kafka\.reconect\.backoff\.ms not supported by the pylog writer and not"
+    ):
+        parse_writer_options({**base, "kafka.reconect.backoff.ms": "5"})
+    with pytest.raises(ConfigError, match=r"kafka\.no\.such\.thing not supported by the pylog reader"):
+        parse_reader_options(
+            {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "kafka.no.such.thing": "1"}
+        )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"},
+            "kafka.sasl.mechanism=GSSAPI",
+        ),
+        (
+            {"kafka.security.protocol": "SASL_PLAINTEXT"},
+            "kafka.sasl.mechanism=GSSAPI (Kafka's default, Kerberos)",
+        ),
+        (
+            {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"},
+            "option kafka.sasl.jaas.config is required",
+        ),
+        (
+            {
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": SCRAM_JAAS,
+            },
+            "does not match option kafka.sasl.mechanism=PLAIN",
+        ),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"}, "use PEM"),
+        (
+            {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/nonexistent.pem"},
+            "no such file",
+        ),
+        (
+            {"kafka.security.protocol": "TLS"},
+            "option kafka.security.protocol='TLS': expected one of PLAINTEXT",
+        ),
+    ],
+    ids=["gssapi", "default-gssapi", "no-jaas", "module-mismatch", "jks", "missing-file", "protocol"],
+)
+def test_security_option_errors(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", **options})
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_secured_protocol_needs_bootstrap_servers(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="embedded broker .* listens on PLAINTEXT only"):
+        parse_writer_options({"topic": "t", "pylog.dataDir": str(tmp_path), "kafka.security.protocol": "SSL"})
+
+
+def test_password_not_in_repr(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    parsed = parse_reader_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", **_secured(pki)}
+    )
+    assert parsed.security.sasl_username == "spark"
+    assert "spark-pw" not in repr(parsed)

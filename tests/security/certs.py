@@ -1,0 +1,102 @@
+"""Test certificates made on the fly with ``cryptography``: a CA, a server certificate for 127.0.0.1/localhost
+and a client certificate, written as PEM files (key + chain in one file, as ``ssl.keystore.location`` takes)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca: Path  # CA certificate (PEM)
+    server: Path  # server key + certificate (PEM)
+    server_key: Path  # server key alone (encrypted with ``key_password``)
+    server_cert: Path  # server certificate alone
+    client: Path  # client key + certificate (PEM), subject CN=alice,O=pylog
+    client_key: Path  # client key alone (unencrypted)
+    client_cert: Path  # client certificate alone
+    key_password: str
+
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pylog"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    )
+
+
+def _cert(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    ca: bool,
+    sans: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def make_pki(directory: Path, key_password: str = "keypass") -> Pki:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("pylog test CA")
+    ca_cert = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server_cert = _cert(
+        _name("localhost"),
+        server_key,
+        ca_name,
+        ca_key,
+        ca=False,
+        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+    )
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_cert = _cert(_name("alice"), client_key, ca_name, ca_key, ca=False)
+    pem = serialization.Encoding.PEM
+
+    def key_bytes(key: ec.EllipticCurvePrivateKey, password: str | None) -> bytes:
+        algo: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(password.encode())
+            if password
+            else serialization.NoEncryption()
+        )
+        return key.private_bytes(pem, serialization.PrivateFormat.PKCS8, algo)
+
+    paths = {
+        "ca": ca_cert.public_bytes(pem),
+        "server": key_bytes(server_key, key_password)
+        + server_cert.public_bytes(pem)
+        + ca_cert.public_bytes(pem),
+        "server_key": key_bytes(server_key, key_password),
+        "server_cert": server_cert.public_bytes(pem),
+        "client": key_bytes(client_key, None) + client_cert.public_bytes(pem),
+        "client_key": key_bytes(client_key, None),
+        "client_cert": client_cert.public_bytes(pem),
+    }
+    out: dict[str, Path] = {}
+    for name, data in paths.items():
+        path = directory / f"{name}.pem"
+        path.write_bytes(data)
+        out[name] = path
+    return Pki(key_password=key_password, **out)
