@@ -175,13 +175,18 @@ def test_an_idempotent_batch_emptied_by_cleaning_keeps_its_producer_state(tmp_pa
     try:
         for seq in range(0, 40, 2):
             log.append(keyed_batch([(b"k", b"x" * 10), (b"k", b"y" * 10)], clock.now, pid=7, seq=seq))
+        log.append(keyed_batch([(b"k", b"z")], clock.now))  # supersedes every record of the producer
         log.roll()
         assert clean_log(log, 0, clock.now) is not None
         kept = read_all(log)
-        assert [o for o, _, _ in kept] == [39]
+        assert [o for o, _, _ in kept] == [40]
+        batches = [(h.base_offset, h.records_count) for s in log.segments for _, h in s.scan(0, s.size)]
+        assert batches == [(38, 0), (40, 1)], "only the producer's last batch stays, empty"
         log.close()
+        for snapshot in (tmp_path / "t-0").glob("*.snapshot"):
+            snapshot.unlink()  # the producer state is rebuilt from the log's batches alone
         log = PartitionLog.load(tmp_path / "t-0", "t", 0, log.config, clock, needs_recovery=True)
-        # The producer's last sequence survived the empty batches: a retry of the last batch is a duplicate.
+        # The producer's last sequence survived in its emptied last batch: a retry of it is a duplicate.
         retry = log.append(keyed_batch([(b"k", b"x" * 10), (b"k", b"y" * 10)], clock.now, pid=7, seq=38))
         assert retry.duplicate
     finally:
@@ -284,7 +289,13 @@ def _control_batches(log: PartitionLog) -> list[int]:
 
 def test_aborted_data_goes_and_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path):
     clock = FakeClock()
-    log = _compact_log(tmp_path, clock, delete_retention_ms=10_000)
+    # Rolled by hand; segments this large let a pass group them all (the markers' segment is not the first).
+    log = _compact_log(tmp_path, clock, delete_retention_ms=10_000, segment_bytes=5000)
+
+    def aborted() -> list[tuple[int, int, int]]:
+        found = log.collect_aborted_transactions(0, log.log_end_offset)
+        return [(t.producer_id, t.first_offset, t.last_offset) for t in found]
+
     try:
         log.append(keyed_batch([(b"a", b"v1")], clock.now))
         log.roll()
@@ -301,57 +312,53 @@ def test_aborted_data_goes_and_markers_go_after_delete_retention_once_their_data
         log.append(_marker(CONTROL_COMMIT, 10, clock.now))  # 5
         log.append(keyed_batch([(b"d", b"later")], clock.now, pid=9, seq=1, transactional=True))
         log.append(_marker(CONTROL_COMMIT, 9, clock.now))  # 7
-        log.append(keyed_batch([(b"b", b"x")], clock.now))
+        log.append(keyed_batch([(b"b", b"x")], clock.now))  # 8, superseded by 9: the markers' segment changes
+        log.append(keyed_batch([(b"b", b"x2")], clock.now))
         log.roll()
+        assert aborted() == [(9, 1, 3)]
         result = clean_log(log, first.first_dirty_offset, clock.now)
         # The aborted record goes, and so does v1 (its key's last committed value is v3, not the aborted one).
-        assert result is not None and result.records_removed == 2
+        assert result is not None and result.records_removed == 3
         assert read_all(log) == [
             (2, b"a", b"v3"),
             (4, b"c", b"committed"),
             (6, b"d", b"later"),
-            (8, b"b", b"x"),
+            (9, b"b", b"x2"),
         ]
         # The markers stay: this pass met their transactions' batches; the abort's index entry moved along.
         assert _control_batches(log) == [3, 5, 7]
-        assert [
-            (t.producer_id, t.first_offset, t.last_offset) for t in log.collect_aborted_transactions(0, 9)
-        ] == [(9, 1, 3)]
+        assert aborted() == [(9, 1, 3)]
+        # A pass before delete.retention.ms: the abort marker has no data left, but it stays for now.
+        log.append(keyed_batch([(b"b", b"y")], clock.now))  # 10
+        log.roll()
+        early = clean_log(log, result.first_dirty_offset, clock.now)
+        assert early is not None and _control_batches(log) == [3, 5, 7]
         # Later: the committed values are superseded, the producers expire, delete.retention.ms passes.
         clock.advance(2 * 24 * 3600 * 1000)
-        log.append(keyed_batch([(b"c", b"new")], clock.now))
-        log.append(keyed_batch([(b"d", b"newer")], clock.now))
+        log.append(keyed_batch([(b"c", b"new")], clock.now))  # 11
+        log.append(keyed_batch([(b"d", b"newer")], clock.now))  # 12
         log.roll()
         assert log.remove_expired_producers() == 2
-        again = clean_log(log, result.first_dirty_offset, clock.now)
+        again = clean_log(log, early.first_dirty_offset, clock.now)
         assert again is not None
         # The aborted batch went in the first pass (it was not its producer's last), so its marker goes now;
         # the commit markers stay once more: this pass met (and removed) their transactions' batches.
         assert _control_batches(log) == [5, 7]
-        assert log.collect_aborted_transactions(0, log.log_end_offset) == []
-        log.append(keyed_batch([(b"e", b"1")], clock.now))
+        assert aborted() == []
+        # The markers now share a (grouped) segment with the records just written: its newest record must age
+        # past delete.retention.ms as well.
+        clock.advance(20_000)
+        log.append(keyed_batch([(b"e", b"1")], clock.now))  # 13
         log.roll()
         last = clean_log(log, again.first_dirty_offset, clock.now, force=True)
         assert last is not None
         assert _control_batches(log) == [], "no data left: the markers went after delete.retention.ms"
-        assert log.collect_aborted_transactions(0, log.log_end_offset) == []
         assert not list(tmp_path.glob("t-0/*.txnindex"))
-        assert read_all(log) == [
-            (2, b"a", b"v3"),
-            (8, b"b", b"x"),
-            (9, b"c", b"new"),
-            (10, b"d", b"newer"),
-            (11, b"e", b"1"),
-        ]
+        final = [(2, b"a", b"v3"), (10, b"b", b"y"), (11, b"c", b"new"), (12, b"d", b"newer"), (13, b"e", b"1")]
+        assert read_all(log) == final
         log.close()
         log = PartitionLog.load(tmp_path / "t-0", "t", 0, log.config, clock, needs_recovery=True)
-        assert read_all(log) == [
-            (2, b"a", b"v3"),
-            (8, b"b", b"x"),
-            (9, b"c", b"new"),
-            (10, b"d", b"newer"),
-            (11, b"e", b"1"),
-        ]
+        assert read_all(log) == final
     finally:
         log.close()
 
