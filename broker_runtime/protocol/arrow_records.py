@@ -43,6 +43,10 @@ timestamps -- is decoded with numpy at the now known positions, and key, value a
 gathered by Arrow's ``filter`` from one "pieces" binary array laid over the records bytes (zero-copy
 offsets [keyStart, keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
 
+:func:`record_layout` is the first half of the decoder on its own: where every record, key and value lies,
+as numpy arrays over the (decompressed) records bytes. The log cleaner filters records with it and copies the
+kept records' bytes without decoding them further.
+
 Decoded schema (:data:`DECODED_SCHEMA`): offset int64, timestamp int64 (ms; for LogAppendTime batches the
 batch's maxTimestamp, as Kafka's readers report), timestampType int32 (0 CreateTime, 1 LogAppendTime),
 key binary (nullable), value binary (nullable), headers list<struct<key: string NOT NULL, value: binary>>

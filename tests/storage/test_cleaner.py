@@ -354,7 +354,13 @@ def test_aborted_data_goes_and_markers_go_after_delete_retention_once_their_data
         assert last is not None
         assert _control_batches(log) == [], "no data left: the markers went after delete.retention.ms"
         assert not list(tmp_path.glob("t-0/*.txnindex"))
-        final = [(2, b"a", b"v3"), (10, b"b", b"y"), (11, b"c", b"new"), (12, b"d", b"newer"), (13, b"e", b"1")]
+        final = [
+            (2, b"a", b"v3"),
+            (10, b"b", b"y"),
+            (11, b"c", b"new"),
+            (12, b"d", b"newer"),
+            (13, b"e", b"1"),
+        ]
         assert read_all(log) == final
         log.close()
         log = PartitionLog.load(tmp_path / "t-0", "t", 0, log.config, clock, needs_recovery=True)
