@@ -17,7 +17,8 @@ How (Kafka's ``Cleaner.doClean``):
     drop a live record), at the price of memory that grows with the dirty key set (Kafka's map has a fixed
     size, ``log.cleaner.dedupe.buffer.size``, and cleans less per pass when it fills). Per segment the keys
     are deduplicated by Arrow (hash group-by, last offset per key) before they reach the dict, so Python
-    work is per distinct key of a segment, never per record.
+    work is per distinct key of a segment, never per record. The decoded arrays of the first 32 MiB of dirty
+    segments are kept for the filter below, so those segments are decoded once per pass.
   * Filter (``shouldRetainRecord``): every cleanable segment (clean and dirty) is decoded into numpy arrays
     (:func:`~broker_runtime.protocol.arrow_records.record_layout`); a record stays when its key is null or
     no later offset of its key is in the map; a tombstone (null value) goes as well once its segment lies in
@@ -241,7 +242,13 @@ def _control_type(layout: RecordLayout, first: int, count: int) -> int | None:
 # -- offset map -----------------------------------------------------------------------------------------------
 
 
-def _layout(segment: LogSegment) -> tuple[bytes, list[BatchHeader], list[int], RecordLayout | None]:
+_Layout = tuple[bytes, list[BatchHeader], list[int], RecordLayout | None]
+
+#: Segment bytes whose decoded layouts the offset-map pass keeps for the filter pass (each is decoded once).
+_LAYOUT_CACHE_BYTES = 32 * 1024 * 1024
+
+
+def _layout(segment: LogSegment) -> _Layout:
     """The segment's bytes, every batch header and position, and its records laid out (None: no records)."""
     data = segment.pread(0, segment.size)
     layout = record_layout(data, include_control=True, verify_crc=False, allow_partial_tail=False)
@@ -252,9 +259,9 @@ def _layout(segment: LogSegment) -> tuple[bytes, list[BatchHeader], list[int], R
 
 
 def _add_to_offset_map(
-    offsets: dict[bytes, int], segment: LogSegment, first_dirty: int, tracker: _TxnTracker
+    offsets: dict[bytes, int], laid_out: _Layout, first_dirty: int, tracker: _TxnTracker
 ) -> None:
-    _, headers, _, layout = _layout(segment)
+    _, headers, _, layout = laid_out
     usable = np.zeros(len(headers), dtype=bool)
     for b, header in enumerate(headers):
         if header.is_control:
@@ -329,14 +336,14 @@ def _rebuilt(header: BatchHeader, section: bytes, count: int) -> bytes:
 
 
 def _filter_segment(
-    segment: LogSegment,
+    laid_out: _Layout,
     offsets: dict[bytes, int],
     tracker: _TxnTracker,
     drop_deletes: bool,
     last_of_producers: _LastOfProducers,
 ) -> _Cleaned:
     """The segment's batches with superseded, deleted and aborted records removed (see the module docstring)."""
-    data, headers, positions, layout = _layout(segment)
+    data, headers, positions, layout = laid_out
     out = _Cleaned()
     view = memoryview(data)
     nb = len(headers)
@@ -533,8 +540,15 @@ def clean_log(
 
     offsets: dict[bytes, int] = {}
     map_tracker = _TxnTracker(log.collect_aborted_transactions(first_dirty, end))
+    cache: dict[int, _Layout] = {}
+    cached_bytes = 0
     for seg in dirty:
-        _add_to_offset_map(offsets, seg, first_dirty, map_tracker)
+        laid_out = _layout(seg)
+        _add_to_offset_map(offsets, laid_out, first_dirty, map_tracker)
+        if cached_bytes + seg.size <= _LAYOUT_CACHE_BYTES:
+            cache[seg.base_offset] = laid_out
+            cached_bytes += seg.size
+        del laid_out
 
     tracker = _TxnTracker(log.collect_aborted_transactions(cleanable[0].base_offset, end))
     last_of_producers = _LastOfProducers(log.last_records_of_active_producers())
@@ -548,7 +562,9 @@ def clean_log(
             drop_deletes = (
                 upper <= first_dirty and now_ms - seg.largest_timestamp() > config.delete_retention_ms
             )
-            cleaned = _filter_segment(seg, offsets, tracker, drop_deletes, last_of_producers)
+            laid_out = cache.pop(seg.base_offset) if seg.base_offset in cache else _layout(seg)
+            cleaned = _filter_segment(laid_out, offsets, tracker, drop_deletes, last_of_producers)
+            del laid_out
             removed += cleaned.removed
             if group is not None and group.fits(
                 cleaned, upper, config.segment_bytes, max_index_entries, config.index_interval_bytes
