@@ -11,13 +11,15 @@ When: the dirty section's share of the cleanable bytes is at least ``min.cleanab
 segment's first batch is older than ``now - max.compaction.lag.ms``.
 
 How (Kafka's ``Cleaner.doClean``):
-  * Offset map (``buildOffsetMap``): per key, the last offset of that key in the dirty section, over the data
-    batches that are not part of an aborted transaction (committed transactional records count like any
-    other). Exact key bytes, not Kafka's digest map: there are no collisions to fear (a digest collision would
-    drop a live record), at the price of memory that grows with the dirty key set (Kafka's map has a fixed
-    size, ``log.cleaner.dedupe.buffer.size``, and cleans less per pass when it fills). Per segment the keys
-    are deduplicated by Arrow (hash group-by, last offset per key) before they reach the dict, so Python
-    work is per distinct key of a segment, never per record. The decoded arrays of the first 32 MiB of dirty
+  * Offset map (``buildOffsetMap``, :class:`_OffsetMap`): per key, the last offset of that key in the dirty
+    section, over the data batches that are not part of an aborted transaction (committed transactional
+    records count like any other). Exact key bytes, not Kafka's digest map: there are no collisions to fear
+    (a digest collision would drop a live record), at the price of memory that grows with the dirty key set
+    (Kafka's map has a fixed size, ``log.cleaner.dedupe.buffer.size``, and cleans less per pass when it
+    fills). Per segment the keys are deduplicated by an Arrow group-by (last offset per key); the parts are
+    merged by one more group-by into two arrays (keys, offsets), which the filter probes with Arrow's hash
+    lookup: no Python work per record or per key, except for a map more than 16 times larger than a segment,
+    where a dict of the map is probed once per distinct key of the segment instead. The decoded arrays of the first 32 MiB of dirty
     segments are kept for the filter below, so those segments are decoded once per pass.
   * Filter (``shouldRetainRecord``): every cleanable segment (clean and dirty) is decoded into numpy arrays
     (:func:`~broker_runtime.protocol.arrow_records.record_layout`); a record stays when its key is null or
@@ -258,8 +260,60 @@ def _layout(segment: LogSegment) -> _Layout:
     return data, [h for _, h in spans], [p for p, _ in spans], None
 
 
+class _OffsetMap:
+    """key -> last offset in the dirty section, as two aligned arrays (exact key bytes, no digest).
+
+    Built from per-segment tables (each already one row per distinct key) merged by one final group-by;
+    looked up per segment with Arrow's hash ``index_in`` (C++: O(map + segment)), or, when the map is much
+    larger than a segment, through a dict of the map built once (Python: O(distinct keys of the segment)).
+    """
+
+    __slots__ = ("_dict", "_keys", "_offsets", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: list[pa.Table] = []
+        self._keys: pa.Array = pa.array([], pa.binary())
+        self._offsets = np.zeros(0, dtype=np.int64)
+        self._dict: dict[bytes, int] | None = None
+
+    def add(self, part: pa.Table) -> None:
+        self._parts.append(part)
+
+    def seal(self) -> None:
+        """Merge the added parts (later offsets win); call once, before :meth:`latest`."""
+        if self._parts:
+            merged = (
+                pa.concat_tables(self._parts).group_by("k", use_threads=False).aggregate([("o_max", "max")])
+            )
+            self._keys = merged.column("k").combine_chunks()
+            self._offsets = merged.column("o_max_max").to_numpy()
+        self._parts = []
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def latest(self, keys: pa.Array) -> np.ndarray:
+        """The map's offset for every key (-1 for a key not in the map or a null key)."""
+        n = len(keys)
+        if len(self._keys) == 0 or n == 0:
+            return np.full(n, -1, dtype=np.int64)
+        if len(self._keys) <= 16 * n:
+            index = pc.index_in(keys, value_set=self._keys)
+            found = self._offsets[index.fill_null(0).to_numpy(zero_copy_only=False)]
+            return np.where(index.is_valid().to_numpy(zero_copy_only=False), found, -1)
+        if self._dict is None:
+            self._dict = dict(zip(self._keys.to_pylist(), self._offsets.tolist(), strict=True))
+        encoded = pc.dictionary_encode(keys)
+        distinct = encoded.dictionary.to_pylist()
+        if not distinct:
+            return np.full(n, -1, dtype=np.int64)
+        get = self._dict.get
+        latest_of = np.fromiter((get(k, -1) for k in distinct), dtype=np.int64, count=len(distinct))
+        return latest_of[encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+
+
 def _add_to_offset_map(
-    offsets: dict[bytes, int], laid_out: _Layout, first_dirty: int, tracker: _TxnTracker
+    offsets: _OffsetMap, laid_out: _Layout, first_dirty: int, tracker: _TxnTracker
 ) -> None:
     _, headers, _, layout = laid_out
     usable = np.zeros(len(headers), dtype=bool)
@@ -277,8 +331,7 @@ def _add_to_offset_map(
     if not mask.any():
         return
     table = pa.table({"k": layout.keys().filter(pa.array(mask)), "o": record_offsets[mask]})
-    last = table.group_by("k", use_threads=False).aggregate([("o", "max")])
-    offsets.update(zip(last.column("k").to_pylist(), last.column("o_max").to_pylist(), strict=True))
+    offsets.add(table.group_by("k", use_threads=False).aggregate([("o", "max")]))
 
 
 # -- filtering one segment ------------------------------------------------------------------------------------
@@ -337,7 +390,7 @@ def _rebuilt(header: BatchHeader, section: bytes, count: int) -> bytes:
 
 def _filter_segment(
     laid_out: _Layout,
-    offsets: dict[bytes, int],
+    offsets: _OffsetMap,
     tracker: _TxnTracker,
     drop_deletes: bool,
     last_of_producers: _LastOfProducers,
@@ -363,15 +416,10 @@ def _filter_segment(
     out.entries = tracker.take_entries()
 
     if layout is not None:
-        # Record-level decisions, vectorized: the latest offset of each record's key, looked up once per
-        # distinct key of the segment.
+        # Record-level decisions, vectorized: the latest offset of each record's key.
         record_offsets = layout.offsets
         has_key = layout.key_len >= 0
-        encoded = pc.dictionary_encode(layout.keys())
-        distinct = encoded.dictionary.to_pylist()
-        latest_of = np.fromiter((offsets.get(k, -1) for k in distinct), dtype=np.int64, count=len(distinct))
-        index = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
-        latest = latest_of[index] if len(distinct) else np.full(len(index), -1, dtype=np.int64)
+        latest = offsets.latest(layout.keys())
         retain = ~has_key | (record_offsets >= latest)
         if drop_deletes:
             retain &= ~(has_key & (layout.value_len < 0))
@@ -538,7 +586,7 @@ def clean_log(
         return None
     end = uppers[cleanable[-1].base_offset]
 
-    offsets: dict[bytes, int] = {}
+    offsets = _OffsetMap()
     map_tracker = _TxnTracker(log.collect_aborted_transactions(first_dirty, end))
     cache: dict[int, _Layout] = {}
     cached_bytes = 0
@@ -549,7 +597,7 @@ def clean_log(
             cache[seg.base_offset] = laid_out
             cached_bytes += seg.size
         del laid_out
-
+    offsets.seal()
     tracker = _TxnTracker(log.collect_aborted_transactions(cleanable[0].base_offset, end))
     last_of_producers = _LastOfProducers(log.last_records_of_active_producers())
     max_index_entries = config.segment_index_bytes // _TIME_INDEX_ENTRY

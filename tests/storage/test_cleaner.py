@@ -143,6 +143,28 @@ def _compact_log(tmp_path, clock, **fields) -> PartitionLog:
     return PartitionLog.load(tmp_path / "t-0", "t", 0, LogConfig(**values), clock, needs_recovery=False)
 
 
+def test_a_key_map_much_larger_than_a_segment_is_looked_up_per_distinct_key(tmp_path):
+    """Both lookups of the offset map: Arrow's hash lookup (map not much larger than the segment) and the
+    dict of the map (many more keys than a segment holds)."""
+    clock = FakeClock()
+    log = _compact_log(tmp_path, clock, segment_bytes=600)  # ~8 one-record batches a segment, 150 keys
+    written: dict[int, Rec] = {}
+    try:
+        big = [(b"k%d" % i, b"L") for i in range(0, 150, 12)]
+        first = log.append(keyed_batch(big, clock.now)).first_offset  # 13 records: 150 <= 16 x 13
+        written.update((first + j, rec) for j, rec in enumerate(big))
+        log.roll()
+        for round_ in range(2):
+            for i in range(150):
+                rec = (b"k%d" % ((i * 7) % 150), b"r%d-%d" % (round_, i))
+                written[log.append(keyed_batch([rec], clock.now)).first_offset] = rec
+        log.roll()
+        assert clean_log(log, 0, clock.now, force=True) is not None
+        check_against_model(read_all(log), written, log.segments[-1].base_offset)
+    finally:
+        log.close()
+
+
 def test_superseded_records_go_offsets_stay_and_tombstones_wait_for_delete_retention(tmp_path):
     clock = FakeClock()
     log = _compact_log(tmp_path, clock, delete_retention_ms=10_000)
