@@ -43,6 +43,10 @@ timestamps -- is decoded with numpy at the now known positions, and key, value a
 gathered by Arrow's ``filter`` from one "pieces" binary array laid over the records bytes (zero-copy
 offsets [keyStart, keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
 
+:func:`record_layout` is the first half of the decoder on its own: where every record, key and value lies,
+as numpy arrays over the (decompressed) records bytes. The log cleaner filters records with it and copies the
+kept records' bytes without decoding them further.
+
 Decoded schema (:data:`DECODED_SCHEMA`): offset int64, timestamp int64 (ms; for LogAppendTime batches the
 batch's maxTimestamp, as Kafka's readers report), timestampType int32 (0 CreateTime, 1 LogAppendTime),
 key binary (nullable), value binary (nullable), headers list<struct<key: string NOT NULL, value: binary>>
@@ -90,11 +94,13 @@ __all__ = [
     "HEADER_STRUCT_TYPE",
     "BuiltBatch",
     "build_batch",
+    "RecordLayout",
     "build_batches",
     "decode_batches",
     "RecordsScan",
     "SCAN_CHUNK",
     "scan_records",
+    "record_layout",
 ]
 
 #: One record header: key (UTF-8, never null in Kafka's format) and value (nullable bytes).
@@ -759,7 +765,53 @@ def _empty_result() -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in DECODED_SCHEMA], schema=DECODED_SCHEMA)
 
 
-def decode_batches(
+@dataclass(slots=True)
+class RecordLayout:
+    """The records of some batches as numpy arrays over one byte *arena* (see :func:`record_layout`).
+
+    ``selected[b]`` is batch ``b`` (its position in the input, header, and records section
+    ``[begin, end)`` in the arena: the input itself when nothing was compressed, else the decompressed
+    sections laid end to end). Record ``i`` (of ``counts.sum()``, batch by batch) spans arena bytes
+    ``[starts[i], ends[i])``; its key is ``[key_start[i], key_start[i] + key_len[i])`` (``key_len`` -1 for a
+    null key), likewise the value; ``headers_pos[i]`` is where its headers start. The records of a batch
+    tile its section exactly. ``first_record[b]`` is the index of batch ``b``'s first record.
+    """
+
+    selected: list[_Selected]
+    arena: bytes | bytearray | memoryview
+    counts: np.ndarray
+    first_record: np.ndarray
+    fail: _Fail
+    starts: np.ndarray
+    ends: np.ndarray
+    ts_delta: np.ndarray
+    offset_delta: np.ndarray
+    key_start: np.ndarray
+    key_len: np.ndarray
+    value_start: np.ndarray
+    value_len: np.ndarray
+    header_count: np.ndarray
+    headers_pos: np.ndarray
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The absolute offset of every record."""
+        base = np.array([s.header.base_offset for s in self.selected], dtype=np.int64)
+        return np.repeat(base, self.counts) + self.offset_delta
+
+    def keys(self) -> pa.Array:
+        """The key of every record as a binary array (nulls for null keys), zero copy over the arena."""
+        raw, _ = _gather_pairs(
+            pa.py_buffer(self.arena),
+            self.key_start,
+            np.maximum(self.key_len, 0),
+            self.value_start,
+            np.maximum(self.value_len, 0),
+        )
+        return _with_validity(raw, self.key_len >= 0, pa.binary())
+
+
+def record_layout(
     buf: bytes | bytearray | memoryview,
     *,
     start_offset: int | None = None,
@@ -767,13 +819,11 @@ def decode_batches(
     include_control: bool = False,
     verify_crc: bool = True,
     allow_partial_tail: bool = True,
-) -> pa.RecordBatch:
-    """Decode concatenated magic-2 batches into one RecordBatch of :data:`DECODED_SCHEMA`.
-
-    Records with offset < ``start_offset`` or >= ``end_offset`` are dropped; batches entirely outside
-    that range are skipped without CRC check or decompression. Control batches (transaction markers)
-    are skipped unless ``include_control``. A trailing incomplete batch (a fetch may end mid-batch) is
-    ignored when ``allow_partial_tail``, else it raises. Corrupt input raises CorruptRecordError.
+) -> RecordLayout | None:
+    """Where every record of the selected batches of ``buf`` lies, and its fixed fields, decoded with numpy
+    (the first half of :func:`decode_batches`, shared with the log cleaner, which filters records by these
+    arrays and copies the kept records' bytes). Batch selection and errors as :func:`decode_batches`; None
+    when no batch (or no record) is selected. Header fields are located but not validated.
     """
     mv = memoryview(buf)
     if mv.format != "B" or mv.ndim != 1:
@@ -795,7 +845,7 @@ def decode_batches(
                 )
         selected.append(_Selected(position, header, position + HEADER_SIZE, position + header.size))
     if not selected:
-        return _empty_result()
+        return None
 
     # The arena: the input itself when nothing is compressed, else every section laid end to end.
     arena: bytes | bytearray | memoryview
@@ -827,7 +877,7 @@ def decode_batches(
     first_record = np.zeros(len(selected), dtype=np.int64)
     np.cumsum(counts[:-1], out=first_record[1:])
     if n == 0:
-        return _empty_result()
+        return None
     fail = _Fail(positions, first_record)
     ar = _Arena(arena)
     starts = np.array(starts_list, dtype=np.int64)
@@ -866,6 +916,65 @@ def decode_batches(
         (header_count < 0) | (header_count * 2 > rec_end - pos),
         "headers count is negative or larger than the record can hold",
     )
+
+    return RecordLayout(
+        selected=selected,
+        arena=arena,
+        counts=counts,
+        first_record=first_record,
+        fail=fail,
+        starts=starts,
+        ends=rec_end,
+        ts_delta=ts_delta,
+        offset_delta=offset_delta,
+        key_start=key_start,
+        key_len=key_len,
+        value_start=value_start,
+        value_len=value_len,
+        header_count=header_count,
+        headers_pos=pos,
+    )
+
+
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
+    include_control: bool = False,
+    verify_crc: bool = True,
+    allow_partial_tail: bool = True,
+) -> pa.RecordBatch:
+    """Decode concatenated magic-2 batches into one RecordBatch of :data:`DECODED_SCHEMA`.
+
+    Records with offset < ``start_offset`` or >= ``end_offset`` are dropped; batches entirely outside
+    that range are skipped without CRC check or decompression. Control batches (transaction markers)
+    are skipped unless ``include_control``. A trailing incomplete batch (a fetch may end mid-batch) is
+    ignored when ``allow_partial_tail``, else it raises. Corrupt input raises CorruptRecordError.
+    """
+    layout = record_layout(
+        buf,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        include_control=include_control,
+        verify_crc=verify_crc,
+        allow_partial_tail=allow_partial_tail,
+    )
+    if layout is None:
+        return _empty_result()
+    selected = layout.selected
+    arena = layout.arena
+    counts = layout.counts
+    fail = layout.fail
+    ar = _Arena(arena)
+    n = len(layout.starts)
+    rec_end = layout.ends
+    ts_delta = layout.ts_delta
+    offset_delta = layout.offset_delta
+    key_start, key_len = layout.key_start, layout.key_len
+    value_start, value_len = layout.value_start, layout.value_len
+    header_count = layout.header_count
+    pos = layout.headers_pos.copy()
 
     arena_buf = pa.py_buffer(arena)
     total_headers = int(header_count.sum())

@@ -1,171 +1,560 @@
-"""Log compaction of one partition log (Kafka's ``Cleaner`` / ``LogCleanerManager``), one segment at a time.
+"""Log compaction of one partition log (Kafka's ``Cleaner`` / ``LogCleanerManager``), vectorized per segment.
 
 What is cleaned: the closed segments below the *first uncleanable offset* = min(base offset of the active
 segment, high watermark, last stable offset, base offset of the first segment whose largest timestamp is newer
-than ``now - min.compaction.lag.ms``); whole segments only. The *dirty* section starts at the first dirty offset
-(the log's entry in ``cleaner-offset-checkpoint``, at least the log start offset); everything before it is the
-*clean* section (cleaned by an earlier pass).
+than ``now - min.compaction.lag.ms``); whole segments only, so nothing at or above the last stable offset (the
+first offset of the earliest open transaction) is ever touched. The *dirty* section starts at the first dirty
+offset (the log's entry in ``cleaner-offset-checkpoint``, at least the log start offset); everything before it
+is the *clean* section (cleaned by an earlier pass).
 
 When: the dirty section's share of the cleanable bytes is at least ``min.cleanable.dirty.ratio``, or a dirty
 segment's first batch is older than ``now - max.compaction.lag.ms``.
 
-How (Kafka's rules, pylog's simplifications named):
-  * the offset map holds, per key, the last offset of that key in the dirty section (a dict of the key bytes,
-    not Kafka's fixed-size hash map: memory grows with the dirty key set);
-  * every cleanable segment (clean and dirty) is rewritten keeping a record when its key is null, or when no
-    later offset of its key is in the map; a tombstone (null value) is dropped as well once it lies in the clean
-    section and its segment's largest timestamp is older than ``now - delete.retention.ms``;
-  * offsets are kept (gaps are legal); a batch keeps its base offset, lastOffsetDelta, timestamps, producer
-    id/epoch/base sequence and codec; a batch of an idempotent producer that loses every record stays as an
-    empty batch (so producer state rebuilt from the log keeps its sequence), other emptied batches go;
-  * simplification: a segment holding any transactional or control batch is left whole, and transactional
-    records never enter the offset map, so no transaction's data (open, committed or aborted) or marker is
-    ever removed, and a non-transactional record is only superseded by a later non-transactional one.
+How (Kafka's ``Cleaner.doClean``):
+  * Offset map (``buildOffsetMap``, :class:`_OffsetMap`): per key, the last offset of that key in the dirty
+    section, over the data batches that are not part of an aborted transaction (committed transactional
+    records count like any other). Exact key bytes, not Kafka's digest map: there are no collisions to fear
+    (a digest collision would drop a live record), at the price of memory that grows with the dirty key set
+    (Kafka's map has a fixed size, ``log.cleaner.dedupe.buffer.size``, and cleans less per pass when it
+    fills). Per segment the keys are deduplicated by an Arrow group-by (last offset per key); the parts are
+    merged by one more group-by into two arrays (keys, offsets), which the filter probes with Arrow's hash
+    lookup: no Python work per record or per key, except for a map more than 16 times larger than a segment,
+    where a dict of the map is probed once per distinct key of the segment instead. The decoded arrays of the first 32 MiB of dirty
+    segments are kept for the filter below, so those segments are decoded once per pass.
+  * Filter (``shouldRetainRecord``): every cleanable segment (clean and dirty) is decoded into numpy arrays
+    (:func:`~broker_runtime.protocol.arrow_records.record_layout`); a record stays when its key is null or
+    no later offset of its key is in the map; a tombstone (null value) goes as well once its segment lies in
+    the clean section and its largest timestamp is older than ``now - delete.retention.ms``.
+  * Transactions (``CleanedTransactionMetadata``, driven by the ``.txnindex`` entries overlapping the
+    cleanable range): a data batch of an aborted transaction loses all its records; an ABORT marker stays
+    while this pass still met batches of its transaction (and its ``.txnindex`` entry is copied to the
+    cleaned segment), a COMMIT marker while this pass met batches of its transaction; a marker that need not
+    stay goes once its segment passes the tombstone rule above (``delete.retention.ms`` in the clean
+    section). A control batch is kept or dropped whole.
+  * Batches (``BatchRetention``): a batch keeps its base offset, lastOffsetDelta, timestamps, producer
+    id/epoch/base sequence, attributes and codec; the kept records' bytes are copied unchanged (their deltas
+    stay relative to the kept base offset and base timestamp) and recompressed with the batch's codec. A
+    batch that loses every record goes, except the batch holding the last data offset of a producer that the
+    producer state still tracks (or, for a producer without data, its last marker): it stays, empty and
+    uncompressed, so producer state rebuilt from the log keeps its sequence and epoch.
+  * Grouping (``groupSegmentsBySize``): consecutive cleanable segments are written into one segment named by
+    the first one's base offset while the group's cleaned bytes stay within ``segment.bytes``, its offsets
+    within a 32-bit relative offset, and its index entries (one per ``index.interval.bytes``) within
+    ``segment.index.bytes`` (Kafka sums the sizes before cleaning; pylog sums them after, so one pass merges
+    what it empties). A group of one segment that loses nothing is left as it is.
 
-Crash safety (Kafka's file suffixes): the replacement of segment ``B`` is written to ``B.log.cleaned`` and
-fsynced, renamed to ``B.log.swap`` (directory fsynced), then -- under the partition lock, the only time the
-cleaner holds it -- the old segment's files are deleted and ``B.log.swap`` renamed to ``B.log``.
-:func:`complete_swaps` (called when a log loads, before stray files are removed) finishes a swap a crash
-interrupted: a ``.swap`` is a complete cleaned segment, so it replaces ``B.log`` and the indexes are rebuilt; a
-``.cleaned`` file is an unfinished clean and is deleted.
+Crash safety (Kafka's file suffixes): a group is written to ``B.log.cleaned`` (and ``B.txnindex.cleaned``, the
+aborted transactions whose markers it keeps, possibly empty), both fsynced; the txnindex is renamed to
+``B.txnindex.swap``, then the log to ``B.log.swap`` (directory fsynced): that rename is the commit point. Then,
+under the partition lock (the only time the cleaner holds it), :func:`finish_swap` deletes the group's other
+segments and ``B``'s indexes, renames ``B.txnindex.swap`` over ``B.txnindex`` (or drops both when it is
+empty) and ``B.log.swap`` over ``B.log``. Every step can be repeated, so :func:`complete_swaps` (called when a
+log loads, before stray files are removed) finishes a swap a crash interrupted: a ``.log.swap`` is a complete
+cleaned group; the segments it replaces are those whose base offset lies in ``[B, its next offset)`` (Kafka's
+rule; a later group member that ended up empty and was not yet deleted keeps its old, uncleaned records,
+which is correct, just not compacted). ``.cleaned`` files and a ``.txnindex.swap`` without its ``.log.swap``
+are an unfinished clean and are deleted.
 
-Threading: :func:`clean_log` reads closed segments (immutable) without the partition lock and takes it per swap
-through :meth:`~broker_runtime.storage.partition_log.PartitionLog.swap_cleaned_segment`; one cleaner per log at a
-time (the log manager runs one cleaner thread).
+Threading: :func:`clean_log` reads closed segments (immutable) without the partition lock and takes it per
+group through :meth:`~broker_runtime.storage.partition_log.PartitionLog.replace_segments`; one cleaner per log
+at a time (the log manager runs one cleaner thread).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from broker_runtime.fsutil import fsync_dir
 from broker_runtime.protocol import compression as _compression
-from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader
-from broker_runtime.protocol.records import RecordBatch, assemble_batch, encode_record
-from broker_runtime.storage.segment import LOG_SUFFIX, LogSegment, parse_segment_file_name, segment_path
+from broker_runtime.protocol.arrow_records import RecordLayout, record_layout
+from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader, iter_batch_spans
+from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, assemble_batch
+from broker_runtime.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    list_segment_bases,
+    parse_segment_file_name,
+    segment_path,
+)
+from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 if TYPE_CHECKING:
     from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanResult", "clean_log", "complete_swaps"]
+__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanResult", "clean_log", "complete_swaps", "finish_swap"]
 
 _log = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+_INT32_MAX = 2**31 - 1
+#: Bytes of one time-index entry (the larger of the two index entry sizes).
+_TIME_INDEX_ENTRY = 12
+_CONTROL_KEY = struct.Struct(">hh")
 
 
 @dataclass(frozen=True)
 class CleanResult:
-    """What one pass did: the new first dirty offset, bytes before/after, records removed."""
+    """What one pass did: the new first dirty offset, bytes before/after, records removed, and how many
+    segments the cleanable section had before and after (grouping)."""
 
     first_dirty_offset: int
     bytes_read: int
     bytes_written: int
     records_removed: int
+    segments_before: int = 0
+    segments_after: int = 0
+
+
+# -- crash recovery -------------------------------------------------------------------------------------------
+
+
+def _next_offset_of(path: Path) -> int | None:
+    """The offset after the last batch of a segment file; None when it holds no batch."""
+    data = path.read_bytes()
+    last: BatchHeader | None = None
+    for _, header in iter_batch_spans(memoryview(data)):
+        last = header
+    return None if last is None else last.next_offset
+
+
+def finish_swap(dir: Path, base: int, covered: list[int] | None = None) -> None:
+    """Install ``<base>.log.swap``: delete the segments it replaces (``covered``, else those with a base offset
+    in ``(base, its next offset)``) and ``base``'s indexes, then rename the swap files into place. Every step
+    may be repeated after a crash."""
+    swap = segment_path(dir, base, LOG_SUFFIX + SWAP_SUFFIX)
+    if covered is None:
+        end = _next_offset_of(swap)
+        covered = [] if end is None else [b for b in list_segment_bases(dir) if base < b < end]
+    for other in covered:
+        if other == base:
+            continue
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            segment_path(dir, other, suffix).unlink(missing_ok=True)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        segment_path(dir, base, suffix).unlink(missing_ok=True)
+    txn_swap = segment_path(dir, base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+    if txn_swap.exists():
+        txn = segment_path(dir, base, TXN_INDEX_SUFFIX)
+        if txn_swap.stat().st_size:
+            os.replace(txn_swap, txn)
+        else:
+            txn.unlink(missing_ok=True)
+            txn_swap.unlink()
+    os.replace(swap, segment_path(dir, base, LOG_SUFFIX))
+    fsync_dir(dir)
 
 
 def complete_swaps(dir: Path) -> None:
     """Finish or undo a clean a crash interrupted (see the module docstring). Called before a log loads."""
-    for entry in sorted(os.scandir(dir), key=lambda e: e.name):
-        name = entry.name
-        if name.endswith(LOG_SUFFIX + CLEANED_SUFFIX):
-            os.unlink(entry.path)
-        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+    names = sorted(os.listdir(dir))
+    for name in names:
+        if name.endswith(CLEANED_SUFFIX):
+            os.unlink(dir / name)
+    for name in names:
+        if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             parsed = parse_segment_file_name(name[: -len(SWAP_SUFFIX)])
             if parsed is None:
                 continue
-            base = parsed[0]
             _log.info("%s/%s: completing a clean interrupted by a crash", dir.name, name)
-            for suffix in (".index", ".timeindex"):
-                segment_path(dir, base, suffix).unlink(missing_ok=True)
-            os.replace(entry.path, segment_path(dir, base, LOG_SUFFIX))
-            fsync_dir(dir)
+            finish_swap(dir, parsed[0])
+    for name in os.listdir(dir):
+        if name.endswith(SWAP_SUFFIX):  # a txnindex swap whose log swap never came: an unfinished clean
+            os.unlink(dir / name)
 
 
-def _has_transactional_data(segment: LogSegment) -> bool:
-    return any(h.is_transactional or h.is_control for _, h in segment.scan(0, segment.size))
+# -- transactions ---------------------------------------------------------------------------------------------
 
 
-def _batches(segment: LogSegment) -> list[tuple[BatchHeader, RecordBatch]]:
+class _TxnTracker:
+    """Kafka's ``CleanedTransactionMetadata``: which transactions a pass is inside while it walks the batches.
+
+    Fed every batch in offset order; answers whether a data batch belongs to an aborted transaction and
+    whether a marker may go, and gathers the ``.txnindex`` entries of the ABORT markers that must stay.
+    """
+
+    __slots__ = ("_aborted", "_ongoing_aborted", "_ongoing_committed", "kept_entries")
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._aborted = [(t.first_offset, t.last_offset, t) for t in aborted]
+        heapq.heapify(self._aborted)
+        #: producer id -> [its aborted transaction, whether this pass met one of its batches]
+        self._ongoing_aborted: dict[int, list] = {}
+        self._ongoing_committed: set[int] = set()
+        self.kept_entries: list[AbortedTxn] = []
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            txn = heapq.heappop(self._aborted)[2]
+            self._ongoing_aborted[txn.producer_id] = [txn, False]
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (its records go)."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing[1] = True
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_marker(self, header: BatchHeader, control_type: int | None) -> bool:
+        """A control batch (``control_type`` None when it has no record): True when it may go."""
+        self._consume_up_to(header.last_offset)
+        if control_type is None:
+            return True
+        pid = header.producer_id
+        if control_type == CONTROL_ABORT:
+            ongoing = self._ongoing_aborted.pop(pid, None)
+            if ongoing is not None and ongoing[1]:
+                self.kept_entries.append(ongoing[0])
+                return False
+            return True
+        if control_type == CONTROL_COMMIT:
+            met = pid in self._ongoing_committed
+            self._ongoing_committed.discard(pid)
+            return not met
+        return False
+
+    def take_entries(self) -> list[AbortedTxn]:
+        entries, self.kept_entries = self.kept_entries, []
+        return entries
+
+
+def _control_type(layout: RecordLayout, first: int, count: int) -> int | None:
+    if count == 0 or layout.key_len[first] < _CONTROL_KEY.size:
+        return None
+    return _CONTROL_KEY.unpack_from(layout.arena, int(layout.key_start[first]))[1]
+
+
+# -- offset map -----------------------------------------------------------------------------------------------
+
+
+_Layout = tuple[bytes, list[BatchHeader], list[int], RecordLayout | None]
+
+#: Segment bytes whose decoded layouts the offset-map pass keeps for the filter pass (each is decoded once).
+_LAYOUT_CACHE_BYTES = 32 * 1024 * 1024
+
+
+def _layout(segment: LogSegment) -> _Layout:
+    """The segment's bytes, every batch header and position, and its records laid out (None: no records)."""
     data = segment.pread(0, segment.size)
-    view = memoryview(data)
-    return [(h, RecordBatch(view[pos : pos + h.size])) for pos, h in segment.scan(0, segment.size)]
+    layout = record_layout(data, include_control=True, verify_crc=False, allow_partial_tail=False)
+    if layout is not None:
+        return data, [s.header for s in layout.selected], [s.position for s in layout.selected], layout
+    spans = list(segment.scan(0, segment.size))
+    return data, [h for _, h in spans], [p for p, _ in spans], None
 
 
-def _build_offset_map(segments: list[LogSegment], first_dirty: int) -> dict[bytes, int]:
-    offsets: dict[bytes, int] = {}
-    for seg in segments:
-        for header, batch in _batches(seg):
-            if header.is_transactional or header.is_control or header.last_offset < first_dirty:
-                continue
-            for rec in batch.records(strict=False):
-                if rec.key is not None and rec.offset >= first_dirty:
-                    offsets[rec.key] = rec.offset
-    return offsets
+class _OffsetMap:
+    """key -> last offset in the dirty section, as two aligned arrays (exact key bytes, no digest).
+
+    Built from per-segment tables (each already one row per distinct key) merged by one final group-by;
+    looked up per segment with Arrow's hash ``index_in`` (C++: O(map + segment)), or, when the map is much
+    larger than a segment, through a dict of the map built once (Python: O(distinct keys of the segment)).
+    """
+
+    __slots__ = ("_dict", "_keys", "_offsets", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: list[pa.Table] = []
+        self._keys: pa.Array = pa.array([], pa.binary())
+        self._offsets = np.zeros(0, dtype=np.int64)
+        self._dict: dict[bytes, int] | None = None
+
+    def add(self, part: pa.Table) -> None:
+        self._parts.append(part)
+
+    def seal(self) -> None:
+        """Merge the added parts (later offsets win); call once, before :meth:`latest`."""
+        if self._parts:
+            merged = (
+                pa.concat_tables(self._parts).group_by("k", use_threads=False).aggregate([("o_max", "max")])
+            )
+            self._keys = merged.column("k").combine_chunks()
+            self._offsets = merged.column("o_max_max").to_numpy()
+        self._parts = []
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def latest(self, keys: pa.Array) -> np.ndarray:
+        """The map's offset for every key (-1 for a key not in the map or a null key)."""
+        n = len(keys)
+        if len(self._keys) == 0 or n == 0:
+            return np.full(n, -1, dtype=np.int64)
+        if len(self._keys) <= 16 * n:
+            index = pc.index_in(keys, value_set=self._keys)
+            found = self._offsets[index.fill_null(0).to_numpy(zero_copy_only=False)]
+            return np.where(index.is_valid().to_numpy(zero_copy_only=False), found, -1)
+        if self._dict is None:
+            self._dict = dict(zip(self._keys.to_pylist(), self._offsets.tolist(), strict=True))
+        encoded = pc.dictionary_encode(keys)
+        distinct = encoded.dictionary.to_pylist()
+        if not distinct:
+            return np.full(n, -1, dtype=np.int64)
+        get = self._dict.get
+        latest_of = np.fromiter((get(k, -1) for k in distinct), dtype=np.int64, count=len(distinct))
+        return latest_of[encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)]
+
+
+def _add_to_offset_map(
+    offsets: _OffsetMap, laid_out: _Layout, first_dirty: int, tracker: _TxnTracker
+) -> None:
+    _, headers, _, layout = laid_out
+    usable = np.zeros(len(headers), dtype=bool)
+    for b, header in enumerate(headers):
+        if header.is_control:
+            count = 0 if layout is None else int(layout.counts[b])
+            first = 0 if layout is None else int(layout.first_record[b])
+            tracker.on_marker(header, None if layout is None else _control_type(layout, first, count))
+        else:
+            usable[b] = not tracker.on_batch(header) and header.last_offset >= first_dirty
+    if layout is None or not usable.any():
+        return
+    record_offsets = layout.offsets
+    mask = np.repeat(usable, layout.counts) & (layout.key_len >= 0) & (record_offsets >= first_dirty)
+    if not mask.any():
+        return
+    table = pa.table({"k": layout.keys().filter(pa.array(mask)), "o": record_offsets[mask]})
+    offsets.add(table.group_by("k", use_threads=False).aggregate([("o", "max")]))
+
+
+# -- filtering one segment ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Cleaned:
+    """One segment after the filter: its batches (bytes) in order, their size, and what changed."""
+
+    chunks: list[bytes | memoryview] = field(default_factory=list)
+    size: int = 0
+    removed: int = 0
+    changed: bool = False
+    entries: list[AbortedTxn] = field(default_factory=list)
+
+
+class _LastOfProducers:
+    """Kafka's ``lastRecordsOfActiveProducers``: the batch of each tracked producer that must stay."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self, last: dict[int, tuple[int, int]]) -> None:
+        self._last = last  # producer id -> (last data offset or -1, producer epoch)
+
+    def must_keep(self, header: BatchHeader) -> bool:
+        entry = self._last.get(header.producer_id)
+        if header.producer_id < 0 or entry is None:
+            return False
+        last_data_offset, epoch = entry
+        if last_data_offset >= 0:
+            return header.last_offset == last_data_offset
+        return header.is_control and header.producer_epoch == epoch
+
+
+def _rebuilt(header: BatchHeader, section: bytes, count: int) -> bytes:
+    attributes = header.attributes
+    codec = attributes & ATTR_COMPRESSION_MASK
+    if count == 0:
+        attributes &= ~ATTR_COMPRESSION_MASK  # an empty batch is written uncompressed, as Kafka does
+    elif codec != _compression.NONE:
+        section = _compression.compress(codec, section)
+    return assemble_batch(
+        section,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=count,
+    )
 
 
 def _filter_segment(
-    segment: LogSegment, offsets: dict[bytes, int], drop_tombstones: bool
-) -> tuple[bytes, int]:
-    """The segment's bytes with superseded records removed, and how many records went."""
-    out: list[bytes] = []
-    removed = 0
-    for header, batch in _batches(segment):
-        records = batch.records(strict=False)
-        kept = [
-            r
-            for r in records
-            if r.key is None
-            or (offsets.get(r.key, -1) <= r.offset and not (drop_tombstones and r.value is None))
-        ]
-        removed += len(records) - len(kept)
-        if len(kept) == len(records):
-            out.append(bytes(batch.raw()))
-            continue
-        if not kept and header.producer_id < 0:
-            continue
-        section = b"".join(
-            encode_record(
-                r.offset - header.base_offset, r.timestamp - header.base_timestamp, r.key, r.value, r.headers
+    laid_out: _Layout,
+    offsets: _OffsetMap,
+    tracker: _TxnTracker,
+    drop_deletes: bool,
+    last_of_producers: _LastOfProducers,
+) -> _Cleaned:
+    """The segment's batches with superseded, deleted and aborted records removed (see the module docstring)."""
+    data, headers, positions, layout = laid_out
+    out = _Cleaned()
+    view = memoryview(data)
+    nb = len(headers)
+    # Batch-level decisions, in offset order (the transaction tracker is sequential by nature).
+    discard_records = np.zeros(nb, dtype=bool)
+    drop_control = np.zeros(nb, dtype=bool)
+    for b, header in enumerate(headers):
+        if header.is_control:
+            count = 0 if layout is None else int(layout.counts[b])
+            first = 0 if layout is None else int(layout.first_record[b])
+            may_go = tracker.on_marker(
+                header, None if layout is None else _control_type(layout, first, count)
             )
-            for r in kept
-        )
-        codec = header.attributes & ATTR_COMPRESSION_MASK
-        if codec != _compression.NONE and section:
-            section = _compression.compress(codec, section)
-        out.append(
-            assemble_batch(
-                section,
-                base_offset=header.base_offset,
-                partition_leader_epoch=header.partition_leader_epoch,
-                attributes=header.attributes,
-                last_offset_delta=header.last_offset_delta,
-                base_timestamp=header.base_timestamp,
-                max_timestamp=header.max_timestamp,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                records_count=len(kept),
-            )
-        )
-    return b"".join(out), removed
+            drop_control[b] = may_go and drop_deletes and not last_of_producers.must_keep(header)
+        else:
+            discard_records[b] = tracker.on_batch(header)
+    out.entries = tracker.take_entries()
+
+    if layout is not None:
+        # Record-level decisions, vectorized: the latest offset of each record's key.
+        record_offsets = layout.offsets
+        has_key = layout.key_len >= 0
+        latest = offsets.latest(layout.keys())
+        retain = ~has_key | (record_offsets >= latest)
+        if drop_deletes:
+            retain &= ~(has_key & (layout.value_len < 0))
+        is_control = np.array([h.is_control for h in headers], dtype=bool)
+        retain |= np.repeat(is_control, layout.counts)  # control batches are kept or dropped whole
+        retain &= ~np.repeat(discard_records, layout.counts)
+        cum = np.zeros(len(retain) + 1, dtype=np.int64)
+        np.cumsum(retain, out=cum[1:])
+        kept = cum[layout.first_record + layout.counts] - cum[layout.first_record]
+        counts = layout.counts
+        arena = np.frombuffer(layout.arena, dtype=np.uint8)
+        byte_mask: np.ndarray | None = None
+    else:
+        kept = counts = np.zeros(nb, dtype=np.int64)
+
+    for b, header in enumerate(headers):
+        raw = view[positions[b] : positions[b] + header.size]
+        count = int(counts[b])
+        if header.is_control:
+            if drop_control[b]:
+                out.removed += count
+                out.changed = True
+            else:
+                out.chunks.append(raw)
+                out.size += header.size
+            continue
+        k = int(kept[b])
+        if k == count and (count or last_of_producers.must_keep(header)):
+            out.chunks.append(raw)
+            out.size += header.size
+            continue
+        out.changed = True
+        out.removed += count - k
+        if k == 0:
+            if not last_of_producers.must_keep(header):
+                continue
+            batch = _rebuilt(header, b"", 0)
+        else:
+            assert layout is not None
+            if byte_mask is None:
+                byte_mask = _kept_bytes(layout, retain)
+            sel = layout.selected[b]
+            section = arena[sel.begin : sel.end][byte_mask[sel.begin : sel.end]].tobytes()
+            batch = _rebuilt(header, section, k)
+        out.chunks.append(batch)
+        out.size += len(batch)
+    return out
 
 
-def _write_swap(segment: LogSegment, data: bytes) -> Path:
-    cleaned = segment.log_path.with_name(segment.log_path.name + CLEANED_SUFFIX)
-    with open(cleaned, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    swap = segment.log_path.with_name(segment.log_path.name + SWAP_SUFFIX)
-    os.replace(cleaned, swap)
-    fsync_dir(segment.dir)
-    return swap
+def _kept_bytes(layout: RecordLayout, retain: np.ndarray) -> np.ndarray:
+    """A byte mask over the arena: True inside the kept records."""
+    marks = np.zeros(len(layout.arena) + 1, dtype=np.int8)
+    marks[layout.starts[retain]] += 1  # starts (and ends) are strictly increasing: no repeated index
+    marks[layout.ends[retain]] -= 1
+    return np.cumsum(marks[:-1], dtype=np.int64) > 0
+
+
+# -- groups ---------------------------------------------------------------------------------------------------
+
+
+class _Group:
+    """Consecutive segments being cleaned into one (its first segment's base offset); written lazily."""
+
+    def __init__(self, first: LogSegment) -> None:
+        self.segments: list[LogSegment] = [first]
+        self.pending: list[_Cleaned] = []
+        self.size = 0
+        self.changed = False
+        self.entries: list[AbortedTxn] = []
+        self._file: BinaryIO | None = None
+
+    @property
+    def base(self) -> LogSegment:
+        return self.segments[0]
+
+    def fits(
+        self, cleaned: _Cleaned, upper: int, config_bytes: int, max_index_entries: int, interval: int
+    ) -> bool:
+        size = self.size + cleaned.size
+        return (
+            size <= config_bytes
+            and upper - 1 - self.base.base_offset <= _INT32_MAX
+            and size // max(interval, 1) + 1 <= max_index_entries
+        )
+
+    def add(self, segment: LogSegment | None, cleaned: _Cleaned) -> None:
+        if segment is not None:
+            self.segments.append(segment)
+        self.size += cleaned.size
+        self.changed |= cleaned.changed
+        self.entries.extend(cleaned.entries)
+        self.pending.append(cleaned)
+        if self.changed or len(self.segments) > 1:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self._file is None:
+            self._file = open(self._path(LOG_SUFFIX + CLEANED_SUFFIX), "wb")  # noqa: SIM115 - closed in commit/abandon
+        for cleaned in self.pending:
+            for chunk in cleaned.chunks:
+                self._file.write(chunk)
+        self.pending.clear()
+
+    def _path(self, suffix: str) -> Path:
+        return segment_path(self.base.dir, self.base.base_offset, suffix)
+
+    @property
+    def needs_rewrite(self) -> bool:
+        return self._file is not None
+
+    def commit(self) -> Path:
+        """fsync the cleaned files and rename them to ``.swap`` (txnindex first); returns the log swap."""
+        assert self._file is not None
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        txn_cleaned = self._path(TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
+        with open(txn_cleaned, "wb") as f:
+            if self.entries:  # an empty file needs only the directory fsync below
+                f.write(b"".join(e.encode() for e in self.entries))
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(txn_cleaned, self._path(TXN_INDEX_SUFFIX + SWAP_SUFFIX))
+        swap = self._path(LOG_SUFFIX + SWAP_SUFFIX)
+        os.replace(self._path(LOG_SUFFIX + CLEANED_SUFFIX), swap)
+        fsync_dir(self.base.dir)
+        return swap
+
+    def abandon(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._path(LOG_SUFFIX + CLEANED_SUFFIX).unlink(missing_ok=True)
+
+
+# -- one pass -------------------------------------------------------------------------------------------------
 
 
 def clean_log(
@@ -195,23 +584,60 @@ def clean_log(
     )
     if not force and not overdue and dirty_bytes < config.min_cleanable_dirty_ratio * total:
         return None
-    offsets = _build_offset_map(dirty, first_dirty)
     end = uppers[cleanable[-1].base_offset]
+
+    offsets = _OffsetMap()
+    map_tracker = _TxnTracker(log.collect_aborted_transactions(first_dirty, end))
+    cache: dict[int, _Layout] = {}
+    cached_bytes = 0
+    for seg in dirty:
+        laid_out = _layout(seg)
+        _add_to_offset_map(offsets, laid_out, first_dirty, map_tracker)
+        if cached_bytes + seg.size <= _LAYOUT_CACHE_BYTES:
+            cache[seg.base_offset] = laid_out
+            cached_bytes += seg.size
+        del laid_out
+    offsets.seal()
+    tracker = _TxnTracker(log.collect_aborted_transactions(cleanable[0].base_offset, end))
+    last_of_producers = _LastOfProducers(log.last_records_of_active_producers())
+    max_index_entries = config.segment_index_bytes // _TIME_INDEX_ENTRY
     written = removed = 0
-    for seg in cleanable:
-        if _has_transactional_data(seg):
-            written += seg.size
-            continue
-        drop_tombstones = (
-            uppers[seg.base_offset] <= first_dirty
-            and now_ms - seg.largest_timestamp() > config.delete_retention_ms
-        )
-        data, gone = _filter_segment(seg, offsets, drop_tombstones)
-        if not gone:
-            written += seg.size
-            continue
-        swap = _write_swap(seg, data)
-        log.swap_cleaned_segment(seg, swap)
-        written += len(data)
-        removed += gone
-    return CleanResult(end, total, written, removed)
+    after = 0
+    group: _Group | None = None
+    try:
+        for seg in cleanable:
+            upper = uppers[seg.base_offset]
+            drop_deletes = (
+                upper <= first_dirty and now_ms - seg.largest_timestamp() > config.delete_retention_ms
+            )
+            laid_out = cache.pop(seg.base_offset) if seg.base_offset in cache else _layout(seg)
+            cleaned = _filter_segment(laid_out, offsets, tracker, drop_deletes, last_of_producers)
+            del laid_out
+            removed += cleaned.removed
+            if group is not None and group.fits(
+                cleaned, upper, config.segment_bytes, max_index_entries, config.index_interval_bytes
+            ):
+                group.add(seg, cleaned)
+                continue
+            if group is not None:
+                written += _finish_group(log, group)
+                after += 1
+            group = _Group(seg)
+            group.add(None, cleaned)
+        if group is not None:
+            written += _finish_group(log, group)
+            after += 1
+            group = None
+    finally:
+        if group is not None:
+            group.abandon()
+    return CleanResult(end, total, written, removed, len(cleanable), after)
+
+
+def _finish_group(log: PartitionLog, group: _Group) -> int:
+    """Install the group's cleaned segment (when anything changed); returns its size."""
+    if not group.needs_rewrite:
+        return group.size
+    swap = group.commit()
+    log.replace_segments(group.segments, swap)
+    return group.size

@@ -35,11 +35,11 @@ at or below the log start offset -- never a segment holding offsets at or above 
 active segment unless it is non-empty (then the log rolls first). The log start offset becomes the first
 remaining base offset. Time and size apply only when ``cleanup.policy`` holds ``delete`` (Kafka's rule): a
 compact-only log keeps its segments (the log cleaner, :mod:`.cleaner`, removes superseded records instead).
-Deleted segment files are renamed to ``.deleted`` and unlinked right away. :meth:`PartitionLog.swap_cleaned_segment`
-replaces a closed segment by its cleaned copy under the lock.
+Deleted segment files are renamed to ``.deleted`` and unlinked right away. :meth:`PartitionLog.replace_segments`
+replaces consecutive closed segments by their cleaned group under the lock.
 
 Loading (:meth:`PartitionLog.load`): a clean a crash interrupted is finished (``<base>.log.swap`` replaces
-``<base>.log``) or undone (``.cleaned`` removed) first, see :mod:`.cleaner`; stray ``.deleted``/``.tmp`` files are
+the segments it groups) or undone (``.cleaned`` removed) first, see :mod:`.cleaner`; stray ``.deleted``/``.tmp`` files are
 removed,
 index files without a ``.log`` are dropped; each segment's indexes get an O(1) sanity check and are rebuilt
 when missing or broken. After an unclean shutdown, segments from the one holding the recovery point onwards are
@@ -110,7 +110,7 @@ from broker_runtime.protocol.batch_header import (
     set_partition_leader_epoch,
 )
 from broker_runtime.protocol.records import RecordBatch
-from broker_runtime.storage.cleaner import complete_swaps
+from broker_runtime.storage.cleaner import complete_swaps, finish_swap
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from broker_runtime.storage.segment import (
@@ -805,32 +805,42 @@ class PartitionLog:
             seg.delete()
         return len(deletable)
 
-    def swap_cleaned_segment(self, old: LogSegment, swap: Path) -> None:
-        """Replace the closed segment ``old`` by its cleaned copy ``swap`` (``<base>.log.swap``, same base
-        offset, same offset range; see :mod:`.cleaner`). The old files are deleted (readers holding them keep
-        reading the old bytes), the swap file becomes ``<base>.log``, its indexes are rebuilt."""
+    def replace_segments(self, old: list[LogSegment], swap: Path) -> None:
+        """Replace the consecutive closed segments ``old`` by their cleaned group ``swap``
+        (``<first base>.log.swap``, with its ``.txnindex.swap``; see :mod:`.cleaner`): the old files are
+        deleted (readers holding them keep reading the old bytes), the swap files take the first segment's
+        names, its indexes are rebuilt."""
         with self._lock:
             self._ensure_open()
             segments = list(self._segments)
-            if old not in segments[:-1]:
+            i = segments.index(old[0]) if old[0] in segments else -1
+            if i < 0 or segments[i : i + len(old)] != old or i + len(old) >= len(segments):
                 swap.unlink(missing_ok=True)
+                swap.with_name(swap.name.replace(LOG_SUFFIX, TXN_INDEX_SUFFIX)).unlink(missing_ok=True)
                 raise StorageError(
-                    f"segment {old.log_path.name} of {self.topic}-{self.partition} is gone or active; "
-                    "its cleaned copy is dropped"
+                    f"segments {old[0].log_path.name}.. ({len(old)}) of {self.topic}-{self.partition} are gone "
+                    "or active; their cleaned copy is dropped"
                 )
-            i = segments.index(old)
-            old.delete()
-            os.replace(swap, old.log_path)
-            fsync_dir(self.dir)
-            new = LogSegment.open(self.dir, old.base_offset, self.config, self._clock())
+            base = old[0].base_offset
+            finish_swap(self.dir, base, [s.base_offset for s in old])
+            new = LogSegment.open(self.dir, base, self.config, self._clock())
             if new.recover()[0]:
                 raise StorageError(
-                    f"the cleaned copy of {old.log_path.name} of {self.topic}-{self.partition} "
+                    f"the cleaned copy of {old[0].log_path.name} of {self.topic}-{self.partition} "
                     "did not recover whole"
                 )
             new.flush()
-            segments[i] = new
+            segments[i : i + len(old)] = [new]
             self._set_segments(segments)
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (offset of its last data batch or -1, its epoch), for every producer the state
+        tracks (Kafka's ``lastRecordsOfActiveProducers``): the batches the cleaner must keep."""
+        with self._lock:
+            return {
+                pid: (entry.last_data_offset, entry.producer_epoch)
+                for pid, entry in self._producer_state.producers.items()
+            }
 
     def truncate_to(self, offset: int) -> None:
         """Drop every offset >= ``offset`` (replication). A batch holding ``offset`` is dropped whole."""

@@ -4,7 +4,8 @@ Figures: a partition of N records over K keys (100-byte values, 1 MiB segments, 
 cleaned once from scratch (``clean_log`` with the ratio forced), each round on a fresh copy of the same files:
   * cleaning throughput in MB/s of the cleaned section read (offset map + rewrite + swaps);
   * bytes the compacted log keeps below its active segment vs the live key set's bytes (K records): the ratio
-    shows what the one-for-one segment rewrite and batch headers cost over the records themselves.
+    shows what batch headers (and emptied batches kept for producer state) cost over the records themselves;
+  * segments below the active one before and after the pass (grouping merges the ones cleaning empties).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def run(quick: bool) -> list[Result]:
         live_record = _build(root / "source-0", records, keys)
         times: list[float] = []
         read_mb = kept = 0.0
+        segments = (0, 0)
         for r in range(rounds):
             work = root / f"work{r}-0"
             shutil.copytree(root / "source-0", work)
@@ -65,6 +67,7 @@ def run(quick: bool) -> list[Result]:
             assert result is not None
             read_mb = result.bytes_read / _MIB
             kept = sum(s.size for s in log.segments[:-1])
+            segments = (result.segments_before, result.segments_after)
             log.close()
             shutil.rmtree(work, ignore_errors=True)
         timing = Timing(tuple(times))
@@ -78,6 +81,7 @@ def run(quick: bool) -> list[Result]:
             ),
             Result(SECTION, f"bytes kept after compaction ({keys:,} live keys)", kept / _MIB, "MB"),
             Result(SECTION, "bytes kept / live key set (keys + values)", kept / live, "x"),
+            Result(SECTION, f"segments after one pass (of {segments[0]})", segments[1], "segments"),
         ]
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -1,6 +1,7 @@
 """A 3-node cluster of real broker processes: acks=-1 waits for the followers (observed through the high
 watermark and the followers' log files), pauses shorter and longer than the request timeout, 5,000 parked
-requests, metadata with replicas and ISR, leader-only serving, and librdkafka with acks=all.
+requests, metadata with replicas and ISR, leader-only serving, librdkafka with acks=all, and a compacted topic
+that every replica cleans on its own (as Kafka's) and that converges to the same last value per key.
 
 ``replica.lag.time.max.ms`` is 60 s here, so pausing a follower for a few seconds never shrinks the ISR (the
 ISR tests live in ``test_isr.py``).
@@ -36,7 +37,9 @@ PRODUCE, FETCH = 0, 1
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
     with cluster_process(
-        tmp_path_factory.mktemp("cluster"), 3, overrides={"replica.lag.time.max.ms": "60000"}
+        tmp_path_factory.mktemp("cluster"),
+        3,
+        overrides={"replica.lag.time.max.ms": "60000", "log.cleaner.backoff.ms": "100"},
     ) as running:
         yield running
 
@@ -206,3 +209,71 @@ def test_confluent_kafka_acks_all_round_trip(cluster: BrokerCluster) -> None:
     assert got == sent
     for node in (1, 2):  # the followers hold the same records
         assert [leo_on_disk(cluster, node, "rdk", p) for p in range(3)] == [300, 300, 300]
+
+
+def _replica_records(
+    cluster: BrokerCluster, node_id: int, topic: str
+) -> list[tuple[int, bytes, bytes]] | None:
+    """(offset, key, value) of every data record in a replica's segment files and the active segment's base
+    offset appended as a last (-1, ...) row; None while the cleaner swaps files under the reader."""
+    from kafka.record.memory_records import MemoryRecords
+
+    directory = Path(cluster.data_dir) / "kafka-logs" / f"node-{node_id}" / f"{topic}-0"
+    out: list[tuple[int, bytes, bytes]] = []
+    try:
+        paths = sorted(directory.glob("*.log"))
+        for path in paths:
+            records = MemoryRecords(path.read_bytes())
+            while records.has_next():
+                batch = records.next_batch()
+                if batch is None:
+                    break
+                if not batch.is_control_batch:
+                    out.extend((r.offset, r.key, r.value) for r in batch)
+    except FileNotFoundError:
+        return None
+    out.append((-1, b"", int(paths[-1].name.split(".")[0]).to_bytes(8, "big")))
+    return out
+
+
+def test_a_compacted_topic_converges_to_the_same_last_value_per_key_on_every_replica(
+    cluster: BrokerCluster,
+) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    config = {"cleanup.policy": "compact", "segment.bytes": "4000", "min.cleanable.dirty.ratio": "0.01"}
+    create_replicated(cluster, "compacted-rf3", configs=config)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2, "batch.size": 1500}
+    )
+    model: dict[bytes, bytes] = {}
+    errors: list[Any] = []
+    for i in range(3000):
+        key, value = f"key-{i % 30}".encode(), f"value-{i}".encode() * 3
+        model[key] = value
+        producer.produce(
+            "compacted-rf3",
+            key=key,
+            value=value,
+            partition=0,
+            on_delivery=lambda e, m: e and errors.append(e),
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0 and not errors, errors[:2]
+
+    def compacted_everywhere() -> bool:
+        for node in cluster.nodes:
+            rows = _replica_records(cluster, node.node_id, "compacted-rf3")
+            if rows is None:
+                return False
+            active = int.from_bytes(rows[-1][2], "big")
+            closed = [k for o, k, _ in rows[:-1] if o < active]
+            if len(rows) < 2 or len(closed) != len(set(closed)) or rows[-2][0] != 2999:
+                return False
+        return True
+
+    wait_for(compacted_everywhere, timeout_s=40, what="every replica cleaned up to its active segment")
+    for node in cluster.nodes:
+        rows = _replica_records(cluster, node.node_id, "compacted-rf3")
+        assert rows is not None
+        assert {k: v for _, k, v in rows[:-1]} == model, f"node {node.node_id}"
+        assert len(rows) < 3000 // 2, f"node {node.node_id} compacted its own copy"

@@ -124,3 +124,82 @@ def test_create_topics_refuses_bad_compaction_settings_naming_them(bootstrap: st
         error = info.value.args[0]
         assert error.code() == KafkaError.INVALID_CONFIG, (name, error)
         assert list(bad[name])[0 if name == "bad-lags" else -1] in error.str(), error.str()
+
+
+def _consume_to_end(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record of partition 0 from offset 0 to the end, read by librdkafka with ``isolation.level``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    got: list[tuple[int, bytes, bytes | None]] = []
+    try:
+        tp = TopicPartition(topic, 0, 0)
+        consumer.assign([tp])
+        end = consumer.get_watermark_offsets(tp, timeout=10)[1]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.3):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                got.append((msg.offset(), msg.key(), msg.value()))
+            if consumer.position([tp])[0].offset >= end:
+                break
+    finally:
+        consumer.close()
+    return got
+
+
+def test_librdkafka_reads_a_cleaned_transactional_topic_read_committed_and_read_uncommitted(
+    broker: Any, bootstrap: str
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"cleanup.policy": "compact", "segment.bytes": "3000", "min.cleanable.dirty.ratio": "0.01"}
+    admin.create_topics([NewTopic("txn-compacted", 1, 1, config=config)])["txn-compacted"].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "cleaned-txn", "linger.ms": 1})
+    producer.init_transactions(30)
+    committed: dict[bytes, bytes] = {}
+    aborted_values: set[bytes] = set()
+    for t in range(12):
+        producer.begin_transaction()
+        aborting = t % 3 == 1
+        # An aborted transaction writes keys of its own: only the abort, not a later value, removes them.
+        name = f"aborted-{t}-" if aborting else "key-"
+        batch = {f"{name}{(t * 7 + i) % 25}".encode(): f"t{t}-{i}".encode() * 4 for i in range(30)}
+        for key, value in batch.items():
+            producer.produce("txn-compacted", key=key, value=value)
+        assert producer.flush(30) == 0  # written before an abort (an abort purges what is still queued)
+        if aborting:
+            producer.abort_transaction(30)
+            aborted_values.update(batch.values())
+        else:
+            producer.commit_transaction(30)
+            committed.update(batch)
+    log = broker.ctx.topics.get_log("txn-compacted", 0)
+    checkpoint = Path(broker.config.log_dirs[0]) / "cleaner-offset-checkpoint"
+
+    def cleaned_up_to_the_active_segment() -> bool:
+        line = [w for w in checkpoint.read_text().splitlines() if w.startswith("txn-compacted 0 ")]
+        return bool(line) and int(line[0].split()[2]) == log.segments[-1].base_offset
+
+    deadline = time.monotonic() + 30
+    while not cleaned_up_to_the_active_segment() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cleaned_up_to_the_active_segment(), "the cleaner did not reach the active segment"
+    active = log.segments[-1].base_offset
+
+    read_committed = _consume_to_end(bootstrap, "txn-compacted", "read_committed")
+    assert not {v for _, _, v in read_committed} & aborted_values
+    assert {k: v for _, k, v in read_committed} == committed
+    keys_below = [k for o, k, _ in read_committed if o < active]
+    assert len(keys_below) == len(set(keys_below)), "one record per key below the active segment"
+
+    read_uncommitted = _consume_to_end(bootstrap, "txn-compacted", "read_uncommitted")
+    assert not [v for o, _, v in read_uncommitted if o < active and v in aborted_values], (
+        "aborted data is gone"
+    )
+    assert [r for r in read_uncommitted if r[2] not in aborted_values] == read_committed
