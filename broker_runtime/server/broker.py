@@ -14,7 +14,8 @@ timer expiry and periodic task runs on that thread, so none of the broker's stat
 ``stop`` and ``wait`` may be called from any other thread. ``stop`` is idempotent; the clean-shutdown marker is
 written by ``LogManager.shutdown()`` only when every step before it succeeded.
 
-Periodic tasks (Kafka's names): ``log.retention.check.interval.ms`` runs retention;
+Periodic tasks (Kafka's names): connections idle for ``connections.max.idle.ms`` are closed (checked every
+quarter of it, see :mod:`.connection_quotas`); ``log.retention.check.interval.ms`` runs retention;
 ``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints (the high watermarks included) and flushes
 logs whose flush.ms elapsed; every ``replica.lag.time.max.ms / 2`` the ISR of each led partition is checked
 (Kafka's isr-expiration task); every ``producer.id.expiration.check.interval.ms`` each log forgets producers
@@ -60,6 +61,7 @@ from broker_runtime.purgatory.timing_wheel import Timer
 from broker_runtime.replication.fetcher import FetcherConfig
 from broker_runtime.server.cluster import POLL_INTERVAL_MS, SharedFileCluster, SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.network import Connection
@@ -100,6 +102,10 @@ class Broker:
         self._applied_view: object = None
         #: The controller logic of this node (cluster mode only; active only while it holds the role).
         self.controller: Controller | None = None
+        #: The partition logs (set once started; its recovery counters say what startup recovery dropped).
+        self.logs: LogManager | None = None
+        #: The listener's connection limits and their refusal counters (set once started).
+        self.quotas: ConnectionQuotas | None = None
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -178,8 +184,11 @@ class Broker:
             Path(directory).mkdir(parents=True, exist_ok=True)
         # In a cluster partitions may be replicated: their logs keep the checkpointed high watermark on restart
         # (replication moves it from there); a single node's high watermark is its log end offset.
-        logs = LogManager(cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None)
+        logs = LogManager(
+            cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None, recover_all=cfg.log_recover_all
+        )
         logs.startup()
+        self.logs = logs
         if cfg.log_cleaner_enable:
             logs.start_cleaner(cfg.log_cleaner_backoff_ms)
         try:
@@ -344,9 +353,25 @@ class Broker:
                 cluster.view
             )  # partitions of __transaction_state led here since the start
         dispatcher = Dispatcher(ctx)
+        quotas = self.quotas = ConnectionQuotas(
+            cfg.max_connections,
+            cfg.max_connections_per_ip,
+            cfg.max_connections_per_ip_overrides,
+            cfg.connections_max_idle_ms,
+        )
+
+        def closed(conn: Connection) -> None:
+            self._connections.discard(conn)
+            quotas.release(conn)
 
         def connection() -> Connection:
-            conn = Connection(dispatcher, cfg.socket_request_max_bytes, on_close=self._connections.discard)
+            conn = Connection(
+                dispatcher,
+                cfg.socket_request_max_bytes,
+                on_close=closed,
+                admit=quotas.admit,
+                queued_max_requests=cfg.queued_max_requests,
+            )
             self._connections.add(conn)
             return conn
 
@@ -365,6 +390,9 @@ class Broker:
         cluster.register(ctx.advertised_host, ctx.advertised_port)
         refresh_cluster()
         periodic = [
+            loop.create_task(
+                self._every(quotas.idle_check_interval_ms(), quotas.close_idle, "idle-connections")
+            ),
             loop.create_task(
                 self._every(cfg.log_retention_check_interval_ms, logs.run_retention, "retention")
             ),

@@ -13,9 +13,18 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     the end of the batch (or once :data:`WRITE_COALESCE_BYTES` are pending): a pipelining producer whose
     frames arrive several per read gets one ``send`` system call (and one wake-up on its side) per read,
     not one per request;
-  * backpressure: frames stop being dispatched while :data:`MAX_IN_FLIGHT` requests await their answers;
-    reading pauses while more than :data:`MAX_QUEUED_FRAMES` frames wait, or while the transport's write
-    buffer is above its high-water mark (a slow consumer), and resumes when both drain;
+  * backpressure (``queued.max.requests``, default :data:`QUEUED_MAX_REQUESTS`): frames stop being dispatched
+    while that many requests of the connection await their answers, and reading pauses while that many are
+    received and unanswered (dispatched or not; the frames of the read that crossed the bound are kept: a
+    frame cannot be un-read), or while the transport's write buffer is above its high-water mark (a slow
+    consumer); reading resumes when both drain. Kafka's ``queued.max.requests`` bounds one request queue shared
+    by every connection, in front of its handler threads; pylog handles a request on the loop thread as it
+    arrives, so requests wait only per connection (parked ones: delayed fetches, acks=-1 produces), and the
+    bound applies per connection;
+  * admission and idleness (Kafka's ``ConnectionQuotas`` and idle expiry, kept in :mod:`.connection_quotas`):
+    ``admit`` is asked once the socket is accepted and may refuse it (the connection is closed at once);
+    :attr:`Connection.last_active` (monotonic seconds) moves on every read and write, and
+    :meth:`Connection.idle_seconds` is 0 while a request is in flight;
   * bad input (garbage, truncated or oversized frames, unknown API key or version) is the dispatcher's to judge:
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -36,8 +46,7 @@ from broker_runtime.protocol.framing import FrameDecoder
 
 __all__ = [
     "CLOSE",
-    "MAX_IN_FLIGHT",
-    "MAX_QUEUED_FRAMES",
+    "QUEUED_MAX_REQUESTS",
     "WRITE_COALESCE_BYTES",
     "Connection",
     "RequestHandler",
@@ -46,10 +55,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Frames a connection may queue (not yet dispatched) before reading from its socket pauses.
-MAX_QUEUED_FRAMES = 64
-#: Dispatched requests of one connection whose responses are not written yet (pending futures included).
-MAX_IN_FLIGHT = 2048
+#: Requests of one connection received and not yet answered before reading pauses (``queued.max.requests``).
+QUEUED_MAX_REQUESTS = 500
 #: Resolved response bytes gathered before they are handed to the transport even mid-batch.
 WRITE_COALESCE_BYTES = 256 * 1024
 
@@ -82,10 +89,17 @@ class Connection(asyncio.Protocol):
         handler: RequestHandler,
         max_frame_bytes: int,
         on_close: Callable[[Connection], None] | None = None,
+        *,
+        admit: Callable[[Connection], bool] | None = None,
+        queued_max_requests: int = QUEUED_MAX_REQUESTS,
     ) -> None:
         self._handler = handler
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._on_close = on_close
+        self._admit = admit
+        self._max_waiting = queued_max_requests
+        #: ``time.monotonic()`` of the last read or write (idle expiry, ``connections.max.idle.ms``).
+        self.last_active = time.monotonic()
         self._queue: deque[memoryview] = deque()
         self._transport: asyncio.Transport | None = None
         #: Response slots in request order: a future (pending or done) or an already known result.
@@ -97,6 +111,7 @@ class Connection(asyncio.Protocol):
         self._read_paused = False
         self._closing = False
         self.peer = "?"
+        self.peer_host = "?"
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -106,10 +121,15 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_host = str(peer[0])
+        if self._admit is not None and not self._admit(self):
+            self._closing = True  # refused (the admission hook logged why): nothing is read or answered
+            transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        self.last_active = time.monotonic()
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
@@ -154,6 +174,21 @@ class Connection(asyncio.Protocol):
     def is_open(self) -> bool:
         return not self._closing and self._transport is not None
 
+    @property
+    def waiting_requests(self) -> int:
+        """Requests received whole and not yet answered (dispatched or not)."""
+        return len(self._queue) + len(self._slots)
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._read_paused
+
+    def idle_seconds(self, now: float) -> float:
+        """Seconds since the last read or write; 0 while a request is queued or awaits its answer."""
+        if self._slots or self._queue:
+            return 0.0
+        return now - self.last_active
+
     def close(self, reason: str, *, level: int = logging.WARNING) -> None:
         """Close this connection (after flushing what was already written) and log one line why.
 
@@ -171,7 +206,10 @@ class Connection(asyncio.Protocol):
 
     def _process(self) -> None:
         while (
-            self._queue and len(self._slots) < MAX_IN_FLIGHT and not self._closing and not self._write_paused
+            self._queue
+            and len(self._slots) < self._max_waiting
+            and not self._closing
+            and not self._write_paused
         ):
             frame = self._queue.popleft()
             try:
@@ -240,6 +278,7 @@ class Connection(asyncio.Protocol):
             return
         self._out = []
         self._out_bytes = 0
+        self.last_active = time.monotonic()
         if self._transport is not None and not self._closing:
             if len(out) == 1:
                 self._transport.write(out[0])
@@ -250,7 +289,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._queue) > MAX_QUEUED_FRAMES
+        should_pause = self._write_paused or len(self._queue) + len(self._slots) >= self._max_waiting
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()

@@ -301,7 +301,13 @@ class PartitionLog:
             except (FileNotFoundError, PylogError) as exc:
                 # Kafka's LogLoader does the same: a segment whose index is missing or broken is recovered
                 # (indexes rebuilt, the file cut at its first invalid batch), wherever the recovery point is.
-                _log.info("%s-%d: rebuilding the indexes of %s (%s)", self.topic, self.partition, seg.log_path.name, exc)
+                _log.info(
+                    "%s-%d: rebuilding the indexes of %s (%s)",
+                    self.topic,
+                    self.partition,
+                    seg.log_path.name,
+                    exc,
+                )
                 truncated_by_base[base] = self._recover_segment(seg, "its index was missing or corrupt")
             segments.append(seg)
 
