@@ -191,18 +191,15 @@ def test_torn_active_segment_and_flipped_old_segment(tmp_path: Path) -> None:
         f.seek(100)
         f.write(bytes([byte ^ 0x04]))
     log_size = (data / "broker.log").stat().st_size
-    with _broker(data, port) as bootstrap:
-        with KafkaClient(bootstrap) as client:
-            result = client.fetch({(TOPIC, 0): 0}, max_wait_ms=0)[(TOPIC, 0)]
-            leo = result.high_watermark
-            assert result.records is not None
-            with pytest.raises(CorruptRecordError, match="CRC-32C"):
-                list(read_batches(result.records, allow_partial_tail=True))
-            later = client.fetch({(TOPIC, 0): leo - 1}, max_wait_ms=0)[(TOPIC, 0)]
-            assert later.records is not None
-            assert [b.last_offset for b in read_batches(later.records, allow_partial_tail=True)][
-                -1
-            ] == leo - 1
+    with _broker(data, port) as bootstrap, KafkaClient(bootstrap) as client:
+        result = client.fetch({(TOPIC, 0): 0}, max_wait_ms=0)[(TOPIC, 0)]
+        leo = result.high_watermark
+        assert result.records is not None
+        with pytest.raises(CorruptRecordError, match="CRC-32C"):
+            list(read_batches(result.records, allow_partial_tail=True))
+        later = client.fetch({(TOPIC, 0): leo - 1}, max_wait_ms=0)[(TOPIC, 0)]
+        assert later.records is not None
+        assert [b.last_offset for b in read_batches(later.records, allow_partial_tail=True)][-1] == leo - 1
     log = (data / "broker.log").read_text()[log_size:]
     torn = [line for line in log.splitlines() if "recovery truncated segment" in line]
     assert len(torn) == 1 and f"{TOPIC}-0: recovery truncated segment {active.name}" in torn[0], log
