@@ -23,7 +23,8 @@ progress), read the checkpoints, load every partition directory (recovering from
 clean-shutdown marker is absent, from offset 0 whatever the marker says when the operator asked for a full
 recovery, ``recover_all``), then remove the marker. What recovery cut or deleted is logged at WARNING by each
 partition log and summed in :attr:`LogManager.recovery_truncations` / ``recovery_bytes_dropped``. A partition's
-roll writes its directory's recovery-point checkpoint at once (see :meth:`LogManager._persist_recovery_point`). Every log is loaded with the manager's
+roll has its directory's recovery-point checkpoint written right away by a background thread (see
+:meth:`LogManager._persist_recovery_point`). Every log is loaded with the manager's
 ``hw_follows_leo``: True (a single node) makes the high watermark the log end offset; False (a cluster, where
 partitions may be replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and
 leaves it to replication; :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush,
@@ -140,6 +141,11 @@ class LogManager:
         self.recovery_bytes_dropped = 0
         #: Serializes writes of the checkpoint files (the periodic writer and the writes after a roll).
         self._checkpoint_lock = threading.Lock()
+        #: Directories whose recovery-point checkpoint a roll made stale, for the "pylog-recovery-point" thread.
+        self._rp_dirty: set[Path] = set()
+        self._rp_cond = threading.Condition()
+        self._rp_thread: threading.Thread | None = None
+        self._rp_stop = False
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -242,6 +248,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
         self.stop_cleaner()
+        self._stop_recovery_point_writer()
         with self._lock:
             if not self._started:
                 return
@@ -253,8 +260,10 @@ class LogManager:
             self._release()
 
     def close_without_shutdown(self) -> None:
-        """Release the directories without flushing, checkpoints or marker (simulates a crash in tests)."""
+        """Release the directories without flushing, checkpoints or marker (simulates a crash in tests; the
+        recovery-point writes rolls already asked for are finished first, as a crash a moment later would)."""
         self.stop_cleaner()
+        self._stop_recovery_point_writer()
         with self._lock:
             for log in self._logs.values():
                 log.close_without_flush()
@@ -422,17 +431,41 @@ class LogManager:
                 )
 
     def _persist_recovery_point(self, rolled: PartitionLog) -> None:
-        """After ``rolled`` rolled (its lock held): write the recovery-point checkpoint of its directory.
+        """After ``rolled`` rolled (its lock held): have its directory's recovery-point checkpoint written.
 
-        pylog writes it at once where Kafka waits for the next periodic checkpoint
-        (``log.flush.offset.checkpoint.interval.ms``): a crash in that window would otherwise re-validate, and
-        on a corrupt byte cut, segments already fsynced. No manager lock is taken here (a retention pass holds
-        it while it takes partition locks); the partition map is copied instead. A failed write is logged at
-        WARNING and counted; the periodic checkpoint writes it again."""
-        key = (rolled.topic, rolled.partition)
-        log_dir = self._log_dir_of.get(key)
+        pylog writes it right away where Kafka waits for the next periodic checkpoint
+        (``log.flush.offset.checkpoint.interval.ms``): a crash in that window would otherwise re-validate, and on
+        a corrupt byte cut, segments already fsynced. The write (two fsyncs) runs on the "pylog-recovery-point"
+        thread, so the appending thread does not wait for it; rolls in quick succession share one write."""
+        log_dir = self._log_dir_of.get((rolled.topic, rolled.partition))
         if log_dir is None:
             return
+        with self._rp_cond:
+            if self._rp_stop:
+                return
+            self._rp_dirty.add(log_dir)
+            if self._rp_thread is None:
+                self._rp_thread = threading.Thread(
+                    target=self._recovery_point_writer, name="pylog-recovery-point", daemon=True
+                )
+                self._rp_thread.start()
+            self._rp_cond.notify()
+
+    def _recovery_point_writer(self) -> None:
+        while True:
+            with self._rp_cond:
+                while not self._rp_dirty and not self._rp_stop:
+                    self._rp_cond.wait()
+                if not self._rp_dirty:
+                    return
+                dirs, self._rp_dirty = self._rp_dirty, set()
+            for log_dir in dirs:
+                self._write_recovery_points(log_dir)
+
+    def _write_recovery_points(self, log_dir: Path) -> None:
+        """Write ``log_dir``'s recovery-point checkpoint. No manager lock is taken (a retention pass holds it
+        while it takes partition locks); the partition map is copied instead. A failed write is logged at
+        WARNING and counted; the periodic checkpoint writes it again."""
         dirs = dict(self._log_dir_of)
         logs = dict(self._logs)
         points = {k: log.recovery_point for k, log in logs.items() if dirs.get(k) == log_dir}
@@ -440,7 +473,25 @@ class LogManager:
             with self._checkpoint_lock:
                 OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
         except OSError as exc:
-            self._periodic_failed("recovery-point checkpoint", key, exc)
+            self.periodic_failures["recovery-point checkpoint"] += 1
+            _log.warning(
+                "writing %s after a roll failed (%d failure(s) so far): %s",
+                log_dir / RECOVERY_POINT_CHECKPOINT,
+                self.periodic_failures["recovery-point checkpoint"],
+                exc,
+            )
+
+    def _stop_recovery_point_writer(self) -> None:
+        """Finish the pending recovery-point writes and stop their thread (shutdown, or a simulated crash)."""
+        with self._rp_cond:
+            self._rp_stop = True
+            thread = self._rp_thread
+            self._rp_cond.notify()
+        if thread is not None:
+            thread.join()
+        with self._rp_cond:
+            self._rp_thread = None
+            self._rp_stop = False
 
     def _ensure_started(self) -> None:
         if not self._started:
