@@ -273,7 +273,7 @@ class BrokerConfig:
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     #: ``connections.max.idle.ms``: a connection with no traffic and no request in flight this long is closed.
     connections_max_idle_ms: int = 600000
-    #: ``queued.max.requests``: a connection stops reading while this many of its requests await their answers.
+    #: ``queued.max.requests``: a connection stops reading while this many of its requests wait to be dispatched.
     queued_max_requests: int = 500
     #: ``pylog.max.partitions.per.topic``: CreateTopics asking for more gets POLICY_VIOLATION.
     max_partitions_per_topic: int = 1000

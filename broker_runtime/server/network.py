@@ -13,14 +13,15 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     the end of the batch (or once :data:`WRITE_COALESCE_BYTES` are pending): a pipelining producer whose
     frames arrive several per read gets one ``send`` system call (and one wake-up on its side) per read,
     not one per request;
-  * backpressure (``queued.max.requests``, default :data:`QUEUED_MAX_REQUESTS`): frames stop being dispatched
-    while that many requests of the connection await their answers, and reading pauses while that many are
-    received and unanswered (dispatched or not; the frames of the read that crossed the bound are kept: a
-    frame cannot be un-read), or while the transport's write buffer is above its high-water mark (a slow
-    consumer); reading resumes when both drain. Kafka's ``queued.max.requests`` bounds one request queue shared
-    by every connection, in front of its handler threads; pylog handles a request on the loop thread as it
-    arrives, so requests wait only per connection (parked ones: delayed fetches, acks=-1 produces), and the
-    bound applies per connection;
+  * backpressure: frames stop being dispatched while :data:`MAX_IN_FLIGHT` requests await their answers (parked
+    ones -- delayed fetches, acks=-1 produces -- included); reading pauses while ``queued.max.requests``
+    (default :data:`QUEUED_MAX_REQUESTS`) frames wait to be dispatched, or while the transport's write buffer
+    is above its high-water mark (a slow consumer), and resumes when both drain. The frames of the read that
+    reached the bound are kept (a frame cannot be un-read). Kafka's ``queued.max.requests`` bounds the requests
+    waiting for its handler threads, in one queue all connections share; pylog handles a request on the loop as
+    soon as its connection may dispatch it, so requests wait only behind their own connection's in-flight
+    limit, and the bound applies per connection. Parked requests are not counted (in Kafka they wait in a
+    purgatory, not in that queue);
   * admission and idleness (Kafka's ``ConnectionQuotas`` and idle expiry, kept in :mod:`.connection_quotas`):
     ``admit`` is asked once the socket is accepted and may refuse it (the connection is closed at once);
     :attr:`Connection.last_active` (monotonic seconds) moves on every read and write, and
@@ -46,6 +47,7 @@ from broker_runtime.protocol.framing import FrameDecoder
 
 __all__ = [
     "CLOSE",
+    "MAX_IN_FLIGHT",
     "QUEUED_MAX_REQUESTS",
     "WRITE_COALESCE_BYTES",
     "Connection",
@@ -55,8 +57,10 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Requests of one connection received and not yet answered before reading pauses (``queued.max.requests``).
+#: Default frames of one connection waiting to be dispatched before reading pauses (``queued.max.requests``).
 QUEUED_MAX_REQUESTS = 500
+#: Dispatched requests of one connection whose responses are not written yet (pending futures included).
+MAX_IN_FLIGHT = 2048
 #: Resolved response bytes gathered before they are handed to the transport even mid-batch.
 WRITE_COALESCE_BYTES = 256 * 1024
 
@@ -97,7 +101,7 @@ class Connection(asyncio.Protocol):
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._on_close = on_close
         self._admit = admit
-        self._max_waiting = queued_max_requests
+        self._max_queued = queued_max_requests
         #: ``time.monotonic()`` of the last read or write (idle expiry, ``connections.max.idle.ms``).
         self.last_active = time.monotonic()
         self._queue: deque[memoryview] = deque()
@@ -175,9 +179,14 @@ class Connection(asyncio.Protocol):
         return not self._closing and self._transport is not None
 
     @property
-    def waiting_requests(self) -> int:
-        """Requests received whole and not yet answered (dispatched or not)."""
-        return len(self._queue) + len(self._slots)
+    def queued_requests(self) -> int:
+        """Frames received whole and not yet dispatched."""
+        return len(self._queue)
+
+    @property
+    def in_flight_requests(self) -> int:
+        """Requests dispatched whose responses are not written yet."""
+        return len(self._slots)
 
     @property
     def reading_paused(self) -> bool:
@@ -206,10 +215,7 @@ class Connection(asyncio.Protocol):
 
     def _process(self) -> None:
         while (
-            self._queue
-            and len(self._slots) < self._max_waiting
-            and not self._closing
-            and not self._write_paused
+            self._queue and len(self._slots) < MAX_IN_FLIGHT and not self._closing and not self._write_paused
         ):
             frame = self._queue.popleft()
             try:
@@ -289,7 +295,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._queue) + len(self._slots) >= self._max_waiting
+        should_pause = self._write_paused or len(self._queue) >= self._max_queued
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()

@@ -14,6 +14,7 @@ import pytest
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.network import MAX_IN_FLIGHT
 from tests.processes import broker_pid
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 
@@ -133,20 +134,27 @@ def test_idle_connections_are_closed_busy_ones_are_not(broker: Any, bootstrap: s
 
 
 @pytest.mark.parametrize("broker_overrides", [{"queued.max.requests": "4"}])
-def test_reading_pauses_while_queued_max_requests_await_answers(broker: Any, bootstrap: str) -> None:
+def test_reading_pauses_while_queued_max_requests_wait_to_be_dispatched(broker: Any, bootstrap: str) -> None:
     with RawConnection(bootstrap) as conn:
         assert conn.call(CREATE, 5, create_topic_body("q"))["Topics"][0]["ErrorCode"] == 0
-        sent, first = 10, conn.correlation_id + 1
-        for _ in range(sent):  # delayed fetches (nothing to read), one frame per segment
-            conn.send_raw(conn.encode(FETCH, 12, fetch_body("q", 0, 0, max_wait_ms=700, min_bytes=1 << 20)))
-            time.sleep(0.02)
+        first = conn.correlation_id + 1
+
+        def delayed_fetch() -> bytes:  # nothing to read: parked until MaxWaitMs
+            return conn.encode(FETCH, 12, fetch_body("q", 0, 0, max_wait_ms=1500, min_bytes=1 << 20))
+
+        conn.send_raw(b"".join(delayed_fetch() for _ in range(MAX_IN_FLIGHT)))
         port = conn.sock.getsockname()[1]
         [server_side] = [c for c in list(broker._connections) if c.peer.endswith(f":{port}")]
+        _wait_for(lambda: server_side.in_flight_requests == MAX_IN_FLIGHT)
+        extra = 10
+        for _ in range(extra):  # beyond the in-flight limit, one frame per segment: they queue
+            conn.send_raw(delayed_fetch())
+            time.sleep(0.02)
         _wait_for(lambda: server_side.reading_paused)
-        assert server_side.waiting_requests == 4, "reading pauses once queued.max.requests await answers"
+        assert server_side.queued_requests == 4, "reading pauses once queued.max.requests wait"
         for expected in range(
-            first, first + sent
-        ):  # as the fetches expire, reading resumes: all answered, in order
+            first, first + MAX_IN_FLIGHT + extra
+        ):  # as fetches expire: all answered, in order
             correlation_id, body = conn.read_response(FETCH, 12)
             assert correlation_id == expected and body["Responses"][0]["Partitions"][0]["ErrorCode"] == 0
         assert not server_side.reading_paused
