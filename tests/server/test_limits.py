@@ -120,15 +120,15 @@ def test_max_connections_per_ip_and_its_overrides(broker: Any, bootstrap: str) -
             c.close()
 
 
-@pytest.mark.parametrize("broker_overrides", [{"connections.max.idle.ms": "600"}])
+@pytest.mark.parametrize("broker_overrides", [{"connections.max.idle.ms": "1500"}])
 def test_idle_connections_are_closed_busy_ones_are_not(broker: Any, bootstrap: str) -> None:
     with RawConnection(bootstrap) as idle, RawConnection(bootstrap) as busy:
         assert _api_versions_ok(idle) and _api_versions_ok(busy)
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # a request every 0.1 s: far from idle, even on a loaded machine
             assert _api_versions_ok(busy)
             time.sleep(0.1)
-        assert idle.is_closed_by_peer(timeout_s=2)
+        assert idle.is_closed_by_peer(timeout_s=3)
         assert _api_versions_ok(busy)
     assert broker.quotas.idle_closed >= 1
 
