@@ -8,6 +8,10 @@ Subcommands (argparse subparsers, so later tools add theirs)::
     pylog-broker node status --cluster-dir DIR [--json]
     pylog-broker status --data-dir DIR [--json]
     pylog-broker stop --data-dir DIR [--timeout SECONDS]
+    pylog-broker console-producer | console-consumer | dump-log | consumer-groups ...   (Kafka's tools)
+
+The tools (``broker_runtime.tools``, one module each) add their own subparsers; each documents its options,
+output and exit statuses in its module docstring.
 
 ``start`` runs the broker in the foreground. Once the listener accepts connections it prints exactly one line
 to stdout, ``listening on HOST:PORT`` (the real port when ``listeners`` asks for port 0), and flushes it, so a
@@ -63,6 +67,7 @@ from types import FrameType
 
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
+from broker_runtime.tools import console_consumer, console_producer, consumer_groups, dump_log
 
 __all__ = ["build_parser", "main"]
 
@@ -170,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=15.0, help="seconds between SIGTERM and SIGKILL; default 15"
     )
     stop.set_defaults(func=_stop)
+    console_producer.add_parser(sub)
+    console_consumer.add_parser(sub)
+    dump_log.add_parser(sub)
+    consumer_groups.add_parser(sub)
     return parser
 
 

@@ -60,8 +60,18 @@ setup() {
         echo "installing pylog and its test dependencies into $VENV (first run takes a few minutes)" >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
         "$VENV/bin/python" -m pip install --quiet -e '.[test]' >&2
+        discovery_pth
         echo "$want" > "$stamp"
     fi
+}
+
+# An editable install serves pylog's packages through an import hook that PySpark's data source discovery
+# (a scan of sys.path for pyspark_* modules) cannot see: one .pth line puts the directory holding pyspark_pylog
+# on sys.path, so format("pylog") works without register() in the development install too.
+discovery_pth() {
+    local site
+    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    printf '%s\n' "$PWD/spark_kafka_log/discovery" > "$site/pylog-discovery.pth"
 }
 
 run_tests() {

@@ -18,6 +18,8 @@ repository; it is stopped at the end (``stop_embedded_broker``, what ``pylog-bro
   ``python`` meaning this interpreter; each line must exit 0. ``pylog-broker start`` / ``cluster`` (and
   ``python -m broker_runtime start``) run in the foreground until stopped, so they run bounded: started, awaited
   until they print ``listening on`` (``bootstrap servers:`` for a cluster), then sent SIGINT, and must exit 0.
+  A line ending in ``< FILE`` reads that file of the working directory as its stdin (the only shell syntax
+  understood; other lines get an empty stdin).
 
 Substitutions (the only places where a block does not run exactly as written):
 
@@ -30,6 +32,7 @@ Substitutions (the only places where a block does not run exactly as written):
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import re
@@ -182,9 +185,17 @@ class Runner:
                 argv += ["--override", "listeners=PLAINTEXT://127.0.0.1:0"]
             self.run_foreground(block, argv, READY[sub])
             return
-        done = subprocess.run(
-            argv, cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=120
-        )
+        stdin: Any = subprocess.DEVNULL
+        if len(argv) > 2 and argv[-2] == "<":  # `command < FILE`: that file of the working directory
+            stdin = (self.workdir / argv[-1]).open("rb")
+            argv = argv[:-2]
+        try:
+            done = subprocess.run(
+                argv, cwd=self.workdir, env=self.env, stdin=stdin, capture_output=True, text=True, timeout=120
+            )
+        finally:
+            if stdin is not subprocess.DEVNULL:
+                stdin.close()
         assert done.returncode == 0, f"{block.where}: `{command}` exited {done.returncode}: {done.stderr}"
 
     def run_foreground(self, block: Block, argv: list[str], ready: str) -> None:
@@ -259,6 +270,10 @@ def test_readme_examples_run(
             for block in blocks:
                 if block.skip_reason is None:
                     runner.run(block)
+            # Clients the examples left open (a librdkafka producer) go now, while their broker still runs,
+            # instead of at interpreter exit, where they would log connection errors after the summary.
+            runner.namespace.clear()
+            gc.collect()
     finally:
         os.environ.clear()
         os.environ.update(saved_env)

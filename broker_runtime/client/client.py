@@ -739,23 +739,126 @@ class KafkaClient:
             self._backoff()
 
     def _transaction_coordinator(self, transactional_id: str) -> int:
+        return self._coordinator(
+            transactional_id, find_coordinator.KEY_TYPE_TRANSACTION, f"transactional id {transactional_id!r}"
+        )
+
+    def _coordinator(self, key: str, key_type: int, what: str) -> int:
+        """The node coordinating ``key`` (FindCoordinator); its address joins the known brokers."""
         conn = self._any_conn()
         version = conn.version_for(ApiKey.FIND_COORDINATOR)
         _, body = conn.request(
-            ApiKey.FIND_COORDINATOR,
-            {
-                "Key": transactional_id,
-                "KeyType": find_coordinator.KEY_TYPE_TRANSACTION,
-                "CoordinatorKeys": [transactional_id],
-            },
+            ApiKey.FIND_COORDINATOR, {"Key": key, "KeyType": key_type, "CoordinatorKeys": [key]}
         )
         found = body["Coordinators"][0] if version >= 4 else body
         if found["ErrorCode"]:
-            raise KafkaError(found["ErrorCode"], f"FindCoordinator for transactional id {transactional_id!r}")
+            raise KafkaError(found["ErrorCode"], f"FindCoordinator for {what}")
         node = found["NodeId"]
         if node not in self._brokers:
             self._brokers = {**self._brokers, node: BrokerMetadata(node, found["Host"], found["Port"])}
         return int(node)
+
+    # --- consumer groups (what kafka-consumer-groups asks) ---------------------------------------------------
+
+    def _group_request(
+        self, group: str, api_key: int, body: Callable[[int], Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """One request to ``group``'s coordinator, found again while it moves or loads (within the budget)."""
+        budget = _Budget(self)
+        while True:
+            node = self._coordinator(group, find_coordinator.KEY_TYPE_GROUP, f"group {group!r}")
+            conn = self._conn(node)
+            _, answer = conn.request(api_key, body(conn.version_for(api_key)))
+            codes = [g.get("ErrorCode", 0) for g in answer.get("Groups", [answer])]
+            codes += [answer.get("ErrorCode", 0)]
+            if not any(code in _COORDINATOR_ERRORS for code in codes):
+                return answer
+            if not budget.another_attempt():
+                code = next(c for c in codes if c in _COORDINATOR_ERRORS)
+                raise KafkaError(code, f"group {group!r}: its coordinator did not answer")
+            self._backoff()
+
+    def list_groups(self) -> list[dict[str, Any]]:
+        """Every group of every broker (ListGroups asks one broker for the groups it coordinates):
+        ``GroupId``, ``ProtocolType`` and (v4+) ``GroupState`` per group."""
+        groups: dict[str, dict[str, Any]] = {}
+        for node in sorted(self.metadata([]).brokers):
+            _, answer = self._conn(node).request(ApiKey.LIST_GROUPS, {"StatesFilter": [], "TypesFilter": []})
+            if answer["ErrorCode"]:
+                raise KafkaError(answer["ErrorCode"], f"list groups of node {node}")
+            for group in answer["Groups"]:
+                groups[group["GroupId"]] = group
+        return [groups[name] for name in sorted(groups)]
+
+    def describe_group(self, group: str) -> dict[str, Any]:
+        """DescribeGroups of one group: ``GroupState``, ``ProtocolType``, ``ProtocolData`` and ``Members``."""
+        answer = self._group_request(group, ApiKey.DESCRIBE_GROUPS, lambda v: {"Groups": [group]})
+        described: dict[str, Any] = answer["Groups"][0]
+        if described["ErrorCode"]:
+            raise KafkaError(described["ErrorCode"], f"describe group {group!r}")
+        return described
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every offset ``group`` committed (OffsetFetch v2+ with null topics): ``(topic, partition) -> offset``."""
+
+        def body(version: int) -> dict[str, Any]:
+            if version < 2:
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION, "OffsetFetch v2+ is needed to list a group's offsets"
+                )
+            return {"GroupId": group, "Topics": None, "Groups": [{"GroupId": group, "Topics": None}]}
+
+        answer = self._group_request(group, ApiKey.OFFSET_FETCH, body)
+        found = answer["Groups"][0] if "Groups" in answer and answer["Groups"] else answer
+        if found["ErrorCode"]:
+            raise KafkaError(found["ErrorCode"], f"fetch the committed offsets of group {group!r}")
+        out: dict[TopicPartition, int] = {}
+        for topic in found["Topics"]:
+            for p in topic["Partitions"]:
+                if p["ErrorCode"]:
+                    raise KafkaError(
+                        p["ErrorCode"], f"committed offset of {topic['Name']}-{p['PartitionIndex']}"
+                    )
+                if p["CommittedOffset"] >= 0:
+                    out[(topic["Name"], p["PartitionIndex"])] = p["CommittedOffset"]
+        return out
+
+    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for ``group`` as an admin does (no member, generation -1: the coordinator accepts
+        it only while the group has no active members)."""
+        answer = self._group_request(
+            group,
+            ApiKey.OFFSET_COMMIT,
+            lambda v: {
+                "GroupId": group,
+                "GenerationIdOrMemberEpoch": -1,
+                "MemberId": "",
+                "Topics": [
+                    {
+                        "Name": topic,
+                        "Partitions": [
+                            {"PartitionIndex": p, "CommittedOffset": o, "CommittedMetadata": ""}
+                            for p, o in parts
+                        ],
+                    }
+                    for topic, parts in _by_topic(sorted(offsets.items())).items()
+                ],
+            },
+        )
+        for topic in answer["Topics"]:
+            for p in topic["Partitions"]:
+                if p["ErrorCode"]:
+                    raise KafkaError(
+                        p["ErrorCode"],
+                        f"commit offsets of group {group!r} for {topic['Name']}-{p['PartitionIndex']}",
+                    )
+
+    def delete_group(self, group: str) -> None:
+        """DeleteGroups of one group (refused with NON_EMPTY_GROUP while it has members)."""
+        answer = self._group_request(group, ApiKey.DELETE_GROUPS, lambda v: {"GroupsNames": [group]})
+        result = answer["Results"][0]
+        if result["ErrorCode"]:
+            raise KafkaError(result["ErrorCode"], f"delete group {group!r}")
 
     # --- offsets and fetch -----------------------------------------------------------------------------------
 

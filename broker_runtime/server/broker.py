@@ -31,7 +31,9 @@ timers are driven by the loop: after an operation is parked, one callback is sch
 
 Cluster mode (``pylog.cluster.dir`` set, see :mod:`.cluster`): the broker registers its address in the shared
 metadata once its listener is bound, then makes the partitions it hosts leaders or followers as the metadata
-says; followers fetch from their leaders on the same event loop (one fetcher task per leader).
+says; followers fetch from their leaders on the same event loop (one fetcher task per leader). After every
+metadata change the transaction and group coordinators load the ``__transaction_state`` / ``__consumer_offsets``
+partitions this node now leads and drop the ones it stopped leading (:mod:`.transactions`, :mod:`.groups`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
+from broker_runtime.server.groups import ClusterGroups
+from broker_runtime.server.metrics import BrokerMetrics, MetricsServer, PartitionSnapshot, Snapshot
 from broker_runtime.server.network import Connection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -106,6 +110,8 @@ class Broker:
         self.logs: LogManager | None = None
         #: The listener's connection limits and their refusal counters (set once started).
         self.quotas: ConnectionQuotas | None = None
+        #: The Prometheus endpoint (``pylog.metrics.listener``), None while metrics are off.
+        self.metrics_server: MetricsServer | None = None
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -121,6 +127,11 @@ class Broker:
     @property
     def bootstrap(self) -> str:
         return f"{self._host}:{self._port}"
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the Prometheus endpoint (the bound port when the config said 0), or None when off."""
+        return None if self.metrics_server is None else self.metrics_server.address
 
     def start(self, timeout_s: float = 60.0) -> Broker:
         """Start the loop thread and return once the listener accepts connections (or raise the startup error)."""
@@ -261,12 +272,23 @@ class Broker:
             if isinstance(cluster, SharedFileCluster) and confirm_leadership("at the next heartbeat") is None:
                 cluster.session.beat()
 
+        metrics = BrokerMetrics(cfg.listener.name) if cfg.metrics_listener is not None else None
+
+        def alter_isr(topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+            """The cluster's AlterPartition, counted as an ISR shrink or expand once accepted."""
+            hosted = replicas.partition(topic, partition)
+            before = len(hosted.isr) if hosted is not None else len(isr)
+            accepted = cluster.alter_isr(topic, partition, isr, leader_epoch)
+            if accepted and metrics is not None:
+                metrics.isr_changed(before, len(isr))
+            return accepted
+
         replicas = ReplicaManager(
             topics,
             wall_ms=lambda: time.time_ns() // 1_000_000,
             node_id=cfg.node_id,
             now_ms=self._clock.now_ms,
-            alter_isr=cluster.alter_isr,
+            alter_isr=alter_isr if metrics is not None else cluster.alter_isr,
             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
             fetcher_config=FetcherConfig(
                 cfg.node_id,
@@ -301,6 +323,8 @@ class Broker:
 
         #: The cluster side of the transaction coordinator (its coordinator is set once built, below).
         cluster_txns = ClusterTransactions(lambda: self.ctx, cfg.node_id) if cfg.cluster_dir else None
+        #: The cluster side of the group coordinator (likewise).
+        cluster_groups = ClusterGroups(lambda: self.ctx, cfg.node_id) if cfg.cluster_dir else None
 
         def refresh_cluster() -> bool:
             if cfg.cluster_dir is None:
@@ -313,6 +337,8 @@ class Broker:
             replicas.apply_view(view)
             if cluster_txns is not None:
                 cluster_txns.apply_view(view)
+            if cluster_groups is not None:
+                cluster_groups.apply_view(view)
             return True
 
         producer_ids = ProducerIdManager(
@@ -331,7 +357,7 @@ class Broker:
             txn_coordinator.load()
         else:
             cluster_txns.coordinator = txn_coordinator
-        group_coordinator = None if cfg.cluster_dir is not None else _group_coordinator(cfg, topics, loop)
+        group_coordinator = _group_coordinator(cfg, topics, loop, cluster_groups)
         ctx = BrokerContext(
             config=cfg,
             topics=topics,
@@ -346,12 +372,14 @@ class Broker:
             refresh_cluster=refresh_cluster,
             txn_coordinator=txn_coordinator,
             group_coordinator=group_coordinator,
+            metrics=metrics,
         )
         self.ctx = ctx
+        # partitions of __transaction_state and __consumer_offsets led here since the start
         if cluster_txns is not None:
-            cluster_txns.apply_view(
-                cluster.view
-            )  # partitions of __transaction_state led here since the start
+            cluster_txns.apply_view(cluster.view)
+        if cluster_groups is not None:
+            cluster_groups.apply_view(cluster.view)
         dispatcher = Dispatcher(ctx)
         quotas = self.quotas = ConnectionQuotas(
             cfg.max_connections,
@@ -389,6 +417,24 @@ class Broker:
         ctx.advertised_port = advertised.port if advertised and advertised.port else self._port
         cluster.register(ctx.advertised_host, ctx.advertised_port)
         refresh_cluster()
+        if metrics is not None and cfg.metrics_listener is not None:
+
+            def snapshot() -> Snapshot:
+                return self._metrics_snapshot(logs, replicas, cluster.view, [purgatory, produce_purgatory])
+
+            metrics.bind(loop, snapshot)
+            try:
+                self.metrics_server = MetricsServer(metrics, *cfg.metrics_listener)
+            except OSError as exc:
+                server.close()
+                raise OSError(
+                    exc.errno,
+                    f"pylog.metrics.listener={cfg.metrics_listener[0]}:{cfg.metrics_listener[1]}: "
+                    f"cannot listen: {exc.strerror or exc}",
+                ) from exc
+            _log.info(
+                "broker %d serves metrics on http://%s/metrics", cfg.node_id, self.metrics_server.address
+            )
         periodic = [
             loop.create_task(
                 self._every(quotas.idle_check_interval_ms(), quotas.close_idle, "idle-connections")
@@ -431,16 +477,16 @@ class Broker:
                 )
             ),
         ]
-        if group_coordinator is not None:
-            periodic.append(
-                loop.create_task(
-                    self._every(
-                        cfg.offsets_retention_check_interval_ms,
-                        group_coordinator.expire_offsets,
-                        "offsets-expiration",
-                    )
+        # Every node has a group coordinator too (in a cluster it serves the groups of the partitions it leads).
+        periodic.append(
+            loop.create_task(
+                self._every(
+                    cfg.offsets_retention_check_interval_ms,
+                    group_coordinator.expire_offsets,
+                    "offsets-expiration",
                 )
             )
+        )
         if isinstance(cluster, SharedFileCluster):
             controller = Controller(
                 cluster.store,
@@ -477,6 +523,8 @@ class Broker:
             await self._stop_event.wait()
         finally:
             _log.info("broker %d stopping", cfg.node_id)
+            if self.metrics_server is not None:
+                self.metrics_server.close()
             if isinstance(cluster, SharedFileCluster):
                 cluster.controlled_shutdown()
             server.close()
@@ -492,8 +540,7 @@ class Broker:
                 await replicas.stop_fetchers()
             purgatory.shutdown()
             produce_purgatory.shutdown()
-            if group_coordinator is not None:
-                group_coordinator.shutdown()
+            group_coordinator.shutdown()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
             logs.shutdown()
@@ -538,6 +585,45 @@ class Broker:
         except RuntimeError:  # shut down meanwhile
             return
         self._schedule_timer()
+
+    def _metrics_snapshot(
+        self,
+        logs: LogManager,
+        replicas: ReplicaManager,
+        view: Any,
+        purgatories: list[DelayedOperationPurgatory[Any]],
+    ) -> Snapshot:
+        """The scrape-time gauges (event-loop thread; per partition, nothing per record)."""
+        cluster_mode = self.config.cluster_dir is not None
+        parts: list[PartitionSnapshot] = []
+        for (topic, index), log in sorted(logs.all_logs().items()):
+            hosted = replicas.partition(topic, index) if cluster_mode else None
+            leader = hosted.is_leader if hosted is not None else not cluster_mode
+            under = hosted is not None and leader and len(hosted.isr) < len(hosted.replicas)
+            under_min = hosted is not None and leader and len(hosted.isr) < hosted.effective_min_isr()
+            parts.append(
+                PartitionSnapshot(
+                    topic,
+                    index,
+                    log.log_start_offset,
+                    log.log_end_offset,
+                    log.size_bytes,
+                    len(log.segments),
+                    leader,
+                    under,
+                    under_min,
+                )
+            )
+        offline = sum(1 for t in view.topics.values() for p in t.partitions if p.leader < 0)
+        controller = self.controller
+        return Snapshot(
+            partitions=parts,
+            purgatories={p.name: (p.watched, p.delayed) for p in purgatories},
+            offline_partitions=offline,
+            active_controller=controller is None or controller.active,
+            connections=len(self._connections),
+            periodic_failures=dict(logs.periodic_failures),
+        )
 
     @staticmethod
     def _purgatories(ctx: BrokerContext) -> list[DelayedOperationPurgatory[Any]]:
@@ -614,14 +700,20 @@ def _transaction_coordinator(
 
 
 def _group_coordinator(
-    cfg: BrokerConfig, topics: TopicManager, loop: asyncio.AbstractEventLoop
+    cfg: BrokerConfig,
+    topics: TopicManager,
+    loop: asyncio.AbstractEventLoop,
+    cluster_groups: ClusterGroups | None,
 ) -> GroupCoordinator:
-    """The group coordinator of a single node: its state in the local ``__consumer_offsets`` partitions (created
+    """The group coordinator. Single node: its state in the local ``__consumer_offsets`` partitions (created
     on first use, ``cleanup.policy=compact``: the log cleaner keeps the latest record per key once it runs),
-    replayed now."""
+    replayed now. Cluster: the partitions this node leads, loaded and written through replication by
+    ``cluster_groups`` (see :mod:`.groups`)."""
 
     def offsets_log(partition: int, create: bool) -> PartitionLog | None:
         log = topics.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+        if cluster_groups is not None:
+            return log  # created by the cluster metadata (FindCoordinator), hosted through apply_view
         if log is None and create and topics.partition_count(CONSUMER_OFFSETS_TOPIC) is None:
             topics.create(
                 CONSUMER_OFFSETS_TOPIC,
@@ -643,8 +735,13 @@ def _group_coordinator(
         offsets_log,
         loop,
         topics.partition_count,
+        append_records=None if cluster_groups is None else cluster_groups.append_records,
+        await_replication=None if cluster_groups is None else cluster_groups.await_replication,
     )
-    coordinator.load()
+    if cluster_groups is None:
+        coordinator.load()
+    else:
+        cluster_groups.coordinator = coordinator
     return coordinator
 
 

@@ -89,6 +89,8 @@ BROKER_KEYS: dict[str, str] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     # Group coordinator (Kafka's names and defaults).
     "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "offsets.commit.timeout.ms": "5000",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -97,6 +99,8 @@ BROKER_KEYS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "3000",
     # pylog: directory of the shared cluster metadata file (cluster.json + its lock); empty = single node.
     "pylog.cluster.dir": "",
+    # pylog: the Prometheus endpoint, HOST:PORT or PORT (loopback); empty = no metrics (see server/metrics.py).
+    "pylog.metrics.listener": "",
     # pylog, tests only: while this file exists, a cluster coordinator holds its transaction markers back.
     "pylog.test.transaction.markers.hold.file": "",
 }
@@ -245,6 +249,26 @@ def _per_ip_overrides(props: Mapping[str, str]) -> dict[str, int]:
     return out
 
 
+def _metrics_listener(text: str) -> tuple[str, int] | None:
+    """``pylog.metrics.listener``: ``HOST:PORT``, or ``PORT`` alone for loopback; empty = off; port 0 = any free."""
+    text = text.strip()
+    if not text:
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ConfigError(
+            f"pylog.metrics.listener={text!r}: expected HOST:PORT or PORT (0..65535), e.g. 127.0.0.1:9404"
+        )
+    return host, port
+
+
 _COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -310,6 +334,11 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     offsets_topic_num_partitions: int = 50
+    #: Cluster: replicas of each ``__consumer_offsets`` partition; the topic is not created (FindCoordinator
+    #: answers COORDINATOR_NOT_AVAILABLE) until that many brokers are registered and unfenced, as Kafka.
+    offsets_topic_replication_factor: int = 3
+    #: Cluster: how long an offset commit (or any group write) waits for its replication before it fails.
+    offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
@@ -318,6 +347,8 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     #: Directory holding ``cluster.json`` shared by the brokers of a cluster on one machine; None = single node.
     cluster_dir: str | None = None
+    #: ``pylog.metrics.listener``: (host, port) of the Prometheus endpoint; None = metrics off (the default).
+    metrics_listener: tuple[str, int] | None = None
     #: Tests only: while this file exists, the cluster's transaction markers wait (fault injection).
     test_transaction_markers_hold_file: str | None = None
     props: Mapping[str, str] = field(default_factory=dict)
@@ -446,6 +477,8 @@ class BrokerConfig:
                 props, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1
             ),
             offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", minimum=1),
+            offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", minimum=1),
+            offsets_commit_timeout_ms=_int(props, "offsets.commit.timeout.ms", minimum=1),
             offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", minimum=0),
             offsets_retention_minutes=_int(props, "offsets.retention.minutes", minimum=1),
             offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", minimum=1),
@@ -453,6 +486,7 @@ class BrokerConfig:
             group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", minimum=1),
             group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", minimum=0),
             cluster_dir=props.get("pylog.cluster.dir", "").strip() or None,
+            metrics_listener=_metrics_listener(props.get("pylog.metrics.listener", "")),
             test_transaction_markers_hold_file=props.get(
                 "pylog.test.transaction.markers.hold.file", ""
             ).strip()

@@ -22,6 +22,7 @@ from broker_runtime.coordinator.transaction import TransactionCoordinator
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -58,7 +59,9 @@ class BrokerContext:
     cluster: Any = None
     #: Re-read the cluster metadata now and apply it (a request named a topic this broker does not know).
     refresh_cluster: Callable[[], bool] = field(default=lambda: False)
-    #: The transaction coordinator of this broker (None in a cluster: not available there yet).
+    #: The transaction coordinator of this broker (in a cluster: of the __transaction_state partitions it leads).
     txn_coordinator: TransactionCoordinator | None = None
-    #: The group coordinator of this broker (None in a cluster: not available there yet).
+    #: The group coordinator of this broker (in a cluster: of the __consumer_offsets partitions it leads).
     group_coordinator: GroupCoordinator | None = None
+    #: The broker's metrics (None while ``pylog.metrics.listener`` is unset: nothing is counted).
+    metrics: BrokerMetrics | None = None

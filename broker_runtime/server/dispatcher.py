@@ -9,23 +9,35 @@ Bad input, decided here (Kafka's ``SocketServer``/``RequestContext`` behaviour):
 
 Responses are encoded as a list of chunks (size prefix first), so fetched record buffers are written to the
 socket without being copied into one response buffer. Event-loop thread only.
+
+With metrics on (``ctx.metrics``), each handled request gets a
+:class:`~broker_runtime.server.metrics.RequestTiming` left on the connection (``connection.request_timing``),
+which the connection completes when the answer is handed to the socket. Kafka's request names label it
+(``Produce``, ``FetchConsumer`` / ``FetchFollower``, ``ApiVersions``, ...).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from broker_runtime.errors import ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol.messages import ApiKey, RequestHeader, decode_request, encode_response_chunks
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.handlers import api_versions, handler_table, supported_versions
+from broker_runtime.server.metrics import RequestTiming
 from broker_runtime.server.network import CLOSE, Connection
 
 __all__ = ["Dispatcher"]
 
 _log = logging.getLogger(__name__)
+
+#: Kafka's request names (``ApiKeys.name``), as RequestMetrics labels them: PRODUCE -> Produce.
+_REQUEST_NAMES: dict[int, str] = {
+    int(key): "".join(part.capitalize() for part in key.name.split("_")) for key in ApiKey
+}
 
 
 class Dispatcher:
@@ -67,9 +79,22 @@ class Dispatcher:
                 header.client_id,
             )
             return CLOSE
+        metrics = self._ctx.metrics
+        if metrics is None:
+            result = handler(self._ctx, header, body)
+            if isinstance(result, asyncio.Future):
+                return self._encode_later(header, result)
+            return self._encode(header, result)
+        name = _REQUEST_NAMES[header.api_key]
+        if header.api_key == ApiKey.FETCH:
+            name = "FetchFollower" if body.get("ReplicaId", -1) >= 0 else "FetchConsumer"
+        timing = metrics.request_started(name, header.api_version, connection.received_ns)
         result = handler(self._ctx, header, body)
+        timing.local_done = timing.resolved = time.monotonic_ns()
+        connection.request_timing = timing
         if isinstance(result, asyncio.Future):
-            return self._encode_later(header, result)
+            return self._encode_later(header, result, timing)
+        timing.result = result
         return self._encode(header, result)
 
     def _encode(self, header: RequestHeader, result: Any) -> Any:
@@ -77,10 +102,16 @@ class Dispatcher:
             return result
         return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
 
-    def _encode_later(self, header: RequestHeader, pending: asyncio.Future[Any]) -> asyncio.Future[Any]:
+    def _encode_later(
+        self, header: RequestHeader, pending: asyncio.Future[Any], timing: RequestTiming | None = None
+    ) -> asyncio.Future[Any]:
         encoded: asyncio.Future[Any] = self._ctx.loop.create_future()
 
         def done(fut: asyncio.Future[Any]) -> None:
+            if timing is not None:
+                timing.resolved = time.monotonic_ns()
+                if not fut.cancelled() and fut.exception() is None:
+                    timing.result = fut.result()
             if encoded.done():
                 return
             if fut.cancelled():

@@ -30,6 +30,11 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
 
+Request timing (metrics): each frame keeps the monotonic time of the read that completed it; while the handler
+runs, :attr:`Connection.received_ns` holds it. A handler may leave an object with a ``sent(now_ns)`` method in
+:attr:`Connection.request_timing`; the connection calls it when that request's answer is handed to the
+transport (or dropped: acks=0, a refused request).
+
 Thread-safety: every method runs on the event-loop thread; nothing here is shared with other threads.
 """
 
@@ -104,10 +109,17 @@ class Connection(asyncio.Protocol):
         self._max_queued = queued_max_requests
         #: ``time.monotonic()`` of the last read or write (idle expiry, ``connections.max.idle.ms``).
         self.last_active = time.monotonic()
-        self._queue: deque[memoryview] = deque()
+        #: Frames not yet dispatched, each with the monotonic time (ns) of the read that completed it.
+        self._queue: deque[tuple[memoryview, int]] = deque()
         self._transport: asyncio.Transport | None = None
         #: Response slots in request order: a future (pending or done) or an already known result.
         self._slots: deque[Any] = deque()
+        #: Beside each slot: the handler's request timing (or None), completed when the slot is written.
+        self._timings: deque[Any] = deque()
+        #: Arrival time (monotonic ns) of the frame being handled; see the module docstring.
+        self.received_ns = 0
+        #: Set by the handler while it handles a frame; see the module docstring.
+        self.request_timing: Any = None
         #: Response chunks resolved but not yet handed to the transport (see :meth:`_write_out`).
         self._out: list[Any] = []
         self._out_bytes = 0
@@ -139,8 +151,10 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.close(f"bad frame: {exc}")
             return
-        for frame in frames:
-            self._queue.append(memoryview(frame))
+        if frames:
+            now = time.monotonic_ns()
+            for frame in frames:
+                self._queue.append((memoryview(frame), now))
         self._process()
 
     def eof_received(self) -> bool | None:
@@ -154,6 +168,7 @@ class Connection(asyncio.Protocol):
         self._transport = None
         self._out.clear()
         slots, self._slots = self._slots, deque()
+        self._timings.clear()
         for slot in slots:
             if isinstance(slot, asyncio.Future) and not slot.done():
                 # Nobody will read the answer: cancelling lets the delayed operation finish at its next check.
@@ -217,7 +232,8 @@ class Connection(asyncio.Protocol):
         while (
             self._queue and len(self._slots) < MAX_IN_FLIGHT and not self._closing and not self._write_paused
         ):
-            frame = self._queue.popleft()
+            frame, self.received_ns = self._queue.popleft()
+            self.request_timing = None
             try:
                 result = self._handler(frame, self)
             except Exception:  # a handler bug must cost one connection, never the broker
@@ -227,6 +243,7 @@ class Connection(asyncio.Protocol):
             if isinstance(result, asyncio.Future) and not result.done():
                 result.add_done_callback(self._on_slot_done)
             self._slots.append(result)
+            self._timings.append(self.request_timing)
             self._flush_slots()
         self._write_out()
         self._update_reading()
@@ -246,6 +263,7 @@ class Connection(asyncio.Protocol):
                 if not head.done():
                     return
                 slots.popleft()
+                self._sent(self._timings.popleft())
                 if head.cancelled():
                     self.close("a delayed request was cancelled (broker stopping)")
                     return
@@ -257,7 +275,13 @@ class Connection(asyncio.Protocol):
                 self._emit(head.result())
             else:
                 slots.popleft()
+                self._sent(self._timings.popleft())
                 self._emit(head)
+
+    @staticmethod
+    def _sent(timing: Any) -> None:
+        if timing is not None:
+            timing.sent(time.monotonic_ns())
 
     def _emit(self, result: Any) -> None:
         if result is None:

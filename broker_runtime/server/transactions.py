@@ -43,8 +43,9 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
-from broker_runtime.server.replicated import wait_replicated
+from broker_runtime.server.replicated import answer_after_replication, wait_replicated
 from broker_runtime.server.topics import TopicError
 
 __all__ = [
@@ -141,31 +142,9 @@ def answer_after_state_write(ctx: BrokerContext, body: Callable[[ErrorCode | Non
     ``body(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``."""
     coordinator = ctx.txn_coordinator
     appended = set() if coordinator is None else coordinator.take_appended()
-    if not appended or ctx.config.cluster_dir is None:
-        return body(None)
-    targets: dict[TopicPartition, AppendResult] = {}
-    for index in appended:
-        partition = ctx.replicas.partition(TRANSACTION_STATE_TOPIC, index)
-        if partition is None:
-            return body(ErrorCode.NOT_COORDINATOR)
-        end = partition.log.log_end_offset
-        targets[(TRANSACTION_STATE_TOPIC, index)] = AppendResult(ErrorCode.NONE, required_offset=end)
-    waiting = wait_replicated(ctx, REPLICATION_TIMEOUT_MS, targets)
-
-    async def answer() -> dict[str, Any]:
-        final = await waiting
-        codes = set(final.values()) - {ErrorCode.NONE}
-        if not codes:
-            return body(None)
-        _log.warning(
-            "transaction state write not replicated (%s); answering the client with a retriable error",
-            ", ".join(sorted(c.name for c in codes)),
-        )
-        if ErrorCode.NOT_LEADER_OR_FOLLOWER in codes:
-            return body(ErrorCode.NOT_COORDINATOR)
-        return body(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-
-    return asyncio.ensure_future(answer())
+    return answer_after_replication(
+        ctx, TRANSACTION_STATE_TOPIC, appended, REPLICATION_TIMEOUT_MS, body, "transaction state write"
+    )
 
 
 class ClusterTransactions:
@@ -375,7 +354,9 @@ class ClusterTransactions:
                 )
                 for tp in tps
             }
-            return await wait_replicated(ctx, REPLICATION_TIMEOUT_MS, appended)
+            final = await wait_replicated(ctx, REPLICATION_TIMEOUT_MS, appended)
+            complete_offsets_txn(ctx, producer_id, control_type, final)
+            return final
         topics: dict[str, list[int]] = {}
         for topic, index in tps:
             topics.setdefault(topic, []).append(index)

@@ -12,11 +12,17 @@ Python ``produce()`` loop (about 1 us per call) and librdkafka's threads take mo
 client-bound; the broker's own cost is reported separately: the child process's CPU time (user + system, from
 ``getrusage(RUSAGE_CHILDREN)`` after it exits) per message over every message of the section, and the rate one
 core of broker time could sustain at that cost.
+
+Metrics cost: the same throughput run against two fresh brokers, one with ``pylog.metrics.listener`` set and one
+without, alternated (off, on, off, on, ...: 3 pairs, quick mode 1), each broker measured alone: the producer's
+rate and the broker process's CPU per message. Reported as medians and the on/off ratios of the same run (no
+scraper runs meanwhile: a scrape costs per partition, not per request).
 """
 
 from __future__ import annotations
 
 import resource
+import statistics
 import tempfile
 
 from jobs.bench.common import Result
@@ -46,6 +52,46 @@ def run(quick: bool) -> list[Result]:
     total = warmup + n + latency_n
     per_message_us = broker_cpu / total * 1e6
     target = 1_000_000
+    return _figures(n, rate, p50, p99, total, per_message_us, target) + _metrics_cost(quick)
+
+
+def _one_broker(metrics: bool, n: int) -> tuple[float, float]:
+    """(msg/s, broker CPU us per message) of one throughput run against a fresh broker."""
+    from broker_runtime.launch import broker_process, create_topic
+
+    overrides = {"pylog.metrics.listener": "127.0.0.1:0"} if metrics else {}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with (
+        tempfile.TemporaryDirectory(prefix="pylog-bench-") as data,
+        broker_process(data, overrides) as bootstrap,
+    ):
+        create_topic(bootstrap, "bench", PARTITIONS)
+        throughput(SECTION, bootstrap, "bench", "1", min(n, 20_000))
+        rate = throughput(SECTION, bootstrap, "bench", "1", n)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return rate, cpu / (n + min(n, 20_000)) * 1e6
+
+
+def _metrics_cost(quick: bool) -> list[Result]:
+    n = 2_000 if quick else 500_000
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(1 if quick else 3):
+        for metrics in (False, True):
+            runs[metrics].append(_one_broker(metrics, n))
+    rate = {m: statistics.median(r for r, _ in runs[m]) for m in runs}
+    cpu = {m: statistics.median(c for _, c in runs[m]) for m in runs}
+    return [
+        Result(SECTION, f"produce with metrics off ({n:,} msgs, median)", rate[False], "msg/s"),
+        Result(SECTION, "produce with metrics on / off (same run)", rate[True] / rate[False], "x"),
+        Result(SECTION, "broker CPU per message, metrics off", cpu[False], "us"),
+        Result(SECTION, "broker CPU per message, metrics on / off (same run)", cpu[True] / cpu[False], "x"),
+    ]
+
+
+def _figures(
+    n: int, rate: float, p50: float, p99: float, total: int, per_message_us: float, target: int
+) -> list[Result]:
     return [
         Result(
             SECTION,

@@ -40,6 +40,20 @@ producer's COMMIT/ABORT marker is appended to the group's partition, and on repl
 makes them committed or drops them, as Kafka's ``handleTxnCompletion``; :meth:`pending_offsets` names the
 partitions OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT for.
 
+Cluster ownership (``append_records`` given; Kafka's ``onElection`` / ``onResignation``): this node coordinates only
+the groups of the ``__consumer_offsets`` partitions it leads. :meth:`GroupCoordinator.become_leader` loads one
+partition from the local replica (its whole log: as leader every record in it will be committed) at the partition's
+leader epoch; :meth:`GroupCoordinator.resign` drops its groups (timers cancelled, waiting JoinGroup and SyncGroup
+answers get NOT_COORDINATOR). Every request for a group of another partition answers NOT_COORDINATOR
+(:meth:`GroupCoordinator.owner_error`). Records go through ``append_records`` (the leader's append with acks=-1
+rules; it raises :class:`~broker_runtime.errors.KafkaError`, mapped as Kafka's ``appendForGroup`` callbacks map
+them: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR, NOT_ENOUGH_REPLICAS / timeouts -> COORDINATOR_NOT_AVAILABLE); the
+handler waits for their replication (:meth:`GroupCoordinator.take_appended`) before it answers, and the members'
+SyncGroup answers wait for the replication of the leader's assignment (``await_replication``; the group stays
+CompletingRebalance meanwhile, and rebalances if it cannot be stored). The in-memory state follows the leader's own
+log at once (a commit whose replication then fails is visible on this leader, as it is in its log; a new leader that
+lacks it never had it, and this one drops the group when it resigns).
+
 Timers run on the event loop (``loop.call_later``). Thread-safety: event-loop thread only (storage calls are
 synchronous and short).
 """
@@ -68,16 +82,38 @@ from broker_runtime.coordinator.group.log_format import (
     partition_for,
 )
 from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupState, Member
-from broker_runtime.errors import ErrorCode, ProducerStateError
-from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
+from broker_runtime.errors import ErrorCode, KafkaError, ProducerStateError
+from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatchBuilder
+from broker_runtime.storage.log_batches import read_batches
 from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["GroupConfig", "GroupCoordinator", "OffsetsLog"]
+__all__ = ["GroupConfig", "GroupCoordinator", "OffsetsLog", "append_error"]
 
 _log = logging.getLogger(__name__)
 
 #: (partition, create) -> the local ``__consumer_offsets`` partition log (created on first write), or None.
 OffsetsLog = Callable[[int, bool], PartitionLog | None]
+
+#: A replicated append's error, as the client of the group coordinator is told it (Kafka's GroupMetadataManager).
+_APPEND_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.PRODUCER_FENCED,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.PRODUCER_FENCED,
+}
+
+
+def append_error(exc: Exception) -> ErrorCode:
+    """The error code a client gets when the coordinator's append failed with ``exc``."""
+    if isinstance(exc, ProducerStateError):
+        return ErrorCode.PRODUCER_FENCED
+    if isinstance(exc, KafkaError) and isinstance(exc.code, ErrorCode):
+        return _APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +143,9 @@ class GroupCoordinator:
         loop: asyncio.AbstractEventLoop,
         topic_partitions: Callable[[str], int | None],
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        *,
+        append_records: Callable[[int, bytes], None] | None = None,
+        await_replication: Callable[[int, Callable[[ErrorCode | None], None]], None] | None = None,
     ) -> None:
         self.config = config
         self._offsets_log = offsets_log
@@ -114,6 +153,15 @@ class GroupCoordinator:
         self._topic_partitions = topic_partitions
         self._now_ms = now_ms
         self._groups: dict[str, Group] = {}
+        #: Cluster: appends one ``__consumer_offsets`` batch as leader (acks=-1 checks) or raises KafkaError.
+        self._append_records = append_records
+        #: Cluster: calls back once a partition's appended records are replicated (or with the error).
+        self._await_replication = await_replication
+        #: Cluster: ``__consumer_offsets`` partitions this node leads -> their leader epoch. None on a single
+        #: node, which coordinates every partition.
+        self._owned: dict[int, int] | None = None if append_records is None else {}
+        #: ``__consumer_offsets`` partitions appended to since the last :meth:`take_appended`.
+        self._appended: set[int] = set()
 
     # -- lookup ----------------------------------------------------------------------------------------------
 
@@ -129,6 +177,69 @@ class GroupCoordinator:
 
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
+
+    # -- ownership (cluster) -----------------------------------------------------------------------------------
+
+    def owner_error(self, group_id: str) -> ErrorCode:
+        """NONE when this node coordinates ``group_id``, else NOT_COORDINATOR."""
+        if self._owned is None or self.partition_for(group_id) in self._owned:
+            return ErrorCode.NONE
+        return ErrorCode.NOT_COORDINATOR
+
+    @property
+    def owned_partitions(self) -> dict[int, int]:
+        return dict(self._owned or {})
+
+    def become_leader(self, partition: int, leader_epoch: int) -> int:
+        """This node now leads ``partition`` of ``__consumer_offsets``: load its groups and offsets from the local
+        replica; a group with members is Stable with fresh session timers (members that keep heartbeating go on
+        in their generation). Returns the number of groups loaded."""
+        assert self._owned is not None, "become_leader is for a cluster"
+        self.resign(partition)
+        self._replay(partition)
+        self._owned[partition] = leader_epoch
+        mine = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
+        self._activate(mine)
+        _log.info(
+            "now group coordinator of __consumer_offsets-%d (leader epoch %d): %d group(s) loaded",
+            partition,
+            leader_epoch,
+            len(mine),
+        )
+        return len(mine)
+
+    def resign(self, partition: int) -> None:
+        """This node no longer leads ``partition``: drop its groups; waiting answers get NOT_COORDINATOR."""
+        if self._owned is None:
+            return
+        was = self._owned.pop(partition, None)
+        dropped = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
+        for group in dropped:
+            if group.join_timer is not None:
+                group.join_timer.cancel()
+                group.join_timer = None
+            for member in group.members.values():
+                if member.session_timer is not None:
+                    member.session_timer.cancel()
+                    member.session_timer = None
+                _answer(member.join_future, self._join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
+                _answer(member.sync_future, {"ErrorCode": ErrorCode.NOT_COORDINATOR, "Assignment": b""})
+                member.join_future = member.sync_future = None
+            group.state = GroupState.DEAD
+            del self._groups[group.group_id]
+        if was is not None:
+            _log.info(
+                "no longer group coordinator of __consumer_offsets-%d (leader epoch %d): %d group(s) unloaded",
+                partition,
+                was,
+                len(dropped),
+            )
+
+    def take_appended(self) -> set[int]:
+        """The ``__consumer_offsets`` partitions appended to since the last call (cluster: the handler waits
+        until they are replicated before it answers)."""
+        appended, self._appended = self._appended, set()
+        return appended
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -146,8 +257,12 @@ class GroupCoordinator:
         ``producer`` (id, epoch) the batch is transactional, part of that producer's open transaction: it
         continues the producer's sequence on this partition (0 at a new epoch), as the coordinator's own
         append, so the partition's producer state and last stable offset follow the transaction."""
-        log = self._offsets_log(self.partition_for(group_id), True)
-        assert log is not None
+        partition = self.partition_for(group_id)
+        log = self._offsets_log(partition, self._append_records is None)
+        if log is None:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"__consumer_offsets-{partition} is not hosted here"
+            )
         if producer is None:
             builder = RecordBatchBuilder()
         else:
@@ -162,11 +277,16 @@ class GroupCoordinator:
         now = self._now_ms()
         for key, value in records:
             builder.append(now, key, value)
-        log.append(builder.build())
-        log.flush()
+        if self._append_records is not None:
+            self._append_records(partition, bytes(builder.build()))  # replicated: acks=-1 before any answer
+        else:
+            log.append(builder.build())
+            log.flush()
+        self._appended.add(partition)
 
-    def _store_group(self, group: Group) -> None:
-        """Write the group's metadata record (a failure is logged: the group still works until a restart)."""
+    def _store_group(self, group: Group) -> ErrorCode:
+        """Write the group's metadata record; the error a client would get (a failure is logged: on a single
+        node the group still works until a restart)."""
         value = GroupMetadataRecord(
             group.protocol_type or "",
             group.generation,
@@ -196,16 +316,22 @@ class GroupCoordinator:
                 group.generation,
                 exc,
             )
+            return append_error(exc)
+        return ErrorCode.NONE
+
+    def _after_write(self, group_id: str, then: Callable[[ErrorCode | None], None]) -> None:
+        """Run ``then(None)`` once what was appended to the group's partition is replicated (at once on a
+        single node), or ``then(error)`` when it cannot be (cluster: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
+        if self._await_replication is None:
+            then(None)
+        else:
+            self._await_replication(self.partition_for(group_id), then)
 
     def load(self) -> int:
         """Replay every existing ``__consumer_offsets`` partition; returns the number of groups loaded."""
         for partition in range(self.config.num_partitions):
             self._replay(partition)
-        for group in self._groups.values():
-            if group.members:
-                group.state = GroupState.STABLE
-                for member in group.members.values():
-                    self._schedule_session(group, member)
+        self._activate(list(self._groups.values()))
         if self._groups:
             _log.info("group coordinator loaded %d group(s)", len(self._groups))
         return len(self._groups)
@@ -214,26 +340,24 @@ class GroupCoordinator:
         log = self._offsets_log(partition, False)
         if log is None:
             return
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            data = log.read(offset, 1 << 20, max_offset=end)
-            if not data.records:
-                break
-            view = memoryview(data.records)
-            pos = 0
-            while pos < len(view):
-                batch = RecordBatch(view, pos)
-                header = batch.header
-                if header.is_control:
-                    control_type, _ = batch.control_record()
-                    self.complete_txn(header.producer_id, partition, control_type == CONTROL_COMMIT)
-                else:
-                    txn = header.producer_id if header.is_transactional else None
-                    for record in batch.records():
-                        if record.key is not None:
-                            self._apply_record(record.key, record.value, txn)
-                pos += header.size
-            offset = data.next_offset
+        for batch in read_batches(log):
+            header = batch.header
+            if header.is_control:
+                control_type, _ = batch.control_record()
+                self.complete_txn(header.producer_id, partition, control_type == CONTROL_COMMIT)
+                continue
+            txn = header.producer_id if header.is_transactional else None
+            for record in batch.records():
+                if record.key is not None:
+                    self._apply_record(record.key, record.value, txn)
+
+    def _activate(self, groups: list[Group]) -> None:
+        """Loaded groups with members are Stable, each member on a fresh session timer."""
+        for group in groups:
+            if group.members:
+                group.state = GroupState.STABLE
+                for member in group.members.values():
+                    self._schedule_session(group, member)
 
     def _apply_record(
         self, key: bytes | memoryview, value: bytes | memoryview | None, txn_producer: int | None = None
@@ -448,6 +572,8 @@ class GroupCoordinator:
         """JoinGroup: the answer now, or a future of it (see the module docstring)."""
         if not group_id:
             return self._join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return self._join_error(ErrorCode.NOT_COORDINATOR, member_id)
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
             return self._join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if rebalance_timeout_ms < 0:
@@ -613,6 +739,8 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
         """SyncGroup: the member's assignment now, or a future of it."""
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "Assignment": b""}
         group = self._groups.get(group_id)
         code, member = self._check_member(group, member_id, group_instance_id, generation)
         if code != ErrorCode.NONE or group is None or member is None:
@@ -630,13 +758,42 @@ class GroupCoordinator:
         if member_id == group.leader:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
-            group.state = GroupState.STABLE
-            group.state_timestamp_ms = self._now_ms()
-            self._store_group(group)
-            for m in group.members.values():
-                _answer(m.sync_future, self._sync_body(group, m))
-                m.sync_future = None
+            stored = self._store_group(group)
+            if stored != ErrorCode.NONE and self._append_records is not None:
+                self._propagate_assignment(group, group.generation, stored)
+            else:
+                self._after_write(
+                    group_id, lambda failed: self._propagate_assignment(group, generation, failed)
+                )
         return fut
+
+    def _propagate_assignment(self, group: Group, generation: int, failed: ErrorCode | None) -> None:
+        """The leader's assignment is stored (Kafka's storeGroup callback): the group is Stable and every member
+        gets its assignment; if it could not be stored (cluster), every member gets the error and the group
+        rebalances. Nothing happens if a rebalance or a resignation answered the members meanwhile."""
+        if (
+            self._groups.get(group.group_id) is not group
+            or group.generation != generation
+            or group.state != GroupState.COMPLETING_REBALANCE
+        ):
+            return
+        if failed is not None:
+            _log.warning(
+                "group %r: the assignment of generation %d was not stored (%s); the members rejoin",
+                group.group_id,
+                generation,
+                failed.name,
+            )
+            for m in group.members.values():
+                _answer(m.sync_future, {"ErrorCode": failed, "Assignment": b""})
+                m.sync_future = None
+            self._prepare_rebalance(group)
+            return
+        group.state = GroupState.STABLE
+        group.state_timestamp_ms = self._now_ms()
+        for m in group.members.values():
+            _answer(m.sync_future, self._sync_body(group, m))
+            m.sync_future = None
 
     @staticmethod
     def _sync_body(group: Group, member: Member) -> dict[str, Any]:
@@ -650,6 +807,8 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR
         group = self._groups.get(group_id)
         code, member = self._check_member(group, member_id, group_instance_id, generation)
         if group is not None and member is not None:
@@ -664,6 +823,8 @@ class GroupCoordinator:
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup: (group error, error per (member id, instance id))."""
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR, [ErrorCode.NOT_COORDINATOR] * len(members)
         group = self._groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
@@ -734,6 +895,8 @@ class GroupCoordinator:
 
         if not group_id:
             return all_(ErrorCode.INVALID_GROUP_ID)
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return all_(ErrorCode.NOT_COORDINATOR)
         group = self._groups.get(group_id)
         if group is not None and group.state == GroupState.DEAD:
             group = None
@@ -754,7 +917,7 @@ class GroupCoordinator:
             except Exception as exc:
                 _log.warning("group %r: offset commit not stored in __consumer_offsets: %s", group_id, exc)
                 for tp in accepted:
-                    result[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+                    result[tp] = append_error(exc)
                 return result
             if group is None:
                 group = self._groups[group_id] = Group(group_id)
@@ -779,6 +942,8 @@ class GroupCoordinator:
         without them (v0-2) the commit is taken whatever the group's members, as Kafka does."""
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR)
         group = self._groups.get(group_id)
         if group is not None and group.state == GroupState.DEAD:
             group = None
@@ -793,6 +958,11 @@ class GroupCoordinator:
             except ProducerStateError as exc:  # a fenced (older) producer epoch
                 _log.info("group %r: transactional offset commit refused: %s", group_id, exc)
                 return dict.fromkeys(offsets, ErrorCode.PRODUCER_FENCED)
+            except KafkaError as exc:
+                _log.warning("group %r: transactional offset commit not stored: %s", group_id, exc)
+                for tp in accepted:
+                    result[tp] = append_error(exc)
+                return result
             except Exception as exc:
                 _log.warning(
                     "group %r: transactional offset commit of producer %d not stored in __consumer_offsets: %s",
@@ -901,6 +1071,9 @@ class GroupCoordinator:
         GROUP_ID_NOT_FOUND for an unknown one, NON_EMPTY_GROUP while it has members."""
         result: dict[str, ErrorCode] = {}
         for group_id in group_ids:
+            if self.owner_error(group_id) != ErrorCode.NONE:
+                result[group_id] = ErrorCode.NOT_COORDINATOR
+                continue
             group = self._groups.get(group_id)
             if group is None or group.state == GroupState.DEAD:
                 result[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
@@ -916,7 +1089,7 @@ class GroupCoordinator:
                 self._append(group_id, records)
             except Exception as exc:
                 _log.warning("group %r: deletion not stored in __consumer_offsets: %s", group_id, exc)
-                result[group_id] = ErrorCode.UNKNOWN_SERVER_ERROR
+                result[group_id] = append_error(exc)
                 continue
             if group.join_timer is not None:
                 group.join_timer.cancel()
@@ -931,6 +1104,8 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete (KIP-496): (group error, error per partition). A partition of a topic the members
         subscribe to is GROUP_SUBSCRIBED_TO_TOPIC; the others are removed (tombstones written)."""
+        if self.owner_error(group_id) != ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR, {}
         group = self._groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -951,7 +1126,7 @@ class GroupCoordinator:
                 self._append(group_id, [(encode_offset_key(group_id, t, p), None) for t, p in removing])
             except Exception as exc:
                 _log.warning("group %r: offset deletion not stored in __consumer_offsets: %s", group_id, exc)
-                return ErrorCode.UNKNOWN_SERVER_ERROR, {}
+                return append_error(exc), {}
             for tp in removing:
                 del group.offsets[tp]
         return ErrorCode.NONE, result

@@ -23,7 +23,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   transaction timer starts with the first partition). A partition of an unknown topic fails the request:
   UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the others, as Kafka.
 * :meth:`add_offsets`: as add_partitions with the group's ``__consumer_offsets`` partition (Kafka's
-  ``handleAddPartitionsToTransaction`` for offsets); without a group coordinator (a cluster node) none joins.
+  ``handleAddPartitionsToTransaction`` for offsets); the caller names that partition (in a cluster this node
+  need not coordinate the group: the marker reaches the partition's leader like any other).
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
   partition of the transaction through the marker writer, then CompleteCommit/CompleteAbort is logged. A retry of
   a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
@@ -68,7 +69,8 @@ from broker_runtime.coordinator.transaction.log_format import (
 )
 from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH, TransactionMetadata, TxnState
 from broker_runtime.errors import ErrorCode, PylogError
-from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatch, RecordBatchBuilder
+from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder
+from broker_runtime.storage.log_batches import read_batches
 from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["InitResult", "MarkerSender", "MarkerWriter", "TransactionConfig", "TransactionCoordinator"]
@@ -332,21 +334,10 @@ class TransactionCoordinator:
         log = self._state_log(partition, False)
         if log is None:
             return
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            data = log.read(offset, 1 << 20, max_offset=end)
-            if not data.records:
-                break
-            pos = 0
-            view = memoryview(data.records)
-            while pos < len(view):
-                batch = RecordBatch(view, pos)
-                for record in batch.records():
-                    if record.key is None:
-                        continue
+        for batch in read_batches(log):
+            for record in batch.records():
+                if record.key is not None:
                     self._apply_record(decode_key(record.key), record.value)
-                pos += batch.header.size
-            offset = data.next_offset
 
     def _apply_record(self, transactional_id: str, value: bytes | memoryview | None) -> None:
         if value is None:

@@ -1,10 +1,12 @@
 """AddOffsetsToTxn (key 25, v0-3): a transactional producer is about to commit a group's offsets.
 
 Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
-TransactionCoordinator.add_offsets`) to add the group's ``__consumer_offsets`` partition (placement by the group
-coordinator, which creates the topic if needed) to the transaction, encodes its error. A cluster node has no
-group coordinator yet: the answer checks the producer and opens the transaction, but no partition joins it and
-the TxnOffsetCommit that would follow answers NOT_COORDINATOR (WARNING logged).
+TransactionCoordinator.add_offsets`) to add the group's ``__consumer_offsets`` partition to the transaction,
+encodes its error. The partition is Kafka's ``abs(groupId.hashCode) % offsets.topic.num.partitions``; on a single
+node the group coordinator creates the topic if needed, in a cluster it is created in the cluster metadata as
+FindCoordinator creates it (this node need not be the group's coordinator: the marker reaches the partition's
+leader through WriteTxnMarkers). Without the topic (too few brokers for ``offsets.topic.replication.factor``)
+the answer is COORDINATOR_NOT_AVAILABLE, which the producer retries.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from broker_runtime.coordinator.group.log_format import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import ensure_offsets_topic
 from broker_runtime.server.transactions import answer_after_state_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -34,7 +37,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     coordinator.take_appended()  # only this request's state writes are waited for
     groups = ctx.group_coordinator
     offsets_partition = None
-    if groups is not None:
+    if groups is not None and ctx.config.cluster_dir is not None:
+        why = ensure_offsets_topic(ctx)
+        if why is not None:
+            _log.warning("AddOffsetsToTxn for group %r: %s", body["GroupId"], why)
+            return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        offsets_partition = (CONSUMER_OFFSETS_TOPIC, groups.partition_for(body["GroupId"]))
+    elif groups is not None:
         try:
             offsets_partition = (CONSUMER_OFFSETS_TOPIC, groups.offsets_partition(body["GroupId"]))
         except Exception as exc:

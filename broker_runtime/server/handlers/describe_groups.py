@@ -3,7 +3,8 @@
 In Stable the answer has the chosen protocol and every member's metadata and assignment; in other states the
 protocol is empty and so are the members' metadata and assignment (Kafka's ``GroupMetadata.summary``). An
 unknown group is described as ``Dead`` with no member (v6: GROUP_ID_NOT_FOUND, as Kafka from v6). The client
-host is not recorded (empty). Without a group coordinator each group answers NOT_COORDINATOR.
+host is not recorded (empty). Without a group coordinator each group answers NOT_COORDINATOR, as does, in a
+cluster, a group of a ``__consumer_offsets`` partition this node does not lead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ MAX_VERSION = 6
 
 def _describe(ctx: BrokerContext, group_id: str, version: int) -> dict[str, Any]:
     coordinator = ctx.group_coordinator
-    if coordinator is None:
+    if coordinator is None or coordinator.owner_error(group_id) != ErrorCode.NONE:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "GroupId": group_id}
     group = coordinator.group(group_id)
     if group is None or group.state == GroupState.DEAD:

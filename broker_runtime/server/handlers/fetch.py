@@ -118,6 +118,18 @@ def _read_all(
     return results, total, any_error
 
 
+def _count_out(
+    ctx: BrokerContext, replica_id: int, parts: list[_PartitionFetch], results: list[ReadResult]
+) -> None:
+    """A consumer's answer counts as the topics' BytesOut (a follower's is replication, as Kafka counts it)."""
+    metrics = ctx.metrics
+    if metrics is None or replica_id >= 0:
+        return
+    for part, result in zip(parts, results, strict=True):
+        if result.records:
+            metrics.fetched(part.topic, len(result.records))
+
+
 def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResult]) -> dict[str, Any]:
     topics: list[dict[str, Any]] = []
     for part, result in zip(parts, results, strict=True):
@@ -209,6 +221,7 @@ class DelayedFetch(DelayedOperation):
         if results is None:
             results, _, _ = _read_all(self._ctx, self._parts, self._max_bytes, self._replica_id)
         if not self._future.done():
+            _count_out(self._ctx, self._replica_id, self._parts, results)
             self._future.set_result(_response(self._version, self._parts, results))
 
 
@@ -262,6 +275,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             return _response(version, parts, results)
     results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id)
     if max_wait <= 0 or not parts or total >= min_bytes or any_error:
+        _count_out(ctx, replica_id, parts, results)
         return _response(version, parts, results)
     future: asyncio.Future[Any] = ctx.loop.create_future()
     op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future, replica_id)

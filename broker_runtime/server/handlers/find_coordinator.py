@@ -8,9 +8,11 @@ the first such lookup creates the topic (see :mod:`broker_runtime.server.transac
 no live leader the answer is COORDINATOR_NOT_AVAILABLE (retriable). v4 answers each key of the batch.
 
 Key type 0 (group): a single node answers itself for every group (it hosts every partition of
-``__consumer_offsets``, see :mod:`broker_runtime.coordinator.group`). A broker of a cluster has no group
-coordinator yet: COORDINATOR_NOT_AVAILABLE and a message saying so (clients keep retrying; ``assign()`` needs
-no coordinator).
+``__consumer_offsets``, see :mod:`broker_runtime.coordinator.group`). In a cluster the coordinator of a group is
+the leader of its ``__consumer_offsets`` partition (Kafka's ``abs(hashCode) % offsets.topic.num.partitions``); the
+first such lookup creates the topic, which needs ``offsets.topic.replication.factor`` live brokers (see
+:mod:`broker_runtime.server.groups`); until then, and while the partition has no live leader, the answer is
+COORDINATOR_NOT_AVAILABLE (retriable) with a message saying why.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, find_coordinator
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import coordinator_node as group_coordinator_node
 from broker_runtime.server.transactions import coordinator_node
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -29,7 +32,6 @@ REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-_NO_GROUPS = "consumer groups are not served by a broker of a cluster yet; use assign() with explicit offsets"
 _NO_TXN_LEADER = "the __transaction_state partition of this transactional id has no live leader now"
 
 
@@ -40,9 +42,11 @@ def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str
         code, node, host, port = coordinator_node(ctx, key)
         return code, None if code == ErrorCode.NONE else _NO_TXN_LEADER, node, host, port
     if key_type == find_coordinator.KEY_TYPE_GROUP and ctx.group_coordinator is not None:
-        return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+        if ctx.config.cluster_dir is None:
+            return ErrorCode.NONE, None, ctx.config.node_id, ctx.advertised_host, ctx.advertised_port
+        return group_coordinator_node(ctx, key)
     if key_type == find_coordinator.KEY_TYPE_GROUP:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_GROUPS, -1, "", -1
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker has no group coordinator", -1, "", -1
     if key_type == find_coordinator.KEY_TYPE_TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker has no transaction coordinator", -1, "", -1
     return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1

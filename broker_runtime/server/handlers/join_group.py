@@ -2,17 +2,18 @@
 
 Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.join`, encode. From v4 a member
 without a member id is told MEMBER_ID_REQUIRED first (KIP-394). Without a group coordinator (a broker of a
-cluster, for now) the answer is NOT_COORDINATOR.
+In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and an
+answer whose request wrote the group's metadata waits for its replication (:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, join_group
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import answer_after_group_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -23,11 +24,13 @@ MAX_VERSION = 9
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
+    member_id = body["MemberId"]
     if coordinator is None:
-        return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "MemberId": body["MemberId"], "ProtocolName": ""}
+        return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "MemberId": member_id, "ProtocolName": ""}
+    coordinator.take_appended()
     result = coordinator.join(
         body["GroupId"],
-        body["MemberId"],
+        member_id,
         body["GroupInstanceId"],
         body["SessionTimeoutMs"],
         body["RebalanceTimeoutMs"] if header.api_version >= 1 else body["SessionTimeoutMs"],
@@ -37,6 +40,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         "",
         header.api_version >= 4,
     )
-    if isinstance(result, asyncio.Future):
-        return result
-    return result
+
+    def answer(failed: ErrorCode | None) -> Any:
+        if failed is None:
+            return result
+        return {"ErrorCode": failed, "GenerationId": -1, "MemberId": member_id, "ProtocolName": ""}
+
+    return answer_after_group_write(ctx, answer)

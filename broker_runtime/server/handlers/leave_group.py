@@ -2,6 +2,8 @@
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.leave`. v0-2 answer with the member's
 error as the top-level error; v3+ answer per member. Without a group coordinator the answer is NOT_COORDINATOR.
+In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR; as
+Kafka's, the answer does not wait for the group's next metadata record (written when the rebalance completes).
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     else:
         members = [(m["MemberId"], m["GroupInstanceId"]) for m in body["Members"]]
     code, errors = coordinator.leave(body["GroupId"], members)
-    if header.api_version < 3:
+    return _answer(header.api_version, members, code, errors)
+
+
+def _answer(
+    version: int, members: list[tuple[str, str | None]], code: ErrorCode, errors: list[ErrorCode]
+) -> dict[str, Any]:
+    if version < 3:
         return {"ThrottleTimeMs": 0, "ErrorCode": errors[0] if code == ErrorCode.NONE else code}
     return {
         "ThrottleTimeMs": 0,

@@ -1,8 +1,10 @@
 """OffsetCommit (key 8, v0-8): store a group's consumed positions in ``__consumer_offsets``.
 
-Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.commit_offsets` (answered once the records
-are appended and flushed). ``RetentionTimeMs`` (v2-4) is ignored: ``offsets.retention.minutes`` rules, as in
-Kafka from v5. Without a group coordinator every partition answers NOT_COORDINATOR.
+Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.commit_offsets` (answered once the records are
+appended and flushed). ``RetentionTimeMs`` (v2-4) is ignored: ``offsets.retention.minutes`` rules, as in Kafka from
+v5. Without a group coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a
+``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the
+replication of what the request wrote (:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations
@@ -13,20 +15,30 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_commit
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import answer_after_group_write
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "partition_errors", "requested_offsets"]
+__all__ = [
+    "MAX_VERSION",
+    "MIN_VERSION",
+    "REQUEST",
+    "handle",
+    "partition_errors",
+    "replaced",
+    "requested_offsets",
+]
 
 REQUEST = offset_commit.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 8
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
     wanted = requested_offsets(body)
     if coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
+        coordinator.take_appended()
         errors = coordinator.commit_offsets(
             body["GroupId"],
             body["GenerationIdOrMemberEpoch"] if header.api_version >= 1 else -1,
@@ -34,7 +46,22 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             body["GroupInstanceId"],
             wanted,
         )
-    return {"ThrottleTimeMs": 0, "Topics": partition_errors(body["Topics"], errors)}
+    return answer_after_group_write(
+        ctx,
+        lambda failed: {
+            "ThrottleTimeMs": 0,
+            "Topics": partition_errors(body["Topics"], replaced(errors, failed)),
+        },
+    )
+
+
+def replaced(
+    errors: dict[tuple[str, int], ErrorCode], failed: ErrorCode | None
+) -> dict[tuple[str, int], ErrorCode]:
+    """``errors`` with every accepted partition's NONE replaced by ``failed`` (the write was not replicated)."""
+    if failed is None:
+        return errors
+    return {tp: failed if code == ErrorCode.NONE else code for tp, code in errors.items()}
 
 
 def requested_offsets(body: dict[str, Any]) -> dict[tuple[str, int], tuple[int, int, str | None]]:

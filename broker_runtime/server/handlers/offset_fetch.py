@@ -4,7 +4,8 @@ Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.fetch_offset
 asks for every committed partition; v8 asks for several groups. With ``RequireStable`` (v7+, a read_committed
 consumer) a partition whose offset was committed in a transaction not yet complete answers
 UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka. Without a group coordinator the answer is
-NOT_COORDINATOR (top level from v2, per partition before).
+NOT_COORDINATOR (top level from v2, per partition before); so does, in a cluster, a group of a
+``__consumer_offsets`` partition this node does not lead.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _group(
     wanted = None if topics is None else [(t["Name"], p) for t in topics for p in t["PartitionIndexes"]]
     coordinator = ctx.group_coordinator
     unstable: set[tuple[str, int]] = set()
-    if coordinator is None:
+    if coordinator is None or coordinator.owner_error(group_id) != ErrorCode.NONE:
         found: dict[tuple[str, int], Any] = dict.fromkeys(wanted or [])
         code = ErrorCode.NOT_COORDINATOR
     else:

@@ -7,7 +7,8 @@ Per request (Kafka's ``KafkaApis.handleProduceRequest`` + ``ReplicaManager.appen
   * partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka creates topics from Metadata, not
     from Produce);
   * ``acks`` outside {-1, 0, 1}: INVALID_REQUIRED_ACKS for every partition of known topics, nothing appended;
-  * otherwise each partition is validated and appended by the ReplicaManager (per batch work only);
+  * otherwise each partition is validated and appended by the ReplicaManager (per batch work only); with
+    metrics on, its bytes and records count as the topic's BytesIn / MessagesIn;
   * ``acks=0``: no response at all; if any partition failed, the connection is closed so the client notices
     and refreshes its metadata, as Kafka does;
   * ``acks=-1``: before appending, a partition whose ISR is smaller than ``min.insync.replicas`` gets
@@ -62,6 +63,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     acks = body["Acks"]
     topics = ctx.topics
     replicas = ctx.replicas
+    metrics = ctx.metrics
     results: list[tuple[str, list[tuple[int, AppendResult]]]] = []
     failed: list[str] = []
     for topic_data in body["TopicData"]:
@@ -87,7 +89,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                     ErrorCode.INVALID_REQUIRED_ACKS, message=f"acks={acks} is not -1, 0 or 1"
                 )
             else:
-                result = replicas.append(name, index, pdata["Records"], version, acks)
+                records = pdata["Records"]
+                result = replicas.append(name, index, records, version, acks)
+                if metrics is not None and not result.error:
+                    metrics.appended(name, len(records), result.required_offset - result.base_offset)
             if result.error:
                 failed.append(f"{name}-{index}: {ErrorCode(result.error).name}")
             partitions.append((index, result))

@@ -1,7 +1,9 @@
 """SyncGroup (key 14, v0-5): a member collects its assignment; the leader's request carries everyone's.
 
-Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.sync` (an answer now or a future
-of it), encode. Without a group coordinator the answer is NOT_COORDINATOR.
+Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.sync` (an answer now or a future of it),
+encode. Without a group coordinator the answer is NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets``
+partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the replication of what the
+request wrote (:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, sync_group
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import answer_after_group_write
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -23,10 +26,14 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     coordinator = ctx.group_coordinator
     if coordinator is None:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
-    return coordinator.sync(
+    coordinator.take_appended()
+    result = coordinator.sync(
         body["GroupId"],
         body["GenerationId"],
         body["MemberId"],
         body["GroupInstanceId"],
         {a["MemberId"]: bytes(a["Assignment"]) for a in body["Assignments"]},
+    )
+    return answer_after_group_write(
+        ctx, lambda failed: result if failed is None else {"ErrorCode": failed, "Assignment": b""}
     )

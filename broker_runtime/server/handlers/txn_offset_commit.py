@@ -1,9 +1,11 @@
 """TxnOffsetCommit (key 28, v0-3): a transactional producer commits a group's offsets inside its transaction.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.txn_commit_offsets` (answered once the
-transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker
-lands on the group's ``__consumer_offsets`` partition, which AddOffsetsToTxn added to the transaction). Without
-a group coordinator every partition answers NOT_COORDINATOR.
+transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker lands on
+the group's ``__consumer_offsets`` partition, which AddOffsetsToTxn added to the transaction). Without a group
+coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a ``__consumer_offsets`` partition this
+node does not lead answers NOT_COORDINATOR, and the answer waits for the replication of what the request wrote
+(:mod:`broker_runtime.server.groups`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, txn_offset_commit
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.handlers.offset_commit import partition_errors, requested_offsets
+from broker_runtime.server.groups import answer_after_group_write
+from broker_runtime.server.handlers.offset_commit import partition_errors, replaced, requested_offsets
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -22,12 +25,13 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
     wanted = requested_offsets(body)
     if coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
+        coordinator.take_appended()
         errors = coordinator.txn_commit_offsets(
             body["GroupId"],
             body["ProducerId"],
@@ -37,4 +41,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             body["GroupInstanceId"],
             wanted,
         )
-    return {"ThrottleTimeMs": 0, "Topics": partition_errors(body["Topics"], errors)}
+    return answer_after_group_write(
+        ctx,
+        lambda failed: {
+            "ThrottleTimeMs": 0,
+            "Topics": partition_errors(body["Topics"], replaced(errors, failed)),
+        },
+    )

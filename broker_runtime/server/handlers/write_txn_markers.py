@@ -8,7 +8,9 @@ the producer's last marker on this partition is refused with TRANSACTION_COORDIN
 lost its ``__transaction_state`` partition cannot end a transaction again); an older producer epoch is
 INVALID_PRODUCER_EPOCH. The answer waits until every appended marker is replicated to the ISR (or
 ``request.timeout.ms`` passes: REQUEST_TIMED_OUT, which the coordinator retries). v2 (transaction version 2) is
-not served.
+not served. A marker replicated on a ``__consumer_offsets`` partition completes the producer's pending
+transactional offsets there (:func:`~broker_runtime.server.groups.complete_offsets_txn`), as Kafka's
+``onTransactionCompleted``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from broker_runtime.protocol.messages import RequestHeader, write_txn_markers
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
 from broker_runtime.server.replicated import wait_replicated
 
@@ -59,6 +62,8 @@ async def _answer(
     answers = []
     for marker, results in zip(markers, appended, strict=True):
         final = await wait_replicated(ctx, TIMEOUT_MS, results)
+        control = CONTROL_COMMIT if marker["TransactionResult"] else CONTROL_ABORT
+        complete_offsets_txn(ctx, marker["ProducerId"], control, final)
         topics: dict[str, list[dict[str, int]]] = {}
         for (topic, index), code in final.items():
             topics.setdefault(topic, []).append({"PartitionIndex": index, "ErrorCode": code})
