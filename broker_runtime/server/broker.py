@@ -623,6 +623,10 @@ class Broker:
             active_controller=controller is None or controller.active,
             connections=len(self._connections),
             periodic_failures=dict(logs.periodic_failures),
+            recovery_truncations=logs.recovery_truncations,
+            recovery_bytes_dropped=logs.recovery_bytes_dropped,
+            connections_refused=dict(self.quotas.refused) if self.quotas is not None else {},
+            connections_idle_closed=self.quotas.idle_closed if self.quotas is not None else 0,
         )
 
     @staticmethod

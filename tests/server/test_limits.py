@@ -17,6 +17,7 @@ from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.network import MAX_IN_FLIGHT
 from tests.processes import broker_pid
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
+from tests.server.test_metrics import scrape
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,7 +76,9 @@ def test_frames_claiming_100mib_cost_only_what_was_sent(tmp_path: Path, child_br
     assert grown < RSS_BOUND_BYTES, f"broker RSS grew {grown >> 20} MiB with {claimed >> 20} MiB claimed"
 
 
-@pytest.mark.parametrize("broker_overrides", [{"max.connections": "3"}])
+@pytest.mark.parametrize(
+    "broker_overrides", [{"max.connections": "3", "pylog.metrics.listener": "127.0.0.1:0"}]
+)
 def test_max_connections_refuses_the_one_too_many(broker: Any, bootstrap: str) -> None:
     conns = [RawConnection(bootstrap) for _ in range(3)]
     try:
@@ -83,6 +86,8 @@ def test_max_connections_refuses_the_one_too_many(broker: Any, bootstrap: str) -
         with RawConnection(bootstrap) as extra:
             assert extra.is_closed_by_peer()
         assert broker.quotas.refused["max.connections"] == 1
+        labels = (("limit", "max.connections"), ("listener", "PLAINTEXT"))
+        assert scrape(broker)[("pylog_connections_refused_total", labels)] == 1
         conns.pop().close()
         _wait_for(lambda: broker.quotas.open_connections == 2)
         with RawConnection(bootstrap) as again:
