@@ -2,7 +2,7 @@
 
 Subcommands (argparse subparsers, so later tools add theirs)::
 
-    pylog-broker start --config FILE [--override key=value ...] [--log-level LEVEL]
+    pylog-broker start --config FILE [--override key=value ...] [--log-level LEVEL] [--recover-all]
     pylog-broker cluster --nodes N --config FILE [--override key=value ...] [--log-level LEVEL] [--restart-...]
     pylog-broker node stop|start --cluster-dir DIR --node-id N [--timeout SECONDS]
     pylog-broker node status --cluster-dir DIR [--json]
@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="root log level (DEBUG, INFO, WARNING, ERROR); default WARNING",
     )
     start.add_argument("--logging-config", default=None, help="a logging .ini file (fileConfig format)")
+    start.add_argument(
+        "--recover-all",
+        action="store_true",
+        help="validate every segment of every partition before serving (the same as "
+        "--override pylog.log.recover.all=true); truncations are logged at WARNING",
+    )
     start.set_defaults(func=_start)
 
     cluster = sub.add_parser("cluster", help="run N brokers forming one cluster on this machine")
@@ -296,7 +302,8 @@ def _start(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_level, args.logging_config)
     try:
-        config = BrokerConfig.from_file(args.config, args.override)
+        overrides = list(args.override) + (["pylog.log.recover.all=true"] if args.recover_all else [])
+        config = BrokerConfig.from_file(args.config, overrides)
     except ConfigError as exc:
         return _fail(f"configuration error: {exc}", 2)
     for warning in config.warnings:

@@ -8,7 +8,9 @@ Invariants: a frame is never handed out twice and never mutated after it is hand
 negative or larger than ``max_frame_bytes`` raises :class:`~broker_runtime.errors.ProtocolError` (the stream
 cannot be resynchronised afterwards, so the caller must close the connection). Copies: a frame that arrives
 whole inside one ``bytes`` chunk is returned as a zero-copy ``memoryview`` of that chunk; a frame spread over
-chunks is assembled once into a buffer of exactly its size.
+chunks is assembled in a buffer that grows with the bytes received (never allocated up front from the size
+prefix, which only the peer vouches for: a peer claiming ``max_frame_bytes`` and sending a few bytes costs a few
+bytes, not the claimed size). Growing costs amortized O(1) per byte (CPython over-allocates a bytearray).
 
 Not thread-safe: one decoder per connection, used by the thread that reads the socket.
 """
@@ -35,21 +37,21 @@ def frame(payload: bytes | bytearray | memoryview) -> bytes:
 class FrameDecoder:
     """Incremental splitter of a size-prefixed byte stream into frames."""
 
-    __slots__ = ("max_frame_bytes", "_prefix", "_frame", "_filled")
+    __slots__ = ("max_frame_bytes", "_prefix", "_frame", "_size")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 0:
             raise ConfigError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
         self._prefix = bytearray()  # the partial size prefix (< 4 bytes) while no frame is open
-        self._frame: bytearray | None = None  # the frame being assembled, sized exactly
-        self._filled = 0
+        self._frame: bytearray | None = None  # the frame being assembled: the bytes received so far
+        self._size = 0  # the size its prefix announced
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet handed out as a frame (an open frame's size prefix included)."""
         if self._frame is not None:
-            return FRAME_SIZE.size + self._filled
+            return FRAME_SIZE.size + len(self._frame)
         return len(self._prefix)
 
     def _check(self, size: int) -> None:
@@ -69,14 +71,12 @@ class FrameDecoder:
         while pos < end:
             current = self._frame
             if current is not None:
-                take = min(len(current) - self._filled, end - pos)
-                current[self._filled : self._filled + take] = view[pos : pos + take]
-                self._filled += take
+                take = min(self._size - len(current), end - pos)
+                current += view[pos : pos + take]  # grows with what arrived (amortized, no zero-fill ahead)
                 pos += take
-                if self._filled == len(current):
+                if len(current) == self._size:
                     frames.append(current)
                     self._frame = None
-                    self._filled = 0
                 continue
             if self._prefix:
                 need = 4 - len(self._prefix)
@@ -100,6 +100,7 @@ class FrameDecoder:
                 frames.append(bytes(view[pos : pos + size]))
                 pos += size
             else:
-                self._frame = bytearray(size)
-                self._filled = 0
+                self._frame = bytearray(view[pos:end])
+                self._size = size
+                pos = end
         return frames

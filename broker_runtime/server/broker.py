@@ -20,7 +20,8 @@ timer expiry and periodic task runs on that thread, so none of the broker's stat
 ``stop`` and ``wait`` may be called from any other thread. ``stop`` is idempotent; the clean-shutdown marker is
 written by ``LogManager.shutdown()`` only when every step before it succeeded.
 
-Periodic tasks (Kafka's names): ``log.retention.check.interval.ms`` runs retention;
+Periodic tasks (Kafka's names): connections idle for ``connections.max.idle.ms`` are closed (checked every
+quarter of it, see :mod:`.connection_quotas`); ``log.retention.check.interval.ms`` runs retention;
 ``log.flush.offset.checkpoint.interval.ms`` writes the checkpoints (the high watermarks included) and flushes
 logs whose flush.ms elapsed; every ``replica.lag.time.max.ms / 2`` the ISR of each led partition is checked
 (Kafka's isr-expiration task); every ``producer.id.expiration.check.interval.ms`` each log forgets producers
@@ -72,6 +73,7 @@ from broker_runtime.security.scram_credentials import ScramCredentialStore, cred
 from broker_runtime.security.tls import peer_principal, server_context
 from broker_runtime.server.cluster import POLL_INTERVAL_MS, ClusterView, SharedFileCluster, SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig, Listener
+from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.dynamic_config import broker_log_config
@@ -120,6 +122,10 @@ class Broker:
         self._applied_view: object = None
         #: The controller logic of this node (cluster mode only; active only while it holds the role).
         self.controller: Controller | None = None
+        #: The partition logs (set once started; its recovery counters say what startup recovery dropped).
+        self.logs: LogManager | None = None
+        #: The listener's connection limits and their refusal counters (set once started).
+        self.quotas: ConnectionQuotas | None = None
         #: The Prometheus endpoint (``pylog.metrics.listener``), None while metrics are off.
         self.metrics_server: MetricsServer | None = None
         #: Listener name -> the (host, port) it is bound to (valid after ``start``), in ``listeners`` order.
@@ -154,6 +160,11 @@ class Broker:
     def protocol_of(self, name: str) -> str:
         return next(x.security_protocol for x in self.config.listeners if x.name == name.upper())
 
+    def _connection_closed(self, conn: Connection) -> None:
+        self._connections.discard(conn)
+        if self.quotas is not None:
+            self.quotas.release(conn)
+
     async def _bind_listener(
         self, loop: asyncio.AbstractEventLoop, listener: Listener, dispatcher: Dispatcher
     ) -> asyncio.Server:
@@ -176,6 +187,8 @@ class Broker:
                     listener.name.lower(),
                 )
         scram_store = self._scram_store
+        quotas = self.quotas
+        assert quotas is not None
 
         def connection() -> Connection:
             authenticator = (
@@ -187,7 +200,9 @@ class Broker:
             conn = Connection(
                 dispatcher,
                 cfg.socket_request_max_bytes,
-                on_close=self._connections.discard,
+                on_close=self._connection_closed,
+                admit=quotas.admit,
+                queued_max_requests=cfg.queued_max_requests,
                 session=session,
                 on_made=_tls_principal if ssl_context is not None else None,
             )
@@ -260,8 +275,11 @@ class Broker:
             Path(directory).mkdir(parents=True, exist_ok=True)
         # In a cluster partitions may be replicated: their logs keep the checkpointed high watermark on restart
         # (replication moves it from there); a single node's high watermark is its log end offset.
-        logs = LogManager(cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None)
+        logs = LogManager(
+            cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None, recover_all=cfg.log_recover_all
+        )
         logs.startup()
+        self.logs = logs
         if cfg.log_cleaner_enable:
             logs.start_cleaner(cfg.log_cleaner_backoff_ms)
         try:
@@ -469,7 +487,12 @@ class Broker:
         if cluster_groups is not None:
             cluster_groups.apply_view(cluster.view)
         dispatcher = Dispatcher(ctx)
-
+        quotas = self.quotas = ConnectionQuotas(
+            cfg.max_connections,
+            cfg.max_connections_per_ip,
+            cfg.max_connections_per_ip_overrides,
+            cfg.connections_max_idle_ms,
+        )
         servers: list[asyncio.Server] = []
         try:
             for listener in cfg.listeners:
@@ -511,6 +534,9 @@ class Broker:
                 "broker %d serves metrics on http://%s/metrics", cfg.node_id, self.metrics_server.address
             )
         periodic = [
+            loop.create_task(
+                self._every(quotas.idle_check_interval_ms(), quotas.close_idle, "idle-connections")
+            ),
             loop.create_task(
                 self._every(cfg.log_retention_check_interval_ms, logs.run_retention, "retention")
             ),
@@ -706,6 +732,10 @@ class Broker:
             active_controller=controller is None or controller.active,
             connections=len(self._connections),
             periodic_failures=dict(logs.periodic_failures),
+            recovery_truncations=logs.recovery_truncations,
+            recovery_bytes_dropped=logs.recovery_bytes_dropped,
+            connections_refused=dict(self.quotas.refused) if self.quotas is not None else {},
+            connections_idle_closed=self.quotas.idle_closed if self.quotas is not None else 0,
         )
 
     @staticmethod

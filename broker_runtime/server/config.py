@@ -66,6 +66,16 @@ BROKER_KEYS: dict[str, str] = {
     "min.insync.replicas": "1",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
+    # Connection limits (Kafka's names and defaults; Kafka's "no limit" is Int.MaxValue).
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    "connections.max.idle.ms": "600000",
+    "queued.max.requests": "500",
+    # pylog: the most partitions one CreateTopics or auto-creation may ask for (Kafka has no such key).
+    "pylog.max.partitions.per.topic": "1000",
+    # pylog: validate every segment of every partition at the next start (a full recovery on request).
+    "pylog.log.recover.all": "false",
     "compression.type": "producer",
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.enable": "true",
@@ -278,6 +288,27 @@ def _bool(props: Mapping[str, str], key: str) -> bool:
     return text == "true"
 
 
+def _per_ip_overrides(props: Mapping[str, str]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:limit`` pairs, comma-separated (Kafka's syntax, e.g.
+    ``127.0.0.1:200,broker-host:50``; an IPv6 address is everything before the last ``:``)."""
+    key = "max.connections.per.ip.overrides"
+    text = props.get(key, "").strip()
+    out: dict[str, int] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        host, sep, limit = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        try:
+            value = int(limit)
+        except ValueError:
+            value = -1
+        if not sep or not host or value < 0:
+            raise ConfigError(f"{key}={text!r}: expected host:limit pairs, e.g. 127.0.0.1:200, got {entry!r}")
+        out[host] = value
+    return out
+
+
 def _metrics_listener(text: str) -> tuple[str, int] | None:
     """``pylog.metrics.listener``: ``HOST:PORT``, or ``PORT`` alone for loopback; empty = off; port 0 = any free."""
     text = text.strip()
@@ -329,6 +360,19 @@ class BrokerConfig:
     min_insync_replicas: int = 1
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
+    #: ``max.connections``: open client connections the broker keeps; more are closed at once (see network).
+    max_connections: int = 2147483647
+    #: ``max.connections.per.ip`` and its ``max.connections.per.ip.overrides`` (host or IP -> limit).
+    max_connections_per_ip: int = 2147483647
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    #: ``connections.max.idle.ms``: a connection with no traffic and no request in flight this long is closed.
+    connections_max_idle_ms: int = 600000
+    #: ``queued.max.requests``: a connection stops reading while this many of its requests wait to be dispatched.
+    queued_max_requests: int = 500
+    #: ``pylog.max.partitions.per.topic``: CreateTopics asking for more gets POLICY_VIOLATION.
+    max_partitions_per_topic: int = 1000
+    #: ``pylog.log.recover.all``: validate every segment at startup (``pylog-broker start --recover-all``).
+    log_recover_all: bool = False
     compression_type: str = "producer"
     log_retention_check_interval_ms: int = 300000
     #: ``log.cleaner.enable``: run the log cleaner thread (compacts topics whose cleanup.policy holds compact).
@@ -509,6 +553,13 @@ class BrokerConfig:
                 f"broker.session.timeout.ms={session_ms}: must be larger than broker.heartbeat.interval.ms="
                 f"{heartbeat_ms} (a session must survive at least one missed heartbeat)"
             )
+        num_partitions = _int(props, "num.partitions", minimum=1)
+        max_partitions = _int(props, "pylog.max.partitions.per.topic", minimum=1)
+        if num_partitions > max_partitions:
+            raise ConfigError(
+                f"num.partitions={num_partitions}: above pylog.max.partitions.per.topic={max_partitions}, so "
+                "auto-created topics could not be created"
+            )
         config = cls(
             node_id=_int(props, "node.id", minimum=0),
             listeners=listeners,
@@ -519,12 +570,19 @@ class BrokerConfig:
                 props, "connection.failed.authentication.delay.ms", minimum=0
             ),
             log_dirs=log_dirs,
-            num_partitions=_int(props, "num.partitions", minimum=1),
+            num_partitions=num_partitions,
             default_replication_factor=_int(props, "default.replication.factor", minimum=1),
             auto_create_topics_enable=_bool(props, "auto.create.topics.enable"),
             min_insync_replicas=_int(props, "min.insync.replicas", minimum=1),
             message_max_bytes=_int(props, "message.max.bytes", minimum=0),
             socket_request_max_bytes=_int(props, "socket.request.max.bytes", minimum=1),
+            max_connections=_int(props, "max.connections", minimum=0),
+            max_connections_per_ip=_int(props, "max.connections.per.ip", minimum=0),
+            max_connections_per_ip_overrides=_per_ip_overrides(props),
+            connections_max_idle_ms=_int(props, "connections.max.idle.ms", minimum=1),
+            queued_max_requests=_int(props, "queued.max.requests", minimum=1),
+            max_partitions_per_topic=max_partitions,
+            log_recover_all=_bool(props, "pylog.log.recover.all"),
             compression_type=compression,
             log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", minimum=1),
             log_cleaner_enable=_bool(props, "log.cleaner.enable"),

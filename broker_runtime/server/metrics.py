@@ -104,6 +104,12 @@ class Snapshot:
     connections: int = 0
     #: The log manager's periodic tasks that raised, by task name.
     periodic_failures: Mapping[str, int] = field(default_factory=dict)
+    #: What startup recovery cut: segments truncated or deleted, and their bytes (LogManager's counters).
+    recovery_truncations: int = 0
+    recovery_bytes_dropped: int = 0
+    #: Connections refused by limit key (``max.connections``, ``max.connections.per.ip``), and idle ones closed.
+    connections_refused: Mapping[str, int] = field(default_factory=dict)
+    connections_idle_closed: int = 0
     #: Copies of :class:`BrokerMetrics`' request-path counters (see its attributes), taken with the gauges.
     topics: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
     requests: Mapping[tuple[str, int], int] = field(default_factory=dict)
@@ -448,6 +454,32 @@ class BrokerMetrics:
         for task, count in sorted(snap.periodic_failures.items()):
             failures.add_metric([task], count)
         yield failures
+        truncations = CounterMetricFamily(
+            "pylog_log_recovery_truncations",
+            "Segments startup recovery truncated or deleted (each also a WARNING line)",
+        )
+        truncations.add_metric([], snap.recovery_truncations)
+        yield truncations
+        dropped = CounterMetricFamily(
+            "pylog_log_recovery_dropped_bytes", "Bytes startup recovery cut off or deleted"
+        )
+        dropped.add_metric([], snap.recovery_bytes_dropped)
+        yield dropped
+        refused = CounterMetricFamily(
+            "pylog_connections_refused",
+            "Connections closed at once because a limit was reached, by the limit's key",
+            labels=["listener", "limit"],
+        )
+        for key, count in sorted(snap.connections_refused.items()):
+            refused.add_metric([self._listener_name, key], count)
+        yield refused
+        idle = CounterMetricFamily(
+            "pylog_connections_idle_closed",
+            "Connections closed after connections.max.idle.ms without traffic",
+            labels=["listener"],
+        )
+        idle.add_metric([self._listener_name], snap.connections_idle_closed)
+        yield idle
 
 
 class _SnapshotCollector:

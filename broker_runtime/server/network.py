@@ -13,9 +13,19 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     the end of the batch (or once :data:`WRITE_COALESCE_BYTES` are pending): a pipelining producer whose
     frames arrive several per read gets one ``send`` system call (and one wake-up on its side) per read,
     not one per request;
-  * backpressure: frames stop being dispatched while :data:`MAX_IN_FLIGHT` requests await their answers;
-    reading pauses while more than :data:`MAX_QUEUED_FRAMES` frames wait, or while the transport's write
-    buffer is above its high-water mark (a slow consumer), and resumes when both drain;
+  * backpressure: frames stop being dispatched while :data:`MAX_IN_FLIGHT` requests await their answers (parked
+    ones -- delayed fetches, acks=-1 produces -- included); reading pauses while ``queued.max.requests``
+    (default :data:`QUEUED_MAX_REQUESTS`) frames wait to be dispatched, or while the transport's write buffer
+    is above its high-water mark (a slow consumer), and resumes when both drain. The frames of the read that
+    reached the bound are kept (a frame cannot be un-read). Kafka's ``queued.max.requests`` bounds the requests
+    waiting for its handler threads, in one queue all connections share; pylog handles a request on the loop as
+    soon as its connection may dispatch it, so requests wait only behind their own connection's in-flight
+    limit, and the bound applies per connection. Parked requests are not counted (in Kafka they wait in a
+    purgatory, not in that queue);
+  * admission and idleness (Kafka's ``ConnectionQuotas`` and idle expiry, kept in :mod:`.connection_quotas`):
+    ``admit`` is asked once the socket is accepted and may refuse it (the connection is closed at once);
+    :attr:`Connection.last_active` (monotonic seconds) moves on every read and write, and
+    :meth:`Connection.idle_seconds` is 0 while a request is in flight;
   * bad input (garbage, truncated or oversized frames, unknown API key or version) is the dispatcher's to judge:
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
@@ -50,7 +60,7 @@ __all__ = [
     "CLOSE",
     "RespondThenClose",
     "MAX_IN_FLIGHT",
-    "MAX_QUEUED_FRAMES",
+    "QUEUED_MAX_REQUESTS",
     "WRITE_COALESCE_BYTES",
     "Connection",
     "RequestHandler",
@@ -59,8 +69,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: Frames a connection may queue (not yet dispatched) before reading from its socket pauses.
-MAX_QUEUED_FRAMES = 64
+#: Default frames of one connection waiting to be dispatched before reading pauses (``queued.max.requests``).
+QUEUED_MAX_REQUESTS = 500
 #: Dispatched requests of one connection whose responses are not written yet (pending futures included).
 MAX_IN_FLIGHT = 2048
 #: Resolved response bytes gathered before they are handed to the transport even mid-batch.
@@ -111,6 +121,8 @@ class Connection(asyncio.Protocol):
         *,
         session: Session | None = None,
         on_made: Callable[[Connection, asyncio.Transport], None] | None = None,
+        admit: Callable[[Connection], bool] | None = None,
+        queued_max_requests: int = QUEUED_MAX_REQUESTS,
     ) -> None:
         self._handler = handler
         #: Listener, security protocol and principal of this connection (see :mod:`.session`).
@@ -118,6 +130,10 @@ class Connection(asyncio.Protocol):
         self._on_made = on_made
         self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
         self._on_close = on_close
+        self._admit = admit
+        self._max_queued = queued_max_requests
+        #: ``time.monotonic()`` of the last read or write (idle expiry, ``connections.max.idle.ms``).
+        self.last_active = time.monotonic()
         #: Frames not yet dispatched, each with the monotonic time (ns) of the read that completed it.
         self._queue: deque[tuple[memoryview, int]] = deque()
         self._transport: asyncio.Transport | None = None
@@ -137,6 +153,7 @@ class Connection(asyncio.Protocol):
         self._closing = False
         self._join_writes = False
         self.peer = "?"
+        self.peer_host = "?"
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -146,7 +163,12 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_host = str(peer[0])
         self.session.client_address = self.peer
+        if self._admit is not None and not self._admit(self):
+            self._closing = True  # refused (the admission hook logged why): nothing is read or answered
+            transport.close()
+            return
         # asyncio's TLS transport encrypts every chunk of a writelines() as a TLS record of its own: join them.
         self._join_writes = transport.get_extra_info("ssl_object") is not None
         if self._on_made is not None:
@@ -155,6 +177,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        self.last_active = time.monotonic()
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
@@ -201,6 +224,26 @@ class Connection(asyncio.Protocol):
     @property
     def is_open(self) -> bool:
         return not self._closing and self._transport is not None
+
+    @property
+    def queued_requests(self) -> int:
+        """Frames received whole and not yet dispatched."""
+        return len(self._queue)
+
+    @property
+    def in_flight_requests(self) -> int:
+        """Requests dispatched whose responses are not written yet."""
+        return len(self._slots)
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._read_paused
+
+    def idle_seconds(self, now: float) -> float:
+        """Seconds since the last read or write; 0 while a request is queued or awaits its answer."""
+        if self._slots or self._queue:
+            return 0.0
+        return now - self.last_active
 
     def close(self, reason: str, *, level: int = logging.WARNING, delay_s: float = 0.0) -> None:
         """Close this connection (after flushing what was already written) and log one line why.
@@ -307,6 +350,7 @@ class Connection(asyncio.Protocol):
             return
         self._out = []
         self._out_bytes = 0
+        self.last_active = time.monotonic()
         if self._transport is not None and not self._closing:
             if len(out) == 1:
                 self._transport.write(out[0])
@@ -319,7 +363,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._queue) > MAX_QUEUED_FRAMES
+        should_pause = self._write_paused or len(self._queue) >= self._max_queued
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()

@@ -20,7 +20,11 @@ Layout of each directory in ``log.dirs``::
 
 Startup: per directory, take the lock, drop ``*-delete`` directories (Kafka's name for a topic deletion in
 progress), read the checkpoints, load every partition directory (recovering from its recovery point when the
-clean-shutdown marker is absent), then remove the marker. Every log is loaded with the manager's
+clean-shutdown marker is absent, from offset 0 whatever the marker says when the operator asked for a full
+recovery, ``recover_all``), then remove the marker. What recovery cut or deleted is logged at WARNING by each
+partition log and summed in :attr:`LogManager.recovery_truncations` / ``recovery_bytes_dropped``. A partition's
+roll has its directory's recovery-point checkpoint written right away by a background thread (see
+:meth:`LogManager._persist_recovery_point`). Every log is loaded with the manager's
 ``hw_follows_leo``: True (a single node) makes the high watermark the log end offset; False (a cluster, where
 partitions may be replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and
 leaves it to replication; :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush,
@@ -116,6 +120,7 @@ class LogManager:
         clock: Callable[[], int] | None = None,
         *,
         hw_follows_leo: bool = True,
+        recover_all: bool = False,
     ) -> None:
         if not log_dirs:
             raise ConfigError("log.dirs: at least one log directory is required")
@@ -134,6 +139,20 @@ class LogManager:
         self._started = False
         #: Failed periodic passes by task ("retention", "producer expiration"), each also logged at WARNING.
         self.periodic_failures: collections.Counter[str] = collections.Counter()
+        #: The operator asked for a full recovery: every segment of every log is validated at startup, from
+        #: offset 0, whatever the clean-shutdown marker and the recovery points say.
+        self.recover_all = recover_all
+        #: Segments cut or deleted by recovery at startup, and the bytes they lost (each logged at WARNING by
+        #: the partition log; see :mod:`.partition_log`, "Loading").
+        self.recovery_truncations = 0
+        self.recovery_bytes_dropped = 0
+        #: Serializes writes of the checkpoint files (the periodic writer and the writes after a roll).
+        self._checkpoint_lock = threading.Lock()
+        #: Directories whose recovery-point checkpoint a roll made stale, for the "pylog-recovery-point" thread.
+        self._rp_dirty: set[Path] = set()
+        self._rp_cond = threading.Condition()
+        self._rp_thread: threading.Thread | None = None
+        self._rp_stop = False
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -163,7 +182,9 @@ class LogManager:
 
     def _load_dir(self, log_dir: Path) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        clean = marker.exists() and not self.recover_all
+        if self.recover_all:
+            _log.warning("%s: full recovery requested: validating every segment of every partition", log_dir)
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
         log_starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
         high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT).read()
@@ -189,15 +210,18 @@ class LogManager:
                 partition,
                 self.config.with_topic_overrides(overrides),
                 self.clock,
-                recovery_point=recovery_points.get(parsed, 0),
+                recovery_point=0 if self.recover_all else recovery_points.get(parsed, 0),
                 log_start_offset=log_starts.get(parsed, 0),
                 high_watermark=high_watermarks.get(parsed),
                 needs_recovery=not clean,
                 hw_follows_leo=self.hw_follows_leo,
             )
+            self.recovery_truncations += log.recovery_truncations
+            self.recovery_bytes_dropped += log.recovery_bytes_dropped
+            log.on_roll = self._persist_recovery_point
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
-        if clean:
+        if marker.exists():
             marker.unlink()
             fsync_dir(log_dir)
 
@@ -231,6 +255,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
         self.stop_cleaner()
+        self._stop_recovery_point_writer()
         with self._lock:
             if not self._started:
                 return
@@ -242,8 +267,10 @@ class LogManager:
             self._release()
 
     def close_without_shutdown(self) -> None:
-        """Release the directories without flushing, checkpoints or marker (simulates a crash in tests)."""
+        """Release the directories without flushing, checkpoints or marker (simulates a crash in tests; the
+        recovery-point writes rolls already asked for are finished first, as a crash a moment later would)."""
         self.stop_cleaner()
+        self._stop_recovery_point_writer()
         with self._lock:
             for log in self._logs.values():
                 log.close_without_flush()
@@ -299,6 +326,7 @@ class LogManager:
                 part_dir, topic, partition, config, self.clock, needs_recovery=False, hw_follows_leo=follows
             )
             fsync_dir(log_dir)
+            log.on_roll = self._persist_recovery_point
             self._logs[key] = log
             self._log_dir_of[key] = log_dir
             return log
@@ -443,15 +471,79 @@ class LogManager:
         for log_dir in self.log_dirs:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
             logs = {k: self._logs[k] for k in keys}
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-                {k: log.recovery_point for k, log in logs.items()}
+            with self._checkpoint_lock:
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                    {k: log.recovery_point for k, log in logs.items()}
+                )
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                    {k: log.log_start_offset for k, log in logs.items()}
+                )
+                OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT).write(
+                    {k: log.high_watermark for k, log in logs.items()}
+                )
+
+    def _persist_recovery_point(self, rolled: PartitionLog) -> None:
+        """After ``rolled`` rolled (its lock held): have its directory's recovery-point checkpoint written.
+
+        pylog writes it right away where Kafka waits for the next periodic checkpoint
+        (``log.flush.offset.checkpoint.interval.ms``): a crash in that window would otherwise re-validate, and on
+        a corrupt byte cut, segments already fsynced. The write (two fsyncs) runs on the "pylog-recovery-point"
+        thread, so the appending thread does not wait for it; rolls in quick succession share one write."""
+        log_dir = self._log_dir_of.get((rolled.topic, rolled.partition))
+        if log_dir is None:
+            return
+        with self._rp_cond:
+            if self._rp_stop:
+                return
+            self._rp_dirty.add(log_dir)
+            if self._rp_thread is None:
+                self._rp_thread = threading.Thread(
+                    target=self._recovery_point_writer, name="pylog-recovery-point", daemon=True
+                )
+                self._rp_thread.start()
+            self._rp_cond.notify()
+
+    def _recovery_point_writer(self) -> None:
+        while True:
+            with self._rp_cond:
+                while not self._rp_dirty and not self._rp_stop:
+                    self._rp_cond.wait()
+                if not self._rp_dirty:
+                    return
+                dirs, self._rp_dirty = self._rp_dirty, set()
+            for log_dir in dirs:
+                self._write_recovery_points(log_dir)
+
+    def _write_recovery_points(self, log_dir: Path) -> None:
+        """Write ``log_dir``'s recovery-point checkpoint. No manager lock is taken (a retention pass holds it
+        while it takes partition locks); the partition map is copied instead. A failed write is logged at
+        WARNING and counted; the periodic checkpoint writes it again."""
+        dirs = dict(self._log_dir_of)
+        logs = dict(self._logs)
+        points = {k: log.recovery_point for k, log in logs.items() if dirs.get(k) == log_dir}
+        try:
+            with self._checkpoint_lock:
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
+        except OSError as exc:
+            self.periodic_failures["recovery-point checkpoint"] += 1
+            _log.warning(
+                "writing %s after a roll failed (%d failure(s) so far): %s",
+                log_dir / RECOVERY_POINT_CHECKPOINT,
+                self.periodic_failures["recovery-point checkpoint"],
+                exc,
             )
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {k: log.log_start_offset for k, log in logs.items()}
-            )
-            OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT).write(
-                {k: log.high_watermark for k, log in logs.items()}
-            )
+
+    def _stop_recovery_point_writer(self) -> None:
+        """Finish the pending recovery-point writes and stop their thread (shutdown, or a simulated crash)."""
+        with self._rp_cond:
+            self._rp_stop = True
+            thread = self._rp_thread
+            self._rp_cond.notify()
+        if thread is not None:
+            thread.join()
+        with self._rp_cond:
+            self._rp_thread = None
+            self._rp_stop = False
 
     def _ensure_started(self) -> None:
         if not self._started:

@@ -44,7 +44,13 @@ removed,
 index files without a ``.log`` are dropped; each segment's indexes get an O(1) sanity check and are rebuilt
 when missing or broken. After an unclean shutdown, segments from the one holding the recovery point onwards are
 recovered batch by batch (size, magic, CRC, increasing offsets); at the first invalid byte the segment is cut
-and every later segment deleted. Cost is proportional to the data after the recovery point.
+and every later segment deleted (Kafka's LogLoader). Segments below the recovery point were fsynced before it
+moved past them and are not re-validated: corruption there is reported when it is read, not a reason to drop
+everything after it (the operator may ask for a full recovery, :class:`~.log_manager.LogManager`'s
+``recover_all``). Every cut and every deletion is logged at WARNING (partition, segment, byte, offset, bytes
+dropped, why) and counted in :attr:`PartitionLog.recovery_truncations` / ``recovery_bytes_dropped``. A roll moves
+the recovery point and calls :attr:`PartitionLog.on_roll` (the manager persists it at once). Cost is
+proportional to the data after the recovery point.
 
 Producer state (Kafka's ``UnifiedLog`` owning its ``ProducerStateManager``, see :mod:`.producer_state`): the log
 owns the partition's idempotent-producer state and keeps it equal to its batches below the LEO.
@@ -222,6 +228,13 @@ class PartitionLog:
         self.recovery_point = 0
         #: While true the high watermark moves with the LEO (single replica); replication sets it False.
         self.hw_follows_leo = True
+        #: Segments loading cut short (a truncated file, or a later segment deleted after such a cut), and the
+        #: bytes they lost; each also logged at WARNING (see the module docstring, "Loading").
+        self.recovery_truncations = 0
+        self.recovery_bytes_dropped = 0
+        #: Called (under this log's lock) after a roll moved :attr:`recovery_point`; the log manager writes the
+        #: recovery-point checkpoint there, so a crash never re-validates segments already fsynced.
+        self.on_roll: Callable[[PartitionLog], None] | None = None
         self._last_flush_ms = self._clock()
         self._closed = False
         self._producer_state = ProducerStateManager(
@@ -285,8 +298,17 @@ class PartitionLog:
             seg = LogSegment.open(self.dir, base, self.config, now)
             try:
                 seg.sanity_check_indexes()
-            except (FileNotFoundError, PylogError):
-                truncated_by_base[base] = seg.recover()[0]
+            except (FileNotFoundError, PylogError) as exc:
+                # Kafka's LogLoader does the same: a segment whose index is missing or broken is recovered
+                # (indexes rebuilt, the file cut at its first invalid batch), wherever the recovery point is.
+                _log.info(
+                    "%s-%d: rebuilding the indexes of %s (%s)",
+                    self.topic,
+                    self.partition,
+                    seg.log_path.name,
+                    exc,
+                )
+                truncated_by_base[base] = self._recover_segment(seg, "its index was missing or corrupt")
             segments.append(seg)
 
         recovered = set(truncated_by_base)
@@ -298,11 +320,13 @@ class PartitionLog:
                 truncated = (
                     truncated_by_base[seg.base_offset]
                     if seg.base_offset in truncated_by_base
-                    else seg.recover()[0]
+                    else self._recover_segment(
+                        seg, f"unclean shutdown, segment at or above the recovery point {recovery_point}"
+                    )
                 )
                 if truncated:
                     for later in segments[i + 1 :]:
-                        later.delete()
+                        self._drop_later_segment(later, seg)
                     del segments[i + 1 :]
                     break
             for seg in segments[first:]:
@@ -340,6 +364,44 @@ class PartitionLog:
             # Kafka's shortcut: a cleanly closed log without a snapshot had no producer state worth a full scan.
             self._producer_state.update_map_end_offset(self._leo)
         self._rebuild_producer_state()
+
+    def _recover_segment(self, seg: LogSegment, why: str) -> int:
+        """Recover one segment while loading; a cut is logged at WARNING and counted. Returns bytes cut."""
+        result = seg.recover()
+        if result.truncated_bytes:
+            self.recovery_truncations += 1
+            self.recovery_bytes_dropped += result.truncated_bytes
+            _log.warning(
+                "%s-%d: recovery truncated segment %s at byte %d, offset %d: %d byte(s) dropped (%s; recovered "
+                "because %s)",
+                self.topic,
+                self.partition,
+                seg.log_path.name,
+                result.valid_bytes,
+                result.next_offset,
+                result.truncated_bytes,
+                result.reason,
+                why,
+            )
+        return result.truncated_bytes
+
+    def _drop_later_segment(self, seg: LogSegment, cut: LogSegment) -> None:
+        """Delete a segment that follows a truncated one (Kafka's rule: the log ends at the first invalid
+        batch after the recovery point); logged at WARNING and counted."""
+        size = seg.log_path.stat().st_size if seg.log_path.exists() else seg.size
+        self.recovery_truncations += 1
+        self.recovery_bytes_dropped += size
+        _log.warning(
+            "%s-%d: recovery deleted segment %s (offsets from %d, %d byte(s)) because the earlier segment %s "
+            "was truncated",
+            self.topic,
+            self.partition,
+            seg.log_path.name,
+            seg.base_offset,
+            size,
+            cut.log_path.name,
+        )
+        seg.delete()
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = tuple(segments)
@@ -584,6 +646,8 @@ class PartitionLog:
         if old.size:
             # Everything before the new segment is now on disk (older segments were fsynced at their roll).
             self.recovery_point = max(self.recovery_point, self._leo)
+            if self.on_roll is not None:
+                self.on_roll(self)
         return new
 
     def roll(self) -> None:
@@ -824,7 +888,7 @@ class PartitionLog:
             base = old[0].base_offset
             finish_swap(self.dir, base, [s.base_offset for s in old])
             new = LogSegment.open(self.dir, base, self.config, self._clock())
-            if new.recover()[0]:
+            if new.recover().truncated_bytes:
                 raise StorageError(
                     f"the cleaned copy of {old[0].log_path.name} of {self.topic}-{self.partition} "
                     "did not recover whole"

@@ -44,6 +44,7 @@ import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from broker_runtime.errors import CorruptIndexError, PylogError, StorageError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, BatchHeader, compute_crc, parse_header
@@ -60,6 +61,7 @@ __all__ = [
     "LOG_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "LogSegment",
+    "SegmentRecovery",
     "list_segment_bases",
     "parse_segment_file_name",
     "segment_file_stem",
@@ -78,6 +80,17 @@ DELETED_SUFFIX = ".deleted"
 _SCAN_MIN_CHUNK = 512
 _SCAN_MAX_CHUNK = 64 * 1024
 _NO_TIMESTAMP = -1
+
+
+class SegmentRecovery(NamedTuple):
+    """What :meth:`LogSegment.recover` found: bytes cut off the end of the file (0: the segment was whole),
+    the offset after the last valid batch (the first offset dropped when ``truncated_bytes``), the valid byte
+    length the file was cut to, and why the walk stopped there (None when it reached the end of the file)."""
+
+    truncated_bytes: int
+    next_offset: int
+    valid_bytes: int
+    reason: str | None
 
 
 def segment_file_stem(base_offset: int) -> str:
@@ -402,12 +415,13 @@ class LogSegment:
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
 
-    def recover(self) -> tuple[int, int]:
+    def recover(self) -> SegmentRecovery:
         """Validate every batch, rebuild both indexes, cut the file at the first invalid byte.
 
         Checks per batch: a whole header with magic 2 and batchLength >= 49, the whole batch inside the file,
         the CRC-32C, lastOffsetDelta >= 0, base offset >= the segment base and >= the previous batch's next
-        offset, and a last offset that fits a relative offset. Returns ``(bytes truncated, next offset)``.
+        offset, and a last offset that fits a relative offset. The caller logs and counts a truncation (it
+        knows the partition and why recovery ran); see :class:`SegmentRecovery`.
         """
         oi, ti = self.offset_index, self.time_index
         oi.reset()
@@ -418,6 +432,7 @@ class LogSegment:
         last_index_entry = 0
         next_offset = self.base_offset
         max_ts, offset_of_max = _NO_TIMESTAMP, self.base_offset
+        reason: str | None = None
         if file_size:
             mm = mmap.mmap(self._handle().fd, file_size, access=mmap.ACCESS_READ)
             view = memoryview(mm)
@@ -425,18 +440,25 @@ class LogSegment:
                 while file_size - valid >= HEADER_SIZE:
                     try:
                         header = parse_header(view, valid)
-                    except PylogError:
+                    except PylogError as exc:
+                        reason = f"invalid batch header: {exc}"
                         break
                     size = header.size
                     if valid + size > file_size:
+                        reason = f"batch of {size} bytes runs past the end of the file ({file_size} bytes)"
                         break
                     if compute_crc(view, valid, size) != header.crc:
+                        reason = f"CRC-32C mismatch in the batch of offsets {header.base_offset}..{header.last_offset}"
                         break
                     if (
                         header.last_offset_delta < 0
                         or header.base_offset < next_offset
                         or not oi.can_append_offset(header.last_offset)
                     ):
+                        reason = (
+                            f"batch offsets {header.base_offset}..{header.last_offset} do not follow offset "
+                            f"{next_offset - 1}"
+                        )
                         break
                     if header.max_timestamp > max_ts:
                         max_ts, offset_of_max = header.max_timestamp, header.last_offset
@@ -453,7 +475,11 @@ class LogSegment:
                 mm.close()
         truncated = file_size - valid
         if truncated:
+            if reason is None:
+                reason = f"{truncated} trailing byte(s), fewer than a batch header ({HEADER_SIZE} bytes)"
             self._handle().truncate(valid)
+        else:
+            reason = None
         self.size = valid
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
         self._rolling_based_timestamp = None
@@ -462,7 +488,7 @@ class LogSegment:
         ti.maybe_append(max_ts, offset_of_max, skip_full_check=True)
         ti.trim()
         self._indexes_missing = False
-        return truncated, next_offset
+        return SegmentRecovery(truncated, next_offset, valid, reason)
 
     def truncate_to(self, offset: int) -> int:
         """Cut the file at the batch holding ``offset`` (or the first batch after it); returns bytes removed.

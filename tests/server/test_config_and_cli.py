@@ -13,6 +13,8 @@ import pytest
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
 from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.server.config import BrokerConfig, read_properties
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_manager import LogManager
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -109,3 +111,39 @@ def test_embedded_broker_restarts_with_its_data(tmp_path: Path) -> None:
         create_topic(bootstrap, "keep", 3, exist_ok=True)
     assert not any(p.name.startswith("broker") and p.suffix == ".pid" for p in tmp_path.iterdir())
     assert os.path.isdir(tmp_path / "logs" / "keep-2")
+
+
+def test_cli_recover_all_validates_a_cleanly_stopped_log(tmp_path: Path) -> None:
+    """``--recover-all`` recovers every segment even after a clean shutdown, and says so at WARNING."""
+    logs = tmp_path / "logs"
+    conf = tmp_path / "b.properties"
+    conf.write_text(f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={logs}\n")
+    manager = LogManager([logs], LogConfig())
+    manager.startup()
+    manager.create_log("r", 0)
+    manager.shutdown()  # clean: the marker is written
+    segment = logs / "r-0" / f"{0:020d}.log"
+    with open(segment, "ab") as f:
+        f.write(b"\x00" * 30)  # trailing garbage a clean start would never look at
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker_runtime", "start", "--config", str(conf), "--recover-all"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("listening on 127.0.0.1:")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "full recovery requested" in err
+    assert (
+        "r-0: recovery truncated segment 00000000000000000000.log at byte 0, offset 0: 30 byte(s) dropped"
+        in err
+    )
+    assert segment.stat().st_size == 0

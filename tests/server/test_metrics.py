@@ -138,3 +138,28 @@ def test_metrics_listener_values() -> None:
     )
     with pytest.raises(ConfigError, match=r"pylog\.metrics\.listener='x:y'"):
         BrokerConfig.from_properties({"pylog.metrics.listener": "x:y"})
+
+
+def test_recovery_cuts_are_counted(tmp_path: Path) -> None:
+    from broker_runtime.storage.config import LogConfig
+    from broker_runtime.storage.log_manager import LogManager
+
+    logs = tmp_path / "logs"
+    manager = LogManager([logs], LogConfig())
+    manager.startup()
+    manager.create_log("r", 0)
+    manager.close_without_shutdown()  # a crash: the next start recovers the active segment
+    with open(logs / "r-0" / f"{0:020d}.log", "ab") as f:
+        f.write(b"\x00" * 30)
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(logs),
+        "pylog.metrics.listener": "127.0.0.1:0",
+    }
+    broker = Broker(BrokerConfig.from_properties(props)).start()
+    try:
+        samples = scrape(broker)
+    finally:
+        broker.stop()
+    assert samples[("pylog_log_recovery_truncations_total", ())] == 1
+    assert samples[("pylog_log_recovery_dropped_bytes_total", ())] == 30

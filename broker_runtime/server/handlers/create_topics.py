@@ -5,6 +5,8 @@ Per topic, first failure wins (Kafka's ``ControllerApis``/``ReplicationControlMa
   * illegal name                                                  -> INVALID_TOPIC_EXCEPTION
   * already exists                                                -> TOPIC_ALREADY_EXISTS
   * NumPartitions -1 takes ``num.partitions``; otherwise <= 0     -> INVALID_PARTITIONS
+  * more partitions (or assignments) than ``pylog.max.partitions.per.topic`` (pylog's limit; Kafka would
+    need a CreateTopicPolicy, whose refusal is this code)        -> POLICY_VIOLATION
   * ReplicationFactor -1 takes ``default.replication.factor``; <= 0 or more than the registered brokers
                                                                   -> INVALID_REPLICATION_FACTOR
   * manual Assignments: partitions 0..n-1, each a list of distinct registered brokers (single node: exactly
@@ -65,6 +67,14 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
             )
     if num_partitions == create_topics.NO_NUM_PARTITIONS:
         num_partitions = ctx.config.num_partitions
+    cap = ctx.config.max_partitions_per_topic
+    asked = len(manual) if manual is not None else num_partitions
+    if asked > cap:
+        # Kafka has no such limit; a configured policy refusing a creation answers POLICY_VIOLATION there.
+        raise TopicError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Topic {name} asks for {asked} partitions, more than pylog.max.partitions.per.topic={cap}.",
+        )
     if replication == create_topics.NO_REPLICATION_FACTOR:
         replication = ctx.config.default_replication_factor
     overrides: dict[str, str] = {}
