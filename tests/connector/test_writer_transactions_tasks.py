@@ -235,3 +235,26 @@ def test_a_failed_task_aborts_with_an_epoch_bump_so_a_late_request_cannot_hang_a
     )
     end_transactions(broker, transactions_of([later]), commit=True)
     assert len(_committed(broker, topic)) == 50
+
+
+def test_an_attempt_fenced_after_its_last_acknowledgement_fails_instead_of_succeeding(
+    broker: str, tmp_path: Path
+) -> None:
+    """A zombie of an old stage attempt whose copy in the new stage attempt already took the transactional id:
+    everything it sent was acknowledged before the fence, but it must not succeed (Spark's commit coordinator
+    would keep the first result to finish, a fenced transaction the driver could only fail on)."""
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    tid = task_transactional_id("pfx", write_id, 0)
+    zombie = TaskProducer(
+        options, broker, LAYOUT, identity=TaskIdentity(write_id, 0, 0), transactional_id=tid
+    )
+    try:
+        zombie.write(_batches(1, 100)[0])
+        zombie.flush()  # every batch acknowledged, still the owner
+        copy = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 100)), tid)
+        with pytest.raises(ProduceFailedError, match=rf"{tid}.*fenced after it wrote everything"):
+            zombie.flush()
+    finally:
+        zombie.close()
+    end_transactions(broker, transactions_of([copy]), commit=True, check_first=True)
+    assert len(set(_committed(broker, topic))) == 100
