@@ -23,8 +23,9 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
   EndTxn: a driver crash in the middle of the commit (:func:`kill_driver`).
 * ``pylog.test.loseShuffleAfterRequests=N``: once per write, the first attempt of the task of Spark partition 0
   (attempt number 0), once N of its requests were acknowledged, deletes every shuffle file of this executor
-  (under the block manager folders Spark names in ``SPARK_LOCAL_DIRS`` for its Python workers) and raises
-  :class:`~broker_runtime.errors.InjectedFailure`: the task's retry finds the map output gone (FetchFailed), so
+  (under the block manager folders Spark names in ``SPARK_LOCAL_DIRS`` for its Python workers) and ends its
+  Python worker process at once, as a crash would (no abort of its transaction, no cleanup, requests possibly
+  in flight): the task's retry finds the map output gone (FetchFailed), so
   Spark runs the map stage again and re-attempts the write stage, whose attempt numbers start at 0 again
   (:func:`lose_shuffle_once`; a marker file in the first of those folders makes it once per write id). Needs a
   shuffle before the write, local mode, and a ``spark.local.dir`` of the test's own.
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -133,7 +135,7 @@ class TaskFaults:
 
 
 def lose_shuffle_once(write_id: str, limit: int) -> None:
-    """``pylog.test.loseShuffleAfterRequests``: delete this executor's shuffle files and fail, once per write."""
+    """``pylog.test.loseShuffleAfterRequests``: delete this executor's shuffle files and crash, once per write."""
     dirs = [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d]
     if not dirs:
         raise InjectedFailure(
@@ -146,10 +148,13 @@ def lose_shuffle_once(write_id: str, limit: int) -> None:
     lost = [f for d in dirs for f in Path(d).rglob("shuffle_*")]
     for f in lost:
         f.unlink(missing_ok=True)
-    raise InjectedFailure(
+    print(
         f"pylog.test.loseShuffleAfterRequests={limit}: deleted {len(lost)} shuffle file(s) under {dirs} after "
-        f"{limit} acknowledged request(s) (test-only option)"
+        f"{limit} acknowledged request(s); ending this Python worker (test-only option)",
+        file=sys.stderr,
+        flush=True,
     )
+    os._exit(1)
 
 
 def kill_driver(pid: int) -> None:

@@ -3,7 +3,8 @@ of its own (its ``spark.local.dir`` must be a private folder: the fault deletes 
 
 Plan of each write: ``range`` (8 map tasks) -> shuffle into 2 partitions -> ``write.format("pylog")`` with the
 test-only ``pylog.test.loseShuffleAfterRequests=3``: the first attempt of Spark partition 0, after 3 of its
-requests were acknowledged, deletes every shuffle file and fails (once per write). Spark retries the task
+requests were acknowledged, deletes every shuffle file and its Python worker exits at once, as a crash would
+(once per write): its transaction stays open, its requests may be in flight. Spark retries the task
 (attempt 1), whose shuffle read finds the map output gone: FetchFailed. The map stage runs again and the write
 stage is re-attempted; its tasks' attempt numbers start at 0 again, and partition 1's attempt of the old stage
 attempt may still be running meanwhile (a zombie whose copy runs in the new stage attempt).

@@ -4,7 +4,8 @@ shuffle files there), the module's real broker, and confluent-kafka read_committ
 as the judges. One driver run covers the transactional and the idempotent write (the JVM starts once).
 
 What happens in the run (see the app's docstring): the first attempt of Spark partition 0 has 3 requests
-acknowledged, loses the map output and fails (the test-only ``pylog.test.loseShuffleAfterRequests``); its retry hits FetchFailed; the map stage runs again and the write stage is
+acknowledged, loses the map output and its Python worker dies (the test-only
+``pylog.test.loseShuffleAfterRequests``), leaving its transaction open; its retry hits FetchFailed; the map stage runs again and the write stage is
 re-attempted with attempt numbers starting at 0 again, while partition 1's attempt of the old stage attempt may
 still run as a zombie next to its copy in the new one.
 
@@ -62,6 +63,6 @@ def test_a_stage_retry_after_a_fetch_failure_writes_every_row_exactly_once(
         assert run["faulted"] == 1, (mode, run)  # the map output was lost once: the stage was retried
         values = [m.value for m in consume_to_end(broker, topic, 2, "read_committed")]
         assert len(values) == ROWS and len(set(values)) == ROWS, (mode, len(values), len(set(values)))
-    # The failed attempt had written (then its transaction was aborted): read_uncommitted readers see more.
+    # The crashed attempt had written (its transaction was aborted by the fence): read_uncommitted sees more.
     everything = consume_to_end(broker, topics["transactional"], 2, "read_uncommitted")
     assert len(everything) > ROWS
