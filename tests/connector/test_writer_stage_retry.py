@@ -31,7 +31,7 @@ from tests.connector.kafka_peer import consume_to_end
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
-ROWS = 20_000
+ROWS = 10_000
 
 
 def test_a_stage_retry_after_a_fetch_failure_writes_every_row_exactly_once(
