@@ -21,6 +21,14 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
   SIGKILLs the process group of PID (the test's driver program, which must lead its own process group, i.e. be
   started in a new session) and then its own process, right after writing the commit intent and before any
   EndTxn: a driver crash in the middle of the commit (:func:`kill_driver`).
+* ``pylog.test.loseShuffleAfterRequests=N``: once per write, the first attempt of the task of Spark partition 0
+  (attempt number 0), once N of its requests were acknowledged, deletes every shuffle file of this executor
+  (under the block manager folders Spark names in ``SPARK_LOCAL_DIRS`` for its Python workers) and ends its
+  Python worker process at once, as a crash would (no abort of its transaction, no cleanup, requests possibly
+  in flight): the task's retry finds the map output gone (FetchFailed), so
+  Spark runs the map stage again and re-attempts the write stage, whose attempt numbers start at 0 again
+  (:func:`lose_shuffle_once`; a marker file in the first of those folders makes it once per write id). Needs a
+  shuffle before the write, local mode, and a ``spark.local.dir`` of the test's own.
 * ``pylog.test.stallCommitAfterPrepared=N`` (exactly-once streaming sink, **driver**): every micro-batch's
   ``commit()`` stops for good once its sink-log entry is written ``prepared`` and the first N of its
   transactions are committed (N=0: none), after creating ``stalled-<batchId>.test`` in the sink log's folder,
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +54,7 @@ __all__ = [
     "FaultOptions",
     "TaskFaults",
     "kill_driver",
+    "lose_shuffle_once",
     "parse_fault_options",
     "stall_commit",
 ]
@@ -56,6 +66,7 @@ FAULT_OPTION_NAMES = (
     "pylog.test.alwaysFailPartition",
     "pylog.test.killDriverAfterCommitIntent",
     "pylog.test.stallCommitAfterPrepared",
+    "pylog.test.loseShuffleAfterRequests",
 )
 FAULT_OPTION_KEYS = tuple(name.lower() for name in FAULT_OPTION_NAMES)
 
@@ -69,6 +80,7 @@ class FaultOptions:
     always_fail_partition: int | None = None
     kill_driver_after_commit_intent: int | None = None
     stall_commit_after_prepared: int | None = None
+    lose_shuffle_after_requests: int | None = None
 
 
 def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
@@ -89,10 +101,11 @@ def stall_commit(sink_dir: str, batch_id: int, committed: int) -> None:
 class TaskFaults:
     """The faults of one task attempt; the sender asks it after every acknowledgement."""
 
-    def __init__(self, options: FaultOptions, task: int, attempt: int) -> None:
+    def __init__(self, options: FaultOptions, task: int, attempt: int, write_id: str = "") -> None:
         self._options = options
         self._task = task
         self._attempt = attempt
+        self._write_id = write_id
         self._drop_armed = options.drop_response_after_requests is not None
 
     def after_acknowledged(self, acknowledged: int) -> None:
@@ -102,6 +115,9 @@ class TaskFaults:
                 f"pylog.test.alwaysFailPartition={self._task}: injected failure of attempt {self._attempt} "
                 f"after {acknowledged} acknowledged request(s) (test-only option)"
             )
+        lose = self._options.lose_shuffle_after_requests
+        if lose is not None and self._task == 0 and self._attempt == 0 and acknowledged >= lose:
+            lose_shuffle_once(self._write_id, lose)
         limit = self._options.fail_after_requests
         if limit is not None and self._attempt == 0 and acknowledged >= limit:
             raise InjectedFailure(
@@ -116,6 +132,29 @@ class TaskFaults:
             self._drop_armed = False
             return True
         return False
+
+
+def lose_shuffle_once(write_id: str, limit: int) -> None:
+    """``pylog.test.loseShuffleAfterRequests``: delete this executor's shuffle files and crash, once per write."""
+    dirs = [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d]
+    if not dirs:
+        raise InjectedFailure(
+            "pylog.test.loseShuffleAfterRequests: SPARK_LOCAL_DIRS is not set (not in Spark?)"
+        )
+    try:
+        Path(dirs[0], f"pylog-test-lost-shuffle-{write_id}").touch(exist_ok=False)
+    except FileExistsError:
+        return  # done once for this write: the re-attempted stage runs undisturbed
+    lost = [f for d in dirs for f in Path(d).rglob("shuffle_*")]
+    for f in lost:
+        f.unlink(missing_ok=True)
+    print(
+        f"pylog.test.loseShuffleAfterRequests={limit}: deleted {len(lost)} shuffle file(s) under {dirs} after "
+        f"{limit} acknowledged request(s); ending this Python worker (test-only option)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
 
 
 def kill_driver(pid: int) -> None:

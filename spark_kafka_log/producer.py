@@ -19,13 +19,16 @@ It composes three parts and owns the producer identity:
   InitProducerId with that id and ``kafka.transaction.timeout.ms``, which fences any earlier attempt of the
   partition (the coordinator aborts its open transaction and bumps the epoch, so its later sends fail); no task
   state file and no resume: the earlier attempt's records are aborted, this attempt writes everything again.
+  A task with no rows initializes its id too (in :meth:`TaskProducer.flush`), so a transaction an earlier
+  attempt or run left open on it ends now, not at its timeout.
 
 Transactions: each partition joins the transaction (AddPartitionsToTxn, through the sender's hook) before its
 first batch is sent; batches carry the transactional attribute bit; :meth:`TaskProducer.flush` waits for every
 acknowledgement but never commits: the driver commits or aborts every task's transaction
 (:mod:`spark_kafka_log.txn_commit`) with the id and epoch the task reports. A task that fails aborts its own
 transaction after awaiting its requests (:meth:`TaskProducer.abort_transaction`, best effort: a fenced or
-unreachable coordinator is logged, and the broker aborts the transaction at its timeout anyway).
+unreachable coordinator is logged, and the broker aborts the transaction at its timeout anyway), by bumping the
+epoch so that no request of it can land after the ABORT marker (no hanging transaction, see there).
 
 Memory: the bytes held (unsealed slices + sealed batches not yet acknowledged) stay below buffer.memory:
 when they would exceed it, :meth:`TaskProducer.write` sends and waits for acknowledgements before taking more
@@ -79,6 +82,8 @@ class TaskProducer:
         self.transactional_id = transactional_id
         #: Wall-clock ms of the first AddPartitionsToTxn (-1: the transaction has no partition yet).
         self.transaction_started_ms = -1
+        #: The partitions that joined this task's transaction (AddPartitionsToTxn answered).
+        self._txn_partitions: list[TopicPartition] = []
         self._client = writer_client(
             bootstrap_servers,
             client_id=options.client_id,
@@ -207,6 +212,7 @@ class TaskProducer:
                 f"transactional id {self.transactional_id!r}: adding partitions to the transaction failed: "
                 f"{exc}{fenced}"
             ) from exc
+        self._txn_partitions.extend(tps)
         if self.transaction_started_ms < 0:
             self.transaction_started_ms = int(time.time() * 1000)
 
@@ -240,14 +246,60 @@ class TaskProducer:
                 break
 
     def flush(self) -> None:
-        """Seal everything, send everything and wait until every batch is acknowledged (or fail)."""
+        """Seal everything, send everything and wait until every batch is acknowledged (or fail).
+
+        Transactional: a task that had no rows still initializes its transactional id here, which fences an
+        earlier holder of the id and aborts the transaction it left open (a crashed attempt, or a crashed run
+        of a streaming query), instead of leaving that transaction to hold the last stable offset of its
+        partitions until kafka.transaction.timeout.ms. It then reports no transaction (nothing to commit).
+        """
+        if self.transactional_id is not None and not self._identified:
+            self._init_identity(self._identity)
+            self._identified = True
         self._accumulator.seal_all()
         while self._sender.outstanding():
             self._sender.pump(block=True)
+        if self.in_transaction:
+            self._check_still_owner()
+
+    def _check_still_owner(self) -> None:
+        """Transactional, after the last acknowledgement: fail if a later attempt already took the id.
+
+        A later attempt of the same Spark partition -- typically a task of a re-attempted stage started while
+        this attempt of the old stage attempt still runs (a "zombie") -- fenced this attempt and aborted its
+        transaction with its InitProducerId. Were this attempt to succeed now, Spark's commit coordinator could
+        keep its result (the first to finish wins) and the driver could only fail the job (PRODUCER_FENCED). So
+        it fails instead, and Spark keeps the later attempt's. AddPartitionsToTxn of the partitions the
+        transaction already holds is a no-op while it is open at this epoch. A fence after this check is
+        still caught by the driver's check, which then fails the write with nothing committed.
+        """
+        assert self.transactional_id is not None
+        try:
+            self._client.add_partitions_to_txn(
+                self.transactional_id, self.producer_id, self.producer_epoch, self._txn_partitions
+            )
+        except KafkaError as exc:
+            if exc.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+                raise ProduceFailedError(
+                    f"transactional id {self.transactional_id!r}: this attempt was fenced after it wrote "
+                    f"everything ({exc}): a later attempt of the same Spark partition took the id (or the "
+                    f"broker aborted the transaction after kafka.transaction.timeout.ms="
+                    f"{self._opts.transaction_timeout_ms}); its rows are aborted and the later attempt's count"
+                ) from exc
+            raise ProduceFailedError(
+                f"transactional id {self.transactional_id!r}: checking the transaction after the last "
+                f"acknowledgement failed: {exc}"
+            ) from exc
 
     def abort_transaction(self) -> None:
         """After a failure: await the requests already sent, then abort this task's transaction (best effort).
 
+        The abort is an InitProducerId of the transactional id, not EndTxn(abort): the coordinator bumps the
+        epoch and writes the ABORT markers at the bumped epoch, so a request of this attempt that the broker
+        has not appended yet (unanswered after request.timeout.ms, still in a socket buffer) is refused
+        with INVALID_PRODUCER_EPOCH when it lands after the marker. With EndTxn(abort) at the same epoch it
+        would be appended after the marker and open a transaction the coordinator knows nothing about --
+        Kafka's "hanging transaction" (KIP-890), holding the partition's last stable offset for good.
         A coordinator that refuses (fenced by a later attempt: that attempt aborted it already) or cannot be
         reached is logged; the broker aborts an open transaction at kafka.transaction.timeout.ms anyway.
         """
@@ -256,7 +308,11 @@ class TaskProducer:
             return
         try:
             self._sender.settle()
-            self._client.end_txn(tid, self.producer_id, self.producer_epoch, commit=False)
+            # Naming this attempt's producer id and epoch (InitProducerId v3+, KIP-360): when a later attempt
+            # already took the id, this is PRODUCER_FENCED instead of fencing that attempt in turn.
+            self._client.init_producer_id(
+                tid, self._opts.transaction_timeout_ms, self.producer_id, self.producer_epoch
+            )
         except (PylogError, OSError) as exc:
             log.warning(
                 "pylog producer: the failed task could not abort its transaction %r (%s); a later attempt "

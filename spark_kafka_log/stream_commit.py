@@ -49,6 +49,7 @@ from dataclasses import asdict
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError, StreamingSinkError
 from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
 from spark_kafka_log.connections import writer_client
@@ -57,9 +58,11 @@ from spark_kafka_log.fault_injection import stall_commit
 from spark_kafka_log.options import WriterOptions, task_transactional_id
 from spark_kafka_log.sink_log import PREPARED, SinkEntry, SinkLog
 from spark_kafka_log.txn_commit import (
+    STREAM_MICRO_BATCH,
     TaskTransaction,
     TransactionCommitError,
     check_transactions,
+    commit_client,
     end_transactions,
     transactions_of,
 )
@@ -67,7 +70,13 @@ from spark_kafka_log.txn_commit import (
 __all__ = ["abort_batch", "commit_batch", "resolve_pending"]
 
 
-def _end(options: WriterOptions, servers: str, txns: Sequence[TaskTransaction], commit: bool) -> None:
+def _end(
+    options: WriterOptions,
+    servers: str,
+    txns: Sequence[TaskTransaction],
+    commit: bool,
+    client: KafkaClient | None = None,
+) -> None:
     """EndTxn(commit or abort) for every transaction of ``txns`` (raises TransactionCommitError)."""
     end_transactions(
         servers,
@@ -77,6 +86,8 @@ def _end(options: WriterOptions, servers: str, txns: Sequence[TaskTransaction], 
         request_timeout_ms=options.request_timeout_ms,
         retry_backoff_ms=options.retry_backoff_ms,
         retry_timeout_ms=options.delivery_timeout_ms,
+        wording=STREAM_MICRO_BATCH,
+        client=client,
         security=options.security,
     )
 
@@ -126,13 +137,37 @@ def commit_batch(
     if newest is not None and batch_id <= newest.batch_id:
         _abort_rerun(options, servers, batch_id, newest, txns)
         return
-    _check_still_open(options, servers, batch_id, txns)
+    # One client for the check and the EndTxns: one connection and coordinator lookup per commit.
+    with commit_client(
+        servers,
+        client_id=options.client_id,
+        request_timeout_ms=options.request_timeout_ms,
+        retry_backoff_ms=options.retry_backoff_ms,
+        retry_timeout_ms=options.delivery_timeout_ms,
+        security=options.security,
+    ) as client:
+        _prepare_and_commit(log, options, servers, query_id, batch_id, messages, txns, called_ms, client)
+    driver_log().info("pylog stream batch %d committed: %s", batch_id, summarize(messages))
+
+
+def _prepare_and_commit(
+    log: SinkLog,
+    options: WriterOptions,
+    servers: str,
+    query_id: str,
+    batch_id: int,
+    messages: Sequence[WriterCommitMessage | None],
+    txns: Sequence[TaskTransaction],
+    called_ms: int,
+    client: KafkaClient,
+) -> None:
+    _check_still_open(options, servers, batch_id, txns, client)
     done = [m for m in messages if isinstance(m, PylogCommitMessage)]
     entry = SinkEntry(
         batch_id=batch_id,
         status=PREPARED,
         query_id=query_id,
-        transactions=txns,
+        transactions=list(txns),
         records=sum(m.records + m.recovered for m in done),
         partitions=[asdict(s) for s in merge_partitions(done).values()],
         tasks_ended_at_ms=max((m.finished_ms for m in done), default=-1),
@@ -143,21 +178,24 @@ def commit_batch(
     faults = options.faults
     if faults is not None and faults.stall_commit_after_prepared is not None:
         count = faults.stall_commit_after_prepared
-        _end(options, servers, txns[:count], commit=True)
+        _end(options, servers, txns[:count], commit=True, client=client)
         stall_commit(log.directory, batch_id, count)
     try:
-        _end(options, servers, txns, commit=True)
+        _end(options, servers, txns, commit=True, client=client)
     except TransactionCommitError as e:
         raise StreamingSinkError(
             f"pylog streaming sink: committing micro-batch {batch_id} failed: {e}. It stays prepared in "
             f"{log.path(batch_id)}; restart the query to finish its commit"
         ) from None
     log.mark_committed(entry)
-    driver_log().info("pylog stream batch %d committed: %s", batch_id, summarize(messages))
 
 
 def _check_still_open(
-    options: WriterOptions, servers: str, batch_id: int, txns: Sequence[TaskTransaction]
+    options: WriterOptions,
+    servers: str,
+    batch_id: int,
+    txns: Sequence[TaskTransaction],
+    client: KafkaClient,
 ) -> None:
     """Before ``prepared`` is written: every transaction must still be open at its epoch, else nothing is committed.
 
@@ -167,19 +205,11 @@ def _check_still_open(
     committed and no sink-log entry, so a restart of the query simply writes it again.
     """
     try:
-        check_transactions(
-            servers,
-            txns,
-            client_id=options.client_id,
-            request_timeout_ms=options.request_timeout_ms,
-            retry_backoff_ms=options.retry_backoff_ms,
-            retry_timeout_ms=options.delivery_timeout_ms,
-            security=options.security,
-        )
+        check_transactions(servers, txns, wording=STREAM_MICRO_BATCH, client=client)
     except TransactionCommitError as e:
         # The closed ones refuse; the others are aborted here, or fenced by the next run's InitProducerId.
         with contextlib.suppress(TransactionCommitError):
-            _end(options, servers, txns, commit=False)
+            _end(options, servers, txns, commit=False, client=client)
         raise StreamingSinkError(
             f"pylog streaming sink: micro-batch {batch_id} cannot be committed: {e}. Its other transactions were "
             "aborted, nothing of it is visible, and it is not in the sink log: restarting the query writes it again"

@@ -47,12 +47,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ConfigError, PylogError, TransactionCommitError
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.security import ClientSecurity
 from spark_kafka_log.txn_commit import (
     TaskTransaction,
     check_transactions,
+    commit_client,
     end_transactions,
     only_final_failures,
 )
@@ -190,15 +192,22 @@ def commit_write(
         intent.client_id,
         intent.request_timeout_ms,
     )
+    # One client (one connection per coordinator) for the check and the EndTxns.
+    with commit_client(servers, client_id=client_id, request_timeout_ms=timeout, security=security) as client:
+        try:
+            check_transactions(servers, txns, client=client)
+        except PylogError:
+            os.remove(path)
+            raise
+        _end_or_keep_intent(path, servers, txns, client)
+    os.remove(path)
+
+
+def _end_or_keep_intent(
+    path: str | os.PathLike[str], servers: str, txns: Sequence[TaskTransaction], client: KafkaClient
+) -> None:
     try:
-        check_transactions(servers, txns, client_id=client_id, request_timeout_ms=timeout, security=security)
-    except PylogError:
-        os.remove(path)
-        raise
-    try:
-        end_transactions(
-            servers, txns, commit=True, client_id=client_id, request_timeout_ms=timeout, security=security
-        )
+        end_transactions(servers, txns, commit=True, client=client)
     except TransactionCommitError as exc:
         if only_final_failures(exc):
             os.remove(path)
@@ -208,7 +217,6 @@ def commit_write(
             f"spark_kafka_log.transactions resolve --commit {path}` (or roll back what is still open with --abort)",
             exc.failed,
         ) from exc
-    os.remove(path)
 
 
 def resolve(

@@ -87,7 +87,7 @@ def write_task(
     carries it to the driver); a failing attempt aborts it."""
     task, attempt, write_id = identity.task, identity.attempt, identity.write_id
     started = time.perf_counter()
-    faults = None if options.faults is None else TaskFaults(options.faults, task, attempt)
+    faults = None if options.faults is None else TaskFaults(options.faults, task, attempt, write_id)
     producer = TaskProducer(
         options,
         _servers(options, resolved),

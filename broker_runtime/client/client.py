@@ -889,6 +889,117 @@ class KafkaClient:
             f"(producer id {producer_id} epoch {producer_epoch})",
         )
 
+    def end_txns(self, txns: Sequence[tuple[str, int, int]], commit: bool) -> dict[str, KafkaError]:
+        """EndTxn for each ``(transactional id, producer id, epoch)``, pipelined; the failures by transactional id.
+
+        The requests go out back to back on one connection per coordinator and the answers are read after
+        (:meth:`_txn_pipelined`); a transaction whose answer is retriable (or lost with its connection) is
+        then retried alone as :meth:`end_txn` does. Semantics per transaction as :meth:`end_txn`.
+        """
+        verb = "commit" if commit else "abort"
+        calls = [
+            (
+                tid,
+                ApiKey.END_TXN,
+                {"TransactionalId": tid, "ProducerId": pid, "ProducerEpoch": epoch, "Committed": commit},
+            )
+            for tid, pid, epoch in txns
+        ]
+
+        def one(i: int) -> None:
+            tid, pid, epoch = txns[i]
+            self.end_txn(tid, pid, epoch, commit)
+
+        return self._txn_pipelined(
+            calls, lambda body: int(body["ErrorCode"]), one, lambda i: f"EndTxn({verb}) for {txns[i][0]!r}"
+        )
+
+    def check_txns(
+        self, txns: Sequence[tuple[str, int, int, Sequence[TopicPartition]]]
+    ) -> dict[str, KafkaError]:
+        """AddPartitionsToTxn of partitions each transaction already holds (a no-op while it is open at that
+        epoch; PRODUCER_FENCED once it was aborted), pipelined as :meth:`end_txns`; the failures by id."""
+        calls = [
+            (
+                tid,
+                ApiKey.ADD_PARTITIONS_TO_TXN,
+                {
+                    "V3AndBelowTransactionalId": tid,
+                    "V3AndBelowProducerId": pid,
+                    "V3AndBelowProducerEpoch": epoch,
+                    "V3AndBelowTopics": [
+                        {"Name": topic, "Partitions": [p for p, _ in parts]}
+                        for topic, parts in _by_topic((tp, None) for tp in sorted(set(tps))).items()
+                    ],
+                },
+            )
+            for tid, pid, epoch, tps in txns
+        ]
+
+        def codes(body: Mapping[str, Any]) -> int:
+            worst = ErrorCode.NONE
+            for t in body["ResultsByTopicV3AndBelow"]:
+                for p in t["ResultsByPartition"]:
+                    code = p["PartitionErrorCode"]
+                    if code and (worst in (ErrorCode.NONE, ErrorCode.OPERATION_NOT_ATTEMPTED)):
+                        worst = code
+            return int(worst)
+
+        def one(i: int) -> None:
+            self.add_partitions_to_txn(*txns[i])
+
+        return self._txn_pipelined(calls, codes, one, lambda i: f"AddPartitionsToTxn for {txns[i][0]!r}")
+
+    def _txn_pipelined(
+        self,
+        calls: Sequence[tuple[str, int, Mapping[str, Any]]],
+        code_of: Callable[[Mapping[str, Any]], int],
+        retry_one: Callable[[int], None],
+        what: Callable[[int], str],
+    ) -> dict[str, KafkaError]:
+        """Send every ``(transactional id, api key, body)`` to its coordinator without waiting in between, then
+        read the answers. An answer that is retriable, or lost with its connection, is redone by
+        ``retry_one(index)`` (the one-at-a-time method with its retry budget). Returns the failures."""
+        failed: dict[str, KafkaError] = {}
+        redo: list[int] = []
+        sent: dict[int, list[tuple[int, int, int]]] = {}  # node -> [(index, correlation id, generation)]
+        for i, (tid, api_key, body) in enumerate(calls):
+            try:
+                node = self._txn_coordinators.get(tid)
+                if node is None:
+                    node = self._txn_coordinators[tid] = self._transaction_coordinator(tid)
+                conn = self._conn(node)
+                corr, _ = conn.send(api_key, body)
+                sent.setdefault(node, []).append((i, corr, conn.generation))
+            except KafkaError as e:
+                if not (_connection_failure(e) or e.code in _TXN_RETRY_ERRORS):
+                    failed[tid] = KafkaError(e.code, f"{what(i)}: {e}")
+                else:
+                    redo.append(i)
+        for node, pending in sent.items():
+            for i, corr, generation in pending:
+                tid = calls[i][0]
+                try:
+                    code = code_of(self._conn(node).receive(corr, generation))
+                except KafkaError as e:
+                    if _connection_failure(e):
+                        self.disconnect(node)
+                    redo.append(i)
+                    continue
+                if code == ErrorCode.NONE:
+                    continue
+                if code in _TXN_RETRY_ERRORS or code == ErrorCode.NETWORK_EXCEPTION:
+                    self._txn_coordinators.pop(tid, None)
+                    redo.append(i)
+                else:
+                    failed[tid] = KafkaError(code, what(i))
+        for i in sorted(redo):
+            try:
+                retry_one(i)
+            except KafkaError as e:
+                failed[calls[i][0]] = e
+        return failed
+
     def _txn_request(
         self,
         transactional_id: str,

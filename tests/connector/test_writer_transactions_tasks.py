@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.errors import (
     ConfigError,
     ErrorCode,
@@ -21,10 +22,12 @@ from broker_runtime.errors import (
     TransactionCommitError,
 )
 from broker_runtime.launch import broker_process
+from broker_runtime.protocol.records import RecordBatchBuilder
 from spark_kafka_log.options import WriterOptions, parse_writer_options, stream_options, task_transactional_id
+from spark_kafka_log.producer import TaskProducer
 from spark_kafka_log.task_state import TaskIdentity
 from spark_kafka_log.transactions import main as transactions_main
-from spark_kafka_log.txn_commit import end_transactions, transactions_of
+from spark_kafka_log.txn_commit import STREAM_MICRO_BATCH, end_transactions, transactions_of
 from spark_kafka_log.writer import write_task
 from tests.connector.kafka_peer import consume_to_end
 from tests.connector.test_writer_reruns import LAYOUT, _batches, _failing, _setup
@@ -110,6 +113,12 @@ def test_commit_after_the_transaction_timed_out_names_the_timeout(tmp_path: Path
         text = str(raised.value)
         assert tid in text and "kafka.transaction.timeout.ms=500" in text and "broker aborted it" in text
         assert raised.value.failed[tid].code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+        assert "write's duration" in text
+        # The streaming sink's commit words it for a micro-batch (its caller), not for a batch write.
+        with pytest.raises(TransactionCommitError) as raised:
+            end_transactions(broker, transactions_of([message], 500), commit=True, wording=STREAM_MICRO_BATCH)
+        text = str(raised.value)
+        assert "micro-batch's duration" in text and "write's duration" not in text, text
         assert _committed(broker, topic) == []
 
 
@@ -163,3 +172,89 @@ def test_resolve_names_a_missing_intent_without_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no such commit intent" in err and err.count("\n") == 1
     assert transactions_main(["list", str(tmp_path)]) == 0
+
+
+def test_an_empty_task_ends_the_transaction_an_earlier_attempt_left_open(broker: str, tmp_path: Path) -> None:
+    """An attempt wrote inside its transaction and died (no abort). The next attempt of its Spark partition has
+    no rows, yet it re-initializes the transactional id: the open transaction is aborted at once, so rows
+    committed after it are visible to read_committed readers without waiting for kafka.transaction.timeout.ms
+    (60 s here; the reader gives up after 30 s)."""
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    tid0 = task_transactional_id("pfx", write_id, 0)
+    crashed = TaskProducer(
+        options, broker, LAYOUT, identity=TaskIdentity(write_id, 0, 0), transactional_id=tid0
+    )
+    for batch in _batches(2, 200):
+        crashed.write(batch)
+    crashed.flush()
+    crashed.close()  # no abort: the attempt's process died with its transaction open
+    empty = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 1), iter([]), tid0)
+    assert empty.transactional_id is None and empty.records == 0  # nothing for the driver to end
+    tid1 = task_transactional_id("pfx", write_id, 1)
+    other = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 1, 0), iter(_batches(1, 300)), tid1)
+    end_transactions(broker, transactions_of([empty, other]), commit=True, check_first=True)
+    started = time.monotonic()
+    values = _committed(broker, topic)
+    assert len(values) == 300 and len(set(values)) == 300, f"{len(values)} of 300 rows visible"
+    assert time.monotonic() - started < 20
+
+
+def test_a_failed_task_aborts_with_an_epoch_bump_so_a_late_request_cannot_hang_a_transaction(
+    broker: str, tmp_path: Path
+) -> None:
+    """KIP-890's hanging transaction: a request of the failed attempt that the broker appends only after the
+    attempt's abort. The abort bumps the epoch, so the late batch is refused (an abort at the same epoch
+    would let it open a transaction no coordinator knows of, holding the partition's LSO for good)."""
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    tid = task_transactional_id("pfx", write_id, 0)
+    attempt = TaskProducer(
+        options, broker, LAYOUT, identity=TaskIdentity(write_id, 0, 0), transactional_id=tid
+    )
+    try:
+        for batch in _batches(2, 100, key="one"):
+            attempt.write(batch)
+        attempt.flush()
+        (tp,) = [tp for tp, s in attempt.stats.items() if s.records]
+        pid, epoch = attempt.producer_id, attempt.producer_epoch
+        attempt.abort_transaction()
+    finally:
+        attempt.close()
+    late = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=200, is_transactional=True)
+    late.append(int(time.time() * 1000), b"one", b"late")
+    with KafkaClient(broker) as client:
+        leader = client.leader_for(*tp)
+        answer = client.produce(leader, {tp: bytes(late.build())}, acks=-1, timeout_ms=10000)
+    assert answer is not None and answer[tp].error in (
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.PRODUCER_FENCED,
+    ), answer
+    # Nothing hangs: rows committed later on that partition are visible to read_committed readers.
+    tid1 = task_transactional_id("pfx", write_id, 1)
+    later = write_task(
+        options, LAYOUT, broker, TaskIdentity(write_id, 1, 0), iter(_batches(1, 50, key="one")), tid1
+    )
+    end_transactions(broker, transactions_of([later]), commit=True)
+    assert len(_committed(broker, topic)) == 50
+
+
+def test_an_attempt_fenced_after_its_last_acknowledgement_fails_instead_of_succeeding(
+    broker: str, tmp_path: Path
+) -> None:
+    """A zombie of an old stage attempt whose copy in the new stage attempt already took the transactional id:
+    everything it sent was acknowledged before the fence, but it must not succeed (Spark's commit coordinator
+    would keep the first result to finish, a fenced transaction the driver could only fail on)."""
+    options, topic, write_id = _txn_setup(broker, tmp_path)
+    tid = task_transactional_id("pfx", write_id, 0)
+    zombie = TaskProducer(
+        options, broker, LAYOUT, identity=TaskIdentity(write_id, 0, 0), transactional_id=tid
+    )
+    try:
+        zombie.write(_batches(1, 100)[0])
+        zombie.flush()  # every batch acknowledged, still the owner
+        copy = write_task(options, LAYOUT, broker, TaskIdentity(write_id, 0, 0), iter(_batches(1, 100)), tid)
+        with pytest.raises(ProduceFailedError, match=rf"{tid}.*fenced after it wrote everything"):
+            zombie.flush()
+    finally:
+        zombie.close()
+    end_transactions(broker, transactions_of([copy]), commit=True, check_first=True)
+    assert len(set(_committed(broker, topic))) == 100

@@ -4,9 +4,9 @@
 State: transactional id -> :class:`~.state.TransactionMetadata` (producer id and epoch, state, partitions,
 timeout, start and last-update times). Every change is first appended to the transactional id's partition of
 ``__transaction_state`` (:func:`~.log_format.partition_for`, Kafka's record format, see :mod:`.log_format`) and
-only then applied in memory, so what a client was told survives a crash. :meth:`TransactionCoordinator.load`
-replays those partitions on start (latest record per id wins, a tombstone removes it) and finishes what a
-crash interrupted: a transaction in PrepareCommit / PrepareAbort gets its markers and its Complete state; one
+only then applied in memory, so what a client was told survives a crash of the process (a power loss: see
+"Durability" below). :meth:`TransactionCoordinator.load` replays those partitions on start (latest record
+per id wins, a tombstone removes it) and finishes what a crash interrupted: a transaction in PrepareCommit / PrepareAbort gets its markers and its Complete state; one
 left Ongoing stays open until its producer re-initializes (fenced and aborted) or its timeout aborts it.
 
 Requests (the handlers decode and encode only; each method returns Kafka's error code):
@@ -41,6 +41,15 @@ once the Prepare record is replicated, see :mod:`broker_runtime.server.transacti
 answers once the Prepare record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A
 partition whose topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves
 the transaction in its Prepare state and the periodic task retries, WARNING logged.
+
+Durability, single node: a state record is appended to the local ``__transaction_state`` partition before the
+change is applied and answered, and is NOT fsynced by the coordinator (Kafka does not fsync its internal topics
+either; it relies on replication): the partition log flushes per ``log.flush.interval.messages`` /
+``log.flush.interval.ms`` like any other (default: the page cache), on roll and on close. A killed broker process
+loses nothing (the page cache keeps what was appended); a power loss of a single broker can lose the unflushed
+tail: a decision answered to the client (a commit's PrepareCommit, its CompleteCommit, an epoch bump) may then be
+missing after the restart, while the markers it wrote to data partitions may or may not be on disk either (also
+unflushed). ``log.flush.interval.messages=1`` fsyncs every append, as before.
 
 Cluster ownership (``append_state`` given): this node coordinates only the ``__transaction_state`` partitions it
 leads (:meth:`TransactionCoordinator.become_leader` loads one and completes its Prepare states;
@@ -140,7 +149,7 @@ class TransactionCoordinator:
         self._topic_exists = topic_exists
         self._txns: dict[str, TransactionMetadata] = {}
         self.coordinator_epoch = 0
-        #: Cluster: appends one ``__transaction_state`` record (acks=-1 checks) or raises; None: local log + fsync.
+        #: Cluster: appends one ``__transaction_state`` record (acks=-1 checks) or raises; None: the local log.
         self._append_state = append_state
         self._send_markers = send_markers
         #: Cluster: ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch).
@@ -294,8 +303,9 @@ class TransactionCoordinator:
         else:
             log = self._state_log(partition, True)
             assert log is not None
+            # No fsync of its own, as Kafka: the page cache survives a crash of the process; a power loss can
+            # lose the unflushed tail (log.flush.interval.* bound it; see the module docstring).
             log.append(builder.build())
-            log.flush()  # a decision told to a client must survive a crash of this machine too
         self._appended.add(partition)
 
     def _transition(
