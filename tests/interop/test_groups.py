@@ -277,9 +277,9 @@ def test_admin_client_lists_describes_and_deletes_groups(bootstrap: str) -> None
         described = admin.describe_consumer_groups(["auditors"])["auditors"].result(10)
         assert described.state.name == "STABLE" and described.partition_assignor == "range"
         assert [
-            (m.client_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+            (m.client_id, m.host, sorted(tp.partition for tp in m.assignment.topic_partitions))
             for m in described.members
-        ] == [("auditor-1", [0, 1])]
+        ] == [("auditor-1", "/127.0.0.1", [0, 1])]
         # a group with members cannot be deleted, nor the offsets of a topic it consumes
         with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
             admin.delete_consumer_groups(["auditors"])["auditors"].result(10)

@@ -1,8 +1,9 @@
 """JoinGroup (key 11, v0-9): a member joins a classic group; answered once the join phase completes.
 
 Thin: decode, call :meth:`~broker_runtime.coordinator.group.GroupCoordinator.join`, encode. From v4 a member
-without a member id is told MEMBER_ID_REQUIRED first (KIP-394). Without a group coordinator (a broker of a
-In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and an
+without a member id is told MEMBER_ID_REQUIRED first (KIP-394). The member's ClientHost is the address its
+connection comes from, written as Kafka's ``InetAddress.toString`` of an address without a host name
+(``/127.0.0.1``). In a cluster a group of a ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and an
 answer whose request wrote the group's metadata waits for its replication (:mod:`broker_runtime.server.groups`).
 """
 
@@ -37,7 +38,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         body["ProtocolType"],
         [(p["Name"], bytes(p["Metadata"])) for p in body["Protocols"]],
         header.client_id or "",
-        "",
+        _client_host(ctx.request_session.client_address),
         header.api_version >= 4,
     )
 
@@ -47,3 +48,9 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         return {"ErrorCode": failed, "GenerationId": -1, "MemberId": member_id, "ProtocolName": ""}
 
     return answer_after_group_write(ctx, answer)
+
+
+def _client_host(address: str) -> str:
+    """``/HOST`` of a connection's ``HOST:PORT`` (``[v6]:port`` too); empty when unknown."""
+    host = address.rpartition(":")[0].strip("[]")
+    return f"/{host}" if host else ""
