@@ -37,7 +37,12 @@ from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
-from broker_runtime.server.replicated import answer_after_replication, coordinator_error, wait_replicated
+from broker_runtime.server.replicated import (
+    answer_after_replication,
+    coordinator_error,
+    follow_leadership,
+    wait_replicated,
+)
 from broker_runtime.server.topics import TopicError
 
 __all__ = [
@@ -138,19 +143,7 @@ class ClusterGroups:
         coordinator = self.coordinator
         if coordinator is None:
             return
-        topic = view.topics.get(CONSUMER_OFFSETS_TOPIC)
-        owned = coordinator.owned_partitions
-        leading: dict[int, int] = {}
-        if topic is not None:
-            for index, info in enumerate(topic.partitions):
-                if info.leader == self._node_id:
-                    leading[index] = info.leader_epoch
-        for index in owned:
-            if index not in leading:
-                coordinator.resign(index)
-        for index, epoch in leading.items():
-            if owned.get(index) != epoch:
-                coordinator.become_leader(index, epoch)
+        follow_leadership(coordinator, view.topics.get(CONSUMER_OFFSETS_TOPIC), self._node_id)
 
     def await_replication(self, partition: int, then: Callable[[ErrorCode | None], None]) -> None:
         """Call ``then(None)`` once ``partition`` is replicated to its current log end (the group coordinator

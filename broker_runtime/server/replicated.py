@@ -9,6 +9,7 @@ already failed keeps its error. The Produce handler keeps its own copy of this l
 the appended offsets. :func:`answer_after_replication` is the coordinators' handler answer built on it: the
 body once the partitions a request appended to are replicated to their log end, else the body with the
 coordinator's retriable error (NOT_COORDINATOR when leadership moved, COORDINATOR_NOT_AVAILABLE otherwise).
+:func:`follow_leadership` moves a coordinator's partitions of its internal topic with their leadership.
 Event-loop thread only.
 """
 
@@ -17,18 +18,46 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
 
-__all__ = ["answer_after_replication", "coordinator_error", "wait_replicated"]
+__all__ = ["answer_after_replication", "coordinator_error", "follow_leadership", "wait_replicated"]
 
 _log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+
+class PartitionOwner(Protocol):
+    """A coordinator that serves the partitions of its internal topic this node leads."""
+
+    @property
+    def owned_partitions(self) -> dict[int, int]: ...
+
+    def become_leader(self, partition: int, epoch: int, /) -> object: ...
+
+    def resign(self, partition: int, /) -> object: ...
+
+
+def follow_leadership(coordinator: PartitionOwner, topic: Any, node_id: int) -> None:
+    """Load the partitions of ``topic`` (a cluster view's topic, None before it exists) that ``node_id`` leads
+    now, at their leader epoch (again when the epoch moved), and drop the ones it stopped leading."""
+    owned = coordinator.owned_partitions
+    leading: dict[int, int] = {}
+    if topic is not None:
+        for index, info in enumerate(topic.partitions):
+            if info.leader == node_id:
+                leading[index] = info.leader_epoch
+    for index in list(owned):
+        if index not in leading:
+            coordinator.resign(index)
+    for index, epoch in leading.items():
+        if owned.get(index) != epoch:
+            coordinator.become_leader(index, epoch)
 
 
 def wait_replicated(

@@ -46,7 +46,7 @@ from broker_runtime.security.async_client import open_connection
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
-from broker_runtime.server.replicated import answer_after_replication, wait_replicated
+from broker_runtime.server.replicated import answer_after_replication, follow_leadership, wait_replicated
 from broker_runtime.server.topics import TopicError
 
 __all__ = [
@@ -169,19 +169,7 @@ class ClusterTransactions:
         coordinator = self.coordinator
         if coordinator is None:
             return
-        topic = view.topics.get(TRANSACTION_STATE_TOPIC)
-        owned = coordinator.owned_partitions
-        leading: dict[int, int] = {}
-        if topic is not None:
-            for index, info in enumerate(topic.partitions):
-                if info.leader == self._node_id:
-                    leading[index] = info.leader_epoch
-        for index in owned:
-            if index not in leading:
-                coordinator.resign(index)
-        for index, epoch in leading.items():
-            if owned.get(index) != epoch:
-                coordinator.become_leader(index, epoch)
+        follow_leadership(coordinator, view.topics.get(TRANSACTION_STATE_TOPIC), self._node_id)
 
     # -- state writes -----------------------------------------------------------------------------------------
 
