@@ -657,9 +657,16 @@ class _Arena:
 
     def varints(
         self, pos: np.ndarray, max_bytes: int, fail: _Fail, what: str
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Zigzag varints at ``pos``: (int64 values, encoded sizes); overlong ones raise."""
-        b = self.byte(pos).astype(np.uint64)
+    ) -> tuple[np.ndarray, np.ndarray | int]:
+        """Zigzag varints at ``pos``: (int64 values, encoded sizes); overlong ones raise.
+
+        The sizes are the int 1 when every varint is one byte (the common case for most fields: fewer
+        numpy steps)."""
+        first = self.byte(pos)
+        if not len(first) or first.max() < 0x80:
+            v = first.astype(np.int64)
+            return (v >> 1) ^ -(v & 1), 1
+        b = first.astype(np.uint64)
         u = b & np.uint64(0x7F)
         size = np.ones(len(pos), dtype=np.int64)
         idx = np.flatnonzero(b >= 0x80)
@@ -987,7 +994,7 @@ def scan_records(
     Vectorized in chunks of :data:`SCAN_CHUNK` records; the one per-record Python step is the walk over the
     record length varints (as in :func:`decode_batches`). Pure; thread-safe.
     """
-    data = section if isinstance(section, bytes) else bytes(section)  # bytes index faster than a memoryview
+    data = section
     count = header.records_count
     end = len(data)
     if count < 0 or count * _MIN_RECORD_SIZE > end:
@@ -1010,9 +1017,7 @@ def scan_records(
     first = 0
     while first < count:
         k = min(SCAN_CHUNK, count - first)
-        starts_list: list[int] = []
-        pos = _walk_lengths(data, pos, k, first, position, starts_list)
-        starts = np.array(starts_list, dtype=np.int64)
+        starts, pos = _record_chain(ar.a, data, pos, k, first, position)
         fail = _Fail(positions, np.array([-first], dtype=np.int64))
         length, size = ar.varints(starts, _MAX_VARINT_BYTES, fail, "record length")
         fail.check(length < 0, "negative record length")
@@ -1095,6 +1100,74 @@ def scan_records(
         out_of_range=np.concatenate(bad_idx) if bad_idx else empty,
         out_of_range_timestamps=np.concatenate(bad_ts) if bad_ts else empty,
     )
+
+
+#: A speculative round of :func:`_record_chain` that confirms fewer records than this hands the next
+#: :data:`_WALK_RUN` records to the Python walk (records of varying sizes), then speculates again.
+_SPECULATE_MIN = 64
+_WALK_RUN = 512
+
+
+def _record_chain(
+    a: np.ndarray, data: bytes | bytearray | memoryview, pos: int, k: int, first: int, position: int
+) -> tuple[np.ndarray, int]:
+    """The starts of the next ``k`` records from ``pos`` (record ``first`` onwards) and the end of the last.
+
+    Record boundaries are a chain (each record starts with its length), so they are found by speculation that
+    numpy verifies: from a known start, guess that the following records all have the size of the last one
+    seen, read the length varint at every guessed start at once, and keep the guesses up to the first one that
+    the previous record's length contradicts (each kept start follows from a verified one, so the result is
+    exact whatever the data). Records of one size -- most batches -- cost one or a few rounds per chunk; when a
+    round keeps few records, :func:`_walk_lengths` reads the next :data:`_WALK_RUN` one by one in Python. Any
+    anomaly (a varint longer than 5 bytes, a start past the end) is left to the walk, whose errors name the
+    record. A length is read as the walk reads it: unsigned, the record size being ``size + (u >> 1)``
+    (a negative length is caught by the vectorized checks afterwards).
+    """
+    end = len(a)
+    out = np.empty(k, dtype=np.int64)
+    done = 0
+    stride = 0  # the size of the last record read: the guess for the next ones
+    walk_next = 1  # records for the Python walk before the next speculative round (1: learn a size first)
+    walk_bytes: bytes | None = None
+    while done < k:
+        left = k - done
+        if not walk_next and left >= _SPECULATE_MIN and pos < end:
+            guess = pos + stride * np.arange(min(left, (end - 1 - pos) // stride + 1), dtype=np.int64)
+            b = a[guess].astype(np.int64)
+            u = b & 0x7F
+            size = np.ones(len(guess), dtype=np.int64)
+            idx = np.flatnonzero(b >= 0x80)
+            for shift in range(7, 7 * _MAX_VARINT_BYTES, 7):
+                if not len(idx):
+                    break
+                b = a.take(guess[idx] + size[idx], mode="clip").astype(np.int64)
+                u[idx] |= (b & 0x7F) << shift
+                size[idx] += 1
+                idx = idx[b >= 0x80]
+            valid = guess + size <= end  # the varint lies inside the data ...
+            valid[idx] = False  # ... and is at most 5 bytes
+            nxt = guess + size + (u >> 1)
+            ok = valid[:-1] & (nxt[:-1] == guess[1:])
+            t = int(np.argmin(ok)) if not ok.all() else len(ok)  # guess[0..t] are record starts
+            kept = t + 1 if valid[t] else t
+            out[done : done + kept] = guess[:kept]
+            done += kept
+            if kept:
+                pos = int(nxt[kept - 1])
+                stride = pos - int(guess[kept - 1])
+            if kept < _SPECULATE_MIN:
+                walk_next = _WALK_RUN  # sizes vary: read on in Python for a while
+            continue
+        n_walk = min(left, max(walk_next, 1))
+        if walk_bytes is None:
+            walk_bytes = data if isinstance(data, bytes) else bytes(data)
+        run: list[int] = []
+        pos = _walk_lengths(walk_bytes, pos, n_walk, first + done, position, run)
+        out[done : done + n_walk] = run
+        done += n_walk
+        stride = pos - run[-1]
+        walk_next = 0
+    return out, pos
 
 
 def _walk_lengths(data: bytes, pos: int, k: int, first: int, position: int, out: list[int]) -> int:

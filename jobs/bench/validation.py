@@ -27,24 +27,23 @@ SECTION = "validation"
 TARGET = 0.8
 
 
-def _batches(codec: int, count: int) -> list[bytes]:
+def _batches(codec: int, count: int, n: int = 10_000) -> list[bytes]:
     from broker_runtime.protocol.arrow_records import build_batches
 
     rng = np.random.default_rng(7)
-    n = 10_000
     values = pa.array([bytes(row) for row in rng.integers(0, 26, size=(n, 100), dtype=np.uint8) + 65])
     keys = pa.array([b"key-%04d" % (i % 10_000) for i in range(n)])
     built = build_batches(values, keys, compression=codec, max_batch_bytes=1 << 20)
     return [b.data for b in built][:count]
 
 
-def _path_cost(codec: int, rounds: int, repeat: int) -> tuple[float, float, int]:
+def _path_cost(codec: int, rounds: int, repeat: int, per_batch: int = 10_000) -> tuple[float, float, int]:
     """(full / header-only throughput ratio, full records per second, records per round)."""
     from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
     from broker_runtime.storage.config import LogConfig
     from broker_runtime.storage.partition_log import PartitionLog
 
-    batches = _batches(codec, 1)
+    batches = _batches(codec, 1, per_batch)
     records = sum(int.from_bytes(b[57:61], "big") for b in batches)
     full = BatchPolicy()
     header_only = BatchPolicy(header_only=True)
@@ -95,19 +94,23 @@ def _fuzz(frames: int) -> tuple[float, int]:
 def run(quick: bool) -> list[Result]:
     rounds = 1 if quick else 20
     results = []
-    for codec, name in ((0, "uncompressed"), (3, "lz4")):
-        ratio, rate, records = _path_cost(codec, rounds, 1 if quick else 5)
+    cases = ((0, "uncompressed", "1 MiB", 10_000), (3, "lz4", "1 MiB", 10_000), (3, "lz4", "small", 100))
+    for codec, name, size, per_batch in cases:
+        scale = 10_000 // per_batch
+        ratio, rate, records = _path_cost(codec, rounds * scale, 1 if quick else 5, per_batch)
         results.append(
             Result(
                 SECTION,
-                f"produce path, full validation vs header only, {name} 1 MiB batches ({records:,} records)",
+                f"produce path, full validation vs header only, {name} {size} batches ({records:,} records)",
                 ratio,
                 "x",
                 f">= {TARGET}x",
                 ratio >= TARGET,
             )
         )
-        results.append(Result(SECTION, f"produce path with full validation, {name}", rate, "records/s"))
+        results.append(
+            Result(SECTION, f"produce path with full validation, {name} {size} batches", rate, "records/s")
+        )
     fuzz_rate, consumed = _fuzz(100 if quick else 100_000)
     results.append(
         Result(SECTION, f"fuzzer, mutated frames at a broker ({consumed:,} consumed)", fuzz_rate, "frames/s")
