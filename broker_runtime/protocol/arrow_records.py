@@ -1102,10 +1102,15 @@ def scan_records(
     )
 
 
-#: A speculative round of :func:`_record_chain` that confirms fewer records than this hands the next
-#: :data:`_WALK_RUN` records to the Python walk (records of varying sizes), then speculates again.
-_SPECULATE_MIN = 64
-_WALK_RUN = 512
+#: :func:`_record_chain`: a speculative round guesses at most this many starts at first, four times more after
+#: a round whose guesses all held; one that keeps fewer than :data:`_SPECULATE_MIN` (sizes vary) hands the next
+#: records to the Python walk, in runs that grow with each such round in a row (:data:`_WALK_RUNS`).
+_SPECULATE_WINDOW = 64
+_SPECULATE_MIN = 32
+_WALK_RUNS = (1, 16, 4096)
+#: Chunks of fewer records are walked in Python at once: a speculative round costs about as much as walking
+#: a few hundred records.
+_SPECULATE_FROM = 256
 
 
 def _record_chain(
@@ -1114,58 +1119,69 @@ def _record_chain(
     """The starts of the next ``k`` records from ``pos`` (record ``first`` onwards) and the end of the last.
 
     Record boundaries are a chain (each record starts with its length), so they are found by speculation that
-    numpy verifies: from a known start, guess that the following records all have the size of the last one
-    seen, read the length varint at every guessed start at once, and keep the guesses up to the first one that
-    the previous record's length contradicts (each kept start follows from a verified one, so the result is
-    exact whatever the data). Records of one size -- most batches -- cost one or a few rounds per chunk; when a
-    round keeps few records, :func:`_walk_lengths` reads the next :data:`_WALK_RUN` one by one in Python. Any
-    anomaly (a varint longer than 5 bytes, a start past the end) is left to the walk, whose errors name the
-    record. A length is read as the walk reads it: unsigned, the record size being ``size + (u >> 1)``
+    numpy verifies: from a known start whose length varint is read (size s, record size ``stride``), guess that
+    the following records have the same size, and keep the guesses while the s bytes at each guessed start are
+    the very bytes of that varint (compared over strided views of the data): a record whose length varint is
+    byte for byte the same has the same size, so every kept start follows from a verified one and the result
+    is exact whatever the data. Records of one size -- most batches -- cost a few rounds per chunk; when a
+    round keeps few records, :func:`_walk_lengths` reads the next ones in Python (see :data:`_WALK_RUNS`).
+    Any anomaly (a varint longer than 5 bytes, a start past the end) is left to the walk, whose errors name
+    the record. A length is read as the walk reads it: unsigned, the record size being ``s + (u >> 1)``
     (a negative length is caught by the vectorized checks afterwards).
     """
     end = len(a)
     out = np.empty(k, dtype=np.int64)
     done = 0
-    stride = 0  # the size of the last record read: the guess for the next ones
-    walk_next = 1  # records for the Python walk before the next speculative round (1: learn a size first)
+    walk_next = 0  # records for the Python walk before the next speculative round
     walk_bytes: bytes | None = None
+    window = _SPECULATE_WINDOW
+    poor = 0  # speculative rounds in a row that kept few records
     while done < k:
         left = k - done
-        if not walk_next and left >= _SPECULATE_MIN and pos < end:
-            guess = pos + stride * np.arange(min(left, (end - 1 - pos) // stride + 1), dtype=np.int64)
-            b = a[guess].astype(np.int64)
-            u = b & 0x7F
-            size = np.ones(len(guess), dtype=np.int64)
-            idx = np.flatnonzero(b >= 0x80)
-            for shift in range(7, 7 * _MAX_VARINT_BYTES, 7):
-                if not len(idx):
+        if k >= _SPECULATE_FROM and left >= _SPECULATE_MIN and not walk_next:
+            # The length varint of the record at pos, read as the walk reads it; anomalies go to the walk.
+            size = 0
+            u = 0
+            while size < _MAX_VARINT_BYTES and pos + size < end:
+                byte = int(a[pos + size])
+                u |= (byte & 0x7F) << (7 * size)
+                size += 1
+                if byte < 0x80:
                     break
-                b = a.take(guess[idx] + size[idx], mode="clip").astype(np.int64)
-                u[idx] |= (b & 0x7F) << shift
-                size[idx] += 1
-                idx = idx[b >= 0x80]
-            valid = guess + size <= end  # the varint lies inside the data ...
-            valid[idx] = False  # ... and is at most 5 bytes
-            nxt = guess + size + (u >> 1)
-            ok = valid[:-1] & (nxt[:-1] == guess[1:])
-            t = int(np.argmin(ok)) if not ok.all() else len(ok)  # guess[0..t] are record starts
-            kept = t + 1 if valid[t] else t
-            out[done : done + kept] = guess[:kept]
+            else:
+                walk_next = 1
+                continue
+            stride = size + (u >> 1)
+            guesses = min(left, window, (end - size - pos) // stride + 1)
+            # Record j of the round starts at pos + j * stride if every record before it has the very bytes
+            # of this length varint (the same size): compare them over strided views (no index arrays).
+            stop = pos + stride * (guesses - 1) + 1
+            same = a[pos:stop:stride] == a[pos]
+            for m in range(1, size):
+                same &= a[pos + m : stop + m : stride] == a[pos + m]
+            kept = guesses if same.all() else int(np.argmin(same))  # >= 1: record 0 matches itself
+            out[done : done + kept] = pos + stride * np.arange(kept, dtype=np.int64)
             done += kept
-            if kept:
-                pos = int(nxt[kept - 1])
-                stride = pos - int(guess[kept - 1])
-            if kept < _SPECULATE_MIN:
-                walk_next = _WALK_RUN  # sizes vary: read on in Python for a while
+            pos += stride * kept
+            if kept == guesses:
+                window *= 4
+                poor = 0
+            elif kept < _SPECULATE_MIN:
+                walk_next = _WALK_RUNS[min(poor, len(_WALK_RUNS) - 1)]  # sizes vary: read on in Python
+                poor += 1
+                window = _SPECULATE_WINDOW
+            else:
+                poor = 0
             continue
-        n_walk = min(left, max(walk_next, 1))
+        n_walk = (
+            min(left, walk_next) if walk_next and k >= _SPECULATE_FROM and left >= _SPECULATE_MIN else left
+        )
         if walk_bytes is None:
             walk_bytes = data if isinstance(data, bytes) else bytes(data)
         run: list[int] = []
         pos = _walk_lengths(walk_bytes, pos, n_walk, first + done, position, run)
         out[done : done + n_walk] = run
         done += n_walk
-        stride = pos - run[-1]
         walk_next = 0
     return out, pos
 
