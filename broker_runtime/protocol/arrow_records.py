@@ -58,6 +58,7 @@ Pure functions over immutable inputs; thread-safe.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -660,12 +661,17 @@ class _Arena:
     ) -> tuple[np.ndarray, np.ndarray | int]:
         """Zigzag varints at ``pos``: (int64 values, encoded sizes); overlong ones raise.
 
-        The sizes are the int 1 when every varint is one byte (the common case for most fields: fewer
-        numpy steps)."""
+        The sizes are the int 1 when every varint is one byte (the common case for most fields); varints of
+        at most two bytes are read without index arrays (fewer numpy steps)."""
         first = self.byte(pos)
         if not len(first) or first.max() < 0x80:
             v = first.astype(np.int64)
             return (v >> 1) ^ -(v & 1), 1
+        second = self.byte(pos + 1)
+        more = first >= 0x80
+        if not (more & (second >= 0x80)).any():  # at most two bytes each: no index arrays
+            v = (first & 0x7F).astype(np.int64) | ((second & 0x7F).astype(np.int64) << 7) * more
+            return (v >> 1) ^ -(v & 1), 1 + more.view(np.uint8).astype(np.int64)
         b = first.astype(np.uint64)
         u = b & np.uint64(0x7F)
         size = np.ones(len(pos), dtype=np.int64)
@@ -1025,12 +1031,16 @@ def scan_records(
         p = starts + size + 1  # the attributes byte
         ts_delta, size = ar.varints(p, _MAX_VARLONG_BYTES, fail, "timestampDelta")
         p += size
-        offset_delta, size = ar.varints(p, _MAX_VARINT_BYTES, fail, "offsetDelta")
-        p += size
-        fail.check(
-            offset_delta != np.arange(first, first + k, dtype=np.int64),
-            "offsetDelta is not the record's index in the batch",
-        )
+        index_size = _index_varint_matches(ar.a, p, first, k)
+        if index_size is None:  # not the indexes' shortest encodings: decode (a longer one is still valid)
+            offset_delta, size = ar.varints(p, _MAX_VARINT_BYTES, fail, "offsetDelta")
+            fail.check(
+                offset_delta != np.arange(first, first + k, dtype=np.int64),
+                "offsetDelta is not the record's index in the batch",
+            )
+            p += size
+        else:
+            p += index_size
         key_len, size = ar.varints(p, _MAX_VARINT_BYTES, fail, "key length")
         fail.check(key_len < -1, "key length below -1")
         p = p + size + np.maximum(key_len, 0)
@@ -1100,6 +1110,35 @@ def scan_records(
         out_of_range=np.concatenate(bad_idx) if bad_idx else empty,
         out_of_range_timestamps=np.concatenate(bad_ts) if bad_ts else empty,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _index_varints(first: int, k: int) -> tuple[np.ndarray, tuple[tuple[int, np.ndarray], ...]]:
+    """The varint encodings of the record indexes ``first .. first + k - 1`` (what each offsetDelta must be):
+    (sizes, and per byte m of the encodings the first row that has such a byte with the bytes from there).
+    Sizes grow with the index, so the rows with an m-th byte are a suffix. Cached: batches of one records
+    count share them. Read-only arrays."""
+    u = _zigzag(np.arange(first, first + k, dtype=np.int64))
+    sizes = _uvarint_sizes(u)
+    sizes.flags.writeable = False
+    columns = []
+    for m in range(int(sizes.max()) if k else 0):
+        row = int(np.searchsorted(sizes, m + 1))  # first row whose encoding has byte m
+        group = (u[row:] >> np.uint64(7 * m)) & np.uint64(0x7F)
+        col = (group | (sizes[row:] > m + 1).astype(np.uint64) << np.uint64(7)).astype(np.uint8)
+        col.flags.writeable = False
+        columns.append((row, col))
+    return sizes, tuple(columns)
+
+
+def _index_varint_matches(a: np.ndarray, pos: np.ndarray, first: int, k: int) -> np.ndarray | None:
+    """The sizes of the offsetDelta varints at ``pos`` when they are exactly the encodings of the record indexes
+    ``first ..`` (compared byte for byte with :func:`_index_varints`, no decoding), else None."""
+    sizes, columns = _index_varints(first, k)
+    for m, (row, col) in enumerate(columns):
+        if not np.array_equal(a.take(pos[row:] + m, mode="clip"), col):
+            return None
+    return sizes
 
 
 #: :func:`_record_chain`: a speculative round guesses at most this many starts at first, four times more after
