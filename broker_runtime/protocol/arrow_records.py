@@ -62,6 +62,7 @@ Pure functions over immutable inputs; thread-safe.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -663,9 +664,21 @@ class _Arena:
 
     def varints(
         self, pos: np.ndarray, max_bytes: int, fail: _Fail, what: str
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Zigzag varints at ``pos``: (int64 values, encoded sizes); overlong ones raise."""
-        b = self.byte(pos).astype(np.uint64)
+    ) -> tuple[np.ndarray, np.ndarray | int]:
+        """Zigzag varints at ``pos``: (int64 values, encoded sizes); overlong ones raise.
+
+        The sizes are the int 1 when every varint is one byte (the common case for most fields); varints of
+        at most two bytes are read without index arrays (fewer numpy steps)."""
+        first = self.byte(pos)
+        if not len(first) or first.max() < 0x80:
+            v = first.astype(np.int64)
+            return (v >> 1) ^ -(v & 1), 1
+        second = self.byte(pos + 1)
+        more = first >= 0x80
+        if not (more & (second >= 0x80)).any():  # at most two bytes each: no index arrays
+            v = (first & 0x7F).astype(np.int64) | ((second & 0x7F).astype(np.int64) << 7) * more
+            return (v >> 1) ^ -(v & 1), 1 + more.view(np.uint8).astype(np.int64)
+        b = first.astype(np.uint64)
         u = b & np.uint64(0x7F)
         size = np.ones(len(pos), dtype=np.int64)
         idx = np.flatnonzero(b >= 0x80)
@@ -1093,10 +1106,11 @@ def scan_records(
     ``record_index`` names the record (None when no one record is to blame). The record attributes byte is not
     interpreted (Kafka ignores it too).
 
-    Vectorized in chunks of :data:`SCAN_CHUNK` records; the one per-record Python step is the walk over the
-    record length varints (as in :func:`decode_batches`). Pure; thread-safe.
+    Vectorized in chunks of :data:`SCAN_CHUNK` records; record starts come from :func:`_record_chain`
+    (numpy-verified speculation, the per-record Python walk only where record sizes vary or a chunk is small).
+    Pure; thread-safe.
     """
-    data = section if isinstance(section, bytes) else bytes(section)  # bytes index faster than a memoryview
+    data = section
     count = header.records_count
     end = len(data)
     if count < 0 or count * _MIN_RECORD_SIZE > end:
@@ -1119,9 +1133,7 @@ def scan_records(
     first = 0
     while first < count:
         k = min(SCAN_CHUNK, count - first)
-        starts_list: list[int] = []
-        pos = _walk_lengths(data, pos, k, first, position, starts_list)
-        starts = np.array(starts_list, dtype=np.int64)
+        starts, pos = _record_chain(ar.a, data, pos, k, first, position)
         fail = _Fail(positions, np.array([-first], dtype=np.int64))
         length, size = ar.varints(starts, _MAX_VARINT_BYTES, fail, "record length")
         fail.check(length < 0, "negative record length")
@@ -1129,12 +1141,16 @@ def scan_records(
         p = starts + size + 1  # the attributes byte
         ts_delta, size = ar.varints(p, _MAX_VARLONG_BYTES, fail, "timestampDelta")
         p += size
-        offset_delta, size = ar.varints(p, _MAX_VARINT_BYTES, fail, "offsetDelta")
-        p += size
-        fail.check(
-            offset_delta != np.arange(first, first + k, dtype=np.int64),
-            "offsetDelta is not the record's index in the batch",
-        )
+        index_size = _index_varint_matches(ar.a, p, first, k)
+        if index_size is None:  # not the indexes' shortest encodings: decode (a longer one is still valid)
+            offset_delta, size = ar.varints(p, _MAX_VARINT_BYTES, fail, "offsetDelta")
+            fail.check(
+                offset_delta != np.arange(first, first + k, dtype=np.int64),
+                "offsetDelta is not the record's index in the batch",
+            )
+            p += size
+        else:
+            p += index_size
         key_len, size = ar.varints(p, _MAX_VARINT_BYTES, fail, "key length")
         fail.check(key_len < -1, "key length below -1")
         p = p + size + np.maximum(key_len, 0)
@@ -1204,6 +1220,119 @@ def scan_records(
         out_of_range=np.concatenate(bad_idx) if bad_idx else empty,
         out_of_range_timestamps=np.concatenate(bad_ts) if bad_ts else empty,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _index_varints(first: int, k: int) -> tuple[np.ndarray, tuple[tuple[int, np.ndarray], ...]]:
+    """The varint encodings of the record indexes ``first .. first + k - 1`` (what each offsetDelta must be):
+    (sizes, and per byte m of the encodings the first row that has such a byte with the bytes from there).
+    Sizes grow with the index, so the rows with an m-th byte are a suffix. Cached: batches of one records
+    count share them. Read-only arrays."""
+    u = _zigzag(np.arange(first, first + k, dtype=np.int64))
+    sizes = _uvarint_sizes(u)
+    sizes.flags.writeable = False
+    columns = []
+    for m in range(int(sizes.max()) if k else 0):
+        row = int(np.searchsorted(sizes, m + 1))  # first row whose encoding has byte m
+        group = (u[row:] >> np.uint64(7 * m)) & np.uint64(0x7F)
+        col = (group | (sizes[row:] > m + 1).astype(np.uint64) << np.uint64(7)).astype(np.uint8)
+        col.flags.writeable = False
+        columns.append((row, col))
+    return sizes, tuple(columns)
+
+
+def _index_varint_matches(a: np.ndarray, pos: np.ndarray, first: int, k: int) -> np.ndarray | None:
+    """The sizes of the offsetDelta varints at ``pos`` when they are exactly the encodings of the record indexes
+    ``first ..`` (compared byte for byte with :func:`_index_varints`, no decoding), else None."""
+    sizes, columns = _index_varints(first, k)
+    for m, (row, col) in enumerate(columns):
+        if not np.array_equal(a.take(pos[row:] + m, mode="clip"), col):
+            return None
+    return sizes
+
+
+#: :func:`_record_chain`: a speculative round guesses at most this many starts at first, four times more after
+#: a round whose guesses all held; one that keeps fewer than :data:`_SPECULATE_MIN` (sizes vary) hands the next
+#: records to the Python walk, in runs that grow with each such round in a row (:data:`_WALK_RUNS`).
+_SPECULATE_WINDOW = 64
+_SPECULATE_MIN = 32
+_WALK_RUNS = (1, 16, 4096)
+#: Chunks of fewer records are walked in Python at once: a speculative round costs about as much as walking
+#: a few hundred records.
+_SPECULATE_FROM = 256
+
+
+def _record_chain(
+    a: np.ndarray, data: bytes | bytearray | memoryview, pos: int, k: int, first: int, position: int
+) -> tuple[np.ndarray, int]:
+    """The starts of the next ``k`` records from ``pos`` (record ``first`` onwards) and the end of the last.
+
+    Record boundaries are a chain (each record starts with its length), so they are found by speculation that
+    numpy verifies: from a known start whose length varint is read (size s, record size ``stride``), guess that
+    the following records have the same size, and keep the guesses while the s bytes at each guessed start are
+    the very bytes of that varint (compared over strided views of the data): a record whose length varint is
+    byte for byte the same has the same size, so every kept start follows from a verified one and the result
+    is exact whatever the data. Records of one size -- most batches -- cost a few rounds per chunk; when a
+    round keeps few records, :func:`_walk_lengths` reads the next ones in Python (see :data:`_WALK_RUNS`).
+    Any anomaly (a varint longer than 5 bytes, a start past the end) is left to the walk, whose errors name
+    the record. A length is read as the walk reads it: unsigned, the record size being ``s + (u >> 1)``
+    (a negative length is caught by the vectorized checks afterwards).
+    """
+    end = len(a)
+    out = np.empty(k, dtype=np.int64)
+    done = 0
+    walk_next = 0  # records for the Python walk before the next speculative round
+    walk_bytes: bytes | None = None
+    window = _SPECULATE_WINDOW
+    poor = 0  # speculative rounds in a row that kept few records
+    while done < k:
+        left = k - done
+        if k >= _SPECULATE_FROM and left >= _SPECULATE_MIN and not walk_next:
+            # The length varint of the record at pos, read as the walk reads it; anomalies go to the walk.
+            size = 0
+            u = 0
+            while size < _MAX_VARINT_BYTES and pos + size < end:
+                byte = int(a[pos + size])
+                u |= (byte & 0x7F) << (7 * size)
+                size += 1
+                if byte < 0x80:
+                    break
+            else:
+                walk_next = 1
+                continue
+            stride = size + (u >> 1)
+            guesses = min(left, window, (end - size - pos) // stride + 1)
+            # Record j of the round starts at pos + j * stride if every record before it has the very bytes
+            # of this length varint (the same size): compare them over strided views (no index arrays).
+            stop = pos + stride * (guesses - 1) + 1
+            same = a[pos:stop:stride] == a[pos]
+            for m in range(1, size):
+                same &= a[pos + m : stop + m : stride] == a[pos + m]
+            kept = guesses if same.all() else int(np.argmin(same))  # >= 1: record 0 matches itself
+            out[done : done + kept] = pos + stride * np.arange(kept, dtype=np.int64)
+            done += kept
+            pos += stride * kept
+            if kept == guesses:
+                window *= 4
+                poor = 0
+            elif kept < _SPECULATE_MIN:
+                walk_next = _WALK_RUNS[min(poor, len(_WALK_RUNS) - 1)]  # sizes vary: read on in Python
+                poor += 1
+                window = _SPECULATE_WINDOW
+            else:
+                poor = 0
+            continue
+        n_walk = (
+            min(left, walk_next) if walk_next and k >= _SPECULATE_FROM and left >= _SPECULATE_MIN else left
+        )
+        if walk_bytes is None:
+            walk_bytes = data if isinstance(data, bytes) else bytes(data)
+        run: list[int] = []
+        pos = _walk_lengths(walk_bytes, pos, n_walk, first + done, position, run)
+        out[done : done + n_walk] = run
+        done += n_walk
+        walk_next = 0
+    return out, pos
 
 
 def _walk_lengths(data: bytes, pos: int, k: int, first: int, position: int, out: list[int]) -> int:

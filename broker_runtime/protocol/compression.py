@@ -298,31 +298,32 @@ def _xerial_decompress(mv: memoryview, budget: _Budget) -> bytes:
 
 
 def _lz4_decompress(data: Data, budget: _Budget) -> bytes:
+    # lz4.frame's chunk API over slices of one memoryview: no copy of the input (the LZ4FrameDecompressor
+    # wrapper copies a memoryview input and every unconsumed tail).
+    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
     out: list[bytes] = []
-    rest: bytes | memoryview = memoryview(data)
+    pos = 0
+    end = len(mv)
     frame = 0
-    limit = budget.limit is not None
     while True:
-        d = _lz4f.LZ4FrameDecompressor()
+        context = _lz4f.create_decompression_context()
+        eof = False
         try:
-            if not limit:
-                out.append(d.decompress(rest))
-            else:
+            while True:
                 # lz4.frame allocates max_length up front: ask in pieces of at most _PIECE.
-                piece = d.decompress(rest, max_length=min(budget.max_length, _PIECE))
+                ask = -1 if budget.limit is None else min(budget.max_length, _PIECE)
+                piece, used, eof = _lz4f.decompress_chunk(context, mv[pos:], max_length=ask)
+                pos += used
                 budget.take(len(piece))
                 out.append(piece)
-                while not d.eof and not d.needs_input:
-                    piece = d.decompress(b"", max_length=min(budget.max_length, _PIECE))
-                    budget.take(len(piece))
-                    out.append(piece)
+                if eof or pos >= end or not (used or piece):
+                    break
         except RuntimeError as exc:  # lz4.frame reports every decoding failure as RuntimeError
             raise CorruptRecordError(f"lz4 frame {frame}: {exc}") from None
-        if not d.eof:
+        if not eof:
             raise CorruptRecordError(f"lz4 frame {frame}: stream is truncated (no end mark)")
-        rest = d.unused_data
-        if not rest:
-            return b"".join(out)
+        if pos >= end:
+            return out[0] if len(out) == 1 else b"".join(out)
         frame += 1
 
 

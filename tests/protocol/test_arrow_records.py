@@ -538,3 +538,79 @@ def test_scan_records_walks_past_a_chunk_boundary_and_names_the_bad_record() -> 
         scan_records(header, bytes(records))
     assert info.value.record_index == bad
     assert struct.unpack(">i", batch[57:61])[0] == n
+
+
+def _walked(section: bytes, count: int) -> tuple[list[int], int] | str:
+    from broker_runtime.protocol.arrow_records import _walk_lengths
+
+    starts: list[int] = []
+    try:
+        end = _walk_lengths(section, 0, count, 0, 0, starts)
+    except CorruptRecordError as exc:
+        return str(exc)
+    return starts, end
+
+
+def _chained(section: bytes, count: int) -> tuple[list[int], int] | str:
+    from broker_runtime.protocol.arrow_records import _record_chain
+
+    try:
+        starts, end = _record_chain(np.frombuffer(section, dtype=np.uint8), section, 0, count, 0, 0)
+    except CorruptRecordError as exc:
+        return str(exc)
+    return starts.tolist(), end
+
+
+@pytest.mark.parametrize("shape", ["uniform", "runs", "varying", "rare_outliers"])
+def test_record_chain_speculation_finds_exactly_what_the_walk_finds(shape: str) -> None:
+    """The speculative record-start search keeps only verified starts: on intact and on damaged sections (a
+    changed byte anywhere, a cut tail, a wrong records count) it returns what the record-by-record walk returns,
+    or raises the same error."""
+    rng = np.random.default_rng(["uniform", "runs", "varying", "rare_outliers"].index(shape))
+    n = 3000
+    lengths = {
+        "uniform": np.full(n, 100),
+        "runs": np.repeat(rng.integers(0, 200, size=n // 300), 300),
+        "varying": rng.integers(0, 300, size=n),
+        "rare_outliers": np.where(rng.random(n) < 0.995, 60, rng.integers(0, 20_000, size=n)),
+    }[shape]
+    values = pa.array([bytes(rng.integers(0, 256, size=int(size), dtype=np.uint8)) for size in lengths])
+    batch = build_batch(values, None, timestamp_ms=1_000)
+    section = bytes(batch[HEADER_SIZE:])
+    count = struct.unpack(">i", batch[57:61])[0]
+    walked = _walked(section, count)
+    assert not isinstance(walked, str) and walked[1] == len(section)
+    assert _chained(section, count) == walked
+    for trial in range(60):
+        damaged = bytearray(section)
+        if trial % 3 == 0:  # a length byte in the middle of a run of equal records
+            start = walked[0][int(rng.integers(1, count - 1))]
+            damaged[start] ^= 1 << int(rng.integers(0, 8))
+        else:
+            damaged[int(rng.integers(0, len(section)))] = int(rng.integers(0, 256))
+        cut = bytes(damaged[: len(damaged) - int(rng.integers(0, 3))])
+        for records in (count, count + 1, count - 1):
+            assert _chained(cut, records) == _walked(cut, records)
+
+
+def test_scan_records_accepts_a_longer_encoding_of_the_record_index() -> None:
+    """offsetDelta is compared with the shortest encodings of the record indexes first; another encoding of the
+    same value (Kafka's readers accept it) is still decoded and accepted."""
+    from broker_runtime.protocol.arrow_records import scan_records
+
+    n = 300
+    batch = build_batch(pa.array([b"v"] * n), None, timestamp_ms=1_000)
+    header = parse_header(batch)
+    section = bytearray(batch[HEADER_SIZE:])
+    pos = 0
+    for _ in range(5):  # every record is shorter than 64 bytes: one-byte length varints
+        pos += 1 + (section[pos] >> 1)
+    at = pos + 3  # length, attributes, timestampDelta
+    assert section[at] == 10  # zigzag(5)
+    section[at : at + 1] = b"\x8a\x00"  # 5 in two bytes
+    section[pos] += 2  # the record is one byte longer
+    assert scan_records(header, bytes(section)).max_timestamp == 1_000
+    section[at] = 0x8C  # 6: not the record's index
+    with pytest.raises(CorruptRecordError) as info:
+        scan_records(header, bytes(section))
+    assert info.value.record_index == 5
