@@ -99,10 +99,20 @@ def test_topics_configs_offsets_and_delete_records(bootstrap: str, tmp_path: Pat
         in (_ok("configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--describe").splitlines())
     )
 
+    # keyed: "ops" is compacted now, and a compacted topic refuses keyless records (as Kafka's LogValidator)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    errors: list[object] = []
     for i in range(5):
-        producer.produce("ops", b"v%d" % i, partition=1, timestamp=1_000_000 + i)
+        producer.produce(
+            "ops",
+            b"v%d" % i,
+            key=b"k%d" % i,
+            partition=1,
+            timestamp=1_000_000 + i,
+            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+        )
     assert producer.flush(10) == 0
+    assert errors == []
     assert _ok("get-offsets", *b, "--topic", "ops").splitlines() == ["ops:0:0", "ops:1:5", "ops:2:0"]
     assert _ok("get-offsets", *b, "--topic", "ops", "--partitions", "1", "--time", "1000003") == "ops:1:3\n"
 
