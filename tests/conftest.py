@@ -51,3 +51,16 @@ def child_broker(tmp_path: Path, broker_overrides: dict[str, str]) -> Iterator[s
 
     with broker_process(tmp_path / "child", overrides=broker_overrides) as address:
         yield address
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def record_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test once with each record walk of ``arrow_records`` (the C extension, then numpy); the compiled
+    run is skipped, with its reason, when the extension is not built (``test_recordwalk`` fails then)."""
+    from broker_runtime.protocol import arrow_records
+
+    if request.param == "numpy":
+        monkeypatch.setattr(arrow_records, "_cwalk", None)
+    elif arrow_records._cwalk is None:
+        pytest.skip(f"compiled record walk not in use: {arrow_records.record_walk()[1]}")
+    return str(request.param)

@@ -1,0 +1,458 @@
+/*
+ * _recordwalk: the compiled record walk of broker_runtime.protocol.arrow_records (one pass, no per-record
+ * Python work).
+ *
+ * Contract. The record format, the checks and their messages are documented in arrow_records.py (its module
+ * docstring and scan_records / record_layout); this file implements them a second time for speed and must
+ * agree with the numpy path there exactly (tests/protocol/test_recordwalk.py compares both on random valid
+ * and damaged batches). Every function takes the (decompressed) records bytes as a read-only contiguous
+ * buffer and writes its results into int64 buffers the caller allocated (numpy arrays), so this file needs
+ * only the CPython C API, no numpy headers.
+ *
+ *   scan(data, count, base_ts, low, high, log_append, check_ts, out) -> (max_ts, n_null_keys, n_bad_ts)
+ *       Validation of one batch (produce path). out holds 3 * count int64: [0, n_null_keys) the indexes of
+ *       the records with a null key, [count, count + n_bad_ts) the indexes of the records whose timestamp
+ *       (base_ts + delta, not -1) lies outside [low, high] when check_ts, [2 * count, ...) those timestamps.
+ *       max_ts is the largest record timestamp (-1 when none or log_append).
+ *   layout(arena, batches, out, walk_headers) -> total header count
+ *       The decoder's walk over several batches. batches: int64 rows (begin, end, count, lastOffsetDelta);
+ *       out: 10 rows of n = sum(count) int64: record start, end, timestampDelta, offsetDelta, key start,
+ *       key length, value start, value length, headers count, headers position. walk_headers also checks
+ *       every header's lengths and that the fields end at the record's end.
+ *   header_spans(arena, headers_pos, headers_count, out) -> None
+ *       After layout(walk_headers=True): out holds 4 rows of total-header-count int64: key start, key length,
+ *       value start, value length of every header, record by record.
+ *
+ * Errors raise WalkError(batch, record, message): batch index (always 0 for scan), the record's index in its
+ * batch or None when no one record is to blame; the caller turns it into CorruptRecordError.
+ *
+ * Invariants. Records are walked strictly in order and, within a record, fields in order; the first check
+ * that fails wins, so the record named is the first bad one. No byte outside [0, len(data)) is read; every
+ * field varint is read within its record's declared end. varints: zigzag LEB128, at most 5 bytes, value
+ * wrapped to 32 bits; varlongs at most 10 bytes. No allocation per record; the GIL is held (the buffers are
+ * borrowed for the call only). Thread-safe: no global state besides the exception type.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static PyObject *WalkError;
+
+enum { VARINT_OK = 0, VARINT_OVERLONG = 1, VARINT_CUT = 2 };
+
+/* Reads a zigzag LEB128 value at *p (below limit) of at most max_bytes; advances *p. */
+static inline int read_varint(const uint8_t *a, Py_ssize_t *p, Py_ssize_t limit, int max_bytes, int64_t *out)
+{
+    uint64_t u = 0;
+    Py_ssize_t q = *p;
+    for (int k = 0; k < max_bytes; k++) {
+        if (q >= limit)
+            return VARINT_CUT;
+        uint8_t b = a[q++];
+        u |= (uint64_t)(b & 0x7F) << (7 * k);
+        if (b < 0x80) {
+            *p = q;
+            *out = (int64_t)((u >> 1) ^ (0 - (u & 1)));
+            return VARINT_OK;
+        }
+    }
+    return VARINT_OVERLONG;
+}
+
+typedef struct {
+    Py_ssize_t batch;
+    Py_ssize_t record; /* -1: no record to blame */
+    char message[200];
+} walk_error;
+
+static int fail(walk_error *e, Py_ssize_t record, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyOS_vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    e->record = record;
+    return -1;
+}
+
+static PyObject *raise_walk_error(const walk_error *e)
+{
+    PyObject *record = e->record < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(e->record);
+    PyObject *args = record == NULL ? NULL : Py_BuildValue("(nNs)", e->batch, record, e->message);
+    if (args == NULL)
+        return NULL;
+    PyErr_SetObject(WalkError, args);
+    Py_DECREF(args);
+    return NULL;
+}
+
+/* A field varint of a record: errors name the field. */
+static inline int field(const uint8_t *a, Py_ssize_t *p, Py_ssize_t rec_end, int max_bytes, int64_t *v,
+                        walk_error *e, Py_ssize_t i, const char *what)
+{
+    int r = read_varint(a, p, rec_end, max_bytes, v);
+    if (r == VARINT_OK) {
+        if (max_bytes == 5)
+            *v = (int32_t)(uint32_t)(uint64_t)*v; /* 32-bit wrap, as Java's int arithmetic */
+        return 0;
+    }
+    if (r == VARINT_OVERLONG)
+        return fail(e, i, "%s varint is longer than %d bytes", what, max_bytes);
+    return fail(e, i, "%s runs past the end of the record", what);
+}
+
+/* Is [s, s + n) valid UTF-8? ASCII is checked here, anything else by CPython's strict decoder. */
+static int utf8_ok(const uint8_t *s, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (s[k] >= 0x80) {
+            PyObject *u = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+            if (u == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            Py_DECREF(u);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+/* The fixed part of record i at *pos: length .. headers count. Fills f[0..9] as the layout rows. */
+enum { F_START, F_END, F_TS, F_OD, F_KS, F_KL, F_VS, F_VL, F_HC, F_HP, N_FIELDS };
+
+static inline int record_head(const uint8_t *a, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t i, int64_t *f,
+                              walk_error *e)
+{
+    Py_ssize_t p = pos;
+    int64_t length = 0, v = 0;
+    if (pos >= end)
+        return fail(e, i, "the record starts past the end of the records section (recordsCount or a record "
+                          "length is wrong)");
+    int r = read_varint(a, &p, end, 5, &length);
+    if (r == VARINT_OVERLONG)
+        return fail(e, i, "record length varint is longer than 5 bytes");
+    if (r == VARINT_CUT)
+        return fail(e, i, "the record runs past the end of the records section (recordsCount or a record "
+                          "length is wrong)");
+    length = (int32_t)(uint32_t)(uint64_t)length;
+    if (length < 0)
+        return fail(e, i, "negative record length");
+    if (length > end - p)
+        return fail(e, i, "the record runs %lld bytes past the end of the records section (recordsCount or a "
+                          "record length is wrong)", (long long)(length - (end - p)));
+    Py_ssize_t rec_end = p + (Py_ssize_t)length;
+    f[F_START] = pos;
+    f[F_END] = rec_end;
+    if (p >= rec_end) /* the attributes byte is not interpreted (Kafka ignores it too) */
+        return fail(e, i, "attributes run past the end of the record");
+    p += 1;
+    if (field(a, &p, rec_end, 10, &f[F_TS], e, i, "timestampDelta"))
+        return -1;
+    if (field(a, &p, rec_end, 5, &f[F_OD], e, i, "offsetDelta"))
+        return -1;
+    if (field(a, &p, rec_end, 5, &v, e, i, "key length"))
+        return -1;
+    if (v < -1)
+        return fail(e, i, "key length below -1");
+    f[F_KS] = p;
+    f[F_KL] = v;
+    if (v > 0) {
+        if (v > rec_end - p)
+            return fail(e, i, "key runs past the end of the record");
+        p += (Py_ssize_t)v;
+    }
+    if (field(a, &p, rec_end, 5, &v, e, i, "value length"))
+        return -1;
+    if (v < -1)
+        return fail(e, i, "value length below -1");
+    f[F_VS] = p;
+    f[F_VL] = v;
+    if (v > 0) {
+        if (v > rec_end - p)
+            return fail(e, i, "value runs past the end of the record");
+        p += (Py_ssize_t)v;
+    }
+    if (field(a, &p, rec_end, 5, &v, e, i, "headers count"))
+        return -1;
+    if (v < 0 || v * 2 > rec_end - p)
+        return fail(e, i, "headers count is negative or larger than the record can hold");
+    f[F_HC] = v;
+    f[F_HP] = p;
+    return 0;
+}
+
+/* Walks the headers of record i from f[F_HP] to its end. */
+static inline int record_headers(const uint8_t *a, const int64_t *f, Py_ssize_t i, int check_utf8, walk_error *e)
+{
+    Py_ssize_t p = (Py_ssize_t)f[F_HP], rec_end = (Py_ssize_t)f[F_END];
+    for (int64_t h = 0; h < f[F_HC]; h++) {
+        int64_t kl = 0, vl = 0;
+        if (field(a, &p, rec_end, 5, &kl, e, i, "header key length"))
+            return -1;
+        if (kl < 0)
+            return fail(e, i, "negative header key length");
+        if (kl > rec_end - p)
+            return fail(e, i, "header key runs past the end of the record");
+        if (check_utf8 && !utf8_ok(a + p, (Py_ssize_t)kl))
+            return fail(e, -1, "a record header key is not valid UTF-8");
+        p += (Py_ssize_t)kl;
+        if (field(a, &p, rec_end, 5, &vl, e, i, "header value length"))
+            return -1;
+        if (vl < -1)
+            return fail(e, i, "header value length below -1");
+        if (vl > 0) {
+            if (vl > rec_end - p)
+                return fail(e, i, "header value runs past the end of the record");
+            p += (Py_ssize_t)vl;
+        }
+    }
+    if (p != rec_end)
+        return fail(e, i, "record length does not match the fields it holds");
+    return 0;
+}
+
+static int get_int64_out(PyObject *obj, Py_buffer *view, Py_ssize_t need, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != 8 || view->format == NULL || (view->format[0] != 'q' && view->format[0] != 'l') ||
+        view->len < need * 8) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s must be a writable int64 buffer of at least %zd items", what, need);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    Py_buffer data, out;
+    Py_ssize_t count;
+    long long base_ts, low, high;
+    int log_append, check_ts;
+    PyObject *out_obj;
+    if (!PyArg_ParseTuple(args, "y*nLLLppO", &data, &count, &base_ts, &low, &high, &log_append, &check_ts,
+                          &out_obj))
+        return NULL;
+    if (count < 0 || get_int64_out(out_obj, &out, 3 * count, "out") < 0) {
+        if (count < 0)
+            PyErr_SetString(PyExc_ValueError, "negative count");
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    const uint8_t *a = data.buf;
+    Py_ssize_t end = data.len, pos = 0, n_null = 0, n_bad = 0;
+    int64_t *null_keys = out.buf, *bad_idx = null_keys + count, *bad_ts = bad_idx + count;
+    int64_t max_ts = -1, f[N_FIELDS];
+    walk_error e = {0, -1, ""};
+    int err = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (record_head(a, pos, end, i, f, &e) || record_headers(a, f, i, 1, &e)) {
+            err = 1;
+            break;
+        }
+        if (f[F_OD] != i) {
+            err = fail(&e, i, "offsetDelta is not the record's index in the batch");
+            break;
+        }
+        if (f[F_KL] < 0)
+            null_keys[n_null++] = i;
+        if (!log_append) {
+            int64_t ts = (int64_t)((uint64_t)base_ts + (uint64_t)f[F_TS]); /* wraps as numpy's int64 */
+            if (ts > max_ts)
+                max_ts = ts;
+            if (check_ts && ts != -1 && (ts < low || ts > high)) {
+                bad_idx[n_bad] = i;
+                bad_ts[n_bad++] = ts;
+            }
+        }
+        pos = (Py_ssize_t)f[F_END];
+    }
+    if (!err && pos != end)
+        err = fail(&e, count - 1, "%zd bytes remain of the records section after its %zd records (recordsCount "
+                                  "or a record length is wrong)", end - pos, count);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&data);
+    if (err) {
+        if (count == 0)
+            e.record = -1;
+        return raise_walk_error(&e);
+    }
+    return Py_BuildValue("(Lnn)", (long long)max_ts, n_null, n_bad);
+}
+
+static PyObject *layout(PyObject *self, PyObject *args)
+{
+    Py_buffer data, batches, out;
+    PyObject *batches_obj, *out_obj;
+    int walk_headers;
+    if (!PyArg_ParseTuple(args, "y*OOp", &data, &batches_obj, &out_obj, &walk_headers))
+        return NULL;
+    if (PyObject_GetBuffer(batches_obj, &batches, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (batches.itemsize != 8 || batches.len % 32) {
+        PyErr_SetString(PyExc_ValueError, "batches must be int64 rows of (begin, end, count, lastOffsetDelta)");
+        goto fail_batches;
+    }
+    const int64_t *bt = batches.buf;
+    Py_ssize_t nb = batches.len / 32, n = 0;
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        if (bt[4 * b] < 0 || bt[4 * b + 1] > data.len || bt[4 * b] > bt[4 * b + 1] || bt[4 * b + 2] < 0) {
+            PyErr_SetString(PyExc_ValueError, "a batch's records section lies outside the arena");
+            goto fail_batches;
+        }
+        n += (Py_ssize_t)bt[4 * b + 2];
+    }
+    if (get_int64_out(out_obj, &out, N_FIELDS * n, "out") < 0)
+        goto fail_batches;
+    const uint8_t *a = data.buf;
+    int64_t *rows = out.buf, f[N_FIELDS];
+    Py_ssize_t r = 0, total_headers = 0;
+    walk_error e = {0, -1, ""};
+    int err = 0;
+    for (Py_ssize_t b = 0; b < nb && !err; b++) {
+        Py_ssize_t pos = (Py_ssize_t)bt[4 * b], end = (Py_ssize_t)bt[4 * b + 1];
+        Py_ssize_t count = (Py_ssize_t)bt[4 * b + 2];
+        int64_t last_delta = bt[4 * b + 3], prev = -1;
+        e.batch = b;
+        for (Py_ssize_t i = 0; i < count; i++, r++) {
+            if (record_head(a, pos, end, i, f, &e)) {
+                err = 1;
+                break;
+            }
+            if (f[F_OD] < 0 || f[F_OD] > last_delta) {
+                err = fail(&e, i, "offsetDelta outside [0, lastOffsetDelta]");
+                break;
+            }
+            if (f[F_OD] <= prev) {
+                err = fail(&e, i, "offsetDelta does not increase");
+                break;
+            }
+            if (walk_headers && record_headers(a, f, i, 0, &e)) {
+                err = 1;
+                break;
+            }
+            prev = f[F_OD];
+            total_headers += (Py_ssize_t)f[F_HC];
+            for (int k = 0; k < N_FIELDS; k++)
+                rows[k * n + r] = f[k];
+            pos = (Py_ssize_t)f[F_END];
+        }
+        if (!err && pos != end)
+            err = fail(&e, -1, "recordsCount %zd records do not end at the end of the %lld-byte records section "
+                               "(they end at byte %lld)", count, (long long)(end - bt[4 * b]),
+                       (long long)(pos - bt[4 * b]));
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&batches);
+    PyBuffer_Release(&data);
+    if (err)
+        return raise_walk_error(&e);
+    return PyLong_FromSsize_t(total_headers);
+fail_batches:
+    PyBuffer_Release(&batches);
+    PyBuffer_Release(&data);
+    return NULL;
+}
+
+static PyObject *header_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer data, hp, hc, out;
+    PyObject *hp_obj, *hc_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "y*OOO", &data, &hp_obj, &hc_obj, &out_obj))
+        return NULL;
+    if (PyObject_GetBuffer(hp_obj, &hp, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(hc_obj, &hc, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&hp);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Py_ssize_t n = hp.len / 8, total = 0;
+    const int64_t *pos = hp.buf, *cnt = hc.buf;
+    int ok = hp.len == hc.len && hp.len % 8 == 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (cnt[i] < 0 || pos[i] < 0 || pos[i] > data.len)
+            ok = 0;
+        total += ok ? (Py_ssize_t)cnt[i] : 0;
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "headers_pos / headers_count do not describe the arena");
+    }
+    if (!ok || get_int64_out(out_obj, &out, 4 * total, "out") < 0) {
+        PyBuffer_Release(&hc);
+        PyBuffer_Release(&hp);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    int64_t *spans[4] = {out.buf, (int64_t *)out.buf + total, (int64_t *)out.buf + 2 * total,
+                         (int64_t *)out.buf + 3 * total};
+    walk_error e = {0, -1, ""};
+    int err = 0;
+    for (Py_ssize_t i = 0; i < n && !err; i++) {
+        if (cnt[i] == 0)
+            continue;
+        /* the record's end is unknown here: bound the walk by the arena (layout checked the records) */
+        Py_ssize_t p = (Py_ssize_t)pos[i];
+        for (int64_t h = 0; h < cnt[i] && !err; h++) {
+            int64_t kl = 0, vl = 0;
+            if (field(data.buf, &p, data.len, 5, &kl, &e, i, "header key length") || kl < 0 ||
+                kl > data.len - p) {
+                err = fail(&e, i, "header spans walked over a record layout() did not check");
+                break;
+            }
+            *spans[0]++ = p;
+            *spans[1]++ = kl;
+            p += (Py_ssize_t)kl;
+            if (field(data.buf, &p, data.len, 5, &vl, &e, i, "header value length") || vl < -1 ||
+                vl > data.len - p) {
+                err = fail(&e, i, "header spans walked over a record layout() did not check");
+                break;
+            }
+            *spans[2]++ = p;
+            *spans[3]++ = vl;
+            if (vl > 0)
+                p += (Py_ssize_t)vl;
+        }
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&hc);
+    PyBuffer_Release(&hp);
+    PyBuffer_Release(&data);
+    if (err)
+        return raise_walk_error(&e);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "Validate the records of one batch (see the file's header comment)."},
+    {"layout", layout, METH_VARARGS, "Locate the records of several batches (see the file's header comment)."},
+    {"header_spans", header_spans, METH_VARARGS, "Locate every header after layout()."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_recordwalk",
+    .m_doc = "The compiled record walk of broker_runtime.protocol.arrow_records.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__recordwalk(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    WalkError = PyErr_NewException("_recordwalk.WalkError", PyExc_ValueError, NULL);
+    if (WalkError == NULL || PyModule_AddObjectRef(m, "WalkError", WalkError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

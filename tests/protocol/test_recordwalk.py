@@ -1,0 +1,190 @@
+"""The compiled record walk (``broker_runtime/protocol/_recordwalk.c``) against the numpy walk.
+
+Both walks of :mod:`broker_runtime.protocol.arrow_records` must give identical results: the same RecordsScan
+from ``scan_records`` (or the same error, message and record index), the same layout arrays from
+``record_layout`` and the same decoded rows from ``decode_batches`` (or both CorruptRecordError), on random
+valid batches and on random damage to them (changed bytes, a changed records count, cut or extended sections).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker_runtime.errors import CorruptRecordError
+from broker_runtime.protocol import arrow_records
+from broker_runtime.protocol.arrow_records import (
+    RECORD_WALK_ENV,
+    build_batch,
+    decode_batches,
+    record_layout,
+    record_walk,
+    scan_records,
+)
+from broker_runtime.protocol.batch_header import (
+    BATCH_HEADER,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    compute_crc,
+    parse_header,
+)
+
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+COMPILED = arrow_records._cwalk
+
+
+def test_the_compiled_walk_is_built() -> None:
+    """The install builds the extension (a compiler is present here); only the variable switches it off."""
+    if os.environ.get(RECORD_WALK_ENV, "").lower() == "numpy":
+        assert record_walk()[0] == "numpy" and RECORD_WALK_ENV in record_walk()[1]
+        return
+    assert COMPILED is not None, record_walk()[1]
+    assert record_walk() == ("compiled", "")
+
+
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="compiled record walk not in use")
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, fn: Callable[[], Any]) -> tuple[Any, Any]:
+    """fn() with the compiled walk, then with the numpy walk: each a value or ("error", message, index)."""
+    out = []
+    for walk in (COMPILED, None):
+        monkeypatch.setattr(arrow_records, "_cwalk", walk)
+        try:
+            out.append(fn())
+        except CorruptRecordError as exc:
+            out.append(("error", str(exc), exc.record_index))
+    monkeypatch.setattr(arrow_records, "_cwalk", COMPILED)
+    return out[0], out[1]
+
+
+def _scan_tuple(scan: Any) -> Any:
+    if isinstance(scan, tuple):
+        return scan
+    return (
+        scan.max_timestamp,
+        scan.null_keys.tolist(),
+        scan.out_of_range.tolist(),
+        scan.out_of_range_timestamps.tolist(),
+    )
+
+
+blobs = st.one_of(st.none(), st.binary(max_size=30), st.binary(min_size=60, max_size=200))
+headers = st.lists(st.tuples(st.text(max_size=6), st.one_of(st.none(), st.binary(max_size=10))), max_size=3)
+rows = st.lists(st.tuples(st.integers(-100, 10_000), blobs, blobs, headers), min_size=1, max_size=40)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> bytes:
+    rs = draw(rows)
+    return build_batch(
+        pa.array([r[2] for r in rs], pa.binary()),
+        pa.array([r[1] for r in rs], pa.binary()),
+        pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in rs], HEADERS),
+        np.array([r[0] for r in rs], dtype=np.int64) + 1_000_000,
+    )
+
+
+@st.composite
+def damage(draw: st.DrawFn, batch: bytes) -> bytes:
+    """A damaged copy of ``batch`` (records section and count only; CRC fixed so that the walk is reached)."""
+    b = bytearray(batch)
+    kind = draw(st.sampled_from(["byte", "bytes", "count", "cut", "extend", "utf8"]))
+    if kind == "byte":
+        b[draw(st.integers(HEADER_SIZE, len(b) - 1))] = draw(st.integers(0, 255))
+    elif kind == "bytes":
+        at = draw(st.integers(HEADER_SIZE, len(b) - 1))
+        new = draw(st.binary(min_size=1, max_size=6))
+        b[at : at + len(new)] = new
+    elif kind == "count":
+        count = struct.unpack_from(">i", b, BATCH_HEADER.size - 4)[0]
+        struct.pack_into(">i", b, BATCH_HEADER.size - 4, max(0, count + draw(st.integers(-3, 3))))
+    elif kind == "cut":
+        del b[len(b) - draw(st.integers(1, min(8, len(b) - HEADER_SIZE))) :]
+    elif kind == "extend":
+        b += draw(st.binary(min_size=1, max_size=8))
+    else:
+        at = draw(st.integers(HEADER_SIZE, len(b) - 1))
+        b[at] = draw(st.sampled_from([0x80, 0xC0, 0xED, 0xF4, 0xFF]))
+    struct.pack_into(">i", b, 8, len(b) - 12)  # batchLength
+    struct.pack_into(">I", b, CRC_OFFSET, compute_crc(b, 0, len(b)))
+    return bytes(b)
+
+
+def _compare_all(monkeypatch: pytest.MonkeyPatch, batch: bytes, low: int, high: int) -> None:
+    header = parse_header(batch)
+    section = batch[HEADER_SIZE:]
+    c, n = _both(
+        monkeypatch,
+        lambda: _scan_tuple(
+            scan_records(header, section, position=7, timestamp_low=low, timestamp_high=high)
+        ),
+    )
+    assert c == n
+    c, n = _both(monkeypatch, lambda: scan_records(header, section).max_timestamp)
+    assert c == n
+
+    def layout() -> Any:
+        lay = record_layout(batch, allow_partial_tail=False)
+        if lay is None:
+            return None
+        fields = ("starts", "ends", "ts_delta", "offset_delta", "key_start", "key_len", "value_start")
+        return [getattr(lay, f).tolist() for f in (*fields, "value_len", "header_count", "headers_pos")]
+
+    c, n = _both(monkeypatch, layout)
+    assert c == n or (c[0] == n[0] == "error")  # the decoder's errors may be worded differently
+    c, n = _both(monkeypatch, lambda: decode_batches(batch, allow_partial_tail=False).to_pylist())
+    assert c == n or (c[0] == n[0] == "error")
+
+
+@needs_compiled
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data(), st.integers(1_000_000, 1_005_000), st.integers(1_005_000, 1_010_000))
+def test_both_walks_agree_on_random_valid_and_damaged_batches(
+    monkeypatch: pytest.MonkeyPatch, data: st.DataObject, low: int, high: int
+) -> None:
+    batch = data.draw(batches())
+    _compare_all(monkeypatch, batch, low, high)
+    _compare_all(monkeypatch, data.draw(damage(batch)), low, high)
+
+
+@needs_compiled
+def test_both_walks_name_the_same_record_in_many_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the numpy walk's first chunk: the error found in the second chunk names the same record."""
+    n = arrow_records.SCAN_CHUNK + 500
+    rng = np.random.default_rng(3)
+    values = pa.array([b"v" * int(k) for k in rng.integers(0, 40, size=n)])
+    batch = bytearray(build_batch(values, None, timestamp_ms=1_000))
+    header = parse_header(batch)
+    clean = bytes(batch[HEADER_SIZE:])
+    assert _both(monkeypatch, lambda: _scan_tuple(scan_records(header, clean)))[0][0] == 1_000
+    for at in rng.integers(len(clean) // 2, len(clean), size=6):
+        section = bytearray(clean)
+        section[int(at)] ^= 0x41
+        c, n = _both(monkeypatch, lambda s=bytes(section): _scan_tuple(scan_records(header, s)))
+        assert c == n
+
+
+def _iter_fixed_cases() -> Iterator[tuple[str, bytes]]:
+    ok = build_batch(pa.array([b"a", b"bb", b"ccc"]), pa.array([b"k", None, b"k"]), timestamp_ms=5)
+    yield "ok", ok
+    section = bytearray(ok[HEADER_SIZE:])
+    section[0] = 0x7F  # record 0 claims 63 bytes
+    yield "long first record", ok[:HEADER_SIZE] + bytes(section)
+
+
+@needs_compiled
+@pytest.mark.parametrize("name", [name for name, _ in _iter_fixed_cases()])
+def test_fixed_cases_agree(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    batch = dict(_iter_fixed_cases())[name]
+    header = parse_header(batch)
+    c, n = _both(monkeypatch, lambda: _scan_tuple(scan_records(header, batch[HEADER_SIZE:])))
+    assert c == n
