@@ -62,11 +62,12 @@ Pure functions over immutable inputs; thread-safe.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,7 @@ __all__ = [
     "SCAN_CHUNK",
     "scan_records",
     "record_layout",
+    "numpy_walk",
     "record_walk",
 ]
 
@@ -158,6 +160,18 @@ _cwalk, _CWALK_MISSING = _load_compiled_walk()
 def record_walk() -> tuple[str, str]:
     """Which record walk runs: ("compiled", "") or ("numpy", why the compiled one does not)."""
     return ("compiled", "") if _cwalk is not None else ("numpy", _CWALK_MISSING or "switched off")
+
+
+@contextlib.contextmanager
+def numpy_walk() -> Iterator[None]:
+    """Run the numpy record walk inside the block (the benchmark's comparison). A switch of this module: not
+    for use while other threads decode."""
+    global _cwalk
+    saved, _cwalk = _cwalk, None
+    try:
+        yield
+    finally:
+        _cwalk = saved
 
 
 @dataclass(frozen=True, slots=True)

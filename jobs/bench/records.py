@@ -6,7 +6,8 @@ no headers), split into ~1 MiB batches (``max_batch_bytes=1048576``) as a produc
     ``DefaultRecordBatchBuilder`` (timed on a subset and scaled per record; the row says so) -- target >= 20x;
   * the scalar reference ``records.RecordBatchBuilder`` records/s (on the subset);
   * vectorized ``decode_batches`` records/s -- target >= 2M/s; kafka-python ``DefaultRecordBatch``
-    iteration records/s (on the subset's batches);
+    iteration records/s (on the subset's batches); the decode with the compiled record walk over the same
+    decode with the numpy walk (interleaved runs), when the compiled walk is built;
   * encode and decode with lz4 and zstd.
 """
 
@@ -18,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from broker_runtime.protocol import records as scalar_records
-from broker_runtime.protocol.arrow_records import build_batches, decode_batches
-from jobs.bench.common import Result, timed
+from broker_runtime.protocol.arrow_records import build_batches, decode_batches, numpy_walk, record_walk
+from jobs.bench.common import Result, timed, timed_interleaved
 
 SECTION = "records"
 BATCH_BYTES = 1 << 20
@@ -100,6 +101,16 @@ def run(quick: bool) -> list[Result]:
     wire = {codec: b"".join(b.data for b in encode(codec)) for codec in (0, 3, 4)}
     assert decode_batches(wire[0]).num_rows == n
     t_dec = timed(lambda: decode_batches(wire[0]), repeat=repeat)
+    compiled = record_walk()[0] == "compiled"
+    if compiled:  # the same decode with the numpy record walk, interleaved with the compiled one
+
+        def decode_numpy() -> None:
+            with numpy_walk():
+                decode_batches(wire[0])
+
+        t_walk, t_walk_numpy = timed_interleaved(
+            [lambda: decode_batches(wire[0]), decode_numpy], repeat=repeat
+        )
     kp_batches = _kafka_python_encode(py_keys, py_values, py_ts)
     assert _kafka_python_decode(kp_batches) == sub
     t_kp_dec = timed(lambda: _kafka_python_decode(kp_batches), repeat=3)
@@ -145,6 +156,15 @@ def run(quick: bool) -> list[Result]:
         ),
         Result(SECTION, "ratio vectorized / kafka-python decode", dec_rate.value / kp_dec_rate.value, "x"),
     ]
+    if compiled:
+        results.append(
+            Result(
+                SECTION,
+                "decode_batches, compiled record walk / numpy walk (interleaved, none)",
+                t_walk_numpy.median / t_walk.median,
+                "x",
+            )
+        )
     for codec, name in ((3, "lz4"), (4, "zstd")):
         t_e = timed(functools.partial(encode, codec), repeat=repeat)
         t_d = timed(functools.partial(decode_batches, wire[codec]), repeat=repeat)

@@ -6,7 +6,8 @@
   run interleaved in the same process on the same batches: 1 MiB batches (the producer's batch.size) of
   100-byte values with 8-byte keys, uncompressed and lz4, and small lz4 batches of 100 such records (what
   librdkafka sends at low linger). Figure: the full path's throughput as a share of the baseline's (target
-  >= 0.8), and the full path's records per second;
+  >= 0.8), and the full path's records per second; and the full path with the compiled record walk over
+  the same path with the numpy walk (``arrow_records.numpy_walk``), interleaved with the other two;
 * fuzz: ``jobs/fuzz.py`` at a broker child process, 100,000 mutated frames (quick: 100), frames per second;
   then the broker must still answer and every stored batch must decode (as in the suite's test).
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -57,8 +59,12 @@ def _batches(codec: int, count: int, n: int = 10_000) -> list[bytes]:
     return [b.data for b in built][:count]
 
 
-def _path_cost(codec: int, rounds: int, repeat: int, per_batch: int = 10_000) -> tuple[float, float, int]:
-    """(full / header-only throughput ratio, full records per second, records per round)."""
+def _path_cost(
+    codec: int, rounds: int, repeat: int, per_batch: int = 10_000
+) -> tuple[float, float, int, float | None]:
+    """(full / header-only throughput ratio, full records per second, records per round, and the full path's
+    throughput with the compiled record walk over that with the numpy walk, None without the compiled walk)."""
+    from broker_runtime.protocol.arrow_records import numpy_walk, record_walk
     from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
     from broker_runtime.storage.config import LogConfig
     from broker_runtime.storage.partition_log import PartitionLog
@@ -70,7 +76,7 @@ def _path_cost(codec: int, rounds: int, repeat: int, per_batch: int = 10_000) ->
     with tempfile.TemporaryDirectory(prefix="pylog-bench-") as tmp:
         logs = {
             name: PartitionLog.load(Path(tmp) / f"{name}-0", name, 0, LogConfig(), needs_recovery=False)
-            for name in ("full", "header")
+            for name in ("full", "numpy", "header")
         }
 
         def produce(name: str, policy: BatchPolicy) -> None:
@@ -84,13 +90,21 @@ def _path_cost(codec: int, rounds: int, repeat: int, per_batch: int = 10_000) ->
                         raise AssertionError(f"the benchmark's batch was refused: {checked.message}")
                     logs[name].append(checked.records)
 
-        timings = timed_interleaved(
-            [lambda: produce("full", full), lambda: produce("header", header_only)], repeat=repeat
-        )
+        def produce_numpy() -> None:
+            with numpy_walk():
+                produce("numpy", full)
+
+        compiled = record_walk()[0] == "compiled"
+        runs: list[Callable[[], object]] = [
+            lambda: produce("full", full),
+            lambda: produce("header", header_only),
+        ]
+        timings = timed_interleaved(runs + [produce_numpy] if compiled else runs, repeat=repeat)
         for log in logs.values():
             log.close()
-    full_t, header_t = timings
-    return header_t.median / full_t.median, records * rounds / full_t.median, records
+    full_t, header_t = timings[:2]
+    walk_ratio = timings[2].median / full_t.median if compiled else None
+    return header_t.median / full_t.median, records * rounds / full_t.median, records, walk_ratio
 
 
 def _fuzz(frames: int) -> tuple[float, int]:
@@ -117,7 +131,7 @@ def run(quick: bool) -> list[Result]:
     cases = ((0, "uncompressed", "1 MiB", 10_000), (3, "lz4", "1 MiB", 10_000), (3, "lz4", "small", 100))
     for codec, name, size, per_batch in cases:
         scale = 10_000 // per_batch
-        ratio, rate, records = _path_cost(codec, rounds * scale, 1 if quick else 5, per_batch)
+        ratio, rate, records, walk_ratio = _path_cost(codec, rounds * scale, 1 if quick else 5, per_batch)
         results.append(
             Result(
                 SECTION,
@@ -131,6 +145,15 @@ def run(quick: bool) -> list[Result]:
         results.append(
             Result(SECTION, f"produce path with full validation, {name} {size} batches", rate, "records/s")
         )
+        if walk_ratio is not None:
+            results.append(
+                Result(
+                    SECTION,
+                    f"full validation path, compiled record walk / numpy walk, {name} {size} batches",
+                    walk_ratio,
+                    "x",
+                )
+            )
     fuzz_rate, consumed = _fuzz(100 if quick else 100_000)
     results.append(
         Result(SECTION, f"fuzzer, mutated frames at a broker ({consumed:,} consumed)", fuzz_rate, "frames/s")
