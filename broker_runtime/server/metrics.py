@@ -46,6 +46,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.arrow_records import record_walk
 
 __all__ = [
     "SNAPSHOT_TIMEOUT_S",
@@ -446,6 +447,13 @@ class BrokerMetrics:
         )
         connections.add_metric([self._listener_name], snap.connections)
         yield connections
+        walk = gauge(
+            "pylog_record_walk_compiled",
+            "1 when produce validation and record decoding use the compiled record walk, 0 when the slower "
+            "numpy walk runs (the broker then logged a WARNING at start)",
+        )
+        walk.add_metric([], int(record_walk()[0] == "compiled"))
+        yield walk
         failures = CounterMetricFamily(
             "pylog_log_manager_periodic_failures",
             "Runs of a log manager periodic task (retention, checkpoint, ...) that raised, by task",

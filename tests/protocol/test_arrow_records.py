@@ -353,6 +353,7 @@ def test_no_sequence_stays_none_and_empty_input() -> None:
 # --------------------------------------------------------------------------------------------- decoder
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 @settings_fast
 @given(rows_strategy, st.sampled_from(CODECS))
 def test_decode_roundtrip(rows: list[Row], codec: int) -> None:
@@ -361,6 +362,7 @@ def test_decode_roundtrip(rows: list[Row], codec: int) -> None:
     assert decoded_rows(rb) == expected_rows(rows)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 @pytest.mark.parametrize("codec", CODECS)
 def test_decode_kafka_python_batches(codec: int) -> None:
     # Compressible values, so kafka-python keeps the codec (it falls back to none when it does not pay).
@@ -379,6 +381,7 @@ def test_decode_kafka_python_batches(codec: int) -> None:
     assert decoded_rows(decode_batches(bytes(batch))) == expected_rows(rows, 1000)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 @pytest.mark.parametrize("codec", CODECS)
 def test_decode_reference_batches_concatenated_with_offsets_and_log_append_time(codec: int) -> None:
     batches = []
@@ -414,6 +417,7 @@ def test_decode_reference_batches_concatenated_with_offsets_and_log_append_time(
         decode_batches(buf + buf[:30], allow_partial_tail=False)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_decode_control_batches() -> None:
     data = reference_batch(
         [(5, b"a", b"b", [])], 0, producer_id=3, producer_epoch=0, base_sequence=0, is_transactional=True
@@ -428,6 +432,7 @@ def test_decode_control_batches() -> None:
     assert with_control["value"][1].as_py() == struct.pack(">hi", 0, 7)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_decode_empty_and_filters_in_range() -> None:
     assert decode_batches(b"").num_rows == 0
     assert decode_batches(b"").schema == DECODED_SCHEMA
@@ -452,6 +457,7 @@ def patched(batch: bytes, position: int, new: bytes, fix_crc: bool = True) -> by
 GOOD = reference_batch([(1, b"kk", b"vvv", [("h", b"x")]), (2, None, b"w" * 70, [])])
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_corrupt_crc() -> None:
     bad = patched(GOOD, HEADER_SIZE + 5, b"\xff", fix_crc=False)
     with pytest.raises(CorruptRecordError, match="CRC"):
@@ -461,6 +467,7 @@ def test_corrupt_crc() -> None:
         decode_batches(patched(GOOD, HEADER_SIZE + 4, b"\x81\x02", fix_crc=False), verify_crc=False)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_corrupt_structures() -> None:
     # first record: length at 61, attributes 62, timestampDelta 63, offsetDelta 64, keyLength 65
     cases = {
@@ -480,6 +487,7 @@ def test_corrupt_structures() -> None:
             pytest.fail(f"{name} was accepted")
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_corrupt_compressed_stream() -> None:
     good = reference_batch([(1, b"k", b"v" * 100, [])], 4)
     bad = patched(good, HEADER_SIZE + 8, b"\x00\x00\x00\x00")
@@ -487,6 +495,7 @@ def test_corrupt_compressed_stream() -> None:
         decode_batches(bad)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, len(GOOD) - 1), st.integers(0, 255))
 def test_random_byte_flips_never_return_garbage(position: int, byte: int) -> None:
@@ -511,6 +520,7 @@ def test_random_byte_flips_never_return_garbage(position: int, byte: int) -> Non
     assert decoded_rows(got) == want
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_scan_records_walks_past_a_chunk_boundary_and_names_the_bad_record() -> None:
     import struct
 
@@ -593,6 +603,7 @@ def test_record_chain_speculation_finds_exactly_what_the_walk_finds(shape: str) 
             assert _chained(cut, records) == _walked(cut, records)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_scan_records_accepts_a_longer_encoding_of_the_record_index() -> None:
     """offsetDelta is compared with the shortest encodings of the record indexes first; another encoding of the
     same value (Kafka's readers accept it) is still decoded and accepted."""

@@ -6,6 +6,7 @@ gauges match the log; the endpoint is off unless ``pylog.metrics.listener`` is s
 
 from __future__ import annotations
 
+import logging
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,23 @@ def test_recovery_cuts_are_counted(tmp_path: Path) -> None:
         broker.stop()
     assert samples[("pylog_log_recovery_truncations_total", ())] == 1
     assert samples[("pylog_log_recovery_dropped_bytes_total", ())] == 30
+
+
+def test_the_record_walk_in_use_is_a_metric_and_the_numpy_walk_a_start_warning(
+    tmp_path: Path, record_walk: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="broker_runtime.server.broker")
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(tmp_path),
+        "pylog.metrics.listener": "127.0.0.1:0",
+    }
+    with Broker(BrokerConfig.from_properties(props)) as broker:
+        samples = scrape(broker)
+    assert samples[("pylog_record_walk_compiled", ())] == (record_walk == "compiled")
+    warnings = [r.getMessage() for r in caplog.records if "record walk" in r.getMessage()]
+    if record_walk == "compiled":
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and "numpy record walk" in warnings[0], warnings
+        assert "pylog_record_walk_compiled" in warnings[0]

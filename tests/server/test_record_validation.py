@@ -249,6 +249,7 @@ CASES = {
 }
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_bad_batches_are_refused_with_kafka_errors_and_record_indexes(broker: Any, bootstrap: str) -> None:
     with RawConnection(bootstrap) as conn:
         for i, (name, (make, configs, code, indexes)) in enumerate(CASES.items()):
@@ -301,6 +302,7 @@ def test_zstd_bomb_is_refused_without_its_memory(broker: Any, bootstrap: str) ->
     assert _leo(broker, topic) == 4
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy record walk
 def test_producer_max_timestamp_is_rewritten_from_the_records(broker: Any, bootstrap: str) -> None:
     now = int(time.time() * 1000)
     records = [_record(0), _record(1, ts_delta=5000), _record(2, ts_delta=100)]
