@@ -1268,22 +1268,19 @@ def scan_records(
         except _cwalk.WalkError as exc:
             _, index, message = exc.args
             raise _walk_error(position, index, message) from None
-        null_keys = [out[:n_null]]
-        bad_idx = [out[count : count + n_bad]]
-        bad_ts = [out[2 * count : 2 * count + n_bad]]
+        null_keys = out[:n_null]
+        bad_idx = out[count : count + n_bad]
+        bad_ts = out[2 * count : 2 * count + n_bad]
     else:
         max_ts, null_keys, bad_idx, bad_ts = _scan_numpy(header, data, position, low, high, check_ts)
-    # Kafka reads every record of a LogAppendTime batch at the batch's maxTimestamp.
+    # Kafka reads every record of a LogAppendTime batch at the batch's maxTimestamp (the walks report no record
+    # timestamps for such a batch).
     lat_ts = header.max_timestamp
     if log_append and check_ts and lat_ts != NO_TIMESTAMP and not low <= lat_ts <= high:
-        bad_idx.append(np.arange(count, dtype=np.int64))
-        bad_ts.append(np.full(count, lat_ts, dtype=np.int64))
-    empty = np.zeros(0, dtype=np.int64)
+        bad_idx = np.arange(count, dtype=np.int64)
+        bad_ts = np.full(count, lat_ts, dtype=np.int64)
     return RecordsScan(
-        max_timestamp=max_ts,
-        null_keys=np.concatenate(null_keys) if len(null_keys) > 1 else null_keys[0] if null_keys else empty,
-        out_of_range=np.concatenate(bad_idx) if len(bad_idx) > 1 else bad_idx[0] if bad_idx else empty,
-        out_of_range_timestamps=np.concatenate(bad_ts) if len(bad_ts) > 1 else bad_ts[0] if bad_ts else empty,
+        max_timestamp=max_ts, null_keys=null_keys, out_of_range=bad_idx, out_of_range_timestamps=bad_ts
     )
 
 
@@ -1294,7 +1291,7 @@ def _scan_numpy(
     low_bound: int,
     high_bound: int,
     check_ts: bool,
-) -> tuple[int, list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`scan_records`' numpy walk: (max timestamp, null-key indexes, out-of-range indexes and timestamps).
 
     The vectorized checks of a chunk find *that* it holds a bad record; :func:`_scan_reference` then walks it
@@ -1400,7 +1397,13 @@ def _scan_numpy(
             data, chunk_pos, chunk_first, count, position
         )  # names the first bad record from this chunk on
         raise  # not reached unless the walks disagree (a bug): then the vectorized finding stands
-    return max_ts, null_keys, bad_idx, bad_ts
+    empty = np.zeros(0, dtype=np.int64)
+    return (
+        max_ts,
+        np.concatenate(null_keys) if null_keys else empty,
+        np.concatenate(bad_idx) if bad_idx else empty,
+        np.concatenate(bad_ts) if bad_ts else empty,
+    )
 
 
 def _scan_reference(
