@@ -37,11 +37,19 @@ joined array's data buffer, sliced by its offsets, IS the records section of eac
 Only batches are iterated in Python (header, compression, CRC).
 
 How the decoder avoids per-record Python work: record boundaries form a sequential chain (each record
-starts with its length), so the one per-record step is a minimal Python walk that reads only the length
-varint of each record (about 80 ns a record). Everything else -- all varint fields, validation, offsets,
-timestamps -- is decoded with numpy at the now known positions, and key, value and header columns are
-gathered by Arrow's ``filter`` from one "pieces" binary array laid over the records bytes (zero-copy
-offsets [keyStart, keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
+starts with its length), so the records are walked by the compiled record walk (the C extension
+``_recordwalk``, built at install; its header comment states its contract), one pass that checks every field
+and fills numpy arrays of positions, lengths and deltas; key, value and header columns are then gathered by
+Arrow's ``filter`` from one "pieces" binary array laid over the records bytes (zero-copy offsets [keyStart,
+keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
+
+Without the extension (no C compiler at install, or ``PYLOG_RECORD_WALK=numpy``; :func:`record_walk` says
+which runs) the numpy walk gives the same results: a minimal Python walk reads only the length varint of each
+record (about 80 ns a record) or :func:`_record_chain` finds the starts by verified speculation, and every
+field is decoded with numpy at the known positions. Its checks run field by field over many records, so when
+they find a bad record, :func:`_scan_reference` walks that stretch record by record to name the first bad one
+with the compiled walk's message (the errors of ``scan_records`` are identical on both walks; the decoder's
+may be worded differently, both raise).
 
 :func:`record_layout` is the first half of the decoder on its own: where every record, key and value lies,
 as numpy arrays over the (decompressed) records bytes. The log cleaner filters records with it and copies the
@@ -1243,9 +1251,10 @@ def scan_records(
     ``record_index`` names the record (None when no one record is to blame). The record attributes byte is not
     interpreted (Kafka ignores it too).
 
-    Vectorized in chunks of :data:`SCAN_CHUNK` records; record starts come from :func:`_record_chain`
-    (numpy-verified speculation, the per-record Python walk only where record sizes vary or a chunk is small).
-    Pure; thread-safe.
+    The compiled walk checks record by record, field by field: the first bad record is named. The numpy walk
+    (without the extension) runs in chunks of :data:`SCAN_CHUNK` records; record starts come from
+    :func:`_record_chain` (numpy-verified speculation, the per-record Python walk only where record sizes vary
+    or a chunk is small). Pure; thread-safe.
     """
     data = section
     count = header.records_count
@@ -1393,9 +1402,8 @@ def _scan_numpy(
             exc.record_index = count - 1 if count else None
             raise exc
     except CorruptRecordError:
-        _scan_reference(
-            data, chunk_pos, chunk_first, count, position
-        )  # names the first bad record from this chunk on
+        # name the first bad record from this chunk on, as the compiled walk does
+        _scan_reference(data, chunk_pos, chunk_first, count, position)
         raise  # not reached unless the walks disagree (a bug): then the vectorized finding stands
     empty = np.zeros(0, dtype=np.int64)
     return (
