@@ -26,7 +26,12 @@ of one or two bytes whole-array operations:
                                    walk 14%, numpy reductions 10%            (1.07 ms): varints 29%, walk 18% (still
                                                                              used below 256 records), scan steps 17%
 
-Small batches are bound by the count of numpy calls (about 60 per batch), not by the records. The header-only
+Small batches are bound by the count of numpy calls (about 60 per batch), not by the records.
+
+With the compiled record walk (CPU time per batch measured alone, time.process_time, medians of 7; 2026-11-23,
+load average above 20): uncompressed 1 MiB 0.31 ms, of which the walk 0.23 ms and the CRC 0.05 ms; lz4 1 MiB
+0.92 ms: lz4 decompression 0.44 ms, the walk 0.32 ms; lz4 100 records 26 us: the C walk 3.4 us, scan_records'
+Python around it 4.4 us, decompression 5.5 us, the rest the produce path's own Python per batch. The header-only
 baseline costs a CRC and the append (~0.5 ms per MiB here, mostly the copy and the write), so the full path's
 ratio is bounded by what decompression alone costs with lz4 (~0.35-0.4 ms per MiB).
 """
