@@ -6,7 +6,8 @@
 #   bash jobs/dev.sh bench [args]   set up .venv if needed, then the benchmark suite (python -m jobs.bench)
 #   bash jobs/dev.sh setup          only create / refresh .venv
 #
-# Idempotent: the virtualenv is (re)installed only when pyproject.toml changed since the last install.
+# Idempotent: the virtualenv is (re)installed only when pyproject.toml or a C source of the compiled record walk
+# changed since the last install (an editable install builds the extension in place).
 # PYLOG_VENV overrides the virtualenv location (default .venv in the project root).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -55,7 +56,7 @@ setup() {
         "$python" -m venv "$VENV"
     fi
     stamp="$VENV/.pylog-installed"
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    want=$(cat pyproject.toml broker_runtime/protocol/*.c | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "installing pylog and its test dependencies into $VENV (first run takes a few minutes)" >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2

@@ -214,6 +214,10 @@ static inline int record_headers(const uint8_t *a, const int64_t *f, Py_ssize_t 
 
 static int get_int64_out(PyObject *obj, Py_buffer *view, Py_ssize_t need, const char *what)
 {
+    if (need < 0 || need > PY_SSIZE_T_MAX / 8) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd items cannot be addressed", what, need);
+        return -1;
+    }
     if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     if (view->itemsize != 8 || view->format == NULL || (view->format[0] != 'q' && view->format[0] != 'l') ||
@@ -235,9 +239,9 @@ static PyObject *scan(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nLLLppO", &data, &count, &base_ts, &low, &high, &log_append, &check_ts,
                           &out_obj))
         return NULL;
-    if (count < 0 || get_int64_out(out_obj, &out, 3 * count, "out") < 0) {
-        if (count < 0)
-            PyErr_SetString(PyExc_ValueError, "negative count");
+    if (count < 0 || count > data.len || get_int64_out(out_obj, &out, 3 * count, "out") < 0) {
+        if (count < 0 || count > data.len)
+            PyErr_SetString(PyExc_ValueError, "count must lie in [0, len(data)]");
         PyBuffer_Release(&data);
         return NULL;
     }
@@ -300,8 +304,10 @@ static PyObject *layout(PyObject *self, PyObject *args)
     const int64_t *bt = batches.buf;
     Py_ssize_t nb = batches.len / 32, n = 0;
     for (Py_ssize_t b = 0; b < nb; b++) {
-        if (bt[4 * b] < 0 || bt[4 * b + 1] > data.len || bt[4 * b] > bt[4 * b + 1] || bt[4 * b + 2] < 0) {
-            PyErr_SetString(PyExc_ValueError, "a batch's records section lies outside the arena");
+        if (bt[4 * b] < 0 || bt[4 * b + 1] > data.len || bt[4 * b] > bt[4 * b + 1] || bt[4 * b + 2] < 0 ||
+            bt[4 * b + 2] > bt[4 * b + 1] - bt[4 * b]) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a batch's records section lies outside the arena, or its count exceeds its bytes");
             goto fail_batches;
         }
         n += (Py_ssize_t)bt[4 * b + 2];
@@ -377,7 +383,7 @@ static PyObject *header_spans(PyObject *self, PyObject *args)
     const int64_t *pos = hp.buf, *cnt = hc.buf;
     int ok = hp.len == hc.len && hp.len % 8 == 0;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (cnt[i] < 0 || pos[i] < 0 || pos[i] > data.len)
+        if (cnt[i] < 0 || cnt[i] > data.len || pos[i] < 0 || pos[i] > data.len)
             ok = 0;
         total += ok ? (Py_ssize_t)cnt[i] : 0;
     }

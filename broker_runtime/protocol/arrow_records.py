@@ -1042,8 +1042,6 @@ def _layout_compiled(
         _check_records_count(s)
     counts = np.array([s.header.records_count for s in selected], dtype=np.int64)
     n = int(counts.sum())
-    if n == 0:
-        return None
     batches = np.empty((len(selected), 4), dtype=np.int64)
     batches[:, 0] = [s.begin for s in selected]
     batches[:, 1] = [s.end for s in selected]
@@ -1055,6 +1053,8 @@ def _layout_compiled(
     except _cwalk.WalkError as exc:
         b, index, message = exc.args
         raise _walk_error(selected[b].position, index, message) from None
+    if n == 0:  # (after the walk: a batch of no records must still have an empty records section)
+        return None
     positions = np.array([s.position for s in selected], dtype=np.int64)
     first_record = np.zeros(len(selected), dtype=np.int64)
     np.cumsum(counts[:-1], out=first_record[1:])
