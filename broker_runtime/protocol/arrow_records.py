@@ -146,7 +146,8 @@ _EMPTY = pa.scalar(b"", pa.large_binary())
 _LIST_TYPES = (pa.types.is_list, pa.types.is_large_list)
 
 #: Setting this environment variable to ``numpy`` (read once, at import) forces the numpy walk even when the
-#: compiled one is installed: how the tests and the benchmark run both.
+#: compiled one is installed, for a whole process (a broker, a test run); within a process the tests and the
+#: benchmark switch with :func:`numpy_walk` or by setting ``_cwalk``.
 RECORD_WALK_ENV = "PYLOG_RECORD_WALK"
 
 
