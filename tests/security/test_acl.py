@@ -470,3 +470,36 @@ def test_acl_apis_without_authorizer_answer_security_disabled(tmp_path: Path) ->
         assert answer["ErrorCode"] == ErrorCode.SECURITY_DISABLED
     finally:
         broker.stop()
+
+
+def test_acls_cli_add_list_remove(
+    acl_broker: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from broker_runtime.cli import main
+
+    config = tmp_path / "admin.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-pw";\n'
+    )
+    base = ["acls", "--bootstrap-server", acl_broker.listener_bootstrap("SASL_PLAINTEXT")]
+    base += ["--command-config", str(config)]
+    topic = f"cli-{uuid.uuid4().hex[:6]}"
+    add = [*base, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Write"]
+    assert main([*add, "--topic", topic]) == 0
+    assert main([*base, "--add", "--deny-principal", "User:bob", "--topic", topic]) == 0
+    assert main([*base, "--list", "--topic", topic]) == 0
+    out = capsys.readouterr().out
+    assert f"name={topic}, patternType=LITERAL" in out
+    assert "principal=User:alice, host=*, operation=READ, permissionType=ALLOW" in out
+    assert "principal=User:bob, host=*, operation=ALL, permissionType=DENY" in out
+    assert main([*base, "--remove", "--topic", topic, "--deny-principal", "User:bob"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--list", "--topic", topic]) == 0
+    out = capsys.readouterr().out
+    assert "User:bob" not in out and out.count("User:alice") == 2
+    # without the admin's login: User:ANONYMOUS on PLAINTEXT has no ALTER on the cluster
+    plain = ["acls", "--bootstrap-server", acl_broker.listener_bootstrap("PLAINTEXT")]
+    assert main([*plain, "--add", "--allow-principal", "User:x", "--topic", topic]) == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
