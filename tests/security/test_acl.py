@@ -413,6 +413,14 @@ def test_follower_fetch_from_client_refused(acl_broker: Any) -> None:
     with RawConnection(acl_broker.listener_bootstrap("PLAINTEXT")) as conn:
         answer = conn.call(ApiKey.FETCH, 11, body)
     assert answer["Responses"][0]["Partitions"][0]["ErrorCode"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    # CLUSTER_ACTION on the cluster lets the same principal fetch as a follower (Kafka's rule)
+    from confluent_kafka.admin import AclOperation as CkOp
+    from confluent_kafka.admin import ResourceType as CkType
+
+    _add(acl_broker, _acl(CkType.BROKER, "kafka-cluster", "User:ANONYMOUS", CkOp.CLUSTER_ACTION))
+    with RawConnection(acl_broker.listener_bootstrap("PLAINTEXT")) as conn:
+        answer = conn.call(ApiKey.FETCH, 11, body)
+    assert answer["Responses"][0]["Partitions"][0]["ErrorCode"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_acls_survive_restart(tmp_path: Path) -> None:
