@@ -160,7 +160,7 @@ class AclBinding:
             return f"principal {self.principal!r} is not of the form Type:name (e.g. User:alice)"
         if not self.host:
             return "host must not be empty (use '*' for any host)"
-        if self.operation in (AclOperation.UNKNOWN, AclOperation.ANY) or self.operation not in AclOperation:
+        if self.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
             return f"operation {self.operation} is not a concrete operation"
         if self.permission not in (AclPermission.ALLOW, AclPermission.DENY):
             return f"permission {self.permission} is not ALLOW or DENY"
@@ -211,7 +211,7 @@ class AclBindingFilter:
     permission: AclPermission
 
     def problem(self) -> str | None:
-        if ResourceType.UNKNOWN in (self.resource_type,) or self.pattern == PatternType.UNKNOWN:
+        if self.resource_type == ResourceType.UNKNOWN or self.pattern == PatternType.UNKNOWN:
             return "filter has an UNKNOWN resource or pattern type"
         if self.operation == AclOperation.UNKNOWN or self.permission == AclPermission.UNKNOWN:
             return "filter has an UNKNOWN operation or permission"
