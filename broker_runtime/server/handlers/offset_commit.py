@@ -41,7 +41,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         # Kafka: a group without READ fails every partition; a topic without READ fails its own partitions
         # and the others are committed.
         wanted = {tp: v for tp, v in wanted.items() if tp not in refused}
-    if not wanted:
+    if refused and not wanted:  # every partition refused: nothing reaches the coordinator
         errors: dict[tuple[str, int], ErrorCode] = {}
     elif coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)

@@ -39,7 +39,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     else:
         refused = refused_offsets(ctx, body["GroupId"], wanted)
     wanted = {tp: v for tp, v in wanted.items() if tp not in refused}
-    if not wanted:
+    if refused and not wanted:  # every partition refused: nothing reaches the coordinator
         errors: dict[tuple[str, int], ErrorCode] = {}
     elif coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
