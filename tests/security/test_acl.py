@@ -511,3 +511,34 @@ def test_acls_cli_add_list_remove(
     plain = ["acls", "--bootstrap-server", acl_broker.listener_bootstrap("PLAINTEXT")]
     assert main([*plain, "--add", "--allow-principal", "User:x", "--topic", topic]) == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
+
+
+def test_connector_planning_names_an_acl_refusal(acl_broker: Any) -> None:
+    """The connector's read planning, as ``bob`` without DESCRIBE on the topic: TOPIC_AUTHORIZATION_FAILED, not
+    "does not exist" (the same planning Spark runs in the driver; the Spark run itself is in
+    tests/connector/test_security_connector.py)."""
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.errors import KafkaError
+    from broker_runtime.security import ClientSecurity
+    from spark_kafka_log.read_plan import selected_partitions
+    from spark_kafka_log.reader_options import parse_reader_options
+
+    topic = f"plan-{uuid.uuid4().hex[:6]}"
+    _create_topic(acl_broker, topic)
+    bootstrap = acl_broker.listener_bootstrap("SASL_PLAINTEXT")
+    login = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" '
+        'password="bob-pw";',
+    }
+    options = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": topic,
+            **{f"kafka.{k}": v for k, v in login.items()},
+        }
+    )
+    client = KafkaClient(bootstrap, security=ClientSecurity.from_properties(login))
+    with client, pytest.raises(KafkaError, match="TOPIC_AUTHORIZATION_FAILED"):
+        selected_partitions(client, options)
