@@ -210,7 +210,7 @@ def sasl_ssl_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
                 "ssl.ca.location": str(pki.ca),
             }
         )
-        for fut in admin.create_topics([NewTopic(t, 2, 1) for t in ("acl-orders", "acl-secret")]).values():
+        for fut in admin.create_topics([NewTopic("acl-orders", 2, 1)]).values():
             fut.result()
 
         def allow(rt: Any, name: str, op: Any, pattern: Any = Pattern.LITERAL) -> Any:
@@ -242,15 +242,13 @@ def test_spark_through_sasl_ssl_with_exactly_the_acls_it_needs(
         writer = writer.option(k, v)
     writer.mode("append").save()
 
-    def read(topic: str) -> Any:
-        reader = (
-            spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-        )
-        for k, v in secured.items():
-            reader = reader.option(k, v)
-        return reader.load().selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v").collect()
-
-    assert sorted((r.k, r.v) for r in read("acl-orders")) == sorted(rows)
-    # a topic it has no binding for is refused, and the failure says why
-    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
-        read("acl-secret")
+    reader = (
+        spark.read.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "acl-orders")
+    )
+    for k, v in secured.items():
+        reader = reader.option(k, v)
+    got = reader.load().selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v").collect()
+    assert sorted((r.k, r.v) for r in got) == sorted(rows)
+    # a topic without bindings is refused at planning: tests/security/test_acl.py (no Spark job needed)
