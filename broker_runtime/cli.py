@@ -81,6 +81,7 @@ from types import FrameType
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
 from broker_runtime.tools import (
+    acls,
     configs,
     console_consumer,
     console_producer,
@@ -205,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(sub)
     delete_records.add_parser(sub)
     get_offsets.add_parser(sub)
+    acls.add_parser(sub)
 
     users = sub.add_parser("users", help="add, delete or list SCRAM users (the salted credentials file)")
     users_sub = users.add_subparsers(dest="action", required=True, metavar="ACTION")

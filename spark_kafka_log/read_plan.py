@@ -43,7 +43,7 @@ import re
 from collections.abc import Iterable
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.errors import ConfigError, DataLossError, UnknownTopicError
+from broker_runtime.errors import ConfigError, DataLossError, ErrorCode, KafkaError, UnknownTopicError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_kafka_log.connections import reader_client
 from spark_kafka_log.input_partition import PylogInputPartition
@@ -135,9 +135,16 @@ def _replicated(client: KafkaClient, tps: set[TopicPartition]) -> dict[TopicPart
 
 
 def _partitions_by_topic(client: KafkaClient, topics: list[str] | None) -> dict[str, list[int] | None]:
-    """{topic: sorted partitions, or None when unknown}; ``None`` asks for every (non-internal) topic."""
+    """{topic: sorted partitions, or None when unknown}; ``None`` asks for every (non-internal) topic. A named
+    topic the broker's ACLs hide fails the query (KafkaError TOPIC_AUTHORIZATION_FAILED), as a Kafka consumer's
+    TopicAuthorizationException, instead of reading as a topic that does not exist."""
     out: dict[str, list[int] | None] = {}
     for t in client.metadata(topics, allow_auto_create=False).topics.values():
+        if t.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            raise KafkaError(
+                t.error,
+                f"topic {t.name!r}: not authorized to DESCRIBE it (the broker's ACLs; ask for READ on it)",
+            )
         if t.error:
             out[t.name] = None
         elif not t.is_internal:

@@ -3,7 +3,7 @@
 A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
 
     protocol <- storage <- (controller, replication, coordinator.group, coordinator.transaction) <- server
-    server, tools <- cli <- __main__;  tools <- client, protocol, storage (read-only: dump-log);  coordinator.placement <- coordinator.group, coordinator.transaction
+    server, tools <- cli <- __main__;  tools <- client, protocol, security, storage (read-only: dump-log);  coordinator.placement <- coordinator.group, coordinator.transaction
     purgatory <- replication;  client <- protocol, security;  launch <- client, protocol
     security <- protocol (TLS, SASL, SCRAM credentials) <- replication, server, client, cli, spark_kafka_log
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
@@ -66,7 +66,12 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
     },
-    "broker_runtime.tools": {"broker_runtime.client", "broker_runtime.protocol", "broker_runtime.storage"},
+    "broker_runtime.tools": {
+        "broker_runtime.client",
+        "broker_runtime.protocol",
+        "broker_runtime.storage",
+        "broker_runtime.security",  # the ACL model (acls tool) and client security (--command-config)
+    },
     "broker_runtime.cli": {
         "broker_runtime.server",
         "broker_runtime.launch",

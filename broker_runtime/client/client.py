@@ -759,6 +759,12 @@ class KafkaClient:
             raise KafkaError(body["ErrorCode"], body["ErrorMessage"] or "describe cluster")
         return body
 
+    def acl_request(self, api_key: int, body: Mapping[str, Any]) -> dict[str, Any]:
+        """CreateAcls / DescribeAcls / DeleteAcls (``api_key``) with a request body of Kafka's field names, sent
+        to any broker (ACLs are cluster-wide); the response body, its error codes left to the caller."""
+        _, answer = self._any_conn().request(api_key, dict(body))
+        return answer
+
     def describe_log_dirs(self, node: int) -> list[dict[str, Any]]:
         """DescribeLogDirs of one broker: per log directory its partitions and their sizes."""
         _, body = self._conn(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": None})

@@ -68,6 +68,7 @@ from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.purgatory.timing_wheel import Timer
 from broker_runtime.replication.fetcher import FetcherConfig
+from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SaslServerAuthenticator
 from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
@@ -90,7 +91,7 @@ from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.producer_state import ProducerIdManager
 
-__all__ = ["DYNAMIC_CONFIGS_FILE", "PRODUCER_ID_STATE_FILE", "Broker"]
+__all__ = ["ACLS_FILE", "DYNAMIC_CONFIGS_FILE", "PRODUCER_ID_STATE_FILE", "Broker"]
 
 _log = logging.getLogger(__name__)
 
@@ -99,6 +100,9 @@ PRODUCER_ID_STATE_FILE = "producer-id-block.json"
 #: File in the first log directory holding the dynamic broker configs of a single node (a cluster keeps them
 #: in its metadata): ``{"": {cluster-wide defaults}, "<node id>": {this broker's}}``.
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
+#: File in the first log directory holding the ACL bindings of a single node (a cluster keeps them in its
+#: metadata): a JSON list of ``AclBinding.to_json`` rows.
+ACLS_FILE = "acls.json"
 
 
 class Broker:
@@ -317,7 +321,12 @@ class Broker:
 
             topics.use_cluster(cluster_topics)
         else:
-            cluster = SingleNodeCluster(cfg.node_id, topics, Path(cfg.log_dirs[0]) / DYNAMIC_CONFIGS_FILE)
+            cluster = SingleNodeCluster(
+                cfg.node_id,
+                topics,
+                Path(cfg.log_dirs[0]) / DYNAMIC_CONFIGS_FILE,
+                Path(cfg.log_dirs[0]) / ACLS_FILE,
+            )
 
         def apply_broker_configs() -> None:
             """Dynamic broker configs of the metadata -> the log defaults of every open log (when changed)."""
@@ -479,6 +488,7 @@ class Broker:
             group_coordinator=group_coordinator,
             metrics=metrics,
             apply_broker_configs=apply_broker_configs,
+            authorizer=authorizer_from_properties(cfg.props),
         )
         self.ctx = ctx
         apply_broker_configs()

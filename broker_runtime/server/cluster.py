@@ -18,6 +18,7 @@ Two implementations of one small interface (:class:`ClusterStore`):
                                              "isr": [0, 1, 2], "partition_epoch": 9}, ...]}},
        "next_producer_id": 2000,
        "broker_configs": {"": {"log.retention.ms": "..."}, "1": {...}},
+       "acls": [["TOPIC", "events", "LITERAL", "User:alice", "*", "WRITE", "ALLOW"], ...],
        "deleted_topics": ["old-topic"]}
 
   Writers and what they write:
@@ -38,6 +39,9 @@ Two implementations of one small interface (:class:`ClusterStore`):
     IncrementalAlterConfigs replace a topic's ``configs`` or the dynamic broker configs of ``broker_configs``
     (key ``""`` the cluster-wide defaults, ``"<node id>"`` one broker's); every broker applies them when it
     sees the change;
+  * CreateAcls / DeleteAcls on any broker rewrite ``acls`` (:class:`~broker_runtime.security.acl.AclBinding`
+    rows, :meth:`~broker_runtime.security.acl.AclBinding.to_json`); every broker authorizes against the list
+    of its latest view (a single node keeps the same rows in ``acls.json`` in its first log directory);
   * a broker that needs producer ids takes the next block of ``next_producer_id`` (Kafka's
     AllocateProducerIds), so producer ids are unique across the cluster.
 
@@ -56,7 +60,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,6 +82,7 @@ from broker_runtime.controller import (
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.replication.assignment import assign_replicas
+from broker_runtime.security.acl import AclBinding
 from broker_runtime.server.topics import TopicError, TopicManager, topic_name_error
 
 __all__ = [
@@ -139,6 +144,8 @@ class ClusterView:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: Topics deleted through DeleteTopics (and not created again since).
     deleted_topics: frozenset[str] = frozenset()
+    #: The ACL bindings (CreateAcls / DeleteAcls), in creation order.
+    acls: tuple[AclBinding, ...] = ()
 
 
 class ClusterStore(Protocol):
@@ -182,12 +189,41 @@ class ClusterStore(Protocol):
 
     def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None: ...
 
+    def update_acls(self, change: AclChange) -> None: ...
+
+
+#: A read-modify-write of the ACL list: the current bindings in, the new ones out (called under the store's
+#: lock in a cluster, so two brokers' changes never overwrite each other).
+AclChange = Callable[[tuple[AclBinding, ...]], tuple[AclBinding, ...]]
+
+
+def _parse_acls(rows: Any, where: object) -> tuple[AclBinding, ...]:
+    try:
+        return tuple(AclBinding.from_json(row) for row in rows or ())
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: unreadable ACL bindings ({exc!r})") from None
+
 
 class SingleNodeCluster:
     """This broker alone: the view is derived from the local topics (see the module docstring)."""
 
-    def __init__(self, node_id: int, topics: TopicManager, dynamic_configs_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        topics: TopicManager,
+        dynamic_configs_path: Path | None = None,
+        acls_path: Path | None = None,
+    ) -> None:
         self.node_id = node_id
+        #: Where the ACL bindings persist (JSON list of :meth:`AclBinding.to_json` rows), if anywhere.
+        self._acls_path = acls_path
+        self._acls: tuple[AclBinding, ...] = ()
+        if acls_path is not None and acls_path.exists():
+            try:
+                rows = json.loads(acls_path.read_text())
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{acls_path}: unreadable ACL bindings ({exc})") from None
+            self._acls = _parse_acls(rows, acls_path)
         self._topics = topics
         self._host = "127.0.0.1"
         self._port = 0
@@ -218,6 +254,7 @@ class SingleNodeCluster:
             topics,
             node,
             broker_configs=self._broker_configs,
+            acls=self._acls,
         )
 
     def refresh(self) -> bool:
@@ -308,6 +345,14 @@ class SingleNodeCluster:
             write_atomically(self._dynamic_path, json.dumps(updated, indent=1, sort_keys=True).encode())
         self._broker_configs = updated
 
+    def update_acls(self, change: AclChange) -> None:
+        """Apply ``change`` and persist the result (atomic rename) before it takes effect."""
+        updated = change(self._acls)
+        if self._acls_path is not None:
+            rows = [b.to_json() for b in updated]
+            write_atomically(self._acls_path, json.dumps(rows, indent=1).encode())
+        self._acls = updated
+
 
 def _parse_view(data: Mapping[str, Any]) -> ClusterView:
     brokers = {
@@ -340,6 +385,7 @@ def _parse_view(data: Mapping[str, Any]) -> ClusterView:
         int(controller.get("id", data.get("controller_id", CONTROLLER_ID))),
         broker_configs={str(k): dict(v) for k, v in data.get("broker_configs", {}).items()},
         deleted_topics=frozenset(data.get("deleted_topics", ())),
+        acls=_parse_acls(data.get("acls"), CLUSTER_FILE),
     )
 
 
@@ -630,6 +676,15 @@ class SharedFileCluster:
                     table[resource] = dict(configs)
                 else:
                     table.pop(resource, None)
+        except TimeoutError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+
+    def update_acls(self, change: AclChange) -> None:
+        """Apply ``change`` to the cluster's ACL list under the lock (see :data:`AclChange`)."""
+        try:
+            with self._locked() as data:
+                current = _parse_acls(data.get("acls"), self.path)
+                data["acls"] = [b.to_json() for b in change(current)]
         except TimeoutError as exc:
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
 

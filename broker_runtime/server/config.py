@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError
+from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.security.client_security import SECURITY_PROTOCOLS, ClientSecurity
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SASL_MECHANISMS
@@ -58,6 +59,10 @@ BROKER_KEYS: dict[str, str] = {
     "sasl.mechanism.inter.broker.protocol": "PLAIN",
     "sasl.jaas.config": "",
     "connection.failed.authentication.delay.ms": "100",
+    # Authorization (Kafka's names and defaults; see security/acl.py for the accepted authorizer names).
+    "authorizer.class.name": "",
+    "super.users": "",
+    "allow.everyone.if.no.acl.found": "false",
     "log.dirs": "",
     "log.dir": "kafka-logs",
     "num.partitions": "1",
@@ -531,6 +536,7 @@ class BrokerConfig:
             .upper()
         )
         _check_security(props, listeners, inter_broker, inter_mechanism)
+        authorizer_from_properties(props)  # a bad authorizer.class.name / super.users fails the start here
         dirs_text = props.get("log.dirs", "").strip() or props.get("log.dir", BROKER_KEYS["log.dir"]).strip()
         log_dirs = tuple(d.strip() for d in dirs_text.split(",") if d.strip())
         if not log_dirs:

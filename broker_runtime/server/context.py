@@ -21,6 +21,7 @@ from broker_runtime.coordinator.group import GroupCoordinator
 from broker_runtime.coordinator.transaction import TransactionCoordinator
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
+from broker_runtime.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
@@ -74,6 +75,39 @@ class BrokerContext:
     #: The session (listener, security protocol, principal) of the request being handled; set by the dispatcher
     #: before each handler call, valid during that call (an authorizer reads the principal here).
     request_session: Session = field(default_factory=lambda: Session("PLAINTEXT", "PLAINTEXT"))
+    #: The ACL authorizer (``authorizer.class.name``); None = every request is allowed, as Kafka without one.
+    authorizer: Authorizer | None = None
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May the current request's principal, from its host, do ``operation`` on the resource? Always True
+        without an authorizer; the bindings are those of the latest cluster view."""
+        if self.authorizer is None:
+            return True
+        s = self.request_session
+        host = s.client_address.rpartition(":")[0].strip("[]")
+        return self.authorizer.authorize(
+            self.cluster.view.acls, s.principal, host, operation, resource_type, name
+        )
+
+    def authorized_cluster(self, operation: AclOperation) -> bool:
+        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Some resource of the type allows ``operation`` (see :meth:`Authorizer.authorize_any`)."""
+        if self.authorizer is None:
+            return True
+        s = self.request_session
+        host = s.client_address.rpartition(":")[0].strip("[]")
+        return self.authorizer.authorize_any(
+            self.cluster.view.acls, s.principal, host, operation, resource_type
+        )
+
+    def inter_broker_allowed(self) -> bool:
+        """An inter-broker request (follower Fetch, WriteTxnMarkers): allowed on the inter-broker listener, else
+        only with CLUSTER_ACTION on the cluster (Kafka asks CLUSTER_ACTION of every caller)."""
+        if self.authorizer is None or self.request_session.listener == self.config.inter_broker_listener_name:
+            return True
+        return self.authorized_cluster(AclOperation.CLUSTER_ACTION)
 
     def endpoint_of(self, broker: Any) -> tuple[str, int]:
         """``(host, port)`` of ``broker`` (a cluster view's BrokerInfo) on the current request's listener: this

@@ -13,8 +13,8 @@ the connection with one WARNING line (Kafka: "Unexpected Kafka request of type X
 A refused mechanism or login is answered (UNSUPPORTED_SASL_MECHANISM / SASL_AUTHENTICATION_FAILED with the
 reason) and the connection is closed after the answer. After SaslHandshake v0 the client's frames are raw SASL
 tokens, answered as raw frames. While a request is handled, ``ctx.request_session`` is the connection's
-:class:`~broker_runtime.server.session.Session` (principal and listener, for Metadata's endpoints and, later,
-an authorizer).
+:class:`~broker_runtime.server.session.Session` (principal and listener, for Metadata's endpoints and the
+authorizer: ``BrokerContext.authorized``; each handler asks it what Kafka's ``KafkaApis`` asks).
 
 Responses are encoded as a list of chunks (size prefix first), so fetched record buffers are written to the
 socket without being copied into one response buffer. Event-loop thread only.

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from broker_runtime.errors import ErrorCode, MessageDefinitionError, ProtocolError, UnsupportedVersionError
 from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import (
+    acls,
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
@@ -182,6 +183,9 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(txn_offset_commit.REQUEST, txn_offset_commit.RESPONSE),
         ApiSpec(sasl_handshake.REQUEST, sasl_handshake.RESPONSE),
         ApiSpec(sasl_authenticate.REQUEST, sasl_authenticate.RESPONSE),
+        ApiSpec(acls.DESCRIBE_REQUEST, acls.DESCRIBE_RESPONSE),
+        ApiSpec(acls.CREATE_REQUEST, acls.CREATE_RESPONSE),
+        ApiSpec(acls.DELETE_REQUEST, acls.DELETE_RESPONSE),
     )
 }
 

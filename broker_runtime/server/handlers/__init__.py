@@ -18,11 +18,14 @@ from broker_runtime.server.handlers import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -99,6 +102,9 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_topic_partitions,
     sasl_handshake,
     sasl_authenticate,
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 

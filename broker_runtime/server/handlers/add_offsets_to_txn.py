@@ -17,6 +17,7 @@ from typing import Any
 from broker_runtime.coordinator.group.log_format import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import ensure_offsets_topic
 from broker_runtime.server.transactions import answer_after_state_write
@@ -32,6 +33,10 @@ MAX_VERSION = 3
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.txn_coordinator
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["TransactionalId"]):
+        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
+        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     coordinator.take_appended()  # only this request's state writes are waited for

@@ -12,6 +12,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_partitions_to_txn
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.transactions import answer_after_state_write
 
@@ -25,7 +26,17 @@ MAX_VERSION = 3
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     partitions = [(t["Name"], p) for t in body["V3AndBelowTopics"] for p in t["Partitions"]]
     coordinator = ctx.txn_coordinator
-    if coordinator is None:
+    txn_id = body["V3AndBelowTransactionalId"]
+    denied = {t for t, _ in partitions if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t)}
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        results = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif denied:
+        # Kafka: the refused topics' partitions fail, the others are not attempted.
+        results = {
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in partitions
+        }
+    elif coordinator is None:
         results = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         if any(ctx.topics.partition_count(t) is None for t, _ in partitions):

@@ -29,6 +29,7 @@ from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, alter_configs
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dynamic_config import DEFAULT_BROKER_RESOURCE, check_broker_configs
 from broker_runtime.server.topics import TopicError, topic_name_error
@@ -135,6 +136,14 @@ def alter(ctx: BrokerContext, body: dict[str, Any], change: Change) -> dict[str,
             if dupes:
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(dupes)}"
+                )
+            if rtype == TOPIC and not ctx.authorized(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, rname):
+                raise _Refused(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"ALTER_CONFIGS on topic {rname} is not allowed"
+                )
+            if rtype == BROKER and not ctx.authorized_cluster(AclOperation.ALTER_CONFIGS):
+                raise _Refused(
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER_CONFIGS on the cluster is not allowed"
                 )
             if rtype == TOPIC:
                 _alter_topic(ctx, rname, change, entries, validate)

@@ -16,6 +16,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_partitions
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import TopicError
 
@@ -37,6 +38,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         if counts[name] > 1:
             result.update(
                 ErrorCode=ErrorCode.INVALID_REQUEST, ErrorMessage=f"Duplicate topic name {name} in request."
+            )
+        elif not ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, name):
+            result.update(
+                ErrorCode=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorMessage=f"ALTER on topic {name} is not allowed",
             )
         else:
             assignments = topic["Assignments"]

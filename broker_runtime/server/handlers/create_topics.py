@@ -28,6 +28,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_topics
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.handlers.metadata import may_create
 from broker_runtime.server.topics import TopicError
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -102,6 +103,15 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         if counts[name] > 1:
             result.update(
                 ErrorCode=ErrorCode.INVALID_REQUEST, ErrorMessage=f"Duplicate topic name {name} in request."
+            )
+            results.append(result)
+            continue
+        if not may_create(ctx, name):
+            result.update(
+                ErrorCode=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorMessage=f"CREATE on the cluster or on topic {name} is not allowed",
+                NumPartitions=-1,
+                ReplicationFactor=-1,
             )
             results.append(result)
             continue

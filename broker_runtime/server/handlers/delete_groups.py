@@ -12,6 +12,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, delete_groups
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import answer_after_group_write
 
@@ -25,11 +26,16 @@ MAX_VERSION = 2
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
     names = list(body["GroupsNames"])
+    refused = [g for g in names if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, g)]
+    allowed = [g for g in names if g not in refused]
     if coordinator is None:
-        errors = dict.fromkeys(names, ErrorCode.NOT_COORDINATOR)
-    else:
+        errors = dict.fromkeys(allowed, ErrorCode.NOT_COORDINATOR)
+    elif allowed:
         coordinator.take_appended()
-        errors = coordinator.delete_groups(names)
+        errors = coordinator.delete_groups(allowed)
+    else:
+        errors = {}
+    errors.update(dict.fromkeys(refused, ErrorCode.GROUP_AUTHORIZATION_FAILED))
 
     def answer(failed: ErrorCode | None) -> dict[str, Any]:
         final = {

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, StorageError
 from broker_runtime.protocol.messages import RequestHeader, delete_records
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -39,7 +40,9 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             index, offset = p["PartitionIndex"], p["Offset"]
             out: dict[str, Any] = {"PartitionIndex": index, "LowWatermark": -1, "ErrorCode": ErrorCode.NONE}
             partition = ctx.replicas.partition(name, index)
-            if partition is None:
+            if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+                out["ErrorCode"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition is None:
                 count = ctx.topics.partition_count(name)
                 exists = count is not None and 0 <= index < count
                 out["ErrorCode"] = (

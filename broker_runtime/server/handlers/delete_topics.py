@@ -14,6 +14,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, delete_topics
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import TopicError
 
@@ -44,6 +45,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         elif counts[name] > 1:
             result.update(
                 ErrorCode=ErrorCode.INVALID_REQUEST, ErrorMessage=f"Duplicate topic name {name} in request."
+            )
+        elif not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, name):
+            result.update(
+                ErrorCode=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorMessage=f"DELETE on topic {name} is not allowed",
             )
         elif name in INTERNAL_TOPICS:
             result.update(

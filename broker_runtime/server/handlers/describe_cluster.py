@@ -10,6 +10,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_cluster
+from broker_runtime.security.acl import AclOperation
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -21,6 +22,14 @@ _UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "ErrorMessage": "DESCRIBE on the cluster is not allowed",
+            "ClusterId": ctx.config.cluster_id,
+            "Brokers": [],
+        }
     ctx.refresh_cluster()
     view = ctx.cluster.view
     out: dict[str, Any] = {

@@ -16,6 +16,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_configs
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dynamic_config import (
     DEFAULT_BROKER_RESOURCE,
@@ -124,7 +125,17 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             "ErrorMessage": None,
         }
         configs: list[dict[str, Any]] = []
-        if rtype == TOPIC:
+        if rtype == TOPIC and not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, rname):
+            out.update(
+                ErrorCode=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorMessage=f"DESCRIBE_CONFIGS on topic {rname} is not allowed",
+            )
+        elif rtype == BROKER and not ctx.authorized_cluster(AclOperation.DESCRIBE_CONFIGS):
+            out.update(
+                ErrorCode=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                ErrorMessage="DESCRIBE_CONFIGS on the cluster is not allowed",
+            )
+        elif rtype == TOPIC:
             if topic_name_error(rname) is not None:
                 out.update(ErrorCode=ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorMessage=topic_name_error(rname))
             elif ctx.topics.partition_count(rname) is None:

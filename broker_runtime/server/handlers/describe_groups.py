@@ -14,6 +14,7 @@ from typing import Any
 from broker_runtime.coordinator.group import GroupState
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_groups
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -25,6 +26,8 @@ MAX_VERSION = 6
 
 def _describe(ctx: BrokerContext, group_id: str, version: int) -> dict[str, Any]:
     coordinator = ctx.group_coordinator
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED, "GroupId": group_id}
     if coordinator is None or coordinator.owner_error(group_id) != ErrorCode.NONE:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "GroupId": group_id}
     group = coordinator.group(group_id)

@@ -14,6 +14,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_log_dirs
+from broker_runtime.security.acl import AclOperation
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -24,6 +25,8 @@ MAX_VERSION = 4
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Results": []}
     wanted: set[tuple[str, int]] | None = None
     if body["Topics"] is not None:
         wanted = {(t["Topic"], p) for t in body["Topics"] for p in t["Partitions"]}

@@ -11,6 +11,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_producers
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -34,7 +35,9 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             }
             partition = ctx.replicas.partition(name, index)
             count = ctx.topics.partition_count(name)
-            if partition is None:
+            if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, name):
+                out["ErrorCode"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition is None:
                 exists = count is not None and 0 <= index < count
                 out["ErrorCode"] = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER if exists else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -14,6 +14,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import RequestHeader, describe_topic_partitions
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import topic_name_error
 
@@ -45,6 +46,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             "Partitions": [],
         }
         info = view.topics.get(name)
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if body["Topics"]:  # named: refused; all topics: the hidden ones are left out (as Metadata)
+                out["ErrorCode"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                topics.append(out)
+            continue
         if info is None:
             problem = topic_name_error(name)
             out["ErrorCode"] = (

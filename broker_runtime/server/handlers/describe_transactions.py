@@ -12,6 +12,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_transactions
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -57,5 +58,19 @@ def _describe(ctx: BrokerContext, transactional_id: str) -> dict[str, Any]:
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     return {
         "ThrottleTimeMs": 0,
-        "TransactionStates": [_describe(ctx, tid) for tid in body["TransactionalIds"]],
+        "TransactionStates": [
+            _describe(ctx, tid)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+            else {
+                "ErrorCode": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "TransactionalId": tid,
+                "TransactionState": "",
+                "TransactionTimeoutMs": 0,
+                "TransactionStartTimeMs": -1,
+                "ProducerId": -1,
+                "ProducerEpoch": -1,
+                "Topics": [],
+            }
+            for tid in body["TransactionalIds"]
+        ],
     }

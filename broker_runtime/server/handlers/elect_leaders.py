@@ -17,6 +17,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, elect_leaders
+from broker_runtime.security.acl import AclOperation
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -32,6 +33,12 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         return {
             "ThrottleTimeMs": 0,
             "ErrorCode": ErrorCode.INVALID_REQUEST,
+            "ReplicaElectionResults": [],
+        }
+    if not ctx.authorized_cluster(AclOperation.ALTER):
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             "ReplicaElectionResults": [],
         }
     wanted = body["TopicPartitions"]

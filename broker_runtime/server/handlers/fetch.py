@@ -33,13 +33,17 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, IsolationLevel, RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import ReadResult
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "DelayedFetch", "handle"]
 
@@ -162,6 +166,24 @@ def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResu
     return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "SessionId": 0, "Responses": topics}
 
 
+def _denied_topics(ctx: BrokerContext, parts: list[_PartitionFetch], replica_id: int) -> set[str]:
+    """Topics this fetch may not read: a consumer needs READ on each topic; a follower (ReplicaId >= 0) must come
+    in on the inter-broker listener or hold CLUSTER_ACTION on the cluster, else every topic is refused (Kafka
+    answers a follower fetch without CLUSTER_ACTION with TOPIC_AUTHORIZATION_FAILED for each partition)."""
+    topics = {p.topic for p in parts}
+    if replica_id >= 0:
+        if ctx.inter_broker_allowed():
+            return set()
+        _log.warning(
+            "follower-style fetch (replica id %d) from %s on listener %s refused: no CLUSTER_ACTION",
+            replica_id,
+            ctx.request_session.principal,
+            ctx.request_session.listener,
+        )
+        return topics
+    return {t for t in topics if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t)}
+
+
 def _hw(ctx: BrokerContext, part: _PartitionFetch) -> int:
     hw = ctx.replicas.high_watermark(part.topic, part.partition)
     return -1 if hw is None else hw
@@ -252,6 +274,18 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     min_bytes = body["MinBytes"]
     max_wait = body["MaxWaitMs"]
     replica_id = body["ReplicaId"]
+    if ctx.authorizer is not None:
+        denied = _denied_topics(ctx, parts, replica_id)
+        if denied:
+            # Answer at once: the refused partitions with TOPIC_AUTHORIZATION_FAILED, the others as read now.
+            allowed = [p for p in parts if p.topic not in denied]
+            read, _, _ = _read_all(ctx, allowed, max_bytes, replica_id)
+            by_part = dict(zip((id(p) for p in allowed), read, strict=True))
+            results = [
+                by_part[id(p)] if id(p) in by_part else ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in parts
+            ]
+            return _response(version, parts, results)
     if any(ctx.topics.partition_count(t) is None for t in {p.topic for p in parts}):
         ctx.refresh_cluster()
     if replica_id >= 0:

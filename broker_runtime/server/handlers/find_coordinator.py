@@ -21,6 +21,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, find_coordinator
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import coordinator_node as group_coordinator_node
 from broker_runtime.server.transactions import coordinator_node
@@ -36,6 +37,15 @@ _NO_TXN_LEADER = "the __transaction_state partition of this transactional id has
 
 
 def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    if key_type == find_coordinator.KEY_TYPE_GROUP and not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, f"DESCRIBE on group {key} is not allowed", -1, "", -1
+    if key_type == find_coordinator.KEY_TYPE_TRANSACTION and not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return code, f"DESCRIBE on transactional id {key} is not allowed", -1, "", -1
     if key_type == find_coordinator.KEY_TYPE_TRANSACTION and ctx.txn_coordinator is not None:
         if ctx.config.cluster_dir is None:
             return ErrorCode.NONE, None, ctx.config.node_id, *ctx.own_endpoint()

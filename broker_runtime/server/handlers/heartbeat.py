@@ -10,6 +10,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, heartbeat
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -21,6 +22,8 @@ MAX_VERSION = 4
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     coordinator = ctx.group_coordinator
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
+        return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
     code = coordinator.heartbeat(

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode, StorageError, WaitTimeoutError
 from broker_runtime.protocol.messages import RequestHeader, init_producer_id
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.transactions import answer_after_state_write
 
@@ -33,6 +34,16 @@ MAX_VERSION = 4
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     txn_id = body["TransactionalId"]
+    if txn_id is not None and not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return {"ThrottleTimeMs": 0, "ErrorCode": code, "ProducerId": -1, "ProducerEpoch": -1}
+    if txn_id is None and not (
+        ctx.authorized_cluster(AclOperation.IDEMPOTENT_WRITE)
+        or ctx.authorized_any(AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        # Kafka (KIP-679): an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"ThrottleTimeMs": 0, "ErrorCode": code, "ProducerId": -1, "ProducerEpoch": -1}
     if txn_id is not None:
         coordinator = ctx.txn_coordinator
         if txn_id == "" or coordinator is None:

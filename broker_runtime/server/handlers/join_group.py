@@ -13,6 +13,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, join_group
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import answer_after_group_write
 
@@ -26,6 +27,8 @@ MAX_VERSION = 9
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
     member_id = body["MemberId"]
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
+        return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED, "MemberId": member_id, "ProtocolName": ""}
     if coordinator is None:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "MemberId": member_id, "ProtocolName": ""}
     coordinator.take_appended()

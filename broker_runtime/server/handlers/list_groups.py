@@ -11,6 +11,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, list_groups
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -26,6 +27,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE, "Groups": []}
     states = {s.lower() for s in body["StatesFilter"]}
     types = {t.lower() for t in body["TypesFilter"]}
+    # DESCRIBE on the cluster lists every group; else only the groups the principal may DESCRIBE (Kafka)
+    everything = ctx.authorized_cluster(AclOperation.DESCRIBE)
     groups = [
         {
             "GroupId": g.group_id,
@@ -34,6 +37,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             "GroupType": "classic",
         }
         for g in coordinator.list_groups()
-        if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
+        if (not states or g.state.value.lower() in states)
+        and (not types or "classic" in types)
+        and (everything or ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id))
     ]
     return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "Groups": groups}

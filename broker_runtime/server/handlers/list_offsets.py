@@ -34,6 +34,7 @@ from broker_runtime.protocol.messages import (
     list_offsets,
 )
 from broker_runtime.replication.partition import Partition
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -87,8 +88,12 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     for topic in body["Topics"]:
         name = topic["Name"]
         parts_out: list[dict[str, Any]] = []
+        denied = not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         for part in topic["Partitions"]:
             index = part["PartitionIndex"]
+            if denied:  # Kafka asks DESCRIBE on the topic (READ and WRITE imply it)
+                parts_out.append(_refused(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             replica = ctx.replicas.partition(name, index)
             if replica is None:
                 count = ctx.topics.partition_count(name)

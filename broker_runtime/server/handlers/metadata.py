@@ -28,10 +28,11 @@ from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, metadata
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import TopicError, topic_name_error
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "may_create"]
 
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = metadata.REQUEST
@@ -84,6 +85,13 @@ def _auto_create(ctx: BrokerContext, name: str) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def may_create(ctx: BrokerContext, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's rule for CreateTopics and auto-creation)."""
+    return ctx.authorized_cluster(AclOperation.CREATE) or ctx.authorized(
+        AclOperation.CREATE, ResourceType.TOPIC, name
+    )
+
+
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     version = header.api_version
     requested = body["Topics"]
@@ -92,7 +100,12 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     view = ctx.cluster.view
     topics: list[dict[str, Any]] = []
     if requested is None or (version == 0 and not requested):
-        topics = [_topic(ctx, name, ErrorCode.NONE) for name in sorted(view.topics)]
+        # every topic the principal may DESCRIBE; the others are left out, as Kafka does
+        topics = [
+            _topic(ctx, name, ErrorCode.NONE)
+            for name in sorted(view.topics)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        ]
     else:
         for entry in requested:
             name = entry["Name"]
@@ -104,10 +117,14 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 else:
                     topics.append(_topic(ctx, None, UNKNOWN_TOPIC_ID))
                 continue
-            if name in ctx.cluster.view.topics:
+            if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(_topic(ctx, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif name in ctx.cluster.view.topics:
                 topics.append(_topic(ctx, name, ErrorCode.NONE))
             elif topic_name_error(name) is not None:
                 topics.append(_topic(ctx, name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif allow_auto and not may_create(ctx, name):
+                topics.append(_topic(ctx, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif allow_auto:
                 topics.append(_topic(ctx, name, _auto_create(ctx, name)))
             else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_commit
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import answer_after_group_write
 
@@ -35,7 +36,14 @@ MAX_VERSION = 8
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
     wanted = requested_offsets(body)
-    if coordinator is None:
+    refused = refused_offsets(ctx, body["GroupId"], wanted)
+    if refused:
+        # Kafka: a group without READ fails every partition; a topic without READ fails its own partitions
+        # and the others are committed.
+        wanted = {tp: v for tp, v in wanted.items() if tp not in refused}
+    if refused and not wanted:  # every partition refused: nothing reaches the coordinator
+        errors: dict[tuple[str, int], ErrorCode] = {}
+    elif coordinator is None:
         errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
         coordinator.take_appended()
@@ -50,9 +58,22 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         ctx,
         lambda failed: {
             "ThrottleTimeMs": 0,
-            "Topics": partition_errors(body["Topics"], replaced(errors, failed)),
+            "Topics": partition_errors(body["Topics"], {**replaced(errors, failed), **refused}),
         },
     )
+
+
+def refused_offsets(
+    ctx: BrokerContext, group_id: str, wanted: Mapping[tuple[str, int], Any]
+) -> dict[tuple[str, int], ErrorCode]:
+    """The partitions of an (Txn)OffsetCommit this principal may not commit, with their error: READ on the
+    group (GROUP_AUTHORIZATION_FAILED for all) and READ on each topic (TOPIC_AUTHORIZATION_FAILED)."""
+    if ctx.authorizer is None:
+        return {}
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, group_id):
+        return dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    denied = {t for t, _ in wanted if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t)}
+    return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in denied}
 
 
 def replaced(

@@ -13,6 +13,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_delete
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import answer_after_group_write
 from broker_runtime.server.handlers.offset_commit import partition_errors
@@ -28,7 +29,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     coordinator = ctx.group_coordinator
     wanted = [(t["Name"], p["PartitionIndex"]) for t in body["Topics"] for p in t["Partitions"]]
     errors: dict[tuple[str, int], ErrorCode] = {}
-    if coordinator is None:
+    refused = {t for t, _ in wanted if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t)}
+    wanted = [tp for tp in wanted if tp[0] not in refused]
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, body["GroupId"]):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif coordinator is None:
         code = ErrorCode.NOT_COORDINATOR
     else:
         coordinator.take_appended()
@@ -41,7 +46,18 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         return {
             "ErrorCode": ErrorCode.NONE,
             "ThrottleTimeMs": 0,
-            "Topics": partition_errors(body["Topics"], errors),
+            "Topics": partition_errors(
+                body["Topics"],
+                {
+                    **errors,
+                    **{
+                        (t["Name"], p["PartitionIndex"]): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        for t in body["Topics"]
+                        if t["Name"] in refused
+                        for p in t["Partitions"]
+                    },
+                },
+            ),
         }
 
     return answer_after_group_write(ctx, answer)

@@ -14,6 +14,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_fetch
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -27,6 +28,8 @@ def _group(
     ctx: BrokerContext, group_id: str, topics: list[dict[str, Any]] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[Any]]:
     wanted = None if topics is None else [(t["Name"], p) for t in topics for p in t["PartitionIndexes"]]
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     coordinator = ctx.group_coordinator
     unstable: set[tuple[str, int]] = set()
     if coordinator is None or coordinator.owner_error(group_id) != ErrorCode.NONE:
@@ -40,8 +43,15 @@ def _group(
             if wanted is None:
                 found.update({tp: found.get(tp) for tp in unstable})
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    visible: dict[str, bool] = {}
     for (topic, partition), committed in found.items():
-        if (topic, partition) in unstable:
+        if topic not in visible:
+            visible[topic] = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+        if not visible[topic]:
+            if wanted is None:
+                continue  # all topics asked: the ones it may not DESCRIBE are left out (Kafka)
+            committed, error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif (topic, partition) in unstable:
             committed, error = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
         else:
             error = code

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_for_leader_epoch
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -35,8 +37,17 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     for topic in body["Topics"]:
         name = topic["Topic"]
         parts_out: list[dict[str, Any]] = []
+        # a follower (ReplicaId >= 0) needs CLUSTER_ACTION (or the inter-broker listener), a client DESCRIBE
+        if body["ReplicaId"] >= 0:
+            denied = not ctx.inter_broker_allowed()
+        else:
+            denied = not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         for part in topic["Partitions"]:
             index = part["Partition"]
+            if denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts_out.append({"ErrorCode": code, "Partition": index, "LeaderEpoch": -1, "EndOffset": -1})
+                continue
             # CurrentLeaderEpoch exists from v2; decoding fills -1 (no check) below that.
             code, epoch, end = ctx.replicas.end_offset_for_epoch(
                 name, index, part["CurrentLeaderEpoch"], part["LeaderEpoch"]

@@ -33,6 +33,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, produce
 from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
 
@@ -94,15 +95,29 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     metrics = ctx.metrics
     results: list[tuple[str, list[tuple[int, AppendResult]]]] = []
     failed: list[str] = []
+    txn_id = body.get("TransactionalId")
+    txn_denied = txn_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+    )
     for topic_data in body["TopicData"]:
         name = topic_data["Name"]
-        count = topics.partition_count(name)
-        if count is None and ctx.refresh_cluster():
+        denied = not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name)
+        count = None if denied else topics.partition_count(name)
+        if count is None and not denied and ctx.refresh_cluster():
             count = topics.partition_count(name)
         partitions: list[tuple[int, AppendResult]] = []
         for pdata in topic_data["PartitionData"]:
             index = pdata["Index"]
-            if count is None or not 0 <= index < count:
+            if txn_denied:
+                result = AppendResult(
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    message=f"WRITE on transactional id {txn_id} is not allowed",
+                )
+            elif denied:
+                result = AppendResult(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, message=f"WRITE on topic {name} is not allowed"
+                )
+            elif count is None or not 0 <= index < count:
                 result = AppendResult(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     message=f"This server does not host this topic-partition: {name}-{index}",

@@ -12,6 +12,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, sync_group
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import answer_after_group_write
 
@@ -24,6 +25,8 @@ MAX_VERSION = 5
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.group_coordinator
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
+        return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if coordinator is None:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
     coordinator.take_appended()

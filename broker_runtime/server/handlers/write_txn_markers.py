@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, write_txn_markers
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from broker_runtime.server.context import BrokerContext
@@ -37,6 +38,25 @@ TIMEOUT_MS = 30_000
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     markers = body["Markers"]
+    if not ctx.inter_broker_allowed():
+        return {
+            "Markers": [
+                {
+                    "ProducerId": m["ProducerId"],
+                    "Topics": [
+                        {
+                            "Name": t["Name"],
+                            "Partitions": [
+                                {"PartitionIndex": i, "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                                for i in t["PartitionIndexes"]
+                            ],
+                        }
+                        for t in m["Topics"]
+                    ],
+                }
+                for m in markers
+            ]
+        }
     appended: list[dict[tuple[str, int], AppendResult]] = []
     for marker in markers:
         control = CONTROL_COMMIT if marker["TransactionResult"] else CONTROL_ABORT
