@@ -187,12 +187,15 @@ class Broker:
                     listener.name.lower(),
                 )
         scram_store = self._scram_store
+        max_reauth_ms = {m: cfg.connections_max_reauth_ms(listener.name, m) for m in mechanisms}
         quotas = self.quotas
         assert quotas is not None
 
         def connection() -> Connection:
             authenticator = (
-                SaslServerAuthenticator(mechanisms, plain_users=plain_users, scram_store=scram_store)
+                SaslServerAuthenticator(
+                    mechanisms, plain_users=plain_users, scram_store=scram_store, max_reauth_ms=max_reauth_ms
+                )
                 if sasl
                 else None
             )
