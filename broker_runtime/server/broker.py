@@ -79,7 +79,7 @@ from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.dynamic_config import broker_log_config
 from broker_runtime.server.groups import ClusterGroups
 from broker_runtime.server.metrics import BrokerMetrics, MetricsServer, PartitionSnapshot, Snapshot
-from broker_runtime.server.network import Connection
+from broker_runtime.server.network import Connection, TlsConnection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
@@ -200,7 +200,7 @@ class Broker:
                 else None
             )
             session = Session(listener.name, protocol, authenticator=authenticator)
-            conn = Connection(
+            conn = (TlsConnection if ssl_context is not None else Connection)(
                 dispatcher,
                 cfg.socket_request_max_bytes,
                 on_close=self._connection_closed,
