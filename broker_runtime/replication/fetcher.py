@@ -63,8 +63,9 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from broker_runtime.protocol.messages import ApiKey, IsolationLevel
 from broker_runtime.replication.partition import Partition
-from broker_runtime.security.async_client import open_connection, reauthenticate, reauthenticate_after_s
+from broker_runtime.security.async_client import open_connection, reauthenticate
 from broker_runtime.security.client_security import ClientSecurity
+from broker_runtime.security.sasl_client import reauthenticate_after_s
 
 __all__ = ["FETCH_VERSION", "FetcherConfig", "ReplicaFetcher"]
 

@@ -9,14 +9,14 @@ and the caller speaks Kafka requests on it with a fresh
 Session lifetime (KIP-368): :func:`open_connection` also returns the SASL session lifetime the broker granted
 (SaslAuthenticate v1's SessionLifetimeMs; 0: none). A caller keeping the connection longer must call
 :func:`reauthenticate` (SaslHandshake + SaslAuthenticate again, with no request of its own in flight) before it
-ends, as Kafka's clients do at 85-95 % of it; :func:`reauthenticate_after_s` picks that moment. Event-loop
+ends, as Kafka's clients do at 85-95 % of it
+(:func:`~broker_runtime.security.sasl_client.reauthenticate_after_s` picks that moment). Event-loop
 code; no shared state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -26,7 +26,7 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security.client_security import ClientSecurity
 
-__all__ = ["open_connection", "reauthenticate", "reauthenticate_after_s"]
+__all__ = ["open_connection", "reauthenticate"]
 
 _RECV_BYTES = 1 << 16
 
@@ -72,12 +72,6 @@ async def reauthenticate(
     """Log in again on an authenticated connection (KIP-368); the new session lifetime in ms. The caller must
     have no request in flight. Raises as :func:`open_connection` (the caller closes the connection)."""
     return await _login(reader, writer, security, address, client_id=client_id, timeout_s=timeout_s)
-
-
-def reauthenticate_after_s(lifetime_ms: int) -> float | None:
-    """Seconds after a login to re-authenticate: a random 85-95 % of the lifetime (Kafka's clients); None when
-    the session does not expire."""
-    return lifetime_ms / 1000 * random.uniform(0.85, 0.95) if lifetime_ms > 0 else None
 
 
 async def _login(

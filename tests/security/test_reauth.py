@@ -141,3 +141,52 @@ def test_confluent_producer_reauthenticates_across_lifetimes(
     reauths = [r for r in caplog.records if "re-authenticates" in r.getMessage()]
     assert len(reauths) >= 2, f"{len(reauths)} re-authentication(s) in {3.5 * LIFETIME_MS} ms"
     assert _killed(broker) == killed_before
+
+
+def test_pylog_client_reauthenticates_with_requests_in_flight(
+    broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pylog's KafkaClient (the connector's) renews its session on the same socket; requests pipelined before the
+    renewal keep their answers."""
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.client.connection import BrokerConnection
+    from broker_runtime.security import ClientSecurity
+    from tests.server.rawclient import build_batch
+
+    security = ClientSecurity.from_properties(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="alice" password="alice-pw";',
+        }
+    )
+    killed_before = _killed(broker)
+    with KafkaClient(broker.bootstrap, security=security) as client:
+        assert client.metadata(["reauth-own"], allow_auto_create=True).topics["reauth-own"].partitions
+    host, _, port = broker.bootstrap.rpartition(":")
+    conn = BrokerConnection(host, int(port), client_id="reauth-test", timeout_s=10, security=security)
+    with caplog.at_level(logging.DEBUG, logger="broker_runtime.server.dispatcher"):
+        conn.connect()
+        generation = conn.generation
+        deadline = time.monotonic() + 3.5 * LIFETIME_MS / 1000
+        rounds = 0
+        while time.monotonic() < deadline:
+            batch = bytes(build_batch(2))
+            pending = [conn.send(ApiKey.PRODUCE, _produce("reauth-own", batch)) for _ in range(3)]
+            for corr, _version in pending:
+                answer = conn.receive(corr)
+                assert answer["Responses"][0]["PartitionResponses"][0]["ErrorCode"] == 0, answer
+            rounds += 1
+            time.sleep(0.05)
+        assert conn.generation == generation, "the connection was closed and opened again"
+        conn.close()
+    reauths = [r for r in caplog.records if "re-authenticates" in r.getMessage()]
+    assert len(reauths) >= 2, f"{len(reauths)} re-authentication(s) in {rounds} rounds"
+    assert _killed(broker) == killed_before
+
+
+def _produce(topic: str, batch: bytes) -> dict[str, Any]:
+    from tests.server.rawclient import produce_body
+
+    return produce_body(topic, 0, batch, acks=1)
