@@ -1,12 +1,14 @@
 """A cluster of broker processes whose every listener is secured: clients on a SASL_SSL listener (SCRAM-SHA-256),
 the brokers among themselves on another SASL_SSL listener (PLAIN, the listener-prefixed JAAS entry). A
 confluent-kafka producer (acks=all, idempotent) rides through a leader SIGKILL, followers replicate over the
-secured inter-broker listener, and a confluent-kafka group consumer reads every acknowledged record back."""
+secured inter-broker listener, and a confluent-kafka group consumer reads every acknowledged record back; the
+same configuration through ``pylog-broker cluster``."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
 from broker_runtime.security.scram_credentials import CREDENTIALS_FILE, upsert_user
+from tests.launch.conftest import pylog_broker
 from tests.replication.conftest import wait_for
 from tests.replication.test_failover import FAST
 from tests.security.certs import Pki, make_pki
@@ -49,8 +52,12 @@ def secured_cluster_props(pki: Pki) -> dict[str, str]:
 
 
 def client_conf(cluster: BrokerCluster, pki: Pki) -> dict[str, Any]:
+    return client_conf_for(cluster.bootstrap, pki)
+
+
+def client_conf_for(bootstrap: str, pki: Pki) -> dict[str, Any]:
     return {
-        "bootstrap.servers": cluster.bootstrap,
+        "bootstrap.servers": bootstrap,
         "security.protocol": "SASL_SSL",
         "ssl.ca.location": str(pki.ca),
         "sasl.mechanism": "SCRAM-SHA-256",
@@ -124,3 +131,49 @@ def test_sasl_ssl_cluster_replicates_and_fails_over(tmp_path: Path) -> None:
             consumer.commit(asynchronous=False)
         finally:
             consumer.close()
+
+
+def test_cluster_command_with_secured_listeners(tmp_path: Path) -> None:
+    """``pylog-broker cluster`` keeps the config's listeners: its bootstrap line names the SASL_SSL client
+    listener of each node, and acks=all writes replicate over the SASL_SSL inter-broker listener."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    pki = make_pki(tmp_path / "pki")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    upsert_user(logs / CREDENTIALS_FILE, "alice", "SCRAM-SHA-256", "alice-pw", iterations=4096)
+    config = tmp_path / "secured.properties"
+    props = {**secured_cluster_props(pki), "log.dirs": str(logs)}
+    config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
+    err_path = tmp_path / "cluster.err"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            pylog_broker("cluster", "--nodes", "2", "--config", str(config)),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        assert lines[2].startswith("bootstrap servers: "), (lines, err_path.read_text())
+        bootstrap = lines[2].removeprefix("bootstrap servers: ")
+        conf = {**client_conf_for(bootstrap, pki)}
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic(TOPIC, 1, 2)], operation_timeout=20)[TOPIC].result(30)
+        brokers = admin.list_topics(timeout=10).brokers
+        assert sorted(f"{b.host}:{b.port}" for b in brokers.values()) == sorted(bootstrap.split(","))
+        producer = Producer({**conf, "acks": "all"})
+        failed: list[Any] = []
+        for n in range(100):
+            producer.produce(TOPIC, str(n).encode(), on_delivery=lambda err, msg: err and failed.append(err))
+        assert producer.flush(30) == 0 and failed == [], failed
+        wait_for(lambda: len(_partition(admin).isrs) == 2, timeout_s=20, what="2 in-sync replicas")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
