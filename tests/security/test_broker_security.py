@@ -206,6 +206,11 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms='GSSAPI': GSSAPI is not supported"),
         ({"listeners": "CLIENT://127.0.0.1:0"}, "listener CLIENT has no security protocol"),
         ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name=NOPE: not one of the listeners"),
+        ({"connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms=-1: must be >= 0"),
+        (
+            {"listener.name.sasl_ssl.plain.connections.max.reauth.ms": "1h"},
+            "listener.name.sasl_ssl.plain.connections.max.reauth.ms='1h': expected an integer",
+        ),
     ],
     ids=[
         "jks",
@@ -216,6 +221,8 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
         "gssapi",
         "unmapped",
         "inter-broker",
+        "reauth-negative",
+        "reauth-listener-mechanism",
     ],
 )
 def test_config_errors_name_the_key(
