@@ -364,6 +364,7 @@ def _cluster(args: argparse.Namespace) -> int:
         config.log_dirs[0],
         args.nodes,
         overrides=[(key, value) for key, _, value in (item.partition("=") for item in args.override)],
+        listeners=[listener.name for listener in config.listeners],
         log_level=args.log_level,
         policy=policy,
     )

@@ -15,6 +15,10 @@ Security (the client's :class:`~broker_runtime.security.ClientSecurity`): on SSL
 wrapped in TLS before the first byte (the server name is ``host`` for SNI and, with
 ``ssl.endpoint.identification.algorithm=https``, for the certificate check); on SASL_PLAINTEXT / SASL_SSL the
 connection authenticates right after ApiVersions (SaslHandshake v1, then SaslAuthenticate rounds, KIP-152).
+When the broker grants a session lifetime (KIP-368, its ``connections.max.reauth.ms``) the connection logs in
+again on the same socket at a random 85-95 % of it, before the next request it sends after that moment: it first
+reads the answers of the requests in flight (kept for :meth:`BrokerConnection.receive`), since no other request
+may be pending during the exchange.
 A TLS failure raises ``BrokerConnectionError`` naming the cause (certificate, host name); a refused login
 raises ``KafkaError`` SASL_AUTHENTICATION_FAILED (or UNSUPPORTED_SASL_MECHANISM) with the broker's message.
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,7 +53,7 @@ from broker_runtime.errors import (
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import API_KEYS, ApiKey
 from broker_runtime.security import ClientSecurity
-from broker_runtime.security.sasl_client import handshake_and_authenticate
+from broker_runtime.security.sasl_client import handshake_and_authenticate, reauthenticate_after_s
 
 __all__ = ["MAX_RESPONSE_BYTES", "BrokerConnection"]
 
@@ -75,6 +80,7 @@ class BrokerConnection:
         "max_versions",
         "generation",
         "security",
+        "_reauth_at",
     )
 
     def __init__(
@@ -108,6 +114,8 @@ class BrokerConnection:
         #: Bumped by every :meth:`close`: requests sent in an earlier generation are unanswered forever.
         self.generation = 0
         self.security = security or ClientSecurity()
+        #: ``time.monotonic()`` at which the SASL session is renewed (KIP-368); None: it does not expire.
+        self._reauth_at: float | None = None
 
     @property
     def address(self) -> str:
@@ -148,9 +156,30 @@ class BrokerConnection:
         self._state.reset()
         try:
             self._negotiate()
-            mechanism = self.security.sasl_client()
-            if mechanism is not None:
-                handshake_and_authenticate(self._request_at, self.broker_versions, mechanism, self.address)
+            self._login()
+        except BaseException:
+            self.close()
+            raise
+
+    def _login(self) -> None:
+        self._reauth_at = None
+        mechanism = self.security.sasl_client()
+        if mechanism is None:
+            return
+        lifetime_ms = handshake_and_authenticate(
+            self._request_at, self.broker_versions, mechanism, self.address
+        )
+        after_s = reauthenticate_after_s(lifetime_ms)
+        self._reauth_at = None if after_s is None else time.monotonic() + after_s
+
+    def _reauthenticate(self) -> None:
+        """Drain the requests in flight, then log in again on this socket (see the module docstring)."""
+        self._reauth_at = None
+        try:
+            while self._state.in_flight:
+                for response in self._read_responses():
+                    self._done[response.correlation_id] = response.body
+            self._login()
         except BaseException:
             self.close()
             raise
@@ -158,6 +187,7 @@ class BrokerConnection:
     def close(self) -> None:
         """Close the socket; unanswered requests are lost, answers already read stay in :meth:`receive`."""
         sock, self._sock = self._sock, None
+        self._reauth_at = None
         self._state.reset()
         self.generation += 1
         if sock is not None:
@@ -242,6 +272,8 @@ class BrokerConnection:
     def _send(self, api_key: int, version: int, body: Mapping[str, Any], *, expect_response: bool) -> int:
         if self._sock is None:
             self.connect()
+        elif self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            self._reauthenticate()
         sock = self._sock
         assert sock is not None
         corr, chunks = self._state.send_request(api_key, version, body, expect_response=expect_response)

@@ -1,4 +1,5 @@
-"""Where a launched broker keeps its files under its data directory; the one place this layout is decided.
+"""Where a launched broker keeps its files under its data directory, and where it listens; the one place this
+layout is decided.
 
 Layout::
 
@@ -6,15 +7,29 @@ Layout::
     <data_dir>/kafka-logs               cluster directory (pylog.cluster.dir, holding cluster.json)
     <data_dir>/kafka-logs/node-<i>      log.dirs of cluster node i
 
-``pylog-broker cluster`` applies :func:`cluster_node_overrides` under its own ``log.dirs``. Pure functions.
+``pylog-broker cluster`` applies :func:`cluster_node_overrides` under its own ``log.dirs``. Listeners: every
+node of a cluster on one machine binds each listener of the shared configuration, by the same name (so its
+``listener.security.protocol.map`` entry, ``listener.name.<name>.*`` settings and
+``inter.broker.listener.name`` still apply), on a free loopback port; ``advertised.listeners`` is cleared, so
+each node advertises the ports it bound. The first listener is the one a node announces on stdout (the
+bootstrap address printed by ``cluster``): list the client listener first. Pure functions.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CLUSTER_DIR", "LOG_DIR", "LOOPBACK_LISTENER", "broker_log_dir", "cluster_node_overrides"]
+__all__ = [
+    "CLUSTER_DIR",
+    "LOG_DIR",
+    "LOOPBACK_LISTENER",
+    "broker_log_dir",
+    "cluster_node_overrides",
+    "listener_names",
+    "loopback_listeners",
+]
 
 #: The partition logs of a data directory's broker: ``<data_dir>/logs``.
 LOG_DIR = "logs"
@@ -30,12 +45,27 @@ def broker_log_dir(data_dir: str | os.PathLike[str]) -> Path:
     return Path(data_dir) / LOG_DIR
 
 
-def cluster_node_overrides(base_dir: str | os.PathLike[str], node_id: int) -> dict[str, str]:
-    """The properties that make a broker node ``node_id`` of the cluster living under ``base_dir``."""
+def listener_names(listeners: str) -> tuple[str, ...]:
+    """The names of a ``listeners`` value (``NAME://host:port,...``), upper case, in order; the configuration
+    (:class:`~broker_runtime.server.config.BrokerConfig`) has validated the entries."""
+    return tuple(entry.split("://", 1)[0].strip().upper() for entry in listeners.split(",") if "://" in entry)
+
+
+def loopback_listeners(names: Sequence[str]) -> str:
+    """``listeners`` binding each of ``names`` on a free loopback port: ``A://127.0.0.1:0,B://127.0.0.1:0``."""
+    return ",".join(f"{name}://127.0.0.1:0" for name in names) if names else LOOPBACK_LISTENER
+
+
+def cluster_node_overrides(
+    base_dir: str | os.PathLike[str], node_id: int, listeners: Sequence[str] = ("PLAINTEXT",)
+) -> dict[str, str]:
+    """The properties that make a broker node ``node_id`` of the cluster living under ``base_dir``, binding the
+    listeners named ``listeners`` (the shared configuration's, see the module docstring)."""
     base = Path(base_dir)
     return {
         "node.id": str(node_id),
         "log.dirs": str(base / f"node-{node_id}"),
         "pylog.cluster.dir": str(base),
-        "listeners": LOOPBACK_LISTENER,
+        "listeners": loopback_listeners(listeners),
+        "advertised.listeners": "",
     }

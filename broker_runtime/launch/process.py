@@ -64,6 +64,7 @@ from broker_runtime.launch.layout import (
     LOOPBACK_LISTENER,
     broker_log_dir,
     cluster_node_overrides,
+    listener_names,
 )
 
 __all__ = ["BrokerCluster", "ClusterNode", "broker_process", "cluster_process", "create_topic"]
@@ -101,6 +102,8 @@ class BrokerCluster:
     data_dir: Path
     nodes: list[ClusterNode] = field(default_factory=list)
     startup_timeout_s: float = 30.0
+    #: The listener names every node binds (the configuration's ``listeners``), each on a free loopback port.
+    listeners: tuple[str, ...] = ("PLAINTEXT",)
     _procs: list[subprocess.Popen[str]] = field(default_factory=list, repr=False)
 
     @property
@@ -143,7 +146,8 @@ class BrokerCluster:
         node = self.nodes[node_id]
         if node.running:
             raise IllegalStateError(f"node {node_id} (pid {node.pid}) is running; stop or kill it first")
-        child = _spawn(self._config_file, cluster_node_overrides(self._base_dir, node_id), node.log_path)
+        overrides = cluster_node_overrides(self._base_dir, node_id, self.listeners)
+        child = _spawn(self._config_file, overrides, node.log_path)
         self._procs.append(child.proc)
         node.proc = child.proc
         node.bootstrap = _wait_listening(child, self.startup_timeout_s)
@@ -266,15 +270,15 @@ def cluster_process(
     data.mkdir(parents=True, exist_ok=True)
     base = data / CLUSTER_DIR
     config_file = data / "cluster.properties"
-    _write_properties(
-        config_file, {"listeners": LOOPBACK_LISTENER, "log.dirs": str(base), **(overrides or {})}
-    )
-    cluster = BrokerCluster(data, startup_timeout_s=startup_timeout_s)
+    props = {"listeners": LOOPBACK_LISTENER, "log.dirs": str(base), **(overrides or {})}
+    _write_properties(config_file, props)
+    names = listener_names(props["listeners"])
+    cluster = BrokerCluster(data, startup_timeout_s=startup_timeout_s, listeners=names)
     try:
         children = []
         for node_id in range(nodes):
             log_path = data / f"broker-{node_id}.log"
-            children.append(_spawn(config_file, cluster_node_overrides(base, node_id), log_path))
+            children.append(_spawn(config_file, cluster_node_overrides(base, node_id, names), log_path))
             cluster._procs.append(children[-1].proc)
         for node_id, child in enumerate(children):
             address = _wait_listening(child, startup_timeout_s)

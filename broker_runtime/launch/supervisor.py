@@ -11,7 +11,8 @@ Use::
 
 Nodes: node ``i`` runs :func:`~broker_runtime.launch.command.start_command` with the shared config file, the
 common overrides, then :func:`~broker_runtime.launch.layout.cluster_node_overrides` (node.id ``i``, log dir
-``<cluster dir>/node-i``, a free loopback port). A restarted node is the same command: same node id, config and
+``<cluster dir>/node-i``, each listener of the configuration by its name on a free loopback port, so secured
+client and inter-broker listeners stay secured). A restarted node is the same command: same node id, config and
 log dir, a new port (it registers its new address in ``cluster.json`` itself when it starts).
 
 States of a node (``state`` in supervisor.json)::
@@ -294,6 +295,7 @@ class ClusterSupervisor:
         nodes: int,
         *,
         overrides: Iterable[tuple[str, str]] = (),
+        listeners: Sequence[str] = ("PLAINTEXT",),
         log_level: str | None = None,
         policy: RestartPolicy | None = None,
         startup_timeout_s: float = 60.0,
@@ -307,6 +309,7 @@ class ClusterSupervisor:
         self._config_file = Path(config_file)
         self._dir = Path(cluster_dir)
         self._overrides = list(overrides)
+        self._listeners = tuple(listeners)
         self._log_level = log_level
         self._policy = policy or RestartPolicy()
         self._startup_timeout_s = startup_timeout_s
@@ -363,7 +366,8 @@ class ClusterSupervisor:
             os.close(fd)  # releases the lock
 
     def _spawn(self, node: _Node) -> None:
-        overrides = [*self._overrides, *cluster_node_overrides(self._dir, node.node_id).items()]
+        node_overrides = cluster_node_overrides(self._dir, node.node_id, self._listeners)
+        overrides = [*self._overrides, *node_overrides.items()]
         node.child = _Child(
             start_command(self._config_file, overrides, log_level=self._log_level), self._err, self._err_lock
         )

@@ -63,8 +63,9 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from broker_runtime.protocol.messages import ApiKey, IsolationLevel
 from broker_runtime.replication.partition import Partition
-from broker_runtime.security.async_client import open_connection
+from broker_runtime.security.async_client import open_connection, reauthenticate
 from broker_runtime.security.client_security import ClientSecurity
+from broker_runtime.security.sasl_client import reauthenticate_after_s
 
 __all__ = ["FETCH_VERSION", "FetcherConfig", "ReplicaFetcher"]
 
@@ -119,6 +120,8 @@ class ReplicaFetcher:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._address = ""
+        #: Loop time at which the connection's SASL session is renewed (KIP-368); None: it does not expire.
+        self._reauth_at: float | None = None
         self._state = ClientConnection(config.client_id, max_frame_bytes=config.max_response_bytes)
         self._stopping = False
         #: Loop time of the first failure since the last successful round trip (None: not failing).
@@ -176,6 +179,8 @@ class ReplicaFetcher:
             try:
                 if self._writer is None:
                     await self._connect()
+                else:
+                    await self._maybe_reauthenticate()
                 await self._fetch_once(ready)
             except asyncio.CancelledError:
                 raise
@@ -237,10 +242,11 @@ class ReplicaFetcher:
         host, port = address
         self._address = f"{host}:{port}"
         timeout_s = self._config.socket_timeout_ms / 1000
-        reader, writer = await open_connection(
+        reader, writer, lifetime_ms = await open_connection(
             host, port, self._config.security, client_id=self._config.client_id, timeout_s=timeout_s
         )
         self._reader, self._writer = reader, writer
+        self._schedule_reauth(lifetime_ms)
         self._state.reset()
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -249,6 +255,27 @@ class ReplicaFetcher:
         _log.info(
             "node %d: connected to leader %d at %s:%d", self._config.node_id, self.leader_id, host, port
         )
+
+    def _schedule_reauth(self, lifetime_ms: int) -> None:
+        after_s = reauthenticate_after_s(lifetime_ms)
+        self._reauth_at = None if after_s is None else asyncio.get_running_loop().time() + after_s
+
+    async def _maybe_reauthenticate(self) -> None:
+        """Renew the SASL session between two fetches when it is due (the leader closes an expired one)."""
+        if self._reauth_at is None or asyncio.get_running_loop().time() < self._reauth_at:
+            return
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
+        lifetime_ms = await reauthenticate(
+            reader,
+            writer,
+            self._config.security,
+            self._address,
+            client_id=self._config.client_id,
+            timeout_s=self._config.socket_timeout_ms / 1000,
+        )
+        self._schedule_reauth(lifetime_ms)
+        _log.debug("node %d: re-authenticated to leader %d", self._config.node_id, self.leader_id)
 
     def _close(self) -> None:
         writer = self._writer

@@ -12,6 +12,18 @@ State machine (one instance per connection of a SASL_PLAINTEXT / SASL_SSL listen
 Handshake v1 is followed by SaslAuthenticate requests (KIP-152); handshake v0 by raw tokens (a 4-byte size
 and the token, no Kafka header, answered the same way): :attr:`raw_tokens` tells the caller how to frame.
 
+Session lifetime and re-authentication (KIP-368, Kafka's ``connections.max.reauth.ms``): with a positive
+maximum for the mechanism used (``max_reauth_ms``), a completed login gets a session of that lifetime
+(:attr:`session_lifetime_ms`, sent in SaslAuthenticate v1+; the credentials here never expire sooner) ending
+at :attr:`session_expires_at` (``clock`` seconds). The caller closes a connection whose session expired when
+its next request arrives (:meth:`session_expired`), whatever the client's SaslAuthenticate version, as Kafka.
+Before that, a SaslHandshake on the authenticated connection may start a re-authentication
+(:meth:`begin_reauthentication`: COMPLETE back to HANDSHAKE; at most one per second, as Kafka; never with
+no session lifetime): the same mechanism (another one: UNSUPPORTED_SASL_MECHANISM, then closed; Kafka accepts
+the handshake and fails the next token instead) and the same principal (another user: SASL_AUTHENTICATION_FAILED,
+"Cannot change principals during re-authentication"), after which a new session starts. While it runs the
+connection is not authenticated: only SaslHandshake/SaslAuthenticate are served.
+
 Mechanisms: PLAIN (RFC 4616: ``authzid NUL authcid NUL password``; the users are the broker's
 ``user_<name>="<password>"`` JAAS options; an authzid other than the user is refused, as Kafka) and
 SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 via ``scramp``, two rounds; credentials from the salted credentials
@@ -23,7 +35,8 @@ Not thread-safe: belongs to its connection (event-loop thread).
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +54,9 @@ __all__ = [
     "AuthStep",
     "SaslServerAuthenticator",
 ]
+
+#: Kafka's ``MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS``: a connection re-authenticates at most once a second.
+MIN_REAUTH_INTERVAL_S = 1.0
 
 #: The mechanisms this broker implements.
 SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
@@ -67,15 +83,26 @@ class SaslServerAuthenticator:
         *,
         plain_users: Mapping[str, str] | None = None,
         scram_store: ScramCredentialStore | None = None,
+        max_reauth_ms: Mapping[str, int] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.enabled = enabled
         self._plain_users = dict(plain_users or {})
         self._scram_store = scram_store
+        #: mechanism -> ``connections.max.reauth.ms`` (0 or missing: sessions never expire).
+        self._max_reauth_ms = dict(max_reauth_ms or {})
+        self._clock = clock
         self.state = HANDSHAKE
         self.mechanism: str | None = None
         self.raw_tokens = False
         #: ``User:<name>`` once COMPLETE.
         self.principal: str | None = None
+        #: The session lifetime of the last login (0: none), and when it ends (``clock`` seconds; None: never).
+        self.session_lifetime_ms = 0
+        self.session_expires_at: float | None = None
+        #: ``(mechanism, principal)`` of the session being re-authenticated, None when not re-authenticating.
+        self.reauthenticating_from: tuple[str, str] | None = None
+        self._last_reauth_start: float | None = None
         self._scram: Any = None
         self._scram_user = ""
 
@@ -83,12 +110,37 @@ class SaslServerAuthenticator:
     def complete(self) -> bool:
         return self.state == COMPLETE
 
+    def session_expired(self, now: float) -> bool:
+        """True when a completed login's session lifetime is over (the connection must be closed)."""
+        return (
+            self.state == COMPLETE and self.session_expires_at is not None and now > self.session_expires_at
+        )
+
+    def begin_reauthentication(self, now: float) -> bool:
+        """Start a re-authentication on a SaslHandshake of an authenticated connection; False when none may
+        start (no session lifetime, or the last one began less than a second ago), so the handshake is answered
+        as on any authenticated connection (ILLEGAL_SASL_STATE), as Kafka."""
+        if self.state != COMPLETE or self.session_expires_at is None:
+            return False
+        if self._last_reauth_start is not None and now - self._last_reauth_start < MIN_REAUTH_INTERVAL_S:
+            return False
+        assert self.mechanism is not None and self.principal is not None
+        self._last_reauth_start = now
+        self.reauthenticating_from = (self.mechanism, self.principal)
+        self.state = HANDSHAKE
+        self._scram = None
+        self._scram_user = ""
+        return True
+
     def handshake(self, mechanism: str, version: int) -> int:
         """Answer SaslHandshake: NONE, UNSUPPORTED_SASL_MECHANISM or ILLEGAL_SASL_STATE (then close)."""
         if self.state != HANDSHAKE:
             self.state = FAILED
             return ErrorCode.ILLEGAL_SASL_STATE
         if mechanism not in self.enabled:
+            self.state = FAILED
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        if self.reauthenticating_from is not None and mechanism != self.reauthenticating_from[0]:
             self.state = FAILED
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM
         self.mechanism = mechanism
@@ -112,8 +164,19 @@ class SaslServerAuthenticator:
         return AuthStep(ErrorCode.SASL_AUTHENTICATION_FAILED, message, b"", False)
 
     def _done(self, user: str, challenge: bytes = b"") -> AuthStep:
+        principal = f"User:{user}"
+        previous = self.reauthenticating_from
+        if previous is not None and previous[1] != principal:
+            return self._fail(
+                f"Cannot change principals during re-authentication from {previous[1]}: {principal}"
+            )
         self.state = COMPLETE
-        self.principal = f"User:{user}"
+        self.principal = principal
+        self.reauthenticating_from = None
+        assert self.mechanism is not None
+        lifetime_ms = max(0, self._max_reauth_ms.get(self.mechanism, 0))
+        self.session_lifetime_ms = lifetime_ms
+        self.session_expires_at = self._clock() + lifetime_ms / 1000 if lifetime_ms > 0 else None
         return AuthStep(ErrorCode.NONE, None, challenge, True)
 
     def _plain(self, token: bytes) -> AuthStep:

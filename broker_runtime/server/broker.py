@@ -81,7 +81,7 @@ from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.dynamic_config import broker_log_config
 from broker_runtime.server.groups import ClusterGroups
 from broker_runtime.server.metrics import BrokerMetrics, MetricsServer, PartitionSnapshot, Snapshot
-from broker_runtime.server.network import Connection
+from broker_runtime.server.network import Connection, TlsConnection
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
@@ -192,17 +192,20 @@ class Broker:
                     listener.name.lower(),
                 )
         scram_store = self._scram_store
+        max_reauth_ms = {m: cfg.connections_max_reauth_ms(listener.name, m) for m in mechanisms}
         quotas = self.quotas
         assert quotas is not None
 
         def connection() -> Connection:
             authenticator = (
-                SaslServerAuthenticator(mechanisms, plain_users=plain_users, scram_store=scram_store)
+                SaslServerAuthenticator(
+                    mechanisms, plain_users=plain_users, scram_store=scram_store, max_reauth_ms=max_reauth_ms
+                )
                 if sasl
                 else None
             )
             session = Session(listener.name, protocol, authenticator=authenticator)
-            conn = Connection(
+            conn = (TlsConnection if ssl_context is not None else Connection)(
                 dispatcher,
                 cfg.socket_request_max_bytes,
                 on_close=self._connection_closed,

@@ -63,6 +63,9 @@ BROKER_KEYS: dict[str, str] = {
     "authorizer.class.name": "",
     "super.users": "",
     "allow.everyone.if.no.acl.found": "false",
+    # KIP-368: a SASL session's lifetime; 0 = sessions never expire (also per listener and mechanism, see
+    # BrokerConfig.connections_max_reauth_ms).
+    "connections.max.reauth.ms": "0",
     "log.dirs": "",
     "log.dir": "kafka-logs",
     "num.partitions": "1",
@@ -471,6 +474,13 @@ class BrokerConfig:
             text = BROKER_KEYS["sasl.enabled.mechanisms"]
         return tuple(m.strip().upper() for m in text.split(",") if m.strip())
 
+    def connections_max_reauth_ms(self, listener: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` of ``mechanism`` on ``listener`` (Kafka's lookup, KIP-368):
+        ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else ``listener.name.<l>.connections.max.
+        reauth.ms``, else ``connections.max.reauth.ms``; 0: the session never expires."""
+        key, text = _reauth_setting(self.props, listener, mechanism)
+        return _non_negative(key, text)
+
     def sasl_jaas(self, listener: str, mechanism: str) -> str | None:
         """The JAAS entry of ``mechanism`` on ``listener``: ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
         else ``listener.name.<l>.sasl.jaas.config``, else ``sasl.jaas.config``."""
@@ -719,11 +729,35 @@ def _check_security(
                     if props.get(jkey, "").strip():
                         parse_jaas(jkey, props[jkey])
                         break
+            for m in mechanisms:
+                _non_negative(*_reauth_setting(props, x.name, m))
             if x.name == inter_broker and inter_mechanism not in mechanisms:
                 raise ConfigError(
                     f"sasl.mechanism.inter.broker.protocol={inter_mechanism}: not enabled on the inter-broker "
                     f"listener {x.name} ({', '.join(mechanisms)})"
                 )
+
+
+def _reauth_setting(props: Mapping[str, str], listener: str, mechanism: str) -> tuple[str, str]:
+    """``(key, value)`` of the ``connections.max.reauth.ms`` that applies to ``mechanism`` on ``listener``."""
+    for key in (
+        f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms",
+        f"{LISTENER_PREFIX}{listener.lower()}.connections.max.reauth.ms",
+        "connections.max.reauth.ms",
+    ):
+        if key in props:
+            return key, props[key]
+    return "connections.max.reauth.ms", BROKER_KEYS["connections.max.reauth.ms"]
+
+
+def _non_negative(key: str, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ConfigError(f"{key}={text!r}: expected an integer (milliseconds)") from None
+    if value < 0:
+        raise ConfigError(f"{key}={value}: must be >= 0 (0: sessions never expire)")
+    return value
 
 
 def _overrides_dict(overrides: Mapping[str, str] | Iterable[str] | None) -> dict[str, str]:

@@ -12,7 +12,13 @@ Authentication (Kafka's ``SaslServerAuthenticator``): on a connection whose sess
 the connection with one WARNING line (Kafka: "Unexpected Kafka request of type X during SASL handshake").
 A refused mechanism or login is answered (UNSUPPORTED_SASL_MECHANISM / SASL_AUTHENTICATION_FAILED with the
 reason) and the connection is closed after the answer. After SaslHandshake v0 the client's frames are raw SASL
-tokens, answered as raw frames. While a request is handled, ``ctx.request_session`` is the connection's
+tokens, answered as raw frames.
+
+Session lifetime (KIP-368, ``connections.max.reauth.ms``; state in
+:class:`~broker_runtime.security.sasl_server.SaslServerAuthenticator`): a request arriving on a connection whose
+SASL session has expired closes the connection without an answer (one INFO line; counted as
+``expired-connections-killed-count`` in the metrics), as Kafka's ``SocketServer`` does; a SaslHandshake before
+that starts a re-authentication on the same connection. While a request is handled, ``ctx.request_session`` is the connection's
 :class:`~broker_runtime.server.session.Session` (principal and listener, for Metadata's endpoints and the
 authorizer: ``BrokerContext.authorized``; each handler asks it what Kafka's ``KafkaApis`` asks).
 
@@ -95,6 +101,12 @@ class Dispatcher:
                 header.client_id,
             )
             return CLOSE
+        if auth is not None and auth.session_expires_at is not None and auth.complete:
+            now = time.monotonic()
+            if auth.session_expired(now):
+                return self._expired(header, connection, now)
+            if header.api_key == ApiKey.SASL_HANDSHAKE and auth.begin_reauthentication(now):
+                _log.debug("connection %s: %s re-authenticates", connection.peer, session.principal)
         if not session.authenticated:
             return self._authenticate(header, body, connection)
         self._ctx.request_session = session
@@ -144,7 +156,7 @@ class Dispatcher:
                     "ErrorCode": step.error_code,
                     "ErrorMessage": step.error_message,
                     "AuthBytes": step.challenge,
-                    "SessionLifetimeMs": 0,
+                    "SessionLifetimeMs": auth.session_lifetime_ms if step.complete else 0,
                 },
             )
             if step.error_code != ErrorCode.NONE:
@@ -166,6 +178,31 @@ class Dispatcher:
             session.listener,
             header.client_id,
         )
+        return CLOSE
+
+    def _expired(self, header: RequestHeader, connection: Connection, now: float) -> Any:
+        """A request on a connection whose SASL session expired: close it unanswered (Kafka's behaviour)."""
+        session = connection.session
+        auth = session.authenticator
+        assert auth is not None and auth.session_expires_at is not None
+        name = (
+            ApiKey(header.api_key).name
+            if header.api_key in ApiKey._value2member_map_
+            else str(header.api_key)
+        )
+        _log.info(
+            "closing connection %s on listener %s: the SASL session of %s expired %d ms ago (session lifetime "
+            "%d ms, connections.max.reauth.ms) and the client sent %s without re-authenticating (client %r)",
+            connection.peer,
+            session.listener,
+            session.principal,
+            int((now - auth.session_expires_at) * 1000),
+            auth.session_lifetime_ms,
+            name,
+            header.client_id,
+        )
+        if self._ctx.metrics is not None:
+            self._ctx.metrics.expired_connection_killed(session.listener)
         return CLOSE
 
     def _raw_token(self, frame: memoryview, connection: Connection) -> Any:

@@ -118,6 +118,8 @@ class Snapshot:
     times: Mapping[str, list[tuple[list[int], float]]] = field(default_factory=dict)
     isr_shrinks: int = 0
     isr_expands: int = 0
+    #: listener -> connections closed because their SASL session expired (``connections.max.reauth.ms``).
+    expired_connections_killed: Mapping[str, int] = field(default_factory=dict)
 
 
 class RequestTiming:
@@ -171,6 +173,8 @@ class BrokerMetrics:
         self._times: dict[str, list[list[Any]]] = {}
         self._isr_shrinks = 0
         self._isr_expands = 0
+        #: listener -> connections closed for an expired SASL session (loop thread).
+        self._expired_killed: dict[str, int] = {}
         self._snapshot_timeouts = Counter(
             "pylog_metrics_snapshot_timeouts",
             "Scrapes whose broker values were left out because the event loop did not answer in time",
@@ -197,6 +201,7 @@ class BrokerMetrics:
             times={api: [(list(h[0]), h[1]) for h in hists] for api, hists in self._times.items()},
             isr_shrinks=self._isr_shrinks,
             isr_expands=self._isr_expands,
+            expired_connections_killed=dict(self._expired_killed),
         )
 
     # -- the request path (event-loop thread) ----------------------------------------------------------------
@@ -223,6 +228,10 @@ class BrokerMetrics:
             self._isr_shrinks += 1
         elif new_size > old_size:
             self._isr_expands += 1
+
+    def expired_connection_killed(self, listener: str) -> None:
+        """A connection of ``listener`` was closed: its SASL session expired without re-authentication."""
+        self._expired_killed[listener] = self._expired_killed.get(listener, 0) + 1
 
     def request_started(self, api: str, version: int, received_ns: int) -> RequestTiming:
         return RequestTiming(self, api, version, received_ns, time.monotonic_ns())
@@ -371,6 +380,16 @@ class BrokerMetrics:
             family = counter(name, doc)
             family.add_metric([], value)
             yield family
+        # Kafka's socket-server-metrics attribute is a cumulative count; the JMX exporter keeps its name.
+        expired = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_expired_connections_killed_count",
+            "Connections closed because their SASL session expired without re-authentication "
+            "(connections.max.reauth.ms), cumulative",
+            labels=["listener"],
+        )
+        for listener, n in sorted(snap.expired_connections_killed.items()):
+            expired.add_metric([listener], n)
+        yield expired
 
     def gauge_families(self, snap: Snapshot) -> Iterator[Metric]:
         def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:

@@ -38,6 +38,10 @@ transport (or dropped: acks=0, a refused request).
 Each connection carries a :class:`~broker_runtime.server.session.Session` (its listener, security protocol
 and principal) set when its listener accepted it; on SSL listeners the socket is TLS (asyncio's SSL transport)
 before :meth:`Connection.connection_made` runs, and ``on_made`` reads the client certificate's principal there.
+TLS connections are :class:`TlsConnection`, an ``asyncio.BufferedProtocol``: asyncio's SSL transport then
+decrypts into the connection's own buffer (sized from the encrypted bytes pending, kept and reused) instead of
+allocating a 256 KiB ``bytes`` per ``SSLObject.read`` and joining the pieces; the decrypted bytes are copied
+once into an immutable ``bytes`` for the frame decoder (which hands out zero-copy views of it).
 :class:`RespondThenClose` lets the dispatcher answer a refused login and then close, a little later.
 
 Thread-safety: every method runs on the event-loop thread; nothing here is shared with other threads.
@@ -64,6 +68,7 @@ __all__ = [
     "WRITE_COALESCE_BYTES",
     "Connection",
     "RequestHandler",
+    "TlsConnection",
     "Response",
 ]
 
@@ -75,6 +80,8 @@ QUEUED_MAX_REQUESTS = 500
 MAX_IN_FLIGHT = 2048
 #: Resolved response bytes gathered before they are handed to the transport even mid-batch.
 WRITE_COALESCE_BYTES = 256 * 1024
+#: The smallest decrypt buffer a TLS connection hands asyncio (it grows to the largest read asked, <= 256 KiB).
+TLS_READ_BUFFER_MIN = 16 * 1024
 
 
 class _Close:
@@ -370,3 +377,22 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._read_paused:
             self._read_paused = False
             transport.resume_reading()
+
+
+class TlsConnection(Connection, asyncio.BufferedProtocol):
+    """A :class:`Connection` on a TLS listener: asyncio's SSL transport decrypts into :meth:`get_buffer`'s buffer
+    (see the module docstring); everything else is :class:`Connection`'s."""
+
+    _read_buffer = bytearray()
+    _read_view = memoryview(_read_buffer)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        want = max(sizehint, TLS_READ_BUFFER_MIN)
+        if len(self._read_buffer) < want:
+            self._read_buffer = bytearray(want)
+            self._read_view = memoryview(self._read_buffer)
+        return self._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # bytes: the frames cut from it are zero-copy views that must not change when the buffer is reused.
+        self.data_received(bytes(self._read_view[:nbytes]))

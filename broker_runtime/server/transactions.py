@@ -381,7 +381,7 @@ class ClusterTransactions:
         """One WriteTxnMarkers request on a connection of its own."""
         ctx = self._ctx_ref()
         security = ctx.config.inter_broker_security() if ctx is not None else None
-        reader, writer = await open_connection(
+        reader, writer, _ = await open_connection(  # one request: the session lifetime does not matter
             host, port, security, client_id=f"pylog-txn-coordinator-{self._node_id}", timeout_s=30.0
         )
         try:

@@ -134,6 +134,26 @@ def test_pylog_client_every_protocol(
         assert [b.next_offset for b in read_batches(fetched.records)] == [3]
 
 
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_tls_frames_larger_than_one_decrypt_buffer(secured: SecuredBroker, listener: str) -> None:
+    """A produce of ~700 KiB spans many TLS records and several decrypt buffers of the TLS connection (asyncio's
+    reads are at most 256 KiB): it must arrive byte-exact, as the broker's CRC check of the batch proves."""
+    mechanism, user, pw = ("SCRAM-SHA-512", "scram512", "pw-512") if listener == "SASL_SSL" else ("", "", "")
+    topic = f"big-{listener}".lower()
+    with KafkaClient(
+        secured.address(listener), security=_security(secured, listener, mechanism, user, pw)
+    ) as client:
+        meta = client.metadata([topic], allow_auto_create=True)
+        leader = meta.topics[topic].partitions[0].leader
+        for count in (700, 3, 650):
+            batch = bytes(build_batch(count, value_size=1000))
+            answer = client.produce(leader, {(topic, 0): batch}, acks=1, timeout_ms=10000)
+            assert answer is not None and answer[(topic, 0)].error == 0, answer
+        fetched = client.fetch({(topic, 0): 0}, max_wait_ms=10, partition_max_bytes=4 << 20)[(topic, 0)]
+        assert fetched.error == 0 and fetched.records is not None
+        assert [b.next_offset for b in read_batches(fetched.records)][-1] == 1353
+
+
 def test_pylog_client_wrong_password_and_wrong_ca(secured: SecuredBroker, tmp_path: Path) -> None:
     wrong = _security(secured, "SASL_SSL", "PLAIN", "alice", "x")
     with pytest.raises(KafkaError) as info, KafkaClient(secured.address("SASL_SSL"), security=wrong) as c:
@@ -186,6 +206,11 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms='GSSAPI': GSSAPI is not supported"),
         ({"listeners": "CLIENT://127.0.0.1:0"}, "listener CLIENT has no security protocol"),
         ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name=NOPE: not one of the listeners"),
+        ({"connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms=-1: must be >= 0"),
+        (
+            {"listener.name.sasl_ssl.plain.connections.max.reauth.ms": "1h"},
+            "listener.name.sasl_ssl.plain.connections.max.reauth.ms='1h': expected an integer",
+        ),
     ],
     ids=[
         "jks",
@@ -196,6 +221,8 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
         "gssapi",
         "unmapped",
         "inter-broker",
+        "reauth-negative",
+        "reauth-listener-mechanism",
     ],
 )
 def test_config_errors_name_the_key(

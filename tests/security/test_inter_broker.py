@@ -4,6 +4,7 @@ answers each client listener with that listener's endpoints of every broker."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -19,7 +20,13 @@ from tests.server.rawclient import build_batch
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_replication_over_sasl_ssl_inter_broker_listener(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reauth_ms", [0, 1500], ids=["no-session-lifetime", "reauth-1500ms"])
+def test_replication_over_sasl_ssl_inter_broker_listener(
+    tmp_path: Path, reauth_ms: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``connections.max.reauth.ms`` on the inter-broker listener the follower's fetcher re-authenticates
+    on its connection before each session ends: replication goes on with no failed fetch (KIP-368)."""
+    caplog.set_level(logging.INFO, logger="broker_runtime.server.dispatcher")
     pki = make_pki(tmp_path / "pki")
     cluster_dir = tmp_path / "cluster"
     cluster_dir.mkdir()
@@ -43,6 +50,7 @@ def test_replication_over_sasl_ssl_inter_broker_listener(tmp_path: Path) -> None
         "replica.fetch.wait.max.ms": "100",
         "offsets.topic.num.partitions": "1",
         "transaction.state.log.num.partitions": "1",
+        "listener.name.internal.connections.max.reauth.ms": str(reauth_ms),
     }
     brokers = [
         Broker(
@@ -69,12 +77,23 @@ def test_replication_over_sasl_ssl_inter_broker_listener(tmp_path: Path) -> None
                 part.leader, {("replicated", 0): bytes(build_batch(5))}, acks=-1, timeout_ms=20000
             )
             assert answer is not None and answer[("replicated", 0)].error == 0
+            if reauth_ms:
+                time.sleep(2.5 * reauth_ms / 1000)  # two session lifetimes of the follower's connection
+                answer = client.produce(
+                    part.leader, {("replicated", 0): bytes(build_batch(5))}, acks=-1, timeout_ms=20000
+                )
+                assert answer is not None and answer[("replicated", 0)].error == 0
         follower = brokers[1 - part.leader]
+        expected_end = 10 if reauth_ms else 5
         deadline = time.monotonic() + 20
         assert follower.ctx is not None
-        while (p := follower.ctx.replicas.partition("replicated", 0)) is None or p.log.log_end_offset != 5:
+        while (p := follower.ctx.replicas.partition("replicated", 0)) is None or (
+            p.log.log_end_offset != expected_end
+        ):
             assert time.monotonic() < deadline, "the follower did not replicate over SASL_SSL"
             time.sleep(0.05)
+        expired = [r.getMessage() for r in caplog.records if "without re-authenticating" in r.getMessage()]
+        assert expired == [], expired
     finally:
         for b in brokers:
             b.stop()
