@@ -118,6 +118,7 @@ from broker_runtime.protocol.batch_header import (
 from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.cleaner import complete_swaps, finish_swap
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.file_handle import FileSlice
 from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from broker_runtime.storage.segment import (
     DELETED_SUFFIX,
@@ -187,8 +188,16 @@ class FetchData:
     log_start_offset: int
     #: Offset after the last returned batch (the fetch offset when nothing is returned).
     next_offset: int = -1
-    #: ``(.log path, start byte, end byte)`` of ``records`` in its segment file (for ``os.sendfile``), or None.
+    #: ``(.log path, start byte, end byte)`` of the returned batches in their segment file, or None.
     file_range: tuple[Path, int, int] | None = None
+    #: The returned batches as a slice of the segment's open file, not read (``records`` is then empty): see
+    #: ``slice_min_bytes`` of :meth:`PartitionLog.read`.
+    file_slice: FileSlice | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes returned (in ``records`` or ``file_slice``)."""
+        return len(self.records) if self.file_slice is None else len(self.file_slice)
 
 
 class _Snapshot:
@@ -690,11 +699,15 @@ class PartitionLog:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        slice_min_bytes: int | None = None,
     ) -> FetchData:
         """Whole batches from the one holding ``start_offset``, within ``max_bytes`` and below ``max_offset``.
 
         Reads one segment per call (as Kafka does). With ``min_one_batch`` the first batch is returned even when
-        it alone exceeds ``max_bytes``. Raises OffsetOutOfRangeError outside [log start, LEO].
+        it alone exceeds ``max_bytes``. Raises OffsetOutOfRangeError outside [log start, LEO]. With
+        ``slice_min_bytes``, a range of at least that many bytes is not read: it is returned as
+        :attr:`FetchData.file_slice` (the segment's open file, valid after a deletion; see
+        :class:`~.file_handle.FileSlice`) for a writer that sends it with ``sendfile``.
         """
         snap = self._snapshot()
         self._check_range(start_offset, snap)
@@ -722,6 +735,16 @@ class PartitionLog:
                 if limit < pos + header.size:
                     return empty
                 end, last = seg.last_batch_in(pos, limit)
+                if slice_min_bytes is not None and end - pos >= slice_min_bytes and last is not None:
+                    return FetchData(
+                        b"",
+                        header.base_offset,
+                        snap.hw,
+                        snap.log_start,
+                        last.next_offset,
+                        (seg.log_path, pos, end),
+                        seg.file_slice(pos, end - pos),
+                    )
                 data = seg.pread(pos, end - pos)
                 if len(data) != end - pos or last is None:
                     raise OffsetOutOfRangeError(
