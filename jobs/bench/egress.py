@@ -1,0 +1,151 @@
+"""Benchmark section "egress": a real librdkafka consumer (confluent-kafka) served by pylog's broker, with the
+zero-copy Fetch path (``pylog.fetch.sendfile=true``, the default) and without it (records read into Python),
+and produce latency while old data is being fetched.
+
+Two broker child processes hold the same data (N messages of 100 B values, 4-byte keys, 4 partitions, written
+by the librdkafka producer of :mod:`.kafka_load`), one with sendfile and one without. Figures, as same-run
+ratios:
+
+* egress: one consumer assigned all partitions reads every message from offset 0 (``consume(10000)``
+  batches, ``fetch.max.bytes`` 50 MiB, ``max.partition.fetch.bytes`` 1 MiB); messages per second from the
+  first ``consume`` to the last message. Runs alternate (on, off, on, off, ...: 3 pairs, quick mode 1) and
+  the medians and their ratio are reported (target >= 2M msg/s with sendfile);
+* mixed load: on each broker in turn, a consumer process re-reads the old data from offset 0 in a loop while
+  the producer, paced at half the acks=1 rate measured on that broker alone, sends to another topic; p50 and
+  p99 produce-to-delivery latency (target p99 <= 5 ms). The pacing waits in ``poll(timeout)``: the client must
+  not take a core from the broker and the reader.
+
+N is 2,000,000 (quick mode: 20,000). On a 2-core machine the consumer's own Python loop and librdkafka's
+threads share the cores with the broker, so the egress figure is a lower bound of the broker's.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import tempfile
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from jobs.bench.common import Result
+from jobs.bench.kafka_load import latency, throughput
+
+__all__ = ["run"]
+
+SECTION = "egress"
+PARTITIONS = 4
+_MODES = {"sendfile": "true", "read": "false"}
+
+
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "pylog-bench-egress",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 << 20,
+            "max.partition.fetch.bytes": 1 << 20,
+            "queued.max.messages.kbytes": 1 << 20,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+
+
+def _read_all(bootstrap: str, topic: str, n: int) -> float:
+    """Messages per second reading ``n`` messages of ``topic`` from offset 0 (all partitions assigned)."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got = 0
+        t0 = time.perf_counter()
+        deadline = t0 + 300
+        while got < n:
+            batch = consumer.consume(10_000, 1.0)
+            for msg in batch:
+                if msg.error() is not None:
+                    raise RuntimeError(f"{SECTION} benchmark: consumer error {msg.error()}")
+            got += len(batch)
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"{SECTION} benchmark: read {got} of {n} messages in 300 s")
+        return n / (time.perf_counter() - t0)
+    finally:
+        consumer.close()
+
+
+def _reread_loop(bootstrap: str, topic: str, n: int, stop: Any) -> None:
+    """Child process: read ``topic`` from offset 0 again and again until ``stop`` is set."""
+    while not stop.is_set():
+        _read_all(bootstrap, topic, n)
+
+
+def run(quick: bool) -> list[Result]:
+    from broker_runtime.launch import broker_process, create_topic
+
+    n = 20_000 if quick else 2_000_000
+    pairs = 1 if quick else 3
+    latency_n = 5_000 if quick else 100_000
+    rates: dict[str, list[float]] = {mode: [] for mode in _MODES}
+    lat: dict[str, tuple[float, float]] = {}
+    paced: dict[str, float] = {}
+    with ExitStack() as stack:
+        brokers: dict[str, str] = {}
+        for mode, on in _MODES.items():
+            data = stack.enter_context(tempfile.TemporaryDirectory(prefix="pylog-bench-"))
+            bootstrap = stack.enter_context(broker_process(data, {"pylog.fetch.sendfile": on}))
+            create_topic(bootstrap, "old", PARTITIONS)
+            create_topic(bootstrap, "new", PARTITIONS)
+            throughput(SECTION, bootstrap, "old", "1", n)
+            brokers[mode] = bootstrap
+        for mode, bootstrap in brokers.items():  # warm-up: connections, metadata, page cache
+            _read_all(bootstrap, "old", n)
+        for _ in range(pairs):
+            for mode, bootstrap in brokers.items():
+                rates[mode].append(_read_all(bootstrap, "old", n))
+        ctx = multiprocessing.get_context("spawn")
+        for mode, bootstrap in brokers.items():
+            paced[mode] = throughput(SECTION, bootstrap, "new", "1", latency_n) / 2
+            stop = ctx.Event()
+            reader = ctx.Process(target=_reread_loop, args=(bootstrap, "old", n, stop), daemon=True)
+            reader.start()
+            try:
+                time.sleep(2.0 if not quick else 0.5)  # the reader is fetching old data by now
+                lat[mode] = latency(SECTION, bootstrap, "new", "1", latency_n, paced[mode], spin=False)
+            finally:
+                stop.set()
+                reader.join(60)
+                if reader.is_alive():
+                    reader.terminate()
+    on, off = (statistics.median(rates[m]) for m in _MODES)
+    results = [
+        Result(
+            SECTION,
+            f"consumer egress, sendfile ({n:,} msgs of 100 B, median)",
+            on,
+            "msg/s",
+            ">= 2M/s",
+            on >= 2_000_000,
+        ),
+        Result(SECTION, "consumer egress, records read (same run, median)", off, "msg/s"),
+        Result(SECTION, "consumer egress sendfile / read (same run)", on / off if off else 0.0, "x"),
+    ]
+    for mode in _MODES:
+        p50, p99 = lat[mode]
+        results.append(
+            Result(SECTION, f"produce p50 under old-data fetch, {mode} ({paced[mode]:,.0f}/s)", p50, "ms")
+        )
+        results.append(
+            Result(
+                SECTION,
+                f"produce p99 under old-data fetch, {mode} ({paced[mode]:,.0f}/s)",
+                p99,
+                "ms",
+                "<= 5 ms",
+                p99 <= 5,
+            )
+        )
+    return results
