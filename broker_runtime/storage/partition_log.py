@@ -23,8 +23,15 @@ Offsets::
 Roll (new active segment whose base offset is the first offset of the incoming set) when the active segment
 would exceed ``segment.bytes``; when ``segment.ms`` (minus jitter) has passed since its first batch's timestamp
 (or its creation when that has none); when either index is full; when the set's last offset does not fit a
-relative offset. Rolling finalizes the old segment (last time-index entry, trimmed indexes), fsyncs it, creates
-the new files, fsyncs the directory, and moves the recovery point to the new base offset.
+relative offset. Rolling finalizes the old segment (last time-index entry, trimmed indexes) and creates the new
+files; then the old segment is fsynced, the directory fsynced, and the recovery point moved to the new base
+offset. With :attr:`PartitionLog.flush_executor` set (the log manager sets it) those fsyncs run on that
+executor's thread, as Kafka schedules its ``flush-log`` task after a roll, so the appending thread (the
+broker's event loop) does not wait for the disk: fsyncing a segment of ``segment.bytes`` of dirty pages may take
+seconds. Until that task ends the rolled segment is listed as unflushed and the recovery point stays below it;
+an explicit :meth:`PartitionLog.flush` or :meth:`PartitionLog.close` fsyncs unflushed segments itself first.
+A truncation meanwhile wins: the task then leaves the recovery point alone (the truncation lowered it). A failed
+fsync is logged at WARNING and leaves the recovery point where it was (a crash recovers those segments).
 
 Flush: fsync when ``flush.messages`` messages are unflushed or ``flush.ms`` passed since the last flush (both
 default to never: the page cache, as Kafka), on roll and on close. Everything below the recovery point is on disk.
@@ -80,7 +87,8 @@ the remaining snapshot re-appends the entries of the ABORT markers it meets (ent
 Retention follows Kafka: segments go only below the high watermark (an open transaction's first batches may
 go with them, then the last stable offset is the log start offset).
 
-Thread-safety: one re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
+Thread-safety: the roll-flush task (above) runs on the executor's thread: it fsyncs outside the lock and takes
+the lock to read the unflushed list and to move the recovery point. One re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
 flush, offset updates, producer state). Reads take the lock only to snapshot (segments, LEO, HW, log start,
 active size) and do their I/O outside it: closed segments are immutable, and active-segment reads stay below the
 snapshot size. Callers must not read offsets at or above a truncation point while :meth:`PartitionLog.truncate_to` runs
@@ -97,6 +105,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,6 +253,12 @@ class PartitionLog:
         #: Called (under this log's lock) after a roll moved :attr:`recovery_point`; the log manager writes the
         #: recovery-point checkpoint there, so a crash never re-validates segments already fsynced.
         self.on_roll: Callable[[PartitionLog], None] | None = None
+        #: Where a roll's fsyncs run (see "Roll" in the module docstring); None: on the appending thread.
+        self.flush_executor: Executor | None = None
+        #: Rolled segments whose fsync has not finished yet, oldest first.
+        self._unflushed: list[LogSegment] = []
+        #: Bumped by every truncation: a roll flush that started before one does not move the recovery point.
+        self._truncations = 0
         self._last_flush_ms = self._clock()
         self._closed = False
         self._producer_state = ProducerStateManager(
@@ -645,19 +660,52 @@ class PartitionLog:
             segments = list(self._segments[:-1])
         else:
             old.on_become_inactive()
-            old.flush()
             self._producer_state.take_snapshot(self._leo)
             segments = list(self._segments)
         new = LogSegment.create(self.dir, base_offset, self.config, now)
-        fsync_dir(self.dir)
         segments.append(new)
         self._set_segments(segments)
-        if old.size:
-            # Everything before the new segment is now on disk (older segments were fsynced at their roll).
-            self.recovery_point = max(self.recovery_point, self._leo)
+        if not old.size:
+            fsync_dir(self.dir)
+            return new
+        self._unflushed.append(old)
+        if self.flush_executor is None:
+            self._flush_rolled(self._leo, self._truncations)
+        else:
+            self.flush_executor.submit(self._flush_rolled, self._leo, self._truncations)
+        return new
+
+    def _flush_rolled(self, target: int, truncations: int) -> None:
+        """fsync the rolled segments below ``target`` and the directory, then move the recovery point to
+        ``target`` (unless a truncation came in between); see "Roll" in the module docstring."""
+        with self._lock:
+            pending = [seg for seg in self._unflushed if seg.base_offset < target]
+        try:
+            for seg in pending:
+                seg.flush()
+            fsync_dir(self.dir)
+        except (OSError, ValueError, StorageError) as exc:  # ValueError: an index closed meanwhile
+            with self._lock:
+                if self._closed:
+                    return  # closed meanwhile: close() flushed what was left
+            _log.warning(
+                "%s-%d: fsync after rolling at offset %d failed, the recovery point stays at %d: %s",
+                self.topic,
+                self.partition,
+                target,
+                self.recovery_point,
+                exc,
+            )
+            return
+        with self._lock:
+            done = set(map(id, pending))
+            self._unflushed = [seg for seg in self._unflushed if id(seg) not in done]
+            if self._closed or truncations != self._truncations or target <= self.recovery_point:
+                return
+            # Everything before ``target`` is now on disk (older segments were fsynced after their roll).
+            self.recovery_point = target
             if self.on_roll is not None:
                 self.on_roll(self)
-        return new
 
     def roll(self) -> None:
         """Force a roll now (no-op when the active segment is empty)."""
@@ -957,6 +1005,7 @@ class PartitionLog:
                 self._rebuild_producer_state()
             self._hw = min(self._hw, self._leo) if not self.hw_follows_leo else self._leo
             self.recovery_point = min(self.recovery_point, self._leo)
+            self._truncations += 1
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start over with one empty segment at ``offset`` (Kafka's
@@ -976,6 +1025,8 @@ class PartitionLog:
             fsync_dir(self.dir)
             self._leo = self._log_start = self._hw = offset
             self.recovery_point = offset
+            self._truncations += 1
+            self._unflushed = []
             self._last_flush_ms = now
             self._producer_state.truncate_fully_and_start_at(offset)
 
@@ -1011,6 +1062,9 @@ class PartitionLog:
     # -- flush and close ----------------------------------------------------------------------------------------
 
     def _flush_locked(self, now: int) -> None:
+        for seg in self._unflushed:  # rolled, their own flush not done yet
+            seg.flush()
+        self._unflushed = []
         self._segments[-1].flush()
         self.recovery_point = self._leo
         self._last_flush_ms = now

@@ -94,9 +94,9 @@ def run(quick: bool) -> list[Result]:
     paced: dict[str, float] = {}
     with ExitStack() as stack:
         brokers: dict[str, str] = {}
-        for mode, on in _MODES.items():
+        for mode, setting in _MODES.items():
             data = stack.enter_context(tempfile.TemporaryDirectory(prefix="pylog-bench-"))
-            bootstrap = stack.enter_context(broker_process(data, {"pylog.fetch.sendfile": on}))
+            bootstrap = stack.enter_context(broker_process(data, {"pylog.fetch.sendfile": setting}))
             create_topic(bootstrap, "old", PARTITIONS)
             create_topic(bootstrap, "new", PARTITIONS)
             throughput(SECTION, bootstrap, "old", "1", n)
