@@ -17,7 +17,9 @@ tokens, answered as raw frames. While a request is handled, ``ctx.request_sessio
 an authorizer).
 
 Responses are encoded as a list of chunks (size prefix first), so fetched record buffers are written to the
-socket without being copied into one response buffer. Event-loop thread only.
+socket without being copied into one response buffer, and a Fetch answer's records left in their segment file
+(a :class:`~broker_runtime.storage.file_handle.FileSlice`) stay one chunk the connection sends with ``sendfile``.
+Event-loop thread only.
 
 With metrics on (``ctx.metrics``), each handled request gets a
 :class:`~broker_runtime.server.metrics.RequestTiming` left on the connection (``connection.request_timing``),

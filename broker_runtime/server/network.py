@@ -120,8 +120,8 @@ class RespondThenClose:
         self.delay_s = delay_s
 
 
-#: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
-#: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
+#: What the dispatcher returns for one frame: bytes (or a list of chunks, bytes-like or :class:`FileSlice`) to
+#: send, None (no response, e.g. acks=0), CLOSE, or a future that later resolves to one of those.
 Response = Any
 
 
