@@ -1,10 +1,12 @@
-"""A slow disk under one partition must not stall the broker: a roll's fsync runs off the event loop.
+"""A slow disk must not stall the broker: a roll's fsync and the periodic checkpoints run off the event loop.
 
-The slow disk is real fsync made slow: ``os.fsync`` of the ``slow-0`` segment files sleeps
-:data:`SLOW_FSYNC_S` first (the broker runs in this process, so the wrapper is the one its storage calls).
-A produce that rolls ``slow-0`` (whose old segment then needs that fsync) and a produce to another topic from
-another connection meanwhile must both be answered well before the fsync ends; the recovery point of ``slow-0``
-must stay below the rolled segment until the fsync has finished, and reach it afterwards.
+The slow disk is real fsync made slow: ``os.fsync`` of chosen files sleeps :data:`SLOW_FSYNC_S` first (the
+broker runs in this process, so the wrapper is the one its storage calls).
+
+* A produce that rolls ``slow-0`` (whose old segment then needs that fsync) and a produce to another topic from
+  another connection meanwhile must both be answered well before the fsync ends; the recovery point of
+  ``slow-0`` must stay below the rolled segment until the fsync has finished, and reach it afterwards.
+* While the periodic checkpoint write waits for its slow fsync, a produce is answered at once.
 """
 
 from __future__ import annotations
@@ -81,6 +83,40 @@ def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
         while log.recovery_point < rolled_at and time.monotonic() < deadline:
             time.sleep(0.02)
         assert log.recovery_point == rolled_at
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_slow_checkpoint_fsync_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if "recovery-point-offset-checkpoint" in target and not slow_started.is_set():
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_fsync(fd)
+            slow_done.set()
+            return
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "200"})
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("fast", 1))
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "fast")
+        monkeypatch.setattr(os, "fsync", fsync)
+        assert slow_started.wait(10), "no checkpoint was written"
+        took = _produce(broker.bootstrap, "fast")
+        assert not slow_done.is_set(), "the produce was answered only after the checkpoint's fsync"
+        assert took < SLOW_FSYNC_S - 1
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
