@@ -684,7 +684,7 @@ class PartitionLog:
             for seg in pending:
                 seg.flush()
             fsync_dir(self.dir)
-        except (OSError, ValueError, StorageError) as exc:  # ValueError: an index closed meanwhile
+        except Exception as exc:  # OSError; or the segment closed meanwhile (close() flushed it then)
             with self._lock:
                 if self._closed:
                     return  # closed meanwhile: close() flushed what was left

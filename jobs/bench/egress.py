@@ -9,7 +9,9 @@ ratios:
 * egress: one consumer assigned all partitions reads every message from offset 0 (``consume(10000)``
   batches, ``fetch.max.bytes`` 50 MiB, ``max.partition.fetch.bytes`` 1 MiB); messages per second from the
   first ``consume`` to the last message. Runs alternate (on, off, on, off, ...: 3 pairs, quick mode 1) and
-  the medians and their ratio are reported (target >= 2M msg/s with sendfile);
+  the medians and their ratio are reported (target >= 2M msg/s with sendfile); with them the broker process's
+  CPU time (user + system, ``/proc/<pid>/stat``) over each read, per MB of log served: the consumer's own
+  loop bounds the msg/s on a small machine, the broker's CPU per MB is what sendfile changes;
 * mixed load: on each broker in turn, a consumer process re-reads the old data from offset 0 in a loop while
   the producer, paced at half the acks=1 rate measured on that broker alone, sends to another topic; p50 and
   p99 produce-to-delivery latency (target p99 <= 5 ms). The pacing waits in ``poll(timeout)``: the client must
@@ -18,13 +20,14 @@ ratios:
   data while an acks=all producer, paced at half its measured rate, sends to another RF=3 topic; p50 and p99
   (target p99 <= 15 ms).
 
-N is 2,000,000 (quick mode: 20,000). On a 2-core machine the consumer's own Python loop and librdkafka's
+N is 1,000,000 (quick mode: 20,000). On a 2-core machine the consumer's own Python loop and librdkafka's
 threads share the cores with the broker, so the egress figure is a lower bound of the broker's.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -80,6 +83,37 @@ def _read_all(bootstrap: str, topic: str, n: int) -> float:
         consumer.close()
 
 
+def _broker_pid(data_dir: str) -> int:
+    """The pid of the broker child process started on ``data_dir`` (its command line names its config file)."""
+    config = os.path.join(data_dir, "broker.properties")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"broker_runtime" in args and config.encode() in args:
+                return int(entry)
+    raise RuntimeError(f"{SECTION} benchmark: no broker process runs on {data_dir}")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _log_mb(data_dir: str, topic: str) -> float:
+    """MB of ``topic``'s segment files under ``data_dir``."""
+    total = 0
+    for root, _dirs, files in os.walk(data_dir):
+        if os.path.basename(root).startswith(f"{topic}-"):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith(".log"))
+    return total / 1e6
+
+
 def _reread_loop(bootstrap: str, topic: str, n: int, stop: Any) -> None:
     """Child process: read ``topic`` from offset 0 again and again until ``stop`` is set."""
     while not stop.is_set():
@@ -89,14 +123,17 @@ def _reread_loop(bootstrap: str, topic: str, n: int, stop: Any) -> None:
 def run(quick: bool) -> list[Result]:
     from broker_runtime.launch import broker_process, create_topic
 
-    n = 20_000 if quick else 2_000_000
+    n = 20_000 if quick else 1_000_000
     pairs = 1 if quick else 3
     latency_n = 5_000 if quick else 100_000
     rates: dict[str, list[float]] = {mode: [] for mode in _MODES}
+    cpu_per_mb: dict[str, list[float]] = {mode: [] for mode in _MODES}
     lat: dict[str, tuple[float, float]] = {}
     paced: dict[str, float] = {}
     with ExitStack() as stack:
         brokers: dict[str, str] = {}
+        pids: dict[str, int] = {}
+        dirs: dict[str, str] = {}
         for mode, setting in _MODES.items():
             data = stack.enter_context(tempfile.TemporaryDirectory(prefix="pylog-bench-"))
             bootstrap = stack.enter_context(broker_process(data, {"pylog.fetch.sendfile": setting}))
@@ -104,11 +141,15 @@ def run(quick: bool) -> list[Result]:
             create_topic(bootstrap, "new", PARTITIONS)
             throughput(SECTION, bootstrap, "old", "1", n)
             brokers[mode] = bootstrap
+            pids[mode] = _broker_pid(data)
+            dirs[mode] = data
         for bootstrap in brokers.values():  # warm-up: connections, metadata, page cache
             _read_all(bootstrap, "old", n)
         for _ in range(pairs):
             for mode, bootstrap in brokers.items():
+                before = _cpu_s(pids[mode])
                 rates[mode].append(_read_all(bootstrap, "old", n))
+                cpu_per_mb[mode].append((_cpu_s(pids[mode]) - before) * 1000 / _log_mb(dirs[mode], "old"))
         for mode, bootstrap in brokers.items():
             rate = paced[mode] = throughput(SECTION, bootstrap, "new", "1", latency_n) / 2
             lat[mode] = _with_reader(
@@ -131,6 +172,14 @@ def run(quick: bool) -> list[Result]:
         ),
         Result(SECTION, "consumer egress, records read (same run, median)", off, "msg/s"),
         Result(SECTION, "consumer egress sendfile / read (same run)", on / off if off else 0.0, "x"),
+    ]
+    cpu_on, cpu_off = (statistics.median(cpu_per_mb[m]) for m in _MODES)
+    results += [
+        Result(SECTION, "broker CPU per MB served, sendfile (median)", cpu_on, "ms/MB"),
+        Result(SECTION, "broker CPU per MB served, records read (median)", cpu_off, "ms/MB"),
+        Result(
+            SECTION, "broker CPU per MB served sendfile / read", cpu_on / cpu_off if cpu_off else 0.0, "x"
+        ),
     ]
     for mode in _MODES:
         p50, p99 = lat[mode]
