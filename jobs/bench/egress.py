@@ -136,7 +136,9 @@ def run(quick: bool) -> list[Result]:
         dirs: dict[str, str] = {}
         for mode, setting in _MODES.items():
             data = stack.enter_context(tempfile.TemporaryDirectory(prefix="pylog-bench-"))
-            bootstrap = stack.enter_context(broker_process(data, {"pylog.fetch.sendfile": setting}))
+            bootstrap = stack.enter_context(
+                broker_process(data, {"pylog.fetch.sendfile": setting}, startup_timeout_s=120)
+            )
             create_topic(bootstrap, "old", PARTITIONS)
             create_topic(bootstrap, "new", PARTITIONS)
             throughput(SECTION, bootstrap, "old", "1", n)
@@ -234,7 +236,7 @@ def _replicated_mixed_load(n: int, latency_n: int, quick: bool) -> tuple[float, 
     old_n = n // 4
     with (
         tempfile.TemporaryDirectory(prefix="pylog-bench-") as data,
-        broker_process(data, nodes=3) as bootstrap,
+        broker_process(data, nodes=3, startup_timeout_s=120) as bootstrap,
     ):
         create_topic(bootstrap, "old", PARTITIONS, replication_factor=3)
         create_topic(bootstrap, "new", PARTITIONS, replication_factor=3)
