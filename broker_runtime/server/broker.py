@@ -28,6 +28,9 @@ logs whose flush.ms elapsed; every ``replica.lag.time.max.ms / 2`` the ISR of ea
 idle for ``producer.id.expiration.ms`` (Kafka's PeriodicProducerExpirationCheck); the transaction coordinator
 aborts timed-out transactions every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` and expires
 idle transactional ids every ``transaction.remove.expired.transaction.cleanup.interval.ms``; in a cluster the shared metadata is polled every ``POLL_INTERVAL_MS``.
+Retention and the checkpoints (file renames, unlinks and fsyncs that a slow disk can stretch to seconds) run on
+one "pylog-storage-task" thread, not on the loop: the log manager and its logs are thread-safe (each log's lock),
+and those passes touch nothing else. A pass still running when its next turn comes delays that turn.
 
 Two purgatories, each on its own hierarchical timing wheel read through the broker's clock: "Fetch"
 (consumer and follower fetches waiting for data) and "Produce" (acks=-1 waiting for the high watermark).
@@ -51,6 +54,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -547,16 +551,23 @@ class Broker:
             _log.info(
                 "broker %d serves metrics on http://%s/metrics", cfg.node_id, self.metrics_server.address
             )
+        # Retention and checkpoints: storage work off the loop (see the module docstring).
+        storage_tasks = ThreadPoolExecutor(1, thread_name_prefix="pylog-storage-task")
         periodic = [
             loop.create_task(
                 self._every(quotas.idle_check_interval_ms(), quotas.close_idle, "idle-connections")
             ),
             loop.create_task(
-                self._every(cfg.log_retention_check_interval_ms, logs.run_retention, "retention")
+                self._every(
+                    cfg.log_retention_check_interval_ms, logs.run_retention, "retention", storage_tasks
+                )
             ),
             loop.create_task(
                 self._every(
-                    cfg.log_flush_offset_checkpoint_interval_ms, lambda: _checkpoint(logs), "checkpoint"
+                    cfg.log_flush_offset_checkpoint_interval_ms,
+                    lambda: _checkpoint(logs),
+                    "checkpoint",
+                    storage_tasks,
                 )
             ),
             loop.create_task(
@@ -675,16 +686,24 @@ class Broker:
             for srv in servers:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(srv.wait_closed(), 5)
+            storage_tasks.shutdown(wait=True)  # a pass under way finishes before the logs close
             logs.shutdown()
             if isinstance(cluster, SharedFileCluster):
                 cluster.close()
             _log.info("broker %d stopped cleanly", cfg.node_id)
 
-    async def _every(self, interval_ms: int, action: Any, name: str) -> None:
+    async def _every(
+        self, interval_ms: int, action: Any, name: str, executor: ThreadPoolExecutor | None = None
+    ) -> None:
+        """Run ``action`` every ``interval_ms``: on the loop, or on ``executor``'s thread (awaited)."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                action()
+                if executor is None:
+                    action()
+                else:
+                    await loop.run_in_executor(executor, action)
             except Exception:
                 _log.exception("periodic task %s failed", name)
 

@@ -84,6 +84,8 @@ BROKER_KEYS: dict[str, str] = {
     "pylog.max.partitions.per.topic": "1000",
     # pylog: validate every segment of every partition at the next start (a full recovery on request).
     "pylog.log.recover.all": "false",
+    # pylog: plaintext Fetch answers send record bytes from the page cache with sendfile (false: read them).
+    "pylog.fetch.sendfile": "true",
     "compression.type": "producer",
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.enable": "true",
@@ -381,6 +383,8 @@ class BrokerConfig:
     max_partitions_per_topic: int = 1000
     #: ``pylog.log.recover.all``: validate every segment at startup (``pylog-broker start --recover-all``).
     log_recover_all: bool = False
+    #: ``pylog.fetch.sendfile``: plaintext Fetch answers send their records with sendfile (see server/network.py).
+    fetch_sendfile: bool = True
     compression_type: str = "producer"
     log_retention_check_interval_ms: int = 300000
     #: ``log.cleaner.enable``: run the log cleaner thread (compacts topics whose cleanup.policy holds compact).
@@ -599,6 +603,7 @@ class BrokerConfig:
             queued_max_requests=_int(props, "queued.max.requests", minimum=1),
             max_partitions_per_topic=max_partitions,
             log_recover_all=_bool(props, "pylog.log.recover.all"),
+            fetch_sendfile=_bool(props, "pylog.fetch.sendfile"),
             compression_type=compression,
             log_retention_check_interval_ms=_int(props, "log.retention.check.interval.ms", minimum=1),
             log_cleaner_enable=_bool(props, "log.cleaner.enable"),

@@ -23,7 +23,9 @@ that starts a re-authentication on the same connection. While a request is handl
 authorizer: ``BrokerContext.authorized``; each handler asks it what Kafka's ``KafkaApis`` asks).
 
 Responses are encoded as a list of chunks (size prefix first), so fetched record buffers are written to the
-socket without being copied into one response buffer. Event-loop thread only.
+socket without being copied into one response buffer, and a Fetch answer's records left in their segment file
+(a :class:`~broker_runtime.storage.file_handle.FileSlice`) stay one chunk the connection sends with ``sendfile``.
+Event-loop thread only.
 
 With metrics on (``ctx.metrics``), each handled request gets a
 :class:`~broker_runtime.server.metrics.RequestTiming` left on the connection (``connection.request_timing``),

@@ -30,6 +30,20 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
 
+Zero copy (sendfile): a response chunk may be a :class:`~broker_runtime.storage.file_handle.FileSlice` (a Fetch
+answer's records left in their segment file, see :mod:`.handlers.fetch`). On a plain socket the connection sends
+it with ``loop.sendfile`` (``os.sendfile``: page cache to socket, never through Python); on a TLS transport it
+reads the slice and writes the bytes (the record bytes must pass through the TLS engine), as Kafka does. While a
+sendfile is under way nothing else may be written to the transport (asyncio refuses it), so once a slice is
+among the chunks to write, every later chunk of the connection goes to a FIFO backlog that one sender task
+drains: bytes with ``write``, slices with ``sendfile``, strictly in order; the task ends when the backlog is
+empty. Meanwhile no new frame is dispatched (the answers are in flight, as while the write buffer is full;
+reading goes on up to ``queued.max.requests``); :meth:`Connection.close` lets the backlog drain before closing
+the socket, so answers resolved before a close still leave. A slice whose file got shorter before it was sent
+(a truncated active segment) sends fewer bytes than its frame announced: the connection is closed with a
+WARNING line saying so (the client sees a dropped connection and retries, as with Kafka's "truncated during
+write"). ``os.sendfile`` handles partial writes itself (asyncio resumes it when the socket is writable again).
+
 Request timing (metrics): each frame keeps the monotonic time of the read that completed it; while the handler
 runs, :attr:`Connection.received_ns` holds it. A handler may leave an object with a ``sent(now_ns)`` method in
 :attr:`Connection.request_timing`; the connection calls it when that request's answer is handed to the
@@ -54,11 +68,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import IO, Any, Protocol, cast
 
-from broker_runtime.errors import ProtocolError
+from broker_runtime.errors import ProtocolError, StorageError
 from broker_runtime.protocol.framing import FrameDecoder
 from broker_runtime.server.session import Session
+from broker_runtime.storage.file_handle import FileSlice
 
 __all__ = [
     "CLOSE",
@@ -70,6 +85,7 @@ __all__ = [
     "RequestHandler",
     "TlsConnection",
     "Response",
+    "SENDFILE_MIN_BYTES",
 ]
 
 _log = logging.getLogger(__name__)
@@ -82,6 +98,9 @@ MAX_IN_FLIGHT = 2048
 WRITE_COALESCE_BYTES = 256 * 1024
 #: The smallest decrypt buffer a TLS connection hands asyncio (it grows to the largest read asked, <= 256 KiB).
 TLS_READ_BUFFER_MIN = 16 * 1024
+#: Smallest record range a Fetch answer leaves in its file for ``sendfile`` (smaller ones are read: one copy of
+#: a few KiB costs less than the sender task's extra turns through the event loop).
+SENDFILE_MIN_BYTES = 16 * 1024
 
 
 class _Close:
@@ -108,8 +127,8 @@ class RespondThenClose:
         self.delay_s = delay_s
 
 
-#: What the dispatcher returns for one frame: bytes (or a list of byte chunks) to send, None (no response,
-#: e.g. acks=0), CLOSE, or a future that later resolves to one of those.
+#: What the dispatcher returns for one frame: bytes (or a list of chunks, bytes-like or :class:`FileSlice`) to
+#: send, None (no response, e.g. acks=0), CLOSE, or a future that later resolves to one of those.
 Response = Any
 
 
@@ -155,6 +174,15 @@ class Connection(asyncio.Protocol):
         #: Response chunks resolved but not yet handed to the transport (see :meth:`_write_out`).
         self._out: list[Any] = []
         self._out_bytes = 0
+        #: True while ``_out`` holds a :class:`FileSlice`.
+        self._out_slices = False
+        #: Chunks waiting for the sender task (see "Zero copy" in the module docstring), and the task.
+        self._backlog: deque[Any] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        #: A close asked for while the sender runs: its ``delay_s``, applied once the backlog is sent.
+        self._close_after_send: float | None = None
+        #: Whether slices may be sent with ``sendfile`` (a plain socket); else they are read and written.
+        self._sendfile = True
         self._write_paused = False
         self._read_paused = False
         self._closing = False
@@ -178,6 +206,7 @@ class Connection(asyncio.Protocol):
             return
         # asyncio's TLS transport encrypts every chunk of a writelines() as a TLS record of its own: join them.
         self._join_writes = transport.get_extra_info("ssl_object") is not None
+        self._sendfile = not self._join_writes
         if self._on_made is not None:
             self._on_made(self, transport)
 
@@ -206,6 +235,7 @@ class Connection(asyncio.Protocol):
         self._queue.clear()
         self._transport = None
         self._out.clear()
+        self._backlog.clear()
         slots, self._slots = self._slots, deque()
         self._timings.clear()
         for slot in slots:
@@ -265,6 +295,10 @@ class Connection(asyncio.Protocol):
         self._queue.clear()
         _log.log(level, "closing connection %s: %s", self.peer, reason)
         transport = self._transport
+        if transport is not None and self._sender is not None:
+            transport.pause_reading()
+            self._close_after_send = delay_s  # the sender closes the socket once the backlog is sent
+            return
         if transport is not None:
             if delay_s > 0:
                 transport.pause_reading()
@@ -274,7 +308,11 @@ class Connection(asyncio.Protocol):
 
     def _process(self) -> None:
         while (
-            self._queue and len(self._slots) < MAX_IN_FLIGHT and not self._closing and not self._write_paused
+            self._queue
+            and len(self._slots) < MAX_IN_FLIGHT
+            and not self._closing
+            and not self._write_paused
+            and self._sender is None
         ):
             frame, self.received_ns = self._queue.popleft()
             self.request_timing = None
@@ -342,8 +380,12 @@ class Connection(asyncio.Protocol):
             return
         out = self._out
         if isinstance(result, list):
+            for chunk in result:
+                if isinstance(chunk, FileSlice):
+                    self._out_slices = True
+                else:
+                    self._out_bytes += len(chunk)
             out.extend(result)
-            self._out_bytes += sum(len(chunk) for chunk in result)
         else:
             out.append(result)
             self._out_bytes += len(result)
@@ -358,13 +400,73 @@ class Connection(asyncio.Protocol):
         self._out = []
         self._out_bytes = 0
         self.last_active = time.monotonic()
-        if self._transport is not None and not self._closing:
+        slices, self._out_slices = self._out_slices, False
+        transport = self._transport
+        if transport is not None and not self._closing:
+            if slices or self._sender is not None:
+                self._backlog.extend(out)
+                if self._sender is None:
+                    self._sender = asyncio.get_running_loop().create_task(self._send_backlog(transport))
+                return
             if len(out) == 1:
-                self._transport.write(out[0])
+                transport.write(out[0])
             elif self._join_writes:
-                self._transport.write(b"".join(out))
+                transport.write(b"".join(out))
             else:
-                self._transport.writelines(out)
+                transport.writelines(out)
+
+    async def _send_backlog(self, transport: asyncio.Transport) -> None:
+        """Drain :attr:`_backlog` in order: runs of bytes with one write, slices with sendfile (or read)."""
+        backlog = self._backlog
+        loop = asyncio.get_running_loop()
+        try:
+            while backlog and self._transport is transport and not transport.is_closing():
+                run: list[Any] = []
+                while backlog and not isinstance(backlog[0], FileSlice):
+                    run.append(backlog.popleft())
+                if run:
+                    transport.write(run[0] if len(run) == 1 else b"".join(run))
+                if not backlog:
+                    break
+                piece: FileSlice = backlog.popleft()
+                if not self._sendfile:
+                    transport.write(piece.read())
+                    continue
+                # loop.sendfile needs only fileno() of its file (and no fallback, which would read it)
+                file = cast(IO[bytes], piece)
+                sent = await loop.sendfile(transport, file, piece.position, len(piece), fallback=False)
+                self.last_active = time.monotonic()
+                if sent != len(piece):
+                    raise StorageError(
+                        f"{piece.handle.path.name} shrank below byte {piece.position + len(piece)} while its "
+                        f"range was sent ({sent} of {len(piece)} bytes sent)"
+                    )
+        except (OSError, StorageError, RuntimeError) as exc:
+            # A frame may be cut mid-way: nothing more can be written on this connection.
+            backlog.clear()
+            self._out.clear()
+            if self._transport is transport:
+                level = logging.INFO if isinstance(exc, ConnectionError) else logging.WARNING
+                _log.log(level, "closing connection %s: sending a response failed: %s", self.peer, exc)
+                self._closing = True
+                self._queue.clear()
+                transport.abort()
+            return
+        finally:
+            self._sender = None
+        if self._closing:
+            delay = self._close_after_send
+            self._close_after_send = None
+            if self._transport is transport:
+                if delay:
+                    loop.call_later(delay, transport.close)
+                else:
+                    transport.close()
+            return
+        # asyncio resumed reading after the sendfile if it was on before: restore this connection's choice
+        if self._read_paused and transport.is_reading():
+            transport.pause_reading()
+        self._process()
 
     def _update_reading(self) -> None:
         transport = self._transport

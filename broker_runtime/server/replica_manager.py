@@ -51,6 +51,7 @@ from broker_runtime.replication.partition import AlterIsr, Partition
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.file_handle import FileSlice
 
 __all__ = ["LEADER_EPOCH", "AppendResult", "ReadResult", "ReplicaManager"]
 
@@ -91,10 +92,12 @@ class ReadResult:
     last_stable_offset: int = -1
     #: read_committed: (producer id, first offset) of the aborted transactions overlapping the records; else None.
     aborted: list[tuple[int, int]] | None = None
+    #: The records as a slice of their segment file, not read (``records`` is then empty): sent with sendfile.
+    file_slice: FileSlice | None = None
 
     @property
     def size(self) -> int:
-        return len(self.records)
+        return len(self.records) if self.file_slice is None else len(self.file_slice)
 
 
 def _policy(cfg: LogConfig, header_only: bool) -> BatchPolicy:
@@ -422,9 +425,13 @@ class ReplicaManager:
         min_one_batch: bool,
         replica_id: int = -1,
         read_committed: bool = False,
+        slice_min_bytes: int | None = None,
     ) -> ReadResult:
         """Read as the leader from ``fetch_offset``: up to the HW for consumers (the LSO with
-        ``read_committed``, plus the aborted transactions of the range), the LEO for followers."""
+        ``read_committed``, plus the aborted transactions of the range), the LEO for followers.
+
+        ``slice_min_bytes``: records of at least that many bytes come back unread, as
+        :attr:`ReadResult.file_slice` (:meth:`~broker_runtime.storage.partition_log.PartitionLog.read`)."""
         replica = self.partition(topic, partition)
         if replica is None:
             return ReadResult(self._not_hosted(topic, partition)[0])
@@ -448,7 +455,13 @@ class ReplicaManager:
         if fetch_offset >= limit:
             return ReadResult(ErrorCode.NONE, b"", hw, start, last_stable_offset=lso, aborted=no_aborted)
         try:
-            data = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+            data = log.read(
+                fetch_offset,
+                max_bytes,
+                max_offset=limit,
+                min_one_batch=min_one_batch,
+                slice_min_bytes=slice_min_bytes,
+            )
         except OffsetOutOfRangeError:
             return ReadResult(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -459,7 +472,7 @@ class ReplicaManager:
             _log.error("read of %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
         aborted = no_aborted
-        if committed and data.records:
+        if committed and data.size:
             aborted = [
                 (a.producer_id, a.first_offset)
                 for a in log.collect_aborted_transactions(fetch_offset, data.next_offset)
@@ -471,6 +484,7 @@ class ReplicaManager:
             log.log_start_offset,
             last_stable_offset=lso,
             aborted=aborted,
+            file_slice=data.file_slice,
         )
 
     def validate_fetch(

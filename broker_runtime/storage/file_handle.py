@@ -10,6 +10,15 @@ Modes: writable handles open ``O_RDWR`` (``create=True`` adds ``O_CREAT``, mode 
 ``O_RDONLY`` and refuse every mutating call with :class:`~broker_runtime.errors.StorageError`, so a reader in
 another process (the connector's direct scan) can never write, truncate or fsync the broker's files.
 
+A :class:`FileSlice` is a byte range of a handle, kept for later: a Fetch answer records the batches it
+returns as a slice and the connection sends them straight from the page cache (``sendfile``) when it writes the
+answer (see :mod:`broker_runtime.server.network`). The slice holds the handle, so the descriptor stays valid
+even when retention deletes or the cleaner replaces the segment meanwhile (its bytes are those of the unlinked
+inode). The range is not re-validated when sent: the bytes were whole batches below the high watermark (or a
+follower's log end offset) when the slice was made, and closed segments never change; only a truncation of
+the active segment (a leader demoted and truncated while its answer waits) could shorten the file, and a short
+send is then detected by the writer (fewer bytes than :func:`len`), which closes the connection.
+
 Thread-safety: ``pread``/``pwrite`` carry their own position, so concurrent calls on one handle are safe;
 mutations must be serialized by the owner (the partition lock).
 """
@@ -22,7 +31,7 @@ from pathlib import Path
 
 from broker_runtime.errors import StorageError
 
-__all__ = ["FileHandle"]
+__all__ = ["FileHandle", "FileSlice"]
 
 
 class FileHandle:
@@ -73,3 +82,37 @@ class FileHandle:
 
     def __repr__(self) -> str:
         return f"FileHandle({self.path.name}, fd={getattr(self, 'fd', -1)}, writable={self.writable})"
+
+
+class FileSlice:
+    """``length`` bytes of ``handle`` from ``position``, to be sent later (``sendfile``) or read (:meth:`read`).
+
+    ``len()`` is the byte count; :meth:`fileno` lets ``asyncio``'s ``loop.sendfile`` use it as its file (it
+    changes the descriptor's file position, which no :class:`FileHandle` user relies on: all I/O is positional).
+    """
+
+    __slots__ = ("handle", "length", "position")
+
+    def __init__(self, handle: FileHandle, position: int, length: int) -> None:
+        self.handle = handle
+        self.position = position
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def fileno(self) -> int:
+        return self.handle.fd
+
+    def read(self) -> bytes:
+        """The slice's bytes (one ``pread``); StorageError when the file got shorter than the slice."""
+        data = self.handle.pread(self.length, self.position)
+        if len(data) != self.length:
+            raise StorageError(
+                f"{self.handle.path.name} shrank below byte {self.position + self.length} before its range "
+                f"[{self.position}, {self.position + self.length}) was sent ({len(data)} bytes left)"
+            )
+        return data
+
+    def __repr__(self) -> str:
+        return f"FileSlice({self.handle.path.name}, {self.position}, {self.length})"

@@ -23,7 +23,9 @@ progress), read the checkpoints, load every partition directory (recovering from
 clean-shutdown marker is absent, from offset 0 whatever the marker says when the operator asked for a full
 recovery, ``recover_all``), then remove the marker. What recovery cut or deleted is logged at WARNING by each
 partition log and summed in :attr:`LogManager.recovery_truncations` / ``recovery_bytes_dropped``. A partition's
-roll has its directory's recovery-point checkpoint written right away by a background thread (see
+roll has its segment fsynced on the manager's roll-flush executor (:data:`ROLL_FLUSH_THREADS` threads named
+``pylog-roll-flush``, so the appending thread never waits for the disk; see "Roll" in :mod:`.partition_log`),
+then its directory's recovery-point checkpoint written by a background thread (see
 :meth:`LogManager._persist_recovery_point`). Every log is loaded with the manager's
 ``hw_follows_leo``: True (a single node) makes the high watermark the log end offset; False (a cluster, where
 partitions may be replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and
@@ -40,7 +42,8 @@ removes what an interrupted deletion left).
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
 its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. The log cleaner
 (:meth:`LogManager.start_cleaner`) runs in its own thread and takes a partition's lock only to swap a cleaned
-segment in; shutdown stops it first.
+segment in; shutdown stops it first. Shutdown and a simulated crash wait for the roll flushes already asked for
+before closing the logs.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError, StorageError
@@ -77,6 +81,8 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 TOPIC_CONFIG_FILE = "topic.config"
 _DELETE_DIR_SUFFIX = "-delete"
+#: Threads fsyncing rolled segments (two: one slow partition directory does not hold up every other roll).
+ROLL_FLUSH_THREADS = 2
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
@@ -153,6 +159,7 @@ class LogManager:
         self._rp_cond = threading.Condition()
         self._rp_thread: threading.Thread | None = None
         self._rp_stop = False
+        self._roll_flusher: ThreadPoolExecutor | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -219,6 +226,7 @@ class LogManager:
             self.recovery_truncations += log.recovery_truncations
             self.recovery_bytes_dropped += log.recovery_bytes_dropped
             log.on_roll = self._persist_recovery_point
+            log.flush_executor = self._roll_flush_executor()
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
         if marker.exists():
@@ -252,9 +260,22 @@ class LogManager:
         thread.join()
         self._cleaner_thread = None
 
+    def _roll_flush_executor(self) -> ThreadPoolExecutor:
+        """The executor the logs' roll fsyncs run on (created on first use, stopped by shutdown)."""
+        if self._roll_flusher is None:
+            self._roll_flusher = ThreadPoolExecutor(ROLL_FLUSH_THREADS, thread_name_prefix="pylog-roll-flush")
+        return self._roll_flusher
+
+    def _stop_roll_flushes(self) -> None:
+        """Wait for the roll flushes asked for so far, and stop their threads."""
+        flusher, self._roll_flusher = self._roll_flusher, None
+        if flusher is not None:
+            flusher.shutdown(wait=True)
+
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
         self.stop_cleaner()
+        self._stop_roll_flushes()
         self._stop_recovery_point_writer()
         with self._lock:
             if not self._started:
@@ -270,6 +291,7 @@ class LogManager:
         """Release the directories without flushing, checkpoints or marker (simulates a crash in tests; the
         recovery-point writes rolls already asked for are finished first, as a crash a moment later would)."""
         self.stop_cleaner()
+        self._stop_roll_flushes()
         self._stop_recovery_point_writer()
         with self._lock:
             for log in self._logs.values():
@@ -327,6 +349,7 @@ class LogManager:
             )
             fsync_dir(log_dir)
             log.on_roll = self._persist_recovery_point
+            log.flush_executor = self._roll_flush_executor()
             self._logs[key] = log
             self._log_dir_of[key] = log_dir
             return log

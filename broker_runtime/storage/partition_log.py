@@ -23,8 +23,15 @@ Offsets::
 Roll (new active segment whose base offset is the first offset of the incoming set) when the active segment
 would exceed ``segment.bytes``; when ``segment.ms`` (minus jitter) has passed since its first batch's timestamp
 (or its creation when that has none); when either index is full; when the set's last offset does not fit a
-relative offset. Rolling finalizes the old segment (last time-index entry, trimmed indexes), fsyncs it, creates
-the new files, fsyncs the directory, and moves the recovery point to the new base offset.
+relative offset. Rolling finalizes the old segment (last time-index entry, trimmed indexes) and creates the new
+files; then the old segment is fsynced, the directory fsynced, and the recovery point moved to the new base
+offset. With :attr:`PartitionLog.flush_executor` set (the log manager sets it) those fsyncs run on that
+executor's thread, as Kafka schedules its ``flush-log`` task after a roll, so the appending thread (the
+broker's event loop) does not wait for the disk: fsyncing a segment of ``segment.bytes`` of dirty pages may take
+seconds. Until that task ends the rolled segment is listed as unflushed and the recovery point stays below it;
+an explicit :meth:`PartitionLog.flush` or :meth:`PartitionLog.close` fsyncs unflushed segments itself first.
+A truncation meanwhile wins: the task then leaves the recovery point alone (the truncation lowered it). A failed
+fsync is logged at WARNING and leaves the recovery point where it was (a crash recovers those segments).
 
 Flush: fsync when ``flush.messages`` messages are unflushed or ``flush.ms`` passed since the last flush (both
 default to never: the page cache, as Kafka), on roll and on close. Everything below the recovery point is on disk.
@@ -80,7 +87,8 @@ the remaining snapshot re-appends the entries of the ABORT markers it meets (ent
 Retention follows Kafka: segments go only below the high watermark (an open transaction's first batches may
 go with them, then the last stable offset is the log start offset).
 
-Thread-safety: one re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
+Thread-safety: the roll-flush task (above) runs on the executor's thread: it fsyncs outside the lock and takes
+the lock to read the unflushed list and to move the recovery point. One re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
 flush, offset updates, producer state). Reads take the lock only to snapshot (segments, LEO, HW, log start,
 active size) and do their I/O outside it: closed segments are immutable, and active-segment reads stay below the
 snapshot size. Callers must not read offsets at or above a truncation point while :meth:`PartitionLog.truncate_to` runs
@@ -97,6 +105,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +127,7 @@ from broker_runtime.protocol.batch_header import (
 from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.cleaner import complete_swaps, finish_swap
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.file_handle import FileSlice
 from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from broker_runtime.storage.segment import (
     DELETED_SUFFIX,
@@ -187,8 +197,16 @@ class FetchData:
     log_start_offset: int
     #: Offset after the last returned batch (the fetch offset when nothing is returned).
     next_offset: int = -1
-    #: ``(.log path, start byte, end byte)`` of ``records`` in its segment file (for ``os.sendfile``), or None.
+    #: ``(.log path, start byte, end byte)`` of the returned batches in their segment file, or None.
     file_range: tuple[Path, int, int] | None = None
+    #: The returned batches as a slice of the segment's open file, not read (``records`` is then empty): see
+    #: ``slice_min_bytes`` of :meth:`PartitionLog.read`.
+    file_slice: FileSlice | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes returned (in ``records`` or ``file_slice``)."""
+        return len(self.records) if self.file_slice is None else len(self.file_slice)
 
 
 class _Snapshot:
@@ -235,6 +253,12 @@ class PartitionLog:
         #: Called (under this log's lock) after a roll moved :attr:`recovery_point`; the log manager writes the
         #: recovery-point checkpoint there, so a crash never re-validates segments already fsynced.
         self.on_roll: Callable[[PartitionLog], None] | None = None
+        #: Where a roll's fsyncs run (see "Roll" in the module docstring); None: on the appending thread.
+        self.flush_executor: Executor | None = None
+        #: Rolled segments whose fsync has not finished yet, oldest first.
+        self._unflushed: list[LogSegment] = []
+        #: Bumped by every truncation: a roll flush that started before one does not move the recovery point.
+        self._truncations = 0
         self._last_flush_ms = self._clock()
         self._closed = False
         self._producer_state = ProducerStateManager(
@@ -636,19 +660,52 @@ class PartitionLog:
             segments = list(self._segments[:-1])
         else:
             old.on_become_inactive()
-            old.flush()
             self._producer_state.take_snapshot(self._leo)
             segments = list(self._segments)
         new = LogSegment.create(self.dir, base_offset, self.config, now)
-        fsync_dir(self.dir)
         segments.append(new)
         self._set_segments(segments)
-        if old.size:
-            # Everything before the new segment is now on disk (older segments were fsynced at their roll).
-            self.recovery_point = max(self.recovery_point, self._leo)
+        if not old.size:
+            fsync_dir(self.dir)
+            return new
+        self._unflushed.append(old)
+        if self.flush_executor is None:
+            self._flush_rolled(self._leo, self._truncations)
+        else:
+            self.flush_executor.submit(self._flush_rolled, self._leo, self._truncations)
+        return new
+
+    def _flush_rolled(self, target: int, truncations: int) -> None:
+        """fsync the rolled segments below ``target`` and the directory, then move the recovery point to
+        ``target`` (unless a truncation came in between); see "Roll" in the module docstring."""
+        with self._lock:
+            pending = [seg for seg in self._unflushed if seg.base_offset < target]
+        try:
+            for seg in pending:
+                seg.flush()
+            fsync_dir(self.dir)
+        except Exception as exc:  # OSError; or the segment closed meanwhile (close() flushed it then)
+            with self._lock:
+                if self._closed:
+                    return  # closed meanwhile: close() flushed what was left
+            _log.warning(
+                "%s-%d: fsync after rolling at offset %d failed, the recovery point stays at %d: %s",
+                self.topic,
+                self.partition,
+                target,
+                self.recovery_point,
+                exc,
+            )
+            return
+        with self._lock:
+            done = set(map(id, pending))
+            self._unflushed = [seg for seg in self._unflushed if id(seg) not in done]
+            if self._closed or truncations != self._truncations or target <= self.recovery_point:
+                return
+            # Everything before ``target`` is now on disk (older segments were fsynced after their roll).
+            self.recovery_point = target
             if self.on_roll is not None:
                 self.on_roll(self)
-        return new
 
     def roll(self) -> None:
         """Force a roll now (no-op when the active segment is empty)."""
@@ -690,11 +747,15 @@ class PartitionLog:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        slice_min_bytes: int | None = None,
     ) -> FetchData:
         """Whole batches from the one holding ``start_offset``, within ``max_bytes`` and below ``max_offset``.
 
         Reads one segment per call (as Kafka does). With ``min_one_batch`` the first batch is returned even when
-        it alone exceeds ``max_bytes``. Raises OffsetOutOfRangeError outside [log start, LEO].
+        it alone exceeds ``max_bytes``. Raises OffsetOutOfRangeError outside [log start, LEO]. With
+        ``slice_min_bytes``, a range of at least that many bytes is not read: it is returned as
+        :attr:`FetchData.file_slice` (the segment's open file, valid after a deletion; see
+        :class:`~.file_handle.FileSlice`) for a writer that sends it with ``sendfile``.
         """
         snap = self._snapshot()
         self._check_range(start_offset, snap)
@@ -722,6 +783,16 @@ class PartitionLog:
                 if limit < pos + header.size:
                     return empty
                 end, last = seg.last_batch_in(pos, limit)
+                if slice_min_bytes is not None and end - pos >= slice_min_bytes and last is not None:
+                    return FetchData(
+                        b"",
+                        header.base_offset,
+                        snap.hw,
+                        snap.log_start,
+                        last.next_offset,
+                        (seg.log_path, pos, end),
+                        seg.file_slice(pos, end - pos),
+                    )
                 data = seg.pread(pos, end - pos)
                 if len(data) != end - pos or last is None:
                     raise OffsetOutOfRangeError(
@@ -934,6 +1005,7 @@ class PartitionLog:
                 self._rebuild_producer_state()
             self._hw = min(self._hw, self._leo) if not self.hw_follows_leo else self._leo
             self.recovery_point = min(self.recovery_point, self._leo)
+            self._truncations += 1
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start over with one empty segment at ``offset`` (Kafka's
@@ -953,6 +1025,8 @@ class PartitionLog:
             fsync_dir(self.dir)
             self._leo = self._log_start = self._hw = offset
             self.recovery_point = offset
+            self._truncations += 1
+            self._unflushed = []
             self._last_flush_ms = now
             self._producer_state.truncate_fully_and_start_at(offset)
 
@@ -988,6 +1062,9 @@ class PartitionLog:
     # -- flush and close ----------------------------------------------------------------------------------------
 
     def _flush_locked(self, now: int) -> None:
+        for seg in self._unflushed:  # rolled, their own flush not done yet
+            seg.flush()
+        self._unflushed = []
         self._segments[-1].flush()
         self.recovery_point = self._leo
         self._last_flush_ms = now

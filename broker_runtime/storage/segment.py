@@ -50,7 +50,7 @@ from broker_runtime.errors import CorruptIndexError, PylogError, StorageError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, BatchHeader, compute_crc, parse_header
 from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.config import LogConfig
-from broker_runtime.storage.file_handle import FileHandle
+from broker_runtime.storage.file_handle import FileHandle, FileSlice
 from broker_runtime.storage.offset_index import OffsetIndex, OffsetPosition
 from broker_runtime.storage.time_index import TimeIndex, TimestampOffset
 from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -215,6 +215,10 @@ class LogSegment:
     def pread(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes of the .log file from ``position`` (one system call)."""
         return self._handle().pread(size, position)
+
+    def file_slice(self, position: int, size: int) -> FileSlice:
+        """``size`` bytes of the .log file from ``position``, not read (see :class:`~.file_handle.FileSlice`)."""
+        return FileSlice(self._handle(), position, size)
 
     # -- timestamps ---------------------------------------------------------------------------------------------
 

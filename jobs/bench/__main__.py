@@ -21,6 +21,7 @@ SECTIONS = [
     "storage",
     "compaction",
     "broker",
+    "egress",
     "security",
     "replication",
     "failover",

@@ -20,7 +20,9 @@ A struct field with ``nullable=`` is written as Kafka writes one: an int8 marker
 Values are plain Python: ints, bools, floats, ``str``, ``uuid.UUID``, ``dict`` for structs (keys = Kafka's
 CamelCase field names), ``list`` for arrays. ``bytes`` fields decode to ``memoryview`` slices of the input, as
 do ``records`` fields (zero copy; never parsed here). ``records`` fields encode from any bytes-like object or
-from a list/tuple of them (concatenated, e.g. several batches read from a segment).
+from a list/tuple of them (concatenated, e.g. several batches read from a segment), or from a file slice (an
+object with ``len()`` and ``fileno()``, :class:`~broker_runtime.storage.file_handle.FileSlice`), kept as one
+chunk of its own for the connection to send with ``sendfile`` (only :func:`encode_response_chunks` keeps it).
 
 Defaults (Kafka's rules): numbers 0, bool false, string ``""``, bytes ``b""``, records null, uuid zero, arrays
 empty, structs with all-default fields; ``default=`` overrides (``None`` = null). Decoding fills every field
@@ -295,7 +297,7 @@ def _primitive_encoder(t: str, nullable: bool, flexible: bool, name: str) -> Val
             out.append(wire.encode_uvarint(size + 1) if flexible else wire.INT32.pack(size))
             out.extend(parts)
             return
-        part = _as_bytes_like(value)
+        part = value if hasattr(value, "fileno") else _as_bytes_like(value)  # a file slice stays one chunk
         out.append(wire.encode_uvarint(len(part) + 1) if flexible else wire.INT32.pack(len(part)))
         out.append(part)
 

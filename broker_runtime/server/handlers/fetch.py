@@ -28,6 +28,14 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
   * the fetch answers at once when MaxWaitMs <= 0, enough bytes (>= MinBytes) are there, or a partition has an
     error; otherwise a :class:`DelayedFetch` waits in the fetch purgatory, watched by every partition, until an
     append brings enough bytes (``check_and_complete`` from the ReplicaManager) or MaxWaitMs expires.
+
+Zero copy (Kafka's ``FileRecords`` written with ``transferTo``): on a PLAINTEXT or SASL_PLAINTEXT connection
+with ``pylog.fetch.sendfile`` on (the default), a partition's records of at least
+:data:`~broker_runtime.server.network.SENDFILE_MIN_BYTES` are not read: the answer carries a
+:class:`~broker_runtime.storage.file_handle.FileSlice` of the segment file, and the connection sends it with
+``sendfile`` (the frame is byte for byte the one a read would give). On TLS connections the records are read
+into the answer, as Kafka does (the bytes must pass through the TLS engine); smaller ranges are read too (one
+copy costs less than a sendfile's extra round through the event loop).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, IsolationLevel
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.network import SENDFILE_MIN_BYTES
 from broker_runtime.server.replica_manager import ReadResult
 
 _log = logging.getLogger(__name__)
@@ -53,6 +62,8 @@ MIN_VERSION = 4
 MAX_VERSION = 12
 
 FETCH_SESSION_ID_NOT_FOUND = 70
+#: Security protocols whose connections write plain socket bytes (so ``sendfile`` can write the records).
+_PLAIN_SOCKETS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
 
 
 class _PartitionFetch(NamedTuple):
@@ -79,8 +90,19 @@ def _validate(ctx: BrokerContext, part: _PartitionFetch) -> ReadResult | None:
     return ReadResult(code)  # HW and log start unknown (-1), as Kafka answers an error
 
 
+def _slice_min_bytes(ctx: BrokerContext) -> int | None:
+    """The ``slice_min_bytes`` of the current request's reads: None (read the records) unless sendfile applies."""
+    if ctx.config.fetch_sendfile and ctx.request_session.security_protocol in _PLAIN_SOCKETS:
+        return SENDFILE_MIN_BYTES
+    return None
+
+
 def _read_all(
-    ctx: BrokerContext, parts: list[_PartitionFetch], max_bytes: int, replica_id: int = CONSUMER_REPLICA_ID
+    ctx: BrokerContext,
+    parts: list[_PartitionFetch],
+    max_bytes: int,
+    replica_id: int = CONSUMER_REPLICA_ID,
+    slice_min_bytes: int | None = None,
 ) -> tuple[list[ReadResult], int, bool]:
     """Read every partition within the limits; returns (results, total bytes, any error)."""
     remaining = max_bytes
@@ -112,6 +134,7 @@ def _read_all(
             min_one_batch=total == 0,
             replica_id=replica_id,
             read_committed=part.read_committed,
+            slice_min_bytes=slice_min_bytes,
         )
         if result.error:
             any_error = True
@@ -130,8 +153,8 @@ def _count_out(
     if metrics is None or replica_id >= 0:
         return
     for part, result in zip(parts, results, strict=True):
-        if result.records:
-            metrics.fetched(part.topic, len(result.records))
+        if result.size:
+            metrics.fetched(part.topic, result.size)
 
 
 def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResult]) -> dict[str, Any]:
@@ -160,7 +183,7 @@ def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResu
                     if result.diverging is not None
                     else {"Epoch": -1, "EndOffset": -1}
                 ),
-                "Records": result.records if result.records is not None else b"",
+                "Records": result.file_slice if result.file_slice is not None else result.records,
             }
         )
     return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "SessionId": 0, "Responses": topics}
@@ -205,6 +228,7 @@ class DelayedFetch(DelayedOperation):
         "_parts",
         "_replica_id",
         "_results",
+        "_slice_min_bytes",
         "_version",
     )
 
@@ -218,9 +242,12 @@ class DelayedFetch(DelayedOperation):
         max_wait_ms: int,
         future: asyncio.Future[Any],
         replica_id: int = CONSUMER_REPLICA_ID,
+        slice_min_bytes: int | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
         self._replica_id = replica_id
+        # fixed by the request's connection (the op may complete while another connection's request runs)
+        self._slice_min_bytes = slice_min_bytes
         self._ctx = ctx
         self._version = version
         self._parts = parts
@@ -232,7 +259,9 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         if self._future.done():  # the connection went away: nothing to wait for
             return self.force_complete()
-        results, total, any_error = _read_all(self._ctx, self._parts, self._max_bytes, self._replica_id)
+        results, total, any_error = _read_all(
+            self._ctx, self._parts, self._max_bytes, self._replica_id, self._slice_min_bytes
+        )
         if any_error or total >= self._min_bytes:
             self._results = results
             return self.force_complete()
@@ -241,7 +270,9 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         results = self._results
         if results is None:
-            results, _, _ = _read_all(self._ctx, self._parts, self._max_bytes, self._replica_id)
+            results, _, _ = _read_all(
+                self._ctx, self._parts, self._max_bytes, self._replica_id, self._slice_min_bytes
+            )
         if not self._future.done():
             _count_out(self._ctx, self._replica_id, self._parts, results)
             self._future.set_result(_response(self._version, self._parts, results))
@@ -274,12 +305,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     min_bytes = body["MinBytes"]
     max_wait = body["MaxWaitMs"]
     replica_id = body["ReplicaId"]
+    slice_min = _slice_min_bytes(ctx)
     if ctx.authorizer is not None:
         denied = _denied_topics(ctx, parts, replica_id)
         if denied:
             # Answer at once: the refused partitions with TOPIC_AUTHORIZATION_FAILED, the others as read now.
             allowed = [p for p in parts if p.topic not in denied]
-            read, _, _ = _read_all(ctx, allowed, max_bytes, replica_id)
+            read, _, _ = _read_all(ctx, allowed, max_bytes, replica_id, slice_min)
             by_part = dict(zip((id(p) for p in allowed), read, strict=True))
             results = [
                 by_part[id(p)] if id(p) in by_part else ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -301,18 +333,18 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             # Answer at once, failed partitions with their error and the others as read now: the follower
             # backs the failed ones off and fetches the others again right away. The log start offset tells a
             # follower that fell below it where to start over.
-            results, _, _ = _read_all(ctx, parts, max_bytes, replica_id)
+            results, _, _ = _read_all(ctx, parts, max_bytes, replica_id, slice_min)
             results = [
                 ReadResult(code, b"", _hw(ctx, p), _log_start(ctx, p)) if code else result
                 for p, code, result in zip(parts, errors, results, strict=True)
             ]
             return _response(version, parts, results)
-    results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id)
+    results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id, slice_min)
     if max_wait <= 0 or not parts or total >= min_bytes or any_error:
         _count_out(ctx, replica_id, parts, results)
         return _response(version, parts, results)
     future: asyncio.Future[Any] = ctx.loop.create_future()
-    op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future, replica_id)
+    op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future, replica_id, slice_min)
     keys = {(p.topic, p.partition) for p in parts}
     if not ctx.fetch_purgatory.try_complete_else_watch(op, keys):
         ctx.schedule_timer()

@@ -1,0 +1,122 @@
+"""A slow disk must not stall the broker: a roll's fsync and the periodic checkpoints run off the event loop.
+
+The slow disk is real fsync made slow: ``os.fsync`` of chosen files sleeps :data:`SLOW_FSYNC_S` first (the
+broker runs in this process, so the wrapper is the one its storage calls).
+
+* A produce that rolls ``slow-0`` (whose old segment then needs that fsync) and a produce to another topic from
+  another connection meanwhile must both be answered well before the fsync ends; the recovery point of
+  ``slow-0`` must stay below the rolled segment until the fsync has finished, and reach it afterwards.
+* While the periodic checkpoint write waits for its slow fsync, a produce is answered at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.messages import ApiKey
+from tests.conftest import _start_broker
+from tests.server.rawclient import RawConnection, build_batch, create_topic_body, produce_body
+
+SLOW_FSYNC_S = 3.0
+
+
+def _produce(bootstrap: str, topic: str) -> float:
+    """Seconds one acks=1 produce of a ~1.2 KB batch to ``topic`` took to be answered."""
+    with RawConnection(bootstrap, timeout_s=30) as conn:
+        t0 = time.monotonic()
+        body = conn.call(ApiKey.PRODUCE, 7, produce_body(topic, 0, build_batch(10, value_size=100)))
+        elapsed = time.monotonic() - t0
+    assert body["Responses"][0]["PartitionResponses"][0]["ErrorCode"] == ErrorCode.NONE
+    return elapsed
+
+
+def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if "/slow-0/" in target and target.endswith(".log"):
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_fsync(fd)
+            slow_done.set()
+            return
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path)
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            for name, configs in (("slow", {"segment.bytes": "1500"}), ("fast", {})):
+                created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, 1, configs=configs))
+                assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "slow")
+        _produce(broker.bootstrap, "fast")
+        log = broker.ctx.topics.get_log("slow", 0)
+        monkeypatch.setattr(os, "fsync", fsync)
+        rolled_at = log.log_end_offset
+        results: dict[str, float] = {}
+        roller = threading.Thread(target=lambda: results.update(slow=_produce(broker.bootstrap, "slow")))
+        t0 = time.monotonic()
+        roller.start()
+        assert slow_started.wait(10), "the produce did not roll slow-0"
+        results["fast"] = _produce(broker.bootstrap, "fast")
+        roller.join(30)
+        answered = time.monotonic() - t0
+        assert len(log.segments) == 2 and log.segments[1].base_offset == rolled_at
+        # answered before the fsync ended: neither produce waited for the disk
+        assert answered < SLOW_FSYNC_S - 1, results
+        assert not slow_done.is_set()
+        assert log.recovery_point < rolled_at  # not on disk yet
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
+        deadline = time.monotonic() + 10
+        while log.recovery_point < rolled_at and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert log.recovery_point == rolled_at
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_slow_checkpoint_fsync_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if "recovery-point-offset-checkpoint" in target and not slow_started.is_set():
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_fsync(fd)
+            slow_done.set()
+            return
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "200"})
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("fast", 1))
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "fast")
+        monkeypatch.setattr(os, "fsync", fsync)
+        assert slow_started.wait(10), "no checkpoint was written"
+        took = _produce(broker.bootstrap, "fast")
+        assert not slow_done.is_set(), "the produce was answered only after the checkpoint's fsync"
+        assert took < SLOW_FSYNC_S - 1
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
