@@ -37,6 +37,9 @@ def _write(
         .option("topic", topic)
         .option("kafka.transactional.id", name)
         .option("pylog.transactionStateDir", state_dir)
+        # The first write's transactions stay open while the second write runs (a minute or more on a busy
+        # machine) and until the test resolves them: the broker must not abort them at the 60 s default.
+        .option("kafka.transaction.timeout.ms", "600000")
     )
     for key, value in faults.items():
         writer = writer.option(key, value)
