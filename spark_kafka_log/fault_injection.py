@@ -29,10 +29,13 @@ Where this runs: parsing on the **driver** (``writer()``, with the other options
   Spark runs the map stage again and re-attempts the write stage, whose attempt numbers start at 0 again
   (:func:`lose_shuffle_once`; a marker file in the first of those folders makes it once per write id). Needs a
   shuffle before the write, local mode, and a ``spark.local.dir`` of the test's own.
-* ``pylog.test.stallCommitAfterPrepared=N`` (exactly-once streaming sink, **driver**): every micro-batch's
-  ``commit()`` stops for good once its sink-log entry is written ``prepared`` and the first N of its
-  transactions are committed (N=0: none), after creating ``stalled-<batchId>.test`` in the sink log's folder,
-  so a test can SIGKILL the driver at exactly that point (:func:`stall_commit`).
+* ``pylog.test.stallCommitAfterPrepared=N`` (**driver**): in the exactly-once streaming sink, every
+  micro-batch's ``commit()`` stops for good once its sink-log entry is written ``prepared`` and the first N of
+  its transactions are committed (N=0: none), after creating ``stalled-<batchId>.test`` in the sink log's
+  folder; in a transactional batch write, ``commit()`` stops for good once the commit intent is written and the
+  first N of its transactions are committed, after creating ``stalled-<writeId>.test`` in
+  ``pylog.transactionStateDir``. A test can then SIGKILL the driver at exactly that point
+  (:func:`stall_commit`), or let another write of the same driver do it (``killDriverAfterCommitIntent``).
 """
 
 from __future__ import annotations
@@ -91,9 +94,10 @@ def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     return FaultOptions(*values)
 
 
-def stall_commit(sink_dir: str, batch_id: int, committed: int) -> None:
-    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall, then never return (the test kills us)."""
-    Path(sink_dir, f"stalled-{batch_id}.test").touch()
+def stall_commit(directory: str, name: int | str, committed: int) -> None:
+    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall (``stalled-<name>.test`` in ``directory``),
+    then never return (the test kills us)."""
+    Path(directory, f"stalled-{name}.test").touch()
     while True:
         time.sleep(3600)
 

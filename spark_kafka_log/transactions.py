@@ -33,7 +33,7 @@ Intent file (JSON, version 1)::
 embedded broker of that directory, whose port may have changed since.
 
 Test-only: ``pylog.test.killDriverAfterCommitIntent`` (:mod:`spark_kafka_log.fault_injection`) kills the driver
-right after step 1.
+right after step 1; ``pylog.test.stallCommitAfterPrepared`` stops the commit there for good.
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ def commit_write(
     intent: CommitIntent,
     *,
     kill_after_intent: int | None = None,
+    stall_after_intent: int | None = None,
     security: ClientSecurity | None = None,
 ) -> None:
     """Driver: write the intent, check every transaction, commit every one, remove the intent.
@@ -176,8 +177,9 @@ def commit_write(
         everything); a failed commit removes the intent only when the failed transactions are ended for good
         (then some may be visible and others aborted: the error names them), else the intent stays and the error
         names the resolve command. ``security``: the write's ``kafka.security.protocol`` and SASL/SSL settings
-    (never written into the intent). ``kill_after_intent``: the test-only fault (a pid, see
-        :mod:`spark_kafka_log.fault_injection`).
+    (never written into the intent). ``kill_after_intent`` (a pid) and ``stall_after_intent`` (a count of
+    transactions to commit before stopping for good): the test-only faults, see
+    :mod:`spark_kafka_log.fault_injection`.
     """
     os.makedirs(state_dir, exist_ok=True)
     path = intent_path(state_dir, intent.write_id)
@@ -186,6 +188,19 @@ def commit_write(
         from spark_kafka_log.fault_injection import kill_driver
 
         kill_driver(kill_after_intent)
+    if stall_after_intent is not None:
+        from spark_kafka_log.fault_injection import stall_commit
+
+        if stall_after_intent:
+            end_transactions(
+                intent.bootstrap_servers,
+                intent.transactions[:stall_after_intent],
+                commit=True,
+                client_id=intent.client_id,
+                request_timeout_ms=intent.request_timeout_ms,
+                security=security,
+            )
+        stall_commit(state_dir, intent.write_id, stall_after_intent)
     servers, txns, client_id, timeout = (
         intent.bootstrap_servers,
         intent.transactions,

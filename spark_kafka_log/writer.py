@@ -165,8 +165,14 @@ class PylogBatchWriter(DataSourceArrowWriter):
             request_timeout_ms=opts.request_timeout_ms,
             transaction_timeout_ms=opts.transaction_timeout_ms,
         )
-        kill = None if opts.faults is None else opts.faults.kill_driver_after_commit_intent
-        commit_write(opts.transaction_state_dir, intent, kill_after_intent=kill, security=opts.security)
+        faults = opts.faults
+        commit_write(
+            opts.transaction_state_dir,
+            intent,
+            kill_after_intent=None if faults is None else faults.kill_driver_after_commit_intent,
+            stall_after_intent=None if faults is None else faults.stall_commit_after_prepared,
+            security=opts.security,
+        )
         driver_log().info("pylog write: committed %d transaction(s) of write %s", len(txns), self.write_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]

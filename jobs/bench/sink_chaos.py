@@ -31,6 +31,7 @@ __all__ = [
     "ChaosOutcome",
     "StreamApp",
     "judge",
+    "kill_runs",
     "kill_session",
     "run_with_kills",
     "sink_entries",
@@ -73,9 +74,10 @@ def kill_session(sid: int, timeout_s: float = 30) -> None:
 
 
 class StreamApp:
-    """One run of the query in its own driver process; stdout and stderr go to ``<workdir>/<name>.out/.err``."""
+    """One run of the query (or of several side by side: a list of configs) in its own driver process; stdout
+    and stderr go to ``<workdir>/<name>.out/.err``."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path, name: str) -> None:
+    def __init__(self, config: dict[str, Any] | list[dict[str, Any]], workdir: Path, name: str) -> None:
         self.out = workdir / f"{name}.out"
         self.err = workdir / f"{name}.err"
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
@@ -218,11 +220,9 @@ def _committed(checkpoint: str | Path) -> int:
     return sum(doc["status"] == "committed" for doc in sink_entries(checkpoint))
 
 
-def run_with_kills(
-    config: dict[str, Any], workdir: Path, kills: int, max_delay_s: float, seed: int
-) -> tuple[list[str], StreamApp]:
-    """Start the query ``kills`` times and SIGKILL each run at a random point, then once more to the end; where
-    each kill landed (per the sink log), and the final run (exited).
+def kill_runs(config: dict[str, Any], workdir: Path, kills: int, max_delay_s: float, seed: int) -> list[str]:
+    """Start the query ``kills`` times, each in a driver of its own, and SIGKILL each run at a random point; where
+    each kill landed (per the sink log).
 
     A run is killed after it committed a random number (0-2) of further micro-batches and then a random delay of
     up to ``max_delay_s`` (about one micro-batch), so the kills fall at random phases of random micro-batches
@@ -252,6 +252,15 @@ def run_with_kills(
             if newest
             else "before batch 0 committed"
         )
+    return landed
+
+
+def run_with_kills(
+    config: dict[str, Any], workdir: Path, kills: int, max_delay_s: float, seed: int
+) -> tuple[list[str], StreamApp]:
+    """:func:`kill_runs`, then one more run in a driver of its own to the end; where each kill landed, and the
+    final run (exited)."""
+    landed = kill_runs(config, workdir, kills, max_delay_s, seed)
     final = StreamApp(config, workdir, "final")
     final.wait_exit()
     return landed, final

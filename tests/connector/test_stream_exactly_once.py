@@ -1,8 +1,14 @@
 """The exactly-once streaming sink across query restarts: a real Spark driver of its own (a subprocess,
 ``jobs/bench/sink_app.py``) SIGKILLed with everything it started, restarted from the same checkpoint, and the
 topic judged afterwards by a read_committed confluent-kafka consumer (:mod:`jobs.bench.sink_chaos`: every row
-exactly once, each key's rows in input order). The full form (20 micro-batches) is the benchmark section
-``stream``.
+exactly once, each key's rows in input order). The full form (20 micro-batches, 6 kills) is the benchmark
+section ``sink``.
+
+What costs here is starting drivers of their own (a JVM each, 15-40 s): only the runs that are SIGKILLed, and
+one restart that must show its driver log, get one; the other restarts run the same query
+(:func:`jobs.bench.sink_app.start_query`) from the same checkpoint in the suite's Spark session, which is a real
+restart too (the checkpoint and the sink log are files; the broker holds the transactions). The two
+mid-commit tests share one killed driver (:func:`killed_mid_commit`), which runs a query for each.
 """
 
 from __future__ import annotations
@@ -10,7 +16,6 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +23,31 @@ import pytest
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import create_topic
-from jobs.bench.sink_chaos import StreamApp, judge, run_with_kills, sink_entries, write_input
+from jobs.bench.sink_app import start_query
+from jobs.bench.sink_chaos import StreamApp, judge, kill_runs, sink_entries, write_input
 
-# slow: each test starts a Spark driver of its own two or four times (20-40 s each on a busy machine).
+# slow: the module starts five Spark drivers of its own (20-40 s each on a busy machine): KILLS, the one
+# killed_mid_commit kills, and the restart whose driver log a test reads.
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PARTITIONS = 3
+#: The bounded form of the random-kill run: input files (one micro-batch each), rows per file, kills.
+FILES, ROWS, KILLS = 6, 300, 3
 
 
-@pytest.fixture
-def stream(broker: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A topic, an input folder and a checkpoint for one query: the config ``sink_app`` takes."""
+def _config(broker: str, work: Path) -> dict[str, Any]:
+    """A topic, an input folder and a checkpoint under ``work`` for one query: the config ``sink_app`` takes."""
     topic = f"xo-{uuid.uuid4().hex[:10]}"
     create_topic(broker, topic, partitions=PARTITIONS)
-    (tmp_path / "in").mkdir()
-    yield {
+    (work / "in").mkdir(parents=True)
+    return {
         "bootstrap": broker,
         "topic": topic,
-        "source": str(tmp_path / "in"),
-        "checkpoint": str(tmp_path / "checkpoint"),
+        "source": str(work / "in"),
+        "checkpoint": str(work / "checkpoint"),
         # Restarts of a driver take 30-60 s on a busy machine: a prepared micro-batch must outlive them (the
         # broker aborts transactions open longer than this; that case has a test of its own).
-        "options": {"pylog.dataDir": str(tmp_path / "data"), "kafka.transaction.timeout.ms": "600000"},
+        "options": {"pylog.dataDir": str(work / "data"), "kafka.transaction.timeout.ms": "600000"},
     }
 
 
@@ -47,38 +55,79 @@ def _with(config: dict[str, Any], **options: str) -> dict[str, Any]:
     return {**config, "options": {**config["options"], **options}}
 
 
+def _run_in_session(spark: Any, config: dict[str, Any]) -> None:
+    """Restart the query of ``config`` in the suite's Spark session and run it to the end (raises its failure)."""
+    query = start_query(spark, config)
+    try:
+        assert query.awaitTermination(300), "the restarted query did not finish in 300 s"
+    finally:
+        query.stop()
+
+
 def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
-    stream: dict[str, Any], tmp_path: Path
+    spark: Any, broker: str, tmp_path: Path
 ) -> None:
-    files, rows = 6, 300
+    stream = _config(broker, tmp_path)
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
-    total = write_input(stream["source"], files, rows)
-    landed, final = run_with_kills(stream, tmp_path, kills=3, max_delay_s=4.0, seed=seed)
+    total = write_input(stream["source"], FILES, ROWS)
+    # KILLS drivers of their own, each SIGKILLed at a random point; the runs after the first are restarts in a
+    # fresh process. The last restart runs to the end in this session.
+    landed = kill_runs(stream, tmp_path, kills=KILLS, max_delay_s=4.0, seed=seed)
     print(f"seed {seed}; the kills landed {landed}")  # shown with -s
-    assert final.proc.returncode == 0, final.tail()
+    try:
+        _run_in_session(spark, stream)
+    except Exception as e:
+        raise AssertionError(f"seed {seed}, kills landed {landed}: the last restart failed: {e}") from e
     outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, total)
     assert outcome.exact, f"seed {seed}, kills landed {landed}: {outcome}"
     # Every micro-batch is in the sink log, committed. (Spark's file source may put two files into one
     # micro-batch after a restart, so the count of micro-batches is not checked.)
     entries = sink_entries(stream["checkpoint"])
-    assert [e["batchId"] for e in entries] == list(range(len(entries))), landed
+    assert [e["batchId"] for e in entries] == list(range(len(entries))), (seed, landed)
     assert all(e["status"] == "committed" for e in entries) and sum(e["records"] for e in entries) == total
 
 
+@pytest.fixture(scope="module")
+def killed_mid_commit(broker: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """ONE driver of its own runs two queries, each stopped for good in micro-batch 0's ``commit()`` once the
+    sink-log entry is ``prepared`` (``pylog.test.stallCommitAfterPrepared``), then the driver is SIGKILLed:
+
+    * ``"finish"``: 2 files of 200 rows, ONE of micro-batch 0's two transactions committed before the stop;
+    * ``"aborted"``: 1 file of 200 rows, none committed.
+
+    The queries have their own checkpoints, so their own query ids and transactional ids: each test continues
+    one of them without touching the other's transactions. Configs without the stall option."""
+    work = tmp_path_factory.mktemp("killed-mid-commit")
+    configs = {name: _config(broker, work / name) for name in ("finish", "aborted")}
+    write_input(configs["finish"]["source"], 2, 200)
+    write_input(configs["aborted"]["source"], 1, 200)
+    first = StreamApp(
+        [
+            _with(configs["finish"], **{"pylog.test.stallCommitAfterPrepared": "1"}),
+            _with(configs["aborted"], **{"pylog.test.stallCommitAfterPrepared": "0"}),
+        ],
+        work,
+        "first",
+    )
+    try:
+        for config in configs.values():
+            first.wait_for(Path(config["checkpoint"], "pylog-sink", "stalled-0.test"))
+    finally:
+        first.kill()
+    return configs
+
+
 def test_driver_killed_between_prepared_and_committed_restart_finishes_the_commit(
-    stream: dict[str, Any], tmp_path: Path
+    killed_mid_commit: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
-    # Micro-batch 0 is written `prepared`, ONE of its two transactions committed, then the driver dies.
-    total = write_input(stream["source"], 2, 200)
-    first = StreamApp(_with(stream, **{"pylog.test.stallCommitAfterPrepared": "1"}), tmp_path, "first")
-    first.wait_for(Path(stream["checkpoint"], "pylog-sink", "stalled-0.test"))
-    first.kill()
+    stream = killed_mid_commit["finish"]
     [entry] = sink_entries(stream["checkpoint"])
     assert entry["status"] == "prepared" and len(entry["transactions"]) == 2, entry
-    # Half of it is visible now: the restart must finish the other half and not write micro-batch 0 again.
+    # Half of it is visible now: the restart (a fresh driver, whose log we read) must finish the other half and
+    # not write micro-batch 0 again.
     second = StreamApp(stream, tmp_path, "second")
     assert second.wait_exit() == 0, second.tail()
-    outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, total)
+    outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, 400)
     assert outcome.exact, outcome
     entries = sink_entries(stream["checkpoint"])
     assert [(e["batchId"], e["status"]) for e in entries] == [(0, "committed"), (1, "committed")]
@@ -88,21 +137,20 @@ def test_driver_killed_between_prepared_and_committed_restart_finishes_the_commi
 
 
 def test_prepared_batch_whose_transactions_were_aborted_fails_naming_it(
-    stream: dict[str, Any], tmp_path: Path
+    spark: Any, killed_mid_commit: dict[str, dict[str, Any]]
 ) -> None:
-    write_input(stream["source"], 1, 200)
-    first = StreamApp(_with(stream, **{"pylog.test.stallCommitAfterPrepared": "0"}), tmp_path, "first")
-    first.wait_for(Path(stream["checkpoint"], "pylog-sink", "stalled-0.test"))
-    first.kill()
+    stream = killed_mid_commit["aborted"]
     [entry] = sink_entries(stream["checkpoint"])
+    assert entry["status"] == "prepared" and len(entry["transactions"]) == 2, entry
     # While the query is down another producer takes the transactional ids: the coordinator aborts the
     # prepared transactions (as it does when transaction.timeout.ms runs out).
     with KafkaClient(stream["bootstrap"]) as client:
         for txn in entry["transactions"]:
             client.init_producer_id(txn["transactionalId"], transaction_timeout_ms=60000)
-    second = StreamApp(stream, tmp_path, "second")
-    assert second.wait_exit() == 3, second.tail()
-    [failure] = [line for line in second.lines() if line.startswith("failed:")]
+    # The restart, in this session: the query fails (as the user sees it: the StreamingQueryException).
+    with pytest.raises(Exception) as failed:
+        _run_in_session(spark, stream)
+    failure = " ".join(str(failed.value).split())
     assert "micro-batch 0 was prepared by an earlier run of this query" in failure, failure
     assert f"delete {Path(stream['checkpoint'], 'pylog-sink', '0.json')}" in failure, failure
     # Nothing of the micro-batch is visible, and its entry still says prepared (no silent skip).

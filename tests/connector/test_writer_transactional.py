@@ -1,7 +1,7 @@
 """Transactional batch writes (``kafka.transactional.id``) end to end: real Spark (the shared ``local[2,2]``
 session), a real pylog broker process, confluent-kafka read_committed consumers and the pylog reader with
 ``kafka.isolation.level=read_committed`` as the judges; the driver SIGKILL test runs a Spark driver program of its
-own as a subprocess and finishes its commit with the documented CLI.
+own as a subprocess (one start for two interrupted writes) and finishes their commits with the documented CLI.
 
 The module's broker checks for timed-out transactions every 100 ms (Kafka's default is 10 s), so the timeout
 test does not wait long.
@@ -23,6 +23,7 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import broker_process
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP, IsolationLevel
+from jobs.bench.sink_chaos import kill_session
 from spark_kafka_log.transactions import pending_intents
 from tests.connector.kafka_peer import consume_to_end
 
@@ -159,22 +160,33 @@ def test_a_commit_after_the_transaction_timed_out_fails_naming_the_setting(
     assert _committed(txn_broker, topic) == []
 
 
-def _killed_driver(txn_broker: str, topic: str, rows: int, state_dir: Path) -> Path:
-    """Run the driver program that SIGKILLs itself after writing its commit intent; the intent file."""
+def _killed_driver(txn_broker: str, tmp_path: Path, *writes: tuple[str, int, Path]) -> list[Path]:
+    """Run the driver program whose two transactional writes ``(topic, rows, state dir)`` are interrupted between
+    their commit intents and their commits (the first stalled there, the second SIGKILLs the driver); each
+    write's intent file."""
     script = Path(__file__).with_name("txn_write_killed_driver.py")
-    proc = subprocess.run(
-        [sys.executable, str(script), txn_broker, topic, str(rows), str(state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        start_new_session=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert proc.returncode == -9, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    (intent,) = pending_intents(state_dir)
-    doc = json.loads(intent.read_text())
-    assert len(doc["transactions"]) == 2 and doc["bootstrapServers"] == txn_broker
-    return intent
+    args = [str(a) for write in writes for a in write]
+    out, err = tmp_path / "driver.out", tmp_path / "driver.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), txn_broker, *args],
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    try:
+        returncode = proc.wait(400)
+    finally:
+        kill_session(proc.pid)  # the stalled write's worker, and the driver itself should it still run
+    assert returncode == -9, (returncode, out.read_text()[-2000:], err.read_text()[-2000:])
+    intents = []
+    for _, _, state_dir in writes:
+        (intent,) = pending_intents(state_dir)
+        doc = json.loads(intent.read_text())
+        assert len(doc["transactions"]) == 2 and doc["bootstrapServers"] == txn_broker
+        intents.append(intent)
+    return intents
 
 
 def _resolve(*args: str) -> subprocess.CompletedProcess[str]:
@@ -188,26 +200,32 @@ def _resolve(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_driver_killed_between_intent_and_commit_is_finished_by_resolve(
     txn_broker: str, tmp_path: Path
 ) -> None:
+    """One driver of its own, SIGKILLed with two writes' commits interrupted after their intents: one is finished
+    with ``resolve --commit DIR``, the other rolled back with ``resolve --abort FILE``."""
     committed_topic, aborted_topic = _topic(), _topic()
-    state = tmp_path / "txn-state"
-    intent = _killed_driver(txn_broker, committed_topic, 5000, state)
-    assert _committed(txn_broker, committed_topic) == []  # nothing committed before the kill
-    stable, high = _stable_and_high(txn_broker, committed_topic)
-    assert stable == [0] * PARTITIONS and sum(high) > 0  # the open transactions hold the LSO
+    state, other_state = tmp_path / "txn-state", tmp_path / "other-txn-state"
+    intent, other = _killed_driver(
+        txn_broker, tmp_path, (committed_topic, 5000, state), (aborted_topic, 3000, other_state)
+    )
+    for topic in (committed_topic, aborted_topic):
+        assert _committed(txn_broker, topic) == []  # nothing committed before the kill
+        stable, high = _stable_and_high(txn_broker, topic)
+        assert stable == [0] * PARTITIONS and sum(high) > 0  # the open transactions hold the LSO
     done = _resolve("--commit", str(state))
     assert done.returncode == 0, done.stderr
     assert "committed 1 write(s)" in done.stdout and not intent.exists()
     assert sorted(_committed(txn_broker, committed_topic)) == _ids(5000)
     again = _resolve("--commit", str(state))  # nothing left: a no-op
     assert again.returncode == 0 and "committed 0 write(s)" in again.stdout
+    assert other.exists() and _committed(txn_broker, aborted_topic) == []  # the other write untouched
 
-    intent = _killed_driver(txn_broker, aborted_topic, 3000, state)
-    done = _resolve("--abort", str(intent))
+    done = _resolve("--abort", str(other))
     assert done.returncode == 0, done.stderr
-    assert "aborted 1 write(s)" in done.stdout and not intent.exists()
+    assert "aborted 1 write(s)" in done.stdout and not other.exists()
     assert _committed(txn_broker, aborted_topic) == []
     _assert_no_open_transaction(txn_broker, aborted_topic)
     assert len(consume_to_end(txn_broker, aborted_topic, PARTITIONS, "read_uncommitted")) == 3000
