@@ -41,7 +41,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +91,10 @@ def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     return FaultOptions(*values)
 
 
-def stall_commit(sink_dir: str, batch_id: int, committed: int) -> None:
-    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall, then never return (the test kills us)."""
-    Path(sink_dir, f"stalled-{batch_id}.test").touch()
+def stall_commit(touch: Callable[[str], None], batch_id: int, committed: int) -> None:
+    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall with ``touch`` (a file beside the sink
+    log's records), then never return (the test kills us)."""
+    touch(f"stalled-{batch_id}.test")
     while True:
         time.sleep(3600)
 

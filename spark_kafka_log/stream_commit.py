@@ -179,7 +179,7 @@ def _prepare_and_commit(
     if faults is not None and faults.stall_commit_after_prepared is not None:
         count = faults.stall_commit_after_prepared
         _end(options, servers, txns[:count], commit=True, client=client)
-        stall_commit(log.directory, batch_id, count)
+        stall_commit(log.touch, batch_id, count)
     try:
         _end(options, servers, txns, commit=True, client=client)
     except TransactionCommitError as e:
@@ -187,6 +187,7 @@ def _prepare_and_commit(
             f"pylog streaming sink: committing micro-batch {batch_id} failed: {e}. It stays prepared in "
             f"{log.path(batch_id)}; restart the query to finish its commit"
         ) from None
+    entry.transactions_committed_at_ms = int(time.time() * 1000)
     log.mark_committed(entry)
 
 
