@@ -46,7 +46,7 @@ __all__ = ["PylogStreamWriter", "SinkTarget"]
 class SinkTarget:
     """Where the exactly-once sink keeps its log and whose transactional ids it uses."""
 
-    #: The query's checkpoint directory (local; see :func:`spark_kafka_log.sink_log.checkpoint_dir`).
+    #: The query's checkpoint: a local directory or an fsspec URL (:func:`spark_kafka_log.sink_log.checkpoint_dir`).
     checkpoint: str
     #: Spark's query id (``<checkpoint>/metadata``), stable across restarts.
     query_id: str
