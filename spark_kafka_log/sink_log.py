@@ -10,12 +10,15 @@ Format (version 1): one UTF-8 JSON object per record::
      "transactions": [{"transactionalId": "pylog-stream-<query id>-0", "producerId": 4000, "producerEpoch": 3,
                        "partitions": [["events", 0], ...], "startedMs": ..., "timeoutMs": 60000}, ...],
      "records": 1200, "partitions": [{"topic": "events", "partition": 0, "records": ..., "first_offset": ...}],
-     "tasksEndedAtMs": 1795437640530, "commitCalledAtMs": 1795437640601, "preparedAtMs": 1795437640646,
+     "tasksEndedAtMs": 1795437640530, "workerStartedAtMs": 1795437640540, "writerCalledAtMs": 1795437640580,
+     "writerReadyAtMs": 1795437640599, "commitCalledAtMs": 1795437640601, "preparedAtMs": 1795437640646,
      "transactionsCommittedAtMs": 1795437640700, "committedAtMs": 1795437640711}
 
-(``partitions`` per transaction, its start and timeout only explain a failure; ``tasksEndedAtMs``, the end of
-the micro-batch's last task, ``commitCalledAtMs``, when Spark called ``commit()``, and the stamps after them show
-where the commit's time goes.)
+(``partitions`` per transaction, its start and timeout only explain a failure. The stamps show where the
+commit's time goes: ``tasksEndedAtMs``, the end of the micro-batch's last task; ``workerStartedAtMs``, the start
+of the driver's Python process that runs ``commit()`` (-1 where unknown); ``writerCalledAtMs`` and
+``writerReadyAtMs``, the ``streamWriter()`` call that built the committing writer; ``commitCalledAtMs``, when
+Spark called ``commit()``; then the sink's own steps. They are diagnostics, never read back by the protocol.)
 
 Two stores, chosen by the checkpoint location (:func:`checkpoint_dir`), with one durability contract each:
 
@@ -301,6 +304,9 @@ class SinkEntry:
     records: int = 0
     partitions: list[dict[str, Any]] = field(default_factory=list)
     tasks_ended_at_ms: int = -1
+    worker_started_at_ms: int = -1
+    writer_called_at_ms: int = -1
+    writer_ready_at_ms: int = -1
     commit_called_at_ms: int = -1
     prepared_at_ms: int = 0
     transactions_committed_at_ms: int | None = None
@@ -320,6 +326,9 @@ class SinkEntry:
             "records": self.records,
             "partitions": self.partitions,
             "tasksEndedAtMs": self.tasks_ended_at_ms,
+            "workerStartedAtMs": self.worker_started_at_ms,
+            "writerCalledAtMs": self.writer_called_at_ms,
+            "writerReadyAtMs": self.writer_ready_at_ms,
             "commitCalledAtMs": self.commit_called_at_ms,
             "preparedAtMs": self.prepared_at_ms,
             "transactionsCommittedAtMs": self.transactions_committed_at_ms,
@@ -341,6 +350,9 @@ class SinkEntry:
             records=int(doc.get("records", 0)),
             partitions=list(doc.get("partitions", [])),
             tasks_ended_at_ms=int(doc.get("tasksEndedAtMs", -1)),
+            worker_started_at_ms=int(doc.get("workerStartedAtMs", -1)),
+            writer_called_at_ms=int(doc.get("writerCalledAtMs", -1)),
+            writer_ready_at_ms=int(doc.get("writerReadyAtMs", -1)),
             commit_called_at_ms=int(doc.get("commitCalledAtMs", -1)),
             prepared_at_ms=int(doc.get("preparedAtMs", 0)),
             transactions_committed_at_ms=doc.get("transactionsCommittedAtMs"),

@@ -129,8 +129,12 @@ def commit_batch(
     query_id: str,
     batch_id: int,
     messages: Sequence[WriterCommitMessage | None],
+    writer_stamps: tuple[int, int, int] = (-1, -1, -1),
 ) -> None:
-    """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring)."""
+    """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring).
+
+    ``writer_stamps``: (worker process start, ``streamWriter()`` called, writer built), epoch ms, recorded in
+    the sink-log entry as diagnostics."""
     called_ms = int(time.time() * 1000)
     newest = resolve_pending(log, options, servers)
     txns = transactions_of(messages, options.transaction_timeout_ms)
@@ -146,7 +150,9 @@ def commit_batch(
         retry_timeout_ms=options.delivery_timeout_ms,
         security=options.security,
     ) as client:
-        _prepare_and_commit(log, options, servers, query_id, batch_id, messages, txns, called_ms, client)
+        _prepare_and_commit(
+            log, options, servers, query_id, batch_id, messages, txns, (*writer_stamps, called_ms), client
+        )
     driver_log().info("pylog stream batch %d committed: %s", batch_id, summarize(messages))
 
 
@@ -158,7 +164,7 @@ def _prepare_and_commit(
     batch_id: int,
     messages: Sequence[WriterCommitMessage | None],
     txns: Sequence[TaskTransaction],
-    called_ms: int,
+    stamps: tuple[int, int, int, int],
     client: KafkaClient,
 ) -> None:
     _check_still_open(options, servers, batch_id, txns, client)
@@ -171,7 +177,10 @@ def _prepare_and_commit(
         records=sum(m.records + m.recovered for m in done),
         partitions=[asdict(s) for s in merge_partitions(done).values()],
         tasks_ended_at_ms=max((m.finished_ms for m in done), default=-1),
-        commit_called_at_ms=called_ms,
+        worker_started_at_ms=stamps[0],
+        writer_called_at_ms=stamps[1],
+        writer_ready_at_ms=stamps[2],
+        commit_called_at_ms=stamps[3],
         prepared_at_ms=int(time.time() * 1000),
     )
     log.write(entry)
