@@ -82,7 +82,7 @@ class PylogDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Driver, twice per micro-batch (before its tasks, and for its commit): see :mod:`.stream_writer`."""
         called_ms = int(time.time() * 1000)
-        parsed, layout, servers = prepare_write(self.options, schema)
+        parsed, layout, servers = prepare_write(self.options, schema, keep_client=True)
         options = stream_options(parsed)
         if not options.transactional:  # pylog.deliveryGuarantee=at-least-once
             _warn_at_least_once()

@@ -52,7 +52,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError, StreamingSinkError
 from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
-from spark_kafka_log.connections import writer_client
+from spark_kafka_log.connections import drop_kept_client, kept_client, writer_client
 from spark_kafka_log.driver_log import driver_log
 from spark_kafka_log.fault_injection import stall_commit
 from spark_kafka_log.options import WriterOptions, task_transactional_id
@@ -90,6 +90,35 @@ def _end(
         client=client,
         security=options.security,
     )
+
+
+def _kept_client(options: WriterOptions, servers: str) -> KafkaClient:
+    """The commit client this process keeps across micro-batches (see :func:`kept_client`): PySpark runs
+    ``commit()`` in a driver Python worker it reuses for the query's next micro-batches (4.3), so a commit
+    saves a connection and a FindCoordinator per transactional id. A failed commit drops it."""
+    settings = (
+        servers,
+        options.client_id,
+        options.request_timeout_ms,
+        options.retry_backoff_ms,
+        options.delivery_timeout_ms,
+        options.security,
+    )
+    return kept_client(
+        _KEPT,
+        settings,
+        lambda: commit_client(
+            servers,
+            client_id=options.client_id,
+            request_timeout_ms=options.request_timeout_ms,
+            retry_backoff_ms=options.retry_backoff_ms,
+            retry_timeout_ms=options.delivery_timeout_ms,
+            security=options.security,
+        ),
+    )
+
+
+_KEPT = "stream-commit"
 
 
 def resolve_pending(log: SinkLog, options: WriterOptions, servers: str) -> SinkEntry | None:
@@ -141,18 +170,15 @@ def commit_batch(
     if newest is not None and batch_id <= newest.batch_id:
         _abort_rerun(options, servers, batch_id, newest, txns)
         return
-    # One client for the check and the EndTxns: one connection and coordinator lookup per commit.
-    with commit_client(
-        servers,
-        client_id=options.client_id,
-        request_timeout_ms=options.request_timeout_ms,
-        retry_backoff_ms=options.retry_backoff_ms,
-        retry_timeout_ms=options.delivery_timeout_ms,
-        security=options.security,
-    ) as client:
+    # One client for the check and the EndTxns, kept by this process for the next micro-batch's commit.
+    client = _kept_client(options, servers)
+    try:
         _prepare_and_commit(
             log, options, servers, query_id, batch_id, messages, txns, (*writer_stamps, called_ms), client
         )
+    except BaseException:
+        drop_kept_client(_KEPT)  # whatever went wrong, the next commit starts from fresh connections
+        raise
     driver_log().info("pylog stream batch %d committed: %s", batch_id, summarize(messages))
 
 
