@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from pyspark.sql.types import StructType
 
+from broker_runtime.client import BrokerConnectionError
 from broker_runtime.launch import ensure_embedded_broker
 from broker_runtime.security import ClientSecurity
 from spark_kafka_log.connections import drop_kept_client, kept_client, topic_partitions, writer_client
@@ -61,6 +62,10 @@ def prepare_write(
         )
         try:
             topic_partitions(client, parsed.topic)
+        except BrokerConnectionError:
+            # Maybe only the kept connection is stale: the plain check, with a new client, decides.
+            drop_kept_client(_KEPT)
+            check_topic(servers, parsed.topic, parsed.request_timeout_ms, parsed.security)
         except BaseException:
             drop_kept_client(_KEPT)
             raise

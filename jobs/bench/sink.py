@@ -66,6 +66,9 @@ def _overhead(quick: bool, work: str) -> list[Result]:
             .option("topic", f"bench-stream-{uuid.uuid4().hex[:8]}")
             .option("pylog.dataDir", data_dir)
             .option("checkpointLocation", checkpoint)
+            # The commit's overhead is measured, not the timeout: a loaded machine can take over a minute
+            # per micro-batch, and the default 60 s would abort its transactions (the sink then fails it).
+            .option("kafka.transaction.timeout.ms", "600000")
             .trigger(availableNow=True)
             .start()
         )
