@@ -248,6 +248,30 @@ def _run_log_steps(url: str, visible: Path, last: int) -> None:
 KILLS = 15
 
 
+def _names(ck: Path) -> set[str]:
+    try:
+        return set(os.listdir(ck / "pylog-sink"))
+    except FileNotFoundError:
+        return set()
+
+
+_reaped: dict[int, int] = {}
+
+
+def _exited(pid: int) -> bool:
+    """Whether child ``pid`` ended (reaped: its status kept for :func:`_wait`)."""
+    if pid not in _reaped:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            _reaped[pid] = status
+    return pid in _reaped
+
+
+def _wait(pid: int) -> int:
+    """The wait status of child ``pid``."""
+    return _reaped.pop(pid) if pid in _reaped else os.waitpid(pid, 0)[1]
+
+
 @pytest.mark.parametrize("store", ["local", "fsspec"])
 def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store: str) -> None:
     """A forked process running the commit protocol's log steps is SIGKILLed at random points and a new one
@@ -270,9 +294,14 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
             finally:
                 os._exit(code)
         if life < KILLS:
-            time.sleep(rng.uniform(0, 0.05))  # 40 batches take ~0.1-1 s: the kill lands anywhere in them
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+            # Once this run has made progress (a busy machine may starve it for a while), a random moment.
+            names = _names(ck)
+            while _names(ck) == names and not _exited(pid):
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0, 0.02))
+            if not _exited(pid):
+                os.kill(pid, signal.SIGKILL)
+        status = _wait(pid)
         if life == KILLS:
             assert os.waitstatus_to_exitcode(status) == 0, f"the last run failed (seed {seed})"
         else:

@@ -232,13 +232,15 @@ def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_p
         "topic": "kept",
         "kafka.request.timeout.ms": "3000",
     }
-    with broker_process(tmp_path / "b", overrides) as bootstrap:
+    with broker_process(tmp_path / "b", overrides, startup_timeout_s=180) as bootstrap:
         create_topic(bootstrap, "kept", partitions=1)
         prepare_write(options, schema, keep_client=True)
         kept = connections._kept["stream-topic-check"][1]
         prepare_write(options, schema, keep_client=True)
         assert connections._kept["stream-topic-check"][1] is kept  # one client across calls
-    with broker_process(tmp_path / "b", overrides):  # the same data, the same address, a new process
+    with broker_process(
+        tmp_path / "b", overrides, startup_timeout_s=180
+    ):  # the same data, the same address, a new process
         prepare_write(options, schema, keep_client=True)
         with KafkaClient(f"127.0.0.1:{port}") as admin:
             admin.delete_topics(["kept"])
