@@ -1,8 +1,10 @@
 """The connector's Kafka clients: how the reader and the writer connect, and the topic lookup both sides share.
 
 Where this runs: the **driver** (planning a read, checking a write's topic) and the **executors** (read and
-write tasks); every caller owns the client it gets and closes it. Clients are lazy: nothing connects before
-the first request. The version floors below are the protocol features the connector relies on:
+write tasks); every caller owns the client it gets and closes it, except a :func:`kept_client`, which the
+process keeps between calls (the streaming sink's driver calls, once per micro-batch, in Python workers PySpark
+reuses; one call at a time per process, no threads). Clients are lazy: nothing connects before the first
+request. The version floors below are the protocol features the connector relies on:
 
 * Metadata v4+ carries ``AllowAutoTopicCreation``: a read never creates a topic, a write asks for it;
 * ListOffsets v1+ answers one offset per timestamp (the reader's time lookups); v2+ carries the
@@ -13,13 +15,15 @@ the first request. The version floors below are the protocol features the connec
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 from broker_runtime.client import BrokerConnectionError, KafkaClient
 from broker_runtime.errors import KafkaError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security import ClientSecurity
 from spark_kafka_log.reader_options import ReaderOptions
 
-__all__ = ["reader_client", "topic_partitions", "writer_client"]
+__all__ = ["drop_kept_client", "kept_client", "reader_client", "topic_partitions", "writer_client"]
 
 _READER_MIN_VERSIONS: dict[int, int] = {ApiKey.METADATA: 4, ApiKey.LIST_OFFSETS: 1, ApiKey.FETCH: 5}
 #: read_committed: ListOffsets with IsolationLevel (v2); Fetch v4 already has it (below the reader's floor).
@@ -77,3 +81,29 @@ def topic_partitions(client: KafkaClient, topic: str) -> int:
             f"topic {topic!r} is not available for writing (auto-creation disabled on the broker? "
             "create it first)",
         ) from exc
+
+
+#: purpose -> (the settings it was made with, the client); see :func:`kept_client`.
+_kept: dict[str, tuple[Hashable, KafkaClient]] = {}
+
+
+def kept_client(purpose: str, settings: Hashable, make: Callable[[], KafkaClient]) -> KafkaClient:
+    """The client this process keeps for ``purpose``, made by ``make`` when there is none for these ``settings``.
+
+    It saves a connection (and the coordinator lookups it caches) per call. A broker that restarted is
+    reconnected to by the client itself; callers :func:`drop_kept_client` after any failure, so the next call
+    starts afresh."""
+    kept = _kept.get(purpose)
+    if kept is not None and kept[0] == settings:
+        return kept[1]
+    drop_kept_client(purpose)
+    client = make()
+    _kept[purpose] = (settings, client)
+    return client
+
+
+def drop_kept_client(purpose: str) -> None:
+    """Close and forget the client kept for ``purpose`` (none: nothing to do)."""
+    kept = _kept.pop(purpose, None)
+    if kept is not None:
+        kept[1].close()

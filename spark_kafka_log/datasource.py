@@ -23,6 +23,8 @@ Kafka sink says); pyspark itself rejects ``error``/``ignore`` and a missing mode
 
 from __future__ import annotations
 
+import time
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -79,7 +81,8 @@ class PylogDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Driver, twice per micro-batch (before its tasks, and for its commit): see :mod:`.stream_writer`."""
-        parsed, layout, servers = prepare_write(self.options, schema)
+        called_ms = int(time.time() * 1000)
+        parsed, layout, servers = prepare_write(self.options, schema, keep_client=True)
         options = stream_options(parsed)
         if not options.transactional:  # pylog.deliveryGuarantee=at-least-once
             _warn_at_least_once()
@@ -93,7 +96,9 @@ class PylogDataSource(DataSource):
                 "pylog.deliveryGuarantee=at-least-once"
             )
         checkpoint = checkpoint_dir(str(location))
-        return PylogStreamWriter(options, layout, servers, SinkTarget(checkpoint, query_id(checkpoint)))
+        return PylogStreamWriter(
+            options, layout, servers, SinkTarget(checkpoint, query_id(checkpoint)), called_ms
+        )
 
 
 _warned_at_least_once = False

@@ -44,7 +44,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,10 +94,11 @@ def parse_fault_options(opts: Mapping[str, str]) -> FaultOptions | None:
     return FaultOptions(*values)
 
 
-def stall_commit(directory: str, name: int | str, committed: int) -> None:
-    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall (``stalled-<name>.test`` in ``directory``),
-    then never return (the test kills us)."""
-    Path(directory, f"stalled-{name}.test").touch()
+def stall_commit(touch: Callable[[str], None], name: int | str, committed: int) -> None:
+    """Driver, ``pylog.test.stallCommitAfterPrepared``: mark the stall with ``touch`` (``stalled-<name>.test``
+    beside the sink log's records, or in a batch write's state directory), then never return (the test kills
+    us)."""
+    touch(f"stalled-{name}.test")
     while True:
         time.sleep(3600)
 

@@ -52,7 +52,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError, StreamingSinkError
 from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
-from spark_kafka_log.connections import writer_client
+from spark_kafka_log.connections import drop_kept_client, kept_client, writer_client
 from spark_kafka_log.driver_log import driver_log
 from spark_kafka_log.fault_injection import stall_commit
 from spark_kafka_log.options import WriterOptions, task_transactional_id
@@ -92,6 +92,35 @@ def _end(
     )
 
 
+def _kept_client(options: WriterOptions, servers: str) -> KafkaClient:
+    """The commit client this process keeps across micro-batches (see :func:`kept_client`): PySpark runs
+    ``commit()`` in a driver Python worker it reuses for the query's next micro-batches (4.3), so a commit
+    saves a connection and a FindCoordinator per transactional id. A failed commit drops it."""
+    settings = (
+        servers,
+        options.client_id,
+        options.request_timeout_ms,
+        options.retry_backoff_ms,
+        options.delivery_timeout_ms,
+        options.security,
+    )
+    return kept_client(
+        _KEPT,
+        settings,
+        lambda: commit_client(
+            servers,
+            client_id=options.client_id,
+            request_timeout_ms=options.request_timeout_ms,
+            retry_backoff_ms=options.retry_backoff_ms,
+            retry_timeout_ms=options.delivery_timeout_ms,
+            security=options.security,
+        ),
+    )
+
+
+_KEPT = "stream-commit"
+
+
 def resolve_pending(log: SinkLog, options: WriterOptions, servers: str) -> SinkEntry | None:
     """Finish a micro-batch an earlier run left ``prepared``; the newest entry afterwards (None: empty log)."""
     entry = log.newest()
@@ -129,24 +158,27 @@ def commit_batch(
     query_id: str,
     batch_id: int,
     messages: Sequence[WriterCommitMessage | None],
+    writer_stamps: tuple[int, int, int] = (-1, -1, -1),
 ) -> None:
-    """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring)."""
+    """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring).
+
+    ``writer_stamps``: (worker process start, ``streamWriter()`` called, writer built), epoch ms, recorded in
+    the sink-log entry as diagnostics."""
     called_ms = int(time.time() * 1000)
     newest = resolve_pending(log, options, servers)
     txns = transactions_of(messages, options.transaction_timeout_ms)
     if newest is not None and batch_id <= newest.batch_id:
         _abort_rerun(options, servers, batch_id, newest, txns)
         return
-    # One client for the check and the EndTxns: one connection and coordinator lookup per commit.
-    with commit_client(
-        servers,
-        client_id=options.client_id,
-        request_timeout_ms=options.request_timeout_ms,
-        retry_backoff_ms=options.retry_backoff_ms,
-        retry_timeout_ms=options.delivery_timeout_ms,
-        security=options.security,
-    ) as client:
-        _prepare_and_commit(log, options, servers, query_id, batch_id, messages, txns, called_ms, client)
+    # One client for the check and the EndTxns, kept by this process for the next micro-batch's commit.
+    client = _kept_client(options, servers)
+    try:
+        _prepare_and_commit(
+            log, options, servers, query_id, batch_id, messages, txns, (*writer_stamps, called_ms), client
+        )
+    except BaseException:
+        drop_kept_client(_KEPT)  # whatever went wrong, the next commit starts from fresh connections
+        raise
     driver_log().info("pylog stream batch %d committed: %s", batch_id, summarize(messages))
 
 
@@ -158,7 +190,7 @@ def _prepare_and_commit(
     batch_id: int,
     messages: Sequence[WriterCommitMessage | None],
     txns: Sequence[TaskTransaction],
-    called_ms: int,
+    stamps: tuple[int, int, int, int],
     client: KafkaClient,
 ) -> None:
     _check_still_open(options, servers, batch_id, txns, client)
@@ -171,7 +203,10 @@ def _prepare_and_commit(
         records=sum(m.records + m.recovered for m in done),
         partitions=[asdict(s) for s in merge_partitions(done).values()],
         tasks_ended_at_ms=max((m.finished_ms for m in done), default=-1),
-        commit_called_at_ms=called_ms,
+        worker_started_at_ms=stamps[0],
+        writer_called_at_ms=stamps[1],
+        writer_ready_at_ms=stamps[2],
+        commit_called_at_ms=stamps[3],
         prepared_at_ms=int(time.time() * 1000),
     )
     log.write(entry)
@@ -179,7 +214,7 @@ def _prepare_and_commit(
     if faults is not None and faults.stall_commit_after_prepared is not None:
         count = faults.stall_commit_after_prepared
         _end(options, servers, txns[:count], commit=True, client=client)
-        stall_commit(log.directory, batch_id, count)
+        stall_commit(log.touch, batch_id, count)
     try:
         _end(options, servers, txns, commit=True, client=client)
     except TransactionCommitError as e:
@@ -187,6 +222,7 @@ def _prepare_and_commit(
             f"pylog streaming sink: committing micro-batch {batch_id} failed: {e}. It stays prepared in "
             f"{log.path(batch_id)}; restart the query to finish its commit"
         ) from None
+    entry.transactions_committed_at_ms = int(time.time() * 1000)
     log.mark_committed(entry)
 
 

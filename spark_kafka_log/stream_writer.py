@@ -23,6 +23,8 @@ The writer keeps only picklable, immutable state (options, layout, servers, :cla
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ __all__ = ["PylogStreamWriter", "SinkTarget"]
 class SinkTarget:
     """Where the exactly-once sink keeps its log and whose transactional ids it uses."""
 
-    #: The query's checkpoint directory (local; see :func:`spark_kafka_log.sink_log.checkpoint_dir`).
+    #: The query's checkpoint: a local directory or an fsspec URL (:func:`spark_kafka_log.sink_log.checkpoint_dir`).
     checkpoint: str
     #: Spark's query id (``<checkpoint>/metadata``), stable across restarts.
     query_id: str
@@ -59,7 +61,12 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(
-        self, options: WriterOptions, layout: InputLayout, resolved_servers: str, sink: SinkTarget | None
+        self,
+        options: WriterOptions,
+        layout: InputLayout,
+        resolved_servers: str,
+        sink: SinkTarget | None,
+        called_ms: int = -1,
     ) -> None:
         self.options = options
         self.layout = layout
@@ -70,7 +77,11 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
             # Before any task of this micro-batch calls InitProducerId (which would abort a prepared
             # transaction): finish what an earlier run left prepared, or fail naming it.
             resolve_pending(SinkLog(sink.checkpoint), options, resolved_servers)
-        elif options.enable_idempotence:  # tasks require the write's state directory (task_state)
+        # Diagnostics for the sink log (where a commit's time goes): see sink_log's format.
+        self.stamps = (_process_started_ms(), called_ms, int(time.time() * 1000))
+        if (
+            sink is None and options.enable_idempotence
+        ):  # tasks require the write's state directory (task_state)
             prepare_write_dir(options.producer_state_dir, self.write_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
@@ -87,7 +98,9 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         """Driver: make the micro-batch visible exactly once (or, at-least-once, log its summary)."""
         if self.sink is not None:
             log = SinkLog(self.sink.checkpoint)
-            commit_batch(log, self.options, self.resolved_servers, self.sink.query_id, batchId, messages)
+            commit_batch(
+                log, self.options, self.resolved_servers, self.sink.query_id, batchId, messages, self.stamps
+            )
             return
         self._forget(messages)
         driver_log().info("pylog stream batch %d committed: %s", batchId, summarize(messages))
@@ -111,3 +124,15 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         ids = {m.write_id for m in messages if isinstance(m, PylogCommitMessage)} | {self.write_id}
         for write_id in ids:
             forget_write(self.options.producer_state_dir, write_id)
+
+
+def _process_started_ms() -> int:
+    """When this process started, epoch ms (Linux ``/proc``; -1 elsewhere or when unreadable)."""
+    try:
+        with open(f"/proc/{os.getpid()}/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, after "pid (comm)"
+        with open("/proc/stat", encoding="ascii") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return -1
+    return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)

@@ -200,7 +200,7 @@ def commit_write(
                 request_timeout_ms=intent.request_timeout_ms,
                 security=security,
             )
-        stall_commit(state_dir, intent.write_id, stall_after_intent)
+        stall_commit(lambda name: Path(state_dir, name).touch(), intent.write_id, stall_after_intent)
     servers, txns, client_id, timeout = (
         intent.bootstrap_servers,
         intent.transactions,

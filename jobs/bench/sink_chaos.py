@@ -140,8 +140,14 @@ def write_input(source: str | Path, files: int, rows: int) -> int:
 
 
 def sink_entries(checkpoint: str | Path) -> list[dict[str, Any]]:
-    """The sink log's entries, by batch id."""
-    docs = [json.loads(p.read_text()) for p in Path(checkpoint, "pylog-sink").glob("*.json")]
+    """The sink log's entries (local store), by batch id; ``writtenAtMs`` added: the file's inode change
+    time, i.e. when its last (committed) form was renamed into place after its fsync (the entry cannot stamp its
+    own write)."""
+    docs = []
+    for p in Path(checkpoint, "pylog-sink").glob("*.json"):
+        doc = json.loads(p.read_text())
+        doc["writtenAtMs"] = p.stat().st_ctime_ns // 1_000_000
+        docs.append(doc)
     return sorted(docs, key=lambda d: d["batchId"])
 
 

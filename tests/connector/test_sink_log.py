@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import signal
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ from spark_kafka_log.sink_log import (
     SinkEntry,
     SinkLog,
     checkpoint_dir,
+    is_local,
     query_id,
 )
 from spark_kafka_log.txn_commit import TaskTransaction
@@ -38,11 +43,33 @@ def test_checkpoint_locations_on_the_local_file_system(location: str, expected: 
 
 
 @pytest.mark.parametrize(
-    "location", ["s3a://bucket/ck", "hdfs://nn:8020/ck", "abfss://c@a.dfs.core.windows.net/x"]
+    ("location", "scheme"),
+    [
+        ("nosuchfs://bucket/ck", "nosuchfs"),
+        ("s3a://bucket/ck", "s3a"),
+        ("simplecache::nosuchfs://b/ck", "nosuchfs"),
+    ],
 )
-def test_other_schemes_are_refused_naming_the_scheme(location: str) -> None:
-    with pytest.raises(ConfigError, match=r"supports local paths and file: URIs, not \w+:"):
+def test_a_scheme_without_an_fsspec_implementation_is_refused_naming_it(location: str, scheme: str) -> None:
+    # s3a: fsspec knows it (s3fs), which is not installed here: the message says so and what to install.
+    with pytest.raises(ConfigError, match=rf"fsspec has no usable file system for the scheme {scheme}:") as e:
         checkpoint_dir(location)
+    assert "pip install 'pylog[fsspec]'" in str(e.value) and "s3fs for s3:/s3a:" in str(e.value)
+
+
+def test_without_fsspec_other_schemes_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # what an environment without the extra sees
+    with pytest.raises(
+        ConfigError, match=r"the scheme s3a: needs fsspec, which is not installed: .*pylog\[fsspec\]"
+    ):
+        checkpoint_dir("s3a://bucket/ck")
+    assert checkpoint_dir("file:/tmp/ck") == "/tmp/ck"  # local locations never need it
+
+
+def test_fsspec_locations_are_kept_as_urls() -> None:
+    assert checkpoint_dir("local:///tmp/ck/") == "local:///tmp/ck"
+    assert checkpoint_dir("memory://ck") == "memory://ck"
+    assert not is_local("local:///tmp/ck") and is_local("/tmp/ck")
 
 
 def test_file_uri_with_a_remote_host_is_refused() -> None:
@@ -133,3 +160,157 @@ def test_stream_option_conflicts_are_clear_errors(options: dict[str, str], messa
 def test_delivery_guarantee_is_for_streaming_only() -> None:
     with pytest.raises(ConfigError, match="applies to writeStream only"):
         batch_options(parse_writer_options({"topic": "t", "pylog.deliveryGuarantee": "exactly-once"}))
+
+
+# --- fsspec store: write-once objects (see the sink_log module docstring) ---------------------------------------
+
+
+def _fsspec_url(tmp_path: Path) -> str:
+    """A real file system reached through fsspec under another scheme than file: (fsspec's ``local``)."""
+    return f"local://{tmp_path}"
+
+
+def test_fsspec_store_writes_each_object_once_and_reads_committed_first(tmp_path: Path) -> None:
+    url = _fsspec_url(tmp_path)
+    (tmp_path / "metadata").write_text('{"id":"q-1"}')
+    assert query_id(checkpoint_dir(url)) == "q-1"
+    log = SinkLog(checkpoint_dir(url))
+    assert log.newest() is None and log.path(4) == f"{url}/pylog-sink/4.json"
+    log.mark_committed(_entry(0))
+    log.write(_entry(1))
+    prepared = (tmp_path / "pylog-sink" / "1.json").read_bytes()
+    newest = log.newest()
+    assert newest == _entry(1) and not newest.committed
+    log.mark_committed(newest)
+    # The prepared object is never rewritten; the committed record is an object of its own.
+    assert (tmp_path / "pylog-sink" / "1.json").read_bytes() == prepared
+    assert json.loads((tmp_path / "pylog-sink" / "1.committed").read_text())["status"] == COMMITTED
+    assert log.read(1).committed and log.batch_ids() == [0, 1]
+    with pytest.raises(
+        StreamingSinkError, match=r"1\.json exists already; sink-log objects are written once"
+    ):
+        log.write(_entry(1))
+
+
+def test_fsspec_store_retains_the_newest_entries(tmp_path: Path) -> None:
+    log = SinkLog(checkpoint_dir(_fsspec_url(tmp_path)))
+    for batch_id in range(RETAINED_ENTRIES + 3):
+        log.mark_committed(_entry(batch_id))
+    assert log.batch_ids() == list(range(3, RETAINED_ENTRIES + 3))
+    assert not (tmp_path / "pylog-sink" / "2.committed").exists()
+
+
+def test_fsspec_store_drops_a_newest_prepared_object_cut_short(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = SinkLog(checkpoint_dir(_fsspec_url(tmp_path)))
+    log.write(_entry(0))
+    log.mark_committed(_entry(0))
+    whole = json.dumps(_entry(1).to_json()).encode()
+    (tmp_path / "pylog-sink" / "1.json").write_bytes(whole[: len(whole) // 2])  # a crash mid-write
+    newest = log.newest()
+    assert newest is not None and newest.batch_id == 0 and newest.committed
+    assert not (tmp_path / "pylog-sink" / "1.json").exists()
+    assert "a write cut short by a crash before its read-back" in caplog.text
+    # A committed marker cut short still says committed (it is written after every EndTxn succeeded).
+    (tmp_path / "pylog-sink" / "0.committed").write_text("{")
+    again = log.newest()
+    assert again is not None and again.batch_id == 0 and again.committed
+    assert "0.committed is corrupt" in caplog.text
+    # A record that does not parse and is not the newest prepared one is never dropped: an error naming it.
+    (tmp_path / "pylog-sink" / "0.json").write_text("{")
+    with pytest.raises(StreamingSinkError, match=r"0\.json is corrupt .*written once and read back"):
+        log.newest()
+
+
+def _run_log_steps(url: str, visible: Path, last: int) -> None:
+    """What the sink does to its log across restarts, with the EndTxns replaced by an idempotent append."""
+    log = SinkLog(checkpoint_dir(url))
+
+    def make_visible(batch_id: int) -> None:  # as EndTxn(commit) of a committed transaction: no effect twice
+        with open(visible, "a+") as f:
+            f.seek(0)
+            if str(batch_id) not in f.read().split():
+                f.write(f"{batch_id}\n")
+
+    newest = log.newest()
+    if newest is not None and not newest.committed:  # resolve_pending
+        make_visible(newest.batch_id)
+        log.mark_committed(newest)
+    for batch_id in range(0 if newest is None else newest.batch_id + 1, last + 1):
+        txn = TaskTransaction(f"t-{batch_id}", batch_id, 0, (("events", 0),), 0, 60000)
+        entry = SinkEntry(batch_id, PREPARED, "q", [txn], records=batch_id)
+        log.write(entry)
+        make_visible(batch_id)
+        log.mark_committed(entry)
+
+
+KILLS = 15
+
+
+def _names(ck: Path) -> set[str]:
+    try:
+        return set(os.listdir(ck / "pylog-sink"))
+    except FileNotFoundError:
+        return set()
+
+
+_reaped: dict[int, int] = {}
+
+
+def _exited(pid: int) -> bool:
+    """Whether child ``pid`` ended (reaped: its status kept for :func:`_wait`)."""
+    if pid not in _reaped:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            _reaped[pid] = status
+    return pid in _reaped
+
+
+def _wait(pid: int) -> int:
+    """The wait status of child ``pid``."""
+    return _reaped.pop(pid) if pid in _reaped else os.waitpid(pid, 0)[1]
+
+
+@pytest.mark.parametrize("store", ["local", "fsspec"])
+def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store: str) -> None:
+    """A forked process running the commit protocol's log steps is SIGKILLed at random points and a new one
+    takes over: every batch ends committed once, in order, and each one was made visible once."""
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    url = _fsspec_url(ck) if store == "fsspec" else str(ck)
+    visible = tmp_path / "visible"
+    last = 40
+    seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
+    rng = random.Random(seed)
+    landed = []
+    for life in range(KILLS + 1):
+        pid = os.fork()
+        if pid == 0:  # the child: no pytest machinery, leave by os._exit only
+            code = 1
+            try:
+                _run_log_steps(url, visible, last)
+                code = 0
+            finally:
+                os._exit(code)
+        if life < KILLS:
+            # Once this run has made progress (a busy machine may starve it for a while), a random moment.
+            names = _names(ck)
+            while _names(ck) == names and not _exited(pid):
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0, 0.02))
+            if not _exited(pid):
+                os.kill(pid, signal.SIGKILL)
+        status = _wait(pid)
+        if life == KILLS:
+            assert os.waitstatus_to_exitcode(status) == 0, f"the last run failed (seed {seed})"
+        else:
+            assert os.waitstatus_to_exitcode(status) in (0, -signal.SIGKILL), f"seed {seed}"
+        landed.append(len(SinkLog(checkpoint_dir(url)).batch_ids()))
+    log = SinkLog(checkpoint_dir(url))
+    context = f"seed {seed}, records after each run {landed}"
+    assert log.batch_ids() == list(range(last + 1)), context
+    assert all(log.read(b).committed and log.read(b).records == b for b in range(last + 1)), context
+    assert visible.read_text().split() == [str(b) for b in range(last + 1)], context
+    assert any(0 < n <= last for n in landed[:-1]), context  # some kill landed inside the run
+    print(context)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from broker_runtime.errors import InjectedFailure
+from broker_runtime.errors import InjectedFailure, KafkaError
 from broker_runtime.launch.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
 from spark_kafka_log.commit_summary import PartitionStats, PylogCommitMessage, summarize
 from spark_kafka_log.options import WriterOptions, parse_writer_options
@@ -207,3 +207,43 @@ def test_an_option_weakening_delivery_is_warned_about_once_by_name(
 def test_default_options_warn_about_nothing(broker: str, caplog: pytest.LogCaptureFixture) -> None:
     assert _prepare_logging(broker, caplog) == []
     assert _prepare_logging(broker, caplog, **{"kafka.acks": "all", "kafka.enable.idempotence": "true"}) == []
+
+
+def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_path: Path) -> None:
+    """The streaming sink's driver calls keep one client per process (PySpark reuses the worker): it must
+    neither pin a dead connection after the broker restarted on the same address nor hide a missing topic."""
+    import socket
+
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.launch import broker_process, create_topic
+    from spark_kafka_log import connections
+    from spark_kafka_log.write_plan import prepare_write
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "auto.create.topics.enable": "false"}
+    schema = StructType([StructField("value", StringType())])
+    # A missing topic is waited for up to the request timeout (it may be being created): keep it short.
+    options = {
+        "kafka.bootstrap.servers": f"127.0.0.1:{port}",
+        "topic": "kept",
+        "kafka.request.timeout.ms": "3000",
+    }
+    with broker_process(tmp_path / "b", overrides, startup_timeout_s=180) as bootstrap:
+        create_topic(bootstrap, "kept", partitions=1)
+        prepare_write(options, schema, keep_client=True)
+        kept = connections._kept["stream-topic-check"][1]
+        prepare_write(options, schema, keep_client=True)
+        assert connections._kept["stream-topic-check"][1] is kept  # one client across calls
+    with broker_process(
+        tmp_path / "b", overrides, startup_timeout_s=180
+    ):  # the same data, the same address, a new process
+        prepare_write(options, schema, keep_client=True)
+        with KafkaClient(f"127.0.0.1:{port}") as admin:
+            admin.delete_topics(["kept"])
+        with pytest.raises(KafkaError, match="topic 'kept' is not available for writing"):
+            prepare_write(options, schema, keep_client=True)
+    connections.drop_kept_client("stream-topic-check")
