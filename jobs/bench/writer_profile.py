@@ -8,6 +8,8 @@ runs :func:`spark_kafka_log.writer.write_task` on them under cProfile, once per 
 topic of that many partitions, created up front). It prints the wall time, the broker process's CPU time
 (from ``/proc``) and the top functions of the task by own time. ``--broker-profile FILE`` additionally
 records the broker with ``py-spy`` when it is installed (collapsed stacks, ``FILE.<partitions>.txt``).
+``--rss`` makes the rows while the task writes them and prints the peak RSS of the task process and of the
+broker (the memory bound: run N and 10 x N rows, each run with its own broker, and compare).
 
 Run: ``python -m jobs.bench.writer_profile [--rows N] [--partitions 1 4] [--compressible] [--top 25]``.
 """
@@ -25,19 +27,24 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["arrow_rows", "broker_cpu_seconds", "main"]
+__all__ = ["arrow_rows", "broker_cpu_seconds", "iter_arrow_rows", "main", "peak_rss_mib"]
 
 BATCH_ROWS = 10_000
 
 
 def arrow_rows(rows: int, compressible: bool, seed: int = 7) -> list[pa.RecordBatch]:
     """``rows`` rows of 16-byte keys and 100-byte values as Arrow batches of :data:`BATCH_ROWS` rows."""
+    return list(iter_arrow_rows(rows, compressible, seed))
+
+
+def iter_arrow_rows(rows: int, compressible: bool, seed: int = 7) -> Iterator[pa.RecordBatch]:
+    """:func:`arrow_rows` made one batch at a time (what a Spark task receives: nothing held in advance)."""
     rng = np.random.default_rng(seed)
-    out = []
     for start in range(0, rows, BATCH_ROWS):
         n = min(BATCH_ROWS, rows - start)
         keys = rng.integers(0, 256, size=n * 16, dtype=np.uint8)
@@ -55,8 +62,7 @@ def arrow_rows(rows: int, compressible: bool, seed: int = 7) -> list[pa.RecordBa
             n,
             [None, pa.py_buffer(np.arange(0, 100 * n + 1, 100, dtype=np.int32)), pa.py_buffer(values.copy())],
         )
-        out.append(pa.RecordBatch.from_arrays([key_arr, val_arr], ["key", "value"]))
-    return out
+        yield pa.RecordBatch.from_arrays([key_arr, val_arr], ["key", "value"])
 
 
 def broker_cpu_seconds(pid: int) -> tuple[float, float]:
@@ -65,6 +71,15 @@ def broker_cpu_seconds(pid: int) -> tuple[float, float]:
         fields = f.read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def peak_rss_mib(pid: int | None = None) -> float:
+    """Peak resident set (``VmHWM`` of ``/proc/PID/status``) in MiB; this process when ``pid`` is None."""
+    with open(f"/proc/{pid or 'self'}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM line in /proc status")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,9 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         "--broker-profile", help="record the broker with py-spy (collapsed stacks) into FILE.<partitions>.txt"
     )
     parser.add_argument("--option", action="append", default=[], help="extra writer option KEY=VALUE")
+    parser.add_argument(
+        "--rss",
+        action="store_true",
+        help="make the rows while writing (as a Spark task gets them) and print the peak RSS of this process "
+        "and of the broker; compare runs of N and 10 x N rows (each run starts its own broker)",
+    )
     args = parser.parse_args(argv)
 
-    batches = arrow_rows(args.rows, args.compressible)
+    batches = None if args.rss else arrow_rows(args.rows, args.compressible)
     work = tempfile.mkdtemp(prefix="pylog-writer-profile-")
     data_dir = os.path.join(work, "data")
     try:
@@ -134,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                 from spark_kafka_log.task_state import prepare_write_dir
 
                 prepare_write_dir(options.producer_state_dir, identity.write_id)
-            msg = write_task(options, layout, bootstrap, identity, iter(batches))
+            rows = iter_arrow_rows(args.rows, args.compressible) if batches is None else iter(batches)
+            msg = write_task(options, layout, bootstrap, identity, rows)
             if prof is not None:
                 prof.disable()
             wall = time.perf_counter() - t0
@@ -152,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"task_cpu={task_cpu:.2f}s ({task_cpu * per_row:.2f} us/row) "
                 f"broker_cpu={cpu:.2f}s ({cpu * per_row:.2f} us/row; user {user:.2f}s, system {system:.2f}s)"
             )
+            if args.rss:
+                print(f"peak RSS: task {peak_rss_mib():.0f} MiB, broker {peak_rss_mib(broker_pid):.0f} MiB")
             if prof is not None:
                 out = io.StringIO()
                 stats = pstats.Stats(prof, stream=out)
