@@ -8,11 +8,15 @@ Data path per incoming ``pyarrow.RecordBatch`` (never a Python loop per row)::
 
     topic column -> dictionary-encode (one loop per DISTINCT topic); a null topic fails the task
     partitions   -> murmur2 of the key column (numpy), explicit partition column, sticky null keys
-    group rows   -> one stable argsort by (topic, partition); one ``take`` per group
+    group rows   -> one stable argsort by (topic, partition); one ``take`` in that order, zero-copy
+                    slices per group
     accumulate   -> per (topic, partition) list of Arrow slices; sealed once >= batch.size bytes
                     (or older than linger.ms) into magic-2 RecordBatches of <= batch.size bytes by
                     :func:`broker_runtime.protocol.arrow_records.build_batches` (vectorized encode,
-                    compression, CRC-32C), stamped with producer id/epoch and per-partition sequences
+                    compression, CRC-32C), stamped with producer id/epoch and per-partition sequences;
+                    the partitions due at one moment are encoded in ONE call (row groups), since the
+                    builder's cost is mostly per call (a 4-partition write cost ~1.5x the CPU per row of a
+                    1-partition one when each partition was encoded on its own)
 
 Invariants:
 
@@ -190,10 +194,25 @@ class RecordAccumulator:
                         explicit.take(sel) if explicit is not None else None,
                     )
         sizes = _row_sizes(data)
-        for group in group_rows(parts, topic_index):
-            rows = data if len(group.indices) == n else data.take(pa.array(group.indices))
-            size = int(sizes[group.indices].sum()) if len(group.indices) != n else int(sizes.sum())
-            self._add(topics[group.topic_index], group.partition, rows, size)
+        groups = group_rows(parts, topic_index)
+        due: list[PartitionQueue] = []
+        if len(groups) == 1:
+            group = groups[0]
+            self._add(topics[group.topic_index], group.partition, data, int(sizes.sum()), due)
+        else:
+            # One take in group order, then zero-copy slices (one gather instead of one per partition).
+            order = np.concatenate([g.indices for g in groups])
+            ordered = data.take(pa.array(order))
+            lengths = [len(g.indices) for g in groups]
+            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            group_bytes = np.add.reduceat(sizes[order], starts)
+            for group, start, length, size in zip(
+                groups, starts.tolist(), lengths, group_bytes.tolist(), strict=True
+            ):
+                self._add(
+                    topics[group.topic_index], group.partition, ordered.slice(start, length), int(size), due
+                )
+        self._seal_many(due)
 
     def _assign(
         self, topic: str, data: pa.RecordBatch, keys: pa.Array | None, explicit: pa.Array | None
@@ -204,7 +223,10 @@ class RecordAccumulator:
         sizes = _row_sizes(data) if needs_sizes else np.zeros(data.num_rows, dtype=np.int64)
         return self._partitioner.assign(topic, n_parts, keys, explicit, sizes)
 
-    def _add(self, topic: str, partition: int, rows: pa.RecordBatch, size: int) -> None:
+    def _add(
+        self, topic: str, partition: int, rows: pa.RecordBatch, size: int, due: list[PartitionQueue]
+    ) -> None:
+        """Queue ``rows`` for the partition; it joins ``due`` once it holds at least batch.size bytes."""
         tp = (topic, partition)
         q = self._queues.get(tp)
         if q is None:
@@ -216,8 +238,8 @@ class RecordAccumulator:
         q.pending.append(rows)
         q.pending_bytes += size
         self.held_bytes += size
-        if q.pending_bytes >= self._opts.batch_size:
-            self._seal(q)
+        if q.pending_bytes >= self._opts.batch_size and all(d is not q for d in due):
+            due.append(q)
 
     # -------------------------------------------------------------------------------------- sealing
 
@@ -227,22 +249,17 @@ class RecordAccumulator:
             self.seal_all()
             return
         horizon = time.monotonic() - self._opts.linger_ms / 1000.0
-        for q in self._queues.values():
-            if q.pending and q.pending_since <= horizon:
-                self._seal(q)
+        self._seal_many([q for q in self._queues.values() if q.pending and q.pending_since <= horizon])
 
     def seal_all(self) -> None:
-        for q in self._queues.values():
-            self._seal(q)
+        self._seal_many([q for q in self._queues.values() if q.pending])
 
-    def _seal(self, q: PartitionQueue) -> None:
-        if not q.pending:
-            return
-        table = pa.Table.from_batches(q.pending).combine_chunks()
+    def _take_pending(self, q: PartitionQueue) -> tuple[pa.Table | None, int]:
+        """The partition's pending rows, less those an earlier attempt already wrote; (rows or None, bytes held)."""
+        table = pa.Table.from_batches(q.pending)
         held = q.pending_bytes
         q.pending = []
         q.pending_bytes = 0
-        idempotent = self._opts.enable_idempotence
         resume = self._resume.get((q.topic, q.partition))
         skip = 0 if resume is None else resume.last_sequence + 1 - q.next_sequence
         if skip > 0 and resume is not None:
@@ -255,7 +272,23 @@ class RecordAccumulator:
             self.stats[(q.topic, q.partition)].recovered += n_skip
             if table.num_rows == 0:
                 self.held_bytes -= held
-                return
+                return None, held
+        return table, held
+
+    def _seal_many(self, queues: list[PartitionQueue]) -> None:
+        """Seal the pending rows of ``queues``: those of one schema are encoded in one pass (row groups)."""
+        taken = [(q, *self._take_pending(q)) for q in queues if q.pending]
+        by_schema: dict[pa.Schema, list[tuple[PartitionQueue, pa.Table, int]]] = {}
+        for q, table, held in taken:
+            if table is not None:
+                by_schema.setdefault(table.schema, []).append((q, table, held))
+        for parts in by_schema.values():
+            self._encode(parts)
+
+    def _encode(self, parts: list[tuple[PartitionQueue, pa.Table, int]]) -> None:
+        idempotent = self._opts.enable_idempotence
+        table = pa.concat_tables([t for _, t, _ in parts]).combine_chunks()
+        lengths = [t.num_rows for _, t, _ in parts]
         built = build_batches(
             table.column("value"),
             table.column("key") if "key" in table.column_names else None,
@@ -265,12 +298,14 @@ class RecordAccumulator:
             max_batch_bytes=self._opts.batch_size,
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
-            base_sequence=q.next_sequence if idempotent else -1,
+            base_sequence=[q.next_sequence if idempotent else -1 for q, _, _ in parts],
             is_transactional=self._transactional,
+            group_starts=np.concatenate(([0], np.cumsum(lengths)[:-1])).tolist(),
         )
         now = time.monotonic()
         sealed_bytes = 0
         for b in built:
+            q = parts[b.group][0]
             if len(b.data) > self._opts.max_request_size:
                 raise ProduceFailedError(
                     f"writing to topic {q.topic!r} partition {q.partition} failed: a batch of "
@@ -283,7 +318,7 @@ class RecordAccumulator:
             if idempotent:
                 q.next_sequence = (q.next_sequence + b.record_count) & _INT32_MAX
         # Sealed batches are accounted by their encoded size from now on.
-        self.held_bytes += sealed_bytes - held
+        self.held_bytes += sealed_bytes - sum(held for _, _, held in parts)
 
 
 def _row_sizes(data: pa.RecordBatch) -> np.ndarray:

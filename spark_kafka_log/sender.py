@@ -7,7 +7,9 @@ through :meth:`Sender.pump`).
 Pipeline::
 
     drain      -> per leader: ProduceRequests of at most one batch per partition (Produce v3+ rule) and at
-                  most max.request.size bytes; up to max.in.flight requests pipelined per broker
+                  most max.request.size bytes; up to max.in.flight requests pipelined per broker; every
+                  pump first completes the requests whose answers already arrived (without waiting), so
+                  the pipeline refills while the task encodes the next rows
     responses  -> per partition: offsets recorded (PartitionStats), bytes released from the accumulator,
                   retriable errors requeued in sequence order after retry.backoff.ms, anything else fails
                   the task with :class:`~broker_runtime.errors.ProduceFailedError` naming topic, partition
@@ -149,7 +151,8 @@ class Sender:
         """Send what may be sent; with ``block`` also wait for at least one response. True if progress."""
         if seal_all:
             self._acc.seal_all()
-        progress = self._send_ready()
+        progress = self._collect_answered()
+        progress = self._send_ready() or progress
         if block:
             node = self._oldest_node()
             if node is not None:
@@ -164,6 +167,21 @@ class Sender:
                 if wake is not None:
                     time.sleep(max(0.0, wake - time.monotonic()))
                     progress = True
+        return progress
+
+    def _collect_answered(self) -> bool:
+        """Complete the requests whose answers already arrived (no waiting), oldest first per broker.
+
+        Without this a non-blocking pump would leave answered requests in the pipeline until it is full and
+        a blocking pump reads them, so the broker would sit idle while the task encodes the next rows."""
+        progress = False
+        for node, pipeline in self._in_flight.items():
+            while pipeline:
+                handle = pipeline[0].handle
+                if handle is None or not self._client.produce_answered(handle):
+                    break
+                self._receive_one(node)
+                progress = True
         return progress
 
     def settle(self) -> None:

@@ -1379,6 +1379,10 @@ class KafkaClient:
         )
         return InFlight(conn, corr, version, acks, None, acks == ACKS_NONE, conn.generation)
 
+    def produce_answered(self, in_flight: InFlight) -> bool:
+        """True when :meth:`poll_produce` of ``in_flight`` would not wait (its answer, or its failure, is there)."""
+        return in_flight.done or in_flight.connection.answered(in_flight.correlation_id, in_flight.generation)
+
     def poll_produce(self, in_flight: InFlight) -> dict[TopicPartition, ProduceResult] | None:
         """Wait for the response to ``in_flight`` (``None`` for acks=0); per-partition errors are in the results.
 

@@ -37,6 +37,7 @@ Not thread-safe: a connection belongs to one thread (the owning :class:`KafkaCli
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import time
@@ -268,6 +269,33 @@ class BrokerConnection:
                 self.address, f"the connection closed before the answer to request {correlation_id} arrived"
             )
         return self._receive(correlation_id)
+
+    def answered(self, correlation_id: int, generation: int | None = None) -> bool:
+        """True when :meth:`receive` of ``correlation_id`` would not wait: its answer was read, or the bytes in
+        the socket's receive buffer complete it (read here without blocking), or it can never come (closed).
+
+        A socket error while reading closes the connection as :meth:`receive` would; it then answers True and
+        :meth:`receive` raises the error (the generation changed). Used by pipelining callers to collect the
+        answers already there between sends instead of only when the pipeline is full.
+        """
+        if correlation_id in self._done:
+            return True
+        if generation is not None and generation != self.generation:
+            return True
+        sock = self._sock
+        if sock is None or not self._state.is_pending(correlation_id):
+            return True
+        while True:
+            pending = sock.pending() if isinstance(sock, ssl.SSLSocket) else 0
+            if not pending and not select.select([sock], [], [], 0)[0]:
+                return False
+            try:
+                for response in self._read_responses():
+                    self._done[response.correlation_id] = response.body
+            except (BrokerConnectionError, ProtocolError):
+                return True  # closed: receive() raises
+            if correlation_id in self._done:
+                return True
 
     def _send(self, api_key: int, version: int, body: Mapping[str, Any], *, expect_response: bool) -> int:
         if self._sock is None:

@@ -189,7 +189,8 @@ class BuiltBatch:
 
     ``first_row`` indexes the builder's input arrays; the batch holds rows
     ``[first_row, first_row + record_count)``. ``uncompressed_size`` = 61 + the records' bytes before
-    compression (what ``max_batch_bytes`` bounds).
+    compression (what ``max_batch_bytes`` bounds). ``group``: the index of the row group the batch belongs
+    to (``group_starts`` of :func:`build_batches`; 0 without groups).
     """
 
     data: bytes
@@ -197,6 +198,7 @@ class BuiltBatch:
     first_row: int
     base_sequence: int
     uncompressed_size: int
+    group: int = 0
 
 
 # ------------------------------------------------------------------------------------------ varint math
@@ -454,8 +456,9 @@ def build_batches(
     timestamp_ms: int | None = None,
     producer_id: int = -1,
     producer_epoch: int = -1,
-    base_sequence: int = -1,
+    base_sequence: int | Sequence[int] = -1,
     is_transactional: bool = False,
+    group_starts: Sequence[int] | None = None,
 ) -> list[BuiltBatch]:
     """Encode rows into magic-2 RecordBatches (CreateTime), split by ``max_batch_bytes``.
 
@@ -466,6 +469,12 @@ def build_batches(
     ``timestamp_ms`` (default: now). ``compression``: codec id 0-4. With ``base_sequence >= 0`` each
     successive batch starts at the previous one's base sequence plus its record count, wrapping after
     int32 max to 0 as Kafka does. Returns ``[]`` for zero rows.
+
+    ``group_starts`` (increasing row indexes, the first 0): the rows from each start to the next form a group
+    whose rows get batches of their own (no batch spans two groups), e.g. the rows of several partitions
+    encoded in one pass, which costs far less than one call per partition (the per-call numpy work is
+    about 50 steps whatever the row count). ``base_sequence`` is then one base sequence per group (or one
+    value for every group), and each batch names its group (:attr:`BuiltBatch.group`).
     """
     if compression & ~ATTR_COMPRESSION_MASK or compression > _compression.ZSTD or compression < 0:
         raise InvalidArgumentError(
@@ -475,10 +484,18 @@ def build_batches(
         raise InvalidArgumentError(f"max_batch_bytes must be positive, got {max_batch_bytes}")
     if is_transactional and producer_id < 0:
         raise InvalidArgumentError("a transactional batch needs a producer id (producer_id is -1)")
-    if base_sequence < NO_SEQUENCE:
-        raise InvalidArgumentError(f"base_sequence {base_sequence} is negative (use -1 for none)")
     values = _combine(values)
     n = len(values)
+    starts = [0] if group_starts is None else [int(g) for g in group_starts]
+    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:], strict=False)):
+        raise InvalidArgumentError(f"group_starts must increase from 0, got {list(starts)[:10]}")
+    if starts[-1] >= n and n:
+        raise InvalidArgumentError(f"group_starts {starts[-1]} is beyond the {n} rows")
+    sequences = [base_sequence] * len(starts) if isinstance(base_sequence, int) else list(base_sequence)
+    if len(sequences) != len(starts):
+        raise InvalidArgumentError(f"{len(sequences)} base sequences for {len(starts)} row groups")
+    if any(seq < NO_SEQUENCE for seq in sequences):
+        raise InvalidArgumentError(f"base_sequence {min(sequences)} is negative (use -1 for none)")
     if n == 0:
         return []
     vals, vlen = _binary_column(values, n, "values")
@@ -493,7 +510,17 @@ def build_batches(
         1 + kfield.sizes + np.maximum(klen, 0) + vfield.sizes + np.maximum(vlen, 0) + hfield.sizes + hbytes
     )
 
-    bounds = _split(fixed, ts, max_batch_bytes)
+    if len(starts) == 1:
+        bounds = _split(fixed, ts, max_batch_bytes)
+    else:
+        ends = [*starts[1:], n]
+        bounds = np.concatenate(
+            [[0]]
+            + [
+                _split(fixed[a:b], ts[a:b], max_batch_bytes)[1:] + a
+                for a, b in zip(starts, ends, strict=True)
+            ]
+        ).astype(np.int64)
     counts = np.diff(bounds)
     first = np.repeat(bounds[:-1], counts)
     ofield = _Varints(np.arange(n, dtype=np.int64) - first)
@@ -544,11 +571,15 @@ def build_batches(
     max_ts = np.maximum.reduceat(ts, bounds[:-1])
     attrs = compression | (ATTR_TRANSACTIONAL if is_transactional else 0)
     out: list[BuiltBatch] = []
-    sequence = base_sequence
+    group = 0
+    sequence = sequences[0]
     for b in range(len(counts)):
         s = int(bounds[b])
         e = int(bounds[b + 1])
         count = e - s
+        if group + 1 < len(starts) and s >= starts[group + 1]:
+            group += 1
+            sequence = sequences[group]
         records = data[int(offsets[s]) : int(offsets[e])]
         payload: bytes | memoryview = (
             records if compression == 0 else _compression.compress(compression, records)
@@ -572,7 +603,9 @@ def build_batches(
         )
         crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[CRC_OFFSET + 4 :]))
         header[CRC_OFFSET : CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-        out.append(BuiltBatch(b"".join((header, payload)), count, s, sequence, HEADER_SIZE + len(records)))
+        out.append(
+            BuiltBatch(b"".join((header, payload)), count, s, sequence, HEADER_SIZE + len(records), group)
+        )
         if sequence != NO_SEQUENCE:
             sequence = (
                 count - (_INT32_MAX - sequence) - 1 if sequence > _INT32_MAX - count else sequence + count

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import time
 import uuid
 from pathlib import Path
 
@@ -39,6 +40,41 @@ def _batches(count: int, rows: int) -> list[pa.RecordBatch]:
 
 def _options(broker: str, topic: str, **extra: str) -> WriterOptions:
     return parse_writer_options({"kafka.bootstrap.servers": broker, "topic": topic, **extra})
+
+
+def test_answers_are_collected_between_writes_without_blocking(broker: str) -> None:
+    """A write() completes the requests the broker already answered, so the pipeline refills while the task
+    encodes, instead of holding every answer until buffer.memory is full (the broker then sat idle)."""
+    topic = f"u-{uuid.uuid4().hex[:10]}"
+    options = _options(broker, topic, **{"kafka.batch.size": "4096", "kafka.linger.ms": "0"})
+    producer = TaskProducer(options, broker, InputLayout(value="value", key="key"))
+    sender = producer._sender
+    try:
+        batches = _batches(6, 200)
+        producer.write(batches[0])  # ~13 KB: a few requests sent, far below buffer.memory
+        assert sender.requests_acknowledged == 0
+        deadline = time.monotonic() + 10
+        for batch in batches[1:]:
+            while True:  # give the broker the time to answer, then the next write must see it
+                time.sleep(0.2)
+                if (
+                    all(
+                        producer._client.produce_answered(r.handle)
+                        for q in sender._in_flight.values()
+                        for r in q
+                        if r.handle is not None
+                    )
+                    or time.monotonic() > deadline
+                ):
+                    break
+            before = sender.requests_acknowledged
+            producer.write(batch)
+            assert sender.requests_acknowledged > before
+        assert producer.held_bytes < options.buffer_memory
+        producer.flush()
+    finally:
+        producer.close()
+    assert sum(s.records for s in producer.stats.values()) == 1200
 
 
 def test_buffer_memory_bounds_what_a_task_holds(broker: str) -> None:

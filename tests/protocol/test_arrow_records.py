@@ -332,6 +332,42 @@ def test_split_many_small_records_and_sequences() -> None:
     assert decode_batches(last.data)["value"].to_pylist() == [r[2] for r in rows[last.first_row :]]
 
 
+@pytest.mark.parametrize("codec", [0, 3])
+def test_row_groups_equal_one_call_per_group_byte_for_byte(codec: int) -> None:
+    """Rows of several partitions encoded in one call (``group_starts``) give exactly the batches that one
+    call per partition gives: no batch spans two groups, each group starts at its own base sequence."""
+    n = 5000
+    values = pa.array([bytes([i % 251]) * (i % 120) for i in range(n)], pa.binary())
+    keys = pa.array([f"k{i}".encode() for i in range(n)], pa.binary())
+    ts = np.arange(n, dtype=np.int64) * 7 + 1_700_000_000_000
+    starts = [0, 1, 1200, 1201, 4000]
+    sequences = [5, 0, INT32_MAX - 3, 100, 42]
+    common: dict[str, Any] = {
+        "compression": codec,
+        "max_batch_bytes": 8192,
+        "producer_id": 3,
+        "producer_epoch": 1,
+    }
+    grouped = build_batches(
+        values, keys, timestamps=ts, base_sequence=sequences, group_starts=starts, **common
+    )
+    ends = [*starts[1:], n]
+    expected = []
+    for g, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        for batch in build_batches(
+            values[a:b], keys[a:b], timestamps=ts[a:b], base_sequence=sequences[g], **common
+        ):
+            expected.append((g, batch.first_row + a, batch.data, batch.base_sequence))
+    assert [(b.group, b.first_row, b.data, b.base_sequence) for b in grouped] == expected
+    assert {b.group for b in grouped} == set(range(len(starts)))
+    with pytest.raises(ValueError):
+        build_batches(values, group_starts=[0, 5, 5])
+    with pytest.raises(ValueError):
+        build_batches(values, group_starts=[0, 10], base_sequence=[1])
+    with pytest.raises(ValueError):
+        build_batches(values, group_starts=[0, n])
+
+
 def test_split_oversized_record_gets_own_batch() -> None:
     values = pa.array([b"a", b"b" * 5000, b"c", b"d"])
     built = build_batches(values, timestamp_ms=0, max_batch_bytes=200)
