@@ -69,6 +69,7 @@ WARNING), or a ``logging.ini`` given with ``--logging-config``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import logging.config
 import os
@@ -80,24 +81,29 @@ from types import FrameType
 
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
-from broker_runtime.tools import (
-    acls,
-    configs,
-    console_consumer,
-    console_producer,
-    consumer_groups,
-    delete_records,
-    dump_log,
-    get_offsets,
-    topics,
-)
 
-__all__ = ["build_parser", "main"]
+__all__ = ["TOOLS", "build_parser", "main"]
 
 _log = logging.getLogger("broker_runtime.cli")
 
+# The operator tools, one line each: module broker_runtime.tools.NAME, subcommand NAME with "-" for "_". A command
+# line imports only the tool it names (their clients, numpy and pyarrow cost about a second of CPU per start).
+TOOLS = (
+    "console_producer",
+    "console_consumer",
+    "dump_log",
+    "consumer_groups",
+    "topics",
+    "configs",
+    "delete_records",
+    "get_offsets",
+    "acls",
+)
+_OWN_COMMANDS = ("start", "cluster", "node", "status", "stop", "users")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(tools: Sequence[str] = TOOLS) -> argparse.ArgumentParser:
+    """The ``pylog-broker`` parser, with the subcommands of ``tools`` (default: all of them)."""
     parser = argparse.ArgumentParser(prog="pylog-broker", description="pylog's Kafka-protocol broker")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     start = sub.add_parser("start", help="run a broker in the foreground until SIGINT/SIGTERM")
@@ -198,15 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=15.0, help="seconds between SIGTERM and SIGKILL; default 15"
     )
     stop.set_defaults(func=_stop)
-    console_producer.add_parser(sub)
-    console_consumer.add_parser(sub)
-    dump_log.add_parser(sub)
-    consumer_groups.add_parser(sub)
-    topics.add_parser(sub)
-    configs.add_parser(sub)
-    delete_records.add_parser(sub)
-    get_offsets.add_parser(sub)
-    acls.add_parser(sub)
+    for name in tools:
+        importlib.import_module(f"broker_runtime.tools.{name}").add_parser(sub)
 
     users = sub.add_parser("users", help="add, delete or list SCRAM users (the salted credentials file)")
     users_sub = users.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -464,9 +463,20 @@ def _stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tools_for(argv: Sequence[str]) -> Sequence[str]:
+    """The tools a command line needs: none for the broker's own commands, the one it names, else (help, a typo
+    whose error lists the choices) all."""
+    command = argv[0] if argv else ""
+    if command in _OWN_COMMANDS:
+        return ()
+    named = command.replace("-", "_")
+    return (named,) if named in TOOLS and "_" not in command else TOOLS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_tools_for(arguments))
+    args = parser.parse_args(arguments)
     result: int = args.func(args)
     return result
 

@@ -4,8 +4,8 @@ Runs on the driver with a ``local[2]`` Spark session:
 
 1. finds or starts the shared embedded broker of ``$PYLOG_DATA_DIR`` (default ``./pylog-data``), which keeps
    running after the job (``pylog-broker stop --data-dir DIR`` stops it), and creates a fresh topic;
-2. generates a keyed DataFrame and writes it with ``df.write.format("pylog")`` and no broker address (the
-   zero-configuration default: idempotent producer, acks=all);
+2. generates a keyed DataFrame and writes it with ``df.write.format("pylog")`` (found by discovery, no
+   ``register()``) and no broker address (the zero-configuration default: idempotent producer, acks=all);
 3. reads the topic back with ``spark.read.format("pylog")`` and prints records per partition;
 4. checks the round trip: the same multiset of (key, value) rows, and every key in the partition Kafka's Java
    client would choose (murmur2).
@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 import spark_kafka_log
 from broker_runtime.launch import create_topic
 from broker_runtime.protocol.murmur2 import partitions_for_keys
+from spark_kafka_log.spark_compat import check_worker_python
 
 
 def _spark(app: str) -> SparkSession:
@@ -65,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     spark = _spark("pylog-main-job")
-    spark_kafka_log.register(spark)
+    # No register(): format("pylog") is discovered (pyspark_pylog), and registering it again would make Spark warn
+    # that it replaces a statically registered data source. What register() also did, checking that the Python
+    # workers can import pylog, stays: a wrong PYSPARK_PYTHON fails here in one line, not in the first task.
+    check_worker_python(spark)
     df = (
         spark.range(args.rows)
         .select(

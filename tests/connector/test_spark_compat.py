@@ -1,7 +1,8 @@
 """The PySpark-dependent pieces (:mod:`spark_kafka_log.spark_compat`): the pushdown probe and the worker-interpreter check.
 
-The daemon-off reads and the bare-interpreter check need Spark applications of their own (``spark.python.use.daemon``
-and ``PYSPARK_PYTHON`` are fixed when a SparkContext starts), so they run in subprocesses.
+The daemon-on reads run in the suite's session (the daemon is Spark's default, and the session's). The daemon-off
+reads and the bare-interpreter check need Spark applications of their own (``spark.python.use.daemon`` and
+``PYSPARK_PYTHON`` are fixed when a SparkContext starts), so they run in subprocesses.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from broker_runtime.errors import WorkerPythonError
 from spark_kafka_log import spark_compat
 from tests.connector.kafka_peer import produce_keys
+from tests.connector.read_in_own_spark_app import read_off_and_on
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,23 +90,43 @@ def test_undecided_probe_takes_the_reader_without_pushdown_and_warns_once(
 # ------------------------------------------------------------------------------ reads, daemon on and off
 
 
-@pytest.mark.spark
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("daemon", ["true", "false"])
-def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on_and_off(
-    broker: str, tmp_path: Path, daemon: str
-) -> None:
+def _produced(broker: str) -> tuple[str, dict[bytes, int], int]:
+    """A fresh topic of 40 keyed records: (its name, partition per key, records in partition 0)."""
     topic = f"compat-{uuid.uuid4().hex[:8]}"
     placed = produce_keys(broker, topic, [f"k{i}".encode() for i in range(40)])
     in_p0 = sum(1 for p in placed.values() if p == 0)
     assert in_p0 > 2
+    return topic, placed, in_p0
+
+
+def _check_off_and_on(result: dict[str, Any], placed: dict[bytes, int], in_p0: int) -> None:
+    assert result["off"]["rows"] == result["on"]["rows"] == in_p0 - 2
+    # Off: every partition is read whole; on: only partition 0 from offset 2 (the filters were pushed).
+    assert sorted(p for p, _, _ in result["off"]["ranges"]) == sorted({p for p in placed.values()})
+    assert result["on"]["ranges"] == [[0, 2, in_p0]]
+
+
+@pytest.mark.spark
+def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on(
+    spark: Any, broker: str, tmp_path: Path
+) -> None:
+    """The suite's session runs the Python workers through the daemon (Spark's default), as a new app would."""
+    assert spark.sparkContext.getConf().get("spark.python.use.daemon", "true") == "true"
+    topic, placed, in_p0 = _produced(broker)
+    _check_off_and_on(read_off_and_on(spark, broker, topic, str(tmp_path)), placed, in_p0)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_off(broker: str, tmp_path: Path) -> None:
+    topic, placed, in_p0 = _produced(broker)
     done = subprocess.run(
         [
             sys.executable,
             str(Path(__file__).with_name("read_in_own_spark_app.py")),
             broker,
             topic,
-            daemon,
+            "false",
             str(tmp_path),
         ],
         cwd=ROOT,
@@ -113,11 +135,7 @@ def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on_and_off(
         timeout=280,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["off"]["rows"] == result["on"]["rows"] == in_p0 - 2
-    # Off: every partition is read whole; on: only partition 0 from offset 2 (the filters were pushed).
-    assert sorted(p for p, _, _ in result["off"]["ranges"]) == sorted({p for p in placed.values()})
-    assert result["on"]["ranges"] == [[0, 2, in_p0]]
+    _check_off_and_on(json.loads(done.stdout.strip().splitlines()[-1]), placed, in_p0)
 
 
 # ------------------------------------------------------------------------------ worker interpreter
