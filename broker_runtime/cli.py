@@ -75,7 +75,7 @@ import logging.config
 import os
 import signal
 import sys
-import threading
+import time
 from collections.abc import Sequence
 from types import FrameType
 
@@ -309,10 +309,13 @@ def _start(args: argparse.Namespace) -> int:
         return _fail(f"configuration error: {exc}", 2)
     for warning in config.warnings:
         print(f"{WARNING_PREFIX}{warning}", file=sys.stderr)
-    stop_requested = threading.Event()
+    # The handler only appends to a list: it runs in the main thread between two bytecodes, possibly while that
+    # thread holds a lock (a threading.Event's, inside its wait), so taking any lock here could deadlock the
+    # broker's clean shutdown (seen: SIGTERM arriving inside Event.wait hung until the sender's SIGKILL).
+    stop_requested: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop_requested.set()
+        stop_requested.append(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -324,8 +327,9 @@ def _start(args: argparse.Namespace) -> int:
         except (PylogError, OSError) as exc:  # e.g. a log directory in use, a port in use
             return _fail(f"cannot start: {exc}", 1)
         print(listening_line(broker.bootstrap), flush=True)
-        while not stop_requested.wait(0.5):
-            if broker.wait(0):
+        while not stop_requested:
+            time.sleep(0.2)  # bounds how long after a signal the stop begins
+            if not stop_requested and broker.wait(0):
                 print(error_line("broker stopped unexpectedly (see the log)"), file=sys.stderr)
                 return 1
         broker.stop()
