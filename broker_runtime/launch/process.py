@@ -39,6 +39,7 @@ Thread-safety: every call is independent; a context manager belongs to the threa
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -68,6 +69,8 @@ from broker_runtime.launch.layout import (
 )
 
 __all__ = ["BrokerCluster", "ClusterNode", "broker_process", "cluster_process", "create_topic"]
+
+_log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_S = 30.0
 
@@ -238,6 +241,12 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         try:
             proc.wait(_STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
+            # A broker that ignores SIGTERM this long did not stop cleanly: say so, its next start recovers.
+            _log.warning(
+                "broker process %d did not stop within %.0f s of SIGTERM: killed (an unclean stop)",
+                proc.pid,
+                _STOP_TIMEOUT_S,
+            )
             proc.kill()
             proc.wait(10)
     if proc.stdout is not None:
