@@ -1,26 +1,60 @@
-"""Load generation with a real librdkafka producer (confluent-kafka), shared by the "broker" and "replication" sections.
+"""Load generation with a real librdkafka producer (confluent-kafka), shared by the "broker", "replication" and
+"egress" sections.
 
-Every message has a 100 B value and a 4-byte big-endian key; the producer lingers 5 ms, batches up to 1 MiB,
-sends uncompressed and partitions with ``murmur2_random`` (Kafka's Java default).
+Every message has a 100 B value and a 4-byte big-endian key; the producer batches up to 1 MiB, sends
+uncompressed and partitions with ``murmur2_random`` (Kafka's Java default). Two configurations:
+
+* throughput: ``linger.ms`` 5 (:data:`THROUGHPUT_LINGER_MS`), batches fill up;
+* latency: ``linger.ms`` 1 (:data:`LATENCY_LINGER_MS`): every latency includes up to 1 ms the client chose
+  to wait (with a linger of L ms, up to L ms by construction), the rest is the round trip (client queueing,
+  network, broker, replication). Not 0: at half its maximum rate a linger-0 producer sends a request per few
+  messages (about 7 in one measured run, where the maximum-rate run, backed up, sent many per request), so the
+  paced run costs the broker more requests per message than the run it is paced from and saturates it -- what
+  it measures is a queue, not a round trip. 1 ms keeps the paced run's requests near the maximum-rate run's.
+
+Functions:
 
 * :func:`throughput`: messages per second from the first ``produce()`` to the last delivery report;
-* :func:`latency`: the producer paced at a given rate in chunks of 100; per message, the time from
-  ``produce()`` to its delivery report (linger included); p50 and p99 in milliseconds.
+* :func:`latency`: the producer (latency configuration) paced at a given rate in chunks of 100; per message,
+  the time from ``produce()`` to its delivery report; p50, p99 and p99.9 in milliseconds (:class:`Latency`);
+* :func:`paced_latency`: the maximum rate of the latency configuration measured first (same topic, same
+  acks), then :func:`latency` at half of it.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["VALUE", "latency", "producer", "throughput"]
+__all__ = [
+    "LATENCY_LINGER_MS",
+    "THROUGHPUT_LINGER_MS",
+    "VALUE",
+    "Latency",
+    "latency",
+    "paced_latency",
+    "producer",
+    "throughput",
+]
 
 VALUE = b"x" * 100
 _KEYS = [i.to_bytes(4, "big") for i in range(1024)]
 _CHUNK = 100
+#: linger.ms of the throughput runs.
+THROUGHPUT_LINGER_MS = 5
+#: linger.ms of the latency runs (and of the maximum-rate run they are paced from).
+LATENCY_LINGER_MS = 1
 
 
-def producer(bootstrap: str, acks: str, **extra: str) -> Any:
+class Latency(NamedTuple):
+    """Produce-to-delivery latency percentiles of one paced run, in milliseconds."""
+
+    p50: float
+    p99: float
+    p999: float
+
+
+def producer(bootstrap: str, acks: str, linger_ms: int = THROUGHPUT_LINGER_MS, **extra: str) -> Any:
     """A confluent-kafka ``Producer`` with the settings every load in this module uses (plus ``extra``, e.g. the
     security settings; keys with ``_`` for ``.``)."""
     from confluent_kafka import Producer
@@ -30,7 +64,7 @@ def producer(bootstrap: str, acks: str, **extra: str) -> Any:
             **{k.replace("_", "."): v for k, v in extra.items()},
             "bootstrap.servers": bootstrap,
             "acks": acks,
-            "linger.ms": 5,
+            "linger.ms": linger_ms,
             "batch.size": 1 << 20,
             "message.max.bytes": 1 << 24,
             "queue.buffering.max.messages": 2_000_000,
@@ -40,12 +74,21 @@ def producer(bootstrap: str, acks: str, **extra: str) -> Any:
     )
 
 
-def throughput(section: str, bootstrap: str, topic: str, acks: str, n: int, **extra: str) -> float:
+def throughput(
+    section: str,
+    bootstrap: str,
+    topic: str,
+    acks: str,
+    n: int,
+    *,
+    linger_ms: int = THROUGHPUT_LINGER_MS,
+    **extra: str,
+) -> float:
     """Produce ``n`` messages as fast as the client can; messages per second until the last delivery report.
 
     Raises ``RuntimeError`` (naming ``section``, the topic and acks) if any message was not delivered.
     """
-    p = producer(bootstrap, acks, **extra)
+    p = producer(bootstrap, acks, linger_ms, **extra)
     produce = p.produce
     failures: list[Any] = []
 
@@ -72,16 +115,26 @@ def throughput(section: str, bootstrap: str, topic: str, acks: str, n: int, **ex
     return n / elapsed
 
 
+def paced_latency(
+    section: str, bootstrap: str, topic: str, acks: str, n: int, *, spin: bool = False
+) -> tuple[float, Latency]:
+    """(rate, latency): the latency configuration's maximum rate over ``n`` messages, then :func:`latency` of
+    ``n`` more messages paced at half that rate."""
+    rate = throughput(section, bootstrap, topic, acks, n, linger_ms=LATENCY_LINGER_MS) / 2
+    return rate, latency(section, bootstrap, topic, acks, n, rate, spin=spin)
+
+
 def latency(
-    section: str, bootstrap: str, topic: str, acks: str, n: int, rate: float, *, spin: bool
-) -> tuple[float, float]:
-    """Produce ``n`` messages paced at ``rate`` per second; (p50, p99) produce-to-delivery latency in ms.
+    section: str, bootstrap: str, topic: str, acks: str, n: int, rate: float, *, spin: bool = False
+) -> Latency:
+    """Produce ``n`` messages paced at ``rate`` per second (``linger.ms`` :data:`LATENCY_LINGER_MS`); the
+    produce-to-delivery latency percentiles in ms.
 
     ``spin=True`` waits for each chunk's due time by spinning on ``poll(0)`` (the tightest pacing, for a
     client that has a core to itself); ``spin=False`` waits inside librdkafka (``poll(timeout)``), so the client
     does not take a core from broker processes on the same machine.
     """
-    p = producer(bootstrap, acks)
+    p = producer(bootstrap, acks, LATENCY_LINGER_MS)
     sent = [0.0] * n
     latencies: list[float] = []
     now = time.perf_counter
@@ -107,6 +160,7 @@ def latency(
     latencies.sort()
     if not latencies:
         raise RuntimeError(f"{section} benchmark: no delivery reports in the latency run")
-    p50 = latencies[len(latencies) // 2]
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return p50 * 1000, p99 * 1000
+    if len(latencies) < n:
+        raise RuntimeError(f"{section} benchmark: {n - len(latencies)} of {n} messages not delivered")
+    last = len(latencies) - 1
+    return Latency(*(latencies[min(last, int(len(latencies) * q))] * 1000 for q in (0.5, 0.99, 0.999)))
