@@ -5,7 +5,11 @@ broker runs in this process, so the wrapper is the one its storage calls).
 
 * A produce that rolls ``slow-0`` (whose old segment then needs that fsync) and a produce to another topic from
   another connection meanwhile must both be answered well before the fsync ends; the recovery point of
-  ``slow-0`` must stay below the rolled segment until the fsync has finished, and reach it afterwards.
+  ``slow-0`` must stay below the rolled segment until the fsync has finished, and reach it afterwards; the
+  roll's producer snapshot must not exist before that fsync has finished (it would claim data not on disk).
+* With the fsync of that producer snapshot slow, the produce that rolled and one to another topic are answered
+  at once (the snapshot is written on the flush thread).
+* A failed roll fsync, of the segment or of the snapshot, is logged at WARNING and counted in the metrics.
 * While the periodic checkpoint write waits for its slow fsync, a produce is answered at once.
 """
 
@@ -78,11 +82,14 @@ def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
         assert answered < SLOW_FSYNC_S - 1, results
         assert not slow_done.is_set()
         assert log.recovery_point < rolled_at  # not on disk yet
+        # the producer snapshot of the roll claims offsets below rolled_at: not written before they are durable
+        assert not (log.dir / f"{rolled_at:020d}.snapshot").exists()
         assert slow_done.wait(SLOW_FSYNC_S + 10)
         deadline = time.monotonic() + 10
         while log.recovery_point < rolled_at and time.monotonic() < deadline:
             time.sleep(0.02)
         assert log.recovery_point == rolled_at
+        assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
@@ -117,6 +124,105 @@ def test_slow_checkpoint_fsync_does_not_stall_requests(
         assert not slow_done.is_set(), "the produce was answered only after the checkpoint's fsync"
         assert took < SLOW_FSYNC_S - 1
         assert slow_done.wait(SLOW_FSYNC_S + 10)
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_slow_producer_snapshot_at_roll_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The producer snapshot a roll writes (a file and two fsyncs) is written on the flush thread, not by the
+    produce that rolled: with its fsync slow, that produce and one to another topic are answered at once."""
+    real_fsync = os.fsync
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if "/slow-0/" in target and ".snapshot." in target and target.endswith(".tmp"):
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_fsync(fd)
+            slow_done.set()
+            return
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path)
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            for name, configs in (("slow", {"segment.bytes": "1500"}), ("fast", {})):
+                created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, 1, configs=configs))
+                assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "slow")
+        _produce(broker.bootstrap, "fast")
+        log = broker.ctx.topics.get_log("slow", 0)
+        rolled_at = log.log_end_offset
+        monkeypatch.setattr(os, "fsync", fsync)
+        t0 = time.monotonic()
+        took_slow = _produce(broker.bootstrap, "slow")  # rolls slow-0
+        took_fast = _produce(broker.bootstrap, "fast")
+        answered = time.monotonic() - t0
+        assert len(log.segments) == 2 and log.segments[1].base_offset == rolled_at
+        assert slow_started.wait(10), "the roll wrote no producer snapshot"
+        assert answered < SLOW_FSYNC_S - 1, (took_slow, took_fast)
+        assert not slow_done.is_set()
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
+        deadline = time.monotonic() + 10
+        while log.recovery_point < rolled_at and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert log.recovery_point == rolled_at
+        assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+@pytest.mark.parametrize("file", ["segment", "producer snapshot"])
+def test_failed_roll_flush_is_logged_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, file: str
+) -> None:
+    """A roll whose fsync (of the segment, or of the producer snapshot written after it) fails is logged at
+    WARNING and counted in ``pylog_log_roll_flush_failures_total{file}``; a failed segment fsync leaves the
+    recovery point below the rolled segment (a crash recovers it)."""
+    from tests.server.test_metrics import scrape
+
+    real_fsync = os.fsync
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        failing = target.endswith(".log") if file == "segment" else ".snapshot." in target
+        if "/slow-0/" in target and failing:
+            raise OSError(5, "Input/output error (injected)")
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            created = conn.call(
+                ApiKey.CREATE_TOPICS, 4, create_topic_body("slow", 1, configs={"segment.bytes": "1500"})
+            )
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "slow")
+        log = broker.ctx.topics.get_log("slow", 0)
+        rolled_at = log.log_end_offset
+        key = ("pylog_log_roll_flush_failures_total", (("file", file),))
+        assert scrape(broker).get(key, 0.0) == 0.0
+        monkeypatch.setattr(os, "fsync", fsync)
+        _produce(broker.bootstrap, "slow")  # rolls slow-0
+        assert log.segments[-1].base_offset == rolled_at
+        deadline = time.monotonic() + 10
+        while scrape(broker).get(key, 0.0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert scrape(broker).get(key, 0.0) == 1.0
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        if file == "segment":
+            assert log.recovery_point < rolled_at
+            assert any("fsync after rolling at offset" in m for m in warnings), warnings
+        else:
+            assert not (log.dir / f"{rolled_at:020d}.snapshot").exists()
+            assert not any(p.name.endswith(".tmp") for p in log.dir.iterdir())
+            assert any("writing the producer snapshot" in m for m in warnings), warnings
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
