@@ -46,11 +46,14 @@ the leader meanwhile) empties its log and its epoch cache and restarts at the le
 (:meth:`Partition.truncate_fully_and_start_at`). The high watermark of a replicated partition is managed here, so the log's
 ``hw_follows_leo`` is switched off (single-replica partitions keep it: HW = LEO).
 
-Thread-safety: event-loop thread only; no locks.
+Thread-safety: event-loop thread only; no locks. The ``*_off_loop`` truncations run the log's part in a worker
+thread (under the log's own lock) while the calling coroutine waits; the epoch cache is touched on the loop
+only. A loop call that needs the log's lock meanwhile (a role change) waits for that truncation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
@@ -466,6 +469,34 @@ class Partition:
         entries at or above the new log end offset."""
         self.log.truncate_to(offset)
         self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+
+    async def truncate_to_off_loop(self, offset: int) -> None:
+        """:meth:`truncate_to` with the log's part (segment deletion, fsync, the producer-state replay) on a
+        worker thread; the epoch cache is truncated back on the loop once it is done (the fetcher awaits
+        this). A caller cancelled meanwhile stops waiting, but the truncation and the epoch cache's part still
+        complete."""
+        await self._off_loop(
+            lambda: self.log.truncate_to(offset),
+            lambda: self.epoch_cache.truncate_from_end(self.log.log_end_offset),
+        )
+
+    async def truncate_fully_and_start_at_off_loop(self, offset: int) -> None:
+        """:meth:`truncate_fully_and_start_at` with the log's part on a worker thread (see
+        :meth:`truncate_to_off_loop`)."""
+        await self._off_loop(lambda: self.log.truncate_fully_and_start_at(offset), self.epoch_cache.clear)
+
+    @staticmethod
+    async def _off_loop(storage: Callable[[], object], then: Callable[[], object]) -> None:
+        """Run ``storage`` on a worker thread, then ``then`` on the loop if it succeeded (even if the awaiting
+        coroutine was cancelled meanwhile: the log and the epoch cache must not disagree)."""
+        task = asyncio.ensure_future(asyncio.to_thread(storage))
+
+        def done(finished: asyncio.Future[object]) -> None:
+            if not finished.cancelled() and finished.exception() is None:
+                then()
+
+        task.add_done_callback(done)
+        await asyncio.shield(task)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower whose log end is below the leader's log start: drop the whole log, restart it at ``offset``."""

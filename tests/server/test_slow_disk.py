@@ -15,7 +15,9 @@ broker runs in this process, so the wrapper is the one its storage calls).
 
 from __future__ import annotations
 
+import asyncio
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -24,7 +26,11 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.messages import ApiKey, decode_request, encode_response
+from broker_runtime.replication.fetcher import FETCH_VERSION, FetcherConfig, ReplicaFetcher
+from broker_runtime.replication.partition import Partition
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.partition_log import PartitionLog
 from tests.conftest import _start_broker
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, produce_body
 
@@ -225,4 +231,106 @@ def test_failed_roll_flush_is_logged_and_counted(
             assert any("writing the producer snapshot" in m for m in warnings), warnings
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_slow_follower_truncation_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower truncation (here after a DivergingEpoch answer) rebuilds the partition's producer state by
+    replaying the batch headers after its newest snapshot: with that replay slow, a produce to another topic
+    of the same broker is answered at once (the truncation runs on a worker thread, the fetcher awaits it).
+
+    The follower is a real partition log and replica fetcher on the broker's event loop, fetching over a real
+    socket from a leader played by the test (an asyncio server answering DivergingEpoch once)."""
+    real_rebuild = PartitionLog._rebuild_producer_state
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def rebuild(self: PartitionLog) -> None:
+        if self.topic == "div" and not slow_started.is_set():
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_rebuild(self)
+            slow_done.set()
+            return
+        real_rebuild(self)
+
+    broker = _start_broker(tmp_path)
+    fetcher_box: list[Any] = []
+    server_box: list[Any] = []
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("fast", 1))
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "fast")
+        log = PartitionLog.load(tmp_path / "follower" / "div-0", "div", 0, LogConfig(), needs_recovery=False)
+        for _ in range(20):
+            log.append(build_batch(5, value_size=100))
+        partition = Partition("div", 0, log, 1, lambda *_: None)  # type: ignore[arg-type,return-value]
+        partition.make_follower([0, 1], 0, 1, [0, 1])
+        monkeypatch.setattr(PartitionLog, "_rebuild_producer_state", rebuild)
+        answered_divergence = threading.Event()
+
+        async def leader(reader: Any, writer: Any) -> None:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                header, _ = decode_request(await reader.readexactly(size))
+                parts = []
+                if not answered_divergence.is_set():
+                    answered_divergence.set()
+                    parts = [
+                        {
+                            "Topic": "div",
+                            "Partitions": [
+                                {
+                                    "PartitionIndex": 0,
+                                    "ErrorCode": 0,
+                                    "HighWatermark": 0,
+                                    "LastStableOffset": 0,
+                                    "LogStartOffset": 0,
+                                    "DivergingEpoch": {"Epoch": 0, "EndOffset": 25},
+                                    "AbortedTransactions": [],
+                                    "PreferredReadReplica": -1,
+                                    "Records": b"",
+                                }
+                            ],
+                        }
+                    ]
+                else:
+                    await asyncio.sleep(0.1)
+                body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": parts}
+                writer.write(encode_response(ApiKey.FETCH, FETCH_VERSION, header.correlation_id, body))
+                await writer.drain()
+
+        async def start() -> None:
+            server = await asyncio.start_server(leader, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            fetcher = ReplicaFetcher(0, lambda _: ("127.0.0.1", port), FetcherConfig(1, backoff_ms=50))
+            fetcher.add_partition(partition)
+            fetcher.start()
+            server_box.append(server)
+            fetcher_box.append(fetcher)
+
+        asyncio.run_coroutine_threadsafe(start(), broker.ctx.loop).result(10)
+        assert slow_started.wait(10), f"the follower did not truncate: {fetcher_box[0].last_error!r}"
+        took = _produce(broker.bootstrap, "fast")
+        assert not slow_done.is_set(), "the produce was answered only after the truncation's replay"
+        assert took < SLOW_FSYNC_S - 1
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
+        assert log.log_end_offset == 25
+        deadline = time.monotonic() + 10
+        while fetcher_box[0].rounds < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fetcher_box[0].rounds >= 3  # fetching went on after the truncation
+    finally:
+        monkeypatch.setattr(PartitionLog, "_rebuild_producer_state", real_rebuild)
+
+        async def stop() -> None:
+            for fetcher in fetcher_box:
+                await fetcher.stop()
+            for server in server_box:
+                server.close()
+
+        asyncio.run_coroutine_threadsafe(stop(), broker.ctx.loop).result(10)
         broker.stop()
