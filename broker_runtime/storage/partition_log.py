@@ -749,6 +749,9 @@ class PartitionLog:
             fsync_dir(self.dir)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
+            with self._lock:
+                if self._closed:
+                    return  # closed (or deleted) meanwhile: close() wrote its own snapshot
             _log.warning(
                 "%s-%d: writing the producer snapshot %s after a roll failed: %s",
                 self.topic,
