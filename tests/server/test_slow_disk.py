@@ -274,8 +274,11 @@ def test_slow_follower_truncation_does_not_stall_requests(
 
         async def leader(reader: Any, writer: Any) -> None:
             while True:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                header, _ = decode_request(await reader.readexactly(size))
+                try:
+                    (size,) = struct.unpack(">i", await reader.readexactly(4))
+                    header, _ = decode_request(await reader.readexactly(size))
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the fetcher stopped
                 parts = []
                 if not answered_divergence.is_set():
                     answered_divergence.set()
