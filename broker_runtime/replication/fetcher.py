@@ -51,7 +51,7 @@ failed round trip closes the connection and retries after ``replica.fetch.backof
     correlation id out of step): WARNING at once; anything unexpected: ERROR with its traceback.
 
 Thread-safety: every method runs on the broker's event-loop thread; only the truncations above run in a worker
-thread, under the partition log's lock.
+thread, under the partition's storage lock (see :mod:`.partition`).
 """
 
 from __future__ import annotations
