@@ -30,7 +30,12 @@ Requests go over the task's own asyncio stream (the replication layer uses no cl
 framing of the answer (at most ``max_response_bytes``, refused with a ``ProtocolError`` naming size and bound
 before it is buffered) and decoding are the sans-IO
 :class:`~broker_runtime.protocol.client_connection.ClientConnection` the client uses too; this module only
-reads and writes the stream. Nothing here blocks the event loop except the (short, synchronous) storage append.
+reads and writes the stream. Nothing here blocks the event loop except the (short, synchronous) storage append:
+a truncation (which deletes segments, fsyncs and rebuilds the producer state by replaying the batch headers
+after the newest snapshot, as long as the log after it) runs on a worker thread
+(:meth:`~broker_runtime.replication.partition.Partition.truncate_to_off_loop`) while this task awaits it, so
+the other connections and fetchers of the broker go on; this fetcher's other partitions wait for it, as in
+Kafka's fetcher thread.
 
 Failures (Kafka's ``AbstractFetcherThread``: a fetcher that is shutting down does not report errors): any
 failed round trip closes the connection and retries after ``replica.fetch.backoff.ms``. How loudly:
@@ -45,7 +50,8 @@ failed round trip closes the connection and retries after ``replica.fetch.backof
   * bytes that break the protocol (``ProtocolError``: a malformed answer, a frame above the bound, a
     correlation id out of step): WARNING at once; anything unexpected: ERROR with its traceback.
 
-Thread-safety: every method runs on the broker's event-loop thread.
+Thread-safety: every method runs on the broker's event-loop thread; only the truncations above run in a worker
+thread, under the partition's storage lock (see :mod:`.partition`).
 """
 
 from __future__ import annotations
@@ -331,7 +337,7 @@ class ReplicaFetcher:
                 partition = self.partitions.get(tp)
                 if partition is None:
                     continue  # removed while the fetch was in flight
-                if self._process(partition, entry):
+                if await self._process(partition, entry):
                     self._retry_at[tp] = retry_at
                 else:
                     self._retry_at.pop(tp, None)
@@ -354,7 +360,7 @@ class ReplicaFetcher:
             if responses:
                 return responses[-1].body
 
-    def _truncate_diverging(self, partition: Partition, epoch: int, end_offset: int) -> bool:
+    async def _truncate_diverging(self, partition: Partition, epoch: int, end_offset: int) -> bool:
         """The leader says this log diverges after ``end_offset`` of ``epoch``: truncate there (KIP-101/595)."""
         name = f"{partition.topic}-{partition.partition}"
         log = partition.log
@@ -378,7 +384,7 @@ class ReplicaFetcher:
             else "",
         )
         try:
-            partition.truncate_to(target)
+            await partition.truncate_to_off_loop(target)
         except (StorageError, OSError) as exc:
             _log.error("node %d: %s: truncation to %d failed: %s", self._config.node_id, name, target, exc)
             return True
@@ -401,12 +407,12 @@ class ReplicaFetcher:
                     exc,
                 )
 
-    def _process(self, partition: Partition, entry: dict[str, Any]) -> bool:
+    async def _process(self, partition: Partition, entry: dict[str, Any]) -> bool:
         code = entry["ErrorCode"]
         name = f"{partition.topic}-{partition.partition}"
         diverging = entry.get("DivergingEpoch") or {}
         if code == ErrorCode.NONE and diverging.get("Epoch", -1) >= 0:
-            return self._truncate_diverging(partition, diverging["Epoch"], diverging["EndOffset"])
+            return await self._truncate_diverging(partition, diverging["Epoch"], diverging["EndOffset"])
         if code == ErrorCode.NONE:
             try:
                 partition.append_as_follower(entry["Records"], entry["HighWatermark"])
@@ -439,7 +445,7 @@ class ReplicaFetcher:
                     leo,
                     leader_hw,
                 )
-                partition.truncate_to(leader_hw)
+                await partition.truncate_to_off_loop(leader_hw)
                 return False
             leader_start = entry["LogStartOffset"]
             if leader_start > leo:
@@ -451,7 +457,7 @@ class ReplicaFetcher:
                     leader_start,
                 )
                 try:
-                    partition.truncate_fully_and_start_at(leader_start)
+                    await partition.truncate_fully_and_start_at_off_loop(leader_start)
                 except (StorageError, OSError) as exc:
                     _log.error("node %d: %s: full truncation failed: %s", self._config.node_id, name, exc)
                     return True

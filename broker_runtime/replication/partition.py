@@ -46,12 +46,19 @@ the leader meanwhile) empties its log and its epoch cache and restarts at the le
 (:meth:`Partition.truncate_fully_and_start_at`). The high watermark of a replicated partition is managed here, so the log's
 ``hw_follows_leo`` is switched off (single-replica partitions keep it: HW = LEO).
 
-Thread-safety: event-loop thread only; no locks.
+Thread-safety: event-loop thread, except the ``*_off_loop`` truncations, which run the whole truncation (log
+and epoch cache) on a worker thread while the calling coroutine (the fetcher) waits. One lock per partition
+(``_storage_lock``) keeps the log end offset and the epoch cache consistent: the truncation holds it, and the
+role changes and follower appends (the other writers of the epoch cache) take it, so a role change that arrives
+during a truncation waits for it, as it waited before on the loop. Readers of the epoch cache (leader-side fetch
+validation) run only while the partition leads, never during a follower truncation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Callable, Iterable
 
 from broker_runtime.errors import CorruptRecordError, ErrorCode
@@ -115,6 +122,10 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.remote: dict[int, ReplicaState] = {}
         self.epoch_cache = LeaderEpochCache(log.dir)
+        #: Held while the log and the epoch cache change together: by a truncation (on a worker thread, see
+        #: :meth:`truncate_to_off_loop`) and by the role changes and follower appends that assign epochs, so
+        #: neither reads a log end offset the other is about to change.
+        self._storage_lock = threading.RLock()
         #: Whether a replica may join the ISR (False while the controller has it fenced, as Kafka's leader checks
         #: its metadata before AlterPartition); set by the owner, every replica by default.
         self.isr_eligible: Callable[[int], bool] = lambda replica: True
@@ -132,6 +143,10 @@ class Partition:
         return len(self.replicas) > 1
 
     def make_leader(self, replicas: Iterable[int], isr: Iterable[int], epoch: int, now_ms: int) -> None:
+        with self._storage_lock:
+            self._make_leader(replicas, isr, epoch, now_ms)
+
+    def _make_leader(self, replicas: Iterable[int], isr: Iterable[int], epoch: int, now_ms: int) -> None:
         """Become (or stay) the leader of ``epoch`` with the given replica list and ISR."""
         replicas = list(replicas)
         new_isr = frozenset(isr) | {self.local_id}
@@ -187,6 +202,10 @@ class Partition:
 
     def make_follower(self, replicas: Iterable[int], leader_id: int, epoch: int, isr: Iterable[int]) -> bool:
         """Follow ``leader_id`` in ``epoch``; True when the leader or epoch changed (the fetcher must move)."""
+        with self._storage_lock:
+            return self._make_follower(replicas, leader_id, epoch, isr)
+
+    def _make_follower(self, replicas: Iterable[int], leader_id: int, epoch: int, isr: Iterable[int]) -> bool:
         changed = leader_id != self.leader_id or epoch != self.leader_epoch
         self.replicas = list(replicas)
         self.leader_id = leader_id
@@ -431,6 +450,10 @@ class Partition:
         return min(diverging_end, own_end, leo)
 
     def append_as_follower(self, records: Buffer | None, leader_hw: int) -> int:
+        with self._storage_lock:
+            return self._append_as_follower(records, leader_hw)
+
+    def _append_as_follower(self, records: Buffer | None, leader_hw: int) -> int:
         """Append the leader's batches (own offsets kept, producer state updated by the log) and learn its HW;
         returns the new LEO."""
         log = self.log
@@ -464,13 +487,25 @@ class Partition:
         """Follower truncation (a DivergingEpoch answer, or the leader said our fetch offset is beyond its log):
         the log (whole batches; its producer state is rebuilt from what remains), then the epoch cache's
         entries at or above the new log end offset."""
-        self.log.truncate_to(offset)
-        self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+        with self._storage_lock:
+            self.log.truncate_to(offset)
+            self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+
+    async def truncate_to_off_loop(self, offset: int) -> None:
+        """:meth:`truncate_to` on a worker thread (segment deletion, fsync, the producer-state replay, the epoch
+        cache), awaited by the fetcher. A caller cancelled meanwhile stops waiting; the truncation still
+        completes, and a role change or follower append on the loop waits for it (``_storage_lock``)."""
+        await asyncio.shield(asyncio.to_thread(self.truncate_to, offset))
+
+    async def truncate_fully_and_start_at_off_loop(self, offset: int) -> None:
+        """:meth:`truncate_fully_and_start_at` on a worker thread (see :meth:`truncate_to_off_loop`)."""
+        await asyncio.shield(asyncio.to_thread(self.truncate_fully_and_start_at, offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower whose log end is below the leader's log start: drop the whole log, restart it at ``offset``."""
-        self.log.truncate_fully_and_start_at(offset)
-        self.epoch_cache.clear()
+        with self._storage_lock:
+            self.log.truncate_fully_and_start_at(offset)
+            self.epoch_cache.clear()
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"

@@ -125,6 +125,8 @@ class Broker:
         self._scram_store = ScramCredentialStore(credentials_path(config.log_dirs, config.cluster_dir))
         self._port = -1
         self._connections: set[Connection] = set()
+        #: listener -> sendfile sends cut short because their segment file shrank (loop thread).
+        self._short_sends: dict[str, int] = {}
         self._timer_handle: asyncio.TimerHandle | None = None
         self._timer_due_ms: int | None = None
         self.ctx: BrokerContext | None = None
@@ -168,6 +170,10 @@ class Broker:
 
     def protocol_of(self, name: str) -> str:
         return next(x.security_protocol for x in self.config.listeners if x.name == name.upper())
+
+    def _short_send(self, conn: Connection) -> None:
+        listener = conn.session.listener
+        self._short_sends[listener] = self._short_sends.get(listener, 0) + 1
 
     def _connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
@@ -217,6 +223,7 @@ class Broker:
                 queued_max_requests=cfg.queued_max_requests,
                 session=session,
                 on_made=_tls_principal if ssl_context is not None else None,
+                on_short_send=self._short_send,
             )
             self._connections.add(conn)
             return conn
@@ -774,6 +781,8 @@ class Broker:
             active_controller=controller is None or controller.active,
             connections=len(self._connections),
             periodic_failures=dict(logs.periodic_failures),
+            roll_flush_failures=dict(logs.roll_flush_failures),
+            sendfile_short_sends=dict(self._short_sends),
             recovery_truncations=logs.recovery_truncations,
             recovery_bytes_dropped=logs.recovery_bytes_dropped,
             connections_refused=dict(self.quotas.refused) if self.quotas is not None else {},

@@ -105,6 +105,10 @@ class Snapshot:
     connections: int = 0
     #: The log manager's periodic tasks that raised, by task name.
     periodic_failures: Mapping[str, int] = field(default_factory=dict)
+    #: Failed roll flushes by file ("segment", "producer snapshot"), from the log manager.
+    roll_flush_failures: Mapping[str, int] = field(default_factory=dict)
+    #: listener -> sendfile sends that stopped short (the segment file shrank; the connection was closed).
+    sendfile_short_sends: Mapping[str, int] = field(default_factory=dict)
     #: What startup recovery cut: segments truncated or deleted, and their bytes (LogManager's counters).
     recovery_truncations: int = 0
     recovery_bytes_dropped: int = 0
@@ -481,6 +485,24 @@ class BrokerMetrics:
         for task, count in sorted(snap.periodic_failures.items()):
             failures.add_metric([task], count)
         yield failures
+        roll_failures = CounterMetricFamily(
+            "pylog_log_roll_flush_failures",
+            "Roll flushes that failed, by file (segment: its or its directory's fsync, the recovery point "
+            "stays; producer snapshot: the snapshot written after it); each also a WARNING line",
+            labels=["file"],
+        )
+        for what, count in sorted(snap.roll_flush_failures.items()):
+            roll_failures.add_metric([what], count)
+        yield roll_failures
+        short_sends = CounterMetricFamily(
+            "pylog_network_sendfile_short_sends",
+            "Fetch answers whose sendfile sent fewer bytes than its range (the segment shrank meanwhile); the "
+            "connection was closed, each also a WARNING line",
+            labels=["listener"],
+        )
+        for listener, count in sorted(snap.sendfile_short_sends.items()):
+            short_sends.add_metric([listener], count)
+        yield short_sends
         truncations = CounterMetricFamily(
             "pylog_log_recovery_truncations",
             "Segments startup recovery truncated or deleted (each also a WARNING line)",

@@ -41,8 +41,9 @@ empty. Meanwhile no new frame is dispatched (the answers are in flight, as while
 reading goes on up to ``queued.max.requests``); :meth:`Connection.close` lets the backlog drain before closing
 the socket, so answers resolved before a close still leave. A slice whose file got shorter before it was sent
 (a truncated active segment) sends fewer bytes than its frame announced: the connection is closed with a
-WARNING line saying so (the client sees a dropped connection and retries, as with Kafka's "truncated during
-write"). ``os.sendfile`` handles partial writes itself (asyncio resumes it when the socket is writable again).
+WARNING line saying so and counted through the connection's ``on_short_send`` hook (the broker's
+``pylog_network_sendfile_short_sends_total``; the client sees a dropped connection and retries, as with Kafka's
+"truncated during write"). ``os.sendfile`` handles partial writes itself (asyncio resumes it when the socket is writable again).
 
 Request timing (metrics): each frame keeps the monotonic time of the read that completed it; while the handler
 runs, :attr:`Connection.received_ns` holds it. A handler may leave an object with a ``sent(now_ns)`` method in
@@ -149,8 +150,12 @@ class Connection(asyncio.Protocol):
         on_made: Callable[[Connection, asyncio.Transport], None] | None = None,
         admit: Callable[[Connection], bool] | None = None,
         queued_max_requests: int = QUEUED_MAX_REQUESTS,
+        on_short_send: Callable[[Connection], None] | None = None,
     ) -> None:
         self._handler = handler
+        #: Called (loop thread) when a sendfile sent fewer bytes than its slice (the file shrank); the
+        #: connection is then closed and the cause logged at WARNING. The broker counts it for the metrics.
+        self._on_short_send = on_short_send
         #: Listener, security protocol and principal of this connection (see :mod:`.session`).
         self.session = session or Session("PLAINTEXT", "PLAINTEXT")
         self._on_made = on_made
@@ -437,6 +442,8 @@ class Connection(asyncio.Protocol):
                 sent = await loop.sendfile(transport, file, piece.position, len(piece), fallback=False)
                 self.last_active = time.monotonic()
                 if sent != len(piece):
+                    if self._on_short_send is not None:
+                        self._on_short_send(self)
                     raise StorageError(
                         f"{piece.handle.path.name} shrank below byte {piece.position + len(piece)} while its "
                         f"range was sent ({sent} of {len(piece)} bytes sent)"

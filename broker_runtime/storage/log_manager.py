@@ -160,6 +160,10 @@ class LogManager:
         self._rp_thread: threading.Thread | None = None
         self._rp_stop = False
         self._roll_flusher: ThreadPoolExecutor | None = None
+        #: Failed roll flushes by file (``"segment"``: the rolled segment's or directory's fsync;
+        #: ``"producer snapshot"``: the snapshot written after it), each also logged at WARNING by the log.
+        self.roll_flush_failures: collections.Counter[str] = collections.Counter()
+        self._failures_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -227,6 +231,7 @@ class LogManager:
             self.recovery_bytes_dropped += log.recovery_bytes_dropped
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
+            log.on_flush_failure = self._roll_flush_failed
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
         if marker.exists():
@@ -265,6 +270,11 @@ class LogManager:
         if self._roll_flusher is None:
             self._roll_flusher = ThreadPoolExecutor(ROLL_FLUSH_THREADS, thread_name_prefix="pylog-roll-flush")
         return self._roll_flusher
+
+    def _roll_flush_failed(self, what: str) -> None:
+        """A log's roll flush failed (called on a roll-flush thread)."""
+        with self._failures_lock:
+            self.roll_flush_failures[what] += 1
 
     def _stop_roll_flushes(self) -> None:
         """Wait for the roll flushes asked for so far, and stop their threads."""
@@ -350,6 +360,7 @@ class LogManager:
             fsync_dir(log_dir)
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
+            log.on_flush_failure = self._roll_flush_failed
             self._logs[key] = log
             self._log_dir_of[key] = log_dir
             return log

@@ -31,7 +31,14 @@ broker's event loop) does not wait for the disk: fsyncing a segment of ``segment
 seconds. Until that task ends the rolled segment is listed as unflushed and the recovery point stays below it;
 an explicit :meth:`PartitionLog.flush` or :meth:`PartitionLog.close` fsyncs unflushed segments itself first.
 A truncation meanwhile wins: the task then leaves the recovery point alone (the truncation lowered it). A failed
-fsync is logged at WARNING and leaves the recovery point where it was (a crash recovers those segments).
+fsync is logged at WARNING and leaves the recovery point where it was (a crash recovers those segments). The
+roll's producer snapshot follows the same path: the state is encoded under the lock at the roll (CPU only), and
+the task writes it as ``<new base>.snapshot`` only after the segment and directory fsyncs (a snapshot never
+claims offsets whose batches are not durable) and before it moves the recovery point: a temporary file written
+and fsynced outside the lock, renamed under it unless a truncation or close came in between (those rebuild or
+write the state themselves), then the directory fsynced. A failed snapshot write is logged at WARNING and the
+recovery point still moves (the next load replays from an older snapshot). Failures of either kind are reported
+to :attr:`PartitionLog.on_flush_failure` (the log manager counts them for the metrics).
 
 Flush: fsync when ``flush.messages`` messages are unflushed or ``flush.ms`` passed since the last flush (both
 default to never: the page cache, as Kafka), on roll and on close. Everything below the recovery point is on disk.
@@ -67,8 +74,8 @@ a fenced epoch raises :class:`~broker_runtime.errors.ProducerStateError`; otherw
 the offsets it got. :meth:`PartitionLog.append_as_follower` records the leader's batches unvalidated, so a
 follower that becomes leader recognises retries. Truncation rebuilds the state (newest snapshot at or below the
 new LEO, then a replay of the later batch headers); a full truncation forgets every producer. Snapshots
-(``<offset, 20 digits>.snapshot`` in the partition directory, the two newest kept) are written on roll (at the
-new segment's base offset) and on close (at the LEO). Loading restores the newest snapshot and replays the batch
+(``<offset, 20 digits>.snapshot`` in the partition directory, the two newest kept) are written after a roll (at
+the new segment's base offset, by the roll-flush task: see "Roll") and on close (at the LEO). Loading restores the newest snapshot and replays the batch
 headers after it; a cleanly closed log without any snapshot starts empty (Kafka's shortcut: no full scan).
 :meth:`PartitionLog.remove_expired_producers` forgets producers whose last batch timestamp is older than
 ``producer.id.expiration.ms``.
@@ -87,8 +94,9 @@ the remaining snapshot re-appends the entries of the ABORT markers it meets (ent
 Retention follows Kafka: segments go only below the high watermark (an open transaction's first batches may
 go with them, then the last stable offset is the log start offset).
 
-Thread-safety: the roll-flush task (above) runs on the executor's thread: it fsyncs outside the lock and takes
-the lock to read the unflushed list and to move the recovery point. One re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
+Thread-safety: the roll-flush task (above) runs on the executor's thread: it fsyncs and writes the producer
+snapshot outside the lock and takes the lock to read the unflushed list, to rename the snapshot into place and
+to move the recovery point. One re-entrant lock per partition serializes every mutation (append, roll, truncate, retention,
 flush, offset updates, producer state). Reads take the lock only to snapshot (segments, LEO, HW, log start,
 active size) and do their I/O outside it: closed segments are immutable, and active-segment reads stay below the
 snapshot size. Callers must not read offsets at or above a truncation point while :meth:`PartitionLog.truncate_to` runs
@@ -128,7 +136,12 @@ from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.cleaner import complete_swaps, finish_swap
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.file_handle import FileSlice
-from broker_runtime.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
+from broker_runtime.storage.producer_state import (
+    BatchMetadata,
+    CompletedTxn,
+    ProducerStateManager,
+    snapshot_path,
+)
 from broker_runtime.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -255,6 +268,9 @@ class PartitionLog:
         self.on_roll: Callable[[PartitionLog], None] | None = None
         #: Where a roll's fsyncs run (see "Roll" in the module docstring); None: on the appending thread.
         self.flush_executor: Executor | None = None
+        #: Called (on the flush thread, no lock held) with ``"segment"`` or ``"producer snapshot"`` when a
+        #: roll's fsync or its producer snapshot failed (the log manager counts them for the metrics).
+        self.on_flush_failure: Callable[[str], None] | None = None
         #: Rolled segments whose fsync has not finished yet, oldest first.
         self._unflushed: list[LogSegment] = []
         #: Bumped by every truncation: a roll flush that started before one does not move the recovery point.
@@ -660,7 +676,8 @@ class PartitionLog:
             segments = list(self._segments[:-1])
         else:
             old.on_become_inactive()
-            self._producer_state.take_snapshot(self._leo)
+            # Encoded now (the state as of the roll), written by the flush task after the segment's fsync.
+            snapshot = self._producer_state.encode_state()
             segments = list(self._segments)
         new = LogSegment.create(self.dir, base_offset, self.config, now)
         segments.append(new)
@@ -670,14 +687,15 @@ class PartitionLog:
             return new
         self._unflushed.append(old)
         if self.flush_executor is None:
-            self._flush_rolled(self._leo, self._truncations)
+            self._flush_rolled(self._leo, self._truncations, snapshot)
         else:
-            self.flush_executor.submit(self._flush_rolled, self._leo, self._truncations)
+            self.flush_executor.submit(self._flush_rolled, self._leo, self._truncations, snapshot)
         return new
 
-    def _flush_rolled(self, target: int, truncations: int) -> None:
-        """fsync the rolled segments below ``target`` and the directory, then move the recovery point to
-        ``target`` (unless a truncation came in between); see "Roll" in the module docstring."""
+    def _flush_rolled(self, target: int, truncations: int, snapshot: bytes | None = None) -> None:
+        """fsync the rolled segments below ``target`` and the directory, write the producer ``snapshot`` taken
+        at the roll as ``<target>.snapshot``, then move the recovery point to ``target`` (unless a truncation
+        came in between); see "Roll" in the module docstring."""
         with self._lock:
             pending = [seg for seg in self._unflushed if seg.base_offset < target]
         try:
@@ -696,7 +714,10 @@ class PartitionLog:
                 self.recovery_point,
                 exc,
             )
+            self._flush_failed("segment")
             return
+        if snapshot is not None:
+            self._write_roll_snapshot(target, truncations, snapshot)
         with self._lock:
             done = set(map(id, pending))
             self._unflushed = [seg for seg in self._unflushed if id(seg) not in done]
@@ -706,6 +727,43 @@ class PartitionLog:
             self.recovery_point = target
             if self.on_roll is not None:
                 self.on_roll(self)
+
+    def _write_roll_snapshot(self, target: int, truncations: int, snapshot: bytes) -> None:
+        """Write the producer snapshot a roll at ``target`` encoded (its segments are fsynced already): a
+        temporary file written and fsynced outside the lock, renamed under it unless the log was truncated or
+        closed meanwhile (a truncation rebuilt the state; close writes its own), then the directory fsynced.
+        A failure is logged at WARNING and counted; a later load then replays from an older snapshot."""
+        path = snapshot_path(self.dir, target)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.roll.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(snapshot)
+                f.flush()
+                os.fsync(f.fileno())
+            with self._lock:
+                if self._closed or truncations != self._truncations:
+                    tmp.unlink(missing_ok=True)
+                    return
+                os.replace(tmp, path)
+                self._producer_state.prune_snapshots()
+            fsync_dir(self.dir)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            with self._lock:
+                if self._closed:
+                    return  # closed (or deleted) meanwhile: close() wrote its own snapshot
+            _log.warning(
+                "%s-%d: writing the producer snapshot %s after a roll failed: %s",
+                self.topic,
+                self.partition,
+                path.name,
+                exc,
+            )
+            self._flush_failed("producer snapshot")
+
+    def _flush_failed(self, what: str) -> None:
+        if self.on_flush_failure is not None:
+            self.on_flush_failure(what)
 
     def roll(self) -> None:
         """Force a roll now (no-op when the active segment is empty)."""

@@ -53,7 +53,9 @@ batches arrive). Files are written to a temporary name, fsynced and renamed; the
 that fails its version, size or CRC check is logged, deleted and the next older one tried.
 
 Thread-safety: :class:`ProducerStateManager` has no lock of its own; the partition calls it under its append lock
-(check, append, update form one critical section). :class:`ProducerIdManager` is thread-safe.
+(check, append, update form one critical section). A roll takes :meth:`~ProducerStateManager.encode_state` under
+that lock and writes the bytes on its flush thread, taking the lock again only for the rename and
+:meth:`~ProducerStateManager.prune_snapshots`. :class:`ProducerIdManager` is thread-safe.
 """
 
 from __future__ import annotations
@@ -647,11 +649,19 @@ class ProducerStateManager:
                 f"cannot take a producer snapshot at negative offset {at} in {self.partition_dir}"
             )
         path = snapshot_path(self.partition_dir, at)
-        entries = [self._producers[pid] for pid in sorted(self._producers)]
-        write_snapshot(path, entries)
+        write_atomically(path, self.encode_state())
+        self.prune_snapshots()
+        return path
+
+    def encode_state(self) -> bytes:
+        """The current state as snapshot bytes (CPU only, no I/O): a roll encodes them under the partition lock
+        and writes them later, off the appending thread (see "Roll" in :mod:`.partition_log`)."""
+        return encode_snapshot(self._producers[pid] for pid in sorted(self._producers))
+
+    def prune_snapshots(self) -> None:
+        """Delete all but the newest ``snapshots_to_keep`` snapshot files."""
         for _, old in self.list_snapshots()[: -self.snapshots_to_keep]:
             old.unlink(missing_ok=True)
-        return path
 
     def load_latest_snapshot(self, now_ms: int | None = None) -> int | None:
         """Replace the state with the newest valid snapshot; returns its offset, or None (state left empty).

@@ -4,6 +4,7 @@ the same offsets in different epochs."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,8 @@ def _sync(
         if entry["ErrorCode"] == ErrorCode.NONE and not diverging and not len(entry["Records"]):
             return truncations  # caught up
         truncations += diverging or entry["ErrorCode"] == ErrorCode.OFFSET_OUT_OF_RANGE
-        assert not fetcher._process(follower, entry), (wanted, entry)  # True would mean: back off, error
+        # True would mean: back off, error (a truncation awaits its worker thread, so one loop per answer)
+        assert not asyncio.run(fetcher._process(follower, entry)), (wanted, entry)
     if finish:
         raise AssertionError(f"the follower did not converge in {rounds} fetches")
     return truncations

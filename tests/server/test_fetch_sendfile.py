@@ -6,7 +6,8 @@
 * a segment deleted (DeleteTopics) while its answer waits on a client that does not read is still sent whole
   (the answer holds the open file);
 * a segment file that gets shorter while its answer waits closes the connection (the frame cannot be completed)
-  instead of leaving the client waiting for bytes that never come.
+  instead of leaving the client waiting for bytes that never come, and is counted in
+  ``pylog_network_sendfile_short_sends_total{listener}``.
 """
 
 from __future__ import annotations
@@ -128,8 +129,8 @@ def test_sendfile_frames_equal_read_frames(tmp_path: Path) -> None:
 
 @pytest.fixture
 def big_log(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
-    """A broker with about 6 MB of records in one segment of ``zc-0``, and that segment's path."""
-    broker = _start_broker(tmp_path)
+    """A broker (metrics on) with about 6 MB of records in one segment of ``zc-0``, and that segment's path."""
+    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
     try:
         with RawConnection(broker.bootstrap) as conn:
             assert (
@@ -204,7 +205,11 @@ def test_segment_deleted_while_its_answer_waits_is_sent_whole(big_log: tuple[Any
 def test_segment_shortened_while_its_answer_waits_closes_the_connection(
     big_log: tuple[Any, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
+    from tests.server.test_metrics import scrape
+
     broker, segment = big_log
+    key = ("pylog_network_sendfile_short_sends_total", (("listener", "PLAINTEXT"),))
+    assert scrape(broker).get(key, 0.0) == 0.0
     sock = _stalled_fetch(broker.bootstrap)
     try:
         os.truncate(segment, 1_000_000)  # as a truncation of the active segment would
@@ -213,3 +218,4 @@ def test_segment_shortened_while_its_answer_waits_closes_the_connection(
     finally:
         sock.close()
     assert any("shrank below byte" in r.getMessage() for r in caplog.records)
+    assert scrape(broker).get(key, 0.0) == 1.0

@@ -5,13 +5,19 @@ broker runs in this process, so the wrapper is the one its storage calls).
 
 * A produce that rolls ``slow-0`` (whose old segment then needs that fsync) and a produce to another topic from
   another connection meanwhile must both be answered well before the fsync ends; the recovery point of
-  ``slow-0`` must stay below the rolled segment until the fsync has finished, and reach it afterwards.
+  ``slow-0`` must stay below the rolled segment until the fsync has finished, and reach it afterwards; the
+  roll's producer snapshot must not exist before that fsync has finished (it would claim data not on disk).
+* With the fsync of that producer snapshot slow, the produce that rolled and one to another topic are answered
+  at once (the snapshot is written on the flush thread).
+* A failed roll fsync, of the segment or of the snapshot, is logged at WARNING and counted in the metrics.
 * While the periodic checkpoint write waits for its slow fsync, a produce is answered at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -20,7 +26,11 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.messages import ApiKey, decode_request, encode_response
+from broker_runtime.replication.fetcher import FETCH_VERSION, FetcherConfig, ReplicaFetcher
+from broker_runtime.replication.partition import Partition
+from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.partition_log import PartitionLog
 from tests.conftest import _start_broker
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, produce_body
 
@@ -78,11 +88,14 @@ def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
         assert answered < SLOW_FSYNC_S - 1, results
         assert not slow_done.is_set()
         assert log.recovery_point < rolled_at  # not on disk yet
+        # the producer snapshot of the roll claims offsets below rolled_at: not written before they are durable
+        assert not (log.dir / f"{rolled_at:020d}.snapshot").exists()
         assert slow_done.wait(SLOW_FSYNC_S + 10)
         deadline = time.monotonic() + 10
         while log.recovery_point < rolled_at and time.monotonic() < deadline:
             time.sleep(0.02)
         assert log.recovery_point == rolled_at
+        assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
@@ -119,4 +132,208 @@ def test_slow_checkpoint_fsync_does_not_stall_requests(
         assert slow_done.wait(SLOW_FSYNC_S + 10)
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_slow_producer_snapshot_at_roll_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The producer snapshot a roll writes (a file and two fsyncs) is written on the flush thread, not by the
+    produce that rolled: with its fsync slow, that produce and one to another topic are answered at once."""
+    real_fsync = os.fsync
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if "/slow-0/" in target and ".snapshot." in target and target.endswith(".tmp"):
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_fsync(fd)
+            slow_done.set()
+            return
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path)
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            for name, configs in (("slow", {"segment.bytes": "1500"}), ("fast", {})):
+                created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, 1, configs=configs))
+                assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "slow")
+        _produce(broker.bootstrap, "fast")
+        log = broker.ctx.topics.get_log("slow", 0)
+        rolled_at = log.log_end_offset
+        monkeypatch.setattr(os, "fsync", fsync)
+        t0 = time.monotonic()
+        took_slow = _produce(broker.bootstrap, "slow")  # rolls slow-0
+        took_fast = _produce(broker.bootstrap, "fast")
+        answered = time.monotonic() - t0
+        assert len(log.segments) == 2 and log.segments[1].base_offset == rolled_at
+        assert slow_started.wait(10), "the roll wrote no producer snapshot"
+        assert answered < SLOW_FSYNC_S - 1, (took_slow, took_fast)
+        assert not slow_done.is_set()
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
+        deadline = time.monotonic() + 10
+        while log.recovery_point < rolled_at and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert log.recovery_point == rolled_at
+        assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+@pytest.mark.parametrize("file", ["segment", "producer snapshot"])
+def test_failed_roll_flush_is_logged_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, file: str
+) -> None:
+    """A roll whose fsync (of the segment, or of the producer snapshot written after it) fails is logged at
+    WARNING and counted in ``pylog_log_roll_flush_failures_total{file}``; a failed segment fsync leaves the
+    recovery point below the rolled segment (a crash recovers it)."""
+    from tests.server.test_metrics import scrape
+
+    real_fsync = os.fsync
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        failing = target.endswith(".log") if file == "segment" else ".snapshot." in target
+        if "/slow-0/" in target and failing:
+            raise OSError(5, "Input/output error (injected)")
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            created = conn.call(
+                ApiKey.CREATE_TOPICS, 4, create_topic_body("slow", 1, configs={"segment.bytes": "1500"})
+            )
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "slow")
+        log = broker.ctx.topics.get_log("slow", 0)
+        rolled_at = log.log_end_offset
+        key = ("pylog_log_roll_flush_failures_total", (("file", file),))
+        assert scrape(broker).get(key, 0.0) == 0.0
+        monkeypatch.setattr(os, "fsync", fsync)
+        _produce(broker.bootstrap, "slow")  # rolls slow-0
+        assert log.segments[-1].base_offset == rolled_at
+        deadline = time.monotonic() + 10
+        while scrape(broker).get(key, 0.0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert scrape(broker).get(key, 0.0) == 1.0
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        if file == "segment":
+            assert log.recovery_point < rolled_at
+            assert any("fsync after rolling at offset" in m for m in warnings), warnings
+        else:
+            assert not (log.dir / f"{rolled_at:020d}.snapshot").exists()
+            assert not any(p.name.endswith(".tmp") for p in log.dir.iterdir())
+            assert any("writing the producer snapshot" in m for m in warnings), warnings
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_slow_follower_truncation_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower truncation (here after a DivergingEpoch answer) rebuilds the partition's producer state by
+    replaying the batch headers after its newest snapshot: with that replay slow, a produce to another topic
+    of the same broker is answered at once (the truncation runs on a worker thread, the fetcher awaits it).
+
+    The follower is a real partition log and replica fetcher on the broker's event loop, fetching over a real
+    socket from a leader played by the test (an asyncio server answering DivergingEpoch once)."""
+    real_rebuild = PartitionLog._rebuild_producer_state
+    slow_started = threading.Event()
+    slow_done = threading.Event()
+
+    def rebuild(self: PartitionLog) -> None:
+        if self.topic == "div" and not slow_started.is_set():
+            slow_started.set()
+            time.sleep(SLOW_FSYNC_S)
+            real_rebuild(self)
+            slow_done.set()
+            return
+        real_rebuild(self)
+
+    broker = _start_broker(tmp_path)
+    fetcher_box: list[Any] = []
+    server_box: list[Any] = []
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("fast", 1))
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        _produce(broker.bootstrap, "fast")
+        log = PartitionLog.load(tmp_path / "follower" / "div-0", "div", 0, LogConfig(), needs_recovery=False)
+        for _ in range(20):
+            log.append(build_batch(5, value_size=100))
+        partition = Partition("div", 0, log, 1, lambda *_: None)  # type: ignore[arg-type,return-value]
+        partition.make_follower([0, 1], 0, 1, [0, 1])
+        monkeypatch.setattr(PartitionLog, "_rebuild_producer_state", rebuild)
+        answered_divergence = threading.Event()
+
+        async def leader(reader: Any, writer: Any) -> None:
+            while True:
+                try:
+                    (size,) = struct.unpack(">i", await reader.readexactly(4))
+                    header, _ = decode_request(await reader.readexactly(size))
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the fetcher stopped
+                parts = []
+                if not answered_divergence.is_set():
+                    answered_divergence.set()
+                    parts = [
+                        {
+                            "Topic": "div",
+                            "Partitions": [
+                                {
+                                    "PartitionIndex": 0,
+                                    "ErrorCode": 0,
+                                    "HighWatermark": 0,
+                                    "LastStableOffset": 0,
+                                    "LogStartOffset": 0,
+                                    "DivergingEpoch": {"Epoch": 0, "EndOffset": 25},
+                                    "AbortedTransactions": [],
+                                    "PreferredReadReplica": -1,
+                                    "Records": b"",
+                                }
+                            ],
+                        }
+                    ]
+                else:
+                    await asyncio.sleep(0.1)
+                body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": parts}
+                writer.write(encode_response(ApiKey.FETCH, FETCH_VERSION, header.correlation_id, body))
+                await writer.drain()
+
+        async def start() -> None:
+            server = await asyncio.start_server(leader, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            fetcher = ReplicaFetcher(0, lambda _: ("127.0.0.1", port), FetcherConfig(1, backoff_ms=50))
+            fetcher.add_partition(partition)
+            fetcher.start()
+            server_box.append(server)
+            fetcher_box.append(fetcher)
+
+        asyncio.run_coroutine_threadsafe(start(), broker.ctx.loop).result(10)
+        assert slow_started.wait(10), f"the follower did not truncate: {fetcher_box[0].last_error!r}"
+        took = _produce(broker.bootstrap, "fast")
+        assert not slow_done.is_set(), "the produce was answered only after the truncation's replay"
+        assert took < SLOW_FSYNC_S - 1
+        assert slow_done.wait(SLOW_FSYNC_S + 10)
+        assert log.log_end_offset == 25
+        deadline = time.monotonic() + 10
+        while fetcher_box[0].rounds < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fetcher_box[0].rounds >= 3  # fetching went on after the truncation
+    finally:
+        monkeypatch.setattr(PartitionLog, "_rebuild_producer_state", real_rebuild)
+
+        async def stop() -> None:
+            for fetcher in fetcher_box:
+                await fetcher.stop()
+            for server in server_box:
+                server.close()
+
+        asyncio.run_coroutine_threadsafe(stop(), broker.ctx.loop).result(10)
         broker.stop()

@@ -1,8 +1,12 @@
 """Producer state owned by the partition log (Kafka's UnifiedLog + ProducerStateManager): updated by leader and
-follower appends, rebuilt on load and truncation, snapshotted on roll and close, expired by
+follower appends, rebuilt on load and truncation, snapshotted after a roll (by its flush task) and on close, expired by
 producer.id.expiration.ms."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
 
 import pytest
 
@@ -131,3 +135,47 @@ def test_non_idempotent_batches_leave_no_producer(open_log) -> None:
     assert log.producer_state.producers == {}
     assert log.producer_state.map_end_offset == log.log_end_offset == 4
     assert len(iter_batch_spans(_stored_batches(log))) == 2
+
+
+class _HeldExecutor(Executor):
+    """Keeps the submitted roll-flush tasks until :meth:`run_all` (a roll flush that has not run yet)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.tasks.append((fn, args))
+        return Future()
+
+    def run_all(self) -> None:
+        tasks, self.tasks = self.tasks, []
+        for fn, args in tasks:
+            fn(*args)
+
+
+def test_roll_snapshot_is_written_by_the_flush_task_and_dropped_after_a_truncation(open_log) -> None:
+    """The roll's producer snapshot is written by the roll-flush task (not by the append that rolled), and a
+    truncation between the roll and that task wins: the snapshot, which would claim offsets the log no longer
+    has, is not written."""
+    log = open_log("t-0", segment_bytes=400)
+    held = _HeldExecutor()
+    log.flush_executor = held
+    seq = 0
+    while len(log.segments) < 2:
+        log.append(idempotent_batch(seq))
+        seq += 2
+    rolled_at = log.segments[-1].base_offset
+    snapshot = log.dir / f"{rolled_at:020d}{SNAPSHOT_SUFFIX}"
+    assert held.tasks and not snapshot.exists(), "the append that rolled wrote the snapshot itself"
+    held.run_all()
+    assert snapshot.exists() and log.recovery_point == rolled_at
+
+    while len(log.segments) < 3:
+        log.append(idempotent_batch(seq))
+        seq += 2
+    second = log.segments[-1].base_offset
+    log.truncate_to(second - 1)  # before the roll's flush task runs
+    held.run_all()
+    assert not (log.dir / f"{second:020d}{SNAPSHOT_SUFFIX}").exists()
+    assert not [p for p in log.dir.iterdir() if p.name.endswith(".tmp")]
+    assert log.recovery_point <= log.log_end_offset < second
