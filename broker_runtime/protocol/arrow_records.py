@@ -39,9 +39,10 @@ Only batches are iterated in Python (header, compression, CRC).
 How the decoder avoids per-record Python work: record boundaries form a sequential chain (each record
 starts with its length), so the records are walked by the compiled record walk (the C extension
 ``_recordwalk``, built at install; its header comment states its contract), one pass that checks every field
-and fills numpy arrays of positions, lengths and deltas; key, value and header columns are then gathered by
-Arrow's ``filter`` from one "pieces" binary array laid over the records bytes (zero-copy offsets [keyStart,
-keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
+and fills numpy arrays of positions, lengths and deltas; the key and value columns are then copied out by the
+extension's ``gather`` (one memcpy per record into a fresh buffer), header columns (and, on the numpy walk,
+keys and values) are gathered by Arrow's ``filter`` from one "pieces" binary array laid over the records bytes
+(zero-copy offsets [keyStart, keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
 
 Without the extension (no C compiler at install, or ``PYLOG_RECORD_WALK=numpy``; :func:`record_walk` says
 which runs) the numpy walk gives the same results: a minimal Python walk reads only the length varint of each
