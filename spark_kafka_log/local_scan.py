@@ -54,13 +54,14 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ScanChunk:
-    """Whole record batches read from one segment: ``data`` holds complete batches only.
+    """Whole record batches read from one segment: ``data`` holds complete batches only (a view of the bytes read,
+    not a copy).
 
     ``next_offset`` is the offset after the last batch in ``data``; ``batches`` how many batches it holds.
     The first batch may start before the offset asked for (the decoder drops those records).
     """
 
-    data: bytes
+    data: bytes | memoryview
     next_offset: int
     batches: int
 
@@ -138,30 +139,18 @@ class LocalPartitionScanner:
                 continue  # the next segment already starts at or before what we still need
             segment = SegmentReader(self.partition_dir, base)  # SegmentGoneError when deleted meanwhile
             position = segment.start_position(next_offset) if next_offset > base else 0
-            pending = b""
             while True:
-                want = max(self.chunk_bytes, HEADER_SIZE) - len(pending)
-                data = segment.pread(position, want)
-                position += len(data)
-                buf = pending + data if pending else data
-                if not buf:
-                    break
-                spans = iter_batch_spans(buf)
+                # Each read starts at a batch boundary; a batch cut by the chunk's end is read again with the
+                # next chunk (from the page cache) rather than copied onto it.
+                data = segment.pread(position, max(self.chunk_bytes, HEADER_SIZE))
+                spans = iter_batch_spans(data)
+                if not spans and len(data) >= HEADER_SIZE:
+                    need = parse_header(data).size
+                    if need > len(data):  # one batch larger than the chunk: read all of it in one go
+                        data = segment.pread(position, need)
+                        spans = iter_batch_spans(data)
                 if not spans:
-                    if not data:
-                        break  # partial batch at the end of the file (append in progress)
-                    if len(buf) >= HEADER_SIZE:
-                        # One batch larger than the chunk: read the rest of it in one go.
-                        need = parse_header(buf).size - len(buf)
-                        more = segment.pread(position, need)
-                        position += len(more)
-                        buf += more
-                        if len(more) < need:
-                            break
-                        spans = iter_batch_spans(buf)
-                    if not spans:
-                        pending = buf
-                        continue
+                    break  # the end of the file, or a partial batch there (an append in progress)
                 # Keep only batches that start before the end of the range.
                 kept = spans
                 done = False
@@ -172,10 +161,7 @@ class LocalPartitionScanner:
                     last_pos, last = kept[-1]
                     cut = last_pos + last.size
                     next_offset = max(next_offset, last.next_offset)
-                    yield ScanChunk(buf[:cut], next_offset, len(kept))
+                    yield ScanChunk(memoryview(data)[:cut], next_offset, len(kept))
                 if done or next_offset >= end_offset:
                     return
-                end_of_spans = spans[-1][0] + spans[-1][1].size
-                pending = buf[end_of_spans:]
-                if not data:
-                    break
+                position += spans[-1][0] + spans[-1][1].size

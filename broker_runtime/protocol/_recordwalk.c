@@ -23,6 +23,13 @@
  *       After layout(walk_headers=True): out holds 4 rows of total-header-count int64: key start, key length,
  *       value start, value length of every header, record by record.
  *
+ *   gather(arena, starts, lengths, offsets, out) -> None
+ *       The bytes of n arena slices laid end to end, as an Arrow binary column: starts, lengths: n int64
+ *       (a length of -1, a null, takes no bytes); offsets: n + 1 int32 it fills (0, then each slice's end in
+ *       out); out: a writable byte buffer of exactly the lengths' sum (>= 0 each). One memcpy per slice,
+ *       instead of Arrow's filter over an interleaved "pieces" array (the decoder's key and value columns).
+ *       A slice outside the arena, a sum that is not out's size or above INT32_MAX raise ValueError.
+ *
  * Errors raise WalkError(batch, record, message): batch index (always 0 for scan), the record's index in its
  * batch or None when no one record is to blame; the caller turns it into CorruptRecordError.
  *
@@ -35,6 +42,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static PyObject *WalkError;
 
@@ -435,10 +443,72 @@ static PyObject *header_spans(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *gather(PyObject *self, PyObject *args)
+{
+    Py_buffer data, st, ln, off, out;
+    PyObject *st_obj, *ln_obj, *off_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "y*OOOO", &data, &st_obj, &ln_obj, &off_obj, &out_obj))
+        return NULL;
+    if (PyObject_GetBuffer(st_obj, &st, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto fail_data;
+    if (PyObject_GetBuffer(ln_obj, &ln, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto fail_st;
+    if (PyObject_GetBuffer(off_obj, &off, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto fail_ln;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        goto fail_off;
+    Py_ssize_t n = st.len / 8;
+    if (st.itemsize != 8 || ln.itemsize != 8 || st.len != ln.len || off.itemsize != 4 ||
+        off.len != (n + 1) * 4 || out.len > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError,
+                        "gather: starts and lengths must be n int64, offsets n + 1 int32, out below 2 GiB");
+        goto fail_out;
+    }
+    const int64_t *start = st.buf, *len = ln.buf;
+    int32_t *offsets = off.buf;
+    const uint8_t *src = data.buf;
+    uint8_t *dst = out.buf;
+    Py_ssize_t cursor = 0;
+    offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t k = len[i] < 0 ? 0 : len[i];
+        if (start[i] < 0 || start[i] > data.len || k > data.len - start[i] || k > out.len - cursor) {
+            PyErr_Format(PyExc_ValueError, "gather: slice %zd [%lld, +%lld) lies outside the arena or out", i,
+                         (long long)start[i], (long long)k);
+            goto fail_out;
+        }
+        memcpy(dst + cursor, src + start[i], (size_t)k);
+        cursor += (Py_ssize_t)k;
+        offsets[i + 1] = (int32_t)cursor;
+    }
+    if (cursor != out.len) {
+        PyErr_Format(PyExc_ValueError, "gather: the slices hold %zd bytes, out has %zd", cursor, out.len);
+        goto fail_out;
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&ln);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+fail_out:
+    PyBuffer_Release(&out);
+fail_off:
+    PyBuffer_Release(&off);
+fail_ln:
+    PyBuffer_Release(&ln);
+fail_st:
+    PyBuffer_Release(&st);
+fail_data:
+    PyBuffer_Release(&data);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "Validate the records of one batch (see the file's header comment)."},
     {"layout", layout, METH_VARARGS, "Locate the records of several batches (see the file's header comment)."},
     {"header_spans", header_spans, METH_VARARGS, "Locate every header after layout()."},
+    {"gather", gather, METH_VARARGS, "Copy arena slices into one binary column (see the file's header comment)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -39,9 +39,10 @@ Only batches are iterated in Python (header, compression, CRC).
 How the decoder avoids per-record Python work: record boundaries form a sequential chain (each record
 starts with its length), so the records are walked by the compiled record walk (the C extension
 ``_recordwalk``, built at install; its header comment states its contract), one pass that checks every field
-and fills numpy arrays of positions, lengths and deltas; key, value and header columns are then gathered by
-Arrow's ``filter`` from one "pieces" binary array laid over the records bytes (zero-copy offsets [keyStart,
-keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
+and fills numpy arrays of positions, lengths and deltas; the key and value columns are then copied out by the
+extension's ``gather`` (one memcpy per record into a fresh buffer), header columns (and, on the numpy walk,
+keys and values) are gathered by Arrow's ``filter`` from one "pieces" binary array laid over the records bytes
+(zero-copy offsets [keyStart, keyEnd, valueStart, valueEnd, ...], which are monotone within the records).
 
 Without the extension (no C compiler at install, or ``PYLOG_RECORD_WALK=numpy``; :func:`record_walk` says
 which runs) the numpy walk gives the same results: a minimal Python walk reads only the length varint of each
@@ -864,6 +865,25 @@ def _gather_pairs(
     return first, pieces.filter(pa.array(pick))
 
 
+def _gather_compiled(
+    arena: bytes | bytearray | memoryview, start: np.ndarray, length: np.ndarray
+) -> pa.Array:
+    """A binary column of the arena slices ``[start, start + length)`` (null where ``length`` is -1), copied by
+    the compiled walk's ``gather`` into a fresh buffer: one memcpy per record (about 7x cheaper than the
+    filter of :func:`_gather_pairs` for 16-byte keys and 100-byte values). The arena is at most 2 GiB."""
+    m = len(start)
+    total = int(length.sum()) + int(np.count_nonzero(length < 0))  # a null (-1) takes no bytes
+    offsets = np.empty(m + 1, dtype=np.int32)
+    data = np.empty(total, dtype=np.uint8)
+    _cwalk.gather(arena, start, length, offsets, data)
+    valid = length >= 0
+    nulls = m - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        pa.binary(), m, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
+
+
 def _empty_result() -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in DECODED_SCHEMA], schema=DECODED_SCHEMA)
 
@@ -1199,11 +1219,15 @@ def decode_batches(
         fail.check(pos != rec_end, "record length does not match the fields it holds")
 
     # Columns.
-    keys_raw, values_raw = _gather_pairs(
-        arena_buf, key_start, np.maximum(key_len, 0), value_start, np.maximum(value_len, 0)
-    )
-    keys = _with_validity(keys_raw, key_len >= 0, pa.binary())
-    values = _with_validity(values_raw, value_len >= 0, pa.binary())
+    if _cwalk is not None and len(arena) <= _INT32_MAX:
+        keys = _gather_compiled(arena, key_start, key_len)
+        values = _gather_compiled(arena, value_start, value_len)
+    else:
+        keys_raw, values_raw = _gather_pairs(
+            arena_buf, key_start, np.maximum(key_len, 0), value_start, np.maximum(value_len, 0)
+        )
+        keys = _with_validity(keys_raw, key_len >= 0, pa.binary())
+        values = _with_validity(values_raw, value_len >= 0, pa.binary())
     if total_headers:
         hk_raw, hv_raw = _gather_pairs(arena_buf, hk_start, hk_len, hv_start, np.maximum(hv_len, 0))
         hkeys = _with_validity(hk_raw.cast(pa.binary()), np.ones(total_headers, dtype=bool), pa.string())

@@ -12,6 +12,14 @@ ratios:
   the medians and their ratio are reported (target >= 2M msg/s with sendfile); with them the broker process's
   CPU time (user + system, ``/proc/<pid>/stat``) over each read, per MB of log served: the consumer's own
   loop bounds the msg/s on a small machine, the broker's CPU per MB is what sendfile changes;
+* egress to a C consumer: ``kcat`` (librdkafka's command-line tool, Debian package ``kcat``) assigned all
+  partitions reads the same N messages from offset 0 with the same fetch settings, printing nothing per
+  message (``-f ''``) and exiting after exactly N messages (``-c N``; a run that does not reach N fails on a
+  timeout); messages per second over the whole kcat process (start, metadata and connections included: a lower
+  bound), judged against the 2M msg/s target, with kcat's own CPU time (``RUSAGE_CHILDREN``) and the broker's
+  CPU per MB over its reads. Runs alternate with the Python consumer's. Without ``kcat`` on the PATH these
+  figures are skipped with the reason (tests install it with ``apt-get install -y kcat``; the benchmark does not
+  install packages);
 * mixed load: on each broker in turn, a consumer process re-reads the old data from offset 0 in a loop while
   a producer with ``linger.ms`` 1 (:mod:`.kafka_load`'s latency configuration), paced at half the acks=1 rate
   that configuration reached on that broker alone, sends to another topic; p50, p99 and p99.9
@@ -29,7 +37,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import resource
+import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from contextlib import ExitStack
@@ -84,6 +95,35 @@ def _read_all(bootstrap: str, topic: str, n: int) -> float:
         consumer.close()
 
 
+def _kcat_read(kcat: str, bootstrap: str, topic: str, n: int) -> tuple[float, float]:
+    """(messages per second, kcat's CPU seconds) of one ``kcat`` run reading ``n`` messages of ``topic`` from
+    offset 0, all partitions, with the consumer settings of :func:`_consumer`; fails unless it read all ``n``."""
+    cmd = [kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(n), "-q", "-f", ""]
+    for setting in (
+        "fetch.max.bytes=52428800",
+        "max.partition.fetch.bytes=1048576",
+        "queued.max.messages.kbytes=1048576",
+        "fetch.wait.max.ms=100",
+    ):
+        cmd += ["-X", setting]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"{SECTION} benchmark: kcat did not read {n} messages of {topic!r} in 300 s"
+        ) from None
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{SECTION} benchmark: kcat exited {done.returncode}: {done.stderr.strip()[-300:]}"
+        )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return n / elapsed, cpu
+
+
 def _broker_pid(data_dir: str) -> int:
     """The pid of the broker child process started on ``data_dir`` (its command line names its config file)."""
     config = os.path.join(data_dir, "broker.properties")
@@ -128,6 +168,10 @@ def run(quick: bool) -> list[Result]:
     pairs = 1 if quick else 3
     latency_n = 5_000 if quick else 100_000
     rates: dict[str, list[float]] = {mode: [] for mode in _MODES}
+    kcat = shutil.which("kcat")
+    kcat_rates: dict[str, list[float]] = {mode: [] for mode in _MODES}
+    kcat_cpu: dict[str, list[float]] = {mode: [] for mode in _MODES}
+    kcat_broker_cpu: dict[str, list[float]] = {mode: [] for mode in _MODES}
     cpu_per_mb: dict[str, list[float]] = {mode: [] for mode in _MODES}
     lat: dict[str, Latency] = {}
     paced: dict[str, float] = {}
@@ -153,6 +197,14 @@ def run(quick: bool) -> list[Result]:
                 before = _cpu_s(pids[mode])
                 rates[mode].append(_read_all(bootstrap, "old", n))
                 cpu_per_mb[mode].append((_cpu_s(pids[mode]) - before) * 1000 / _log_mb(dirs[mode], "old"))
+                if kcat is not None:
+                    before = _cpu_s(pids[mode])
+                    rate, cpu = _kcat_read(kcat, bootstrap, "old", n)
+                    kcat_rates[mode].append(rate)
+                    kcat_cpu[mode].append(cpu)
+                    kcat_broker_cpu[mode].append(
+                        (_cpu_s(pids[mode]) - before) * 1000 / _log_mb(dirs[mode], "old")
+                    )
         for mode, bootstrap in brokers.items():
             rate = paced[mode] = (
                 throughput(SECTION, bootstrap, "new", "1", latency_n, linger_ms=LATENCY_LINGER_MS) / 2
@@ -186,6 +238,7 @@ def run(quick: bool) -> list[Result]:
             SECTION, "broker CPU per MB served sendfile / read", cpu_on / cpu_off if cpu_off else 0.0, "x"
         ),
     ]
+    results += _kcat_results(n, kcat, kcat_rates, kcat_cpu, kcat_broker_cpu)
     for mode in _MODES:
         p50, p99, p999 = lat[mode]
         results.append(
@@ -220,6 +273,52 @@ def run(quick: bool) -> list[Result]:
         Result(SECTION, f"acks=all RF=3 p99.9 under old-data fetch ({rf3_paced:,.0f}/s)", p999, "ms")
     )
     return results
+
+
+def _kcat_results(
+    n: int,
+    kcat: str | None,
+    rates: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+    broker_cpu: dict[str, list[float]],
+) -> list[Result]:
+    if kcat is None:
+        return [
+            Result(
+                SECTION,
+                "kcat consumer egress: skipped, no kcat on the PATH (apt-get install -y kcat)",
+                0.0,
+                "msg/s",
+                ">= 2M/s",
+            )
+        ]
+    on, off = (statistics.median(rates[m]) for m in _MODES)
+    return [
+        Result(
+            SECTION,
+            f"kcat (C) consumer egress, sendfile ({n:,} msgs, median)",
+            on,
+            "msg/s",
+            ">= 2M/s",
+            on >= 2_000_000,
+        ),
+        Result(SECTION, "kcat consumer egress, records read (same run, median)", off, "msg/s"),
+        Result(
+            SECTION, "kcat process CPU per run, sendfile (median)", statistics.median(cpu["sendfile"]), "s"
+        ),
+        Result(
+            SECTION,
+            "broker CPU per MB served to kcat, sendfile (median)",
+            statistics.median(broker_cpu["sendfile"]),
+            "ms/MB",
+        ),
+        Result(
+            SECTION,
+            "broker CPU per MB served to kcat, records read (median)",
+            statistics.median(broker_cpu["read"]),
+            "ms/MB",
+        ),
+    ]
 
 
 def _with_reader(bootstrap: str, topic: str, n: int, quick: bool, measure: Any) -> Any:

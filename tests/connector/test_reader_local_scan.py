@@ -157,3 +157,20 @@ def test_scans_while_the_broker_appends_and_rolls(tmp_path: Path) -> None:
         log.close()
     assert not errors
     assert scans > 1 and len(scanner.segment_bases()) > 3
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 700, 2000, 4096])
+def test_chunks_hold_whole_batches_whatever_the_chunk_size(tmp_path: Path, chunk_bytes: int) -> None:
+    """Batches cut by a chunk's end are read again with the next chunk; one larger than a chunk is read whole."""
+    log = _write_log(tmp_path, 1000, segment_bytes=1 << 30)
+    try:
+        whole = log.read(0, 1 << 30).records
+        scanner = LocalPartitionScanner(str(tmp_path / "events-0"), chunk_bytes=chunk_bytes)
+        chunks = list(scanner.chunks(0, 1000))
+        assert b"".join(bytes(c.data) for c in chunks) == bytes(whole)  # no batch lost, repeated or cut
+        assert sum(c.batches for c in chunks) == 20  # 50 records a batch
+        if chunk_bytes < 1500:  # smaller than one batch: each chunk is exactly one batch
+            assert all(c.batches == 1 for c in chunks)
+        assert _scan_offsets(scanner, 333, 777) == list(range(333, 777))
+    finally:
+        log.close()

@@ -197,6 +197,31 @@ def test_fixed_cases_agree(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     assert c == n
 
 
+@needs_compiled
+def test_gather_copies_the_slices_and_refuses_ones_outside_the_arena() -> None:
+    """``gather`` (the decoder's key and value columns) against plain slicing, nulls included; and its checks."""
+    arena = bytes(range(256)) * 4
+    start = np.array([0, 10, 10, 1000, 5, 1024], dtype=np.int64)
+    length = np.array([3, 0, -1, 24, 250, 0], dtype=np.int64)
+    column = arrow_records._gather_compiled(arena, start, length)
+    want = [None if k < 0 else arena[s : s + k] for s, k in zip(start.tolist(), length.tolist(), strict=True)]
+    assert column.type == pa.binary() and column.to_pylist() == want and column.null_count == 1
+    offsets = np.empty(2, dtype=np.int32)
+    for s, k in [(1020, 5), (-1, 1), (1025, 0)]:  # past the end, before the start
+        with pytest.raises(ValueError, match="outside the arena"):
+            COMPILED.gather(
+                arena, np.array([s], np.int64), np.array([k], np.int64), offsets, np.empty(k, np.uint8)
+            )
+    with pytest.raises(ValueError, match="the slices hold 3 bytes, out has 4"):
+        COMPILED.gather(
+            arena, np.array([0], np.int64), np.array([3], np.int64), offsets, np.empty(4, np.uint8)
+        )
+    with pytest.raises(ValueError, match="offsets n \\+ 1 int32"):
+        COMPILED.gather(
+            arena, np.array([0], np.int64), np.array([3], np.int64), offsets[:1], np.empty(3, np.uint8)
+        )
+
+
 def test_without_the_extension_the_numpy_walk_runs_and_says_why() -> None:
     """An install without a C compiler has no ``_recordwalk``: importing the module then still works, the numpy
     walk runs, and ``record_walk()`` names the missing module (what the broker's start warning shows)."""
