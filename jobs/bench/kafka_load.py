@@ -1,7 +1,8 @@
 """Load generation with a real librdkafka producer (confluent-kafka), shared by the "broker" and "replication" sections.
 
-Every message has a 100 B value and a 4-byte big-endian key; the producer lingers 5 ms, batches up to 1 MiB,
-sends uncompressed and partitions with ``murmur2_random`` (Kafka's Java default).
+Every message has a 100 B value and a 4-byte big-endian key; the producer lingers 5 ms (``linger_ms`` changes
+it), batches up to 1 MiB, sends uncompressed (``compression_type="lz4"`` in the extra settings changes it) and
+partitions with ``murmur2_random`` (Kafka's Java default).
 
 * :func:`throughput`: messages per second from the first ``produce()`` to the last delivery report;
 * :func:`latency`: the producer paced at a given rate in chunks of 100; per message, the time from
@@ -20,7 +21,7 @@ _KEYS = [i.to_bytes(4, "big") for i in range(1024)]
 _CHUNK = 100
 
 
-def producer(bootstrap: str, acks: str, **extra: str) -> Any:
+def producer(bootstrap: str, acks: str, linger_ms: int = 5, **extra: str) -> Any:
     """A confluent-kafka ``Producer`` with the settings every load in this module uses (plus ``extra``, e.g. the
     security settings; keys with ``_`` for ``.``)."""
     from confluent_kafka import Producer
@@ -30,7 +31,7 @@ def producer(bootstrap: str, acks: str, **extra: str) -> Any:
             **{k.replace("_", "."): v for k, v in extra.items()},
             "bootstrap.servers": bootstrap,
             "acks": acks,
-            "linger.ms": 5,
+            "linger.ms": linger_ms,
             "batch.size": 1 << 20,
             "message.max.bytes": 1 << 24,
             "queue.buffering.max.messages": 2_000_000,
@@ -40,12 +41,24 @@ def producer(bootstrap: str, acks: str, **extra: str) -> Any:
     )
 
 
-def throughput(section: str, bootstrap: str, topic: str, acks: str, n: int, **extra: str) -> float:
+def throughput(
+    section: str,
+    bootstrap: str,
+    topic: str,
+    acks: str,
+    n: int,
+    *,
+    client: Any = None,
+    linger_ms: int = 5,
+    **extra: str,
+) -> float:
     """Produce ``n`` messages as fast as the client can; messages per second until the last delivery report.
 
-    Raises ``RuntimeError`` (naming ``section``, the topic and acks) if any message was not delivered.
+    ``client``: a producer made by :func:`producer` (already connected, e.g. by a warm-up); by default a new one
+    with ``linger_ms`` and ``extra``. Raises ``RuntimeError`` (naming ``section``, the topic and acks) if any
+    message was not delivered.
     """
-    p = producer(bootstrap, acks, **extra)
+    p = producer(bootstrap, acks, linger_ms, **extra) if client is None else client
     produce = p.produce
     failures: list[Any] = []
 

@@ -46,11 +46,13 @@ def run(quick: bool) -> list[Result]:
             )
             with KafkaClient(secured, security=security) as client:
                 client.create_topics({"bench": (PARTITIONS, 1)})
-            ssl_conf = {"security_protocol": "SSL", "ssl_ca_location": str(pki.ca)}
+            ca = str(pki.ca)
             plain_t, ssl_t = timed_interleaved(
                 [
                     lambda: throughput(SECTION, plain, "bench", "1", n),
-                    lambda: throughput(SECTION, secured, "bench", "1", n, **ssl_conf),
+                    lambda: throughput(
+                        SECTION, secured, "bench", "1", n, security_protocol="SSL", ssl_ca_location=ca
+                    ),
                 ],
                 repeat=repeat,
                 warmup=1,
