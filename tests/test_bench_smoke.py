@@ -100,3 +100,50 @@ def test_timing_figures() -> None:
     timing = Timing((2.0, 1.0, 4.0))
     assert timing.rate(8) == Figure(4.0, 2.0, 8.0)
     assert timing.scaled(1000) == Figure(2000.0, 1000.0, 4000.0)
+
+
+@pytest.mark.timeout(60)
+def test_broker_cpu_is_read_around_the_measured_work_only(tmp_path: Any) -> None:
+    """``broker_pid`` finds a real broker child by its data directory and ``process_cpu_s`` deltas count the
+    CPU of a window (all threads) but not the process's start-up before it."""
+    import subprocess
+    import sys
+
+    from broker_runtime.launch import broker_process
+    from jobs.bench.common import broker_pid, process_cpu_s
+
+    with broker_process(str(tmp_path)):
+        pid = broker_pid(str(tmp_path))
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert b"broker_runtime" in f.read()
+        assert process_cpu_s(pid) > 0.05  # the broker's start-up: interpreter and imports
+        before = process_cpu_s(pid)
+        time.sleep(0.5)
+        assert process_cpu_s(pid) - before < 0.1  # an idle broker: the start-up is not in the delta
+    burn = (
+        "import sys, threading, time\n"
+        "sys.stdin.readline()\n"
+        "def spin():\n"
+        "    end = time.thread_time() + 0.4\n"
+        "    while time.thread_time() < end: pass\n"
+        "t = threading.Thread(target=spin); t.start(); t.join()\n"
+        "print('done', flush=True); sys.stdin.readline()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        time.sleep(0.3)
+        before = process_cpu_s(child.pid)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "done\n"
+        spent = process_cpu_s(child.pid) - before
+        assert 0.35 <= spent <= 0.7, spent  # the worker thread's 0.4 s counted, the start-up not
+        child.stdin.write("end\n")
+        child.stdin.flush()
+        assert child.wait(10) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()

@@ -1,4 +1,10 @@
-"""Measurement helpers shared by the benchmark sections: timings of repeated runs and printable results."""
+"""Measurement helpers shared by the benchmark sections: timings of repeated runs, printable results, and the
+CPU time of a broker child process.
+
+A broker's CPU is read from ``/proc/<pid>/stat`` (utime + stime, clock ticks: 10 ms resolution) before and
+after the measured work only, so the broker's start-up (interpreter, imports, log recovery) is not counted;
+``getrusage(RUSAGE_CHILDREN)`` would count the whole child life and only after it exits.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Figure", "Result", "Timing", "spark_session", "timed", "timed_interleaved"]
+__all__ = [
+    "Figure",
+    "Result",
+    "Timing",
+    "broker_pid",
+    "log_mb",
+    "process_cpu_s",
+    "spark_session",
+    "timed",
+    "timed_interleaved",
+]
 
 
 @dataclass(frozen=True)
@@ -132,3 +148,34 @@ def spark_session(app: str, master: str, **conf: str) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def broker_pid(data_dir: str) -> int:
+    """The pid of the broker child process started on ``data_dir`` (its command line names its config file)."""
+    config = os.path.join(data_dir, "broker.properties")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"broker_runtime" in args and config.encode() in args:
+                return int(entry)
+    raise RuntimeError(f"no broker process runs on {data_dir}")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_mb(data_dir: str, topic: str) -> float:
+    """MB (10^6 bytes) of ``topic``'s segment files (``.log``) under ``data_dir``."""
+    total = 0
+    for root, _dirs, files in os.walk(data_dir):
+        if os.path.basename(root).startswith(f"{topic}-"):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith(".log"))
+    return total / 1e6

@@ -36,7 +36,6 @@ threads share the cores with the broker, so the egress figure is a lower bound o
 from __future__ import annotations
 
 import multiprocessing
-import os
 import resource
 import shutil
 import statistics
@@ -46,7 +45,7 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from jobs.bench.common import Result
+from jobs.bench.common import Result, broker_pid, log_mb, process_cpu_s
 from jobs.bench.kafka_load import LATENCY_LINGER_MS, Latency, latency, throughput
 
 __all__ = ["run"]
@@ -124,37 +123,6 @@ def _kcat_read(kcat: str, bootstrap: str, topic: str, n: int) -> tuple[float, fl
     return n / elapsed, cpu
 
 
-def _broker_pid(data_dir: str) -> int:
-    """The pid of the broker child process started on ``data_dir`` (its command line names its config file)."""
-    config = os.path.join(data_dir, "broker.properties")
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    args = f.read().split(b"\0")
-            except OSError:
-                continue
-            if b"broker_runtime" in args and config.encode() in args:
-                return int(entry)
-    raise RuntimeError(f"{SECTION} benchmark: no broker process runs on {data_dir}")
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _log_mb(data_dir: str, topic: str) -> float:
-    """MB of ``topic``'s segment files under ``data_dir``."""
-    total = 0
-    for root, _dirs, files in os.walk(data_dir):
-        if os.path.basename(root).startswith(f"{topic}-"):
-            total += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith(".log"))
-    return total / 1e6
-
-
 def _reread_loop(bootstrap: str, topic: str, n: int, stop: Any) -> None:
     """Child process: read ``topic`` from offset 0 again and again until ``stop`` is set."""
     while not stop.is_set():
@@ -188,22 +156,24 @@ def run(quick: bool) -> list[Result]:
             create_topic(bootstrap, "new", PARTITIONS)
             throughput(SECTION, bootstrap, "old", "1", n)
             brokers[mode] = bootstrap
-            pids[mode] = _broker_pid(data)
+            pids[mode] = broker_pid(data)
             dirs[mode] = data
         for bootstrap in brokers.values():  # warm-up: connections, metadata, page cache
             _read_all(bootstrap, "old", n)
         for _ in range(pairs):
             for mode, bootstrap in brokers.items():
-                before = _cpu_s(pids[mode])
+                before = process_cpu_s(pids[mode])
                 rates[mode].append(_read_all(bootstrap, "old", n))
-                cpu_per_mb[mode].append((_cpu_s(pids[mode]) - before) * 1000 / _log_mb(dirs[mode], "old"))
+                cpu_per_mb[mode].append(
+                    (process_cpu_s(pids[mode]) - before) * 1000 / log_mb(dirs[mode], "old")
+                )
                 if kcat is not None:
-                    before = _cpu_s(pids[mode])
+                    before = process_cpu_s(pids[mode])
                     rate, cpu = _kcat_read(kcat, bootstrap, "old", n)
                     kcat_rates[mode].append(rate)
                     kcat_cpu[mode].append(cpu)
                     kcat_broker_cpu[mode].append(
-                        (_cpu_s(pids[mode]) - before) * 1000 / _log_mb(dirs[mode], "old")
+                        (process_cpu_s(pids[mode]) - before) * 1000 / log_mb(dirs[mode], "old")
                     )
         for mode, bootstrap in brokers.items():
             rate = paced[mode] = (

@@ -2,7 +2,8 @@
 "egress" sections.
 
 Every message has a 100 B value and a 4-byte big-endian key; the producer batches up to 1 MiB, sends
-uncompressed and partitions with ``murmur2_random`` (Kafka's Java default). Two configurations:
+uncompressed (``compression_type="lz4"`` in the extra settings changes it) and partitions with
+``murmur2_random`` (Kafka's Java default). Two configurations:
 
 * throughput: ``linger.ms`` 5 (:data:`THROUGHPUT_LINGER_MS`), batches fill up;
 * latency: ``linger.ms`` 1 (:data:`LATENCY_LINGER_MS`): every latency includes up to 1 ms the client chose
@@ -81,14 +82,17 @@ def throughput(
     acks: str,
     n: int,
     *,
+    client: Any = None,
     linger_ms: int = THROUGHPUT_LINGER_MS,
     **extra: str,
 ) -> float:
     """Produce ``n`` messages as fast as the client can; messages per second until the last delivery report.
 
-    Raises ``RuntimeError`` (naming ``section``, the topic and acks) if any message was not delivered.
+    ``client``: a producer made by :func:`producer` (already connected, e.g. by a warm-up); by default a new one
+    with ``linger_ms`` and ``extra``. Raises ``RuntimeError`` (naming ``section``, the topic and acks) if any
+    message was not delivered.
     """
-    p = producer(bootstrap, acks, linger_ms, **extra)
+    p = producer(bootstrap, acks, linger_ms, **extra) if client is None else client
     produce = p.produce
     failures: list[Any] = []
 

@@ -46,17 +46,12 @@ def run(quick: bool) -> list[Result]:
             )
             with KafkaClient(secured, security=security) as client:
                 client.create_topics({"bench": (PARTITIONS, 1)})
+            ca = str(pki.ca)
             plain_t, ssl_t = timed_interleaved(
                 [
                     lambda: throughput(SECTION, plain, "bench", "1", n),
                     lambda: throughput(
-                        SECTION,
-                        secured,
-                        "bench",
-                        "1",
-                        n,
-                        security_protocol="SSL",
-                        ssl_ca_location=str(pki.ca),
+                        SECTION, secured, "bench", "1", n, security_protocol="SSL", ssl_ca_location=ca
                     ),
                 ],
                 repeat=repeat,

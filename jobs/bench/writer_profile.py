@@ -6,7 +6,9 @@ an embedded broker in a temporary data directory, builds ``--rows`` rows of 16-b
 random bytes) in Arrow batches of 10,000 rows (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``) and
 runs :func:`spark_kafka_log.writer.write_task` on them under cProfile, once per ``--partitions`` value (a
 topic of that many partitions, created up front). It prints the wall time, the broker process's CPU time
-(from ``/proc``) and the top functions of the task by own time. ``--broker-profile FILE`` additionally
+(``/proc/<pid>/stat`` just before and after the task: start-up not counted) per row and per MB of message bytes
+(key + value, 116 B a row, 10^6 bytes per MB: the unit of the "broker" section's ingest figure, so the two
+compare) and the top functions of the task by own time. ``--broker-profile FILE`` additionally
 records the broker with ``py-spy`` when it is installed (collapsed stacks, ``FILE.<partitions>.txt``).
 ``--rss`` makes the rows while the task writes them and prints the peak RSS of the task process and of the
 broker (the memory bound: run N and 10 x N rows, each run with its own broker, and compare).
@@ -35,6 +37,8 @@ import pyarrow as pa
 __all__ = ["arrow_rows", "broker_cpu_seconds", "iter_arrow_rows", "main", "peak_rss_mib"]
 
 BATCH_ROWS = 10_000
+#: Message bytes of a row (16-byte key + 100-byte value), for the broker's CPU per MB.
+ROW_BYTES = 116
 
 
 def arrow_rows(rows: int, compressible: bool, seed: int = 7) -> list[pa.RecordBatch]:
@@ -172,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"partitions={n_parts} compressible={args.compressible} rows={msg.records:,} "
                 f"bytes={msg.bytes:,} wall={wall:.2f}s ({wall * per_row:.2f} us/row) "
                 f"task_cpu={task_cpu:.2f}s ({task_cpu * per_row:.2f} us/row) "
-                f"broker_cpu={cpu:.2f}s ({cpu * per_row:.2f} us/row; user {user:.2f}s, system {system:.2f}s)"
+                f"broker_cpu={cpu:.2f}s ({cpu * per_row:.2f} us/row, "
+                f"{cpu * 1000 / (args.rows * ROW_BYTES / 1e6):.2f} ms/MB; user {user:.2f}s, system {system:.2f}s)"
             )
             if args.rss:
                 print(f"peak RSS: task {peak_rss_mib():.0f} MiB, broker {peak_rss_mib(broker_pid):.0f} MiB")
