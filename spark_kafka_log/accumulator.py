@@ -103,8 +103,8 @@ def _name_encoder() -> None:
         log.info("pylog writer tasks encode records with the compiled encoder (_recordwalk.encode)")
     else:
         log.warning(
-            "pylog writer tasks encode records with the numpy encoder, not the compiled one: %s. Encoding then "
-            "costs about 3x the CPU per row (README, Benchmarks)",
+            "pylog writer tasks encode records with the numpy encoder, not the compiled one: %s. A write "
+            "task then costs about 2x the CPU per row (README, Install)",
             why,
         )
 

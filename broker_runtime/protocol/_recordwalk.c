@@ -23,6 +23,19 @@
  *       After layout(walk_headers=True): out holds 4 rows of total-header-count int64: key start, key length,
  *       value start, value length of every header, record by record.
  *
+ *   split(klen, vlen, hcount, hbytes, ts, starts, limit, bounds) -> number of bounds
+ *       The encoder's batch split (build_batches' _split): int64 key / value lengths (-1 null), header counts,
+ *       encoded header bytes and timestamps per row; starts: the row groups' first rows (from 0). Each batch
+ *       takes, greedily, the records whose sizes (with their offsetDelta / timestampDelta in that batch) sum
+ *       to at most limit bytes (limit < 0: no bound), at least one; bounds receives 0, ..., n.
+ *   encode(bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata, offsets) -> bytes
+ *       The encoder's records sections: every record (length, attributes 0, timestampDelta and offsetDelta
+ *       relative to its batch's first row, key, value, headers count, the already encoded headers hdata) in
+ *       one bytes object, offsets (n + 1 int64) where each record starts. koff / voff / hoff: the n + 1 int64
+ *       offsets of Arrow large_binary arrays (empty when the column is absent: all its lengths are -1 / 0);
+ *       kdata / vdata / hdata their data buffers. Every field is checked to lie in its buffer (ValueError),
+ *       then written with the GIL released. Byte-identical to the numpy encoder (test_arrow_records.py).
+ *
  * Errors raise WalkError(batch, record, message): batch index (always 0 for scan), the record's index in its
  * batch or None when no one record is to blame; the caller turns it into CorruptRecordError.
  *

@@ -28,7 +28,10 @@ while 61 + the records' sizes stays within the bound; a record that does not fit
 its own. The requested codec is always used (Java does not fall back to "none" when compression does not
 pay off).
 
-How the builder avoids a Python loop per record: every varint field is computed with numpy (zigzag, then
+How the builder avoids a Python loop per record: the compiled encoder (``_recordwalk.split`` and
+``_recordwalk.encode``, the same C extension and the same switch as the record walk below) sizes and splits
+the rows in one pass and writes every record in a second pass straight from the Arrow offsets and data
+buffers into one bytes object. The numpy encoder (the fallback, byte-identical): every varint field is computed with numpy (zigzag, then
 LEB128 into an (n, width) uint8 matrix plus a byte-count vector, compacted with a boolean mask into one
 buffer + offsets, i.e. an Arrow binary array made with ``pa.Array.from_buffers``); Arrow's C++
 ``binary_join_element_wise`` then concatenates [varint prefix, key, valueLength, value, headersCount,

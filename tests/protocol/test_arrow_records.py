@@ -744,3 +744,19 @@ def test_compiled_encoder_equals_numpy_on_large_and_empty_values(monkeypatch: py
             monkeypatch, values=values, keys=keys, max_batch_bytes=limit, timestamp_ms=1_700_000_000_000
         )
         assert compiled == numpy
+
+
+def test_compiled_split_equals_numpy_at_every_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every max_batch_bytes from below the header size up: a batch that fills its bound exactly, by one byte
+    more or less, splits the same way on both paths (rows of a few sizes, so every boundary is hit)."""
+    values = pa.array([b"x" * (i % 4) for i in range(40)], pa.binary())
+    keys = pa.array([None if i % 3 else b"k" for i in range(40)], pa.binary())
+    ts = np.arange(40, dtype=np.int64) * 50
+    for limit in range(1, 61 + 320):
+        compiled, numpy = _both_encoders(
+            monkeypatch, values=values, keys=keys, timestamps=ts, max_batch_bytes=limit
+        )
+        assert [(b.first_row, b.record_count) for b in compiled] == [
+            (b.first_row, b.record_count) for b in numpy
+        ]
+        assert compiled == numpy
