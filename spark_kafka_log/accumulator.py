@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -43,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker_runtime.errors import InputDataError, ProduceFailedError
-from broker_runtime.protocol.arrow_records import build_batches
+from broker_runtime.protocol.arrow_records import build_batches, record_walk
 from spark_kafka_log.commit_summary import PartitionStats
 from spark_kafka_log.options import WriterOptions
 from spark_kafka_log.partitioner import Partitioner, group_rows
@@ -85,6 +86,29 @@ class PartitionQueue:
     ready: deque[SealedBatch] = field(default_factory=deque)
 
 
+log = logging.getLogger(__name__)
+
+#: Whether this process has already said which record encoder its write tasks run (once per executor process).
+_encoder_named = False
+
+
+def _name_encoder() -> None:
+    """Log once per process which encoder the write tasks run: a WARNING when it is the numpy fallback."""
+    global _encoder_named
+    if _encoder_named:
+        return
+    _encoder_named = True
+    path, why = record_walk()
+    if path == "compiled":
+        log.info("pylog writer tasks encode records with the compiled encoder (_recordwalk.encode)")
+    else:
+        log.warning(
+            "pylog writer tasks encode records with the numpy encoder, not the compiled one: %s. A write "
+            "task then costs about 2x the CPU per row (README, Install)",
+            why,
+        )
+
+
 class RecordAccumulator:
     """Partitions a task's Arrow batches and seals them into record batches (see the module docstring)."""
 
@@ -99,6 +123,7 @@ class RecordAccumulator:
     ) -> None:
         """``partition_count(topic)`` answers how many partitions a topic has; ``before_first_record(tp)`` is
         called once per partition before any of its rows is accepted (the task state records it there)."""
+        _name_encoder()
         self._opts = options
         self._layout = layout
         self._partitioner = partitioner

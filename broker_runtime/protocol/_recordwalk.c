@@ -29,6 +29,18 @@
  *       out); out: a writable byte buffer of exactly the lengths' sum (>= 0 each). One memcpy per slice,
  *       instead of Arrow's filter over an interleaved "pieces" array (the decoder's key and value columns).
  *       A slice outside the arena, a sum that is not out's size or above INT32_MAX raise ValueError.
+ *   split(klen, vlen, hcount, hbytes, ts, starts, limit, bounds) -> number of bounds
+ *       The encoder's batch split (build_batches' _split): int64 key / value lengths (-1 null), header counts,
+ *       encoded header bytes and timestamps per row; starts: the row groups' first rows (from 0). Each batch
+ *       takes, greedily, the records whose sizes (with their offsetDelta / timestampDelta in that batch) sum
+ *       to at most limit bytes (limit < 0: no bound), at least one; bounds receives 0, ..., n.
+ *   encode(bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata, offsets) -> bytes
+ *       The encoder's records sections: every record (length, attributes 0, timestampDelta and offsetDelta
+ *       relative to its batch's first row, key, value, headers count, the already encoded headers hdata) in
+ *       one bytes object, offsets (n + 1 int64) where each record starts. koff / voff / hoff: the n + 1 int64
+ *       offsets of Arrow large_binary arrays (empty when the column is absent: all its lengths are -1 / 0);
+ *       kdata / vdata / hdata their data buffers. Every field is checked to lie in its buffer (ValueError),
+ *       then written with the GIL released. Byte-identical to the numpy encoder (test_arrow_records.py).
  *
  * Errors raise WalkError(batch, record, message): batch index (always 0 for scan), the record's index in its
  * batch or None when no one record is to blame; the caller turns it into CorruptRecordError.
@@ -504,11 +516,212 @@ fail_data:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------------------------ encode */
+
+static inline uint64_t zz(int64_t v) { return ((uint64_t)v << 1) ^ (0 - ((uint64_t)v >> 63)); }
+
+static inline int64_t uvsize(uint64_t u)
+{
+    int64_t s = 1;
+    while (u >= 0x80) {
+        u >>= 7;
+        s++;
+    }
+    return s;
+}
+
+static inline uint8_t *put_uv(uint8_t *o, uint64_t u)
+{
+    while (u >= 0x80) {
+        *o++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *o++ = (uint8_t)u;
+    return o;
+}
+
+/* Reads an int64 array argument of exactly `need` items (need < 0: any length, returned in *n). */
+static int get_int64_in(Py_buffer *view, Py_ssize_t need, const char *what)
+{
+    if (view->len % 8 != 0 || (need >= 0 && view->len != need * 8)) {
+        PyErr_Format(PyExc_ValueError, "%s must hold %zd int64 items, has %zd bytes", what, need, view->len);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *encode(PyObject *self, PyObject *args)
+{
+    Py_buffer in[11], out;
+    PyObject *out_obj;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*O", &in[0], &in[1], &in[2], &in[3], &in[4], &in[5],
+                          &in[6], &in[7], &in[8], &in[9], &in[10], &out_obj))
+        return NULL;
+    /* in: bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata */
+    Py_ssize_t n = in[1].len / 8, nb = in[0].len / 8;
+    PyObject *result = NULL;
+    int have_out = 0;
+    if (get_int64_in(&in[0], -1, "bounds") || nb < 1 || get_int64_in(&in[1], n, "ts") ||
+        get_int64_in(&in[2], n, "klen") || get_int64_in(&in[5], n, "vlen") || get_int64_in(&in[8], n, "hcount") ||
+        (in[3].len && get_int64_in(&in[3], n + 1, "koff")) || (in[6].len && get_int64_in(&in[6], n + 1, "voff")) ||
+        (in[9].len && get_int64_in(&in[9], n + 1, "hoff"))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "bounds must hold at least one row index");
+        goto done;
+    }
+    if (get_int64_out(out_obj, &out, n + 1, "offsets") < 0)
+        goto done;
+    have_out = 1;
+    const int64_t *bounds = in[0].buf, *ts = in[1].buf, *klen = in[2].buf, *koff = in[3].buf,
+                  *vlen = in[5].buf, *voff = in[6].buf, *hcount = in[8].buf, *hoff = in[9].buf;
+    const uint8_t *kdata = in[4].buf, *vdata = in[7].buf, *hdata = in[10].buf;
+    int64_t *offsets = out.buf;
+    if (bounds[0] != 0 || bounds[nb - 1] != n) {
+        PyErr_SetString(PyExc_ValueError, "bounds must run from 0 to the row count");
+        goto done;
+    }
+    /* pass 1: every record's size, checking that each field lies inside its buffer */
+    offsets[0] = 0;
+    for (Py_ssize_t b = 0; b + 1 < nb; b++) {
+        Py_ssize_t s = (Py_ssize_t)bounds[b], e = (Py_ssize_t)bounds[b + 1];
+        if (s < 0 || e > n || e <= s) {
+            PyErr_SetString(PyExc_ValueError, "bounds must increase strictly");
+            goto done;
+        }
+        for (Py_ssize_t i = s; i < e; i++) {
+            int64_t kl = klen[i], vl = vlen[i], hl = 0;
+            if ((kl >= 0 && (!in[3].len || koff[i] < 0 || kl > in[4].len || koff[i] > in[4].len - kl)) ||
+                (vl >= 0 && (!in[6].len || voff[i] < 0 || vl > in[7].len || voff[i] > in[7].len - vl)) ||
+                kl < -1 || vl < -1 || hcount[i] < 0) {
+                PyErr_Format(PyExc_ValueError, "row %zd: key or value outside its data buffer", i);
+                goto done;
+            }
+            if (in[9].len) {
+                hl = hoff[i + 1] - hoff[i];
+                if (hoff[i] < 0 || hl < 0 || hoff[i + 1] > in[10].len) {
+                    PyErr_Format(PyExc_ValueError, "row %zd: headers outside their data buffer", i);
+                    goto done;
+                }
+            }
+            int64_t body = 1 + uvsize(zz((int64_t)((uint64_t)ts[i] - (uint64_t)ts[s]))) + uvsize(zz(i - s)) +
+                           uvsize(zz(kl)) + (kl > 0 ? kl : 0) + uvsize(zz(vl)) + (vl > 0 ? vl : 0) +
+                           uvsize(zz(hcount[i])) + hl;
+            offsets[i + 1] = offsets[i] + uvsize(zz(body)) + body;
+        }
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)offsets[n]);
+    if (result == NULL)
+        goto done;
+    /* pass 2: write them */
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b + 1 < nb; b++) {
+        Py_ssize_t s = (Py_ssize_t)bounds[b], e = (Py_ssize_t)bounds[b + 1];
+        for (Py_ssize_t i = s; i < e; i++) {
+            int64_t kl = klen[i], vl = vlen[i], hl = in[9].len ? hoff[i + 1] - hoff[i] : 0;
+            int64_t body = 1 + uvsize(zz((int64_t)((uint64_t)ts[i] - (uint64_t)ts[s]))) + uvsize(zz(i - s)) +
+                           uvsize(zz(kl)) + (kl > 0 ? kl : 0) + uvsize(zz(vl)) + (vl > 0 ? vl : 0) +
+                           uvsize(zz(hcount[i])) + hl;
+            o = put_uv(o, zz(body));
+            *o++ = 0; /* attributes */
+            o = put_uv(o, zz((int64_t)((uint64_t)ts[i] - (uint64_t)ts[s])));
+            o = put_uv(o, zz(i - s));
+            o = put_uv(o, zz(kl));
+            if (kl > 0) {
+                memcpy(o, kdata + koff[i], (size_t)kl);
+                o += kl;
+            }
+            o = put_uv(o, zz(vl));
+            if (vl > 0) {
+                memcpy(o, vdata + voff[i], (size_t)vl);
+                o += vl;
+            }
+            o = put_uv(o, zz(hcount[i]));
+            if (hl > 0) {
+                memcpy(o, hdata + hoff[i], (size_t)hl);
+                o += hl;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    if (have_out)
+        PyBuffer_Release(&out);
+    for (int k = 0; k < 11; k++)
+        PyBuffer_Release(&in[k]);
+    return result;
+}
+
+/* Batch boundaries of build_batches' _split, for every row group: greedy, each batch as many records as fit
+ * in limit bytes (limit < 0: no bound), at least one. */
+static PyObject *split(PyObject *self, PyObject *args)
+{
+    Py_buffer in[6], out;
+    long long limit;
+    PyObject *out_obj;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*LO", &in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &limit,
+                          &out_obj))
+        return NULL;
+    /* in: klen, vlen, hcount, hbytes, ts, group starts */
+    Py_ssize_t n = in[4].len / 8, ng = in[5].len / 8, nb = 0;
+    PyObject *result = NULL;
+    int have_out = 0;
+    if (get_int64_in(&in[4], -1, "ts") || get_int64_in(&in[0], n, "klen") || get_int64_in(&in[1], n, "vlen") ||
+        get_int64_in(&in[2], n, "hcount") || get_int64_in(&in[3], n, "hbytes") ||
+        get_int64_in(&in[5], -1, "starts"))
+        goto done;
+    if (get_int64_out(out_obj, &out, n + 1, "bounds") < 0)
+        goto done;
+    have_out = 1;
+    const int64_t *klen = in[0].buf, *vlen = in[1].buf, *hcount = in[2].buf, *hbytes = in[3].buf, *ts = in[4].buf,
+                  *starts = in[5].buf;
+    int64_t *bounds = out.buf;
+    if (ng < 1 || starts[0] != 0) {
+        PyErr_SetString(PyExc_ValueError, "starts must begin with 0");
+        goto done;
+    }
+    bounds[nb++] = 0;
+    for (Py_ssize_t g = 0; g < ng; g++) {
+        Py_ssize_t gs = (Py_ssize_t)starts[g], ge = g + 1 < ng ? (Py_ssize_t)starts[g + 1] : n;
+        if (gs < 0 || ge > n || ge <= gs) {
+            PyErr_SetString(PyExc_ValueError, "starts must increase strictly below the row count");
+            goto done;
+        }
+        Py_ssize_t s = gs;
+        int64_t used = 0;
+        for (Py_ssize_t i = gs; i < ge; i++) {
+            int64_t kl = klen[i], vl = vlen[i];
+            int64_t body = 1 + uvsize(zz((int64_t)((uint64_t)ts[i] - (uint64_t)ts[s]))) + uvsize(zz(i - s)) +
+                           uvsize(zz(kl)) + (kl > 0 ? kl : 0) + uvsize(zz(vl)) + (vl > 0 ? vl : 0) +
+                           uvsize(zz(hcount[i])) + hbytes[i];
+            int64_t size = uvsize(zz(body)) + body;
+            if (limit >= 0 && i > s && used + size > limit) {
+                bounds[nb++] = i; /* record i starts the next batch: its deltas change, size it again */
+                s = i;
+                used = 0;
+                i--;
+                continue;
+            }
+            used += size;
+        }
+        bounds[nb++] = ge;
+    }
+    result = PyLong_FromSsize_t(nb);
+done:
+    if (have_out)
+        PyBuffer_Release(&out);
+    for (int k = 0; k < 6; k++)
+        PyBuffer_Release(&in[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "Validate the records of one batch (see the file's header comment)."},
     {"layout", layout, METH_VARARGS, "Locate the records of several batches (see the file's header comment)."},
     {"header_spans", header_spans, METH_VARARGS, "Locate every header after layout()."},
     {"gather", gather, METH_VARARGS, "Copy arena slices into one binary column (see the file's header comment)."},
+    {"split", split, METH_VARARGS, "Batch boundaries of build_batches (see the file's header comment)."},
+    {"encode", encode, METH_VARARGS, "Write the records sections of magic-2 batches (see the file's header comment)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,7 +28,10 @@ while 61 + the records' sizes stays within the bound; a record that does not fit
 its own. The requested codec is always used (Java does not fall back to "none" when compression does not
 pay off).
 
-How the builder avoids a Python loop per record: every varint field is computed with numpy (zigzag, then
+How the builder avoids a Python loop per record: the compiled encoder (``_recordwalk.split`` and
+``_recordwalk.encode``, the same C extension and the same switch as the record walk below) sizes and splits
+the rows in one pass and writes every record in a second pass straight from the Arrow offsets and data
+buffers into one bytes object. The numpy encoder (the fallback, byte-identical): every varint field is computed with numpy (zigzag, then
 LEB128 into an (n, width) uint8 matrix plus a byte-count vector, compacted with a boolean mask into one
 buffer + offsets, i.e. an Arrow binary array made with ``pa.Array.from_buffers``); Arrow's C++
 ``binary_join_element_wise`` then concatenates [varint prefix, key, valueLength, value, headersCount,
@@ -504,13 +507,105 @@ def build_batches(
     ts = _timestamps_ms(timestamps, n, timestamp_ms)
     hblob, hcount, hbytes = _header_column(headers, n)
 
+    if _cwalk is not None:
+        bounds, offsets, data = _encode_compiled(
+            starts, max_batch_bytes, ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes
+        )
+    else:
+        bounds, offsets, data = _encode_numpy(
+            starts, max_batch_bytes, ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes
+        )
+    counts = np.diff(bounds)
+    return _assemble(
+        offsets,
+        data,
+        bounds,
+        counts,
+        ts,
+        starts,
+        sequences,
+        compression | (ATTR_TRANSACTIONAL if is_transactional else 0),
+        producer_id,
+        producer_epoch,
+    )
+
+
+def _buffers(arr: pa.Array | None, n: int) -> tuple[np.ndarray, pa.Buffer | bytes]:
+    """(the n + 1 offsets, the data buffer) of a large_binary array; empty ones for None."""
+    if arr is None:
+        return _NO_OFFSETS, b""
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    return np.ascontiguousarray(offsets), (bufs[2] if bufs[2] is not None else b"")
+
+
+_NO_OFFSETS = np.zeros(0, dtype=np.int64)
+
+
+def _encode_compiled(
+    starts: list[int],
+    max_batch_bytes: int | None,
+    ts: np.ndarray,
+    keys_arr: pa.Array | None,
+    klen: np.ndarray,
+    vals: pa.Array | None,
+    vlen: np.ndarray,
+    hblob: pa.Array | None,
+    hcount: np.ndarray,
+    hbytes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, memoryview]:
+    """(batch bounds, n + 1 record offsets, records sections) by the compiled ``_recordwalk.split`` and
+    ``encode``: two passes over the rows (sizes and split, then the bytes) straight from the Arrow buffers."""
+    n = len(ts)
+    if hblob is not None and not pa.types.is_large_binary(
+        hblob.type
+    ):  # pragma: no cover - binary_join's type
+        hblob = hblob.cast(pa.large_binary())
+    ts = np.ascontiguousarray(ts, dtype=np.int64)
+    klen = np.ascontiguousarray(klen, dtype=np.int64)
+    vlen = np.ascontiguousarray(vlen, dtype=np.int64)
+    hcount = np.ascontiguousarray(hcount, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    limit = -1 if max_batch_bytes is None else max(0, max_batch_bytes - HEADER_SIZE)
+    nb = _cwalk.split(
+        klen,
+        vlen,
+        hcount,
+        np.ascontiguousarray(hbytes, dtype=np.int64),
+        ts,
+        np.array(starts, np.int64),
+        limit,
+        bounds,
+    )
+    bounds = bounds[:nb]
+    koff, kdata = _buffers(keys_arr, n)
+    voff, vdata = _buffers(vals, n)
+    hoff, hdata = _buffers(hblob, n)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    data = _cwalk.encode(bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata, offsets)
+    return bounds, offsets, memoryview(data)
+
+
+def _encode_numpy(
+    starts: list[int],
+    max_batch_bytes: int | None,
+    ts: np.ndarray,
+    keys_arr: pa.Array | None,
+    klen: np.ndarray,
+    vals: pa.Array | None,
+    vlen: np.ndarray,
+    hblob: pa.Array | None,
+    hcount: np.ndarray,
+    hbytes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, memoryview]:
+    """(batch bounds, n + 1 record offsets, records sections) by numpy and Arrow compute (the fallback)."""
+    n = len(ts)
     kfield = _Varints(klen)
     vfield = _Varints(vlen)
     hfield = _Varints(hcount)
     fixed = (
         1 + kfield.sizes + np.maximum(klen, 0) + vfield.sizes + np.maximum(vlen, 0) + hfield.sizes + hbytes
     )
-
     if len(starts) == 1:
         bounds = _split(fixed, ts, max_batch_bytes)
     else:
@@ -568,9 +663,24 @@ def build_batches(
         raise AssertionError(
             f"joined records hold {int(offsets[-1] - offsets[0])} bytes, computed {expected}"
         )
+    return bounds, offsets, data
 
+
+def _assemble(
+    offsets: np.ndarray,
+    data: memoryview,
+    bounds: np.ndarray,
+    counts: np.ndarray,
+    ts: np.ndarray,
+    starts: list[int],
+    sequences: list[int],
+    attrs: int,
+    producer_id: int,
+    producer_epoch: int,
+) -> list[BuiltBatch]:
+    """Cut the records sections into batches: compression, header, CRC-32C (one loop step per batch)."""
     max_ts = np.maximum.reduceat(ts, bounds[:-1])
-    attrs = compression | (ATTR_TRANSACTIONAL if is_transactional else 0)
+    compression = attrs & ATTR_COMPRESSION_MASK
     out: list[BuiltBatch] = []
     group = 0
     sequence = sequences[0]

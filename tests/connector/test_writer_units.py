@@ -283,3 +283,64 @@ def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_p
         with pytest.raises(KafkaError, match="topic 'kept' is not available for writing"):
             prepare_write(options, schema, keep_client=True)
     connections.drop_kept_client("stream-topic-check")
+
+
+_TWO_TASKS = """
+import logging, sys, uuid
+import pyarrow as pa
+from spark_kafka_log.options import parse_writer_options
+from spark_kafka_log.producer import TaskProducer
+from spark_kafka_log.schema import InputLayout
+from tests.connector.kafka_peer import consume_all
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+broker, topic = sys.argv[1], sys.argv[2]
+opts = parse_writer_options({"kafka.bootstrap.servers": broker, "topic": topic})
+for task in range(2):
+    producer = TaskProducer(opts, broker, InputLayout(value="value", key="key"))
+    try:
+        keys = pa.array([f"k{task}-{i}" for i in range(50)])
+        values = pa.array([b"" if i % 7 == 0 else None if i % 5 == 0 else b"v" * i for i in range(50)], pa.binary())
+        producer.write(pa.RecordBatch.from_arrays([keys, values], ["key", "value"]))
+        producer.flush()
+    finally:
+        producer.close()
+got = sorted((r.key, r.value) for r in consume_all(broker, topic, 3))
+want = sorted(
+    (f"k{t}-{i}".encode(), b"" if i % 7 == 0 else None if i % 5 == 0 else b"v" * i) for t in range(2) for i in range(50)
+)
+assert got == want, (got[:5], want[:5])
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("walk", ["compiled", "numpy"])
+def test_a_write_process_names_its_encoder_once_and_warns_on_the_fallback(broker: str, walk: str) -> None:
+    """Two write tasks in one (executor-like) process: the encoder that runs is named once per process, as a
+    WARNING when the numpy fallback runs (PYLOG_RECORD_WALK=numpy), and the records arrive intact either way."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("PYLOG_RECORD_WALK", None)
+    if walk == "numpy":
+        env["PYLOG_RECORD_WALK"] = "numpy"
+    topic = f"enc-{uuid.uuid4().hex[:10]}"
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_TASKS, broker, topic],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+    named = [line for line in proc.stderr.splitlines() if "writer tasks encode records" in line]
+    assert len(named) == 1, named
+    if walk == "numpy":
+        assert (
+            named[0].startswith("WARNING") and "numpy encoder" in named[0] and "PYLOG_RECORD_WALK" in named[0]
+        )
+    else:
+        assert named[0].startswith("INFO") and "compiled encoder" in named[0]

@@ -161,6 +161,7 @@ def test_varint_blob_matches_kafka_python(pairs: list[tuple[int, int]]) -> None:
 # -------------------------------------------------------------------------------------------- builder
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 @settings_fast
 @given(rows_strategy)
 def test_builder_equals_references_byte_for_byte(rows: list[Row]) -> None:
@@ -173,6 +174,7 @@ def test_builder_equals_references_byte_for_byte(rows: list[Row]) -> None:
 @given(
     rows_strategy, st.integers(0, 2**31 - 1), st.integers(0, 32767), st.integers(0, INT32_MAX), st.booleans()
 )
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_builder_producer_fields_equal_reference(
     rows: list[Row], pid: int, epoch: int, seq: int, txn: bool
 ) -> None:
@@ -182,6 +184,7 @@ def test_builder_producer_fields_equal_reference(
     assert with_epoch(built, 0) == kafka_python_batch(rows, **producer)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_large_values_and_empty_values() -> None:
     rows: list[Row] = [
         (5, b"k" * 70000, b"v" * 300000, []),
@@ -193,6 +196,7 @@ def test_large_values_and_empty_values() -> None:
     assert decoded_rows(decode_batches(built)) == expected_rows(rows)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_input_types_are_equivalent() -> None:
     rows: list[Row] = [(1000, b"a", b"bc", []), (1001, None, None, []), (999, b"", b"z", [])]
     want = build_batch(**columns(rows))
@@ -223,6 +227,7 @@ def test_input_types_are_equivalent() -> None:
     ].to_pylist() == [1000, 2000]
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_null_typed_columns_and_default_timestamp() -> None:
     built = build_batch(pa.nulls(2), pa.nulls(2, pa.null()), pa.nulls(2, HEADERS), timestamp_ms=42)
     assert built == reference_batch([(42, None, None, []), (42, None, None, [])])
@@ -238,6 +243,7 @@ def test_header_null_key_rejected() -> None:
         build_batch(pa.array([b"v"]), headers=headers)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_sliced_inputs() -> None:
     rows: list[Row] = [(i, b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)] * (i % 3)) for i in range(10)]
     cols = columns(rows)
@@ -250,6 +256,7 @@ def test_sliced_inputs() -> None:
     assert got == reference_batch(rows[3:8])
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_readable_by_kafka_python_and_reference(codec: int) -> None:
     rows: list[Row] = [
@@ -295,6 +302,7 @@ def kafka_python_split(rows: list[Row], limit: int) -> list[int]:
     st.lists(st.tuples(timestamps, blobs, blobs, header_lists), min_size=1, max_size=60),
     st.integers(min_value=1, max_value=2000),
 )
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_split_matches_kafka_python(rows: list[Row], limit: int) -> None:
     built = build_batches(**columns(rows), max_batch_bytes=limit)
     assert [b.record_count for b in built] == kafka_python_split(rows, limit)
@@ -308,6 +316,7 @@ def test_split_matches_kafka_python(rows: list[Row], limit: int) -> None:
     assert row == len(rows)
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_split_many_small_records_and_sequences() -> None:
     n = 20000
     values = pa.array([b"x" * (i % 50) for i in range(n)])
@@ -332,6 +341,7 @@ def test_split_many_small_records_and_sequences() -> None:
     assert decode_batches(last.data)["value"].to_pylist() == [r[2] for r in rows[last.first_row :]]
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 @pytest.mark.parametrize("codec", [0, 3])
 def test_row_groups_equal_one_call_per_group_byte_for_byte(codec: int) -> None:
     """Rows of several partitions encoded in one call (``group_starts``) give exactly the batches that one
@@ -368,6 +378,7 @@ def test_row_groups_equal_one_call_per_group_byte_for_byte(codec: int) -> None:
         build_batches(values, group_starts=[0, n])
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_split_oversized_record_gets_own_batch() -> None:
     values = pa.array([b"a", b"b" * 5000, b"c", b"d"])
     built = build_batches(values, timestamp_ms=0, max_batch_bytes=200)
@@ -375,6 +386,7 @@ def test_split_oversized_record_gets_own_batch() -> None:
     assert [b.first_row for b in built] == [0, 1, 2]
 
 
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_no_sequence_stays_none_and_empty_input() -> None:
     built = build_batches(pa.array([b"a"] * 100), timestamp_ms=0, max_batch_bytes=200)
     assert all(b.base_sequence == -1 for b in built)
@@ -661,3 +673,90 @@ def test_scan_records_accepts_a_longer_encoding_of_the_record_index() -> None:
     with pytest.raises(CorruptRecordError) as info:
         scan_records(header, bytes(section))
     assert info.value.record_index == 5
+
+
+# ------------------------------------------------------------------------ compiled encoder == numpy encoder
+
+
+def _both_encoders(monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[list[BuiltBatch], list[BuiltBatch]]:
+    from broker_runtime.protocol import arrow_records
+
+    compiled = arrow_records._cwalk
+    if compiled is None:
+        pytest.skip(f"compiled record walk not in use: {arrow_records.record_walk()[1]}")
+    out = []
+    for walk in (compiled, None):
+        monkeypatch.setattr(arrow_records, "_cwalk", walk)
+        out.append(build_batches(**kw))
+    monkeypatch.setattr(arrow_records, "_cwalk", compiled)
+    return out[0], out[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=rows_strategy,
+    codec=st.sampled_from(CODECS),
+    limit=st.one_of(st.none(), st.integers(min_value=1, max_value=2000)),
+    shape=st.sampled_from(["all", "no_keys", "null_keys", "no_headers", "strings", "sliced", "groups"]),
+    const_ts=st.booleans(),
+)
+def test_compiled_encoder_equals_numpy_encoder_byte_for_byte(
+    monkeypatch: pytest.MonkeyPatch,
+    rows: list[Row],
+    codec: int,
+    limit: int | None,
+    shape: str,
+    const_ts: bool,
+) -> None:
+    """Both encoders give identical batches: nulls, empty keys/values, headers, timestamps (constant or
+    varying, negative deltas), splitting by max bytes, row groups, sliced and string inputs, every codec."""
+    if const_ts:
+        rows = [(rows[0][0], k, v, h) for _, k, v, h in rows]
+    cols = columns(rows)
+    kw: dict[str, Any] = dict(cols, compression=codec, max_batch_bytes=limit, producer_id=7, base_sequence=5)
+    if shape == "no_keys":
+        kw["keys"] = None
+    elif shape == "null_keys":
+        kw["keys"] = pa.nulls(len(rows), pa.binary())
+    elif shape == "no_headers":
+        kw["headers"] = None
+    elif shape == "strings":
+        kw["keys"] = pa.array([None if r[1] is None else r[1].hex() for r in rows], pa.string())
+        kw["values"] = cols["values"].cast(pa.large_binary())
+    elif shape == "sliced":
+        pad: Row = (0, b"pad", b"pad", [("p", b"p")])
+        padded = columns([pad, *rows, pad])
+        kw.update({k: v[1:-1] for k, v in padded.items()})
+    elif shape == "groups" and len(rows) > 2:
+        kw["group_starts"] = [0, len(rows) // 3, len(rows) // 2 + 1]
+        kw["base_sequence"] = [1, INT32_MAX - 1, -1]
+    compiled, numpy = _both_encoders(monkeypatch, **kw)
+    assert compiled == numpy
+
+
+def test_compiled_encoder_equals_numpy_on_large_and_empty_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values past every varint width boundary (127/128, 16383/16384, 2**21) and empty ones."""
+    sizes = [0, 1, 127, 128, 16383, 16384, (1 << 21) + 3, 0]
+    values = pa.array([b"\xab" * s for s in sizes], pa.binary())
+    keys = pa.array([b"" if s % 2 else None for s in sizes], pa.binary())
+    for limit in (None, 20000):
+        compiled, numpy = _both_encoders(
+            monkeypatch, values=values, keys=keys, max_batch_bytes=limit, timestamp_ms=1_700_000_000_000
+        )
+        assert compiled == numpy
+
+
+def test_compiled_split_equals_numpy_at_every_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every max_batch_bytes from below the header size up: a batch that fills its bound exactly, by one byte
+    more or less, splits the same way on both paths (rows of a few sizes, so every boundary is hit)."""
+    values = pa.array([b"x" * (i % 4) for i in range(40)], pa.binary())
+    keys = pa.array([None if i % 3 else b"k" for i in range(40)], pa.binary())
+    ts = np.arange(40, dtype=np.int64) * 50
+    for limit in range(1, 61 + 320):
+        compiled, numpy = _both_encoders(
+            monkeypatch, values=values, keys=keys, timestamps=ts, max_batch_bytes=limit
+        )
+        assert [(b.first_row, b.record_count) for b in compiled] == [
+            (b.first_row, b.record_count) for b in numpy
+        ]
+        assert compiled == numpy
