@@ -185,10 +185,16 @@ def test_torn_active_segment_and_flipped_old_segment(tmp_path: Path) -> None:
     active, oldest = segments[-1], segments[0]
     size = active.stat().st_size
     os.truncate(active, size - 5)  # tears the last batch
-    with open(oldest, "r+b") as f:  # one bit inside the first batch's records
-        f.seek(100)
+    with open(oldest, "r+b") as f:  # one bit inside the first batch's records (the CRC covers them)
+        f.seek(8)
+        batch_length = int.from_bytes(f.read(4), "big")  # bytes after the length field; records from 61
+        assert batch_length > 49, "the first batch holds at least one record"
+        # Not a fixed position: with a small first batch one could land in the second batch's base offset,
+        # which no CRC covers (then nothing is corrupt as far as the CRC can tell).
+        pos = 61 + (12 + batch_length - 61) // 2
+        f.seek(pos)
         byte = f.read(1)[0]
-        f.seek(100)
+        f.seek(pos)
         f.write(bytes([byte ^ 0x04]))
     log_size = (data / "broker.log").stat().st_size
     with _broker(data, port) as bootstrap, KafkaClient(bootstrap) as client:
