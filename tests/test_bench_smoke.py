@@ -147,3 +147,14 @@ def test_broker_cpu_is_read_around_the_measured_work_only(tmp_path: Any) -> None
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_reader_rss_tool_reads_every_row_by_both_transports(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m jobs.bench.reader_rss`` writes N rows, reads them back by the direct scan and by Fetch, and
+    prints the peak RSS after each step (the reader's memory bound is judged by comparing N and 10 x N)."""
+    from jobs.bench.reader_rss import main as reader_rss
+
+    assert reader_rss(["--rows", "20000"]) == 0
+    out = capsys.readouterr().out
+    for line in ("read local: rows=20,000;", "read fetch: rows=20,000;", "broker peak RSS"):
+        assert line in out, out
