@@ -20,6 +20,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,31 +48,44 @@ def _produce(bootstrap: str, topic: str) -> float:
     return elapsed
 
 
+class _SlowFsync:
+    """``os.fsync`` that sleeps :data:`SLOW_FSYNC_S` before syncing the files ``slow(path)`` picks (only the first
+    one when ``once``); ``started`` is set as the slow fsync begins, ``done`` once it has finished."""
+
+    def __init__(self, slow: Callable[[str], bool], *, once: bool = False) -> None:
+        self.real = os.fsync
+        self.slow, self.once = slow, once
+        self.started, self.done = threading.Event(), threading.Event()
+
+    def __call__(self, fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if self.slow(target) and not (self.once and self.started.is_set()):
+            self.started.set()
+            time.sleep(SLOW_FSYNC_S)
+            self.real(fd)
+            self.done.set()
+            return
+        self.real(fd)
+
+
+def _slow_and_fast_topics(bootstrap: str) -> None:
+    """Topics ``slow`` (1,500-byte segments: a few produces roll it) and ``fast``, one produce to each."""
+    with RawConnection(bootstrap) as conn:
+        for name, configs in (("slow", {"segment.bytes": "1500"}), ("fast", {})):
+            created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, 1, configs=configs))
+            assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+    _produce(bootstrap, "slow")
+    _produce(bootstrap, "fast")
+
+
 def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fsync = os.fsync
-    slow_started = threading.Event()
-    slow_done = threading.Event()
-
-    def fsync(fd: Any) -> None:
-        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
-        if "/slow-0/" in target and target.endswith(".log"):
-            slow_started.set()
-            time.sleep(SLOW_FSYNC_S)
-            real_fsync(fd)
-            slow_done.set()
-            return
-        real_fsync(fd)
-
+    fsync = _SlowFsync(lambda target: "/slow-0/" in target and target.endswith(".log"))
+    real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
     broker = _start_broker(tmp_path)
     try:
-        with RawConnection(broker.bootstrap) as conn:
-            for name, configs in (("slow", {"segment.bytes": "1500"}), ("fast", {})):
-                created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, 1, configs=configs))
-                assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
-        _produce(broker.bootstrap, "slow")
-        _produce(broker.bootstrap, "fast")
+        _slow_and_fast_topics(broker.bootstrap)
         log = broker.ctx.topics.get_log("slow", 0)
         monkeypatch.setattr(os, "fsync", fsync)
         rolled_at = log.log_end_offset
@@ -104,19 +118,8 @@ def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
 def test_slow_checkpoint_fsync_does_not_stall_requests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fsync = os.fsync
-    slow_started = threading.Event()
-    slow_done = threading.Event()
-
-    def fsync(fd: Any) -> None:
-        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
-        if "recovery-point-offset-checkpoint" in target and not slow_started.is_set():
-            slow_started.set()
-            time.sleep(SLOW_FSYNC_S)
-            real_fsync(fd)
-            slow_done.set()
-            return
-        real_fsync(fd)
+    fsync = _SlowFsync(lambda target: "recovery-point-offset-checkpoint" in target, once=True)
+    real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
 
     broker = _start_broker(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "200"})
     try:
@@ -140,28 +143,13 @@ def test_slow_producer_snapshot_at_roll_does_not_stall_requests(
 ) -> None:
     """The producer snapshot a roll writes (a file and two fsyncs) is written on the flush thread, not by the
     produce that rolled: with its fsync slow, that produce and one to another topic are answered at once."""
-    real_fsync = os.fsync
-    slow_started = threading.Event()
-    slow_done = threading.Event()
-
-    def fsync(fd: Any) -> None:
-        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
-        if "/slow-0/" in target and ".snapshot." in target and target.endswith(".tmp"):
-            slow_started.set()
-            time.sleep(SLOW_FSYNC_S)
-            real_fsync(fd)
-            slow_done.set()
-            return
-        real_fsync(fd)
-
+    fsync = _SlowFsync(
+        lambda target: "/slow-0/" in target and ".snapshot." in target and target.endswith(".tmp")
+    )
+    real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
     broker = _start_broker(tmp_path)
     try:
-        with RawConnection(broker.bootstrap) as conn:
-            for name, configs in (("slow", {"segment.bytes": "1500"}), ("fast", {})):
-                created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, 1, configs=configs))
-                assert created["Topics"][0]["ErrorCode"] == ErrorCode.NONE
-        _produce(broker.bootstrap, "slow")
-        _produce(broker.bootstrap, "fast")
+        _slow_and_fast_topics(broker.bootstrap)
         log = broker.ctx.topics.get_log("slow", 0)
         rolled_at = log.log_end_offset
         monkeypatch.setattr(os, "fsync", fsync)
