@@ -485,24 +485,20 @@ class BrokerMetrics:
         for task, count in sorted(snap.periodic_failures.items()):
             failures.add_metric([task], count)
         yield failures
-        roll_failures = CounterMetricFamily(
+        yield _counter_by(
             "pylog_log_roll_flush_failures",
             "Roll flushes that failed, by file (segment: its or its directory's fsync, the recovery point "
             "stays; producer snapshot: the snapshot written after it); each also a WARNING line",
-            labels=["file"],
+            "file",
+            snap.roll_flush_failures,
         )
-        for what, count in sorted(snap.roll_flush_failures.items()):
-            roll_failures.add_metric([what], count)
-        yield roll_failures
-        short_sends = CounterMetricFamily(
+        yield _counter_by(
             "pylog_network_sendfile_short_sends",
             "Fetch answers whose sendfile sent fewer bytes than its range (the segment shrank meanwhile); the "
             "connection was closed, each also a WARNING line",
-            labels=["listener"],
+            "listener",
+            snap.sendfile_short_sends,
         )
-        for listener, count in sorted(snap.sendfile_short_sends.items()):
-            short_sends.add_metric([listener], count)
-        yield short_sends
         truncations = CounterMetricFamily(
             "pylog_log_recovery_truncations",
             "Segments startup recovery truncated or deleted (each also a WARNING line)",
@@ -563,3 +559,13 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def _counter_by(
+    name: str, documentation: str, label: str, counts: Mapping[str, float]
+) -> CounterMetricFamily:
+    """A counter family with one sample per ``label`` value of ``counts`` (sorted)."""
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for value, count in sorted(counts.items()):
+        family.add_metric([value], count)
+    return family

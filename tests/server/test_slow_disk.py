@@ -78,6 +78,15 @@ def _slow_and_fast_topics(bootstrap: str) -> None:
     _produce(bootstrap, "fast")
 
 
+def _assert_roll_made_durable(log: Any, rolled_at: int) -> None:
+    """Within 10 s the recovery point reaches the roll at ``rolled_at`` and the roll's producer snapshot exists."""
+    deadline = time.monotonic() + 10
+    while log.recovery_point < rolled_at and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert log.recovery_point == rolled_at
+    assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
+
+
 def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,11 +114,7 @@ def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
         # the producer snapshot of the roll claims offsets below rolled_at: not written before they are durable
         assert not (log.dir / f"{rolled_at:020d}.snapshot").exists()
         assert slow_done.wait(SLOW_FSYNC_S + 10)
-        deadline = time.monotonic() + 10
-        while log.recovery_point < rolled_at and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert log.recovery_point == rolled_at
-        assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
+        _assert_roll_made_durable(log, rolled_at)
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
@@ -162,11 +167,7 @@ def test_slow_producer_snapshot_at_roll_does_not_stall_requests(
         assert answered < SLOW_FSYNC_S - 1, (took_slow, took_fast)
         assert not slow_done.is_set()
         assert slow_done.wait(SLOW_FSYNC_S + 10)
-        deadline = time.monotonic() + 10
-        while log.recovery_point < rolled_at and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert log.recovery_point == rolled_at
-        assert (log.dir / f"{rolled_at:020d}.snapshot").exists()
+        _assert_roll_made_durable(log, rolled_at)
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
