@@ -442,6 +442,18 @@ class Broker:
         replicas.set_append_listener(wake_fetches)
         replicas.set_high_watermark_listener(high_watermark_moved)
 
+        def partition_loaded() -> None:
+            # a partition assigned here got its log: apply the latest metadata again, so its role and the
+            # coordinators' loading reach it (the view may have changed while it loaded)
+            view = self._applied_view
+            if not isinstance(view, ClusterView):
+                return
+            replicas.apply_view(view)
+            if cluster_txns is not None:
+                cluster_txns.apply_view(view)
+            if cluster_groups is not None:
+                cluster_groups.apply_view(view)
+
         #: The cluster side of the transaction coordinator (its coordinator is set once built, below).
         cluster_txns = ClusterTransactions(lambda: self.ctx, cfg.node_id) if cfg.cluster_dir else None
         #: The cluster side of the group coordinator (likewise).
@@ -469,6 +481,7 @@ class Broker:
                 cluster_groups.apply_view(view)
             return True
 
+        replicas.set_loaded_listener(partition_loaded)
         producer_ids = ProducerIdManager(
             Path(cfg.log_dirs[0]) / PRODUCER_ID_STATE_FILE,
             allocate_block=cluster.allocate_producer_ids if isinstance(cluster, SharedFileCluster) else None,
@@ -694,6 +707,7 @@ class Broker:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(srv.wait_closed(), 5)
             storage_tasks.shutdown(wait=True)  # a pass under way finishes before the logs close
+            topics.stop_loads()  # likewise a partition load
             logs.shutdown()
             if isinstance(cluster, SharedFileCluster):
                 cluster.close()
@@ -784,6 +798,7 @@ class Broker:
             roll_flush_failures=dict(logs.roll_flush_failures),
             sendfile_short_sends=dict(self._short_sends),
             recovery_truncations=logs.recovery_truncations,
+            partition_load_failures=0 if self.ctx is None else self.ctx.topics.load_failures,
             recovery_bytes_dropped=logs.recovery_bytes_dropped,
             connections_refused=dict(self.quotas.refused) if self.quotas is not None else {},
             connections_idle_closed=self.quotas.idle_closed if self.quotas is not None else 0,

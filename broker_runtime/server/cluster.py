@@ -55,6 +55,7 @@ the file lock and atomic renames.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -197,6 +198,14 @@ class ClusterStore(Protocol):
 AclChange = Callable[[tuple[AclBinding, ...]], tuple[AclBinding, ...]]
 
 
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _parse_acls(rows: Any, where: object) -> tuple[AclBinding, ...]:
     try:
         return tuple(AclBinding.from_json(row) for row in rows or ())
@@ -295,7 +304,10 @@ class SingleNodeCluster:
             )
         self._topics.check_new(name, partitions, configs)
         if not validate_only:
-            self._topics.create(name, partitions, configs)
+            if _on_event_loop():  # a request: the files are made on the partition-load thread
+                self._topics.create_in_background(name, partitions, configs)
+            else:
+                self._topics.create(name, partitions, configs)
         return partitions, replication_factor
 
     def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
@@ -329,8 +341,15 @@ class SingleNodeCluster:
         if current is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         _check_new_count(name, current, count, assignments, [self.node_id], 1)
+        if self._topics.pending(name):
+            raise TopicError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS, f"Topic {name} is still being created or extended; retry."
+            )
         if not validate_only:
-            self._topics.add_partitions(name, count)
+            if _on_event_loop():
+                self._topics.add_partitions_in_background(name, count)
+            else:
+                self._topics.add_partitions(name, count)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         self._topics.set_overrides(name, configs)

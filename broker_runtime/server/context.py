@@ -29,12 +29,44 @@ from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
 
-__all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult"]
+__all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult", "answer_after_loads"]
 
 #: Returned by a handler that refuses to answer: the connection is closed (one log line says why).
 CLOSE_CONNECTION = CLOSE
 
 HandlerResult = Any  # dict[str, Any] | None | CLOSE | asyncio.Future[dict[str, Any] | None | CLOSE]
+
+
+def answer_after_loads(
+    ctx: BrokerContext, names: list[str], answer: Callable[[dict[str, BaseException]], dict[str, Any]]
+) -> HandlerResult:
+    """The answer of a request that created or extended topics ``names``: at once when none of their logs is
+    still loading (:meth:`TopicManager.pending`), else a future of ``answer(failures)`` once every load ended
+    (``failures``: topic -> the exception of its failed load), so the client sees the topics served."""
+    pending = {name: ctx.topics.pending(name) for name in names}
+    pending = {name: futures for name, futures in pending.items() if futures}
+    if not pending:
+        return answer({})
+    result: asyncio.Future[dict[str, Any]] = ctx.loop.create_future()
+    everything = [f for futures in pending.values() for f in futures]
+
+    def ended(_: asyncio.Future[Any]) -> None:
+        if result.done() or not all(f.done() for f in everything):
+            return
+        failures = {
+            name: exc
+            for name, futures in pending.items()
+            for exc in [next((f.exception() for f in futures if f.exception() is not None), None)]
+            if exc is not None
+        }
+        try:
+            result.set_result(answer(failures))
+        except BaseException as exc:  # noqa: BLE001 - the connection's own error path answers it
+            result.set_exception(exc)
+
+    for future in everything:
+        future.add_done_callback(ended)
+    return result
 
 
 @dataclass

@@ -111,6 +111,7 @@ class Snapshot:
     sendfile_short_sends: Mapping[str, int] = field(default_factory=dict)
     #: What startup recovery cut: segments truncated or deleted, and their bytes (LogManager's counters).
     recovery_truncations: int = 0
+    partition_load_failures: int = 0
     recovery_bytes_dropped: int = 0
     #: Connections refused by limit key (``max.connections``, ``max.connections.per.ip``), and idle ones closed.
     connections_refused: Mapping[str, int] = field(default_factory=dict)
@@ -499,6 +500,13 @@ class BrokerMetrics:
             "listener",
             snap.sendfile_short_sends,
         )
+        load_failures = CounterMetricFamily(
+            "pylog_partition_load_failures",
+            "Partition logs that could not be made or loaded while the broker ran (CreateTopics, "
+            "CreatePartitions, an assignment); each also an ERROR line, the partition not served",
+        )
+        load_failures.add_metric([], snap.partition_load_failures)
+        yield load_failures
         truncations = CounterMetricFamily(
             "pylog_log_recovery_truncations",
             "Segments startup recovery truncated or deleted (each also a WARNING line)",

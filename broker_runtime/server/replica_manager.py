@@ -157,10 +157,22 @@ class ReplicaManager:
         #: The cluster metadata last applied (cluster mode).
         self._view: Any = None
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._on_loaded: Callable[[], None] | None = None
 
     def set_high_watermark_listener(self, listener: Callable[[str, int], None]) -> None:
         """Called after the high watermark of (topic, partition) moved (wakes delayed produces and fetches)."""
         self._on_high_watermark = listener
+
+    def set_loaded_listener(self, listener: Callable[[], None]) -> None:
+        """Called on the loop after a partition assigned here has its log made (cluster mode): the broker
+        applies the latest metadata again (roles, coordinators), which now reaches that partition."""
+        self._on_loaded = listener
+
+    def _partition_loaded(self) -> None:
+        if self._on_loaded is not None:
+            self._on_loaded()
+        elif self._view is not None:
+            self.apply_view(self._view)
 
     def set_append_listener(self, listener: Callable[[str, int], None]) -> None:
         """Called after every leader append (wakes delayed fetches: followers wait for new data)."""
@@ -216,8 +228,12 @@ class ReplicaManager:
                 partition = self._partitions.get(key)
                 if partition is None:
                     # In a cluster the log was loaded with its checkpointed high watermark (hw_follows_leo off);
-                    # make_leader turns HW = LEO back on for a single replica.
-                    log = self._topics.ensure_partition(name, index, topic.configs)
+                    # make_leader turns HW = LEO back on for a single replica. A log not made yet is made on the
+                    # partition-load thread; the partition is not served until then, and the view of that
+                    # moment (the latest) is applied once it is registered.
+                    log = self._topics.hosted_or_load(name, index, topic.configs, self._partition_loaded)
+                    if log is None:
+                        continue
                     partition = Partition(name, index, log, me, self._alter_isr)
                     partition.isr_eligible = self._isr_eligible
                     self._partitions[key] = partition

@@ -19,15 +19,29 @@ defaults (AlterConfigs / IncrementalAlterConfigs); both reconfigure the open log
 dynamic log configs. In a cluster :meth:`TopicManager.apply_cluster_view` does the same from the metadata: it
 deletes the local logs of topics the metadata no longer has and applies changed overrides.
 
+Loads off the event loop: the request paths (CreateTopics, CreatePartitions, Metadata's auto-creation on a
+single node; the partitions the cluster metadata assigns here) create their logs on one thread named
+``pylog-partition-load`` (:meth:`create_in_background`, :meth:`add_partitions_in_background`,
+:meth:`hosted_or_load`), since a creation is directories, files and fsyncs (about a millisecond a partition on a
+quiet disk, far more on a slow one: the loop would stall every connection that long). A partition is served
+only once registered here, on the loop, after its load: until then lookups say it does not exist (single node)
+or is not hosted (cluster, NOT_LEADER_OR_FOLLOWER), and clients retry, as they do while Kafka's brokers apply
+new metadata. The coordinators' first use of ``__consumer_offsets`` / ``__transaction_state`` on a single node
+still creates them with :meth:`create`, on the loop.
+
 Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
-Thread-safety: event-loop thread only.
+Thread-safety: event-loop thread only (the file work of a load runs on the partition-load thread through the
+thread-safe :class:`LogManager`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
 from broker_runtime.storage.config import LogConfig
@@ -73,6 +87,14 @@ class TopicManager:
         self._configs: dict[str, LogConfig] = {}
         self._logs_by_tp: dict[tuple[str, int], PartitionLog] = {}
         self._cluster_topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]] | None = None
+        #: Loads in progress on the partition-load thread, by topic: single node, the topic being created
+        #: (count, future); cluster, each partition being loaded (``(topic, partition)`` keys).
+        self._creating: dict[str, tuple[int, asyncio.Future[None]]] = {}
+        self._loading: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        self._adding: dict[str, asyncio.Future[None]] = {}
+        self._loader: ThreadPoolExecutor | None = None
+        #: Partition loads that failed (each also an ERROR line), for the metrics.
+        self.load_failures = 0
 
     def use_cluster(self, topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]]) -> None:
         """Take names, partition counts and overrides from the cluster metadata (name -> (count, configs))."""
@@ -126,10 +148,10 @@ class TopicManager:
         problem = topic_name_error(name)
         if problem is not None:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self._partitions:
+        if name in self._partitions or name in self._creating:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         folded = name.replace(".", "_")
-        for existing in self._partitions:
+        for existing in [*self._partitions, *self._creating]:
             if existing.replace(".", "_") == folded:
                 raise TopicError(
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -159,6 +181,149 @@ class TopicManager:
         self._partitions[name] = num_partitions
         self._configs.pop(name, None)
         _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
+
+    # -- loads on the partition-load thread ---------------------------------------------------------------
+
+    def _load_thread(self) -> ThreadPoolExecutor:
+        if self._loader is None:
+            self._loader = ThreadPoolExecutor(1, thread_name_prefix="pylog-partition-load")
+        return self._loader
+
+    def _create_logs(
+        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str]
+    ) -> list[PartitionLog]:
+        """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made)."""
+        made: list[PartitionLog] = []
+        try:
+            for partition in partitions:
+                made.append(self._logs.create_log(name, partition, dict(overrides)))
+        except BaseException:
+            for log in made:
+                try:
+                    self._logs.delete_log(name, log.partition)
+                except Exception:  # noqa: BLE001 - the first failure is the one reported
+                    _log.exception(
+                        "could not remove the log of %s-%d after a failed load", name, log.partition
+                    )
+            raise
+        return made
+
+    def _start_load(
+        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str]
+    ) -> asyncio.Future[list[PartitionLog]]:
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(
+            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides)
+        )
+
+    def _load_failed(self, name: str, partitions: Sequence[int], exc: BaseException) -> TopicError:
+        self.load_failures += 1
+        _log.error("could not create the logs of %s partitions %s: %s", name, list(partitions), exc)
+        return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not create the logs of topic {name}: {exc}")
+
+    def create_in_background(
+        self, name: str, num_partitions: int, overrides: Mapping[str, str] | None = None
+    ) -> asyncio.Future[None]:
+        """Like :meth:`create`, with the file work on the partition-load thread (event loop only). Until the
+        returned future is done the topic does not exist for lookups (Metadata, Produce and Fetch see an unknown
+        topic) but a second creation of the name fails with TOPIC_ALREADY_EXISTS; then every partition is
+        registered at once. A failure (the future's :class:`TopicError`, KAFKA_STORAGE_ERROR) leaves no log."""
+        overrides = dict(overrides or {})
+        self.check_new(name, num_partitions, overrides)
+        loading = self._start_load(name, range(num_partitions), overrides)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._creating[name] = (num_partitions, done)
+
+        def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:
+            self._creating.pop(name, None)
+            exc = loaded.exception()
+            if exc is not None:
+                done.set_exception(self._load_failed(name, range(num_partitions), exc))
+                return
+            for log in loaded.result():
+                self._logs_by_tp[(name, log.partition)] = log
+            self._partitions[name] = num_partitions
+            self._configs.pop(name, None)
+            _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
+            done.set_result(None)
+
+        loading.add_done_callback(finish)
+        return done
+
+    def add_partitions_in_background(self, name: str, count: int) -> asyncio.Future[None]:
+        """Like :meth:`add_partitions`, the logs made on the partition-load thread (event loop only); the new
+        count shows once every new log is registered. A failure leaves none of the new logs."""
+        current = self._partitions.get(name, 0)
+        overrides = self.overrides(name)
+        new = range(current, count)
+        loading = self._start_load(name, new, overrides)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._adding[name] = done
+
+        def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:
+            self._adding.pop(name, None)
+            exc = loaded.exception()
+            if exc is not None:
+                done.set_exception(self._load_failed(name, new, exc))
+                return
+            for log in loaded.result():
+                self._logs_by_tp[(name, log.partition)] = log
+            self._partitions[name] = max(self._partitions.get(name, 0), count)
+            _log.info("topic %s: partitions %d -> %d", name, current, count)
+            done.set_result(None)
+
+        loading.add_done_callback(finish)
+        return done
+
+    def hosted_or_load(
+        self, name: str, partition: int, overrides: Mapping[str, str], on_loaded: Callable[[], None]
+    ) -> PartitionLog | None:
+        """Cluster mode: the local log of a partition this broker hosts, or None while it is being created on
+        the partition-load thread (started here when absent); ``on_loaded`` runs on the loop once it is
+        registered, so the caller can apply the latest metadata to it. A topic the metadata no longer has by
+        then is deleted again instead; a failed load is logged, counted and retried at the next call. Off an
+        event loop (tools, unit tests) the log is made at once."""
+        key = (name, partition)
+        log = self._logs_by_tp.get(key)
+        if log is not None or key in self._loading:
+            return log
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not on an event loop (tools, unit tests): made here and now
+            return self.ensure_partition(name, partition, overrides)
+        loading = self._start_load(name, [partition], overrides)
+        self._loading[key] = loading
+
+        def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:
+            self._loading.pop(key, None)
+            exc = loaded.exception()
+            if exc is not None:
+                self._load_failed(name, [partition], exc)
+                return
+            if self._cluster_topics is not None and name not in self._cluster_topics():
+                self._logs.delete_log(name, partition)  # deleted while it loaded
+                return
+            self._logs_by_tp[key] = loaded.result()[0]
+            self._partitions[name] = max(self._partitions.get(name, 0), partition + 1)
+            self._configs.pop(name, None)
+            on_loaded()
+
+        loading.add_done_callback(finish)
+        return None
+
+    def pending(self, name: str) -> list[asyncio.Future[Any]]:
+        """The creation, partition addition or partition loads of topic ``name`` not finished yet."""
+        found: list[asyncio.Future[Any]] = [done for t, (_, done) in self._creating.items() if t == name]
+        if name in self._adding:
+            found.append(self._adding[name])
+        found.extend(f for (t, _), f in self._loading.items() if t == name)
+        return found
+
+    def stop_loads(self) -> None:
+        """Shutdown: wait for the partition-load thread's current work and stop it."""
+        if self._loader is not None:
+            self._loader.shutdown(wait=True)
+            self._loader = None
 
     def ensure_partition(self, name: str, partition: int, overrides: Mapping[str, str]) -> PartitionLog:
         """The local log of a partition this broker hosts, created when absent (cluster mode)."""

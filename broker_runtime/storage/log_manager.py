@@ -40,7 +40,10 @@ closes a log and renames its directory to ``<topic>-<partition>.<id>-delete`` be
 removes what an interrupted deletion left).
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
-its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. The log cleaner
+its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. A creation
+(:meth:`LogManager.create_log`) holds a creation lock across its file work (directory, config file, segment
+files, fsyncs) and the manager-wide lock only to pick the directory and to publish the new log, so readers of
+the map never wait for a disk; shutdown takes the creation lock first. The log cleaner
 (:meth:`LogManager.start_cleaner`) runs in its own thread and takes a partition's lock only to swap a cleaned
 segment in; shutdown stops it first. Shutdown and a simulated crash wait for the roll flushes already asked for
 before closing the logs.
@@ -136,6 +139,8 @@ class LogManager:
         #: How logs are loaded and created unless told otherwise (see the module docstring).
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
+        #: Serializes log creations (held across their file work; the manager lock is not, see create_log).
+        self._create_lock = threading.Lock()
         self._cleaner_lock = threading.Lock()
         self._cleaner_thread: threading.Thread | None = None
         self._cleaner_stop = threading.Event()
@@ -287,7 +292,7 @@ class LogManager:
         self.stop_cleaner()
         self._stop_roll_flushes()
         self._stop_recovery_point_writer()
-        with self._lock:
+        with self._create_lock, self._lock:  # a creation in its file work finishes first
             if not self._started:
                 return
             for log in self._logs.values():
@@ -336,33 +341,58 @@ class LogManager:
             raise StorageError(f"topic name {topic!r} is not legal (1-249 of a-z A-Z 0-9 . _ -)")
         if partition < 0:
             raise StorageError(f"partition {partition} of {topic} is negative")
-        with self._lock:
-            self._ensure_started()
-            key = (topic, partition)
-            existing = self._logs.get(key)
-            if existing is not None:
-                return existing
-            if overrides is None:
-                overrides = self.topic_overrides(topic)
-            config = self.config.with_topic_overrides(overrides)
-            counts = {d: 0 for d in self.log_dirs}
-            for d in self._log_dir_of.values():
-                counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        key = (topic, partition)
+        with self._create_lock:  # one creation at a time; the manager lock only around the map
+            with self._lock:
+                self._ensure_started()
+                existing = self._logs.get(key)
+                if existing is not None:
+                    return existing
+                if overrides is None:
+                    overrides = self.topic_overrides(topic)
+                config = self.config.with_topic_overrides(overrides)
+                counts = {d: 0 for d in self.log_dirs}
+                for d in self._log_dir_of.values():
+                    counts[d] += 1
+                log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            # The file work (directory, config file, segment files, fsyncs) runs without the manager lock, so
+            # the event loop's own calls (all_logs, topic_overrides, ...) never wait for a disk.
             part_dir = log_dir / f"{topic}-{partition}"
+            made_dir = not part_dir.exists()
             part_dir.mkdir(parents=True, exist_ok=True)
-            if overrides:
-                _write_topic_config(part_dir / TOPIC_CONFIG_FILE, overrides)
-            follows = self.hw_follows_leo if hw_follows_leo is None else hw_follows_leo
-            log = PartitionLog.load(
-                part_dir, topic, partition, config, self.clock, needs_recovery=False, hw_follows_leo=follows
-            )
-            fsync_dir(log_dir)
+            try:
+                if overrides:
+                    _write_topic_config(part_dir / TOPIC_CONFIG_FILE, overrides)
+                follows = self.hw_follows_leo if hw_follows_leo is None else hw_follows_leo
+                log = PartitionLog.load(
+                    part_dir,
+                    topic,
+                    partition,
+                    config,
+                    self.clock,
+                    needs_recovery=False,
+                    hw_follows_leo=follows,
+                )
+            except BaseException:
+                if made_dir:  # a half-made partition would be loaded as a real one at the next start
+                    shutil.rmtree(part_dir, ignore_errors=True)
+                raise
+            try:
+                fsync_dir(log_dir)
+            except BaseException:
+                log.close()
+                if made_dir:
+                    shutil.rmtree(part_dir, ignore_errors=True)
+                raise
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
             log.on_flush_failure = self._roll_flush_failed
-            self._logs[key] = log
-            self._log_dir_of[key] = log_dir
+            with self._lock:
+                if not self._started:  # closed meanwhile (a simulated crash): the new files stay, unused
+                    log.close()
+                    raise StorageError(f"the log manager stopped while {topic}-{partition} was being created")
+                self._logs[key] = log
+                self._log_dir_of[key] = log_dir
             return log
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:

@@ -1,4 +1,5 @@
-"""A slow disk must not stall the broker: a roll's fsync and the periodic checkpoints run off the event loop.
+"""A slow disk must not stall the broker: a roll's fsync, the periodic checkpoints, a follower's truncation and
+the files of a new topic are made off the event loop.
 
 The slow disk is real fsync made slow: ``os.fsync`` of chosen files sleeps :data:`SLOW_FSYNC_S` first (the
 broker runs in this process, so the wrapper is the one its storage calls).
@@ -11,6 +12,9 @@ broker runs in this process, so the wrapper is the one its storage calls).
   at once (the snapshot is written on the flush thread).
 * A failed roll fsync, of the segment or of the snapshot, is logged at WARNING and counted in the metrics.
 * While the periodic checkpoint write waits for its slow fsync, a produce is answered at once.
+* While a CreateTopics waits for a slow fsync of a new partition's directory, a produce to another topic is
+  answered at once and the new topic is not served until the CreateTopics is answered; a creation whose fsync
+  fails is answered KAFKA_STORAGE_ERROR, logged, counted and leaves no partition behind.
 """
 
 from __future__ import annotations
@@ -325,4 +329,96 @@ def test_slow_follower_truncation_does_not_stall_requests(
                 server.close()
 
         asyncio.run_coroutine_threadsafe(stop(), broker.ctx.loop).result(10)
+        broker.stop()
+
+
+def _create(bootstrap: str, name: str, partitions: int) -> tuple[int, float]:
+    """(error code, seconds) of a CreateTopics of ``name`` on its own connection."""
+    with RawConnection(bootstrap, timeout_s=30) as conn:
+        t0 = time.monotonic()
+        body = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body(name, partitions))
+        return body["Topics"][0]["ErrorCode"], time.monotonic() - t0
+
+
+def _produce_code(bootstrap: str, topic: str, partition: int) -> int:
+    with RawConnection(bootstrap, timeout_s=30) as conn:
+        body = conn.call(ApiKey.PRODUCE, 7, produce_body(topic, partition, build_batch(3)))
+    return int(body["Responses"][0]["PartitionResponses"][0]["ErrorCode"])
+
+
+def test_slow_topic_creation_does_not_stall_other_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CreateTopics whose files take long (a slow fsync of a new partition's directory) is made on the
+    partition-load thread: a produce to another topic is answered meanwhile, the new topic is not served (a
+    produce to it gets the retriable UNKNOWN_TOPIC_OR_PARTITION, a Metadata that would auto-create it
+    LEADER_NOT_AVAILABLE) until the CreateTopics is answered, and then every partition takes records."""
+    fsync = _SlowFsync(lambda target: target.endswith("/newt-2"), once=True)
+    real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
+    broker = _start_broker(tmp_path)
+    try:
+        assert _create(broker.bootstrap, "fast", 1)[0] == ErrorCode.NONE
+        _produce(broker.bootstrap, "fast")
+        monkeypatch.setattr(os, "fsync", fsync)
+        created: list[tuple[int, float]] = []
+        creator = threading.Thread(target=lambda: created.append(_create(broker.bootstrap, "newt", 4)))
+        creator.start()
+        assert slow_started.wait(10), "the creation did not fsync newt-2's directory"
+        took = _produce(broker.bootstrap, "fast")
+        assert not slow_done.is_set(), "the produce was answered only after the creation's fsync"
+        assert took < SLOW_FSYNC_S - 1
+        assert _produce_code(broker.bootstrap, "newt", 0) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with RawConnection(broker.bootstrap) as conn:
+            meta = conn.call(
+                ApiKey.METADATA,
+                9,
+                {
+                    "Topics": [{"Name": "newt"}],
+                    "AllowAutoTopicCreation": True,
+                    "IncludeTopicAuthorizedOperations": False,
+                },
+            )
+        assert meta["Topics"][0]["ErrorCode"] == ErrorCode.LEADER_NOT_AVAILABLE
+        creator.join(SLOW_FSYNC_S + 20)
+        assert created and created[0][0] == ErrorCode.NONE
+        assert created[0][1] >= SLOW_FSYNC_S - 0.5  # answered once the files exist
+        for partition in range(4):
+            assert _produce_code(broker.bootstrap, "newt", partition) == ErrorCode.NONE
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()
+
+
+def test_failed_topic_creation_is_answered_logged_counted_and_leaves_no_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A creation whose files cannot be made (an fsync failing with EIO) is answered KAFKA_STORAGE_ERROR, logged
+    at ERROR, counted in ``pylog_partition_load_failures_total``, and leaves no partition behind: the topic does
+    not exist, and the same name can be created once the disk works."""
+    from tests.server.test_metrics import scrape
+
+    real_fsync = os.fsync
+
+    def fsync(fd: Any) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+        if target.endswith("/bad-1"):
+            raise OSError(5, "Input/output error (injected)")
+        real_fsync(fd)
+
+    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
+    try:
+        monkeypatch.setattr(os, "fsync", fsync)
+        with caplog.at_level("ERROR", logger="broker_runtime.server.topics"):
+            code, _ = _create(broker.bootstrap, "bad", 3)
+        assert code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert any("bad" in r.getMessage() and "Input/output error" in r.getMessage() for r in caplog.records)
+        assert broker.ctx.topics.partition_count("bad") is None
+        assert not [p for p in broker.ctx.topics.local_logs() if p[0] == "bad"]
+        assert not list(tmp_path.rglob("bad-*/*.log"))
+        assert scrape(broker)[("pylog_partition_load_failures_total", ())] == 1
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert _create(broker.bootstrap, "bad", 3)[0] == ErrorCode.NONE
+        assert _produce_code(broker.bootstrap, "bad", 2) == ErrorCode.NONE
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()

@@ -17,7 +17,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_partitions
 from broker_runtime.security.acl import AclOperation, ResourceType
-from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.context import BrokerContext, HandlerResult, answer_after_loads
 from broker_runtime.server.topics import TopicError
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -27,7 +27,7 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> HandlerResult:
     validate_only = bool(body["ValidateOnly"])
     counts = Counter(t["Name"] for t in body["Topics"])
     results: list[dict[str, Any]] = []
@@ -58,4 +58,14 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         results.append(result)
     if not validate_only:
         ctx.refresh_cluster()
-    return {"ThrottleTimeMs": 0, "Results": results}
+    extended = [r["Name"] for r in results if r["ErrorCode"] == ErrorCode.NONE and not validate_only]
+
+    def answer(failures: dict[str, BaseException]) -> dict[str, Any]:
+        for r in results:
+            exc = failures.get(r["Name"])
+            if exc is not None:
+                code = exc.code if isinstance(exc, TopicError) else ErrorCode.KAFKA_STORAGE_ERROR
+                r.update(ErrorCode=code, ErrorMessage=str(getattr(exc, "detail", exc)))
+        return {"ThrottleTimeMs": 0, "Results": results}
+
+    return answer_after_loads(ctx, extended, answer)

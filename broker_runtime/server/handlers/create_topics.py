@@ -27,7 +27,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_topics
-from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.context import BrokerContext, HandlerResult, answer_after_loads
 from broker_runtime.server.handlers.metadata import may_create
 from broker_runtime.server.topics import TopicError
 
@@ -93,7 +93,7 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
     return result
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> HandlerResult:
     validate_only = bool(body["validateOnly"])
     counts = Counter(t["Name"] for t in body["Topics"])
     results: list[dict[str, Any]] = []
@@ -137,4 +137,20 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 ],
             )
         results.append(result)
-    return {"ThrottleTimeMs": 0, "Topics": results}
+    created = [r["Name"] for r in results if r["ErrorCode"] == ErrorCode.NONE and not validate_only]
+
+    def answer(failures: dict[str, BaseException]) -> dict[str, Any]:
+        for r in results:
+            exc = failures.get(r["Name"])
+            if exc is not None:  # the log files could not be made: the topic does not exist
+                code = exc.code if isinstance(exc, TopicError) else ErrorCode.KAFKA_STORAGE_ERROR
+                r.update(
+                    ErrorCode=code,
+                    ErrorMessage=str(getattr(exc, "detail", exc)),
+                    NumPartitions=-1,
+                    ReplicationFactor=-1,
+                    Configs=None,
+                )
+        return {"ThrottleTimeMs": 0, "Topics": results}
+
+    return answer_after_loads(ctx, created, answer)

@@ -29,7 +29,7 @@ from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, metadata
 from broker_runtime.security.acl import AclOperation, ResourceType
-from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.context import BrokerContext, HandlerResult, answer_after_loads
 from broker_runtime.server.topics import TopicError, topic_name_error
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "may_create"]
@@ -80,6 +80,8 @@ def _auto_create(ctx: BrokerContext, name: str) -> ErrorCode:
     try:
         ctx.cluster.create_topic(name, cfg.num_partitions, cfg.default_replication_factor, {})
     except TopicError as exc:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # being created right now: retriable, as in Kafka
+            return ErrorCode.LEADER_NOT_AVAILABLE
         return ErrorCode(exc.code)
     ctx.refresh_cluster()
     return ErrorCode.NONE
@@ -92,17 +94,19 @@ def may_create(ctx: BrokerContext, name: str) -> bool:
     )
 
 
-def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> HandlerResult:
     version = header.api_version
     requested = body["Topics"]
     allow_auto = ctx.config.auto_create_topics_enable and (version < 4 or body["AllowAutoTopicCreation"])
     ctx.refresh_cluster()  # one stat of the shared file: answers never lag a change already recorded
     view = ctx.cluster.view
-    topics: list[dict[str, Any]] = []
+    #: (name, error code) of each requested topic, the codes of auto-created ones fixed at creation
+    entries: list[tuple[str | None, int]] = []
+    created: list[str] = []
     if requested is None or (version == 0 and not requested):
         # every topic the principal may DESCRIBE; the others are left out, as Kafka does
-        topics = [
-            _topic(ctx, name, ErrorCode.NONE)
+        entries = [
+            (name, ErrorCode.NONE)
             for name in sorted(view.topics)
             if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         ]
@@ -113,32 +117,47 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 # v10-11 carry topic ids but answer only by name (the name is not nullable in their response):
                 # a null name is an invalid topic there; v12+ would look the id up, and no ids are tracked.
                 if version < 12:
-                    topics.append(_topic(ctx, "", ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    entries.append(("", ErrorCode.INVALID_TOPIC_EXCEPTION))
                 else:
-                    topics.append(_topic(ctx, None, UNKNOWN_TOPIC_ID))
+                    entries.append((None, UNKNOWN_TOPIC_ID))
                 continue
             if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-                topics.append(_topic(ctx, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                entries.append((name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif name in ctx.cluster.view.topics:
-                topics.append(_topic(ctx, name, ErrorCode.NONE))
+                entries.append((name, ErrorCode.NONE))
             elif topic_name_error(name) is not None:
-                topics.append(_topic(ctx, name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                entries.append((name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif allow_auto and not may_create(ctx, name):
-                topics.append(_topic(ctx, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                entries.append((name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif allow_auto:
-                topics.append(_topic(ctx, name, _auto_create(ctx, name)))
+                code = _auto_create(ctx, name)
+                entries.append((name, code))
+                if code == ErrorCode.NONE:
+                    created.append(name)
             else:
-                topics.append(_topic(ctx, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    view = ctx.cluster.view
-    brokers = sorted((b for b in view.brokers.values() if not b.fenced), key=lambda b: b.node_id)
-    return {
-        "ThrottleTimeMs": 0,
-        "Brokers": [
-            {"NodeId": b.node_id, "Host": host, "Port": port, "Rack": None}
-            for b, (host, port) in ((b, ctx.endpoint_of(b)) for b in brokers)
-        ],
-        "ClusterId": ctx.config.cluster_id,
-        "ControllerId": view.controller_id,
-        "Topics": topics,
-        "ClusterAuthorizedOperations": _NO_OPERATIONS,
-    }
+                entries.append((name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+
+    def answer(failures: dict[str, BaseException]) -> dict[str, Any]:
+        topics = [
+            _topic(ctx, name, ErrorCode.KAFKA_STORAGE_ERROR if name in failures and name in created else code)
+            for name, code in entries
+        ]
+        view = ctx.cluster.view
+        brokers = sorted((b for b in view.brokers.values() if not b.fenced), key=lambda b: b.node_id)
+        return {
+            "ThrottleTimeMs": 0,
+            "Brokers": [
+                {"NodeId": b.node_id, "Host": host, "Port": port, "Rack": None}
+                for b, (host, port) in ((b, ctx.endpoint_of(b)) for b in brokers)
+            ],
+            "ClusterId": ctx.config.cluster_id,
+            "ControllerId": view.controller_id,
+            "Topics": topics,
+            "ClusterAuthorizedOperations": _NO_OPERATIONS,
+        }
+
+    # A topic is answered once this broker's logs of it exist: an auto-created one (single node), and in a
+    # cluster the partitions the metadata assigned here (made on the partition-load thread, see TopicManager),
+    # so "this broker knows the topic" means "it hosts its replicas".
+    names = {name for name, code in entries if name is not None and code == ErrorCode.NONE}
+    return answer_after_loads(ctx, sorted(names), answer)
