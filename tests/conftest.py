@@ -25,6 +25,20 @@ def _start_broker(tmp_path: Path, overrides: dict[str, str] | None = None) -> An
     return Broker(BrokerConfig.from_properties(props)).start()
 
 
+def _start_node_brokers(tmp_path: Path, props: dict[str, str], nodes: int = 2) -> list[Any]:
+    """``nodes`` brokers in this process with ``props`` (which name their shared ``pylog.cluster.dir``), node
+    ``n`` keeping its logs in ``tmp_path / f"n{n}"``."""
+    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.config import BrokerConfig
+
+    return [
+        Broker(
+            BrokerConfig.from_properties({**props, "node.id": str(n), "log.dirs": str(tmp_path / f"n{n}")})
+        ).start()
+        for n in range(nodes)
+    ]
+
+
 @pytest.fixture
 def broker_overrides() -> dict[str, str]:
     """Override in a test module to configure the ``broker`` fixture."""

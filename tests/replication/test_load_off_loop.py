@@ -19,8 +19,7 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import ApiKey
-from broker_runtime.server.broker import Broker
-from broker_runtime.server.config import BrokerConfig
+from tests.conftest import _start_node_brokers
 from tests.server.rawclient import RawConnection, build_batch
 
 pytestmark = pytest.mark.timeout(90)
@@ -67,12 +66,7 @@ def test_partition_assigned_at_runtime_loads_off_the_event_loop(
         "offsets.topic.num.partitions": "1",
         "transaction.state.log.num.partitions": "1",
     }
-    brokers = [
-        Broker(
-            BrokerConfig.from_properties({**base, "node.id": str(n), "log.dirs": str(tmp_path / f"n{n}")})
-        ).start()
-        for n in range(2)
-    ]
+    brokers = _start_node_brokers(tmp_path, base)
     try:
         with KafkaClient(brokers[0].bootstrap) as client:
             assert client.create_topics({"steady": (1, 2)})["steady"] == 0
