@@ -128,14 +128,22 @@ class StreamApp:
 
 
 def write_input(source: str | Path, files: int, rows: int) -> int:
-    """``files`` input files of ``rows`` rows each (one micro-batch each) in ``source``; the number of rows."""
+    """``files`` input files of ``rows`` rows each (one micro-batch each) in ``source``; the number of rows.
+
+    Spark's file source takes files in order of modification time in milliseconds, and files written within the
+    same millisecond in directory-listing order (not by name): each file is stamped one second after the one
+    before, so the micro-batches, and each key's rows, follow ``seq``."""
     seq = 0
+    first_mtime_ns = time.time_ns() - files * 1_000_000_000
     for i in range(files):
         lines = []
         for _ in range(rows):
             lines.append(json.dumps({"seq": seq, "key": f"k{seq % KEYS}", "value": str(seq)}))
             seq += 1
-        Path(source, f"part-{i:04d}.json").write_text("\n".join(lines))
+        path = Path(source, f"part-{i:04d}.json")
+        path.write_text("\n".join(lines))
+        mtime_ns = first_mtime_ns + i * 1_000_000_000
+        os.utime(path, ns=(mtime_ns, mtime_ns))
     return seq
 
 
