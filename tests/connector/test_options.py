@@ -14,7 +14,7 @@ def test_defaults_are_the_java_producer_defaults(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("PYLOG_DATA_DIR", raising=False)
     o = parse_writer_options({"topic": "t"})
     assert o.bootstrap_servers is None and o.embedded
-    assert (o.acks, o.compression, o.batch_size, o.linger_ms) == (-1, 0, 131072, 5)
+    assert (o.acks, o.compression, o.batch_size, o.linger_ms) == (-1, 0, 1048576, 5)
     assert (o.max_request_size, o.request_timeout_ms, o.delivery_timeout_ms) == (1048576, 30000, 120000)
     assert (o.retries, o.retry_backoff_ms, o.max_in_flight, o.buffer_memory) == (2**31 - 1, 100, 5, 33554432)
     assert o.enable_idempotence is True and o.partitioner == "murmur2"
