@@ -395,12 +395,22 @@ class Sender:
             raise ProduceFailedError(
                 f"writing to topic {tp[0]!r} partition {tp[1]} failed: {err.name} ({int(code)})"
                 + (f": {message}" if message else "")
+                + (self._too_large_hint(batch) if code == ErrorCode.MESSAGE_TOO_LARGE else "")
                 + f"; {self._acc.stats[tp].records} record(s) of this task were acknowledged there before"
             )
         if refresh:
             self._refresh_metadata()
         if self._faults is not None:
             self._faults.after_acknowledged(self.requests_acknowledged)
+
+    def _too_large_hint(self, batch: SealedBatch) -> str:
+        """What to change when the broker refused a batch as larger than the topic allows: a sealed batch is
+        not split again (its sequence numbers are fixed), so the task fails and says which option to lower."""
+        return (
+            f"; the batch was {len(batch.data)} bytes ({batch.count} record(s)) with kafka.batch.size="
+            f"{self._opts.batch_size}: set kafka.batch.size below the topic's max.message.bytes (the broker's "
+            "message.max.bytes when the topic does not set it)"
+        )
 
     def _retry_later(self, tp: TopicPartition, batch: SealedBatch, reason: str) -> None:
         st = self._part(tp)

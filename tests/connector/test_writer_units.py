@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from broker_runtime.errors import InjectedFailure, KafkaError
+from broker_runtime.errors import InjectedFailure, KafkaError, ProduceFailedError
 from broker_runtime.launch.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
 from spark_kafka_log.commit_summary import PartitionStats, PylogCommitMessage, summarize
 from spark_kafka_log.options import WriterOptions, parse_writer_options
@@ -106,6 +106,33 @@ def test_buffer_memory_bounds_what_a_task_holds(broker: str) -> None:
     for (_, p), s in stats.items():  # one producer alone on the topic: contiguous offsets from 0
         assert (s.first_offset, s.last_offset) == (0, s.records - 1), p
     assert len(consume_all(broker, topic, 3)) == 10_000
+
+
+def test_a_batch_larger_than_the_topic_allows_fails_naming_kafka_batch_size(
+    broker: str, tmp_path: Path
+) -> None:
+    """The default 1 MiB batches exceed a topic whose max.message.bytes is smaller: the broker's
+    MESSAGE_TOO_LARGE fails the task saying which option to lower; a batch.size below the limit writes."""
+    from broker_runtime.client import KafkaClient
+
+    topic = f"u-{uuid.uuid4().hex[:10]}"
+    with KafkaClient(broker) as admin:
+        assert admin.create_topics({topic: (1, 1)}, configs={"max.message.bytes": "100000"}) == {topic: 0}
+    layout = InputLayout(value="value", key="key")
+    batches = _batches(4, 1000)  # ~300 KB of records for the one partition
+    state = {"pylog.producerStateDir": str(tmp_path)}
+    for write_id in ("w-large", "w-small"):
+        prepare_write_dir(str(tmp_path), write_id)  # the driver's part
+    with pytest.raises(ProduceFailedError) as failed:
+        options = _options(broker, topic, **state)
+        write_task(options, layout, broker, TaskIdentity("w-large", 0, 0), iter(batches))
+    text = str(failed.value)
+    assert "MESSAGE_TOO_LARGE (10)" in text and "kafka.batch.size=1048576" in text, text
+    assert "set kafka.batch.size below the topic's max.message.bytes" in text, text
+    options = _options(broker, topic, **state, **{"kafka.batch.size": "65536"})
+    message = write_task(options, layout, broker, TaskIdentity("w-small", 0, 0), iter(batches))
+    assert message.records == 4000
+    assert len(consume_all(broker, topic, 1)) == 4000
 
 
 def _ensure(data_dir: str, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
