@@ -648,6 +648,9 @@ class Broker:
                 if controller.tick():
                     refresh_cluster()
 
+            # One round before the broker announces itself: the first broker of a cluster is the controller
+            # by the time it serves, instead of up to a tick later (Metadata says -1 until some broker is).
+            control()
             periodic += [
                 loop.create_task(self._every(POLL_INTERVAL_MS, refresh_cluster, "cluster-metadata")),
                 loop.create_task(self._every(cfg.broker_heartbeat_interval_ms, heartbeat, "heartbeat")),

@@ -90,6 +90,7 @@ __all__ = [
     "CLUSTER_FILE",
     "CLUSTER_LOCK_FILE",
     "LOCK_TIMEOUT_S",
+    "NO_CONTROLLER",
     "POLL_INTERVAL_MS",
     "BrokerInfo",
     "ClusterStore",
@@ -104,7 +105,8 @@ _log = logging.getLogger(__name__)
 
 POLL_INTERVAL_MS = 100
 _FORMAT_VERSION = 1
-CONTROLLER_ID = 0
+#: ``ControllerId`` when no broker holds the controller role (Kafka's MetadataResponse answers -1 then too).
+NO_CONTROLLER = -1
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,8 @@ class ClusterView:
 
     brokers: Mapping[int, BrokerInfo]
     topics: Mapping[str, TopicInfo]
-    controller_id: int = CONTROLLER_ID
+    #: The broker holding the controller role; :data:`NO_CONTROLLER` while none does (a cluster starting).
+    controller_id: int = NO_CONTROLLER
     #: Dynamic broker configs: ``""`` -> cluster-wide defaults, ``"<node id>"`` -> one broker's.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: Topics deleted through DeleteTopics (and not created again since).
@@ -401,7 +404,7 @@ def _parse_view(data: Mapping[str, Any]) -> ClusterView:
     return ClusterView(
         brokers,
         topics,
-        int(controller.get("id", data.get("controller_id", CONTROLLER_ID))),
+        int(controller.get("id", data.get("controller_id", NO_CONTROLLER))),
         broker_configs={str(k): dict(v) for k, v in data.get("broker_configs", {}).items()},
         deleted_topics=frozenset(data.get("deleted_topics", ())),
         acls=_parse_acls(data.get("acls"), CLUSTER_FILE),
@@ -429,7 +432,7 @@ class SharedFileCluster:
         self._cluster_id = cluster_id
         self._topics = topics
         self._unclean_default = unclean_leader_election_enable
-        self._view = ClusterView({}, {}, CONTROLLER_ID)
+        self._view = ClusterView({}, {}, NO_CONTROLLER)
         self._version: object = None
         self.refresh()
 

@@ -9,6 +9,7 @@ ISR tests live in ``test_isr.py``).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,15 @@ def _partition_answer(conn: RawConnection) -> dict[str, Any]:
     _, answer = conn.read_response(PRODUCE, 9)
     result: dict[str, Any] = answer["Responses"][0]["PartitionResponses"][0]
     return result
+
+
+def test_a_started_cluster_names_its_recorded_controller_on_every_node(cluster: BrokerCluster) -> None:
+    # First in this module: the cluster has just announced itself. Each broker runs one controller round before
+    # it does, so the role is already held and no node reports a controller that nobody holds (a view without a
+    # controller record used to say node 0, then the real holder a tick later).
+    answers = [metadata(node.bootstrap)["ControllerId"] for node in cluster.nodes]
+    doc = json.loads((Path(cluster.data_dir) / "kafka-logs" / "cluster.json").read_text())
+    assert answers == [doc["controller"]["id"]] * len(cluster.nodes)
 
 
 def test_metadata_shows_all_brokers_replicas_and_isr(cluster: BrokerCluster) -> None:
