@@ -6,7 +6,8 @@ Every broker of a cluster runs a :class:`Controller` and calls :meth:`Controller
 
 * **claiming**: a broker that finds no controller recorded, or the recorded one not live (see
   :mod:`.liveness`: its process gone, or its session expired), takes the store's lock, checks again, and writes
-  itself with ``epoch + 1``. The first to get the lock wins; the others then find a live controller.
+  itself with ``epoch + 1``. The first to get the lock wins; the others then find a live controller. A broker
+  runs its first round before it serves, so a cluster that has started has a controller.
 * **fencing the controller itself**: every write the controller makes happens inside the store's lock after
   checking that the document still names it with its epoch; a controller that was stopped and replaced finds a
   newer epoch there and steps down without writing (Kafka fences a stale controller by its epoch the same way).
