@@ -396,13 +396,17 @@ class SinkLog:
         if self._files.write_once and f"{batch_id}.committed" in self._names():
             try:
                 return self._checked(f"{batch_id}.committed", batch_id)
-            except _Corrupt as e:
+            except _Corrupt:
                 if f"{batch_id}.json" not in self._names():
                     raise
                 # Written only after every EndTxn succeeded: its existence says committed, whatever it holds.
                 entry = self._checked(name, batch_id)
                 _log.warning(
-                    "pylog sink log: %s; micro-batch %d is committed (its marker exists)", e, batch_id
+                    "pylog sink log: the marker %s is corrupt (a write cut short by a crash, or changed since); "
+                    "it is written only after every transaction of micro-batch %d was committed, so the "
+                    "micro-batch is committed",
+                    self._files.path(f"{batch_id}.committed"),
+                    batch_id,
                 )
                 entry.status = COMMITTED
                 return entry
