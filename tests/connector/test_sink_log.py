@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
+import select
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -247,70 +250,108 @@ def _run_log_steps(url: str, visible: Path, last: int) -> None:
 
 KILLS = 15
 
+#: The calls at which the child's steps are counted: every open (before it and once the file exists), fsync,
+#: rename and removal the sink log and ``make_visible`` make, on both stores (write_atomically uses them; fsspec's
+#: local file system opens and removes files through the same calls).
+_STEP_CALLS = (
+    (builtins, "open"),
+    (os, "fsync"),
+    (os, "replace"),
+    (os, "rename"),
+    (os, "remove"),
+    (os, "unlink"),
+)
 
-def _names(ck: Path) -> set[str]:
+
+def _count_steps(pause_at: int, report: int) -> list[int]:
+    """In the forked child: count the :data:`_STEP_CALLS`; at step ``pause_at`` (0: never) write ``P`` to the
+    pipe ``report`` and wait to be SIGKILLed there. Returns the one-element step counter."""
+    steps = [0]
+
+    def step() -> None:
+        steps[0] += 1
+        if steps[0] == pause_at:
+            os.write(report, b"P")
+            time.sleep(120)  # the parent kills this process now; never returns in a passing run
+            os._exit(3)
+
+    def counted(call: Any, twice: bool) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            step()
+            result = call(*args, **kwargs)
+            if twice:
+                step()
+            return result
+
+        return wrapper
+
+    for owner, name in _STEP_CALLS:
+        setattr(owner, name, counted(getattr(owner, name), name == "open"))
+    return steps
+
+
+def _life(url: str, visible: Path, last: int, pause_at: int, seed: int) -> tuple[str, int]:
+    """One forked run of the log steps that pauses at step ``pause_at`` (0: never): ``("killed", pause_at)`` once
+    the parent SIGKILLed it there, or ``("done", steps)`` when it ran to the end before that step."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery, leave by os._exit only
+        code = 1
+        try:
+            os.close(read_end)
+            steps = _count_steps(pause_at, write_end)
+            _run_log_steps(url, visible, last)
+            os.write(write_end, f"D{steps[0]}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
     try:
-        return set(os.listdir(ck / "pylog-sink"))
-    except FileNotFoundError:
-        return set()
-
-
-_reaped: dict[int, int] = {}
-
-
-def _exited(pid: int) -> bool:
-    """Whether child ``pid`` ended (reaped: its status kept for :func:`_wait`)."""
-    if pid not in _reaped:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            _reaped[pid] = status
-    return pid in _reaped
-
-
-def _wait(pid: int) -> int:
-    """The wait status of child ``pid``."""
-    return _reaped.pop(pid) if pid in _reaped else os.waitpid(pid, 0)[1]
+        ready, _, _ = select.select([read_end], [], [], 60)
+        said = os.read(read_end, 64).decode() if ready else "(no word in 60 s)"
+        if said == "P":
+            os.kill(pid, signal.SIGKILL)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        os.close(read_end)
+    if said == "P" and code == -signal.SIGKILL:
+        return "killed", pause_at
+    if said.startswith("D") and code == 0:
+        return "done", int(said[1:])
+    raise AssertionError(f"seed {seed}: a run paused at step {pause_at} said {said!r}, exit code {code}")
 
 
 @pytest.mark.parametrize("store", ["local", "fsspec"])
 def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store: str) -> None:
-    """A forked process running the commit protocol's log steps is SIGKILLed at random points and a new one
-    takes over: every batch ends committed once, in order, and each one was made visible once."""
+    """A forked process running the commit protocol's log steps is SIGKILLed at seeded points and a new one
+    takes over: every batch ends committed once, in order, and each one was made visible once.
+
+    The points are steps (see :data:`_STEP_CALLS`), not moments: the child stops at its seeded step and tells the
+    parent, which kills it there, so every kill lands inside the run however fast the machine is, and the seed
+    reproduces a failure. A first run to the end in a folder of its own counts the steps of one batch; each kill
+    falls in the first two batches' worth of steps of its run, so no run before the last can reach the end."""
+    seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
+    rng = random.Random(seed)
+    last = 2 * KILLS + 10
+    dry = tmp_path / "dry"
+    dry.mkdir()
+    dry_url = _fsspec_url(dry) if store == "fsspec" else str(dry)
+    outcome, total = _life(dry_url, tmp_path / "dry-visible", last, 0, seed)
+    assert outcome == "done"
+    per_batch = total // (last + 1)
     ck = tmp_path / "ck"
     ck.mkdir()
     url = _fsspec_url(ck) if store == "fsspec" else str(ck)
     visible = tmp_path / "visible"
-    last = 40
-    seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
-    rng = random.Random(seed)
-    landed = []
-    for life in range(KILLS + 1):
-        pid = os.fork()
-        if pid == 0:  # the child: no pytest machinery, leave by os._exit only
-            code = 1
-            try:
-                _run_log_steps(url, visible, last)
-                code = 0
-            finally:
-                os._exit(code)
-        if life < KILLS:
-            # Once this run has made progress (a busy machine may starve it for a while), a random moment.
-            names = _names(ck)
-            while _names(ck) == names and not _exited(pid):
-                time.sleep(0.001)
-            time.sleep(rng.uniform(0, 0.02))
-            if not _exited(pid):
-                os.kill(pid, signal.SIGKILL)
-        status = _wait(pid)
-        if life == KILLS:
-            assert os.waitstatus_to_exitcode(status) == 0, f"the last run failed (seed {seed})"
-        else:
-            assert os.waitstatus_to_exitcode(status) in (0, -signal.SIGKILL), f"seed {seed}"
-        landed.append(len(SinkLog(checkpoint_dir(url)).batch_ids()))
+    lives = []
+    for _ in range(KILLS):
+        lives.append(_life(url, visible, last, rng.randint(1, 2 * per_batch), seed))
+        lives[-1] += (max(SinkLog(checkpoint_dir(url)).batch_ids(), default=None),)
+    context = f"seed {seed}, {per_batch} steps a batch, (outcome, step, newest batch) of each run {lives}"
+    assert all(outcome == "killed" for outcome, _, _ in lives), context  # every kill landed inside the run
+    assert _life(url, visible, last, 0, seed)[0] == "done", context
     log = SinkLog(checkpoint_dir(url))
-    context = f"seed {seed}, records after each run {landed}"
     assert log.batch_ids() == list(range(last + 1)), context
     assert all(log.read(b).committed and log.read(b).records == b for b in range(last + 1)), context
     assert visible.read_text().split() == [str(b) for b in range(last + 1)], context
-    assert any(0 < n <= last for n in landed[:-1]), context  # some kill landed inside the run
     print(context)
