@@ -16,7 +16,15 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker_runtime.protocol.messages import decode_response, encode_request
 
-__all__ = ["RawConnection", "build_batch", "create_topic_body", "fetch_body", "produce_body", "request"]
+__all__ = [
+    "RawConnection",
+    "build_batch",
+    "create_topic_body",
+    "fetch_body",
+    "plain_login",
+    "produce_body",
+    "request",
+]
 
 
 def build_batch(
@@ -94,6 +102,15 @@ class RawConnection:
                 raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
             buf += chunk
         return bytes(buf)
+
+
+def plain_login(conn: RawConnection, user: str, password: str) -> RawConnection:
+    """Log ``conn`` in with SASL/PLAIN (SaslHandshake v1, SaslAuthenticate v2); asserts that it succeeded."""
+    handshake = conn.call(17, 1, {"Mechanism": "PLAIN"})  # SASL_HANDSHAKE
+    assert handshake["ErrorCode"] == 0, handshake
+    answer = conn.call(36, 2, {"AuthBytes": f"\0{user}\0{password}".encode()})  # SASL_AUTHENTICATE
+    assert answer["ErrorCode"] == 0, answer
+    return conn
 
 
 def request(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
