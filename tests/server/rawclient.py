@@ -8,6 +8,7 @@ bytes it did not produce itself.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -48,11 +49,14 @@ def build_batch(
 
 
 class RawConnection:
-    """One TCP connection to the broker; ``call`` sends a request and reads its response."""
+    """One TCP connection to the broker (over TLS with ``tls``); ``call`` sends a request and reads its
+    response."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 10) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 10, tls: ssl.SSLContext | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation_id = 0
 
     def close(self) -> None:
