@@ -487,6 +487,18 @@ class ReplicaFetcher:
                 self._config.backoff_ms,
             )
             return True
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            # The leader's authorizer refused this broker's login CLUSTER_ACTION: nothing replicates until an
+            # operator fixes the ACLs, so say it loudly (Kafka's fetcher logs such errors at ERROR).
+            _log.warning(
+                "node %d: leader %d refused to replicate %s to us (TOPIC_AUTHORIZATION_FAILED): this broker's "
+                "principal on inter.broker.listener.name needs CLUSTER_ACTION on the cluster (list it in "
+                "super.users or grant it); retrying",
+                self._config.node_id,
+                self.leader_id,
+                name,
+            )
+            return True
         _log.info(
             "node %d: leader %d answered %s for %s; retrying",
             self._config.node_id,

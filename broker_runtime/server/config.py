@@ -699,8 +699,14 @@ def _inter_broker_listener(props: Mapping[str, str], listeners: tuple[Listener, 
             f"security.inter.broker.protocol={protocol}: no listener is named {protocol}; "
             "set inter.broker.listener.name"
         )
-    # Kafka's default is the listener named PLAINTEXT; pylog falls back to the first listener when none is.
-    return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+    # Kafka's default (security.inter.broker.protocol=PLAINTEXT) is the listener named PLAINTEXT; without one
+    # Kafka refuses to start, and so does pylog: guessing would hand the inter-broker role to a client listener.
+    if "PLAINTEXT" in names:
+        return "PLAINTEXT"
+    raise ConfigError(
+        f"inter.broker.listener.name is not set and no listener is named PLAINTEXT (listeners: {', '.join(names)}): "
+        "set inter.broker.listener.name to the listener the brokers use among themselves"
+    )
 
 
 def _check_security(

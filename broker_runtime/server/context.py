@@ -135,10 +135,11 @@ class BrokerContext:
         )
 
     def inter_broker_allowed(self) -> bool:
-        """An inter-broker request (follower Fetch, WriteTxnMarkers): allowed on the inter-broker listener, else
-        only with CLUSTER_ACTION on the cluster (Kafka asks CLUSTER_ACTION of every caller)."""
-        if self.authorizer is None or self.request_session.listener == self.config.inter_broker_listener_name:
-            return True
+        """May the current request do what only brokers do (follower Fetch, WriteTxnMarkers, OffsetForLeaderEpoch
+        for every topic)? Only with CLUSTER_ACTION on the cluster, on every listener, the inter-broker one
+        included: as Kafka, the listener a request came in on grants nothing; the brokers' own principal (the
+        inter-broker listener's login) must be a super user or hold CLUSTER_ACTION. Always True without an
+        authorizer."""
         return self.authorized_cluster(AclOperation.CLUSTER_ACTION)
 
     def endpoint_of(self, broker: Any) -> tuple[str, int]:

@@ -33,6 +33,7 @@ def run(quick: bool) -> list[Result]:
         pki = make_pki(Path(tmp) / "pki")
         ssl_overrides = {
             "listeners": "SSL://127.0.0.1:0",
+            "inter.broker.listener.name": "SSL",
             "ssl.keystore.location": str(pki.server),
             "ssl.key.password": pki.key_password,
         }

@@ -34,6 +34,7 @@ def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pk
     config = BrokerConfig.from_properties(
         {
             "listeners": "SASL_SSL://127.0.0.1:0",
+            "inter.broker.listener.name": "SASL_SSL",
             "log.dirs": str(data_dir / "logs"),
             "num.partitions": "2",
             "ssl.keystore.location": str(pki.server),
@@ -184,6 +185,7 @@ def sasl_ssl_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     config = BrokerConfig.from_properties(
         {
             "listeners": "SASL_SSL://127.0.0.1:0",
+            "inter.broker.listener.name": "SASL_SSL",
             "log.dirs": str(data_dir / "logs"),
             "num.partitions": "2",
             "ssl.keystore.location": str(pki.server),

@@ -144,3 +144,29 @@ def test_a_stopping_fetcher_reports_nothing_above_debug(caplog: pytest.LogCaptur
     caplog.set_level(logging.DEBUG, _LOGGER)
     asyncio.run(run())
     assert [r.getMessage() for r in caplog.records if r.name == _LOGGER and r.levelno > logging.INFO] == []
+
+
+def test_a_refused_follower_warns_that_its_principal_needs_cluster_action(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A leader whose authorizer refuses this broker CLUSTER_ACTION answers TOPIC_AUTHORIZATION_FAILED: nothing
+    replicates until an operator acts, so the fetcher says so at WARNING, naming the fix."""
+
+    async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            header = await _read_request(reader)
+            refused = {"PartitionIndex": 0, "ErrorCode": 29, "Records": None}  # TOPIC_AUTHORIZATION_FAILED
+            body = {"Responses": [{"Topic": "t", "Partitions": [refused]}]}
+            writer.write(encode_response(ApiKey.FETCH, FETCH_VERSION, header.correlation_id, body))
+            await writer.drain()
+
+    caplog.set_level(logging.INFO, _LOGGER)
+
+    def warned(f: ReplicaFetcher) -> bool:
+        return any(r.name == _LOGGER and r.levelno >= logging.WARNING for r in caplog.records)
+
+    asyncio.run(_run_fetcher(leader, warned, backoff_ms=50))
+    warning = next(r for r in caplog.records if r.name == _LOGGER and r.levelno >= logging.WARNING)
+    assert warning.levelno == logging.WARNING
+    assert "TOPIC_AUTHORIZATION_FAILED" in warning.getMessage() and "CLUSTER_ACTION" in warning.getMessage()
+    assert "super.users" in warning.getMessage() and "t-0" in warning.getMessage()

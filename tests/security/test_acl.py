@@ -26,7 +26,7 @@ from broker_runtime.security.acl import (
     ResourceType,
     authorizer_from_properties,
 )
-from tests.server.rawclient import RawConnection, fetch_body
+from tests.server.rawclient import RawConnection, fetch_body, plain_login
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -421,6 +421,57 @@ def test_follower_fetch_from_client_refused(acl_broker: Any) -> None:
     with RawConnection(acl_broker.listener_bootstrap("PLAINTEXT")) as conn:
         answer = conn.call(ApiKey.FETCH, 11, body)
     assert answer["Responses"][0]["Partitions"][0]["ErrorCode"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_client_on_the_inter_broker_listener_cannot_act_as_a_broker(acl_broker: Any) -> None:
+    """``alice`` (no ACL) logged in on the inter-broker listener: WriteTxnMarkers, OffsetForLeaderEpoch and a
+    follower Fetch (ReplicaId >= 0) need CLUSTER_ACTION on the cluster there too (Kafka asks the authorizer on
+    every listener), so she cannot commit another producer's open transaction: a read_committed reader still
+    sees nothing of it."""
+    from confluent_kafka import Producer
+
+    topic = f"ib-{uuid.uuid4().hex[:6]}"
+    _create_topic(acl_broker, topic)
+    producer = Producer({**_conf(acl_broker, "admin"), "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"still open")
+    assert producer.flush(15) == 0
+    bootstrap = acl_broker.listener_bootstrap("SASL_PLAINTEXT")
+    assert acl_broker.config.inter_broker_listener_name == "SASL_PLAINTEXT"
+    partition0 = [{"Name": topic, "PartitionIndexes": [0]}]
+    with plain_login(RawConnection(bootstrap), "admin", "admin-pw") as admin:
+        described = admin.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"Topics": partition0})
+    (active,) = described["Topics"][0]["Partitions"][0]["ActiveProducers"]
+    commit = {
+        "ProducerId": active["ProducerId"],
+        "ProducerEpoch": active["ProducerEpoch"],
+        "TransactionResult": True,
+        "Topics": partition0,
+        "CoordinatorEpoch": active["CoordinatorEpoch"],
+    }
+    epoch_query = {
+        "ReplicaId": 1,
+        "Topics": [
+            {"Topic": topic, "Partitions": [{"Partition": 0, "CurrentLeaderEpoch": -1, "LeaderEpoch": 0}]}
+        ],
+    }
+    as_follower = {**fetch_body(topic, 0, 0), "ReplicaId": 1}
+    with plain_login(RawConnection(bootstrap), "alice", "alice-pw") as alice:
+        markers = alice.call(ApiKey.WRITE_TXN_MARKERS, 1, {"Markers": [commit]})
+        epochs = alice.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_query)
+        fetched = alice.call(ApiKey.FETCH, 11, as_follower)
+    assert markers["Markers"][0]["Topics"][0]["Partitions"] == [
+        {"PartitionIndex": 0, "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    ]
+    assert epochs["Topics"][0]["Partitions"][0]["ErrorCode"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    part = fetched["Responses"][0]["Partitions"][0]
+    assert part["ErrorCode"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED and not part["Records"]
+    read_committed = {**fetch_body(topic, 0, 0), "IsolationLevel": 1}
+    with plain_login(RawConnection(bootstrap), "admin", "admin-pw") as admin:
+        part = admin.call(ApiKey.FETCH, 11, read_committed)["Responses"][0]["Partitions"][0]
+    assert part["ErrorCode"] == 0 and part["LastStableOffset"] == 0 and not part["Records"]
+    producer.abort_transaction(15)
 
 
 def test_acls_survive_restart(tmp_path: Path) -> None:

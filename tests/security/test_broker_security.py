@@ -206,6 +206,11 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms='GSSAPI': GSSAPI is not supported"),
         ({"listeners": "CLIENT://127.0.0.1:0"}, "listener CLIENT has no security protocol"),
         ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name=NOPE: not one of the listeners"),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"},
+            "inter.broker.listener.name is not set and no listener is named PLAINTEXT (listeners: SASL_PLAINTEXT, "
+            "SASL_SSL)",
+        ),
         ({"connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms=-1: must be >= 0"),
         (
             {"listener.name.sasl_ssl.plain.connections.max.reauth.ms": "1h"},
@@ -221,6 +226,7 @@ def test_credentials_file_holds_no_clear_password(secured: SecuredBroker) -> Non
         "gssapi",
         "unmapped",
         "inter-broker",
+        "inter-broker-unnamed",
         "reauth-negative",
         "reauth-listener-mechanism",
     ],

@@ -37,6 +37,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     config = BrokerConfig.from_properties(
         {
             "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
             "log.dirs": str(Path(data) / "logs"),
             "sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,

@@ -8,6 +8,7 @@ bytes it did not produce itself.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -16,7 +17,15 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker_runtime.protocol.messages import decode_response, encode_request
 
-__all__ = ["RawConnection", "build_batch", "create_topic_body", "fetch_body", "produce_body", "request"]
+__all__ = [
+    "RawConnection",
+    "build_batch",
+    "create_topic_body",
+    "fetch_body",
+    "plain_login",
+    "produce_body",
+    "request",
+]
 
 
 def build_batch(
@@ -40,11 +49,14 @@ def build_batch(
 
 
 class RawConnection:
-    """One TCP connection to the broker; ``call`` sends a request and reads its response."""
+    """One TCP connection to the broker (over TLS with ``tls``); ``call`` sends a request and reads its
+    response."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 10) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 10, tls: ssl.SSLContext | None = None) -> None:
         host, _, port = bootstrap.rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation_id = 0
 
     def close(self) -> None:
@@ -94,6 +106,15 @@ class RawConnection:
                 raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
             buf += chunk
         return bytes(buf)
+
+
+def plain_login(conn: RawConnection, user: str, password: str) -> RawConnection:
+    """Log ``conn`` in with SASL/PLAIN (SaslHandshake v1, SaslAuthenticate v2); asserts that it succeeded."""
+    handshake = conn.call(17, 1, {"Mechanism": "PLAIN"})  # SASL_HANDSHAKE
+    assert handshake["ErrorCode"] == 0, handshake
+    answer = conn.call(36, 2, {"AuthBytes": f"\0{user}\0{password}".encode()})  # SASL_AUTHENTICATE
+    assert answer["ErrorCode"] == 0, answer
+    return conn
 
 
 def request(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:

@@ -35,13 +35,21 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
             "ErrorCode": ErrorCode.INVALID_REQUEST,
             "ReplicaElectionResults": [],
         }
-    if not ctx.authorized_cluster(AclOperation.ALTER):
-        return {
-            "ThrottleTimeMs": 0,
-            "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            "ReplicaElectionResults": [],
-        }
     wanted = body["TopicPartitions"]
+    if not ctx.authorized_cluster(AclOperation.ALTER):
+        # Kafka's handleElectLeaders: the top-level error and each named partition's (v0 has no top-level
+        # error, so there the partitions are the only refusal a client sees)
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        refused = [
+            {
+                "Topic": t["Topic"],
+                "PartitionResult": [
+                    {"PartitionId": p, "ErrorCode": code, "ErrorMessage": None} for p in t["Partitions"]
+                ],
+            }
+            for t in wanted or []
+        ]
+        return {"ThrottleTimeMs": 0, "ErrorCode": code, "ReplicaElectionResults": refused}
     keys = None if wanted is None else [(t["Topic"], p) for t in wanted for p in t["Partitions"]]
     results = ctx.cluster.elect_leaders(election == elect_leaders.ELECTION_UNCLEAN, keys)
     ctx.refresh_cluster()

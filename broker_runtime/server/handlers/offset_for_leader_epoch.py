@@ -10,7 +10,9 @@ for its latest epoch --, or LeaderEpoch -1 / EndOffset -1 when it cannot tell (a
 
 Consumers (librdkafka) ask this after a leader change to validate their position: an end offset below the
 position means the log was truncated under them. pylog's own followers learn divergence from Fetch v12's
-DivergingEpoch instead and never send this request. ReplicaId (v3+) does not change the answer.
+DivergingEpoch instead and never send this request. ReplicaId (v3+) changes neither the answer nor the
+authorization (Kafka's ``handleOffsetForLeaderEpochRequest``): CLUSTER_ACTION on the cluster answers every topic,
+else each topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED per partition), on every listener.
 """
 
 from __future__ import annotations
@@ -34,14 +36,11 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     if any(ctx.topics.partition_count(t["Topic"]) is None for t in body["Topics"]):
         ctx.refresh_cluster()
     topics_out: list[dict[str, Any]] = []
+    cluster_action = ctx.inter_broker_allowed()
     for topic in body["Topics"]:
         name = topic["Topic"]
         parts_out: list[dict[str, Any]] = []
-        # a follower (ReplicaId >= 0) needs CLUSTER_ACTION (or the inter-broker listener), a client DESCRIBE
-        if body["ReplicaId"] >= 0:
-            denied = not ctx.inter_broker_allowed()
-        else:
-            denied = not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        denied = not cluster_action and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         for part in topic["Partitions"]:
             index = part["Partition"]
             if denied:

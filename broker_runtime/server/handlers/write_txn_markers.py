@@ -8,7 +8,8 @@ the producer's last marker on this partition is refused with TRANSACTION_COORDIN
 lost its ``__transaction_state`` partition cannot end a transaction again); an older producer epoch is
 INVALID_PRODUCER_EPOCH. The answer waits until every appended marker is replicated to the ISR (or
 ``request.timeout.ms`` passes: REQUEST_TIMED_OUT, which the coordinator retries). v2 (transaction version 2) is
-not served. A marker replicated on a ``__consumer_offsets`` partition completes the producer's pending
+not served. Authorization (Kafka's ``handleWriteTxnMarkersRequest``): ALTER or CLUSTER_ACTION on the cluster, on
+every listener, else CLUSTER_AUTHORIZATION_FAILED for every partition and nothing is written. A marker replicated on a ``__consumer_offsets`` partition completes the producer's pending
 transactional offsets there (:func:`~broker_runtime.server.groups.complete_offsets_txn`), as Kafka's
 ``onTransactionCompleted``.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, write_txn_markers
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
+from broker_runtime.security.acl import AclOperation
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
@@ -38,7 +40,9 @@ TIMEOUT_MS = 30_000
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     markers = body["Markers"]
-    if not ctx.inter_broker_allowed():
+    # Kafka: ALTER on the cluster (an operator aborting a hanging transaction, KIP-664) or CLUSTER_ACTION (a
+    # coordinator); anyone else gets CLUSTER_AUTHORIZATION_FAILED for every partition and nothing is written.
+    if not (ctx.authorized_cluster(AclOperation.ALTER) or ctx.inter_broker_allowed()):
         return {
             "Markers": [
                 {
