@@ -224,6 +224,7 @@ class Broker:
                 session=session,
                 on_made=_tls_principal if ssl_context is not None else None,
                 on_short_send=self._short_send,
+                prelogin_max_frame_bytes=cfg.sasl_server_max_receive_size if sasl else None,
             )
             self._connections.add(conn)
             return conn

@@ -3,6 +3,13 @@
 Design (Kafka's ``SocketServer`` processor, single-threaded):
   * bytes arrive in :meth:`Connection.data_received`, the :class:`~broker_runtime.protocol.framing.FrameDecoder`
     cuts them into frames (int32 size prefix stripped; frames above ``socket.request.max.bytes`` are refused);
+  * before login (Kafka's ``SaslServerAuthenticator``, CVE-2022-34917): on a SASL listener, while the session is
+    not authenticated (a new connection, or one re-authenticating after its SaslHandshake), a size prefix above
+    ``sasl.server.max.receive.size`` closes the connection at once with one WARNING line, before a byte of the
+    body is kept; an unauthenticated client thus holds at most that much buffered. The bound is chosen per read
+    from the session's state: a client that pipelined a frame right behind its last SASL token, in the same
+    read, has it judged by the pre-login bound (Kafka reads one receive at a time there and would use
+    ``socket.request.max.bytes``; clients wait for the login's answer before sending anything else);
   * frames are handed to the dispatcher one at a time, in arrival order. A request the dispatcher cannot
     answer at once (a delayed fetch, an acks=-1 produce waiting for replication) returns an
     ``asyncio.Future``; unlike Kafka, which mutes a channel while a request is in flight, the connection goes
@@ -151,6 +158,7 @@ class Connection(asyncio.Protocol):
         admit: Callable[[Connection], bool] | None = None,
         queued_max_requests: int = QUEUED_MAX_REQUESTS,
         on_short_send: Callable[[Connection], None] | None = None,
+        prelogin_max_frame_bytes: int | None = None,
     ) -> None:
         self._handler = handler
         #: Called (loop thread) when a sendfile sent fewer bytes than its slice (the file shrank); the
@@ -159,7 +167,11 @@ class Connection(asyncio.Protocol):
         #: Listener, security protocol and principal of this connection (see :mod:`.session`).
         self.session = session or Session("PLAINTEXT", "PLAINTEXT")
         self._on_made = on_made
-        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self._decoder = FrameDecoder(max_frame_bytes, "socket.request.max.bytes")
+        #: ``socket.request.max.bytes``, and ``sasl.server.max.receive.size`` (None: no SASL listener), the
+        #: bound of a frame whose size prefix arrives while :attr:`session` is not authenticated.
+        self._max_frame_bytes = max_frame_bytes
+        self._prelogin_max_frame_bytes = prelogin_max_frame_bytes
         self._on_close = on_close
         self._admit = admit
         self._max_queued = queued_max_requests
@@ -219,10 +231,26 @@ class Connection(asyncio.Protocol):
         if self._closing:
             return
         self.last_active = time.monotonic()
+        decoder = self._decoder
+        if self._prelogin_max_frame_bytes is not None:
+            if self.session.authenticated:
+                decoder.max_frame_bytes, decoder.limit_name = (
+                    self._max_frame_bytes,
+                    "socket.request.max.bytes",
+                )
+            else:
+                decoder.max_frame_bytes = self._prelogin_max_frame_bytes
+                decoder.limit_name = "sasl.server.max.receive.size"
         try:
-            frames = self._decoder.feed(data)
+            frames = decoder.feed(data)
         except ProtocolError as exc:
-            self.close(f"bad frame: {exc}")
+            if decoder.max_frame_bytes == self._prelogin_max_frame_bytes and not self.session.authenticated:
+                self.close(
+                    f"failing SASL authentication on listener {self.session.listener} due to invalid receive size: "
+                    f"{exc} (a frame before the login completed)"
+                )
+            else:
+                self.close(f"bad frame: {exc}")
             return
         if frames:
             now = time.monotonic_ns()
