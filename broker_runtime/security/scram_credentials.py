@@ -115,6 +115,11 @@ def upsert_user(
         raise ConfigError(f"iterations={iterations}: must be >= {MIN_ITERATIONS} (as Kafka)")
     if not user:
         raise ConfigError("the user name must not be empty")
+    if not all(0 < ord(c) < 0x80 for c in user):
+        raise ConfigError(
+            f"user name {user!r}: SCRAM user names must be US-ASCII without NUL (Kafka's SCRAM grammar; the broker "
+            "could never log this user in)"
+        )
     if not password:
         raise ConfigError("the password must not be empty")
     salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(

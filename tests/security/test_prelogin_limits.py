@@ -388,3 +388,19 @@ def test_corrupt_scram_credentials_fail_the_login_with_a_logged_reason(
         path.write_bytes(good)
     with RawConnection(secured.address("SASL_PLAINTEXT")) as conn:
         assert _scram_login(conn, "scram256", SCRAM_USERS["scram256"][1])["ErrorCode"] == 0
+
+
+def test_scram_user_names_are_escaped_as_kafka_and_must_be_ascii(secured: SecuredBroker) -> None:
+    """``,`` and ``=`` travel as ``=2C`` / ``=3D`` (RFC 5802, Kafka's ScramFormatter); a name outside US-ASCII is
+    refused when it is added, since Kafka's SCRAM grammar (and so the broker) could never log it in."""
+    from broker_runtime.errors import ConfigError
+    from broker_runtime.security.scram_credentials import upsert_user
+
+    path = secured.data_dir / "logs" / "scram-credentials.json"
+    upsert_user(path, "team,a=b", "SCRAM-SHA-512", "pw-team", iterations=4096)
+    with RawConnection(secured.address("SASL_PLAINTEXT")) as conn:
+        answer = _scram_login(conn, "team=2Ca=3Db", "pw-team", mechanism="SCRAM-SHA-512")
+        assert answer["ErrorCode"] == 0
+        assert conn.call(*METADATA)["Brokers"]
+    with pytest.raises(ConfigError, match="US-ASCII"):
+        upsert_user(path, "\u00e5lice", "SCRAM-SHA-256", "pw", iterations=4096)
