@@ -10,7 +10,7 @@
   it; the broker's RSS grows by less than 50 MiB and every one of them is closed.
 * TLS: a socket is counted by ``max.connections`` when it is accepted, before any TLS handshake: raw sockets
   that never send a ClientHello fill the limit, a further TLS client is refused while they hang and served once
-  they are gone; a failed handshake and ``connections.max.idle.ms`` give the count back.
+  they are gone; a failed handshake, ``connections.max.idle.ms`` and the handshake timeout give the count back.
 * SCRAM: an authorization id equal to the user name logs in, another one is refused with Kafka's message; a
   corrupt credentials file fails the login (SASL_AUTHENTICATION_FAILED, a WARNING naming the file and the
   defect), never the connection as an internal error.
@@ -308,6 +308,35 @@ def test_tls_handshakes_that_fail_or_never_start_give_their_count_back(tls_limit
         for sock in silent:
             sock.close()
     assert _tls_api_versions(tls_limited)["ErrorCode"] == 0
+
+
+def test_tls_handshake_timeout_gives_the_count_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``connections.max.idle.ms`` at its default (10 minutes), the handshake timeout is what ends a socket
+    that never sends a ClientHello (asyncio's 60 s, shortened here): it is closed and counted out."""
+    from broker_runtime.server import network
+    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.config import BrokerConfig
+
+    monkeypatch.setattr(network, "TLS_HANDSHAKE_TIMEOUT_S", 1.0)
+    pki = make_pki(tmp_path / "pki")
+    props = secured_props(tmp_path, pki)
+    props["max.connections"] = str(MAX_CONNECTIONS)
+    broker = Broker(BrokerConfig.from_properties(props)).start()
+    try:
+        quotas = broker.quotas
+        assert quotas is not None
+        host, port = broker.bound["SSL"]
+        silent = [socket.create_connection((host, port), timeout=10) for _ in range(MAX_CONNECTIONS)]
+        try:
+            _wait_for(lambda: quotas.open_connections == MAX_CONNECTIONS)
+            assert all(_closed_unanswered(sock, timeout_s=10) for sock in silent)
+            _wait_for(lambda: quotas.open_connections == 0)
+            assert quotas.idle_closed == 0
+        finally:
+            for sock in silent:
+                sock.close()
+    finally:
+        broker.stop()
 
 
 # -- SCRAM: authorization id, credential store failure -----------------------------------------------------------
