@@ -37,12 +37,17 @@ def frame(payload: bytes | bytearray | memoryview) -> bytes:
 class FrameDecoder:
     """Incremental splitter of a size-prefixed byte stream into frames."""
 
-    __slots__ = ("max_frame_bytes", "_prefix", "_frame", "_size")
+    __slots__ = ("max_frame_bytes", "limit_name", "_prefix", "_frame", "_size")
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, limit_name: str = "max_frame_bytes"
+    ) -> None:
         if max_frame_bytes < 0:
             raise ConfigError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+        #: The bound checked against each size prefix; the caller may change it between feeds (it applies to
+        #: the frames whose prefix arrives after the change), and the name its error message gives it.
         self.max_frame_bytes = max_frame_bytes
+        self.limit_name = limit_name
         self._prefix = bytearray()  # the partial size prefix (< 4 bytes) while no frame is open
         self._frame: bytearray | None = None  # the frame being assembled: the bytes received so far
         self._size = 0  # the size its prefix announced
@@ -58,7 +63,7 @@ class FrameDecoder:
         if size < 0:
             raise ProtocolError(f"negative frame size {size}")
         if size > self.max_frame_bytes:
-            raise ProtocolError(f"frame of {size} bytes exceeds max_frame_bytes {self.max_frame_bytes}")
+            raise ProtocolError(f"frame of {size} bytes exceeds {self.limit_name} {self.max_frame_bytes}")
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview | bytes | bytearray]:
         """Consume ``data`` and return the frames it completed (possibly none)."""

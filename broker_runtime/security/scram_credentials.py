@@ -115,6 +115,11 @@ def upsert_user(
         raise ConfigError(f"iterations={iterations}: must be >= {MIN_ITERATIONS} (as Kafka)")
     if not user:
         raise ConfigError("the user name must not be empty")
+    if not all(0 < ord(c) < 0x80 for c in user):
+        raise ConfigError(
+            f"user name {user!r}: SCRAM user names must be US-ASCII without NUL (Kafka's SCRAM grammar; the broker "
+            "could never log this user in)"
+        )
     if not password:
         raise ConfigError("the password must not be empty")
     salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
@@ -166,6 +171,8 @@ class ScramCredentialStore:
         self._users: dict[str, dict[str, ScramCredential]] = {}
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
+        """``user``'s credential for ``mechanism`` (None: none stored); :class:`ConfigError` naming the file and
+        the defect when the file cannot be read or parsed (nothing is cached then: the next lookup reads again)."""
         try:
             st = os.stat(self.path)
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
@@ -175,14 +182,25 @@ class ScramCredentialStore:
             users: dict[str, dict[str, ScramCredential]] = {}
             if stamp is not None:
                 for name, entry in _read(self.path)["users"].items():
-                    users[name] = {
-                        mech: ScramCredential(
-                            base64.b64decode(c["salt"]),
-                            base64.b64decode(c["stored_key"]),
-                            base64.b64decode(c["server_key"]),
-                            int(c["iterations"]),
-                        )
-                        for mech, c in entry.items()
-                    }
+                    try:
+                        users[name] = {
+                            mech: ScramCredential(
+                                base64.b64decode(c["salt"], validate=True),
+                                base64.b64decode(c["stored_key"], validate=True),
+                                base64.b64decode(c["server_key"], validate=True),
+                                int(c["iterations"]),
+                            )
+                            for mech, c in entry.items()
+                        }
+                    except (
+                        KeyError,
+                        TypeError,
+                        ValueError,
+                        AttributeError,
+                    ) as exc:  # binascii.Error is a ValueError
+                        raise ConfigError(
+                            f"SCRAM credentials file {str(self.path)!r} has a malformed entry for user {name!r}: "
+                            f"{type(exc).__name__}: {exc}"
+                        ) from None
             self._users, self._stamp = users, stamp
         return self._users.get(user, {}).get(mechanism)

@@ -224,12 +224,15 @@ class Broker:
                 session=session,
                 on_made=_tls_principal if ssl_context is not None else None,
                 on_short_send=self._short_send,
+                prelogin_max_frame_bytes=cfg.sasl_server_max_receive_size if sasl else None,
+                ssl_context=ssl_context,
             )
             self._connections.add(conn)
             return conn
 
+        # TLS is started by the connection once admitted (network.py), so limits count a socket at accept.
         return await loop.create_server(
-            connection, listener.host or None, listener.port, reuse_address=True, backlog=128, ssl=ssl_context
+            connection, listener.host or None, listener.port, reuse_address=True, backlog=128
         )
 
     def start(self, timeout_s: float = 60.0) -> Broker:

@@ -59,6 +59,8 @@ BROKER_KEYS: dict[str, str] = {
     "sasl.mechanism.inter.broker.protocol": "PLAIN",
     "sasl.jaas.config": "",
     "connection.failed.authentication.delay.ms": "100",
+    # Kafka's bound on every frame a SASL listener reads before the login completes (CVE-2022-34917's fix).
+    "sasl.server.max.receive.size": "524288",
     # Authorization (Kafka's names and defaults; see security/acl.py for the accepted authorizer names).
     "authorizer.class.name": "",
     "super.users": "",
@@ -363,6 +365,9 @@ class BrokerConfig:
     #: ``connection.failed.authentication.delay.ms``: a refused login's connection closes this long after the
     #: answer (KIP-306; also lets clients read the answer before the close).
     connection_failed_authentication_delay_ms: int = 100
+    #: ``sasl.server.max.receive.size``: on a SASL listener, a frame announced larger than this before the login
+    #: completes (re-authentication included) closes the connection, decided from its size prefix (see network).
+    sasl_server_max_receive_size: int = 524288
     log_dirs: tuple[str, ...] = ("kafka-logs",)
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -589,6 +594,7 @@ class BrokerConfig:
             connection_failed_authentication_delay_ms=_int(
                 props, "connection.failed.authentication.delay.ms", minimum=0
             ),
+            sasl_server_max_receive_size=_int(props, "sasl.server.max.receive.size", minimum=1),
             log_dirs=log_dirs,
             num_partitions=num_partitions,
             default_replication_factor=_int(props, "default.replication.factor", minimum=1),

@@ -7,7 +7,8 @@ Settings (Kafka's names and defaults):
   * ``connections.max.idle.ms`` (default 600000): a connection without a read, a write or a request in flight for
     this long is closed (Kafka's Selector idle expiry).
 
-What happens when a limit is hit: a connection over ``max.connections.per.ip`` is accepted and closed at once, as
+A connection is counted from the moment its TCP socket is accepted (on TLS listeners before the handshake, see
+:mod:`.network`) until it is closed, as Kafka's acceptor counts it. What happens when a limit is hit: a connection over ``max.connections.per.ip`` is accepted and closed at once, as
 Kafka does (its client sees the connection closed and reconnects after its backoff). Over ``max.connections``
 Kafka's acceptor stops accepting until a slot frees (the client's connection waits in the listen backlog); pylog's
 asyncio listener cannot stop accepting, so it closes the connection at once as well: the client retries after its

@@ -142,11 +142,14 @@ class BrokerContext:
         authorizer."""
         return self.authorized_cluster(AclOperation.CLUSTER_ACTION)
 
-    def endpoint_of(self, broker: Any) -> tuple[str, int]:
-        """``(host, port)`` of ``broker`` (a cluster view's BrokerInfo) on the current request's listener: this
-        broker's advertised endpoint of that listener, another broker's registered one (falling back to its
-        inter-broker address when it did not register that listener)."""
-        listener = self.request_session.listener
+    def endpoint_of(self, broker: Any, listener: str | None = None) -> tuple[str, int]:
+        """``(host, port)`` of ``broker`` (a cluster view's BrokerInfo) on ``listener`` (default: the current
+        request's listener; an answer computed later, in a callback, must pass the listener it captured while
+        its request was handled, as ``request_session`` belongs to whichever request runs then): this broker's
+        advertised endpoint of that listener, another broker's registered one (falling back to its inter-broker
+        address when it did not register that listener)."""
+        if listener is None:
+            listener = self.request_session.listener
         if broker.node_id == self.config.node_id:
             return self.advertised_endpoints.get(listener, (self.advertised_host, self.advertised_port))
         found = dict(getattr(broker, "endpoints", ()) or ()).get(listener)

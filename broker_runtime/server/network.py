@@ -3,6 +3,13 @@
 Design (Kafka's ``SocketServer`` processor, single-threaded):
   * bytes arrive in :meth:`Connection.data_received`, the :class:`~broker_runtime.protocol.framing.FrameDecoder`
     cuts them into frames (int32 size prefix stripped; frames above ``socket.request.max.bytes`` are refused);
+  * before login (Kafka's ``SaslServerAuthenticator``, CVE-2022-34917): on a SASL listener, while the session is
+    not authenticated (a new connection, or one re-authenticating after its SaslHandshake), a size prefix above
+    ``sasl.server.max.receive.size`` closes the connection at once with one WARNING line, before a byte of the
+    body is kept; an unauthenticated client thus holds at most that much buffered. The bound is chosen per read
+    from the session's state: a client that pipelined a frame right behind its last SASL token, in the same
+    read, has it judged by the pre-login bound (Kafka reads one receive at a time there and would use
+    ``socket.request.max.bytes``; clients wait for the login's answer before sending anything else);
   * frames are handed to the dispatcher one at a time, in arrival order. A request the dispatcher cannot
     answer at once (a delayed fetch, an acks=-1 produce waiting for replication) returns an
     ``asyncio.Future``; unlike Kafka, which mutes a channel while a request is in flight, the connection goes
@@ -23,9 +30,13 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     limit, and the bound applies per connection. Parked requests are not counted (in Kafka they wait in a
     purgatory, not in that queue);
   * admission and idleness (Kafka's ``ConnectionQuotas`` and idle expiry, kept in :mod:`.connection_quotas`):
-    ``admit`` is asked once the socket is accepted and may refuse it (the connection is closed at once);
+    ``admit`` is asked once the TCP socket is accepted, before any TLS handshake (Kafka's acceptor counts a
+    connection there too), and may refuse it (the socket is closed at once, no handshake is started);
     :attr:`Connection.last_active` (monotonic seconds) moves on every read and write, and
-    :meth:`Connection.idle_seconds` is 0 while a request is in flight;
+    :meth:`Connection.idle_seconds` is 0 while a request is in flight. A socket still in its TLS handshake is
+    counted and expires as idle like any other (it has read nothing into the connection yet); a handshake that
+    fails or exceeds :data:`TLS_HANDSHAKE_TIMEOUT_S` ends the connection like a lost one (counted out, one
+    INFO line);
   * bad input (garbage, truncated or oversized frames, unknown API key or version) is the dispatcher's to judge:
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
@@ -51,8 +62,11 @@ runs, :attr:`Connection.received_ns` holds it. A handler may leave an object wit
 transport (or dropped: acks=0, a refused request).
 
 Each connection carries a :class:`~broker_runtime.server.session.Session` (its listener, security protocol
-and principal) set when its listener accepted it; on SSL listeners the socket is TLS (asyncio's SSL transport)
-before :meth:`Connection.connection_made` runs, and ``on_made`` reads the client certificate's principal there.
+and principal) set when its listener accepted it. On SSL listeners the listener accepts plain TCP and
+:meth:`Connection.connection_made`, once admitted, upgrades the socket with ``loop.start_tls`` (server side);
+the connection carries frames once the handshake has ended, and ``on_made`` reads the client certificate's
+principal then. Decrypted bytes asyncio hands over before ``start_tls`` returns (sent by the client right
+behind its last handshake message) are kept and fed to the decoder first.
 TLS connections are :class:`TlsConnection`, an ``asyncio.BufferedProtocol``: asyncio's SSL transport then
 decrypts into the connection's own buffer (sized from the encrypted bytes pending, kept and reused) instead of
 allocating a 256 KiB ``bytes`` per ``SSLObject.read`` and joining the pieces; the decrypted bytes are copied
@@ -66,6 +80,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
@@ -99,6 +114,9 @@ MAX_IN_FLIGHT = 2048
 WRITE_COALESCE_BYTES = 256 * 1024
 #: The smallest decrypt buffer a TLS connection hands asyncio (it grows to the largest read asked, <= 256 KiB).
 TLS_READ_BUFFER_MIN = 16 * 1024
+#: The TLS handshake of an accepted socket must end within this (asyncio's default; the connection is counted
+#: meanwhile and ``connections.max.idle.ms`` closes it sooner when smaller).
+TLS_HANDSHAKE_TIMEOUT_S = 60.0
 #: Smallest record range a Fetch answer leaves in its file for ``sendfile`` (smaller ones are read: one copy of
 #: a few KiB costs less than the sender task's extra turns through the event loop).
 SENDFILE_MIN_BYTES = 16 * 1024
@@ -151,6 +169,8 @@ class Connection(asyncio.Protocol):
         admit: Callable[[Connection], bool] | None = None,
         queued_max_requests: int = QUEUED_MAX_REQUESTS,
         on_short_send: Callable[[Connection], None] | None = None,
+        prelogin_max_frame_bytes: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._handler = handler
         #: Called (loop thread) when a sendfile sent fewer bytes than its slice (the file shrank); the
@@ -159,7 +179,11 @@ class Connection(asyncio.Protocol):
         #: Listener, security protocol and principal of this connection (see :mod:`.session`).
         self.session = session or Session("PLAINTEXT", "PLAINTEXT")
         self._on_made = on_made
-        self._decoder = FrameDecoder(max_frame_bytes=max_frame_bytes)
+        self._decoder = FrameDecoder(max_frame_bytes, "socket.request.max.bytes")
+        #: ``socket.request.max.bytes``, and ``sasl.server.max.receive.size`` (None: no SASL listener), the
+        #: bound of a frame whose size prefix arrives while :attr:`session` is not authenticated.
+        self._max_frame_bytes = max_frame_bytes
+        self._prelogin_max_frame_bytes = prelogin_max_frame_bytes
         self._on_close = on_close
         self._admit = admit
         self._max_queued = queued_max_requests
@@ -194,6 +218,12 @@ class Connection(asyncio.Protocol):
         self._join_writes = False
         self.peer = "?"
         self.peer_host = "?"
+        #: TLS listeners: the server context the accepted TCP socket is upgraded with (see "Admission").
+        self._ssl_context = ssl_context
+        #: While the TLS handshake runs: the handshake task, and plaintext that arrived before it returned.
+        self._handshake: asyncio.Task[None] | None = None
+        self._early: list[bytes] = []
+        self._lost = False
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -209,6 +239,51 @@ class Connection(asyncio.Protocol):
             self._closing = True  # refused (the admission hook logged why): nothing is read or answered
             transport.close()
             return
+        if self._ssl_context is not None:
+            transport.pause_reading()  # nothing is read until the TLS layer owns the socket
+            self._handshake = asyncio.get_running_loop().create_task(
+                self._start_tls(transport, self._ssl_context)
+            )
+            return
+        self._ready(transport)
+
+    async def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """Run the server side of the TLS handshake on the admitted socket; on success the connection goes on
+        on the TLS transport, on failure (or a close meanwhile) it ends as a lost connection (counted out)."""
+        loop = asyncio.get_running_loop()
+        failure: BaseException | None = None
+        tls: asyncio.BaseTransport | None = None
+        try:
+            tls = await loop.start_tls(
+                raw, self, context, server_side=True, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S
+            )
+        except (TimeoutError, OSError, ConnectionError, ssl.SSLError) as exc:
+            failure = exc
+        except asyncio.CancelledError:
+            raw.abort()
+            self._handshake = None
+            self.connection_lost(None)
+            raise
+        self._handshake = None
+        if tls is None or self._closing:
+            if tls is not None:
+                tls.close()
+            raw.abort()
+            if not self._closing:
+                _log.info(
+                    "connection %s: TLS handshake failed: %s", self.peer, failure or "closed by the peer"
+                )
+            self.connection_lost(None)
+            return
+        assert isinstance(tls, asyncio.Transport)
+        self._ready(tls)
+        early, self._early = self._early, []
+        for data in early:
+            self.data_received(data)
+
+    def _ready(self, transport: asyncio.Transport) -> None:
+        """The connection carries Kafka frames from now on (after the TLS handshake on a TLS listener)."""
+        self._transport = transport
         # asyncio's TLS transport encrypts every chunk of a writelines() as a TLS record of its own: join them.
         self._join_writes = transport.get_extra_info("ssl_object") is not None
         self._sendfile = not self._join_writes
@@ -218,11 +293,31 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        if self._handshake is not None:
+            # asyncio hands over what arrived with the client's last handshake message before start_tls returns
+            self._early.append(data)
+            return
         self.last_active = time.monotonic()
+        decoder = self._decoder
+        if self._prelogin_max_frame_bytes is not None:
+            if self.session.authenticated:
+                decoder.max_frame_bytes, decoder.limit_name = (
+                    self._max_frame_bytes,
+                    "socket.request.max.bytes",
+                )
+            else:
+                decoder.max_frame_bytes = self._prelogin_max_frame_bytes
+                decoder.limit_name = "sasl.server.max.receive.size"
         try:
-            frames = self._decoder.feed(data)
+            frames = decoder.feed(data)
         except ProtocolError as exc:
-            self.close(f"bad frame: {exc}")
+            if decoder.max_frame_bytes == self._prelogin_max_frame_bytes and not self.session.authenticated:
+                self.close(
+                    f"failing SASL authentication on listener {self.session.listener} due to invalid receive size: "
+                    f"{exc} (a frame before the login completed)"
+                )
+            else:
+                self.close(f"bad frame: {exc}")
             return
         if frames:
             now = time.monotonic_ns()
@@ -236,6 +331,9 @@ class Connection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._lost:  # a TLS socket lost as its handshake ends is reported by asyncio and by _start_tls
+            return
+        self._lost = True
         self._closing = True
         self._queue.clear()
         self._transport = None

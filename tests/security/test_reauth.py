@@ -5,6 +5,7 @@ confluent-kafka's producer re-authenticates by itself across several lifetimes w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import urllib.request
@@ -191,3 +192,25 @@ def _produce(topic: str, batch: bytes) -> dict[str, Any]:
     from tests.server.rawclient import produce_body
 
     return produce_body(topic, 0, batch, acks=1)
+
+
+def test_reauthentication_tokens_are_bounded_by_sasl_server_max_receive_size(broker: Any) -> None:
+    """While a connection re-authenticates it is not logged in: a token above ``sasl.server.max.receive.size``
+    (Kafka's 512 KiB default) closes it unanswered, as before the first login; a frame that size is served
+    while the session is valid."""
+    big = b"\0alice\0" + b"x" * (2 * 1024 * 1024)
+    with RawConnection(broker.bootstrap) as conn:
+        assert _login(conn)["ErrorCode"] == 0
+        assert (
+            conn.call(
+                ApiKey.API_VERSIONS, 3, {"ClientSoftwareName": "x" * 600_000, "ClientSoftwareVersion": "1"}
+            )["ErrorCode"]
+            == 0
+        )
+        assert conn.call(ApiKey.SASL_HANDSHAKE, 1, {"Mechanism": "PLAIN"})["ErrorCode"] == 0
+        frame = conn.encode(ApiKey.SASL_AUTHENTICATE, 2, {"AuthBytes": big})
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # closed after the size prefix
+            conn.send_raw(frame)
+        assert conn.is_closed_by_peer()
+        with contextlib.suppress(ConnectionResetError):
+            assert conn.sock.recv(1) == b""  # nothing was answered

@@ -422,3 +422,43 @@ def test_failed_topic_creation_is_answered_logged_counted_and_leaves_no_files(
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         broker.stop()
+
+
+def test_a_deferred_metadata_answer_names_the_endpoints_of_its_own_listener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Metadata that auto-creates a topic is answered once the topic's files exist (here after a slow fsync);
+    a request of another connection on another listener handled meanwhile must not change which listener's
+    endpoints that answer names (the request's session is captured when it is handled)."""
+    fsync = _SlowFsync(lambda target: target.endswith("/later-0"), once=True)
+    real_fsync, slow_started = fsync.real, fsync.started
+    broker = _start_broker(
+        tmp_path,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "advertised.listeners": "PLAINTEXT://plain.example:1111,OTHER://other.example:2222",
+        },
+    )
+    request = {"Topics": [{"Name": "later"}], "AllowAutoTopicCreation": True}
+    try:
+        monkeypatch.setattr(os, "fsync", fsync)
+        answers: list[dict[str, Any]] = []
+
+        def deferred() -> None:
+            with RawConnection(broker.listener_bootstrap("PLAINTEXT"), timeout_s=30) as conn:
+                answers.append(conn.call(ApiKey.METADATA, 9, request))
+
+        asker = threading.Thread(target=deferred)
+        asker.start()
+        assert slow_started.wait(10), "the auto-creation did not fsync later-0's directory"
+        with RawConnection(broker.listener_bootstrap("OTHER")) as other:
+            meta = other.call(ApiKey.METADATA, 9, {"Topics": None, "AllowAutoTopicCreation": False})
+            assert [(b["Host"], b["Port"]) for b in meta["Brokers"]] == [("other.example", 2222)]
+        asker.join(SLOW_FSYNC_S + 20)
+        assert answers and answers[0]["Topics"][0]["ErrorCode"] == ErrorCode.NONE
+        assert [(b["Host"], b["Port"]) for b in answers[0]["Brokers"]] == [("plain.example", 1111)]
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        broker.stop()

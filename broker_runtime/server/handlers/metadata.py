@@ -137,6 +137,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
             else:
                 entries.append((name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
 
+    listener = ctx.request_session.listener  # the answer may be built later, during another request
+
     def answer(failures: dict[str, BaseException]) -> dict[str, Any]:
         topics = [
             _topic(ctx, name, ErrorCode.KAFKA_STORAGE_ERROR if name in failures and name in created else code)
@@ -148,7 +150,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
             "ThrottleTimeMs": 0,
             "Brokers": [
                 {"NodeId": b.node_id, "Host": host, "Port": port, "Rack": None}
-                for b, (host, port) in ((b, ctx.endpoint_of(b)) for b in brokers)
+                for b, (host, port) in ((b, ctx.endpoint_of(b, listener)) for b in brokers)
             ],
             "ClusterId": ctx.config.cluster_id,
             "ControllerId": view.controller_id,
