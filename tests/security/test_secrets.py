@@ -45,6 +45,7 @@ LPM_ADMIN_PW = "adm-LPM-91c2"
 LPM_ALICE_PW = "alice-LPM-55d7"
 LSSL_ADMIN_PW = "adm-LSSL-2b8e"
 OAUTH_SECRET = "oauth-SECRET-c3d1"
+MYSTERY_SECRET = "mystery-SECRET-77af"
 
 #: The sensitive broker configs of the fixture's broker (inline key and chain added by the fixture).
 SECRET_CONFIGS = {
@@ -56,6 +57,8 @@ SECRET_CONFIGS = {
     "ssl.key.password": KEY_PASSWORD,
     "ssl.keystore.password": KEYSTORE_PASSWORD,
     "sasl.oauthbearer.client.credentials.client.secret": OAUTH_SECRET,
+    # A name pylog does not know: its type cannot be told, so it is sensitive (Kafka's maybeSensitive).
+    "mystery.token": MYSTERY_SECRET,
 }
 INLINE_KEY = "listener.name.sasl_ssl.ssl.keystore.key"
 INLINE_CHAIN = "listener.name.sasl_ssl.ssl.keystore.certificate.chain"
@@ -139,6 +142,7 @@ def secret_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretBr
             LPM_ALICE_PW,
             LSSL_ADMIN_PW,
             OAUTH_SECRET,
+            MYSTERY_SECRET,
             _key_body_line(key_pem),
         ]
         yield SecretBroker(addresses, log_path, pki.ca, data_dir, secrets)
@@ -193,8 +197,8 @@ def test_describe_configs_answers_secrets_null_and_sensitive(
             assert (entry["Value"], entry["IsSensitive"]) == (None, True), name
             if version >= 1:
                 assert entry["Synonyms"] and all(s["Value"] is None for s in entry["Synonyms"]), name
-            if version >= 3 and name != "sasl.oauthbearer.client.credentials.client.secret":
-                assert entry["ConfigType"] == 9, name  # PASSWORD; the OAuth key is unknown to pylog
+            if version >= 3:
+                assert entry["ConfigType"] == (0 if name == "mystery.token" else 9), name  # UNKNOWN, PASSWORD
         # What is no secret stays readable.
         assert (configs["num.partitions"]["Value"], configs["num.partitions"]["IsSensitive"]) == ("1", False)
         assert configs["sasl.enabled.mechanisms"]["Value"] == "PLAIN"
@@ -279,6 +283,28 @@ def test_refused_config_changes_and_logins_do_not_echo_secrets(secret_broker: Se
     assert "Invalid username or password" in str(failed) and not secret_broker.leaks(str(failed))
 
 
+def test_a_jaas_entry_in_a_free_form_topic_config_is_hidden(secret_broker: SecretBroker) -> None:
+    """A secret put where no secret belongs (a topic config pylog keeps as text) is hidden by its value: in the
+    CreateTopics answer (v5+), in DescribeConfigs of the topic and in the log."""
+    jaas = SECRET_CONFIGS["sasl.jaas.config"]
+    with secret_broker.admin() as client:
+        version, created = client._any_conn().request(
+            ApiKey.CREATE_TOPICS,
+            create_topic_body("misplaced", configs={"leader.replication.throttled.replicas": jaas}),
+        )
+        assert version >= 5 and created["Topics"][0]["ErrorCode"] == 0
+        entry = next(
+            c for c in created["Topics"][0]["Configs"] if c["Name"] == "leader.replication.throttled.replicas"
+        )
+        assert (entry["Value"], entry["IsSensitive"]) == (None, True)
+        assert not secret_broker.leaks(repr(created))
+        described = {e.name: e for e in client.describe_config_entries(2, "misplaced")}
+        entry = described["leader.replication.throttled.replicas"]
+        assert (entry.value, entry.sensitive) == (None, True)
+        assert all(v is None for _, v, _ in entry.synonyms)
+        assert described["retention.ms"].value is not None and not described["retention.ms"].sensitive
+
+
 def _failed_login(secret_broker: SecretBroker, listener: str, user: str, password: str) -> KafkaError:
     client = KafkaClient(
         secret_broker.addresses[listener],
@@ -300,10 +326,11 @@ def test_broker_log_holds_no_secret(secret_broker: SecretBroker) -> None:
     _failed_login(secret_broker, "SASL_PLAINTEXT", "admin", LSSL_ADMIN_PW)  # another listener's password
     time.sleep(0.3)  # the broker writes its lines for the refused login
     text = secret_broker.log_path.read_text()
+    assert not secret_broker.leaks(text)
     assert " DEBUG " in text and "authenticated as User:admin" in text  # the log is the real, verbose one
     assert "authentication failed" in text
     assert "unknown config key 'sasl.oauthbearer.client.credentials.client.secret' is ignored" in text
-    assert not secret_broker.leaks(text)
+    assert "unknown config key 'mystery.token' is ignored" in text
 
 
 MALFORMED_JAAS = [
