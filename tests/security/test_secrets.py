@@ -16,6 +16,7 @@ import io
 import re
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,7 @@ def secret_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretBr
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "log.dirs": str(data_dir / "logs"),
         "num.partitions": "1",
+        "pylog.metrics.listener": "127.0.0.1:0",
         **SECRET_CONFIGS,
     }
     config_file = data_dir / "broker.properties"
@@ -319,8 +321,9 @@ def _failed_login(secret_broker: SecretBroker, listener: str, user: str, passwor
     return failed.value
 
 
-def test_broker_log_holds_no_secret(secret_broker: SecretBroker) -> None:
-    """The broker's whole stderr at DEBUG: the start, the describes and logins above, a failed login."""
+def test_broker_log_and_metrics_hold_no_secret(secret_broker: SecretBroker) -> None:
+    """The broker's whole stderr at DEBUG (the start, the describes, refusals and logins above, a failed login)
+    and its Prometheus page."""
     with secret_broker.admin("SASL_SSL") as client:
         client.describe_config_entries(4, "0")
     _failed_login(secret_broker, "SASL_PLAINTEXT", "admin", LSSL_ADMIN_PW)  # another listener's password
@@ -331,6 +334,11 @@ def test_broker_log_holds_no_secret(secret_broker: SecretBroker) -> None:
     assert "authentication failed" in text
     assert "unknown config key 'sasl.oauthbearer.client.credentials.client.secret' is ignored" in text
     assert "unknown config key 'mystery.token' is ignored" in text
+    metrics_url = re.search(r"serves metrics on (http://\S+/metrics)", text)
+    assert metrics_url is not None
+    with urllib.request.urlopen(metrics_url.group(1), timeout=10) as answer:
+        page = answer.read().decode()
+    assert "kafka_server" in page and not secret_broker.leaks(page)
 
 
 MALFORMED_JAAS = [
