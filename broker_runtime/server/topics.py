@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
-from broker_runtime.security.secrets import redacted
+from broker_runtime.security.secrets import is_sensitive, redacted
 from broker_runtime.storage.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
@@ -54,8 +54,14 @@ __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_er
 _log = logging.getLogger(__name__)
 
 
+def sensitive_topic_config(name: str, value: str | None) -> bool:
+    """True when topic config ``name`` = ``value`` is a secret (:mod:`broker_runtime.security.secrets`: an unknown
+    name, or a value holding a JAAS entry or a key): answered null with ``IsSensitive=true``, logged hidden."""
+    return is_sensitive(name, value, known=TOPIC_CONFIG_NAMES)
+
+
 def _loggable(overrides: Mapping[str, str]) -> dict[str, str | None] | str:
-    """Topic configs as a log line shows them: any sensitive value ``[hidden]`` (security.secrets)."""
+    """Topic configs as a log line shows them: any sensitive value ``[hidden]``."""
     return redacted(overrides, known=TOPIC_CONFIG_NAMES) if overrides else ""
 
 

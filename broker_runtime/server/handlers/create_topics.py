@@ -27,11 +27,9 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_topics
-from broker_runtime.security.secrets import is_sensitive
 from broker_runtime.server.context import BrokerContext, HandlerResult, answer_after_loads
 from broker_runtime.server.handlers.metadata import may_create
-from broker_runtime.server.topics import TopicError
-from broker_runtime.storage.config import TOPIC_CONFIG_NAMES
+from broker_runtime.server.topics import TopicError, sensitive_topic_config
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -96,9 +94,8 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
 
 
 def _created_config(name: str, value: str | None) -> dict[str, Any]:
-    """One config of a created topic (v5+), a sensitive one without its value (security.secrets), as
-    DescribeConfigs answers it."""
-    sensitive = is_sensitive(name, value, known=TOPIC_CONFIG_NAMES)
+    """One config of a created topic (v5+), a sensitive one without its value, as DescribeConfigs answers it."""
+    sensitive = sensitive_topic_config(name, value)
     return {
         "Name": name,
         "Value": None if sensitive else value,

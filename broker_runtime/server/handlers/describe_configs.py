@@ -24,7 +24,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_configs
 from broker_runtime.security.acl import AclOperation, ResourceType
-from broker_runtime.security.secrets import is_password_config, is_sensitive
+from broker_runtime.security.secrets import is_password_config
 from broker_runtime.server.config import sensitive_broker_config
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dynamic_config import (
@@ -38,8 +38,7 @@ from broker_runtime.server.dynamic_config import (
     text,
     topic_value_source,
 )
-from broker_runtime.server.topics import topic_name_error
-from broker_runtime.storage.config import TOPIC_CONFIG_NAMES
+from broker_runtime.server.topics import sensitive_topic_config, topic_name_error
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -108,7 +107,7 @@ def _entry(
 
 
 def _topic_sensitive(name: str, values: list[str | None]) -> bool:
-    return any(is_sensitive(name, v, known=TOPIC_CONFIG_NAMES) for v in values)
+    return any(sensitive_topic_config(name, v) for v in values)
 
 
 def _topic_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
