@@ -170,7 +170,11 @@ def test_spark_shows_no_secret_in_plans_errors_or_logs(
     password."""
     bootstrap, pki = sasl_ssl
     secrets = ("spark-pw", "wrong-SPARK-pw", "ks-SPARK-SECRET")
-    options = {**_secured(pki), "kafka.bootstrap.servers": bootstrap, "kafka.ssl.keystore.password": secrets[2]}
+    options = {
+        **_secured(pki),
+        "kafka.bootstrap.servers": bootstrap,
+        "kafka.ssl.keystore.password": secrets[2],
+    }
     seen: list[str] = []
     with caplog.at_level(logging.DEBUG, logger="spark_kafka_log"):
         for load in (spark.read, spark.readStream):
