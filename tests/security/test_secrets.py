@@ -356,7 +356,12 @@ def test_malformed_jaas_error_names_the_key_not_the_password(jaas: str, tmp_path
     key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
     with pytest.raises(ConfigError) as broker_side:
         BrokerConfig.from_properties(
-            {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path), key: jaas}
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+                "log.dirs": str(tmp_path),
+                key: jaas,
+            }
         )
     assert key in str(broker_side.value) and "pw-MALFORMED-123" not in str(broker_side.value)
     with pytest.raises(ConfigError) as client_side:
@@ -370,7 +375,7 @@ def test_malformed_jaas_error_names_the_key_not_the_password(jaas: str, tmp_path
 def test_start_refusing_a_malformed_jaas_prints_no_password(tmp_path: Path) -> None:
     config_file = tmp_path / "broker.properties"
     config_file.write_text(
-        "listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0\ninter.broker.listener.name=SASL_PLAINTEXT\n"
         f"log.dirs={tmp_path / 'logs'}\n"
         f'sasl.jaas.config={PLAIN} required user_admin="pw-MALFORMED-123"\n'
     )
