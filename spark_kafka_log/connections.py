@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from broker_runtime.client import BrokerConnectionError, KafkaClient
-from broker_runtime.errors import KafkaError
+from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security import ClientSecurity
 from spark_kafka_log.reader_options import ReaderOptions
@@ -69,13 +69,28 @@ def writer_client(
     )
 
 
+#: Errors about who the client is, not about the topic: passed on as the broker said them.
+_LOGIN_OR_ACL_ERRORS = frozenset(
+    {
+        ErrorCode.SASL_AUTHENTICATION_FAILED,
+        ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+        ErrorCode.ILLEGAL_SASL_STATE,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+
+
 def topic_partitions(client: KafkaClient, topic: str) -> int:
-    """Partitions of ``topic``, asking the broker to auto-create it (with its num.partitions)."""
+    """Partitions of ``topic``, asking the broker to auto-create it (with its num.partitions). A refused login
+    or authorization is raised as the broker answered it (never as a missing topic)."""
     try:
         return len(client.partitions_for(topic, allow_auto_create=True))
     except BrokerConnectionError:
         raise
     except KafkaError as exc:
+        if exc.code in _LOGIN_OR_ACL_ERRORS:
+            raise
         raise KafkaError(
             exc.code,
             f"topic {topic!r} is not available for writing (auto-creation disabled on the broker? "

@@ -153,12 +153,16 @@ class NewTopic:
 
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
-    """One config of a DescribeConfigs answer; ``source`` is Kafka's ``ConfigSource`` number."""
+    """One config of a DescribeConfigs answer; ``source`` is Kafka's ``ConfigSource`` number. A ``sensitive``
+    config (a password, a JAAS entry, a key) has ``value`` None, and so has each of its ``synonyms``
+    (``(name, value, source)``, highest precedence first)."""
 
     name: str
     value: str | None
     source: int
     read_only: bool = False
+    sensitive: bool = False
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -737,17 +741,29 @@ class KafkaClient:
                 raise KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"alter configs of {name}")
 
     def describe_config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
-        """Every config of one topic or broker with its value and source (DescribeConfigs)."""
+        """Every config of one topic or broker with its value, source and synonyms (DescribeConfigs)."""
         _, body = self._any_conn().request(
             ApiKey.DESCRIBE_CONFIGS,
-            {"Resources": [{"ResourceType": resource_type, "ResourceName": name, "ConfigurationKeys": None}]},
+            {
+                "Resources": [
+                    {"ResourceType": resource_type, "ResourceName": name, "ConfigurationKeys": None}
+                ],
+                "IncludeSynonyms": True,
+            },
         )
         out: list[ConfigEntry] = []
         for r in body["Results"]:
             if r["ErrorCode"]:
                 raise KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"describe configs of {name}")
             out += [
-                ConfigEntry(c["Name"], c["Value"], int(c["ConfigSource"]), bool(c["ReadOnly"]))
+                ConfigEntry(
+                    c["Name"],
+                    c["Value"],
+                    int(c["ConfigSource"]),
+                    bool(c["ReadOnly"]),
+                    bool(c["IsSensitive"]),
+                    tuple((s["Name"], s["Value"], int(s["Source"])) for s in c.get("Synonyms") or ()),
+                )
                 for c in r["Configs"]
             ]
         return out

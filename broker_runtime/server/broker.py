@@ -76,9 +76,10 @@ from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SaslServerAuthenticator
 from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
+from broker_runtime.security.secrets import redacted
 from broker_runtime.security.tls import peer_principal, server_context
 from broker_runtime.server.cluster import POLL_INTERVAL_MS, ClusterView, SharedFileCluster, SingleNodeCluster
-from broker_runtime.server.config import BrokerConfig, Listener
+from broker_runtime.server.config import KNOWN_BROKER_KEYS, BrokerConfig, Listener
 from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
@@ -356,7 +357,10 @@ class Broker:
                 _log.info(
                     "node %d: applying dynamic broker configs %s",
                     cfg.node_id,
-                    dict(cluster.view.broker_configs),
+                    {
+                        resource: redacted(values, known=KNOWN_BROKER_KEYS)
+                        for resource, values in cluster.view.broker_configs.items()
+                    },
                 )
                 topics.set_base(base)
 

@@ -6,9 +6,10 @@ then explicit overrides (``--override key=value`` on the command line, ``overrid
 
 Invariants:
   * every value is validated here; a bad value raises :class:`~broker_runtime.errors.ConfigError` naming the
-    key, the value found and what is allowed;
-  * keys this broker does not know are kept (``props``) but reported once through the ``warnings`` tuple, so
-    the CLI can print one warning line each and carry on, as Kafka does;
+    key, the value found and what is allowed -- except a secret's value (a password, a JAAS entry, a key:
+    :func:`sensitive_broker_config`), which no message, warning, log line or repr ever shows;
+  * keys this broker does not know are kept (``props``) but reported once, by name only, through the
+    ``warnings`` tuple, so the CLI can print one warning line each and carry on, as Kafka does;
   * listeners are Kafka's: ``listeners`` names any number of ``NAME://host:port`` endpoints, each NAME mapped
     to a security protocol by ``listener.security.protocol.map``; ``advertised.listeners`` and
     ``inter.broker.listener.name`` refer to those names. TLS (``ssl.*``) and SASL (``sasl.*``) settings may be
@@ -34,16 +35,19 @@ from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.security.client_security import SECURITY_PROTOCOLS, ClientSecurity
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SASL_MECHANISMS
+from broker_runtime.security.secrets import is_sensitive
 from broker_runtime.security.tls import SSL_KEYS, server_context
 
 __all__ = [
     "BROKER_KEYS",
+    "KNOWN_BROKER_KEYS",
     "LISTENER_PREFIX",
     "STORAGE_KEYS",
     "BrokerConfig",
     "Listener",
     "parse_listener",
     "read_properties",
+    "sensitive_broker_config",
 ]
 
 #: Names this module interprets (with their defaults, as text, Kafka's where Kafka has one).
@@ -181,6 +185,17 @@ STORAGE_KEYS: frozenset[str] = frozenset(
 
 #: Per-listener settings: ``listener.name.<listener, lower case>.<key>`` overrides ``<key>`` on that listener.
 LISTENER_PREFIX = "listener.name."
+
+#: Every broker config name pylog knows (a listener-prefixed name is known when its base name is).
+KNOWN_BROKER_KEYS: frozenset[str] = frozenset(BROKER_KEYS) | STORAGE_KEYS | frozenset(SSL_KEYS)
+
+
+def sensitive_broker_config(name: str, value: str | None = None) -> bool:
+    """True when broker config ``name`` is a secret (:mod:`broker_runtime.security.secrets`: a password-type
+    config, a JAAS entry or key in its value, or a name this broker does not know): DescribeConfigs answers it
+    with a null value and ``IsSensitive=true``, logs show ``[hidden]``."""
+    return is_sensitive(name, value, known=KNOWN_BROKER_KEYS)
+
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
 
@@ -440,7 +455,8 @@ class BrokerConfig:
     test_transaction_markers_hold_file: str | None = None
     #: Benchmarks only: validate produced batches by their header alone (the baseline of the validation cost).
     test_validation_header_only: bool = False
-    props: Mapping[str, str] = field(default_factory=dict)
+    #: Never in the repr: it holds the secrets (passwords, JAAS entries, keys).
+    props: Mapping[str, str] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -526,8 +542,8 @@ class BrokerConfig:
     @classmethod
     def _build(cls, props: dict[str, str]) -> BrokerConfig:
         warnings = tuple(
-            f"unknown config key {key!r} (value {value!r}) is ignored"
-            for key, value in sorted(props.items())
+            f"unknown config key {key!r} is ignored"  # never its value: it may be a secret (as Kafka)
+            for key in sorted(props)
             if key not in BROKER_KEYS
             and key not in STORAGE_KEYS
             and not key.startswith(LISTENER_PREFIX)

@@ -44,13 +44,26 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
-from broker_runtime.storage.config import LogConfig
+from broker_runtime.security.secrets import is_sensitive, redacted
+from broker_runtime.storage.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
 
 _log = logging.getLogger(__name__)
+
+
+def sensitive_topic_config(name: str, value: str | None) -> bool:
+    """True when topic config ``name`` = ``value`` is a secret (:mod:`broker_runtime.security.secrets`: an unknown
+    name, or a value holding a JAAS entry or a key): answered null with ``IsSensitive=true``, logged hidden."""
+    return is_sensitive(name, value, known=TOPIC_CONFIG_NAMES)
+
+
+def _loggable(overrides: Mapping[str, str]) -> dict[str, str | None] | str:
+    """Topic configs as a log line shows them: any sensitive value ``[hidden]``."""
+    return redacted(overrides, known=TOPIC_CONFIG_NAMES) if overrides else ""
+
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -180,7 +193,7 @@ class TopicManager:
             self._logs_by_tp[(name, partition)] = log
         self._partitions[name] = num_partitions
         self._configs.pop(name, None)
-        _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
+        _log.info("created topic %s with %d partition(s) %s", name, num_partitions, _loggable(overrides))
 
     # -- loads on the partition-load thread ---------------------------------------------------------------
 
@@ -244,7 +257,7 @@ class TopicManager:
                 self._logs_by_tp[(name, log.partition)] = log
             self._partitions[name] = num_partitions
             self._configs.pop(name, None)
-            _log.info("created topic %s with %d partition(s) %s", name, num_partitions, overrides or "")
+            _log.info("created topic %s with %d partition(s) %s", name, num_partitions, _loggable(overrides))
             done.set_result(None)
 
         loading.add_done_callback(finish)

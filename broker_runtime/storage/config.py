@@ -414,7 +414,8 @@ class LogConfig:
         merged = dict(self.topic_overrides)
         for key, raw in overrides.items():
             if key not in TOPIC_CONFIG_NAMES:
-                raise ConfigError(f"{key}={raw!r}: unknown topic config")
+                # The name only, as Kafka ("Unknown topic config name"): an unknown key's value may be a secret.
+                raise ConfigError(f"Unknown topic config name: {key}")
             if key in _TOPIC_FIELDS:
                 field, parser = _TOPIC_FIELDS[key]
                 values[field] = parser(key, raw)

@@ -23,7 +23,6 @@ from typing import Any
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import ApiKey
-from broker_runtime.security import ClientSecurity
 from broker_runtime.security.acl import (
     CLUSTER_NAME,
     AclOperation,
@@ -31,7 +30,7 @@ from broker_runtime.security.acl import (
     PatternType,
     ResourceType,
 )
-from broker_runtime.tools.common import EXIT_USAGE, ToolError, add_bootstrap, run_tool
+from broker_runtime.tools.common import EXIT_USAGE, ToolError, add_bootstrap, client_for, run_tool
 
 __all__ = ["add_parser", "run"]
 
@@ -39,7 +38,6 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("acls", help="add, remove or list ACLs (as kafka-acls.sh)")
     add_bootstrap(p)
-    p.add_argument("--command-config", help="properties file of client security settings")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add the bindings described")
     action.add_argument("--remove", action="store_true", help="remove the bindings matching")
@@ -85,28 +83,7 @@ def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str | None]
 
 
 def _client(args: argparse.Namespace) -> KafkaClient:
-    security = None
-    if args.command_config:
-        props: dict[str, str] = {}
-        try:
-            with open(args.command_config, encoding="utf-8") as f:
-                for line in f:
-                    line = line.strip()
-                    if line and not line.startswith(("#", "!")):
-                        key, _, value = line.partition("=")
-                        props[key.strip()] = value.strip()
-        except OSError as exc:
-            raise ToolError(
-                f"cannot read --command-config {args.command_config}: {exc.strerror}", EXIT_USAGE
-            ) from None
-        security = ClientSecurity.from_properties(props, name_prefix="--command-config: ")
-    return KafkaClient(
-        args.bootstrap_server,
-        client_id="pylog-acls",
-        request_timeout_ms=args.request_timeout_ms,
-        retries=2,
-        security=security,
-    )
+    return client_for(args, "pylog-acls")
 
 
 def _check(code: int, message: str | None, what: str) -> None:

@@ -1,5 +1,9 @@
-"""What every tool shares: ``--bootstrap-server`` (and ``--request-timeout-ms``), the client a tool talks
-through, ``key=value`` properties, and one way to fail.
+"""What every tool shares: ``--bootstrap-server`` (and ``--request-timeout-ms``, ``--command-config``), the
+client a tool talks through, ``key=value`` properties, and one way to fail.
+
+``--command-config FILE`` (as Kafka's tools) is a properties file of client security settings
+(``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``; :class:`ClientSecurity`). Its
+values are never printed: a bad file fails naming the key, never the password or JAAS entry in it.
 
 Exit statuses (every tool): 0 done; 1 the operation failed (the broker refused it or cannot be reached, a file
 cannot be read or is corrupt; the line names the broker's error code or the address); 2 bad usage (argparse's
@@ -16,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import BrokerConnectionError, KafkaError, PylogError
+from broker_runtime.security import ClientSecurity
 
 __all__ = [
     "EXIT_FAILED",
@@ -23,6 +28,7 @@ __all__ = [
     "ToolError",
     "add_bootstrap",
     "client_for",
+    "command_config_security",
     "fail",
     "flag",
     "parse_pairs",
@@ -53,6 +59,30 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         default=30000,
         help="how long to wait for each answer; default 30000",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="properties file of client security settings (security.protocol, sasl.mechanism, "
+        "sasl.jaas.config, ssl.*)",
+    )
+
+
+def command_config_security(path: str | None) -> ClientSecurity | None:
+    """The client security of a ``--command-config`` file (None without one); a usage error names the file
+    or the key, never a value."""
+    if not path:
+        return None
+    props: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith(("#", "!")):
+                    key, _, value = line.partition("=")
+                    props[key.strip()] = value.strip()
+    except OSError as exc:
+        raise ToolError(f"cannot read --command-config {path}: {exc.strerror}", EXIT_USAGE) from None
+    return ClientSecurity.from_properties(props, name_prefix="--command-config: ")
 
 
 def client_for(args: argparse.Namespace, client_id: str = "pylog-admin") -> KafkaClient:
@@ -62,6 +92,7 @@ def client_for(args: argparse.Namespace, client_id: str = "pylog-admin") -> Kafk
         client_id=client_id,
         request_timeout_ms=getattr(args, "request_timeout_ms", 30000),
         retries=2,
+        security=command_config_security(getattr(args, "command_config", None)),
     )
 
 

@@ -6,7 +6,9 @@
                          --alter [--add-config k=v,k2=v2] [--delete-config k,k2]
 
 ``--describe`` prints, as ``kafka-configs`` does, ``Dynamic configs for topic T are:`` (or ``All configs for
-...`` with ``--all``) then one ``  key=value sensitive=false synonyms={SOURCE:key=value}`` line per config.
+...`` with ``--all``) then one ``  key=value sensitive=false synonyms={SOURCE:key=value, ...}`` line per config.
+A sensitive config (a password, a JAAS entry, a key: the broker never sends its value) prints as Kafka's tool
+prints it: ``  key=null sensitive=true synonyms={SOURCE:key=null}``.
 ``--alter`` sends one IncrementalAlterConfigs (SET for each added key, DELETE for each deleted one) and prints
 ``Completed updating config for topic T.``. ``--entity-default`` with brokers names the cluster-wide defaults.
 Errors: one line, exit 1 (the broker's code and message), exit 2 for bad arguments.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from broker_runtime.client import ConfigEntry
 from broker_runtime.protocol.messages import describe_configs
 from broker_runtime.tools.common import (
     EXIT_USAGE,
@@ -58,6 +61,21 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _text(value: str | None) -> str:
+    return "null" if value is None else value  # Java's string concatenation of a null, as kafka-configs
+
+
+def _describe_line(e: ConfigEntry) -> str:
+    """``  key=value sensitive=B synonyms={SOURCE:key=value, ...}``; a sensitive config's value is never known
+    here (the broker answers null), and is printed as null even if a broker sent one."""
+    value = None if e.sensitive else e.value
+    synonyms = e.synonyms or ((e.name, e.value, e.source),)
+    listed = ", ".join(
+        f"{SOURCE_NAMES.get(src, str(src))}:{n}={_text(None if e.sensitive else v)}" for n, v, src in synonyms
+    )
+    return f"  {e.name}={_text(value)} sensitive={'true' if e.sensitive else 'false'} synonyms={{{listed}}}"
+
+
 def run(args: argparse.Namespace) -> int:
     def body() -> int:
         rtype = _TYPES[args.entity_type]
@@ -75,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 shown = entries if args.all else [e for e in entries if e.source in (1, 2, 3)]
                 print(f"{'All' if args.all else 'Dynamic'} configs for {label} are:")
                 for e in shown:
-                    source = SOURCE_NAMES.get(e.source, str(e.source))
-                    print(f"  {e.name}={e.value} sensitive=false synonyms={{{source}:{e.name}={e.value}}}")
+                    print(_describe_line(e))
                 return 0
             added = parse_pairs(args.add_config, "--add-config")
             deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]

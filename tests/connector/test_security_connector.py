@@ -4,6 +4,8 @@ use are accepted with one warning, typos and unsupported security settings fail 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,6 +161,43 @@ def test_password_not_in_repr(tmp_path: Path) -> None:
     )
     assert parsed.security.sasl_username == "spark"
     assert "spark-pw" not in repr(parsed)
+
+
+def test_spark_shows_no_secret_in_plans_errors_or_logs(
+    spark: Any, sasl_ssl: tuple[str, Pki], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever Spark or the connector shows of a secured query -- the plans of a batch and a streaming read, the
+    error of a refused login or of a malformed JAAS entry, the parsed options, the driver's log -- holds no
+    password."""
+    bootstrap, pki = sasl_ssl
+    secrets = ("spark-pw", "wrong-SPARK-pw", "ks-SPARK-SECRET")
+    options = {
+        **_secured(pki),
+        "kafka.bootstrap.servers": bootstrap,
+        "kafka.ssl.keystore.password": secrets[2],
+    }
+    seen: list[str] = []
+    with caplog.at_level(logging.DEBUG, logger="spark_kafka_log"):
+        for load in (spark.read, spark.readStream):
+            df = load.format("pylog").options(**options, subscribe="secured").load()
+            plans = io.StringIO()
+            with contextlib.redirect_stdout(plans):
+                df.explain(True)
+            seen.append(plans.getvalue())
+        assert "pylog" in seen[0]
+        df = spark.createDataFrame([("k", "v")], "key string, value string")
+        wrong = {**options, "kafka.sasl.jaas.config": SCRAM_JAAS.replace("spark-pw", secrets[1])}
+        malformed = {**options, "kafka.sasl.jaas.config": SCRAM_JAAS.rstrip(";")}
+        for bad, why in ((wrong, "Authentication failed"), (malformed, "must end with ';'")):
+            with pytest.raises(Exception) as failed:  # noqa: PT011 -- Spark wraps the connector's error
+                df.write.format("pylog").options(**bad, topic="secured").mode("append").save()
+            assert why in str(failed.value)
+            seen.append(str(failed.value))
+        seen.append(repr(parse_writer_options({**options, "topic": "secured"})))
+        seen.append(repr(parse_reader_options({**options, "subscribe": "secured"})))
+    seen += [r.getMessage() for r in caplog.records]
+    leaked = [s for s in secrets if any(s in text for text in seen)]
+    assert not leaked, leaked
 
 
 @pytest.fixture(scope="module")

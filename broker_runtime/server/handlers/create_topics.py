@@ -29,7 +29,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_topics
 from broker_runtime.server.context import BrokerContext, HandlerResult, answer_after_loads
 from broker_runtime.server.handlers.metadata import may_create
-from broker_runtime.server.topics import TopicError
+from broker_runtime.server.topics import TopicError, sensitive_topic_config
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -93,6 +93,18 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
     return result
 
 
+def _created_config(name: str, value: str | None) -> dict[str, Any]:
+    """One config of a created topic (v5+), a sensitive one without its value, as DescribeConfigs answers it."""
+    sensitive = sensitive_topic_config(name, value)
+    return {
+        "Name": name,
+        "Value": None if sensitive else value,
+        "ReadOnly": False,
+        "ConfigSource": _TOPIC_CONFIG_SOURCE,
+        "IsSensitive": sensitive,
+    }
+
+
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> HandlerResult:
     validate_only = bool(body["validateOnly"])
     counts = Counter(t["Name"] for t in body["Topics"])
@@ -125,16 +137,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
                 ErrorMessage=None,
                 NumPartitions=partitions,
                 ReplicationFactor=replication,
-                Configs=[
-                    {
-                        "Name": cfg["Name"],
-                        "Value": cfg["Value"],
-                        "ReadOnly": False,
-                        "ConfigSource": _TOPIC_CONFIG_SOURCE,
-                        "IsSensitive": False,
-                    }
-                    for cfg in topic["Configs"]
-                ],
+                Configs=[_created_config(cfg["Name"], cfg["Value"]) for cfg in topic["Configs"]],
             )
         results.append(result)
     created = [r["Name"] for r in results if r["ErrorCode"] == ErrorCode.NONE and not validate_only]

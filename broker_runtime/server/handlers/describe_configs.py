@@ -8,6 +8,13 @@ resources (type 4): this broker's node id lists the properties it was started wi
 overlaid by its dynamic ones; ``""`` (empty name) lists the cluster-wide dynamic defaults only, as Kafka's
 ``--entity-default``. ``ConfigurationKeys`` filters the names. Other resource types get INVALID_REQUEST;
 unknown topics UNKNOWN_TOPIC_OR_PARTITION.
+
+Secrets (every version, both resource types): a sensitive config (:mod:`broker_runtime.security.secrets`:
+Kafka's PASSWORD-type configs such as ``sasl.jaas.config``, ``ssl.key.password`` and ``ssl.keystore.key`` with
+any ``listener.name.<l>.[<mechanism>.]`` prefix, a name this broker does not know, a value holding a JAAS entry
+or a private key) is answered as Kafka's ``ConfigHelper`` answers it: ``Value`` null, ``IsSensitive`` true,
+every synonym's ``Value`` null, ``ConfigType`` PASSWORD for the password-type ones. The value never leaves the
+broker, whoever asks.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_configs
 from broker_runtime.security.acl import AclOperation, ResourceType
+from broker_runtime.security.secrets import is_password_config
+from broker_runtime.server.config import sensitive_broker_config
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dynamic_config import (
     DEFAULT_BROKER_RESOURCE,
@@ -29,7 +38,7 @@ from broker_runtime.server.dynamic_config import (
     text,
     topic_value_source,
 )
-from broker_runtime.server.topics import topic_name_error
+from broker_runtime.server.topics import sensitive_topic_config, topic_name_error
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -68,20 +77,37 @@ _TOPIC_ATTRS = {
 }
 
 
+#: DescribeConfigsResponse ``ConfigType`` values pylog sets (Kafka's ``ConfigType`` enum; 0 is UNKNOWN).
+CONFIG_TYPE_UNKNOWN = 0
+CONFIG_TYPE_PASSWORD = 9
+
+
 def _entry(
-    name: str, value: str | None, source: int, synonyms: list[tuple[str, str, int]] | None = None
+    name: str,
+    value: str | None,
+    source: int,
+    synonyms: list[tuple[str, str, int]] | None = None,
+    *,
+    sensitive: bool,
 ) -> dict[str, Any]:
+    """One config of the answer; a sensitive one has no value anywhere (Kafka's ``createBrokerConfigEntry``)."""
     return {
         "Name": name,
-        "Value": value,
+        "Value": None if sensitive else value,
         "ReadOnly": False,
         "IsDefault": source == SOURCE_DEFAULT,
         "ConfigSource": source,
-        "IsSensitive": False,
-        "Synonyms": [{"Name": n, "Value": v, "Source": src} for n, v, src in synonyms or []],
-        "ConfigType": 0,
+        "IsSensitive": sensitive,
+        "Synonyms": [
+            {"Name": n, "Value": None if sensitive else v, "Source": src} for n, v, src in synonyms or []
+        ],
+        "ConfigType": CONFIG_TYPE_PASSWORD if is_password_config(name) else CONFIG_TYPE_UNKNOWN,
         "Documentation": None,
     }
+
+
+def _topic_sensitive(name: str, values: list[str | None]) -> bool:
+    return any(sensitive_topic_config(name, v) for v in values)
 
 
 def _topic_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
@@ -97,20 +123,42 @@ def _topic_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[d
             value = text(getattr(cfg, attr))
         else:
             continue
-        out.append(_entry(key, value, source, synonyms if with_synonyms else None))
+        sensitive = _topic_sensitive(key, [value, *(v for _, v, _ in synonyms)])
+        out.append(_entry(key, value, source, synonyms if with_synonyms else None, sensitive=sensitive))
     for key in sorted(set(overrides) - set(_TOPIC_ATTRS)):
-        out.append(_entry(key, overrides[key], SOURCE_TOPIC))
+        value = overrides[key]
+        synonyms = [(key, value, SOURCE_TOPIC)]
+        out.append(
+            _entry(
+                key,
+                value,
+                SOURCE_TOPIC,
+                synonyms if with_synonyms else None,
+                sensitive=_topic_sensitive(key, [value]),
+            )
+        )
     return out
 
 
-def _broker_configs(ctx: BrokerContext, name: str) -> list[dict[str, Any]]:
+def _broker_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
+    """The broker's configs: each name's layers (dynamic per-broker, dynamic default, static) highest first;
+    the first is the value, all of them the synonyms (only the dynamic default for the ``""`` resource)."""
     dynamic = ctx.cluster.view.broker_configs
     if name == DEFAULT_BROKER_RESOURCE:
-        return [_entry(k, v, SOURCE_DYNAMIC_DEFAULT_BROKER) for k, v in sorted(dynamic.get("", {}).items())]
-    merged: dict[str, tuple[str, int]] = {k: (v, SOURCE_STATIC_BROKER) for k, v in ctx.config.props.items()}
-    merged.update({k: (v, SOURCE_DYNAMIC_DEFAULT_BROKER) for k, v in dynamic.get("", {}).items()})
-    merged.update({k: (v, SOURCE_DYNAMIC_BROKER) for k, v in dynamic.get(name, {}).items()})
-    return [_entry(k, v, src) for k, (v, src) in sorted(merged.items())]
+        layers = [(SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {}))]
+    else:
+        layers = [
+            (SOURCE_DYNAMIC_BROKER, dynamic.get(name, {})),
+            (SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {})),
+            (SOURCE_STATIC_BROKER, ctx.config.props),
+        ]
+    out = []
+    for key in sorted({k for _, values in layers for k in values}):
+        synonyms = [(key, values[key], source) for source, values in layers if key in values]
+        sensitive = any(sensitive_broker_config(key, v) for _, v, _ in synonyms)
+        _, value, source = synonyms[0]
+        out.append(_entry(key, value, source, synonyms if with_synonyms else None, sensitive=sensitive))
+    return out
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +200,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                     ErrorMessage=f"Unexpected broker id {rname!r}, expected {ctx.config.node_id}",
                 )
             else:
-                configs = _broker_configs(ctx, rname)
+                configs = _broker_configs(ctx, rname, bool(body["IncludeSynonyms"]))
         else:
             out.update(ErrorCode=ErrorCode.INVALID_REQUEST, ErrorMessage=f"Unsupported resource type {rtype}")
         if keys is not None:
