@@ -407,6 +407,9 @@ class KafkaNode:
         }
         self._process: subprocess.Popen[bytes] | None = None
         self._command: JavaCommand | None = None
+        #: After a stop: the JVM's exit status, and whether it had to be SIGKILLed.
+        self.exit_code: int | None = None
+        self.killed = False
 
     @property
     def bootstrap(self) -> str:
@@ -476,9 +479,11 @@ class KafkaNode:
         process = self._process
         if process is None:
             return
+        self.killed = False
         try:
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            self.killed = True
             print(
                 f"Apache Kafka node {self.node_id} ({self.bootstrap}) did not stop within {STOP_TIMEOUT_S:.0f} s "
                 f"of SIGTERM: killed (log {self.log_path})",
@@ -487,6 +492,7 @@ class KafkaNode:
             )
             process.kill()
             process.wait(timeout=30)
+        self.exit_code = process.returncode
         self._process = None
         if self._command is not None:
             self._command.publish_archive()
