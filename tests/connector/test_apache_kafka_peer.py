@@ -11,8 +11,6 @@ same on both brokers; a difference found is fixed in the connector, never in the
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.connector import test_reader, test_writer
@@ -31,30 +29,24 @@ def rbroker(apache_kafka: KafkaCluster) -> tuple[str, str]:
     return apache_kafka.bootstrap, str(apache_kafka.nodes[0].data_dir)
 
 
-# Writing: headers, timestamps and explicit partitions; every codec; acks 0/1/all; the batch read of what was
-# written (the Fetch path over kafka.bootstrap.servers).
+# Writing: headers, timestamps and explicit partitions; acks 0/1/all; an unknown partition; the batch read of
+# what was written (the Fetch path over kafka.bootstrap.servers).
 test_headers_timestamp_and_explicit_partition = test_writer.test_headers_timestamp_and_explicit_partition
-test_each_codec_is_read_back_by_confluent_kafka = test_writer.test_each_codec_is_read_back_by_confluent_kafka
 test_acks = test_writer.test_acks
-test_keyed_rows_land_where_librdkafka_murmur2_puts_them = (
-    test_writer.test_keyed_rows_land_where_librdkafka_murmur2_puts_them
-)
-test_written_rows_read_back_with_format_pylog = test_writer.test_written_rows_read_back_with_format_pylog
 test_unknown_partition_fails_naming_topic_and_partition = (
     test_writer.test_unknown_partition_fails_naming_topic_and_partition
 )
+test_written_rows_read_back_with_format_pylog = test_writer.test_written_rows_read_back_with_format_pylog
 
-# Reading: by offsets, by timestamps, with pushdown, over Fetch and over Apache Kafka's own files.
-test_confluent_kafka_round_trip_every_codec = test_reader.test_confluent_kafka_round_trip_every_codec
-big_topic = test_reader.big_topic
+# Reading by timestamps (ListOffsets by time on Apache Kafka's time index).
 ts_topic = test_reader.ts_topic
-test_direct_scan_and_fetch_give_identical_dataframes = (
-    test_reader.test_direct_scan_and_fetch_give_identical_dataframes
-)
 test_starting_timestamp_lands_on_first_offset_with_timestamp_at_or_after = (
     test_reader.test_starting_timestamp_lands_on_first_offset_with_timestamp_at_or_after
 )
-test_pushdown_same_rows_and_fewer_batches = test_reader.test_pushdown_same_rows_and_fewer_batches
-test_round_trip_with_the_pylog_writer = test_reader.test_round_trip_with_the_pylog_writer
 
-__all__: list[Any] = []
+# Not here yet, for the suite's time budget (each passed against Apache Kafka 4.4.0 when tried): every codec
+# both ways (test_writer.test_each_codec_is_read_back_by_confluent_kafka, and
+# test_reader.test_confluent_kafka_round_trip_every_codec, which also reads Apache Kafka's own segment files
+# with pylog.transport=local), murmur2 placement, pushdown and the pylog writer's round trip.
+# test_reader.test_direct_scan_and_fetch_give_identical_dataframes cannot run as it is: it needs several
+# segments of 64 KiB, and Apache Kafka 4.x refuses a segment.bytes under 1 MiB.
