@@ -138,4 +138,12 @@ def test_a_three_node_cluster_serves_replicated_topics_and_stops_cleanly(
     # 143: the JVM ended by SIGTERM after its shutdown hooks ran (Kafka's controlled shutdown), not SIGKILLed.
     for node, pid in zip(apache_kafka_cluster.nodes, pids, strict=True):
         assert pid is not None and not node.running and not os.path.exists(f"/proc/{pid}")
-        assert (node.killed, node.exit_code) == (False, 143), f"node {node.node_id}: see {node.log_path}"
+    # 143: the JVM ended on SIGTERM after its shutdown hooks ran (Kafka's controlled shutdown). A majority always
+    # does; a node whose controlled shutdown was still waiting when that majority had left cannot finish it (no
+    # quorum) and is killed after a short grace, which the launcher says (seen in about 1 stop in 10 on a loaded
+    # machine).
+    clean = [node for node in apache_kafka_cluster.nodes if (node.killed, node.exit_code) == (False, 143)]
+    assert len(clean) >= 2, [
+        (n.node_id, n.exit_code, n.killed_why, str(n.log_path)) for n in apache_kafka_cluster.nodes
+    ]
+    assert all("no quorum left" in (n.killed_why or "") for n in apache_kafka_cluster.nodes if n not in clean)

@@ -24,7 +24,8 @@ two free loopback ports (PLAINTEXT, CONTROLLER), a directory under the caller's 
 ``stdout.log`` (what the JVM printed). Storage is formatted with ``kafka.tools.StorageTool format`` before the
 first start. A node is ready when Metadata (pylog's client) lists every broker of the cluster; starting prints
 the bootstrap address and the log path to stderr. :meth:`KafkaNode.stop` sends SIGTERM (Kafka's controlled
-shutdown), waits, and SIGKILLs with a message after ``STOP_TIMEOUT_S``.
+shutdown), waits, and SIGKILLs with a message after ``STOP_TIMEOUT_S``; :meth:`KafkaCluster.stop` signals every
+node at once and gives a node that outlives the quorum only ``QUORUM_LOST_GRACE_S`` (see there).
 
 Threading: none of this is thread-safe; the fixtures use it from pytest's main thread.
 """
@@ -75,6 +76,7 @@ NODE_HEAP = ("-Xms64m", "-Xmx512m")
 TOOL_HEAP = ("-Xms32m", "-Xmx256m")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
+QUORUM_LOST_GRACE_S = 5.0
 FETCH_TIMEOUT_S = 1200.0
 
 #: The command-line tools by their script's name (``bin/<name>.sh``) -> the main class that script runs in 4.x.
@@ -407,9 +409,10 @@ class KafkaNode:
         }
         self._process: subprocess.Popen[bytes] | None = None
         self._command: JavaCommand | None = None
-        #: After a stop: the JVM's exit status, and whether it had to be SIGKILLed.
+        #: After a stop: the JVM's exit status (143 after SIGTERM), whether it had to be SIGKILLed, and why.
         self.exit_code: int | None = None
         self.killed = False
+        self.killed_why: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -474,19 +477,19 @@ class KafkaNode:
             assert self._process is not None
             self._process.send_signal(signal.SIGTERM)
 
-    def wait_stopped(self, deadline: float) -> None:
-        """Wait for the JVM to exit until ``deadline`` (monotonic), then SIGKILL it, saying so."""
+    def wait_stopped(self, deadline: float, why: str | None = None) -> None:
+        """Wait for the JVM to exit until ``deadline`` (monotonic), then SIGKILL it, saying so (and ``why``)."""
         process = self._process
         if process is None:
             return
-        self.killed = False
+        self.killed, self.killed_why = False, None
         try:
             process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            self.killed = True
+            self.killed, self.killed_why = True, why or "timeout"
             print(
-                f"Apache Kafka node {self.node_id} ({self.bootstrap}) did not stop within {STOP_TIMEOUT_S:.0f} s "
-                f"of SIGTERM: killed (log {self.log_path})",
+                f"Apache Kafka node {self.node_id} ({self.bootstrap}) did not stop after SIGTERM"
+                f" ({why or f'within {STOP_TIMEOUT_S:.0f} s'}): killed (log {self.log_path})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -621,10 +624,26 @@ class KafkaCluster:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """Stop every node at once (SIGTERM to all, then wait; SIGKILL with a message after ``STOP_TIMEOUT_S``)."""
+        """Stop every node at once: SIGTERM to all, so that every broker asks for its controlled shutdown while
+        the controller quorum still stands; SIGKILL with a message after ``STOP_TIMEOUT_S``.
+
+        A node still running once a majority of the voters has exited cannot finish a controlled shutdown (its
+        broker waits for a quorum that is gone, up to Kafka's 5 minutes): it gets ``QUORUM_LOST_GRACE_S`` more,
+        then SIGKILL, with a message saying so."""
         for node in self.nodes:
             node.signal_stop()
         deadline = time.monotonic() + STOP_TIMEOUT_S
+        majority = len(self.nodes) // 2 + 1
+        while time.monotonic() < deadline:
+            alive = [node for node in self.nodes if node.running]
+            if not alive:
+                break
+            if len(self.nodes) - len(alive) >= majority:
+                why = f"{len(self.nodes) - len(alive)} of the {len(self.nodes)} voters had stopped: no quorum left"
+                for node in alive:
+                    node.wait_stopped(min(deadline, time.monotonic() + QUORUM_LOST_GRACE_S), why)
+                break
+            time.sleep(0.05)
         for node in self.nodes:
             node.wait_stopped(deadline)
 
