@@ -19,7 +19,7 @@ from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAM
 from broker_runtime.protocol.records import read_batches
 from tests.support.apache_kafka import run_tool
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("apache_kafka_tools")]
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,12 @@
   (tests write records with old timestamps). Tests use unique topic names and must not change the node.
 * ``apache_kafka_cluster`` (module): three such nodes, every one a KRaft voter, started once per test module
   that asks for it.
+* ``apache_kafka_tools`` (session): no node, only the release's jars and a Java to run them, for tests that run
+  Kafka's tools or Java clients (:func:`~tests.support.apache_kafka.run_tool`) against another broker.
 
-Both yield a started :class:`~tests.support.apache_kafka.KafkaCluster` (``.bootstrap``, ``.nodes``). When Java
-17+, Maven or the fetch of the release is missing, the fixture FAILS with one line saying what and how to fix it
-(see :class:`~tests.support.apache_kafka.PeerUnavailable`); it never skips.
+The first two yield a started :class:`~tests.support.apache_kafka.KafkaCluster` (``.bootstrap``, ``.nodes``).
+When Java 17+, Maven or the fetch of the release is missing, each fixture FAILS with one line saying what and how
+to fix it (see :class:`~tests.support.apache_kafka.PeerUnavailable`); it never skips.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.apache_kafka import KafkaCluster, PeerUnavailable
+from tests.support.apache_kafka import KafkaCluster, PeerUnavailable, ensure_fetched, find_java
 
 #: Broker configs of the shared single node (Kafka's names).
 SINGLE_NODE_PROPS = {"num.partitions": "3", "log.retention.ms": "-1"}
@@ -28,7 +30,8 @@ def _started(base: Path, size: int, props: dict[str, str]) -> KafkaCluster:
     try:
         return KafkaCluster(base, size, props).start()
     except PeerUnavailable as e:
-        pytest.fail(str(e), pytrace=False)
+        problem = str(e)
+    pytest.fail(problem, pytrace=False)  # outside the except: the one line, without the exception chain
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +50,13 @@ def apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_tools() -> Path:
+    try:
+        find_java()
+        return ensure_fetched()
+    except PeerUnavailable as e:
+        problem = str(e)
+    pytest.fail(problem, pytrace=False)
