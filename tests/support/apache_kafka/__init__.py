@@ -267,8 +267,8 @@ class JavaCommand:
     CDS: the first run of a main class (per Java build and fetched release) dumps the classes it loaded into
     ``<cache>/cds/<java>/<MAIN>.jsa`` when it exits (``-XX:ArchiveClassesAtExit``, to a name of its own, moved
     into place by :meth:`publish_archive`); later runs map that archive and start about 1 s faster (measured:
-    kafka-topics --describe 0.9 s instead of 1.7 s). An archive the JVM cannot use costs only a warning. JVM
-    warnings go to stderr (``-Xlog``), never into a tool's stdout.
+    kafka-topics --describe 0.9 s instead of 1.7 s). An archive the JVM cannot use only costs that second (CDS's
+    own messages are off). Other JVM warnings go to stderr (``-Xlog``), never into a tool's stdout.
     """
 
     def __init__(self, main_class: str, args: Sequence[str], *, heap: Sequence[str], log4j: Path) -> None:
@@ -287,6 +287,7 @@ class JavaCommand:
             java,
             "-Xlog:disable",
             "-Xlog:all=warning:stderr",
+            "-Xlog:cds*=off:stderr",  # a dump lists hundreds of classes it skips; an unusable archive is only slower
             *cds,
             *heap,
             *JVM_OPTIONS,
