@@ -17,7 +17,7 @@ import pytest
 
 from broker_runtime.client import KafkaClient, NewTopic
 from tests.support import apache_kafka
-from tests.support.apache_kafka import KafkaCluster, PeerUnavailable
+from tests.support.apache_kafka import KafkaCluster, PeerUnavailable, ensure_fetched, find_java
 
 
 def _program(directory: Path, name: str, script: str) -> None:
@@ -48,7 +48,7 @@ def _one_line(e: pytest.ExceptionInfo[PeerUnavailable]) -> str:
 
 def test_no_java_is_one_line_naming_the_fix(bare: Path) -> None:
     with pytest.raises(PeerUnavailable) as e:
-        apache_kafka.find_java()
+        find_java()
     message = _one_line(e)
     assert "needs Java 17 or newer: no 'java' on PATH" in message
     assert "install a JDK 17+" in message and "JAVA_HOME" in message
@@ -57,14 +57,14 @@ def test_no_java_is_one_line_naming_the_fix(bare: Path) -> None:
 def test_java_home_without_java(bare: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     with pytest.raises(PeerUnavailable) as e:
-        apache_kafka.find_java()
+        find_java()
     assert f"JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java" in _one_line(e)
 
 
 def test_java_older_than_17_is_refused(bare: Path) -> None:
     _program(bare, "java", "echo 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
     with pytest.raises(PeerUnavailable) as e:
-        apache_kafka.find_java()
+        find_java()
     message = _one_line(e)
     assert "needs Java 17 or newer" in message and "is Java '11.0.22'" in message
 
@@ -72,13 +72,13 @@ def test_java_older_than_17_is_refused(bare: Path) -> None:
 def test_java_8_style_version_is_refused(bare: Path) -> None:
     _program(bare, "java", "echo 'java version \"1.8.0_402\"' >&2\n")
     with pytest.raises(PeerUnavailable) as e:
-        apache_kafka.find_java()
+        find_java()
     assert "is Java '1.8.0_402'" in _one_line(e)
 
 
 def test_no_maven_with_an_empty_cache(bare: Path) -> None:
     with pytest.raises(PeerUnavailable) as e:
-        apache_kafka.ensure_fetched()
+        ensure_fetched()
     message = _one_line(e)
     assert f"Apache Kafka {apache_kafka.kafka_version()} is not in" in message
     assert "no 'mvn' on PATH" in message and "apt-get install maven" in message
@@ -93,16 +93,16 @@ def test_a_failed_fetch_names_mavens_error_and_fetches_again_next_time(bare: Pat
         'echo "[ERROR] -> [Help 1]"\nexit 1\n',
     )
     with pytest.raises(PeerUnavailable) as e:
-        apache_kafka.ensure_fetched()
+        ensure_fetched()
     message = _one_line(e)
     assert "with Maven failed (exit 1): Failed to execute goal on project apache-kafka-peer" in message
     assert str(tmp_path / "cache" / "fetch.log") in message
     assert not (tmp_path / "cache" / "fetched").exists()
     # A Maven that succeeds (copies one jar) next time: the cache is complete and not fetched a third time.
     _program(bare, "mvn", f'/bin/mkdir -p "{tmp_path}/cache/libs" && : > "{tmp_path}/cache/libs/kafka.jar"\n')
-    assert apache_kafka.ensure_fetched() == tmp_path / "cache" / "libs"
+    assert ensure_fetched() == tmp_path / "cache" / "libs"
     _program(bare, "mvn", "exit 1\n")
-    assert apache_kafka.ensure_fetched() == tmp_path / "cache" / "libs"
+    assert ensure_fetched() == tmp_path / "cache" / "libs"
 
 
 def test_a_fetch_cut_short_is_fetched_again(bare: Path, tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_a_fetch_cut_short_is_fetched_again(bare: Path, tmp_path: Path) -> None:
     (libs / "half.jar").touch()
     _program(bare, "mvn", 'echo "[ERROR] network is unreachable"\nexit 1\n')
     with pytest.raises(PeerUnavailable, match="network is unreachable"):
-        apache_kafka.ensure_fetched()
+        ensure_fetched()
     assert not (libs / "half.jar").exists()
 
 
