@@ -126,3 +126,11 @@ def test_java_idempotent_producer_and_console_consumer_group(pylog: str, codec: 
     assert "Processed a total of 60 messages" in consumed.stderr
     with KafkaClient(pylog) as client:
         assert client.committed_offsets(group) == {tp: end for tp, end in ends.items() if end}
+    # kafka-consumer-groups reads the same commits (OffsetFetch) and ends (ListOffsets) through its admin client.
+    described = run_tool("kafka-consumer-groups", "--bootstrap-server", pylog, "--describe", "--group", group)
+    header, *table = [line.split() for line in described.stdout.strip().splitlines() if line.strip()]
+    assert header[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    assert sorted((r[0], r[1], int(r[2]), r[3], r[4], r[5]) for r in table) == [
+        (group, topic, p, str(end), str(end), "0") if end else (group, topic, p, "-", "0", "-")
+        for (_, p), end in sorted(ends.items())
+    ]
