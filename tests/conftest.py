@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+# The Apache Kafka peer's fixtures (apache_kafka, apache_kafka_cluster): tests/support/apache_kafka/.
+pytest_plugins = ["tests.support.apache_kafka.fixtures"]
+
 # Every JVM the suite starts (its Spark session and the Spark drivers of their own that crash tests start and
 # SIGKILL) lives for seconds to minutes on 2 cores: the client compiler alone and the serial collector start
 # it about 25% faster (measured: 7 vs 9 s to a session) and leave the cores to the brokers and Python workers.

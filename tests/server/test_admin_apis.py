@@ -31,10 +31,10 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 
-from broker_runtime.client import KafkaClient
+from broker_runtime.client import KafkaClient, NewTopic
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch.process import broker_process
-from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP
+from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, ApiKey
 from broker_runtime.server.broker import Broker
 from broker_runtime.server.config import BrokerConfig
 from tests.processes import kill_broker
@@ -333,6 +333,19 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: Broker) -> None:
         assert (unknown["error_code"], unknown["partitions"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
     finally:
         admin.close()
+
+
+def test_describe_topic_partitions_sends_empty_elr_lists(broker: Broker) -> None:
+    """Both ELR fields are empty lists on the wire, never null, as Kafka's broker sends them: Kafka's admin client
+    (``kafka-topics --describe``) reads them without a null check and fails with a NullPointerException."""
+    with KafkaClient(broker.bootstrap) as client:
+        client.create_topics([NewTopic("dtp-elr", 2, 1)])
+        answer = client._request_any(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            lambda version: {"Topics": [{"Name": "dtp-elr"}], "ResponsePartitionLimit": 100, "Cursor": None},
+        )
+    partitions = answer["Topics"][0]["Partitions"]
+    assert [(p["EligibleLeaderReplicas"], p["LastKnownElr"]) for p in partitions] == [([], [])] * 2
 
 
 def test_delete_records_survives_sigkill(tmp_path: Path) -> None:

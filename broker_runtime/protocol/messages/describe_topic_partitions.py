@@ -68,7 +68,7 @@ RESPONSE = Message(
                         Field("ReplicaNodes", "[]int32", "0+"),
                         Field("IsrNodes", "[]int32", "0+"),
                         Field("EligibleLeaderReplicas", "[]int32", "0+", nullable="0+", default=None),
-                        Field("LastKnownELR", "[]int32", "0+", nullable="0+", default=None),
+                        Field("LastKnownElr", "[]int32", "0+", nullable="0+", default=None),
                         Field("OfflineReplicas", "[]int32", "0+"),
                     ],
                 ),

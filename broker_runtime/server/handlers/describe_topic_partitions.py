@@ -3,8 +3,9 @@
 Topics are answered in name order (all of them when the request names none), starting at ``Cursor``; once
 ``ResponsePartitionLimit`` partitions are in the answer, ``NextTopicPartition`` names the next one (Kafka's
 paging). An unknown named topic answers UNKNOWN_TOPIC_OR_PARTITION with no partitions; an illegal name
-INVALID_TOPIC_EXCEPTION. Topic ids are not kept by pylog (the zero id); pylog has no eligible leader replicas
-(ELR fields null). Offline replicas are the fenced ones.
+INVALID_TOPIC_EXCEPTION. Topic ids are not kept by pylog (the zero id); pylog has no eligible leader replicas,
+so both ELR fields are empty lists, never null: Kafka's broker always sends lists there, and Kafka's admin client
+(``kafka-topics --describe``) dereferences them without a null check. Offline replicas are the fenced ones.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                     "LeaderEpoch": p.leader_epoch,
                     "ReplicaNodes": list(p.replicas),
                     "IsrNodes": list(p.isr),
-                    "EligibleLeaderReplicas": None,
-                    "LastKnownELR": None,
+                    "EligibleLeaderReplicas": [],
+                    "LastKnownElr": [],
                     "OfflineReplicas": [r for r in p.replicas if r in fenced],
                 }
             )
