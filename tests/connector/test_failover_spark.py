@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.launch import BrokerCluster, cluster_process
 from tests.replication.conftest import create_replicated, high_watermark, partition_state, paused, wait_for
 from tests.replication.test_failover import FAST
@@ -108,15 +109,18 @@ def test_writer_rides_through_a_leader_sigkill_and_the_reader_follows_the_new_le
         gate = tmp_path / "leader-killed"
 
         def kill_once_rows_landed() -> None:
-            # The tasks wait at the gate (rows of theirs still to write) until the leader is dead.
+            # Once both tasks wrote to the victim's partition (two producers there, 500+ rows replicated), kill
+            # it; the tasks wait at the gate, with a third of their rows still to write, until it is dead.
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if high_watermark(cluster.nodes[victim].bootstrap, topic, 0) > 500:
-                    _kill(cluster, victim)
-                    killed.set()
-                    gate.touch()
-                    return
-                time.sleep(0.02)
+            with KafkaClient(cluster.nodes[victim].bootstrap) as client:
+                while time.monotonic() < deadline:
+                    writers = len(client.describe_producers([(topic, 0)])[(topic, 0)])
+                    if writers == 2 and high_watermark(cluster.nodes[victim].bootstrap, topic, 0) > 500:
+                        _kill(cluster, victim)
+                        killed.set()
+                        gate.touch()
+                        return
+                    time.sleep(0.02)
 
         killer = threading.Thread(target=kill_once_rows_landed, daemon=True)
         killer.start()
