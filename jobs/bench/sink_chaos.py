@@ -310,7 +310,8 @@ def kill_runs(config: dict[str, Any], workdir: Path, kills: int, files: int, see
                     f"for a kill inside it (the kills so far landed {landed})"
                 )
             app = StreamApp(config, workdir, f"run{run}")
-            deadline = time.monotonic() + START_TIMEOUT_S + RUN_TIMEOUT_S
+            started = time.monotonic()
+            deadline = started + START_TIMEOUT_S + RUN_TIMEOUT_S
             while (at := position(config, client, partitions)) < target:
                 if app.proc.poll() is not None:
                     raise AssertionError(
@@ -326,7 +327,9 @@ def kill_runs(config: dict[str, Any], workdir: Path, kills: int, files: int, see
             ended = app.proc.poll() is not None
             app.kill()
             at = position(config, client, partitions)  # where the kill landed (nothing moves any more)
-            landed.append(f"run {run}: aimed at {describe(target)}, landed at {describe(at)}")
+            landed.append(
+                f"run {run} ({time.monotonic() - started:.0f} s): aimed at {describe(target)}, landed at {describe(at)}"
+            )
             if ended or at >= position_at_end(files):
                 raise AssertionError(
                     f"seed {seed}: run {run}, aimed at {describe(target)}, ended before its kill "
