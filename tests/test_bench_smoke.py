@@ -122,7 +122,7 @@ def test_broker_cpu_is_read_around_the_measured_work_only(tmp_path: Any) -> None
         assert process_cpu_s(pid) - before < 0.1  # an idle broker: the start-up is not in the delta
     burn = (
         "import sys, threading, time\n"
-        "sys.stdin.readline()\n"
+        "print('ready', flush=True); sys.stdin.readline()\n"
         "def spin():\n"
         "    end = time.thread_time() + 0.4\n"
         "    while time.thread_time() < end: pass\n"
@@ -134,7 +134,7 @@ def test_broker_cpu_is_read_around_the_measured_work_only(tmp_path: Any) -> None
     )
     try:
         assert child.stdin is not None and child.stdout is not None
-        time.sleep(0.3)
+        assert child.stdout.readline() == "ready\n"  # its start-up is over: not in the delta
         before = process_cpu_s(child.pid)
         child.stdin.write("go\n")
         child.stdin.flush()

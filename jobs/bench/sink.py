@@ -10,7 +10,7 @@ Figures:
     N one-file micro-batches (N = 30, quick 3) of 2,000 rows each in the active Spark session (else ``local[2]``),
     to the embedded broker of a temporary data directory;
   * (full runs only) the kill-and-restart check at full size: the query over 20 micro-batches in a driver of
-    its own (:mod:`jobs.bench.sink_chaos`), SIGKILLed 6 times at random points and restarted from its
+    its own (:mod:`jobs.bench.sink_chaos`), SIGKILLed 6 times at seeded points and restarted from its
     checkpoint; the figure is the count of rows lost + rows duplicated + keys out of order that a
     read_committed consumer finds (target = 0). Takes a few minutes.
 
@@ -153,7 +153,7 @@ def _chaos(work: str) -> Result:
         }
         os.makedirs(config["source"])
         total = write_input(config["source"], CHAOS_FILES, CHAOS_ROWS)
-        landed, final = run_with_kills(config, Path(work), CHAOS_KILLS, max_delay_s=4.0, seed=seed)
+        landed, final = run_with_kills(config, Path(work), CHAOS_KILLS, CHAOS_FILES, seed)
         if final.proc.returncode != 0:
             raise RuntimeError(f"the restarted query failed: {final.tail()}")
         outcome = judge(bootstrap, topic, CHAOS_PARTITIONS, total)

@@ -1,5 +1,5 @@
-"""Kill-and-restart runs of a streaming query into pylog: the driver SIGKILLed at random points, restarted from the
-same checkpoint, the topic judged by a read_committed confluent-kafka consumer.
+"""Kill-and-restart runs of a streaming query into pylog: the driver SIGKILLed at seeded points (steps of the
+micro-batches, :func:`kill_runs`), restarted from the same checkpoint, the topic judged by a read_committed confluent-kafka consumer.
 
 Used by the benchmark section ``stream`` (the full form: 20 micro-batches) and by
 ``tests/connector/test_stream_exactly_once.py`` (bounded forms). The query runs in a driver of its own
@@ -33,6 +33,7 @@ __all__ = [
     "judge",
     "kill_runs",
     "kill_session",
+    "position",
     "run_with_kills",
     "sink_entries",
     "write_input",
@@ -91,15 +92,6 @@ class StreamApp:
 
     def lines(self) -> list[str]:
         return self.out.read_text().splitlines()
-
-    def wait_started(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while "started" not in self.lines():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"driver exited {self.proc.returncode} before starting: {self.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"driver did not start: {self.tail()}")
-            time.sleep(0.1)
 
     def wait_for(self, path: Path) -> None:
         """Wait until ``path`` exists (the driver still running)."""
@@ -229,52 +221,130 @@ def judge(bootstrap: str, topic: str, partitions: int, total: int, timeout_s: fl
     )
 
 
-def _committed(checkpoint: str | Path) -> int:
-    """How many micro-batches the sink log shows committed (entries are replaced by rename: never half-read)."""
-    return sum(doc["status"] == "committed" for doc in sink_entries(checkpoint))
+#: The steps of one micro-batch a kill is aimed at, in the order a run passes them (:func:`position`): Spark
+#: wrote its offsets (``offsets/<id>``: the tasks are starting); its tasks wrote records in still-open transactions
+#: (a partition's last stable offset below its end); the sink-log entry is written (``prepared``, or later); the
+#: entry says ``committed``; Spark recorded the micro-batch (``commits/<id>``).
+PHASES = ("planned", "writing", "prepared", "committed", "recorded")
+#: How often a run's position is read while it runs towards its kill point.
+POLL_S = 0.05
 
 
-def kill_runs(config: dict[str, Any], workdir: Path, kills: int, max_delay_s: float, seed: int) -> list[str]:
-    """Start the query ``kills`` times, each in a driver of its own, and SIGKILL each run at a random point; where
-    each kill landed (per the sink log).
+def _newest_planned(checkpoint: str | Path) -> tuple[int, int] | None:
+    """(batch id, file index) of the newest micro-batch Spark planned, or None before the first: the file index is
+    the file source's ``logOffset`` in ``offsets/<id>`` (one file per micro-batch, ``maxFilesPerTrigger=1``, so
+    the index of the micro-batch's last file, also when a restart put two files into one micro-batch). Spark
+    writes these files by rename: never half-read."""
+    offsets = Path(checkpoint, "offsets")
+    ids = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
+    if not ids:
+        return None
+    batch = max(ids)
+    _version, _metadata, source_offset = Path(offsets, str(batch)).read_text().splitlines()[:3]
+    return batch, int(json.loads(source_offset)["logOffset"])
 
-    A run is killed after it committed a random number (0-2) of further micro-batches and then a random delay of
-    up to ``max_delay_s`` (about one micro-batch), so the kills fall at random phases of random micro-batches
-    (starting up, tasks running, committing) while every run makes progress. Seeded: the same seed picks the
-    same numbers (where they land still depends on timing)."""
+
+def position(config: dict[str, Any], client: Any, partitions: list[int]) -> int:
+    """How far the query of ``config`` got, as one number that grows as it runs: ``len(PHASES) * file index +
+    phase`` of the newest planned micro-batch (:data:`PHASES`), -1 before any; ``client`` (a
+    :class:`~broker_runtime.client.KafkaClient`) asks the broker for the ``writing`` phase (the topic's
+    ``partitions``).
+
+    Read from files the query writes by rename and from the broker, so it can be read while the query runs or
+    after it was killed; a run passes every value up to ``position_at_end`` before it ends (a restart put two
+    files into one micro-batch at most skips values)."""
+    from broker_runtime.protocol.messages import LATEST_TIMESTAMP, IsolationLevel
+
+    newest = _newest_planned(config["checkpoint"])
+    if newest is None:
+        return -1
+    batch, file = newest
+    entry_path = Path(config["checkpoint"], "pylog-sink", f"{batch}.json")
+    if Path(config["checkpoint"], "commits", str(batch)).exists():
+        phase = 4
+    elif entry_path.exists():
+        phase = 3 if json.loads(entry_path.read_text())["status"] == "committed" else 2
+    else:
+        ends = {(config["topic"], p): LATEST_TIMESTAMP for p in partitions}
+        stable = client.list_offsets(ends, isolation_level=IsolationLevel.READ_COMMITTED)
+        written = client.list_offsets(ends)
+        phase = 1 if any(stable[tp][0] < written[tp][0] for tp in ends) else 0
+    return len(PHASES) * file + phase
+
+
+def position_at_end(files: int) -> int:
+    """The :func:`position` of a query over ``files`` input files once it recorded the last one."""
+    return len(PHASES) * (files - 1) + len(PHASES) - 1
+
+
+def describe(at: int) -> str:
+    """:func:`position` ``at`` in words."""
+    return "before any micro-batch" if at < 0 else f"file {at // len(PHASES)} {PHASES[at % len(PHASES)]}"
+
+
+def kill_runs(config: dict[str, Any], workdir: Path, kills: int, files: int, seed: int) -> list[str]:
+    """Start the query ``kills`` times, each in a driver of its own, and SIGKILL each run at a seeded point;
+    where each kill landed. Raises AssertionError (naming the seed) unless every kill landed inside its run.
+
+    The points are steps (:func:`position`), not moments: run r is killed once the query passed its own starting
+    position plus a seeded 1 to ``max_step`` steps, so the kills fall into every phase of the micro-batches
+    (tasks starting, tasks writing, mid-commit, committed, recorded) and every run makes progress. A run
+    cannot reach the end of the ``files`` input files before its kill point: the points stop at least one
+    whole micro-batch (the last file's) before the end, ``max_step`` leaving room for every run
+    (:func:`position_at_end`). The kill follows the step within ``POLL_S`` and the time a SIGKILL of the session
+    takes; that it came before the run's end is then checked, not assumed. The same seed picks the same steps."""
+    from broker_runtime.client import KafkaClient
+
     rng = random.Random(seed)
-    landed = []
-    for run in range(kills):
-        app = StreamApp(config, workdir, f"run{run}")
-        app.wait_started()
-        target = _committed(config["checkpoint"]) + rng.randint(0, 2)
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while _committed(config["checkpoint"]) < target and app.proc.poll() is None:
-            if time.monotonic() > deadline:
-                app.kill()
-                raise AssertionError(f"run {run} made no progress: {app.tail()}")
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, max_delay_s))
-        finished = app.proc.poll() is not None
-        app.kill()
-        entries = sink_entries(config["checkpoint"])
-        newest = entries[-1] if entries else None
-        landed.append(
-            "after the end"
-            if finished
-            else f"after batch {newest['batchId']} {newest['status']}"
-            if newest
-            else "before batch 0 committed"
-        )
+    last_point = position_at_end(files) - len(PHASES)
+    max_step = max(1, (last_point + 1) // (kills + 1))
+    landed: list[str] = []
+    with KafkaClient(config["bootstrap"]) as client:
+        partitions = client.partitions_for(config["topic"])
+        for run in range(kills):
+            start = position(config, client, partitions)
+            # (kept short of the end should a restart have put two files into one micro-batch, skipping steps)
+            target = min(start + rng.randint(1, max_step), last_point)
+            if target <= start:
+                raise AssertionError(
+                    f"seed {seed}: run {run} starts at {describe(start)}, too near the end of {files} files "
+                    f"for a kill inside it (the kills so far landed {landed})"
+                )
+            app = StreamApp(config, workdir, f"run{run}")
+            started = time.monotonic()
+            deadline = started + START_TIMEOUT_S + RUN_TIMEOUT_S
+            while (at := position(config, client, partitions)) < target:
+                if app.proc.poll() is not None:
+                    raise AssertionError(
+                        f"seed {seed}: run {run} ended (exit code {app.proc.returncode}) at {describe(at)}, "
+                        f"before its kill point {describe(target)}: {app.tail()}"
+                    )
+                if time.monotonic() > deadline:
+                    app.kill()
+                    raise AssertionError(
+                        f"seed {seed}: run {run} did not reach {describe(target)}: {app.tail()}"
+                    )
+                time.sleep(POLL_S)
+            ended = app.proc.poll() is not None
+            app.kill()
+            at = position(config, client, partitions)  # where the kill landed (nothing moves any more)
+            landed.append(
+                f"run {run} ({time.monotonic() - started:.0f} s): aimed at {describe(target)}, landed at {describe(at)}"
+            )
+            if ended or at >= position_at_end(files):
+                raise AssertionError(
+                    f"seed {seed}: run {run}, aimed at {describe(target)}, ended before its kill "
+                    f"({'exited' if ended else 'at ' + describe(at)}); kills: {landed}"
+                )
     return landed
 
 
 def run_with_kills(
-    config: dict[str, Any], workdir: Path, kills: int, max_delay_s: float, seed: int
+    config: dict[str, Any], workdir: Path, kills: int, files: int, seed: int
 ) -> tuple[list[str], StreamApp]:
     """:func:`kill_runs`, then one more run in a driver of its own to the end; where each kill landed, and the
     final run (exited)."""
-    landed = kill_runs(config, workdir, kills, max_delay_s, seed)
+    landed = kill_runs(config, workdir, kills, files, seed)
     final = StreamApp(config, workdir, "final")
     final.wait_exit()
     return landed, final

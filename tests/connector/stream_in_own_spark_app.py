@@ -5,7 +5,11 @@ replaced atomically, so a batch Spark replays after a crash overwrites its own f
 It reads from the earliest offsets with ``maxOffsetsPerTrigger=100`` and a 200 ms processing-time trigger, and
 runs until killed (the test then restarts the query on the same checkpoint in its own Spark session).
 
-Usage: ``python stream_in_own_spark_app.py BOOTSTRAP TOPIC CHECKPOINT OUT_DIR``.
+Where it is killed is a step, not a moment: in micro-batch PAUSE_BATCH it stops for good ``before`` or ``after``
+writing the batch's file (Spark has logged the batch's offsets, not yet its commit), after creating the file
+PAUSED, so the test kills it exactly there and a restart must replay that micro-batch.
+
+Usage: ``python stream_in_own_spark_app.py BOOTSTRAP TOPIC CHECKPOINT OUT_DIR PAUSE_BATCH before|after PAUSED``.
 """
 
 from __future__ import annotations
@@ -13,11 +17,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 
+def _pause(paused: str) -> None:
+    """Tell the test we stopped (the file ``paused``) and wait to be killed."""
+    Path(paused).touch()
+    while True:
+        time.sleep(3600)
+
+
 def main() -> None:
-    bootstrap, topic, checkpoint, out_dir = sys.argv[1:5]
+    bootstrap, topic, checkpoint, out_dir, pause_batch, where, paused = sys.argv[1:8]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -35,6 +48,8 @@ def main() -> None:
     spark_kafka_log.register(spark)
 
     def write_batch(df: Any, batch_id: int) -> None:
+        if batch_id == int(pause_batch) and where == "before":
+            _pause(paused)
         rows = [
             [r.partition, r.offset, r.value.decode()]
             for r in df.select("partition", "offset", "value").collect()
@@ -43,6 +58,8 @@ def main() -> None:
         with open(path + ".tmp", "w") as f:
             json.dump(rows, f)
         os.replace(path + ".tmp", path)
+        if batch_id == int(pause_batch) and where == "after":
+            _pause(paused)
 
     (
         spark.readStream.format("pylog")

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.launch import BrokerCluster, cluster_process
 from tests.replication.conftest import create_replicated, high_watermark, partition_state, paused, wait_for
 from tests.replication.test_failover import FAST
@@ -49,18 +50,34 @@ def _node_dirs(cluster: BrokerCluster, first: int) -> str:
     return ",".join(str(Path(cluster.data_dir) / "kafka-logs" / f"node-{i}") for i in order)
 
 
-def _slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:  # a write that lasts a few seconds, so the kill lands in the middle of it
-        time.sleep(0.05)
-        yield batch
+#: Every task of the writer in the failover test stops before its batch number GATE_AFTER (of 30, 500 rows each)
+#: until the test killed the leader: the kill lands inside the write by construction, whatever the speed, and
+#: a third of the rows is written after it. Not earlier: the batches before the gate must fill the 64 KiB
+#: buffers between the Python workers and the JVM to reach the producer at all.
+GATE_AFTER = 20
 
 
-def _rows(spark: Any, n: int) -> Any:
+def _rows(spark: Any, n: int, gate: Path) -> Any:
+    """``n`` numbered rows in 2 partitions, in batches of 500; each task waits before its batch
+    :data:`GATE_AFTER` until the file ``gate`` exists (and fails after 120 s without it)."""
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     df = spark.range(0, n, 1, 2).selectExpr(
         "cast(cast(id % 97 as string) as binary) as key", "cast(cast(id as string) as binary) as value"
     )
-    return df.mapInArrow(_slow, df.schema)
+
+    def gated(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for i, batch in enumerate(batches):
+            if i == GATE_AFTER:
+                deadline = time.monotonic() + 120
+                while not gate.exists():
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"the test did not open {gate} in 120 s (the leader was never killed)"
+                        )
+                    time.sleep(0.02)
+            yield batch
+
+    return df.mapInArrow(gated, df.schema)
 
 
 def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
@@ -89,20 +106,26 @@ def test_writer_rides_through_a_leader_sigkill_and_the_reader_follows_the_new_le
         victim = partition_state(cluster.nodes[0].bootstrap, topic, 0)["LeaderId"]
         watcher = next(n.bootstrap for n in cluster.nodes if n.node_id != victim)
         killed = threading.Event()
+        gate = tmp_path / "leader-killed"
 
         def kill_once_rows_landed() -> None:
+            # Once both tasks wrote to the victim's partition (two producers there, 500+ rows replicated), kill
+            # it; the tasks wait at the gate, with a third of their rows still to write, until it is dead.
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if high_watermark(cluster.nodes[victim].bootstrap, topic, 0) > 500:
-                    _kill(cluster, victim)
-                    killed.set()
-                    return
-                time.sleep(0.02)
+            with KafkaClient(cluster.nodes[victim].bootstrap) as client:
+                while time.monotonic() < deadline:
+                    writers = len(client.describe_producers([(topic, 0)])[(topic, 0)])
+                    if writers == 2 and high_watermark(cluster.nodes[victim].bootstrap, topic, 0) > 500:
+                        _kill(cluster, victim)
+                        killed.set()
+                        gate.touch()
+                        return
+                    time.sleep(0.02)
 
         killer = threading.Thread(target=kill_once_rows_landed, daemon=True)
         killer.start()
         (
-            _rows(spark, n)
+            _rows(spark, n, gate)
             .write.format("pylog")
             .option("kafka.bootstrap.servers", cluster.bootstrap)
             .option("topic", topic)

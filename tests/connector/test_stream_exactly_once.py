@@ -70,9 +70,10 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     stream = _config(broker, tmp_path)
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
     total = write_input(stream["source"], FILES, ROWS)
-    # KILLS drivers of their own, each SIGKILLed at a random point; the runs after the first are restarts in a
-    # fresh process. The last restart runs to the end in this session.
-    landed = kill_runs(stream, tmp_path, kills=KILLS, max_delay_s=4.0, seed=seed)
+    # KILLS drivers of their own, each SIGKILLed at a seeded step of the micro-batches, inside the run (checked
+    # there); the runs after the first are restarts in a fresh process. The last restart runs to the end in this
+    # session.
+    landed = kill_runs(stream, tmp_path, kills=KILLS, files=FILES, seed=seed)
     print(f"seed {seed}; the kills landed {landed}")  # shown with -s
     try:
         _run_in_session(spark, stream)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -427,21 +428,28 @@ def test_restart_after_sigkill_of_the_driver_reads_every_record_once(
     _produce(address, topic, values)
     out = tmp_path / "out"
     out.mkdir()
+    # Killed at a seeded step: in micro-batch `pause_batch` (of 15), before or after its file is written, with
+    # the batch's offsets logged and its commit not: the restart must replay it. Early in the stream: the
+    # killed driver paces its micro-batches (200 ms trigger), the restart runs the rest back to back.
+    seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
+    rng = random.Random(seed)
+    pause_batch, where = rng.randint(1, 4), rng.choice(["before", "after"])
+    paused = tmp_path / "paused"
     script = str(Path(__file__).with_name("stream_in_own_spark_app.py"))
     args = [sys.executable, script, address, topic, str(tmp_path / "cp"), str(out)]
+    args += [str(pause_batch), where, str(paused)]
     root = Path(__file__).resolve().parents[2]
     running_app = subprocess.Popen(
         args, cwd=root, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        _wait_for(lambda: len(list(out.glob("batch-*.json"))) >= 3, 150, "three micro-batches")
+        _wait_for(paused.exists, 150, f"the driver to stop in micro-batch {pause_batch} (seed {seed})")
     finally:
         os.killpg(running_app.pid, signal.SIGKILL)
         running_app.wait(30)
-    written_before = len(list(out.glob("batch-*.json")))
-    assert written_before < 15, (
-        "the first driver should have been killed mid-stream (1500 rows at 100 per batch)"
-    )
+    written_before = sorted(int(f.stem.removeprefix("batch-")) for f in out.glob("batch-*.json"))
+    assert written_before == list(range(pause_batch + (where == "after"))), (seed, where, written_before)
+    print(f"seed {seed}: the first driver was killed in micro-batch {pause_batch}, {where} writing it")
 
     # The restart: a new query on the same checkpoint (in this test's Spark: one Spark start fewer), writing its
     # batches the same way; it replays the batch the dead driver had planned but not committed, then drains.

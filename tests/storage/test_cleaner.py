@@ -3,11 +3,15 @@ child), tombstone horizon, transactional segments left whole, the cleaner checkp
 
 from __future__ import annotations
 
+import builtins
 import os
+import random
+import select
+import shutil
 import signal
-import subprocess
-import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -227,7 +231,6 @@ def test_files_a_crash_mid_clean_with_grouping_leaves_are_finished_or_undone_at_
     """The file-level twin of the SIGKILL test: every state a crash can leave while one group of segments is
     swapped in (``.cleaned``; ``.swap`` with none, some or all of the grouped segments deleted; the txnindex
     already renamed) loads as either the old log or the log with that group cleaned."""
-    import shutil
 
     clock = FakeClock()
     log = _compact_log(tmp_path / "orig", clock)
@@ -530,22 +533,74 @@ def test_the_log_manager_cleans_compact_logs_only_and_checkpoints_the_first_dirt
         manager.shutdown()
 
 
-_CHILD = """
-import sys, time
-from pathlib import Path
-from broker_runtime.storage.cleaner import clean_log
-from broker_runtime.storage.config import LogConfig
-from broker_runtime.storage.partition_log import PartitionLog
-config = LogConfig(segment_bytes=300, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0, retention_ms=-1)
-log = PartitionLog.load(Path(sys.argv[1]), "t", 0, config, lambda: 1_700_000_000_000, needs_recovery=False)
-print("cleaning", flush=True)
-clean_log(log, 0, 1_700_000_000_000, force=True)
-print("done", flush=True)
-time.sleep(60)
-"""
+#: The calls at which a clean's steps are counted: every open, fsync, rename and removal it makes (as in
+#: ``tests/connector/test_sink_log.py``).
+_STEP_CALLS = (
+    (builtins, "open"),
+    (os, "fsync"),
+    (os, "replace"),
+    (os, "rename"),
+    (os, "remove"),
+    (os, "unlink"),
+)
+
+
+def _clean_in_child(path: Path, config: LogConfig, pause_at: int) -> tuple[str, int, int]:
+    """Clean the log at ``path`` in a forked child that counts its steps (:data:`_STEP_CALLS`) and at step
+    ``pause_at`` (0: never) says so and waits; the parent SIGKILLs it there. Returns ``("killed", pause_at, 0)``,
+    or ``("done", steps, commit step)`` for a clean that ran to the end, the commit step being the rename of the
+    first cleaned group to ``.log.swap`` (its commit point)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery, leave by os._exit only
+        code = 1
+        try:
+            os.close(read_end)
+            log = PartitionLog.load(path, "t", 0, config, lambda: 1_700_000_000_000, needs_recovery=False)
+            steps, commits = [0], []
+
+            def counted(call: Any, name: str) -> Any:
+                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                    steps[0] += 1
+                    if steps[0] == pause_at:
+                        os.write(write_end, b"P")
+                        time.sleep(120)  # the parent kills this process now
+                        os._exit(3)
+                    if name in ("replace", "rename") and str(args[1]).endswith(".log.swap"):
+                        commits.append(steps[0])
+                    return call(*args, **kwargs)
+
+                return wrapper
+
+            for owner, name in _STEP_CALLS:
+                setattr(owner, name, counted(getattr(owner, name), name))
+            clean_log(log, 0, 1_700_000_000_000, force=True)
+            os.write(write_end, f"D{steps[0]} {commits[0]}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], 60)
+        said = os.read(read_end, 64).decode() if ready else "(no word in 60 s)"
+        if said == "P":
+            os.kill(pid, signal.SIGKILL)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        os.close(read_end)
+    if said == "P" and code == -signal.SIGKILL:
+        return "killed", pause_at, 0
+    if said.startswith("D") and code == 0:
+        steps, committed_at = said[1:].split()
+        return "done", int(steps), int(committed_at)
+    raise AssertionError(f"a clean paused at step {pause_at} said {said!r}, exit code {code}")
 
 
 def test_a_cleaner_sigkilled_mid_clean_leaves_a_log_that_loads_consistent(tmp_path):
+    """A forked process cleaning the log is SIGKILLed at a seeded step of the clean: it counts its steps, stops
+    at the chosen one and says so, and is killed there, so the kill lands inside the clean however fast the
+    machine is, and the seed reproduces it. A first clean to the end, of a copy, counts the steps."""
+    seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
     clock = FakeClock()
     written: dict[int, Rec] = {}
     log = _compact_log(tmp_path, clock)
@@ -557,32 +612,25 @@ def test_a_cleaner_sigkilled_mid_clean_leaves_a_log_that_loads_consistent(tmp_pa
         written.update((first + j, rec) for j, rec in enumerate(recs))
     tail = log.segments[-1].base_offset
     log.close()
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(tmp_path / "t-0")], stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "cleaning"
-        # Kill it as soon as the first group is swapped in (fewer segments), in the middle of the clean.
-        segments = len(list_segment_bases(tmp_path / "t-0"))
-        deadline = time.monotonic() + 30
-        while len(list_segment_bases(tmp_path / "t-0")) == segments and time.monotonic() < deadline:
-            time.sleep(0.001)
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        child.kill()
-        child.wait()
+    shutil.copytree(tmp_path / "t-0", tmp_path / "dry" / "t-0")
+    outcome, steps, committed_at = _clean_in_child(tmp_path / "dry" / "t-0", log.config, 0)
+    assert outcome == "done"
+    pause_at = random.Random(seed).randint(1, steps)
+    context = f"seed {seed}: killed at step {pause_at} of {steps} (the first group commits at {committed_at})"
+    # The kill lands inside the clean: the child stopped at the step and was killed there.
+    assert _clean_in_child(tmp_path / "t-0", log.config, pause_at) == ("killed", pause_at, 0), context
+    print(context)
     log = PartitionLog.load(tmp_path / "t-0", "t", 0, log.config, clock, needs_recovery=True)
     try:
         read = read_all(log)
         offsets = [o for o, _, _ in read]
-        assert offsets == sorted(set(offsets)) and all(written[o] == (k, v) for o, k, v in read)
+        assert offsets == sorted(set(offsets)) and all(written[o] == (k, v) for o, k, v in read), context
         kept = set(offsets)
         last = {k: o for o, (k, _) in written.items() if o < tail}
-        assert set(last.values()) <= kept, "the last record of every key survives the crash"
-        assert set(range(tail, len(written))) <= kept
-        assert len(kept) < len(written), "the crash came after some segments were cleaned"
+        assert set(last.values()) <= kept, f"{context}: the last record of every key survives the crash"
+        assert set(range(tail, len(written))) <= kept, context
+        if pause_at > committed_at:
+            assert len(kept) < len(written), f"{context}: the first group was cleaned before the crash"
         assert clean_log(log, 0, clock.now, force=True) is not None
         check_against_model(read_all(log), written, log.segments[-1].base_offset)
     finally:
