@@ -50,8 +50,6 @@ from typing import Any
 
 import pytest
 
-from tests.connector.conftest import spark  # noqa: F401  (the suite's one Spark session)
-
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 REMOTE_SERVERS = "host1:9092,host2:9092"
@@ -243,7 +241,6 @@ class Runner:
             reader.join(5)
 
 
-@pytest.mark.spark
 def test_readme_examples_run(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -272,19 +272,31 @@ def _wait(pid: int) -> int:
     return _reaped.pop(pid) if pid in _reaped else os.waitpid(pid, 0)[1]
 
 
+#: The soak form (``bash jobs/dev.sh soak``): more kills over a longer run.
+SOAK_KILLS, SOAK_LAST = 150, 400
+
+
 @pytest.mark.parametrize("store", ["local", "fsspec"])
-def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store: str) -> None:
+@pytest.mark.parametrize(
+    ("kills", "last"),
+    [
+        pytest.param(KILLS, 40, id="bounded"),
+        pytest.param(SOAK_KILLS, SOAK_LAST, id="soak", marks=pytest.mark.soak),
+    ],
+)
+def test_sink_log_survives_process_kills_at_random_points(
+    tmp_path: Path, store: str, kills: int, last: int
+) -> None:
     """A forked process running the commit protocol's log steps is SIGKILLed at random points and a new one
     takes over: every batch ends committed once, in order, and each one was made visible once."""
     ck = tmp_path / "ck"
     ck.mkdir()
     url = _fsspec_url(ck) if store == "fsspec" else str(ck)
     visible = tmp_path / "visible"
-    last = 40
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
     rng = random.Random(seed)
     landed = []
-    for life in range(KILLS + 1):
+    for life in range(kills + 1):
         pid = os.fork()
         if pid == 0:  # the child: no pytest machinery, leave by os._exit only
             code = 1
@@ -293,7 +305,7 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
                 code = 0
             finally:
                 os._exit(code)
-        if life < KILLS:
+        if life < kills:
             # Once this run has made progress (a busy machine may starve it for a while), a random moment.
             names = _names(ck)
             while _names(ck) == names and not _exited(pid):
@@ -302,7 +314,7 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
             if not _exited(pid):
                 os.kill(pid, signal.SIGKILL)
         status = _wait(pid)
-        if life == KILLS:
+        if life == kills:
             assert os.waitstatus_to_exitcode(status) == 0, f"the last run failed (seed {seed})"
         else:
             assert os.waitstatus_to_exitcode(status) in (0, -signal.SIGKILL), f"seed {seed}"

@@ -13,8 +13,8 @@ import pytest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
-from tests.replication.conftest import create_replicated, isr, metadata, wait_for
 from tests.server.rawclient import request
+from tests.support.cluster import create_replicated, isr, metadata, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
