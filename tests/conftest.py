@@ -12,9 +12,9 @@
 
 Every collected test is marked with its tier (:mod:`tests.support.tiers`: unit, broker, process, spark,
 spark_app, peers, found from what its code and fixtures start) and, for pytest-xdist's ``--dist loadgroup``,
-with the group of tests that must share one worker: ``spark`` for every test of the shared Spark session (one
-session per worker that runs them), the test module for tests sharing a module-scoped fixture that starts a
-broker or cluster (it starts once). A guard fails a ``unit`` or ``broker`` test that starts more than its tier.
+with the group of tests that must share one worker (``tiers.xdist_groups``): the shared Spark session's tests
+in two groups of whole modules (one session per worker), the test module for tests sharing a module-scoped
+fixture that starts a broker or cluster (it starts once). A guard fails a ``unit`` or ``broker`` test that starts more than its tier.
 """
 
 from __future__ import annotations
@@ -136,16 +136,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    found: dict[str, str] = {}
     for item in items:
         tier = tiers.tier_of_item(item, _SCANNER)
         item.add_marker(getattr(pytest.mark, tier))
-        item.stash[_TIER] = tier
-        if tiers.uses_spark_session(item):
-            item.add_marker(pytest.mark.xdist_group("spark"))
-        else:
-            scope = tiers.shared_start_scope(item, _SCANNER)
-            if scope is not None:
-                item.add_marker(pytest.mark.xdist_group(scope))
+        item.stash[_TIER] = found[item.nodeid] = tier
+    groups = tiers.xdist_groups(items, found, _SCANNER)
+    for item in items:
+        if item.nodeid in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
 
 
 _TIER = pytest.StashKey[str]()

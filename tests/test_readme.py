@@ -241,13 +241,11 @@ class Runner:
             reader.join(5)
 
 
-def test_readme_examples_run(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readme_examples_run(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import spark_kafka_log
     from broker_runtime.launch import broker_process, embedded_broker_status, stop_embedded_broker
 
-    session = request.getfixturevalue("spark")
+    session = spark
     blocks = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if b.lang in CODE]
     workdir = tmp_path / "work"
     shutil.copytree(ROOT / "conf", workdir / "conf")

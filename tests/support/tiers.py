@@ -239,6 +239,8 @@ def tier_of_item(item: pytest.Item, scanner: Scanner) -> str:
         found = heavier(found, scanner.tier_of(function))
     for _name, definition in _fixture_functions(item):
         found = heavier(found, scanner.tier_of(definition.func))
+    if uses_spark_session(item):
+        found = heavier(found, "spark")
     module = getattr(item, "module", None)
     floor = getattr(module, "PYLOG_TIER", None)
     if floor is not None:
@@ -249,16 +251,56 @@ def tier_of_item(item: pytest.Item, scanner: Scanner) -> str:
 
 
 def uses_spark_session(item: pytest.Item) -> bool:
-    return "spark" in getattr(item, "fixturenames", ())
+    """Whether the test gets the ``spark`` fixture: as an argument, or by ``request.getfixturevalue("spark")``."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return True
+    function = getattr(item, "function", None)
+    code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
+    return code is not None and "getfixturevalue" in code.co_names and "spark" in code.co_consts
 
 
 def shared_start_scope(item: pytest.Item, scanner: Scanner) -> str | None:
-    """The node id of the module (or class) whose fixture the test shares with its neighbours and which starts
-    something (a module-scoped broker or cluster): its tests run on one xdist worker, so it starts once."""
+    """The node id of the module whose fixture the test shares with its neighbours and which starts something
+    (a module- or class-scoped broker or cluster): its tests run on one xdist worker, so it starts once."""
     for _name, definition in _fixture_functions(item):
         if definition.scope in ("module", "class", "package") and scanner.tier_of(definition.func) != "unit":
             return item.nodeid.split("::")[0]
     return None
+
+
+#: How many groups (so: Spark sessions, one per xdist worker that runs them) the shared session's tests form:
+#: the default run's worker count.
+SPARK_GROUPS = 2
+#: A rough cost per test of each tier, to balance the Spark groups (a driver of its own costs a JVM start).
+_COST = {"unit": 1, "broker": 2, "process": 5, "spark": 3, "spark_app": 40, "peers": 10}
+
+
+def xdist_groups(items: list[pytest.Item], tier: dict[str, str], scanner: Scanner) -> dict[str, str]:
+    """node id -> xdist group, for ``--dist loadgroup``. The shared session's tests form :data:`SPARK_GROUPS`
+    groups of whole modules, balanced by :data:`_COST`, so each worker starts at most one session and the
+    Spark work is split between workers; a module's tests sharing a starting module fixture form one group
+    (the module's Spark group when it has one). Other tests are free."""
+    cost: dict[str, int] = {}
+    for item in items:
+        if uses_spark_session(item):
+            module = item.nodeid.split("::")[0]
+            cost[module] = cost.get(module, 0) + _COST[tier[item.nodeid]]
+    load = [0] * SPARK_GROUPS
+    spark_group: dict[str, str] = {}
+    for module, weight in sorted(cost.items(), key=lambda kv: (-kv[1], kv[0])):
+        lightest = load.index(min(load))
+        spark_group[module] = f"spark-{lightest}"
+        load[lightest] += weight
+    groups: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if uses_spark_session(item):
+            groups[item.nodeid] = spark_group[module]
+        else:
+            scope = shared_start_scope(item, scanner)
+            if scope is not None:
+                groups[item.nodeid] = spark_group.get(module, scope)
+    return groups
 
 
 class Guard:
