@@ -2,7 +2,11 @@
 # pylog's one entry point for developers and CI.
 #
 #   bash jobs/dev.sh main  [args]   set up .venv if needed, then run the main job (jobs/main.py)
-#   bash jobs/dev.sh test  [args]   set up .venv if needed, then ruff, mypy and the whole pytest suite
+#   bash jobs/dev.sh test  [args]   set up .venv if needed, then ruff, mypy and the whole pytest suite (every tier,
+#                                   2 xdist workers; budget 15 minutes on 2 cores)
+#   bash jobs/dev.sh test fast [args]  the inner loop: pytest of the unit and broker tiers only, 2 workers, no
+#                                   ruff/mypy (budget 3 minutes)
+#   bash jobs/dev.sh soak  [args]   the long forms of the chaos, fuzz and soak loops (tests marked soak)
 #   bash jobs/dev.sh bench [args]   set up .venv if needed, then the benchmark suite (python -m jobs.bench)
 #   bash jobs/dev.sh setup          only create / refresh .venv
 #
@@ -75,12 +79,34 @@ discovery_pth() {
     printf '%s\n' "$PWD/spark_kafka_log/discovery" > "$site/pylog-discovery.pth"
 }
 
+# The suite runs on 2 xdist workers; tests that must share one (the Spark session's, a module's shared broker)
+# carry an xdist_group mark (tests/conftest.py), which --dist loadgroup honours. PYLOG_TEST_WORKERS overrides
+# the count (0: no xdist, one process). pytest's exit 5 (no test selected, e.g. -m of an empty tier) is no
+# failure of the run.
+pytest_run() {
+    local workers="${PYLOG_TEST_WORKERS:-2}" status=0
+    local parallel=()
+    [ "$workers" != "0" ] && parallel=(-n "$workers" --dist loadgroup)
+    "$VENV/bin/python" -m pytest "${parallel[@]}" "$@" || status=$?
+    if [ "$status" -eq 5 ]; then
+        echo "no tests selected (pytest exit 5): nothing failed" >&2
+        return 0
+    fi
+    return "$status"
+}
+
 run_tests() {
+    if [ "${1:-}" = "fast" ]; then
+        shift
+        echo "== pytest: unit and broker tiers"
+        pytest_run -m "unit or broker" "$@"
+        return
+    fi
     echo "== ruff check" && "$VENV/bin/ruff" check .
     echo "== ruff format --check" && "$VENV/bin/ruff" format --check .
     echo "== mypy" && "$VENV/bin/mypy"
-    echo "== pytest"
-    "$VENV/bin/python" -m pytest "$@"
+    echo "== pytest: every tier"
+    pytest_run "$@"
 }
 
 command="${1:-}"
@@ -89,6 +115,7 @@ case "$command" in
     setup) setup ;;
     main) check_java; setup; exec "$VENV/bin/python" -m jobs.main "$@" ;;
     test) check_java; setup; run_tests "$@" ;;
+    soak) check_java; setup; echo "== pytest: the soak forms"; pytest_run --soak "$@" ;;
     bench) check_java; setup; exec "$VENV/bin/python" -m jobs.bench "$@" ;;
-    *) die "usage: bash jobs/dev.sh {main|test|bench|setup} [args...]" ;;
+    *) die "usage: bash jobs/dev.sh {main|test [fast]|soak|bench|setup} [args...]" ;;
 esac

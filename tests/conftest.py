@@ -3,18 +3,32 @@
 * ``broker``: an in-process :class:`~broker_runtime.server.broker.Broker` (its event loop in a background
   thread) -- fast, and the test can look at its logs directly;
 * ``bootstrap``: that broker's ``"127.0.0.1:PORT"``;
+* ``spark``: the ONE local Spark session of the pytest process (each xdist worker that runs Spark tests has
+  its own), shared by every test that needs one. ``local[2,2]``: two task threads and up to two attempts per
+  task, so the task-retry tests can make Spark retry a task; everything else behaves like ``local[2]``. Spark
+  is kept small (2 shuffle partitions, no UI, 1 GiB driver heap);
 * ``child_broker``: a broker in a child process via :func:`broker_runtime.launch.broker_process` (the
   console-script code path), yielding its bootstrap address.
+
+Every collected test is marked with its tier (:mod:`tests.support.tiers`: unit, broker, process, spark,
+spark_app, peers, found from what its code and fixtures start) and, for pytest-xdist's ``--dist loadgroup``,
+with the group of tests that must share one worker (``tiers.xdist_groups``): the shared Spark session's tests
+in two groups of whole modules (one session per worker), the test module for tests sharing a module-scoped
+fixture that starts a broker or cluster (it starts once). A guard fails a ``unit`` or ``broker`` test that starts more than its tier.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support import tiers
+from tests.support.brokers import start_broker, start_node_brokers
 
 # The Apache Kafka peer's fixtures (apache_kafka, apache_kafka_cluster): tests/support/apache_kafka/.
 pytest_plugins = ["tests.support.apache_kafka.fixtures"]
@@ -26,27 +40,9 @@ pytest_plugins = ["tests.support.apache_kafka.fixtures"]
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
-def _start_broker(tmp_path: Path, overrides: dict[str, str] | None = None) -> Any:
-    from broker_runtime.server.broker import Broker
-    from broker_runtime.server.config import BrokerConfig
-
-    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "kafka-logs")}
-    props.update(overrides or {})
-    return Broker(BrokerConfig.from_properties(props)).start()
-
-
-def _start_node_brokers(tmp_path: Path, props: dict[str, str], nodes: int = 2) -> list[Any]:
-    """``nodes`` brokers in this process with ``props`` (which name their shared ``pylog.cluster.dir``), node
-    ``n`` keeping its logs in ``tmp_path / f"n{n}"``."""
-    from broker_runtime.server.broker import Broker
-    from broker_runtime.server.config import BrokerConfig
-
-    return [
-        Broker(
-            BrokerConfig.from_properties({**props, "node.id": str(n), "log.dirs": str(tmp_path / f"n{n}")})
-        ).start()
-        for n in range(nodes)
-    ]
+# The names before the move to tests.support.brokers, for test modules written before it.
+_start_broker = start_broker
+_start_node_brokers = start_node_brokers
 
 
 @pytest.fixture
@@ -57,7 +53,7 @@ def broker_overrides() -> dict[str, str]:
 
 @pytest.fixture
 def broker(tmp_path: Path, broker_overrides: dict[str, str]) -> Iterator[Any]:
-    instance = _start_broker(tmp_path, broker_overrides)
+    instance = start_broker(tmp_path, broker_overrides)
     try:
         yield instance
     finally:
@@ -77,6 +73,32 @@ def child_broker(tmp_path: Path, broker_overrides: dict[str, str]) -> Iterator[s
         yield address
 
 
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Writes without pylog.dataDir keep their small state files here, not in the working directory.
+    os.environ.setdefault("PYLOG_DATA_DIR", str(tmp_path_factory.mktemp("pylog-data")))
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("pylog-connector-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    import spark_kafka_log
+
+    spark_kafka_log.register(session)
+    yield session
+    session.stop()
+
+
 @pytest.fixture(params=["compiled", "numpy"])
 def record_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs the test once with each record walk of ``arrow_records`` (the C extension, then numpy); the compiled
@@ -88,3 +110,72 @@ def record_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     elif arrow_records._cwalk is None:
         pytest.skip(f"compiled record walk not in use: {arrow_records.record_walk()[1]}")
     return str(request.param)
+
+
+_SCANNER = tiers.Scanner()
+_GUARD: tiers.Guard | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        help="run only the long forms of the chaos, fuzz and soak loops (marked soak; left out otherwise)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _GUARD
+    if _GUARD is None:
+        _GUARD = tiers.Guard()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The long forms run in `bash jobs/dev.sh soak` only; each has a bounded form in the default run.
+    soak = bool(config.getoption("--soak"))
+    kept, dropped = [], []
+    for item in items:
+        (kept if (item.get_closest_marker("soak") is not None) == soak else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    found: dict[str, str] = {}
+    for item in items:
+        tier = tiers.tier_of_item(item, _SCANNER)
+        item.add_marker(getattr(pytest.mark, tier))
+        item.stash[_TIER] = found[item.nodeid] = tier
+    groups = tiers.xdist_groups(items, found, _SCANNER)
+    for item in items:
+        if item.nodeid in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+
+
+_TIER = pytest.StashKey[str]()
+
+
+def _guarded(item: pytest.Item, phase: str) -> Iterator[None]:
+    assert _GUARD is not None
+    _GUARD.found.clear()
+    _GUARD.tier = item.stash.get(_TIER, None)
+    try:
+        yield
+    finally:
+        _GUARD.tier = None
+    if _GUARD.found:
+        found, _GUARD.found[:] = list(_GUARD.found), []
+        raise AssertionError(
+            f"this test is tiered {item.stash[_TIER]!r} but its {phase} {'; '.join(found[:3])}: teach "
+            "tests/support/tiers.py what started it (STARTERS), or set PYLOG_TIER in the test module"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """The fixtures a ``unit`` or ``broker`` test sets up start nothing beyond its tier (see ``tiers.Guard``)."""
+    yield from _guarded(item, "setup")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """The body of a ``unit`` or ``broker`` test starts nothing beyond its tier (see ``tiers.Guard``)."""
+    yield from _guarded(item, "body")

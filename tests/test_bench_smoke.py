@@ -14,26 +14,38 @@ import pytest
 
 from jobs.bench.__main__ import QUICK_NOTE, SECTIONS, main
 from jobs.bench.common import Figure, Result, Timing, timed, timed_interleaved
-from tests.connector.conftest import spark  # noqa: F401  (the one Spark session of the test run)
+from tests.support import tiers
 
 SPARK_SECTIONS = {"writer", "reader", "sink", "stream"}
 VERDICTS = ("[met]", "[NOT met]", "targets not met")
 
 
-@pytest.fixture
-def section_spark(request: pytest.FixtureRequest, name: str) -> Any:
-    """The shared Spark session, active before a Spark section asks for one; nothing for the others."""
-    return request.getfixturevalue("spark") if name in SPARK_SECTIONS else None
+def _section_param(name: str) -> Any:
+    """The section as a test parameter, tiered by what its ``run`` starts (the test calls it by name, which the
+    automatic scan of the test's own code cannot follow)."""
+    run = importlib.import_module(f"jobs.bench.{name}").run
+    return pytest.param(name, marks=pytest.mark.tier_floor(tiers.Scanner().tier_of(run)))
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(
-    "name", [pytest.param(s, marks=pytest.mark.spark) if s in SPARK_SECTIONS else s for s in SECTIONS]
-)
+@pytest.mark.parametrize("name", [_section_param(s) for s in SECTIONS if s not in SPARK_SECTIONS])
 def test_section_runs_quick_and_prints_no_verdict(
-    name: str, section_spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``python -m jobs.bench --quick NAME`` runs the section: sane figures, printed without any verdict."""
+    _runs_quick(name, monkeypatch, capsys)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", [_section_param(s) for s in SECTIONS if s in SPARK_SECTIONS])
+def test_spark_section_runs_quick_and_prints_no_verdict(
+    name: str, spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same for a section that runs on Spark: the suite's session is active before the section asks for one."""
+    _runs_quick(name, monkeypatch, capsys)
+
+
+def _runs_quick(name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     module = importlib.import_module(f"jobs.bench.{name}")
     section_run = module.run
     results: list[Result] = []

@@ -90,8 +90,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -106,10 +106,11 @@ def _unit_of(module: str) -> str | None:
     return best
 
 
-def _project_imports(path: Path) -> set[str]:
-    """Absolute names of the project modules ``path`` imports, relative imports resolved."""
+def _project_imports(path: Path, root: Path = ROOT) -> set[str]:
+    """Absolute names of the project modules ``path`` (a file under ``root``) imports, relative imports resolved."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -124,20 +125,26 @@ def _project_imports(path: Path) -> set[str]:
     return {name for name in found if name.split(".")[0] in PROJECT}
 
 
-def _source_files() -> list[Path]:
-    return sorted(p for top in PROJECT for p in (ROOT / top).rglob("*.py"))
+def _source_files(root: Path = ROOT) -> list[Path]:
+    return sorted(p for top in PROJECT for p in (root / top).rglob("*.py"))
+
+
+def _violations(unit: str, root: Path = ROOT) -> list[str]:
+    """The imports of ``unit``'s files under ``root`` that the table does not allow."""
+    violations = []
+    for path in _source_files(root):
+        if _unit_of(_module_name(path, root)) != unit:
+            continue
+        allowed = ALLOWED[unit] | {unit} | (SHARED if unit not in SHARED else set())
+        for name in _project_imports(path, root):
+            if not any(name == a or name.startswith(a + ".") for a in allowed):
+                violations.append(f"{path.relative_to(root)} imports {name}")
+    return violations
 
 
 @pytest.mark.parametrize("unit", sorted(ALLOWED))
 def test_unit_imports_only_lower_layers(unit: str) -> None:
-    violations = []
-    for path in _source_files():
-        if _unit_of(_module_name(path)) != unit:
-            continue
-        allowed = ALLOWED[unit] | {unit} | (SHARED if unit not in SHARED else set())
-        for name in _project_imports(path):
-            if not any(name == a or name.startswith(a + ".") for a in allowed):
-                violations.append(f"{path.relative_to(ROOT)} imports {name}")
+    violations = _violations(unit)
     assert not violations, "dependency rule broken:\n" + "\n".join(violations)
 
 
@@ -147,32 +154,27 @@ def test_every_source_file_belongs_to_a_unit() -> None:
 
 
 def test_rule_checker_sees_imports(tmp_path: Path) -> None:
-    package = ROOT / "broker_runtime" / "storage"
-    probe = package / "_layering_probe.py"
+    """On a probe file in a copy of the layout under ``tmp_path`` (nothing is written into the source tree)."""
+    probe = tmp_path / "broker_runtime" / "storage" / "_layering_probe.py"
+    probe.parent.mkdir(parents=True)
     probe.write_text(
         "import os\nfrom broker_runtime.server import x\nimport spark_kafka_log.reader\n"
         "from . import segment\nfrom ..protocol import records\n"
     )
-    try:
-        assert _project_imports(probe) == {
-            "broker_runtime.server",
-            "spark_kafka_log.reader",
-            "broker_runtime.storage",
-            "broker_runtime.protocol",
-        }
-        assert _unit_of(_module_name(probe)) == "broker_runtime.storage"
-    finally:
-        probe.unlink()
+    assert _project_imports(probe, tmp_path) == {
+        "broker_runtime.server",
+        "spark_kafka_log.reader",
+        "broker_runtime.storage",
+        "broker_runtime.protocol",
+    }
+    assert _unit_of(_module_name(probe, tmp_path)) == "broker_runtime.storage"
 
 
-def test_a_lower_layer_importing_a_higher_one_is_caught() -> None:
-    """The checker must fail on a real violation, not only pass on clean code."""
-    probe = ROOT / "broker_runtime" / "protocol" / "_layering_probe.py"
+def test_a_lower_layer_importing_a_higher_one_is_caught(tmp_path: Path) -> None:
+    """The checker must fail on a real violation, not only pass on clean code (a probe under ``tmp_path``)."""
+    probe = tmp_path / "broker_runtime" / "protocol" / "_layering_probe.py"
+    probe.parent.mkdir(parents=True)
     probe.write_text("from ..storage import segment\n")
-    try:
-        with pytest.raises(
-            AssertionError, match="protocol/_layering_probe.py imports broker_runtime.storage"
-        ):
-            test_unit_imports_only_lower_layers("broker_runtime.protocol")
-    finally:
-        probe.unlink()
+    assert _violations("broker_runtime.protocol", tmp_path) == [
+        "broker_runtime/protocol/_layering_probe.py imports broker_runtime.storage"
+    ]

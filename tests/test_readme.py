@@ -50,8 +50,6 @@ from typing import Any
 
 import pytest
 
-from tests.connector.conftest import spark  # noqa: F401  (the suite's one Spark session)
-
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 REMOTE_SERVERS = "host1:9092,host2:9092"
@@ -243,14 +241,11 @@ class Runner:
             reader.join(5)
 
 
-@pytest.mark.spark
-def test_readme_examples_run(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readme_examples_run(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import spark_kafka_log
     from broker_runtime.launch import broker_process, embedded_broker_status, stop_embedded_broker
 
-    session = request.getfixturevalue("spark")
+    session = spark
     blocks = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if b.lang in CODE]
     workdir = tmp_path / "work"
     shutil.copytree(ROOT / "conf", workdir / "conf")

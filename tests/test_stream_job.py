@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from jobs.stream_job import run
-from tests.connector.conftest import spark  # noqa: F401  (the one Spark session of the test run)
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

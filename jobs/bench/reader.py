@@ -156,7 +156,8 @@ def _spark() -> Any:
 def run(quick: bool) -> list[Result]:
     rows = 50_000 if quick else 2_000_000
     big, small = (200_000, 20_000) if quick else (10_000_000, 100_000)
-    repeat = 2 if quick else 5
+    # Quick mode (the test suite's smoke run): every measured function runs once, without a warm-up.
+    repeat, warmup = (1, 0) if quick else (5, 1)
     spark = _spark()
     tmp = tempfile.mkdtemp(prefix="pylog-bench-reader-")
     results: list[Result] = []
@@ -188,10 +189,11 @@ def run(quick: bool) -> list[Result]:
                     lambda: noop(pylog("fetch")),
                 ],
                 repeat=repeat,
+                warmup=warmup,
             )
             parquet_dir = os.path.join(tmp, "parquet")
             pylog("local").write.parquet(parquet_dir)
-            parquet_s = timed(lambda: noop(spark.read.parquet(parquet_dir)), repeat=repeat)
+            parquet_s = timed(lambda: noop(spark.read.parquet(parquet_dir)), repeat=repeat, warmup=warmup)
             label = f"{rows / 1e6:g}M rows" if rows >= 1e6 else f"{rows // 1000}k rows"
             ratio = ceiling_s.median / local_s.median
             fetch_ratio = ceiling_s.median / fetch_s.median
@@ -249,7 +251,7 @@ def run(quick: bool) -> list[Result]:
                     )
                     assert df.count() == 1000
 
-                return timed(once, repeat=repeat)
+                return timed(once, repeat=repeat, warmup=warmup)
 
             big_s = seek("seek-big", big)
             small_s = seek("seek-small", small)

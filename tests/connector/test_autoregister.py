@@ -14,10 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.spark
-
 
 def test_discovery_finds_the_pylog_module() -> None:
     found = {m.name for m in pkgutil.iter_modules() if m.name.startswith("pyspark_")}

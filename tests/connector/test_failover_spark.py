@@ -20,11 +20,10 @@ import pytest
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import create_replicated, high_watermark, partition_state, paused, wait_for
-from tests.replication.test_failover import FAST
 from tests.server.rawclient import produce_body, request
+from tests.support.cluster import FAST, create_replicated, high_watermark, partition_state, paused, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240)]
 
 PRODUCE = 0
 

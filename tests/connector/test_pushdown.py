@@ -23,7 +23,7 @@ import pytest
 
 from tests.connector.test_reader import PUSHDOWN_CONF, pushdown
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240)]
 
 T0 = 1_700_000_000_000
 PARTITIONS = 3

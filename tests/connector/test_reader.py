@@ -19,7 +19,7 @@ from chispa import assert_df_equality
 
 from broker_runtime.launch import broker_process
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240)]
 
 T0 = 1_700_000_000_000
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

@@ -321,8 +321,18 @@ def _life(url: str, visible: Path, last: int, pause_at: int, seed: int) -> tuple
     raise AssertionError(f"seed {seed}: a run paused at step {pause_at} said {said!r}, exit code {code}")
 
 
+#: The soak form (``bash jobs/dev.sh soak``): more kills over a longer run, whose batches all stay within the
+#: sink log's retention (RETAINED_ENTRIES), as the assertions read every one back; ``last`` leaves room for
+#: the kills (at most two batches' worth of steps each, see the test).
+SOAK_KILLS = 40
+assert 2 * SOAK_KILLS + 10 < RETAINED_ENTRIES
+
+
 @pytest.mark.parametrize("store", ["local", "fsspec"])
-def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store: str) -> None:
+@pytest.mark.parametrize(
+    "kills", [pytest.param(KILLS, id="bounded"), pytest.param(SOAK_KILLS, id="soak", marks=pytest.mark.soak)]
+)
+def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store: str, kills: int) -> None:
     """A forked process running the commit protocol's log steps is SIGKILLed at seeded points and a new one
     takes over: every batch ends committed once, in order, and each one was made visible once.
 
@@ -332,7 +342,7 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
     falls in the first two batches' worth of steps of its run, so no run before the last can reach the end."""
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
     rng = random.Random(seed)
-    last = 2 * KILLS + 10
+    last = 2 * kills + 10
     dry = tmp_path / "dry"
     dry.mkdir()
     dry_url = _fsspec_url(dry) if store == "fsspec" else str(dry)
@@ -344,7 +354,7 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
     url = _fsspec_url(ck) if store == "fsspec" else str(ck)
     visible = tmp_path / "visible"
     lives = []
-    for _ in range(KILLS):
+    for _ in range(kills):
         lives.append(_life(url, visible, last, rng.randint(1, 2 * per_batch), seed))
         lives[-1] += (max(SinkLog(checkpoint_dir(url)).batch_ids(), default=None),)
     context = f"seed {seed}, {per_batch} steps a batch, (outcome, step, newest batch) of each run {lives}"

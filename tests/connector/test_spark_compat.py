@@ -106,7 +106,6 @@ def _check_off_and_on(result: dict[str, Any], placed: dict[bytes, int], in_p0: i
     assert result["on"]["ranges"] == [[0, 2, in_p0]]
 
 
-@pytest.mark.spark
 def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on(
     spark: Any, broker: str, tmp_path: Path
 ) -> None:
@@ -116,7 +115,6 @@ def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on(
     _check_off_and_on(read_off_and_on(spark, broker, topic, str(tmp_path)), placed, in_p0)
 
 
-@pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_off(broker: str, tmp_path: Path) -> None:
     topic, placed, in_p0 = _produced(broker)
@@ -165,7 +163,6 @@ def test_a_missing_interpreter_fails_naming_it_and_the_fix() -> None:
         spark_compat.check_worker_python(_FakeSparkSession("local[*]", "/no/such/python"))
 
 
-@pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_a_bare_worker_interpreter_fails_register_with_one_clear_line(tmp_path: Path) -> None:
     bare = tmp_path / "bare"

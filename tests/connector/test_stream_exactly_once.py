@@ -28,11 +28,13 @@ from jobs.bench.sink_chaos import StreamApp, judge, kill_runs, sink_entries, wri
 
 # slow: the module starts five Spark drivers of its own (20-40 s each on a busy machine): KILLS, the one
 # killed_mid_commit kills, and the restart whose driver log a test reads.
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PARTITIONS = 3
 #: The bounded form of the random-kill run: input files (one micro-batch each), rows per file, kills.
 FILES, ROWS, KILLS = 6, 300, 3
+#: Its full length (the benchmark section ``sink``'s chaos run), in ``bash jobs/dev.sh soak``.
+SOAK_FILES, SOAK_ROWS, SOAK_KILLS = 20, 500, 6
 
 
 def _config(broker: str, work: Path) -> dict[str, Any]:
@@ -64,16 +66,23 @@ def _run_in_session(spark: Any, config: dict[str, Any]) -> None:
         query.stop()
 
 
+@pytest.mark.parametrize(
+    ("files", "rows", "kills"),
+    [
+        pytest.param(FILES, ROWS, KILLS, id="bounded"),
+        pytest.param(SOAK_FILES, SOAK_ROWS, SOAK_KILLS, id="soak", marks=pytest.mark.soak),
+    ],
+)
 def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
-    spark: Any, broker: str, tmp_path: Path
+    spark: Any, broker: str, tmp_path: Path, files: int, rows: int, kills: int
 ) -> None:
     stream = _config(broker, tmp_path)
     seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
-    total = write_input(stream["source"], FILES, ROWS)
+    total = write_input(stream["source"], files, rows)
     # KILLS drivers of their own, each SIGKILLed at a seeded step of the micro-batches, inside the run (checked
     # there); the runs after the first are restarts in a fresh process. The last restart runs to the end in this
     # session.
-    landed = kill_runs(stream, tmp_path, kills=KILLS, files=FILES, seed=seed)
+    landed = kill_runs(stream, tmp_path, kills=kills, files=files, seed=seed)
     print(f"seed {seed}; the kills landed {landed}")  # shown with -s
     try:
         _run_in_session(spark, stream)

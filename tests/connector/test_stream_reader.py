@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 
 from broker_runtime.launch import broker_process, create_topic
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 PARTITIONS = 3
 Row = tuple[int, int, bytes]

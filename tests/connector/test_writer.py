@@ -20,7 +20,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 from broker_runtime.launch import ensure_embedded_broker, stop_embedded_broker
 from tests.connector.kafka_peer import consume_all, partition_counts, produce_keys
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180)]
 
 READ_BACK = StructType(
     [

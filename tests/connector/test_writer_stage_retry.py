@@ -29,7 +29,7 @@ import pytest
 from broker_runtime.launch.process import create_topic
 from tests.connector.kafka_peer import consume_to_end
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 ROWS = 10_000
 

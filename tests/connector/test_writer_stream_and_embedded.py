@@ -20,9 +20,9 @@ from broker_runtime.launch.embedded import (
 )
 from tests.connector.kafka_peer import consume_all, consume_to_end
 from tests.connector.test_writer_transactional import _assert_no_open_transaction
-from tests.processes import running
+from tests.support.processes import running
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180)]
 
 
 def _stream_files(source: Path, batches: int, rows: int) -> list[bytes]:

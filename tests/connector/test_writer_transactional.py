@@ -27,7 +27,7 @@ from jobs.bench.sink_chaos import kill_session
 from spark_kafka_log.transactions import pending_intents
 from tests.connector.kafka_peer import consume_to_end
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 PARTITIONS = 3
 

@@ -219,9 +219,9 @@ def test_topic_compression_type_recompresses_for_an_idempotent_producer(broker: 
 
 
 def test_broker_compression_type_applies_to_topics_without_their_own(tmp_path: Any) -> None:
-    from tests.conftest import _start_broker
+    from tests.support.brokers import start_broker
 
-    zstd_broker = _start_broker(tmp_path, {"compression.type": "zstd"})
+    zstd_broker = start_broker(tmp_path, {"compression.type": "zstd"})
     try:
         address = str(zstd_broker.bootstrap)
         _create(address, "broker-zstd", 1)

@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker_runtime.launch.process import broker_process
-from tests.conftest import _start_broker
-from tests.processes import kill_broker
+from tests.support.brokers import start_broker
+from tests.support.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -188,14 +188,14 @@ def _assert_resumes(bootstrap: str, topic: str, group: str, marks: dict[int, int
 
 
 def test_committed_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
-    broker = _start_broker(tmp_path, GROUP_CONF)
+    broker = start_broker(tmp_path, GROUP_CONF)
     try:
         _create(broker.bootstrap, "logs", 3)
         _produce(broker.bootstrap, "logs", [f"v{i}".encode() for i in range(60)])
         marks = _commit_half(broker.bootstrap, "logs", "restart-group")
     finally:
         broker.stop()
-    broker = _start_broker(tmp_path, GROUP_CONF)  # same log dirs, a new port
+    broker = start_broker(tmp_path, GROUP_CONF)  # same log dirs, a new port
     try:
         _assert_resumes(broker.bootstrap, "logs", "restart-group", marks)
     finally:

@@ -12,9 +12,9 @@ from broker_runtime.client import KafkaClient
 from broker_runtime.errors import IllegalStateError
 from broker_runtime.launch import cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
-from tests.processes import running
-from tests.replication.conftest import create_replicated, metadata, wait_for
 from tests.server.rawclient import build_batch
+from tests.support.cluster import create_replicated, metadata, wait_for
+from tests.support.processes import running
 
 pytestmark = pytest.mark.timeout(120)
 

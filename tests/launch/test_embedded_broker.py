@@ -28,7 +28,7 @@ from broker_runtime.launch import (
 )
 from broker_runtime.launch.command import parse_listening_line
 from broker_runtime.launch.embedded import DISCOVERY_FILE, LOCK_FILE, OUT_FILE
-from tests.processes import running
+from tests.support.processes import running
 
 pytestmark = pytest.mark.timeout(120)
 

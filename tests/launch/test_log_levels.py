@@ -21,7 +21,7 @@ from broker_runtime.launch import (
 )
 from broker_runtime.launch.command import parse_listening_line
 from broker_runtime.launch.embedded import LOG_FILE
-from tests.launch.conftest import pylog_broker
+from tests.support.launch import pylog_broker
 
 pytestmark = pytest.mark.timeout(120)
 

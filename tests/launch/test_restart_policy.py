@@ -11,7 +11,7 @@ import pytest
 
 from broker_runtime.errors import InvalidArgumentError
 from broker_runtime.launch.supervisor import RestartHistory, RestartPolicy, describe_exit
-from tests.launch.conftest import pylog_broker
+from tests.support.launch import pylog_broker
 
 
 def test_backoff_doubles_up_to_the_maximum() -> None:

@@ -22,7 +22,7 @@ from broker_runtime.launch import (
     ensure_embedded_broker,
 )
 from broker_runtime.launch.embedded import DISCOVERY_FILE
-from tests.launch.conftest import pylog_broker
+from tests.support.launch import pylog_broker
 
 pytestmark = pytest.mark.timeout(120)
 

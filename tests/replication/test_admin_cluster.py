@@ -19,7 +19,7 @@ from kafka.admin import NewPartitions as KpNewPartitions
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.launch.process import CLUSTER_DIR
-from tests.replication.conftest import create_replicated, metadata, wait_for
+from tests.support.cluster import create_replicated, metadata, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.client import KafkaClient
-from tests.replication.conftest import isr, wait_for
 from tests.server.rawclient import build_batch
+from tests.support.cluster import isr, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

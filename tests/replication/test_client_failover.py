@@ -20,8 +20,7 @@ from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
-from tests.replication.conftest import create_replicated, partition_state, paused, wait_for
-from tests.replication.test_failover import FAST
+from tests.support.cluster import FAST, create_replicated, partition_state, paused, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

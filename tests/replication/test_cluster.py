@@ -19,7 +19,8 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import (
+from tests.server.rawclient import RawConnection, build_batch, fetch_body, produce_body
+from tests.support.cluster import (
     create_replicated,
     high_watermark,
     leo_on_disk,
@@ -28,7 +29,6 @@ from tests.replication.conftest import (
     readable,
     wait_for,
 )
-from tests.server.rawclient import RawConnection, build_batch, fetch_body, produce_body
 
 pytestmark = pytest.mark.timeout(120)
 

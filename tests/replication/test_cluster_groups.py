@@ -22,17 +22,15 @@ from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC, partition_f
 from broker_runtime.coordinator.transaction import partition_for as txn_partition_for
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
-from tests.replication.conftest import create_replicated, metadata, partition_state, wait_for
 from tests.server.rawclient import request
+from tests.support.cluster import FAST as CLUSTER_FAST
+from tests.support.cluster import create_replicated, metadata, partition_state, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 OFFSETS_PARTITIONS = 3
 FAST = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "1500",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "100",
+    **CLUSTER_FAST,
     "auto.leader.rebalance.enable": "false",
     "transaction.state.log.num.partitions": "3",
     "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
@@ -251,7 +249,7 @@ def _commit(bootstrap: str, group: str, topic: str, offset: int) -> int:
 
 def test_a_commit_is_answered_only_once_replicated_to_the_isr(shared_cluster: BrokerCluster) -> None:
     """Last in the module: it leaves two nodes of the shared cluster fenced for a while (they re-register)."""
-    from tests.replication.conftest import paused
+    from tests.support.cluster import paused
 
     cluster = shared_cluster
     group = "acks"

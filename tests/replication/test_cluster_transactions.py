@@ -16,16 +16,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
-from tests.replication.conftest import create_replicated, metadata, partition_state, wait_for
 from tests.server.rawclient import request
+from tests.support.cluster import FAST as CLUSTER_FAST
+from tests.support.cluster import create_replicated, metadata, partition_state, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 FAST = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "1500",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "100",
+    **CLUSTER_FAST,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
     "transaction.state.log.num.partitions": "5",
     "auto.leader.rebalance.enable": "false",
@@ -296,7 +294,7 @@ def _markers_on(bootstrap: str, partition: int) -> list[tuple[int, int]]:
 
 
 def test_a_stopped_coordinator_that_returns_cannot_end_the_transaction_again(tmp_path: Path) -> None:
-    from tests.replication.conftest import paused
+    from tests.support.cluster import paused
 
     hold, overrides = _held(tmp_path)
     with cluster_process(tmp_path / "cluster", nodes=3, overrides=overrides) as cluster:

@@ -14,7 +14,8 @@ import pytest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
-from tests.replication.conftest import (
+from tests.server.rawclient import build_batch, fetch_body, produce_body, request
+from tests.support.cluster import (
     batches_on_disk,
     create_replicated,
     force_leader,
@@ -24,7 +25,6 @@ from tests.replication.conftest import (
     paused,
     wait_for,
 )
-from tests.server.rawclient import build_batch, fetch_body, produce_body, request
 
 PRODUCE, FETCH = 0, 1
 NOT_LEADER_OR_FOLLOWER = 6

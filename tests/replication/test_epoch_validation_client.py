@@ -15,7 +15,7 @@ import pytest
 
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
-from tests.replication.conftest import create_replicated, force_leader, partition_state, wait_for
+from tests.support.cluster import create_replicated, force_leader, partition_state, wait_for
 
 TOPIC = "validate"
 SETTINGS = {"auto.leader.rebalance.enable": "false", "broker.session.timeout.ms": "60000"}

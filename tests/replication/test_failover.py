@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import (
+from tests.server.rawclient import build_batch, produce_body, request
+from tests.support.cluster import (
+    FAST,
     batches_on_disk,
     create_replicated,
     leo_on_disk,
@@ -20,16 +22,8 @@ from tests.replication.conftest import (
     paused,
     wait_for,
 )
-from tests.server.rawclient import build_batch, produce_body, request
 
 PRODUCE = 0
-#: Short sessions so a stopped broker is fenced within seconds of test time.
-FAST = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "1500",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "100",
-}
 
 
 def _live(cluster: BrokerCluster, dead: set[int]) -> list[str]:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import create_replicated, isr, leo_on_disk, paused, wait_for
 from tests.server.rawclient import RawConnection, build_batch, produce_body, request
+from tests.support.cluster import create_replicated, isr, leo_on_disk, paused, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

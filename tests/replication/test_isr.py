@@ -18,8 +18,8 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import create_replicated, high_watermark, isr, leo_on_disk, paused, wait_for
 from tests.server.rawclient import RawConnection, build_batch, produce_body
+from tests.support.cluster import create_replicated, high_watermark, isr, leo_on_disk, paused, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

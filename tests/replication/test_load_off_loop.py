@@ -19,8 +19,8 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import ApiKey
-from tests.conftest import _start_node_brokers
 from tests.server.rawclient import RawConnection, build_batch
+from tests.support.brokers import start_node_brokers
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -66,7 +66,7 @@ def test_partition_assigned_at_runtime_loads_off_the_event_loop(
         "offsets.topic.num.partitions": "1",
         "transaction.state.log.num.partitions": "1",
     }
-    brokers = _start_node_brokers(tmp_path, base)
+    brokers = start_node_brokers(tmp_path, base)
     try:
         with KafkaClient(brokers[0].bootstrap) as client:
             assert client.create_topics({"steady": (1, 2)})["steady"] == 0

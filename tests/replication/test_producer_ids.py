@@ -17,8 +17,8 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.storage.producer_state import ProducerIdManager
-from tests.replication.conftest import create_replicated, high_watermark, metadata
 from tests.server.rawclient import RawConnection, build_batch, produce_body, request
+from tests.support.cluster import create_replicated, high_watermark, metadata
 
 pytestmark = pytest.mark.timeout(120)
 

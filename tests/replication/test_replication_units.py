@@ -20,7 +20,7 @@ from broker_runtime.replication import (
 )
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.storage.conftest import decode_all, idempotent_batch, make_batch
+from tests.support.storage import decode_all, idempotent_batch, make_batch
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -23,8 +23,8 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.replication.conftest import create_replicated, high_watermark, partition_state
 from tests.server.rawclient import RawConnection, build_batch, fetch_body, produce_body
+from tests.support.cluster import create_replicated, high_watermark, partition_state
 
 pytestmark = pytest.mark.timeout(120)
 

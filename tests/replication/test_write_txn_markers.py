@@ -15,17 +15,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
-from tests.replication.conftest import create_replicated, isr, leo_on_disk, partition_state, wait_for
 from tests.server.rawclient import fetch_body, produce_body, request
+from tests.support.cluster import FAST, create_replicated, isr, leo_on_disk, partition_state, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = {
-    "broker.heartbeat.interval.ms": "200",
-    "broker.session.timeout.ms": "1500",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.fetch.backoff.ms": "100",
-}
 TOPIC = "markers"
 
 

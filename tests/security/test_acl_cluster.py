@@ -18,7 +18,8 @@ from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.server.cluster import CLUSTER_FILE
-from tests.replication.conftest import (
+from tests.server.rawclient import RawConnection, build_batch, fetch_body, plain_login, produce_body, request
+from tests.support.cluster import (
     create_replicated,
     high_watermark,
     isr,
@@ -27,7 +28,6 @@ from tests.replication.conftest import (
     paused,
     wait_for,
 )
-from tests.server.rawclient import RawConnection, build_batch, fetch_body, plain_login, produce_body, request
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -21,8 +21,8 @@ from broker_runtime.protocol.records import read_batches
 from broker_runtime.security import ClientSecurity
 from broker_runtime.security.scram_credentials import CREDENTIALS_FILE
 from broker_runtime.server.config import BrokerConfig
-from tests.security.conftest import SecuredBroker, secured_props
 from tests.server.rawclient import RawConnection, build_batch, fetch_body, produce_body
+from tests.support.secured import SecuredBroker, secured_props
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,9 +12,9 @@ import pytest
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.security.scram_credentials import CREDENTIALS_FILE, upsert_user
-from tests.conftest import _start_node_brokers
 from tests.security.certs import make_pki
 from tests.server.rawclient import build_batch
+from tests.support.brokers import start_node_brokers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,7 +51,7 @@ def test_replication_over_sasl_ssl_inter_broker_listener(
         "transaction.state.log.num.partitions": "1",
         "listener.name.internal.connections.max.reauth.ms": str(reauth_ms),
     }
-    brokers = _start_node_brokers(tmp_path, base)
+    brokers = start_node_brokers(tmp_path, base)
     try:
         with KafkaClient(brokers[0].listener_bootstrap("CLIENT")) as client:
             assert client.create_topics({"replicated": (1, 2)})["replicated"] == 0

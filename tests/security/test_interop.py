@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.security.conftest import SecuredBroker
+from tests.support.secured import SecuredBroker
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,10 +18,9 @@ import pytest
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
 from broker_runtime.security.scram_credentials import CREDENTIALS_FILE, upsert_user
-from tests.launch.conftest import pylog_broker
-from tests.replication.conftest import wait_for
-from tests.replication.test_failover import FAST
 from tests.security.certs import Pki, make_pki
+from tests.support.cluster import FAST, wait_for
+from tests.support.launch import pylog_broker
 
 pytestmark = pytest.mark.timeout(120)
 

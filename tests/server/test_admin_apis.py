@@ -37,7 +37,7 @@ from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, ApiKey
 from broker_runtime.server.broker import Broker
 from broker_runtime.server.config import BrokerConfig
-from tests.processes import kill_broker
+from tests.support.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(90)
 

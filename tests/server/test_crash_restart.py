@@ -26,8 +26,8 @@ from broker_runtime.errors import CorruptRecordError
 from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.records import read_batches
-from tests.processes import kill_broker
 from tests.server.rawclient import RawConnection, produce_body
+from tests.support.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(180)
 

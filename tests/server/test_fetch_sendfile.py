@@ -25,8 +25,8 @@ import pytest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import ApiKey, decode_response, encode_request
 from broker_runtime.server.network import SENDFILE_MIN_BYTES
-from tests.conftest import _start_broker
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
+from tests.support.brokers import start_broker
 
 TOPIC = "zc"
 
@@ -100,7 +100,7 @@ def _pipelined(bootstrap: str) -> list[bytes]:
 
 
 def test_sendfile_frames_equal_read_frames(tmp_path: Path) -> None:
-    broker = _start_broker(tmp_path)
+    broker = start_broker(tmp_path)
     try:
         with RawConnection(broker.bootstrap) as conn:
             assert (
@@ -113,7 +113,7 @@ def test_sendfile_frames_equal_read_frames(tmp_path: Path) -> None:
         assert spy.calls >= 4 and spy.bytes >= 4 * SENDFILE_MIN_BYTES
     finally:
         broker.stop()
-    reader = _start_broker(tmp_path, {"pylog.fetch.sendfile": "false"})
+    reader = start_broker(tmp_path, {"pylog.fetch.sendfile": "false"})
     try:
         spy = _SendfileSpy(reader)
         with_reads = _pipelined(reader.bootstrap)
@@ -130,7 +130,7 @@ def test_sendfile_frames_equal_read_frames(tmp_path: Path) -> None:
 @pytest.fixture
 def big_log(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
     """A broker (metrics on) with about 6 MB of records in one segment of ``zc-0``, and that segment's path."""
-    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
+    broker = start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
     try:
         with RawConnection(broker.bootstrap) as conn:
             assert (

@@ -2,7 +2,8 @@
 ApiVersions, Metadata, Produce and Fetch correctly, the data produced before is unchanged, no request hit an
 internal error, and every batch stored anywhere on disk decodes fully (CRC, every record).
 
-The suite's run is bounded in time (``FUZZ_SECONDS``); ``python -m jobs.bench validation`` runs the long form.
+The suite's run is bounded in time (``FUZZ_SECONDS``); the ``soak`` form (``bash jobs/dev.sh soak``) fuzzes for
+``SOAK_SECONDS``, and ``python -m jobs.bench validation`` runs the benchmark's long form.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ pytestmark = pytest.mark.timeout(180)
 #: The fuzzing part of the test, in seconds (frames as many as fit, at most FUZZ_FRAMES).
 FUZZ_SECONDS = 8.0
 FUZZ_FRAMES = 100_000
+#: The soak form: as long as the frames last, at most this many seconds.
+SOAK_SECONDS, SOAK_FRAMES = 120.0, 2_000_000
 OVERRIDES = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
 
 
@@ -41,7 +44,18 @@ def _produce(conn: RawConnection, topic: str, batch: bytes) -> dict[str, Any]:
     return part
 
 
-def test_broker_survives_the_fuzzer_and_stores_only_decodable_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("seconds", "frames"),
+    [
+        pytest.param(FUZZ_SECONDS, FUZZ_FRAMES, id="bounded"),
+        pytest.param(
+            SOAK_SECONDS, SOAK_FRAMES, id="soak", marks=[pytest.mark.soak, pytest.mark.timeout(600)]
+        ),
+    ],
+)
+def test_broker_survives_the_fuzzer_and_stores_only_decodable_batches(
+    tmp_path: Path, seconds: float, frames: int
+) -> None:
     data_dir = tmp_path / "broker"
     with broker_process(data_dir, overrides=OVERRIDES) as address:
         create_topic(address, "fuzz", partitions=1)
@@ -53,7 +67,7 @@ def test_broker_survives_the_fuzzer_and_stores_only_decodable_batches(tmp_path: 
         assert before.num_rows == 100
 
         started = time.monotonic()
-        stats = fuzz(address, FUZZ_FRAMES, seed=20261123, topic="fuzz", deadline_s=FUZZ_SECONDS)
+        stats = fuzz(address, frames, seed=20261123, topic="fuzz", deadline_s=seconds)
         elapsed = time.monotonic() - started
         print(
             f"fuzz: {stats.sent} frames in {elapsed:.1f} s, {stats.consumed} consumed by the broker, "

@@ -13,8 +13,8 @@ import pytest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.launch.layout import CLUSTER_DIR
-from tests.replication.conftest import create_replicated, force_leader, metadata, partition_state, wait_for
 from tests.server.rawclient import build_batch, fetch_body, produce_body, request
+from tests.support.cluster import create_replicated, force_leader, metadata, partition_state, wait_for
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 23
 TOPIC = "epochs"

@@ -15,9 +15,9 @@ from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.network import MAX_IN_FLIGHT
-from tests.processes import broker_pid
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 from tests.server.test_metrics import scrape
+from tests.support.processes import broker_pid
 
 pytestmark = pytest.mark.timeout(120)
 

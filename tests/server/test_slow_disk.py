@@ -36,8 +36,8 @@ from broker_runtime.replication.fetcher import FETCH_VERSION, FetcherConfig, Rep
 from broker_runtime.replication.partition import Partition
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.conftest import _start_broker
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, produce_body
+from tests.support.brokers import start_broker
 
 SLOW_FSYNC_S = 3.0
 
@@ -96,7 +96,7 @@ def test_roll_fsync_of_a_slow_disk_does_not_stall_other_requests(
 ) -> None:
     fsync = _SlowFsync(lambda target: "/slow-0/" in target and target.endswith(".log"))
     real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
-    broker = _start_broker(tmp_path)
+    broker = start_broker(tmp_path)
     try:
         _slow_and_fast_topics(broker.bootstrap)
         log = broker.ctx.topics.get_log("slow", 0)
@@ -130,7 +130,7 @@ def test_slow_checkpoint_fsync_does_not_stall_requests(
     fsync = _SlowFsync(lambda target: "recovery-point-offset-checkpoint" in target, once=True)
     real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
 
-    broker = _start_broker(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "200"})
+    broker = start_broker(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "200"})
     try:
         with RawConnection(broker.bootstrap) as conn:
             created = conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("fast", 1))
@@ -156,7 +156,7 @@ def test_slow_producer_snapshot_at_roll_does_not_stall_requests(
         lambda target: "/slow-0/" in target and ".snapshot." in target and target.endswith(".tmp")
     )
     real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
-    broker = _start_broker(tmp_path)
+    broker = start_broker(tmp_path)
     try:
         _slow_and_fast_topics(broker.bootstrap)
         log = broker.ctx.topics.get_log("slow", 0)
@@ -195,7 +195,7 @@ def test_failed_roll_flush_is_logged_and_counted(
             raise OSError(5, "Input/output error (injected)")
         real_fsync(fd)
 
-    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
+    broker = start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
     try:
         with RawConnection(broker.bootstrap) as conn:
             created = conn.call(
@@ -249,7 +249,7 @@ def test_slow_follower_truncation_does_not_stall_requests(
             return
         real_rebuild(self)
 
-    broker = _start_broker(tmp_path)
+    broker = start_broker(tmp_path)
     fetcher_box: list[Any] = []
     server_box: list[Any] = []
     try:
@@ -355,7 +355,7 @@ def test_slow_topic_creation_does_not_stall_other_requests(
     LEADER_NOT_AVAILABLE) until the CreateTopics is answered, and then every partition takes records."""
     fsync = _SlowFsync(lambda target: target.endswith("/newt-2"), once=True)
     real_fsync, slow_started, slow_done = fsync.real, fsync.started, fsync.done
-    broker = _start_broker(tmp_path)
+    broker = start_broker(tmp_path)
     try:
         assert _create(broker.bootstrap, "fast", 1)[0] == ErrorCode.NONE
         _produce(broker.bootstrap, "fast")
@@ -405,7 +405,7 @@ def test_failed_topic_creation_is_answered_logged_counted_and_leaves_no_files(
             raise OSError(5, "Input/output error (injected)")
         real_fsync(fd)
 
-    broker = _start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
+    broker = start_broker(tmp_path, {"pylog.metrics.listener": "127.0.0.1:0"})
     try:
         monkeypatch.setattr(os, "fsync", fsync)
         with caplog.at_level("ERROR", logger="broker_runtime.server.topics"):
@@ -432,7 +432,7 @@ def test_a_deferred_metadata_answer_names_the_endpoints_of_its_own_listener(
     endpoints that answer names (the request's session is captured when it is handled)."""
     fsync = _SlowFsync(lambda target: target.endswith("/later-0"), once=True)
     real_fsync, slow_started = fsync.real, fsync.started
-    broker = _start_broker(
+    broker = start_broker(
         tmp_path,
         {
             "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",

@@ -25,12 +25,12 @@ from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.processes import kill_broker
+from tests.support.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(120)
 
 #: The broker checks for timed-out transactions this often here (Kafka's default is 10 s).
-FAST = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+TXN_CLEANUP_FAST = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 
 def _create(bootstrap: str, *topics: tuple[str, int]) -> None:
@@ -99,7 +99,7 @@ def _decode_txnindex(path: Path) -> list[tuple[int, int, int, int, int]]:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[str]:
-    with broker_process(tmp_path, FAST) as bootstrap:
+    with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         yield bootstrap
 
 
@@ -180,7 +180,7 @@ def test_transaction_timeout_aborts_an_abandoned_transaction(broker: str) -> Non
 
 
 def test_sigkill_mid_transaction_then_restart_aborts_it(tmp_path: Path) -> None:
-    with broker_process(tmp_path, FAST) as bootstrap:
+    with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         _create(bootstrap, ("crash", 2))
         producer = _producer(bootstrap, "tx-crash", timeout_ms=2000)
         producer.begin_transaction()
@@ -193,7 +193,7 @@ def test_sigkill_mid_transaction_then_restart_aborts_it(tmp_path: Path) -> None:
         producer.flush(30)
         kill_broker(tmp_path)
     del producer
-    with broker_process(tmp_path, FAST) as bootstrap:
+    with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         later = _producer(bootstrap, "tx-later")
         later.begin_transaction()
         for i, value in enumerate(_values("after", 4)):
@@ -245,7 +245,7 @@ def _log_prepare_commit(data_dir: Path, txn_id: str) -> None:
 
 
 def test_sigkill_after_prepare_commit_then_restart_completes_the_commit(tmp_path: Path) -> None:
-    with broker_process(tmp_path, FAST) as bootstrap:
+    with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         _create(bootstrap, ("decided", 2))
         producer = _producer(bootstrap, "tx-decided", timeout_ms=60000)
         producer.begin_transaction()
@@ -255,6 +255,6 @@ def test_sigkill_after_prepare_commit_then_restart_completes_the_commit(tmp_path
         kill_broker(tmp_path)
     del producer
     _log_prepare_commit(tmp_path, "tx-decided")
-    with broker_process(tmp_path, FAST) as bootstrap:
+    with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         got = _read(bootstrap, [("decided", 0), ("decided", 1)], "read_committed", until=set(_values("p", 6)))
         assert sorted(got) == sorted(_values("p", 6)), "a logged commit decision is completed after a restart"

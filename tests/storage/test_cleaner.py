@@ -25,7 +25,7 @@ from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.segment import list_segment_bases
-from tests.storage.conftest import FakeClock
+from tests.support.storage import FakeClock
 
 Rec = tuple[bytes | None, bytes | None]
 

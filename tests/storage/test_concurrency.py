@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.storage.conftest import decode_all, make_batch
+from tests.support.storage import decode_all, make_batch
 
 
 def test_concurrent_appends_and_reads(open_log):

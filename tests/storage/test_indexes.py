@@ -15,7 +15,7 @@ from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.offset_index import OffsetIndex
 from broker_runtime.storage.segment import LogSegment
 from broker_runtime.storage.time_index import TimeIndex
-from tests.storage.conftest import make_batch
+from tests.support.storage import make_batch
 
 BASE = 1000
 

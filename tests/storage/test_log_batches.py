@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from broker_runtime.protocol.records import CONTROL_COMMIT, build_control_batch
 from broker_runtime.storage.log_batches import read_batches
-from tests.storage.conftest import make_batch
+from tests.support.storage import make_batch
 
 
 def test_every_batch_over_segments_and_chunks_in_order(open_log) -> None:

@@ -8,7 +8,7 @@ from broker_runtime.errors import ConfigError, StorageError
 from broker_runtime.storage.checkpoint import OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager, parse_partition_dir
-from tests.storage.conftest import decode_all, idempotent_batch, make_batch
+from tests.support.storage import decode_all, idempotent_batch, make_batch
 
 
 def test_layout_checkpoints_and_clean_restart(tmp_path, clock):

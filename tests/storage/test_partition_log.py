@@ -10,7 +10,7 @@ from kafka.record.memory_records import MemoryRecords
 from broker_runtime.errors import OffsetOutOfRangeError, StorageError
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.storage.conftest import decode_all, make_batch
+from tests.support.storage import decode_all, make_batch
 
 
 def read_everything(log, start=None, max_bytes=1 << 20):

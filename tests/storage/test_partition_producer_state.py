@@ -15,7 +15,7 @@ from broker_runtime.protocol.batch_header import iter_batch_spans
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.producer_state import SNAPSHOT_SUFFIX
-from tests.storage.conftest import PID, idempotent_batch
+from tests.support.storage import PID, idempotent_batch
 
 
 def _stored_batches(log: PartitionLog) -> bytes:

@@ -6,7 +6,7 @@ import os
 
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.storage.conftest import decode_all, make_batch
+from tests.support.storage import decode_all, make_batch
 
 CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=100)
 

@@ -12,7 +12,7 @@ import pytest
 
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
-from tests.storage.conftest import make_batch
+from tests.support.storage import make_batch
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=512)
 BATCHES = 200  # 10 records each: 2,000 records over ~40 segments

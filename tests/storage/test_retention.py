@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.storage.conftest import make_batch
+from tests.support.storage import make_batch
 
 
 def fill(log, count, ts_of):

@@ -14,7 +14,7 @@ from broker_runtime.storage.offset_index import OffsetIndex
 from broker_runtime.storage.segment import INDEX_SUFFIX, list_segment_bases, segment_path
 from broker_runtime.storage.segment_reader import SegmentReader
 from broker_runtime.storage.time_index import TimeIndex
-from tests.storage.conftest import make_batch
+from tests.support.storage import make_batch
 
 
 def _disk_state(directory: Path) -> dict[str, tuple[int, int, bytes]]:

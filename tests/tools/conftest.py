@@ -9,14 +9,15 @@ import contextlib
 import io
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from broker_runtime.launch import broker_log_dir, broker_process
+from tests.support.tools import Tool, assert_one_line_error
 
-Tool = Callable[..., subprocess.CompletedProcess[str]]
+__all__ = ["Tool", "assert_one_line_error"]
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +75,3 @@ def tool_here() -> Tool:
         return subprocess.CompletedProcess(["pylog-broker", *args], status, out.getvalue(), err.getvalue())
 
     return run
-
-
-def assert_one_line_error(done: subprocess.CompletedProcess[str], status: int, *fragments: str) -> None:
-    """A failed tool: the given exit status and ONE stderr line naming the cause, no traceback."""
-    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert "Traceback" not in done.stderr, done.stderr
-    assert lines, "no error line"
-    for fragment in fragments:
-        assert fragment in done.stderr, (fragment, done.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.tools.conftest import Tool
+from tests.support.tools import Tool
 
 pytestmark = pytest.mark.timeout(120)
 

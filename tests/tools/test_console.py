@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker_runtime.launch import create_topic
-from tests.tools.conftest import Tool, assert_one_line_error
+from tests.support.tools import Tool, assert_one_line_error
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker_runtime.launch import create_topic
-from tests.tools.conftest import Tool, assert_one_line_error
+from tests.support.tools import Tool, assert_one_line_error
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker_runtime.launch import create_topic
-from tests.tools.conftest import Tool, assert_one_line_error
+from tests.support.tools import Tool, assert_one_line_error
 
 pytestmark = pytest.mark.timeout(120)
 

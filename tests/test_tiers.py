@@ -1,0 +1,134 @@
+"""The suite's tiering (:mod:`tests.support.tiers`): every test of the run has exactly one tier, and the scan
+finds what a test starts through its helpers, its fixtures, scripts it runs and imports inside functions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import tiers
+
+
+def test_every_collected_test_has_exactly_one_tier(request: pytest.FixtureRequest) -> None:
+    """Over the tests of this run (all of them in ``bash jobs/dev.sh test``); a hand-written tier mark next to
+    the automatic one shows up here as two tiers."""
+    wrong = {}
+    for item in request.session.items:
+        found = [mark.name for mark in item.iter_markers() if mark.name in tiers.TIERS]
+        if len(found) != 1:
+            wrong[item.nodeid] = found
+    assert not wrong, f"tests without exactly one tier: {wrong}"
+
+
+def test_every_spark_session_test_is_in_a_spark_group(request: pytest.FixtureRequest) -> None:
+    """The shared session's tests run in a few groups of whole modules (one xdist worker each), so a run starts
+    at most one session per worker and a module's tests share one."""
+    by_module: dict[str, set[str]] = {}
+    for item in request.session.items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            groups = [mark.args[0] for mark in item.iter_markers("xdist_group")]
+            assert len(groups) == 1 and groups[0].startswith("spark-"), (item.nodeid, groups)
+            by_module.setdefault(item.nodeid.split("::")[0], set()).update(groups)
+    assert all(len(groups) == 1 for groups in by_module.values()), by_module
+    assert len({g for groups in by_module.values() for g in groups}) <= tiers.SPARK_GROUPS
+
+
+# --- the scan, on code made for it ------------------------------------------------------------------------
+
+
+def _pure() -> int:
+    return sum(range(3))
+
+
+def _spawns() -> None:
+    subprocess.Popen([sys.executable, "-c", "pass"]).wait()
+
+
+def _calls_a_spawning_helper() -> None:
+    _pure()
+    _spawns()
+
+
+def _in_process_broker(tmp_path: Path) -> Any:
+    from broker_runtime.server.broker import Broker
+
+    return Broker
+
+
+def _child_broker(tmp_path: Path) -> None:
+    from broker_runtime.launch import broker_process
+
+    with broker_process(tmp_path):
+        pass
+
+
+def _runs_a_spark_driver_script() -> None:
+    subprocess.run([sys.executable, str(Path(__file__).parent / "connector" / "stream_in_own_spark_app.py")])
+
+
+def _looks_up_a_peer() -> None:
+    import shutil
+
+    subprocess.run([shutil.which("kcat") or "kcat", "-V"])
+
+
+def _imports_a_spawning_helper_locally() -> None:
+    from tests.test_tiers import _spawns
+
+    _spawns()
+
+
+@pytest.mark.parametrize(
+    ("function", "tier"),
+    [
+        (_pure, "unit"),
+        (_spawns, "process"),
+        (_calls_a_spawning_helper, "process"),
+        (_in_process_broker, "broker"),
+        (_child_broker, "process"),
+        (_runs_a_spark_driver_script, "spark_app"),
+        (_looks_up_a_peer, "peers"),
+        (_imports_a_spawning_helper_locally, "process"),
+        (lambda: _spawns(), "process"),
+    ],
+)
+def test_the_scan_finds_what_a_function_starts(function: Any, tier: str) -> None:
+    assert tiers.Scanner().tier_of(function) == tier
+
+
+def test_fixtures_count_by_their_own_definition(request: pytest.FixtureRequest) -> None:
+    """The root ``broker`` fixture starts an in-process broker, the connector tests' ``broker`` of the same name
+    a child process: each test is tiered by the definition it really gets."""
+    by_module = {}
+    for item in request.session.items:
+        if "broker" in getattr(item, "fixturenames", ()):
+            by_module.setdefault(item.nodeid.split("::")[0], set()).update(
+                mark.name for mark in item.iter_markers() if mark.name in tiers.TIERS
+            )
+    if "tests/server/test_produce_path.py" in by_module:
+        assert by_module["tests/server/test_produce_path.py"] == {"broker"}
+    if "tests/tools/test_dump_log.py" in by_module:
+        assert "broker" not in by_module["tests/tools/test_dump_log.py"]
+
+
+def test_the_guard_records_a_child_process_and_a_socket_of_a_unit_test() -> None:
+    """The runtime check behind the scan: what a ``unit`` test starts beyond its tier is recorded (the root
+    conftest fails the test with it). This test itself is ``process``: it starts a child."""
+    import socket
+
+    guard = tiers.Guard()  # an audit hook stays for the process; idle while its tier is None
+    guard.tier = "unit"
+    try:
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+        with socket.socket(socket.AF_UNIX) as unix:
+            unix.close()
+    finally:
+        guard.tier = None
+    assert len(guard.found) == 2, guard.found
+    assert "child process" in guard.found[0] and "bind" in guard.found[1]
