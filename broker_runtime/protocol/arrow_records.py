@@ -927,7 +927,15 @@ class _Fail:
 
 
 def _pieces(arena_buf: pa.Buffer, bounds: np.ndarray) -> pa.Array:
-    """A binary array over the arena whose element k is arena[bounds[k]:bounds[k+1]] (zero copy)."""
+    """A binary array over the arena whose element k is arena[bounds[k]:bounds[k+1]] (zero copy).
+
+    The walks place every bound inside the arena; one outside it (a walk that missed a check) raises
+    CorruptRecordError here rather than pyarrow's ArrowInvalid, so a damaged batch never escapes as a traceback."""
+    if len(bounds) and (bounds[0] < 0 or bounds[-1] > len(arena_buf)):
+        raise CorruptRecordError(
+            f"a record field [{int(bounds[0])}, {int(bounds[-1])}) lies outside the {len(arena_buf)} bytes of "
+            "the records"
+        )
     if len(arena_buf) <= _INT32_MAX:
         return pa.Array.from_buffers(
             pa.binary(), len(bounds) - 1, [None, pa.py_buffer(bounds.astype(np.int32)), arena_buf]
@@ -1497,6 +1505,9 @@ def _scan_numpy(
             length, size = ar.varints(starts, _MAX_VARINT_BYTES, fail, "record length")
             fail.check(length < 0, "negative record length")
             rec_end = starts + size + length
+            # every field bound below is checked against rec_end: it must lie inside the section (the chain
+            # can end past it) before any bound reaches pyarrow (the header keys' UTF-8 check)
+            fail.check(rec_end > end, "the record runs past the end of the records section")
             p = starts + size + 1  # the attributes byte
             ts_delta, size = ar.varints(p, _MAX_VARLONG_BYTES, fail, "timestampDelta")
             p += size

@@ -197,6 +197,52 @@ def test_fixed_cases_agree(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     assert c == n
 
 
+def _cut_headers_batch() -> bytes:
+    """One record (null key and value, two headers ("", null)) whose batch lost its last 3 bytes: the record
+    takes 11 bytes (length 10), its records section holds 8, and its first header key lies past the section's end.
+    Batch length and CRC are fixed so that the walks are reached (the case hypothesis found)."""
+    ok = build_batch(
+        pa.array([None], pa.binary()),
+        pa.array([None], pa.binary()),
+        pa.array([[{"key": "", "value": None}, {"key": "", "value": None}]], HEADERS),
+        timestamp_ms=1_000_000,
+    )
+    b = bytearray(ok[:-3])
+    struct.pack_into(">i", b, 8, len(b) - 12)  # batchLength
+    struct.pack_into(">I", b, CRC_OFFSET, compute_crc(b, 0, len(b)))
+    return bytes(b)
+
+
+@pytest.mark.parametrize("walk", ["compiled", "numpy"])
+def test_a_record_past_the_section_end_is_a_corrupt_record_not_an_arrow_error(
+    monkeypatch: pytest.MonkeyPatch, walk: str
+) -> None:
+    """The numpy scan checked header keys as UTF-8 (offsets handed to pyarrow) before finding that the record
+    runs past its section: pyarrow's ArrowInvalid escaped instead of CorruptRecordError (a broker traceback on
+    produce). Both walks must name the record and say that it runs past the section."""
+    if walk == "compiled" and COMPILED is None:
+        pytest.skip("compiled record walk not in use")
+    monkeypatch.setattr(arrow_records, "_cwalk", COMPILED if walk == "compiled" else None)
+    batch = _cut_headers_batch()
+    header = parse_header(batch)
+    assert header.records_count == 1 and batch[HEADER_SIZE:][0] == 0x14  # record length 10, section 8 bytes
+    with pytest.raises(
+        CorruptRecordError, match="record 0: the record runs 3 bytes past the end of the records"
+    ):
+        scan_records(header, batch[HEADER_SIZE:], position=7, timestamp_low=0, timestamp_high=2_000_000)
+    with pytest.raises(CorruptRecordError):
+        decode_batches(batch, allow_partial_tail=False)
+
+
+def test_record_field_bounds_outside_the_arena_are_refused_before_pyarrow() -> None:
+    """The backstop under both numpy walks: bounds past the arena raise CorruptRecordError, not ArrowInvalid."""
+    arena = pa.py_buffer(b"abcdefgh")
+    assert arrow_records._pieces(arena, np.array([0, 3, 8], np.int64)).to_pylist() == [b"abc", b"defgh"]
+    for bounds in ([0, 9], [-1, 2]):
+        with pytest.raises(CorruptRecordError, match="outside the 8 bytes of the records"):
+            arrow_records._pieces(arena, np.array(bounds, np.int64))
+
+
 @needs_compiled
 def test_gather_copies_the_slices_and_refuses_ones_outside_the_arena() -> None:
     """``gather`` (the decoder's key and value columns) against plain slicing, nulls included; and its checks."""

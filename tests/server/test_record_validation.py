@@ -163,6 +163,15 @@ def _far_future() -> list[bytes]:
     return records
 
 
+def _cut_record_with_headers() -> list[bytes]:
+    """The last record (two headers) lost its last 3 bytes: it runs past the records section, its second header
+    key beyond the section's end (the numpy walk once handed such bounds to pyarrow: ArrowInvalid, a broker
+    traceback, instead of a refusal)."""
+    records = _good(3)
+    records.append(_record(3, key=None, value=None, headers=((b"", b""), (b"", b"")))[:-3])
+    return records
+
+
 def _no_key() -> list[bytes]:
     records = _good()
     records[1] = _record(1, key=None)
@@ -190,6 +199,12 @@ CASES = {
         {},
         ErrorCode.INVALID_RECORD,
         [2],
+    ),
+    "record with headers cut short": (
+        lambda: _batch(_cut_record_with_headers()),
+        {},
+        ErrorCode.INVALID_RECORD,
+        [3],
     ),
     "header key not UTF-8": (lambda: _batch(_header_key_not_utf8()), {}, ErrorCode.INVALID_RECORD, []),
     "record timestamp out of bounds": (
