@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import random
-import select
-import signal
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,6 +25,7 @@ from spark_kafka_log.sink_log import (
     query_id,
 )
 from spark_kafka_log.txn_commit import TaskTransaction
+from tests.support.steps import run_to_step
 
 
 @pytest.mark.parametrize(
@@ -248,78 +245,17 @@ def _run_log_steps(url: str, visible: Path, last: int) -> None:
         log.mark_committed(entry)
 
 
+def _log_steps(url: str, visible: Path, last: int) -> Callable[[], str]:
+    """:func:`_run_log_steps` as the work of a forked run (:func:`tests.support.steps.run_to_step`)."""
+
+    def work() -> str:
+        _run_log_steps(url, visible, last)
+        return ""
+
+    return work
+
+
 KILLS = 15
-
-#: The calls at which the child's steps are counted: every open (before it and once the file exists), fsync,
-#: rename and removal the sink log and ``make_visible`` make, on both stores (write_atomically uses them; fsspec's
-#: local file system opens and removes files through the same calls).
-_STEP_CALLS = (
-    (builtins, "open"),
-    (os, "fsync"),
-    (os, "replace"),
-    (os, "rename"),
-    (os, "remove"),
-    (os, "unlink"),
-)
-
-
-def _count_steps(pause_at: int, report: int) -> list[int]:
-    """In the forked child: count the :data:`_STEP_CALLS`; at step ``pause_at`` (0: never) write ``P`` to the
-    pipe ``report`` and wait to be SIGKILLed there. Returns the one-element step counter."""
-    steps = [0]
-
-    def step() -> None:
-        steps[0] += 1
-        if steps[0] == pause_at:
-            os.write(report, b"P")
-            time.sleep(120)  # the parent kills this process now; never returns in a passing run
-            os._exit(3)
-
-    def counted(call: Any, twice: bool) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            step()
-            result = call(*args, **kwargs)
-            if twice:
-                step()
-            return result
-
-        return wrapper
-
-    for owner, name in _STEP_CALLS:
-        setattr(owner, name, counted(getattr(owner, name), name == "open"))
-    return steps
-
-
-def _life(url: str, visible: Path, last: int, pause_at: int, seed: int) -> tuple[str, int]:
-    """One forked run of the log steps that pauses at step ``pause_at`` (0: never): ``("killed", pause_at)`` once
-    the parent SIGKILLed it there, or ``("done", steps)`` when it ran to the end before that step."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no pytest machinery, leave by os._exit only
-        code = 1
-        try:
-            os.close(read_end)
-            steps = _count_steps(pause_at, write_end)
-            _run_log_steps(url, visible, last)
-            os.write(write_end, f"D{steps[0]}".encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], 60)
-        said = os.read(read_end, 64).decode() if ready else "(no word in 60 s)"
-        if said == "P":
-            os.kill(pid, signal.SIGKILL)
-        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    finally:
-        os.close(read_end)
-    if said == "P" and code == -signal.SIGKILL:
-        return "killed", pause_at
-    if said.startswith("D") and code == 0:
-        return "done", int(said[1:])
-    raise AssertionError(f"seed {seed}: a run paused at step {pause_at} said {said!r}, exit code {code}")
-
 
 #: The soak form (``bash jobs/dev.sh soak``): more kills over a longer run, whose batches all stay within the
 #: sink log's retention (RETAINED_ENTRIES), as the assertions read every one back; ``last`` leaves room for
@@ -336,7 +272,7 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
     """A forked process running the commit protocol's log steps is SIGKILLed at seeded points and a new one
     takes over: every batch ends committed once, in order, and each one was made visible once.
 
-    The points are steps (see :data:`_STEP_CALLS`), not moments: the child stops at its seeded step and tells the
+    The points are steps (see :mod:`tests.support.steps`), not moments: the child stops at its seeded step and tells the
     parent, which kills it there, so every kill lands inside the run however fast the machine is, and the seed
     reproduces a failure. A first run to the end in a folder of its own counts the steps of one batch; each kill
     falls in the first two batches' worth of steps of its run, so no run before the last can reach the end."""
@@ -346,7 +282,7 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
     dry = tmp_path / "dry"
     dry.mkdir()
     dry_url = _fsspec_url(dry) if store == "fsspec" else str(dry)
-    outcome, total = _life(dry_url, tmp_path / "dry-visible", last, 0, seed)
+    outcome, total, _ = run_to_step(_log_steps(dry_url, tmp_path / "dry-visible", last), 0, f"seed {seed}")
     assert outcome == "done"
     per_batch = total // (last + 1)
     ck = tmp_path / "ck"
@@ -355,11 +291,13 @@ def test_sink_log_survives_process_kills_at_random_points(tmp_path: Path, store:
     visible = tmp_path / "visible"
     lives = []
     for _ in range(kills):
-        lives.append(_life(url, visible, last, rng.randint(1, 2 * per_batch), seed))
-        lives[-1] += (max(SinkLog(checkpoint_dir(url)).batch_ids(), default=None),)
+        lives.append(
+            run_to_step(_log_steps(url, visible, last), rng.randint(1, 2 * per_batch), f"seed {seed}")
+        )
+        lives[-1] = (*lives[-1][:2], max(SinkLog(checkpoint_dir(url)).batch_ids(), default=None))
     context = f"seed {seed}, {per_batch} steps a batch, (outcome, step, newest batch) of each run {lives}"
     assert all(outcome == "killed" for outcome, _, _ in lives), context  # every kill landed inside the run
-    assert _life(url, visible, last, 0, seed)[0] == "done", context
+    assert run_to_step(_log_steps(url, visible, last), 0, f"seed {seed}")[0] == "done", context
     log = SinkLog(checkpoint_dir(url))
     assert log.batch_ids() == list(range(last + 1)), context
     assert all(log.read(b).committed and log.read(b).records == b for b in range(last + 1)), context

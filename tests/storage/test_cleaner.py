@@ -3,13 +3,9 @@ child), tombstone horizon, transactional segments left whole, the cleaner checkp
 
 from __future__ import annotations
 
-import builtins
 import os
 import random
-import select
 import shutil
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.segment import list_segment_bases
+from tests.support.steps import run_to_step
 from tests.support.storage import FakeClock
 
 Rec = tuple[bytes | None, bytes | None]
@@ -533,67 +530,24 @@ def test_the_log_manager_cleans_compact_logs_only_and_checkpoints_the_first_dirt
         manager.shutdown()
 
 
-#: The calls at which a clean's steps are counted: every open, fsync, rename and removal it makes (as in
-#: ``tests/connector/test_sink_log.py``).
-_STEP_CALLS = (
-    (builtins, "open"),
-    (os, "fsync"),
-    (os, "replace"),
-    (os, "rename"),
-    (os, "remove"),
-    (os, "unlink"),
-)
-
-
 def _clean_in_child(path: Path, config: LogConfig, pause_at: int) -> tuple[str, int, int]:
-    """Clean the log at ``path`` in a forked child that counts its steps (:data:`_STEP_CALLS`) and at step
-    ``pause_at`` (0: never) says so and waits; the parent SIGKILLs it there. Returns ``("killed", pause_at, 0)``,
-    or ``("done", steps, commit step)`` for a clean that ran to the end, the commit step being the rename of the
-    first cleaned group to ``.log.swap`` (its commit point)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no pytest machinery, leave by os._exit only
-        code = 1
-        try:
-            os.close(read_end)
-            log = PartitionLog.load(path, "t", 0, config, lambda: 1_700_000_000_000, needs_recovery=False)
-            steps, commits = [0], []
+    """Clean the log at ``path`` in a forked child paused and SIGKILLed at step ``pause_at`` (0: never; see
+    :mod:`tests.support.steps`). Returns ``("killed", pause_at, 0)``, or ``("done", steps, commit step)`` for a
+    clean that ran to the end, the commit step being the rename of the first cleaned group to ``.log.swap`` (its
+    commit point)."""
+    commits: list[int] = []
 
-            def counted(call: Any, name: str) -> Any:
-                def wrapper(*args: Any, **kwargs: Any) -> Any:
-                    steps[0] += 1
-                    if steps[0] == pause_at:
-                        os.write(write_end, b"P")
-                        time.sleep(120)  # the parent kills this process now
-                        os._exit(3)
-                    if name in ("replace", "rename") and str(args[1]).endswith(".log.swap"):
-                        commits.append(steps[0])
-                    return call(*args, **kwargs)
+    def observe(name: str, args: tuple[Any, ...], step: int) -> None:
+        if name in ("replace", "rename") and str(args[1]).endswith(".log.swap"):
+            commits.append(step)
 
-                return wrapper
+    def work() -> str:
+        log = PartitionLog.load(path, "t", 0, config, lambda: 1_700_000_000_000, needs_recovery=False)
+        clean_log(log, 0, 1_700_000_000_000, force=True)
+        return str(commits[0])
 
-            for owner, name in _STEP_CALLS:
-                setattr(owner, name, counted(getattr(owner, name), name))
-            clean_log(log, 0, 1_700_000_000_000, force=True)
-            os.write(write_end, f"D{steps[0]} {commits[0]}".encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], 60)
-        said = os.read(read_end, 64).decode() if ready else "(no word in 60 s)"
-        if said == "P":
-            os.kill(pid, signal.SIGKILL)
-        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    finally:
-        os.close(read_end)
-    if said == "P" and code == -signal.SIGKILL:
-        return "killed", pause_at, 0
-    if said.startswith("D") and code == 0:
-        steps, committed_at = said[1:].split()
-        return "done", int(steps), int(committed_at)
-    raise AssertionError(f"a clean paused at step {pause_at} said {said!r}, exit code {code}")
+    outcome, steps, result = run_to_step(work, pause_at, "a clean", observe)
+    return outcome, steps, int(result or 0)
 
 
 def test_a_cleaner_sigkilled_mid_clean_leaves_a_log_that_loads_consistent(tmp_path):
