@@ -283,9 +283,29 @@ class _Member:
     the thread blocks there and never polls the member whose revocation callback must run before it can rejoin.
     """
 
-    def __init__(self, consumer: Consumer, committed: Counter[bytes], lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        revoked: list[int],
+        committed: Counter[bytes],
+        lock: threading.Lock,
+    ) -> None:
         self.consumer = consumer
         self.error: BaseException | None = None
+        #: Partitions this member owns; written by its rebalance callbacks (on its own thread), read by the test.
+        self.owned: frozenset[int] = frozenset()
+
+        def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
+            c.incremental_assign(parts)
+            self.owned = self.owned | {p.partition for p in parts}
+
+        def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
+            revoked.append(len(parts))
+            c.incremental_unassign(parts)
+            self.owned = self.owned - {p.partition for p in parts}
+
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(committed, lock), daemon=True)
         self._thread.start()
@@ -331,9 +351,7 @@ def test_cooperative_sticky_members_join_and_leave_every_record_committed_once(
     revoked: list[int] = []  # partitions revoked per rebalance: incremental rebalances revoke only what moves
     for phase, action in enumerate(["join", "join", "join", "leave"]):
         if action == "join":
-            consumer = _cooperative(bootstrap, group, [])
-            consumer.subscribe([topic], on_revoke=lambda c, parts: revoked.append(len(parts)))
-            members.append(_Member(consumer, committed, lock))
+            members.append(_Member(_cooperative(bootstrap, group, []), topic, revoked, committed, lock))
         else:
             members.pop(0).close()
         batch = [f"p{phase}-{i}".encode() for i in range(30)]
@@ -343,13 +361,18 @@ def test_cooperative_sticky_members_join_and_leave_every_record_committed_once(
         while time.monotonic() < deadline:
             for m in members:
                 m.check()
+            # The phase ends when every record is committed AND every member owns partitions (6 partitions, at
+            # most 3 members): otherwise the records could all be taken before the new member's rebalance
+            # even started, and the phase would prove nothing about the rebalance.
             with lock:
-                if committed.keys() >= set(produced):
+                if committed.keys() >= set(produced) and all(m.owned for m in members):
                     break
             time.sleep(0.05)
         with lock:
             missing = set(produced) - set(committed)
         assert not missing, f"phase {phase}: {len(missing)} missing"
+        idle = [i for i, m in enumerate(members) if not m.owned]
+        assert not idle, f"phase {phase}: members {idle} own no partition after 60 s"
     with lock:
         duplicates = {v: n for v, n in committed.items() if n > 1}
     assert not duplicates, f"committed more than once: {list(duplicates.items())[:5]}"
