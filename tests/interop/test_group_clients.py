@@ -11,6 +11,7 @@ import contextlib
 import json
 import shutil
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,7 +249,7 @@ def _cooperative(bootstrap: str, group: str, assigned: list[int]) -> Consumer:
     )
 
 
-def _take_and_commit(consumer: Consumer, committed: Counter[bytes]) -> None:
+def _take_and_commit(consumer: Consumer, committed: Counter[bytes], lock: threading.Lock) -> None:
     """Poll once; a record counts as consumed only if the synchronous commit after it succeeded."""
     msg = consumer.poll(0.05)
     if msg is None or msg.error():
@@ -269,12 +270,67 @@ def _take_and_commit(consumer: Consumer, committed: Counter[bytes]) -> None:
             with contextlib.suppress(KafkaException):
                 consumer.seek(tp)
         return
-    committed[bytes(msg.value())] += 1
+    with lock:
+        committed[bytes(msg.value())] += 1
+
+
+class _Member:
+    """One group member polled and committing on its own thread, as each consumer of a real group is.
+
+    A single thread driving every member deadlocks a cooperative rebalance: a member that rejoined has its
+    JoinGroup parked at the coordinator until every member rejoins, and its synchronous OffsetCommit waits behind
+    that JoinGroup on the same connection (responses go out in request order; Kafka even mutes the channel), so
+    the thread blocks there and never polls the member whose revocation callback must run before it can rejoin.
+    """
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        revoked: list[int],
+        committed: Counter[bytes],
+        lock: threading.Lock,
+    ) -> None:
+        self.consumer = consumer
+        self.error: BaseException | None = None
+        #: Partitions this member owns; written by its rebalance callbacks (on its own thread), read by the test.
+        self.owned: frozenset[int] = frozenset()
+
+        def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
+            c.incremental_assign(parts)
+            self.owned = self.owned | {p.partition for p in parts}
+
+        def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
+            revoked.append(len(parts))
+            c.incremental_unassign(parts)
+            self.owned = self.owned - {p.partition for p in parts}
+
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(committed, lock), daemon=True)
+        self._thread.start()
+
+    def _run(self, committed: Counter[bytes], lock: threading.Lock) -> None:
+        try:
+            while not self._stop.is_set():
+                _take_and_commit(self.consumer, committed, lock)
+        except BaseException as exc:  # reported by the test thread (check)
+            self.error = exc
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"member thread failed: {self.error!r}") from self.error
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "member thread still polling 30 s after being told to stop"
+        self.consumer.close()
 
 
 @pytest.fixture
-def members() -> Iterator[list[Consumer]]:
-    found: list[Consumer] = []
+def members() -> Iterator[list[_Member]]:
+    found: list[_Member] = []
     try:
         yield found
     finally:
@@ -283,33 +339,42 @@ def members() -> Iterator[list[Consumer]]:
 
 
 def test_cooperative_sticky_members_join_and_leave_every_record_committed_once(
-    bootstrap: str, broker: Any, members: list[Consumer]
+    bootstrap: str, broker: Any, members: list[_Member]
 ) -> None:
     import time
 
     topic, group = "coop", "coop-group"
     _create(bootstrap, topic, 6)
+    lock = threading.Lock()
     committed: Counter[bytes] = Counter()
     produced: list[bytes] = []
     revoked: list[int] = []  # partitions revoked per rebalance: incremental rebalances revoke only what moves
     for phase, action in enumerate(["join", "join", "join", "leave"]):
         if action == "join":
-            member = _cooperative(bootstrap, group, [])
-            member.subscribe([topic], on_revoke=lambda c, parts: revoked.append(len(parts)))
-            members.append(member)
+            members.append(_Member(_cooperative(bootstrap, group, []), topic, revoked, committed, lock))
         else:
             members.pop(0).close()
         batch = [f"p{phase}-{i}".encode() for i in range(30)]
         _produce(bootstrap, topic, batch)
         produced += batch
         deadline = time.monotonic() + 60
-        while sum(committed.values()) < len(produced) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             for m in members:
-                _take_and_commit(m, committed)
-        assert set(committed) == set(produced), (
-            f"phase {phase}: {len(set(produced) - set(committed))} missing"
-        )
-    duplicates = {v: n for v, n in committed.items() if n > 1}
+                m.check()
+            # The phase ends when every record is committed AND every member owns partitions (6 partitions, at
+            # most 3 members): otherwise the records could all be taken before the new member's rebalance
+            # even started, and the phase would prove nothing about the rebalance.
+            with lock:
+                if committed.keys() >= set(produced) and all(m.owned for m in members):
+                    break
+            time.sleep(0.05)
+        with lock:
+            missing = set(produced) - set(committed)
+        assert not missing, f"phase {phase}: {len(missing)} missing"
+        idle = [i for i, m in enumerate(members) if not m.owned]
+        assert not idle, f"phase {phase}: members {idle} own no partition after 60 s"
+    with lock:
+        duplicates = {v: n for v, n in committed.items() if n > 1}
     assert not duplicates, f"committed more than once: {list(duplicates.items())[:5]}"
     state = broker.ctx.group_coordinator.group(group)
     assert state.protocol == "cooperative-sticky", state.protocol
