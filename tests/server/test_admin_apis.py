@@ -8,9 +8,8 @@ default) takes effect without a restart.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -37,6 +36,7 @@ from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, ApiKey
 from broker_runtime.server.broker import Broker
 from broker_runtime.server.config import BrokerConfig
+from tests.support.cluster import wait_for
 from tests.support.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(90)
@@ -59,17 +59,6 @@ def broker(log_dir: Path) -> Iterator[Broker]:
         yield instance
     finally:
         instance.stop()
-
-
-def _wait(condition: Callable[[], Any], what: str, timeout_s: float = 15) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s} s")
-        time.sleep(0.05)
 
 
 def _partition_dirs(log_dir: Path, topic: str) -> list[str]:
@@ -269,13 +258,13 @@ def test_dynamic_retention_takes_effect_without_restart(broker: Broker) -> None:
         incremental_configs=[ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)],
     )
     admin.incremental_alter_configs([res])[res].result(10)
-    _wait(lambda: topic_log.log_start_offset > 0, "retention of ret-topic after its retention.ms=1")
+    wait_for(lambda: topic_log.log_start_offset > 0, what="retention of ret-topic after its retention.ms=1")
     assert broker_log.log_start_offset == 0
 
     # The cluster-wide broker default (log.retention.ms on broker "") reaches the topic without an override.
     with KafkaClient(broker.bootstrap) as client:
         client.alter_configs(4, "", {"log.retention.ms": "1"})
-    _wait(lambda: broker_log.log_start_offset > 0, "retention of ret-broker after log.retention.ms=1")
+    wait_for(lambda: broker_log.log_start_offset > 0, what="retention of ret-broker after log.retention.ms=1")
     configs = next(iter(admin.describe_configs([ConfigResource("topic", "ret-broker")]).values())).result(10)
     assert (configs["retention.ms"].value, configs["retention.ms"].source) == (
         "1",
