@@ -30,8 +30,9 @@ import pytest
 from tests.support import tiers
 from tests.support.brokers import start_broker, start_node_brokers
 
-# The Apache Kafka peer's fixtures (apache_kafka, apache_kafka_cluster): tests/support/apache_kafka/.
-pytest_plugins = ["tests.support.apache_kafka.fixtures"]
+# The Apache Kafka peer's fixtures (apache_kafka, apache_kafka_cluster): tests/support/apache_kafka/; the
+# compatibility matrix's marks: tests/support/compat.py.
+pytest_plugins = ["tests.support.apache_kafka.fixtures", "tests.support.compat"]
 
 # Every JVM the suite starts (its Spark session and the Spark drivers of their own that crash tests start and
 # SIGKILL) lives for seconds to minutes on 2 cores: the client compiler alone and the serial collector start
