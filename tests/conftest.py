@@ -145,6 +145,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = tiers.tier_of_item(item, _SCANNER)
         item.add_marker(getattr(pytest.mark, tier))
         item.stash[_TIER] = found[item.nodeid] = tier
+        item.user_properties.append(
+            ("tier", tier)
+        )  # JUnit XML carries it: python -m tests.support.tier_report
     groups = tiers.xdist_groups(items, found, _SCANNER)
     for item in items:
         if item.nodeid in groups:
