@@ -599,3 +599,245 @@ def test_kafka_transaction_log_decoder_reads_pylogs_transaction_state(pylog_file
 
 
 # ------------------------------------------------------------------------------- Kafka's files, pylog's readers
+
+
+@dataclass
+class KafkaFiles:
+    """A partition Apache Kafka wrote, what Kafka's consumer read of it, and pylog's dump-log of its files."""
+
+    bootstrap: str
+    log_dirs: Path
+    topic: str
+    partition_dir: Path
+    #: kafka-console-consumer's lines (read_uncommitted, read_committed): (offset, timestamp, headers, key, value).
+    uncommitted: list[tuple[int, int, str, str, str]]
+    committed: list[tuple[int, int, str, str, str]]
+    dump: subprocess.CompletedProcess[str]
+    verify: subprocess.CompletedProcess[str]
+
+
+#: What kafka-console-consumer prints per record with the print options below, tab-separated.
+CONSOLE_FORMAT = (
+    *("--formatter-property", "print.timestamp=true", "--formatter-property", "print.partition=true"),
+    *("--formatter-property", "print.offset=true", "--formatter-property", "print.headers=true"),
+    *("--formatter-property", "print.key=true"),
+)
+
+
+def _console_consumer(
+    bootstrap: str, topic: str, isolation: str, count: int
+) -> list[tuple[int, int, str, str, str]]:
+    done = run_tool(
+        "kafka-console-consumer",
+        *("--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0", "--offset", "earliest"),
+        *("--isolation-level", isolation, "--max-messages", str(count), "--timeout-ms", "30000"),
+        *CONSOLE_FORMAT,
+    )
+    rows = []
+    for line in done.stdout.splitlines():
+        ts, partition, offset, headers, key, value = line.split("\t")
+        assert partition == "Partition:0", line
+        rows.append(
+            (int(offset.removeprefix("Offset:")), int(ts.removeprefix("CreateTime:")), headers, key, value)
+        )
+    assert f"Processed a total of {count} messages" in done.stderr, done.stderr[-2000:]
+    return rows
+
+
+def _pylog_dump_log(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker_runtime", "dump-log", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def kafka_files(apache_kafka: KafkaCluster) -> Iterator[KafkaFiles]:
+    bootstrap = apache_kafka.bootstrap
+    topic = f"kf-kafka-{uuid.uuid4().hex[:6]}"
+    with KafkaClient(bootstrap) as client:
+        client.create_topics([NewTopic(topic, 1, 1, configs={"index.interval.bytes": "100"})])
+    # 1. An idempotent lz4 batch with timestamps of 2023: Kafka's segment.ms (7 days) counts from a segment's
+    #    first timestamp, so the next append rolls the segment (and takes a producer snapshot holding this one).
+    idempotent = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "compression.type": "lz4",
+            "linger.ms": 5,
+        }
+    )
+    for i in range(10):
+        idempotent.produce(
+            topic,
+            key=f"i{i}".encode(),
+            value=f"lz4-{i}".encode(),
+            headers=[("h", b"i")],
+            timestamp=1_700_000_000_000 + i,
+        )
+    assert idempotent.flush(10) == 0
+    # 2. Two gzip batches of a plain producer: null keys, null values, headers with null values, out-of-order
+    #    timestamps within a batch.
+    now = int(time.time() * 1000)
+    plain = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": False,
+            "compression.type": "gzip",
+            "linger.ms": 5,
+        }
+    )
+    for i in range(12):
+        plain.produce(
+            topic,
+            key=None if i % 5 == 3 else f"g{i}".encode(),
+            value=None if i % 5 == 4 else f"gzip-{i}".encode(),
+            headers=[("h", b"g"), ("n", None)] if i % 2 else [],
+            timestamp=now - 1000 + (7 * i) % 11,
+        )
+        if i == 5:
+            plain.flush(10)
+    assert plain.flush(10) == 0
+    # 3. A transaction aborted, then one committed (two records each, no compression).
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx", "linger.ms": 5})
+    txn.init_transactions(30)
+    for outcome in ("aborted", "committed"):
+        txn.begin_transaction()
+        for n in range(2):
+            txn.produce(topic, key=f"t-{outcome}-{n}".encode(), value=f"txn-{outcome}-{n}".encode())
+        txn.flush(10)
+        if outcome == "aborted":
+            txn.abort_transaction(30)
+        else:
+            txn.commit_transaction(30)
+    del idempotent, plain, txn
+
+    log_dirs = apache_kafka.nodes[0].data_dir
+    partition_dir = log_dirs / f"{topic}-0"
+    segment_files = sorted(p for p in partition_dir.iterdir() if p.suffix in (".log", ".index", ".timeindex"))
+    indexes = [p for p in segment_files if p.suffix != ".log"]
+    with ThreadPoolExecutor(4) as pool:
+        uncommitted = pool.submit(_console_consumer, bootstrap, topic, "read_uncommitted", 26)
+        committed = pool.submit(_console_consumer, bootstrap, topic, "read_committed", 24)
+        dump = pool.submit(
+            _pylog_dump_log,
+            "--deep-iteration",
+            "--print-data-log",
+            "--files",
+            ",".join(map(str, segment_files)),
+        )
+        verify = pool.submit(_pylog_dump_log, "--verify-index-only", "--files", ",".join(map(str, indexes)))
+        yield KafkaFiles(
+            bootstrap,
+            log_dirs,
+            topic,
+            partition_dir,
+            uncommitted.result(),
+            committed.result(),
+            dump.result(),
+            verify.result(),
+        )
+
+
+def _consumed_header_keys(headers: str) -> str:
+    return (
+        "[]"
+        if headers == "NO_HEADERS"
+        else "[" + ",".join(h.split(":", 1)[0] for h in headers.split(",")) + "]"
+    )
+
+
+@pytest.mark.compat(
+    PEER, "pylog's dump-log over Apache Kafka's segments (compressed, idempotent, transactional)"
+)
+def test_pylog_dump_log_reads_apache_kafkas_segments(kafka_files: KafkaFiles) -> None:
+    """pylog's ``dump-log`` over the partition Kafka wrote (a rolled segment and the active one, read in place):
+    every batch valid, no trailing bytes; its data records are, record for record, what Kafka's consumer reads
+    with read_uncommitted; the records that consumer skips are the COMMIT and ABORT markers; the codecs and the
+    producers are those that wrote them; ``--verify-index-only`` finds Kafka's offset and time indexes sound."""
+    files = kafka_files
+    assert files.dump.returncode == 0, files.dump.stdout[-3000:] + files.dump.stderr
+    sections = _sections(files.dump.stdout)
+    logs = sorted(files.partition_dir.glob("*.log"))
+    assert len(logs) == 2, "the 2023 timestamps should have rolled the first segment"
+    dumped = Dumped()
+    for log in logs:
+        part = _parse_log(sections[str(log)])
+        dumped.batches += part.batches
+        assert re.match(
+            r"Summary: \d+ batches, .* 0 with a bad CRC, 0 trailing invalid bytes$", sections[str(log)][-1]
+        )
+    assert {b["isvalid"] for b in dumped.batches} == {"true"}
+    data = [r for b in dumped.batches if b["isControl"] == "false" for r in b["records"]]
+    assert [
+        (int(r["offset"]), int(r["CreateTime"]), r["headerKeys"], r["key"], r["payload"]) for r in data
+    ] == [(o, ts, _consumed_header_keys(h), k, v) for o, ts, h, k, v in files.uncommitted]
+    consumed = {o for o, *_ in files.uncommitted}
+    markers = [
+        (int(r["offset"]), r["endTxnMarker"])
+        for b in dumped.batches
+        if b["isControl"] == "true"
+        for r in b["records"]
+    ]
+    assert [m for m in markers] == [(o, m) for o, m in markers if o not in consumed] and [
+        m for _, m in markers
+    ] == ["ABORT", "COMMIT"]
+    codecs = [(b["compresscodec"], b["isTransactional"], int(b["producerId"]) >= 0) for b in dumped.batches]
+    assert codecs[0] == ("lz4", "false", True) and codecs[1:3] == [("gzip", "false", False)] * 2
+    assert set(codecs[3:]) == {("none", "true", True)}
+    assert files.verify.returncode == 0, files.verify.stdout + files.verify.stderr
+    verified = _sections(files.verify.stdout)
+    assert set(verified) == {
+        str(p) for p in files.partition_dir.iterdir() if p.suffix in (".index", ".timeindex")
+    }
+    for path, lines in verified.items():
+        assert len(lines) == 1 and lines[0].endswith(", verified"), (path, lines)
+    # The active segment's index is Kafka's, preallocated: pylog trusted its entries and not the zeros after them.
+    active_index = max(files.partition_dir.glob("*.index"))
+    assert re.match(
+        r"Summary: [1-9]\d* entries, \d+ unused or untrusted slots, verified", verified[str(active_index)][0]
+    )
+
+
+@pytest.mark.compat(
+    PEER, "the connector's direct scan (pylog.transport=local) of Apache Kafka's segments, read_committed"
+)
+def test_connector_direct_scan_reads_apache_kafkas_segments(spark: Any, kafka_files: KafkaFiles) -> None:
+    """The connector reading Kafka's files itself (``pylog.logDirs``, ``pylog.transport=local``, read_committed:
+    Kafka's ``.txnindex`` drops the aborted transaction) gives, row for row, what Kafka's consumer reads with
+    read_committed: offsets, timestamps, keys, values and headers."""
+    files = kafka_files
+    df = (
+        spark.read.format("pylog")
+        .option("kafka.bootstrap.servers", files.bootstrap)
+        .option("pylog.logDirs", str(files.log_dirs))
+        .option("pylog.transport", "local")
+        .option("kafka.isolation.level", "read_committed")
+        .option("includeHeaders", "true")
+        .option("subscribe", files.topic)
+        .load()
+    )
+    rows = (
+        df.selectExpr("offset", "unix_millis(timestamp) AS ts", "headers", "key", "value")
+        .orderBy("offset")
+        .collect()
+    )
+
+    def text(data: bytes | bytearray | None) -> str:
+        return "null" if data is None else bytes(data).decode()
+
+    got = [
+        (
+            r.offset,
+            r.ts,
+            ",".join(f"{h.key}:{text(h.value)}" for h in r.headers) if r.headers else "NO_HEADERS",
+            text(r.key),
+            text(r.value),
+        )
+        for r in rows
+    ]
+    assert got == files.committed
+    aborted = {o for o, *_ in files.uncommitted} - {o for o, *_ in files.committed}
+    assert len(aborted) == 2
