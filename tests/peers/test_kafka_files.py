@@ -450,6 +450,48 @@ def test_kafka_verifies_and_sanity_checks_every_pylog_index(pylog_files: PylogFi
         assert checked in ([f"{path} passed sanity check."], [f"{path} is empty."]), checked
 
 
+def _expected_txn_index(batches: list[dict[str, Any]]) -> list[str]:
+    """The ``.txnindex`` lines (as DumpLogSegments prints them) Kafka's ``LogSegment.updateTxnIndex`` makes of
+    these batches: per ABORT marker, its producer, the first offset of the transaction it ends, its own offset,
+    and the last stable offset after it (the next offset: no other transaction is open in these logs)."""
+    lines = []
+    for n, marker in enumerate(batches):
+        if marker["isControl"] != "true" or marker["records"][0]["endTxnMarker"] != "ABORT":
+            continue
+        first = int(marker["baseOffset"])
+        for batch in reversed(batches[:n]):  # back to the producer's previous marker
+            if batch["producerId"] == marker["producerId"]:
+                if batch["isControl"] == "true":
+                    break
+                first = int(batch["baseOffset"])
+        at = int(marker["baseOffset"])
+        lines.append(
+            f"version: 0 producerId: {marker['producerId']} firstOffset: {first} lastOffset: {at} "
+            f"lastStableOffset: {at + 1}"
+        )
+    return lines
+
+
+def _expected_snapshot(batches: list[dict[str, Any]], offset: int) -> list[str]:
+    """The lines DumpLogSegments prints for the producer snapshot at ``offset`` of a partition of these batches:
+    per producer of the batches below it, the state Kafka's ``ProducerStateManager`` keeps (its epoch, the
+    coordinator epoch of its last marker, no open transaction, its last timestamp, its last data batch)."""
+    below = [b for b in batches if int(b["lastOffset"]) < offset]
+    lines = []
+    for pid in sorted({b["producerId"] for b in below if b["producerId"] != "-1"}, key=int):
+        own = [b for b in below if b["producerId"] == pid]
+        data = [b for b in own if b["isControl"] == "false"][-1]
+        markers = [r for b in own if b["isControl"] == "true" for r in b["records"]]
+        lines.append(
+            f"producerId: {pid} producerEpoch: {own[-1]['producerEpoch']} coordinatorEpoch: "
+            f"{markers[-1]['coordinatorEpoch'] if markers else -1} currentTxnFirstOffset: OptionalLong.empty"
+            f" lastTimestamp: {own[-1]['CreateTime']} firstSequence: {data['baseSequence']} lastSequence: "
+            f"{data['lastSequence']} lastOffset: {data['lastOffset']} offsetDelta: "
+            f"{int(data['lastOffset']) - int(data['baseOffset'])} timestamp: {own[-1]['CreateTime']}"
+        )
+    return lines
+
+
 @pytest.mark.compat(PEER, "DumpLogSegments: pylog's .txnindex (aborted transactions)")
 def test_kafka_dump_log_reads_pylogs_transaction_index(pylog_files: PylogFiles) -> None:
     """The aborted transaction's entry as Kafka's ``LogSegment.updateTxnIndex`` makes it from the log: the
@@ -457,37 +499,15 @@ def test_kafka_dump_log_reads_pylogs_transaction_index(pylog_files: PylogFiles) 
     files = pylog_files
     (txnindex,) = files.files(f"{files.txn_topic}-0", ".txnindex")
     _, txn = _log_of(files, f"{files.txn_topic}-0")
-    aborts = [
-        b for b in txn.batches if b["isControl"] == "true" and b["records"][0]["endTxnMarker"] == "ABORT"
-    ]
-    expected = []
-    for marker in aborts:
-        at = int(marker["baseOffset"])
-        first = min(
-            int(b["baseOffset"])
-            for b in txn.batches
-            if b["isControl"] == "false"
-            and b["producerId"] == marker["producerId"]
-            and int(b["baseOffset"]) < at
-            and not any(
-                int(m["baseOffset"]) in range(int(b["baseOffset"]), at)
-                for m in txn.batches
-                if m["isControl"] == "true"
-            )
-        )
-        expected.append(
-            f"version: 0 producerId: {marker['producerId']} firstOffset: {first} lastOffset: {at} lastStableOffset: {at + 1}"
-        )
-    assert len(expected) == 1
-    assert _section(files.deep, txnindex) == expected
+    expected = _expected_txn_index(txn.batches)
+    assert len(expected) == 1 and _section(files.deep, txnindex) == expected
 
 
 @pytest.mark.compat(PEER, "DumpLogSegments: pylog's producer snapshots (.snapshot)")
 def test_kafka_dump_log_reads_pylogs_producer_snapshots(pylog_files: PylogFiles) -> None:
     """Each ``.snapshot`` (one per roll and one at the clean stop) holds, for every producer of the batches below
-    its offset, the state Kafka's ``ProducerStateManager`` keeps: epoch, the coordinator epoch of its last marker,
-    no open transaction, the last timestamp and its last data batch's sequences and offsets; the newest equals
-    what DescribeProducers answered before the stop."""
+    its offset, the state Kafka's ``ProducerStateManager`` keeps; the newest equals what DescribeProducers
+    answered before the stop."""
     files = pylog_files
     for topic in (files.data_topic, files.txn_topic):
         partition = f"{topic}-0"
@@ -495,20 +515,9 @@ def test_kafka_dump_log_reads_pylogs_producer_snapshots(pylog_files: PylogFiles)
         _, dumped = _log_of(files, partition)
         assert snapshots, f"no producer snapshot in {partition}"
         for snapshot in snapshots:
-            below = [b for b in dumped.batches if int(b["lastOffset"]) < int(snapshot.stem)]
-            expected = []
-            for pid in sorted({b["producerId"] for b in below if b["producerId"] != "-1"}):
-                own = [b for b in below if b["producerId"] == pid]
-                data = [b for b in own if b["isControl"] == "false"][-1]
-                markers = [r for b in own if b["isControl"] == "true" for r in b["records"]]
-                expected.append(
-                    f"producerId: {pid} producerEpoch: {own[-1]['producerEpoch']} coordinatorEpoch: "
-                    f"{markers[-1]['coordinatorEpoch'] if markers else -1} currentTxnFirstOffset: OptionalLong.empty"
-                    f" lastTimestamp: {own[-1]['CreateTime']} firstSequence: {data['baseSequence']} lastSequence: "
-                    f"{data['lastSequence']} lastOffset: {data['lastOffset']} offsetDelta: "
-                    f"{int(data['lastOffset']) - int(data['baseOffset'])} timestamp: {own[-1]['CreateTime']}"
-                )
-            assert _section(files.deep, snapshot) == expected, snapshot
+            assert _section(files.deep, snapshot) == _expected_snapshot(dumped.batches, int(snapshot.stem)), (
+                snapshot
+            )
         (state,) = files.producers[topic]
         newest = _fields(_section(files.deep, snapshots[-1])[0])
         assert (
@@ -716,8 +725,9 @@ def kafka_files(apache_kafka: KafkaCluster) -> Iterator[KafkaFiles]:
 
     log_dirs = apache_kafka.nodes[0].data_dir
     partition_dir = log_dirs / f"{topic}-0"
-    segment_files = sorted(p for p in partition_dir.iterdir() if p.suffix in (".log", ".index", ".timeindex"))
-    indexes = [p for p in segment_files if p.suffix != ".log"]
+    every_kind = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+    segment_files = sorted(p for p in partition_dir.iterdir() if p.suffix in every_kind)
+    indexes = [p for p in segment_files if p.suffix in (".index", ".timeindex")]
     with ThreadPoolExecutor(4) as pool:
         uncommitted = pool.submit(_console_consumer, bootstrap, topic, "read_uncommitted", 26)
         committed = pool.submit(_console_consumer, bootstrap, topic, "read_committed", 24)
@@ -799,6 +809,25 @@ def test_pylog_dump_log_reads_apache_kafkas_segments(kafka_files: KafkaFiles) ->
     assert re.match(
         r"Summary: [1-9]\d* entries, \d+ unused or untrusted slots, verified", verified[str(active_index)][0]
     )
+
+
+@pytest.mark.compat(PEER, "pylog's dump-log over Apache Kafka's .txnindex and producer snapshots")
+def test_pylog_dump_log_reads_apache_kafkas_txnindex_and_snapshot(kafka_files: KafkaFiles) -> None:
+    """pylog's ``dump-log`` prints Kafka's ``.txnindex`` (the aborted transaction) and its producer snapshot (taken
+    when the segment rolled: the idempotent producer of the first segment) as Kafka's DumpLogSegments prints them,
+    with the values Kafka's rules make of the log."""
+    files = kafka_files
+    sections = _sections(files.dump.stdout)
+    batches = [
+        b for log in sorted(files.partition_dir.glob("*.log")) for b in _parse_log(sections[str(log)]).batches
+    ]
+    (txnindex,) = files.partition_dir.glob("*.txnindex")
+    expected = _expected_txn_index(batches)
+    assert len(expected) == 1 and sections[str(txnindex)] == expected
+    snapshots = sorted(files.partition_dir.glob("*.snapshot"))
+    assert [int(s.stem) for s in snapshots] == [10], "Kafka takes a producer snapshot when it rolls a segment"
+    assert sections[str(snapshots[0])] == _expected_snapshot(batches, 10)
+    assert sections[str(snapshots[0])][0].startswith("producerId: ")
 
 
 @pytest.mark.compat(
