@@ -23,6 +23,12 @@ Per file, by suffix (Kafka's output, line for line where Kafka has one):
   ends a batch of the log whose max timestamp is ``T`` and that timestamps do not go backwards.
 * ``--index-sanity-check``: only the index's structural check (``PATH passed sanity check.`` or
   ``... failed sanity check: WHY``).
+* ``.txnindex`` (aborted transactions): ``version: V producerId: .. firstOffset: .. lastOffset: ..
+  lastStableOffset: ..`` per entry (whole entries only: a partial last one, being appended, is left out).
+* ``.snapshot`` (producer state): ``producerId: .. producerEpoch: .. coordinatorEpoch: .. currentTxnFirstOffset:
+  OptionalLong.empty|OptionalLong[N] lastTimestamp: ..`` per producer, then, when the producer has a data batch,
+  `` firstSequence: .. lastSequence: .. lastOffset: .. offsetDelta: .. timestamp: ..``; a snapshot that fails
+  its version, size or CRC check is an error (exit 1).
 
 A first entry that is all zeros and not backed by the log is a preallocated slot, not an entry (Kafka's tool
 prints it and then reports it as a mismatch). Only the trusted prefix of an index is read (:meth:`~broker_runtime.storage.index_file.IndexFile.open_read_only`:
@@ -45,8 +51,10 @@ from broker_runtime.protocol.batch_header import HEADER_SIZE, parse_header
 from broker_runtime.protocol.compression import codec_name
 from broker_runtime.protocol.records import CONTROL_ABORT, RecordBatch
 from broker_runtime.storage.offset_index import OffsetIndex
+from broker_runtime.storage.producer_state import SNAPSHOT_SUFFIX, read_snapshot
 from broker_runtime.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from broker_runtime.storage.time_index import TimeIndex
+from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, read_entries_read_only
 from broker_runtime.tools.common import ToolError, fail
 
 __all__ = ["PROGRESS_BYTES", "add_parser", "run"]
@@ -60,7 +68,11 @@ _CHUNK = 4 * 1024 * 1024
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(TOOL, help="print segment files and check indexes (kafka-dump-log)")
-    parser.add_argument("--files", required=True, help="comma-separated .log, .index or .timeindex files")
+    parser.add_argument(
+        "--files",
+        required=True,
+        help="comma-separated .log, .index, .timeindex, .txnindex or .snapshot files",
+    )
     parser.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
     parser.add_argument("--print-data-log", action="store_true", help="print keys and values (implies deep)")
     parser.add_argument("--index-sanity-check", action="store_true", help="only check index structure")
@@ -101,14 +113,18 @@ def _dump(path: Path, args: argparse.Namespace, out: TextIO) -> bool:
     if not path.is_file():
         raise ToolError(f"{path}: no such file")
     suffix = path.suffix
-    if suffix not in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        raise ToolError(f"{path}: not a .log, .index or .timeindex file")
+    if suffix not in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX):
+        raise ToolError(f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
     out.write(f"Dumping {path}\n")
     if suffix == LOG_SUFFIX:
         return _dump_log(path, args, out)
     if suffix == INDEX_SUFFIX:
         return _dump_offset_index(path, args, out)
-    return _dump_time_index(path, args, out)
+    if suffix == TIME_INDEX_SUFFIX:
+        return _dump_time_index(path, args, out)
+    if suffix == TXN_INDEX_SUFFIX:
+        return _dump_txn_index(path, out)
+    return _dump_snapshot(path, out)
 
 
 def _scan(path: Path, limit: int | None, out_invalid: list[int]) -> Iterator[tuple[int, RecordBatch]]:
@@ -328,3 +344,32 @@ def _dump_time_index(path: Path, args: argparse.Namespace, out: TextIO) -> bool:
         + "\n"
     )
     return ok
+
+
+def _dump_txn_index(path: Path, out: TextIO) -> bool:
+    _base_offset(path)
+    for entry in read_entries_read_only(path):
+        out.write(
+            f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+            f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}\n"
+        )
+    return True
+
+
+def _dump_snapshot(path: Path, out: TextIO) -> bool:
+    _base_offset(path)
+    for entry in read_snapshot(path):
+        txn = entry.current_txn_first_offset
+        line = (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: "
+            f"{'OptionalLong.empty' if txn is None else f'OptionalLong[{txn}]'} lastTimestamp: {entry.last_timestamp}"
+        )
+        if entry.batches:
+            batch = entry.batches[0]
+            line += (
+                f" firstSequence: {batch.first_seq} lastSequence: {batch.last_seq} lastOffset: {batch.last_offset}"
+                f" offsetDelta: {batch.offset_delta} timestamp: {batch.timestamp}"
+            )
+        out.write(line + "\n")
+    return True

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from broker_runtime.client import KafkaClient, NewTopic
-from broker_runtime.launch import broker_log_dir, broker_process
+from broker_runtime.launch import broker_process
 from broker_runtime.protocol.compression import CODEC_NAMES
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker_runtime.protocol.records import read_batches
@@ -141,44 +140,3 @@ def test_java_idempotent_producer_and_console_consumer_group(pylog: str, codec: 
         (group, topic, p, str(end), str(end), "0") if end else (group, topic, p, "-", "0", "-")
         for (_, p), end in sorted(ends.items())
     ]
-
-
-def test_kafka_dump_log_reads_pylogs_segment_and_indexes(pylog: str, pylog_dir: Path) -> None:
-    """kafka-dump-log (DumpLogSegments) over the files pylog wrote: every record of every batch as produced, the
-    batches' codec and producer, and offset-index entries that point at the start of the batch ending at their
-    offset (Kafka's sparse index: one entry per index.interval.bytes of batches)."""
-    topic = _name("dl")
-    with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 1, 1, configs={"index.interval.bytes": "100"})])
-    producer = Producer(
-        {"bootstrap.servers": pylog, "enable.idempotence": True, "compression.type": "zstd", "linger.ms": 5}
-    )
-    for i in range(30):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode() * 10, headers=[("h", b"x")])
-        if i % 7 == 6:
-            producer.flush(10)  # a batch of 7, then the next
-    assert producer.flush(10) == 0
-    partition = broker_log_dir(pylog_dir) / f"{topic}-0"
-    files = [partition / f"{0:020d}.{suffix}" for suffix in ("log", "index", "timeindex")]
-    dumped = run_tool("kafka-dump-log", "--files", ",".join(map(str, files)), "--print-data-log").stdout
-    log_part, index_part, time_part = re.split(r"^Dumping .*$", dumped, flags=re.M)[1:]
-    batches = [
-        dict(re.findall(r"(\w+): (\S+)", line))
-        for line in log_part.splitlines()
-        if line.startswith("baseOffset")
-    ]
-    records = [
-        dict(re.findall(r"(\w+): (\S+)", line))
-        for line in log_part.splitlines()
-        if line.startswith("| offset")
-    ]
-    assert [(r["offset"], r["key"], r["payload"], r["headerKeys"]) for r in records] == [
-        (str(i), f"k{i}", f"v{i}" * 10, "[h]") for i in range(30)
-    ]
-    assert len(batches) >= 2 and {
-        (b["compresscodec"], b["producerId"], b["isTransactional"]) for b in batches
-    } == {("zstd", batches[0]["producerId"], "false")}
-    position_of_last = {b["lastOffset"]: b["position"] for b in batches}
-    entries = re.findall(r"offset: (\d+) position: (\d+)", index_part)
-    assert entries and all(position_of_last.get(offset) == position for offset, position in entries)
-    assert re.findall(r"timestamp: \d+ offset: \d+", time_part)

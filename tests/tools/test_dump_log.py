@@ -122,4 +122,8 @@ def test_damage_is_reported(
     )
     other = tmp_path / "notes.txt"
     other.write_text("x")
-    assert_one_line_error(tool("dump-log", "--files", str(other)), 1, "not a .log, .index or .timeindex file")
+    assert_one_line_error(
+        tool("dump-log", "--files", str(other)),
+        1,
+        "not a .log, .index, .timeindex, .txnindex or .snapshot file",
+    )
