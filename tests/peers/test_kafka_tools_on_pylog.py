@@ -21,6 +21,7 @@ from broker_runtime.launch import broker_process
 from broker_runtime.protocol.compression import CODEC_NAMES
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker_runtime.protocol.records import RecordBatchBuilder, read_batches
+from tests.support.apache_kafka import run_tool
 from tests.support.apache_kafka.tool_runner import ToolRunner
 from tests.support.cluster import wait_for
 
@@ -103,6 +104,22 @@ def test_kafka_topics_create_describe_alter_list_delete(pylog: str, tools: ToolR
     with KafkaClient(pylog) as client:
         wait_for(lambda: topic not in client.metadata().topics, what=f"{topic} deleted")
     assert topic not in tools.run("kafka-topics", *server, "--list").stdout.split()
+
+
+def test_the_tool_runner_answers_as_a_jvm_of_its_own(pylog: str, tools: ToolRunner) -> None:
+    """The shared-JVM runner gives what the same main class gives in a JVM of its own: the exit code of the
+    tool's first ``Exit.exit`` (kafka-topics exits 0 from inside a try whose catch would print the exception and
+    exit 1), the same stdout, and nothing the runner's own exit exception made the tool print."""
+    server = ("--bootstrap-server", pylog)
+    for args in ((*server, "--list"), (*server, "--describe", "--topic", _name("missing"))):
+        alone = run_tool("kafka-topics", *args, check=False)
+        shared = tools.run("kafka-topics", *args, check=False)
+        assert (shared.returncode, shared.stdout) == (alone.returncode, alone.stdout), args
+        assert "ExitCalled" not in shared.stdout + shared.stderr
+    assert (alone.returncode, shared.stdout.strip()) == (
+        1,
+        f"Error while executing topic command : Topic '{args[-1]}' does not exist as expected",
+    )
 
 
 def _configs(text: str) -> dict[str, tuple[str, str, str]]:
