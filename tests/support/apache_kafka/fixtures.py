@@ -7,6 +7,8 @@
   that asks for it.
 * ``apache_kafka_tools`` (session): no node, only the release's jars and a Java to run them, for tests that run
   Kafka's tools or Java clients (:func:`~tests.support.apache_kafka.run_tool`) against another broker.
+* ``apache_kafka_tool_runner`` (session): a :class:`~tests.support.apache_kafka.tool_runner.ToolRunner`, one
+  JVM that runs many tools in turn (one JVM start per test process instead of one per tool run).
 
 The first two yield a started :class:`~tests.support.apache_kafka.KafkaCluster` (``.bootstrap``, ``.nodes``).
 When Java 17+, Maven or the fetch of the release is missing, each fixture FAILS with one line saying what and how
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.apache_kafka import KafkaCluster, PeerUnavailable, ensure_fetched, find_java
+from tests.support.apache_kafka.tool_runner import ToolRunner
 
 #: Broker configs of the shared single node (Kafka's names).
 SINGLE_NODE_PROPS = {"num.partitions": "3", "log.retention.ms": "-1"}
@@ -59,4 +62,19 @@ def apache_kafka_tools() -> Path:
         return ensure_fetched()
     except PeerUnavailable as e:
         problem = str(e)
+    pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_tool_runner() -> Iterator[ToolRunner]:
+    try:
+        runner = ToolRunner()
+    except PeerUnavailable as e:
+        problem = str(e)
+    else:
+        try:
+            yield runner
+        finally:
+            runner.close()
+        return
     pytest.fail(problem, pytrace=False)
