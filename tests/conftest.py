@@ -131,7 +131,10 @@ def pytest_configure(config: pytest.Config) -> None:
         _GUARD = tiers.Guard()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # First: xdist's own hook (on each worker) turns the xdist_group marks made here into the node-id suffix
+    # its scheduler groups by; run after it, the marks would come too late.
     # The long forms run in `bash jobs/dev.sh soak` only; each has a bounded form in the default run.
     soak = bool(config.getoption("--soak"))
     kept, dropped = [], []

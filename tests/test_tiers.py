@@ -37,6 +37,23 @@ def test_every_spark_session_test_is_in_a_spark_group(request: pytest.FixtureReq
     assert len({g for groups in by_module.values() for g in groups}) <= tiers.SPARK_GROUPS
 
 
+def test_grouped_tests_reach_xdist_with_their_group(request: pytest.FixtureRequest) -> None:
+    """Under ``--dist loadgroup`` a grouped test's node id carries ``@GROUP``, the only thing xdist's scheduler
+    reads: marks added too late (after xdist's own collection hook) or a pytest that ignores xdist's node-id
+    suffix (pytest-xdist issue 1386, pytest 9.2) would spread a group over the workers without a word, each
+    starting the group's shared broker or Spark session again. Outside a distributed run there is nothing to
+    carry, and nothing to check."""
+    if getattr(request.config, "workerinput", None) is None or not request.config.getvalue("loadgroup"):
+        return  # not an xdist worker of a --dist loadgroup run
+    grouped = [item for item in request.session.items if item.get_closest_marker("xdist_group") is not None]
+    assert grouped, "no test of this run is grouped: tests/conftest.py lost the xdist_group marks"
+    lost = [item.nodeid for item in grouped if "@" not in item.nodeid.rpartition("]")[2].rpartition("::")[2]]
+    assert not lost, (
+        f"{len(lost)} grouped tests reach xdist without their group (e.g. {lost[0]}): the conftest hook that "
+        "marks them must run first (tryfirst), and pytest must keep xdist's node-id suffix (see pyproject.toml)"
+    )
+
+
 # --- the scan, on code made for it ------------------------------------------------------------------------
 
 
