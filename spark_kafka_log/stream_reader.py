@@ -54,6 +54,7 @@ from spark_kafka_log.read_plan import (
     resolve_bootstrap,
     resolve_bound,
     selected_partitions,
+    with_offset_retries,
 )
 from spark_kafka_log.read_task import read_range
 from spark_kafka_log.reader_options import ReaderOptions, parse_reader_options
@@ -95,34 +96,42 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         """Driver: the starting offsets of a new query, resolved once per run (Spark asks until the first batch)."""
         if self._initial is None:
-            client = self._client()
-            try:
-                tps = selected_partitions(client, self.options)
-                earliest = list_offsets(client, self.options, tps, EARLIEST_TIMESTAMP)
-                latest = list_offsets(client, self.options, tps, LATEST_TIMESTAMP)
-                starts = resolve_bound(
-                    client, self.options, tps, self.options.starting, earliest, latest, starting=True
-                )
-            finally:
-                client.close()
-            self._initial = to_json(starts)
+
+            def attempt() -> OffsetMap:
+                client = self._client()
+                try:
+                    tps = selected_partitions(client, self.options)
+                    earliest = list_offsets(client, self.options, tps, EARLIEST_TIMESTAMP)
+                    latest = list_offsets(client, self.options, tps, LATEST_TIMESTAMP)
+                    return resolve_bound(
+                        client, self.options, tps, self.options.starting, earliest, latest, starting=True
+                    )
+                finally:
+                    client.close()
+
+            self._initial = to_json(
+                with_offset_retries(self.options, "resolve the starting offsets", attempt)
+            )
         return self._initial
 
     def _latest_and_new(self, start: OffsetMap) -> tuple[OffsetMap, OffsetMap]:
         """(latest offset of every selected partition, earliest offset of those not in ``start``)."""
-        client = self._client()
-        try:
-            if self._target is not None:
-                latest = dict(self._target)
-            else:
-                latest = list_offsets(
-                    client, self.options, selected_partitions(client, self.options), LATEST_TIMESTAMP
-                )
-            new = [tp for tp in latest if tp not in start]
-            earliest_of_new = list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
-        finally:
-            client.close()
-        return latest, earliest_of_new
+
+        def attempt() -> tuple[OffsetMap, OffsetMap]:
+            client = self._client()
+            try:
+                if self._target is not None:
+                    latest = dict(self._target)
+                else:
+                    latest = list_offsets(
+                        client, self.options, selected_partitions(client, self.options), LATEST_TIMESTAMP
+                    )
+                new = [tp for tp in latest if tp not in start]
+                return latest, list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
+            finally:
+                client.close()
+
+        return with_offset_retries(self.options, "fetch the latest offsets", attempt)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """Driver, every trigger: the end offsets of the next micro-batch (``start`` again: no batch now)."""
@@ -164,25 +173,36 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Driver, once at the start of a Trigger.AvailableNow query: fix the target at today's latest offsets."""
-        client = self._client()
-        try:
-            tps = selected_partitions(client, self.options)
-            self._target = list_offsets(client, self.options, tps, LATEST_TIMESTAMP)
-        finally:
-            client.close()
+
+        def attempt() -> OffsetMap:
+            client = self._client()
+            try:
+                return list_offsets(
+                    client, self.options, selected_partitions(client, self.options), LATEST_TIMESTAMP
+                )
+            finally:
+                client.close()
+
+        self._target = with_offset_retries(
+            self.options, "fetch the Trigger.AvailableNow target offsets", attempt
+        )
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """Driver, once per micro-batch: the tasks reading ``[start, end)`` (new partitions from earliest)."""
         begin, until = from_json(start), from_json(end)
-        client = self._client()
-        try:
-            new = [tp for tp in until if tp not in begin]
-            earliest_of_new = list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
-            ranges = batch_ranges(begin, until, earliest_of_new, self.options.fail_on_data_loss)
-            assert self._bootstrap is not None
-            return input_partitions(client, self.options, self._bootstrap, ranges)
-        finally:
-            client.close()
+
+        def attempt() -> list[PylogInputPartition]:
+            client = self._client()
+            try:
+                new = [tp for tp in until if tp not in begin]
+                earliest_of_new = list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
+                ranges = batch_ranges(begin, until, earliest_of_new, self.options.fail_on_data_loss)
+                assert self._bootstrap is not None
+                return input_partitions(client, self.options, self._bootstrap, ranges)
+            finally:
+                client.close()
+
+        return with_offset_retries(self.options, "plan the micro-batch's offset ranges", attempt)
 
     def commit(self, end: dict) -> None:
         """Driver, after a batch: nothing to do (the position lives in Spark's checkpoint only)."""
