@@ -42,8 +42,11 @@ Option families (as Spark's Kafka source, batch queries):
   (:mod:`spark_kafka_log.read_task`); ``fetchOffset.numRetries`` (3) and ``fetchOffset.retryIntervalMs``
   (1000, Spark's code default): how many times the driver tries one offset lookup (a planning step: Metadata,
   ListOffsets) and the pause after a failed try (:func:`spark_kafka_log.read_plan.with_offset_retries`);
-* ``groupIdPrefix`` and ``kafka.group.id`` are refused: pylog reads with no consumer group (a query's position
-  lives in its checkpoint), so a group id would change nothing;
+* pylog reads with no consumer group (a query's position lives in its checkpoint). Opt-in for lag tools, streams
+  only: ``commitOffsetsToGroup=true`` with ``kafka.group.id=G`` commits each micro-batch's end offsets to group
+  ``G`` once Spark has committed the batch (:meth:`spark_kafka_log.stream_reader.PylogStreamReader.commit`).
+  Otherwise ``kafka.group.id`` is refused (it would change nothing), and ``groupIdPrefix`` always is (Spark makes
+  a unique group per query from it; the source has no query id to do the same);
 * any other option (a typo such as ``startingOffset``, or ``load(path)``'s ``path``) fails naming it and the
   closest known option (:func:`~spark_kafka_log.option_parsing.reject_unknown_options});
 * ``pylog.transport``: ``auto`` (default: scan segment files directly when the partition's directory is on
@@ -101,6 +104,7 @@ _KAFKA_KEYS = (
     "max.partition.fetch.bytes",
     "fetch.max.bytes",
     "check.crcs",
+    "group.id",
     "default.api.timeout.ms",
     "retry.backoff.ms",
     "isolation.level",
@@ -130,25 +134,54 @@ READER_OPTIONS = (
     "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs",
+    "commitOffsetsToGroup",
 )
 
 _NO_GROUP = (
     "pylog reads with no consumer group: the driver plans offset ranges with ListOffsets and the tasks Fetch "
-    "them, and a streaming query's position lives in its checkpoint, so a group id would change nothing (no "
-    "group membership, no committed offsets, no group ACL check). Committing a query's progress to a consumer "
-    "group, for lag tools, is a planned opt-in; drop the option"
+    "them, and a streaming query's position lives in its checkpoint, so a group id alone would change nothing"
+)
+_OPT_IN = (
+    "to show a stream's progress to lag tools, give readStream kafka.group.id=<group> with "
+    "commitOffsetsToGroup=true: each micro-batch's end offsets are then committed to that group"
 )
 
-#: Options pylog knows and refuses (lower-cased name -> message): Spark's Kafka source takes them, pylog cannot
-#: honour them. ``kafka.group.id`` is here because it is a Kafka client setting, not an unknown ``kafka.*`` key.
+#: Options pylog knows and refuses (lower-cased name -> message).
 REFUSED_READER_OPTIONS: dict[str, str] = {
-    "groupidprefix": f"option 'groupIdPrefix' is not supported: {_NO_GROUP}",
-    "kafka.group.id": f"option 'kafka.group.id' is not supported: {_NO_GROUP}",
+    "groupidprefix": (
+        f"option 'groupIdPrefix' is not supported: {_NO_GROUP} (Spark makes a unique group per query from the "
+        f"prefix; pylog's source knows no query id to do the same); {_OPT_IN}"
+    ),
     "path": (
         "format('pylog') takes no path: load(path) / start(path) set the option 'path', which names nothing "
         "here; name what to read with the option 'subscribe', 'subscribePattern' or 'assign'"
     ),
 }
+
+
+def _commit_group(opts: Mapping[str, str], streaming: bool) -> str | None:
+    """``kafka.group.id`` when a stream opts in with ``commitOffsetsToGroup=true``; every other use is refused."""
+    commit = bool_option(opts, "commitOffsetsToGroup", False)
+    group = opts.get("kafka.group.id")
+    if commit and not streaming:
+        raise ConfigError(
+            "option 'commitOffsetsToGroup' applies to readStream only: a batch read has no progress to commit"
+        )
+    if group is None:
+        if commit:
+            raise ConfigError(
+                "option 'commitOffsetsToGroup' is true but no group is named: give kafka.group.id"
+            )
+        return None
+    if not commit:
+        raise ConfigError(f"option 'kafka.group.id' is not supported alone: {_NO_GROUP}; {_OPT_IN}")
+    name = str(group).strip()
+    if not name:
+        raise ConfigError(
+            "option 'kafka.group.id' is empty; name the group to commit the stream's progress to"
+        )
+    return name
+
 
 #: Trigger options of streams; a batch read ignores them with a WARNING each, as Spark's Kafka source.
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
@@ -217,6 +250,8 @@ class ReaderOptions:
     fetch_offset_num_retries: int = 3
     #: ``fetchOffset.retryIntervalMs``: the pause after a failed attempt (ms).
     fetch_offset_retry_interval_ms: int = 1000
+    #: ``kafka.group.id`` of a stream with ``commitOffsetsToGroup=true``: where its progress is committed.
+    commit_group: str | None = None
 
     @property
     def read_committed(self) -> bool:
@@ -510,4 +545,5 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
         poll_timeout_ms=int_option(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS, 1, 2**62),
         fetch_offset_num_retries=int_option(opts, "fetchOffset.numRetries", 3, 1),
         fetch_offset_retry_interval_ms=int_option(opts, "fetchOffset.retryIntervalMs", 1000, 0, 2**62),
+        commit_group=_commit_group(opts, streaming),
     )

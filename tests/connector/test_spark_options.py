@@ -5,7 +5,8 @@ set), each with what pylog does. An option that is neither parsed (its value cha
 refused fails the walk, so a new Spark option added to these tables cannot go unnoticed.
 
 Pure option parsing (no broker, no Spark); the behaviour behind the honoured options is tested where it lives
-(``test_reader_waits.py`` for ``kafkaConsumer.pollTimeoutMs`` and ``fetchOffset.*``).
+(``test_reader_options_live.py`` for ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.*`` and
+``commitOffsetsToGroup``).
 """
 
 from __future__ import annotations
@@ -124,7 +125,23 @@ def test_sparks_batch_only_options_are_refused_by_streams_and_stream_only_ones_w
 def test_the_reader_knows_every_option_of_sparks_source_table() -> None:
     """The other direction: pylog's list of unprefixed reader options is Spark's table (nothing invented)."""
     spark_unprefixed = {n for n in SPARK_SOURCE_OPTIONS if not n.startswith("kafka.")} - {"groupIdPrefix"}
-    assert set(READER_OPTIONS) == spark_unprefixed
+    assert set(READER_OPTIONS) - {"commitOffsetsToGroup"} == spark_unprefixed  # pylog's opt-in, not Spark's
+
+
+def test_a_group_is_only_taken_by_a_stream_that_commits_its_progress_to_it() -> None:
+    base = {**_SERVERS, "subscribe": "t"}
+    opt_in = {"kafka.group.id": "lag-watch", "commitOffsetsToGroup": "true"}
+    assert parse_reader_options({**base, **opt_in}, streaming=True).commit_group == "lag-watch"
+    assert parse_reader_options(base, streaming=True).commit_group is None
+    refusals = [
+        ({**opt_in}, False, "applies to readStream only"),
+        ({"commitOffsetsToGroup": "true"}, True, "give kafka.group.id"),
+        ({"kafka.group.id": "g"}, True, "not supported alone: pylog reads with no consumer group"),
+        ({"groupIdPrefix": "g", **opt_in}, True, "option 'groupIdPrefix' is not supported"),
+    ]
+    for extra, streaming, message in refusals:
+        with pytest.raises(ConfigError, match=message):
+            parse_reader_options({**base, **extra}, streaming=streaming)
 
 
 @pytest.mark.parametrize("name", sorted(SPARK_SINK_OPTIONS))

@@ -1,11 +1,13 @@
-"""Spark's waiting options, honoured against a real broker (child process, loopback): ``kafkaConsumer.pollTimeoutMs``
+"""Spark's reader options whose effect needs a real broker (child process, loopback): ``kafkaConsumer.pollTimeoutMs``
 bounds how long a read task waits for the records of its range, ``fetchOffset.numRetries`` /
-``fetchOffset.retryIntervalMs`` how often and how far apart the driver tries an offset lookup.
+``fetchOffset.retryIntervalMs`` how often and how far apart the driver tries an offset lookup, and pylog's opt-in
+``commitOffsetsToGroup`` commits a stream's progress to ``kafka.group.id``.
 
-The read task (:func:`spark_kafka_log.read_task.read_range`) and the driver's planning
-(:func:`spark_kafka_log.read_plan.plan_input_partitions`) are called directly, as Spark's Python workers call
-them; no Spark session is needed to see the waits. The broker is SIGSTOPped (its socket stays open, it answers
-nothing: what a hung or partitioned leader looks like) or asked for offsets its log does not have.
+The read task (:func:`spark_kafka_log.read_task.read_range`), the driver's planning
+(:func:`spark_kafka_log.read_plan.plan_input_partitions`) and the stream reader's ``commit`` are called directly,
+as Spark's Python workers call them; no Spark session is needed to see the waits (``test_stream_reader.py`` checks
+that Spark calls ``commit``). The broker is SIGSTOPped (its socket stays open, it answers nothing: what a hung or
+partitioned leader looks like) or asked for offsets its log does not have.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from spark_kafka_log.read_plan import plan_input_partitions
 from spark_kafka_log.read_task import read_range
 from spark_kafka_log.reader_options import parse_reader_options
 from spark_kafka_log.schema import arrow_schema, reader_schema
+from spark_kafka_log.stream_reader import create_stream_reader
 from tests.support.cluster import paused
 from tests.support.processes import broker_pid
 
@@ -115,3 +118,32 @@ def test_fetch_offset_retries_are_counted_and_spaced_on_the_driver(
     assert attempts[("3", "600")][0] == 3
     # Two pauses of 600 ms between the three attempts.
     assert attempts[("3", "600")][1] >= attempts[("1", "0")][1] + 1.2, attempts
+
+
+def test_a_stream_that_opts_in_commits_its_progress_to_the_group_and_warns_when_it_cannot(
+    waits_broker: tuple[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    bootstrap, pid = waits_broker
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": _TOPIC,
+        "kafka.group.id": "lag-watch",
+        "commitOffsetsToGroup": "true",
+        "kafka.request.timeout.ms": "300",
+        "kafka.default.api.timeout.ms": "300",
+    }
+    reader = create_stream_reader(options)
+    reader.commit({_TOPIC: {"0": 0}})
+    with KafkaClient(bootstrap) as client:
+        assert client.committed_offsets("lag-watch") == {(_TOPIC, 0): 0}
+    # Without the opt-in nothing is committed (and kafka.group.id alone is refused: see test_spark_options.py).
+    create_stream_reader({k: v for k, v in options.items() if "group" not in k.lower()}).commit(
+        {_TOPIC: {"0": 0}}
+    )
+    # A commit that cannot be made is a WARNING naming the group; the checkpoint, not the group, is the truth.
+    with paused(pid), caplog.at_level(logging.WARNING, logger="spark_kafka_log.stream_reader"):
+        reader.commit({_TOPIC: {"0": 1}})
+    assert any(
+        "could not commit the offsets" in r.getMessage() and "'lag-watch'" in r.getMessage()
+        for r in caplog.records
+    )
