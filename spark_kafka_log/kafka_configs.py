@@ -10,7 +10,10 @@ Where this runs: the **driver**, while the reader's and the writer's options are
   ``ProducerConfig``, ``ConsumerConfig``, ``CommonClientConfigs``, ``SaslConfigs`` and ``SslConfigs``). A
   ``kafka.<name>`` option with such a name that pylog does not interpret is accepted and listed in one driver
   WARNING, so a Spark job written for Kafka runs unchanged; a ``kafka.*`` key that is no Kafka client config
-  at all (a typo) still fails.
+  at all (a typo) still fails;
+* :data:`SPARK_REFUSED_READER_KEYS` / :data:`SPARK_REFUSED_WRITER_KEYS`: the Kafka settings Spark's Kafka source
+  and sink refuse because the connector manages them itself (its ``KafkaSourceProvider.validateGeneralOptions``
+  and ``kafkaParamsForProducer``), name -> Spark's error text; pylog refuses them the same way.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from broker_runtime.security import ClientSecurity
 from broker_runtime.security.client_security import CLIENT_SECURITY_KEYS
 from spark_kafka_log.driver_log import driver_log
 
-__all__ = ["KAFKA_CLIENT_CONFIGS", "SECURITY_OPTION_KEYS", "security_options", "warn_ignored"]
+__all__ = [
+    "KAFKA_CLIENT_CONFIGS",
+    "SECURITY_OPTION_KEYS",
+    "SPARK_REFUSED_READER_KEYS",
+    "SPARK_REFUSED_WRITER_KEYS",
+    "security_options",
+    "warn_ignored",
+]
 
 #: The security settings pylog interprets (without the ``kafka.`` prefix).
 SECURITY_OPTION_KEYS = CLIENT_SECURITY_KEYS
@@ -75,6 +85,36 @@ _SSL = (
 KAFKA_CLIENT_CONFIGS: frozenset[str] = frozenset(
     " ".join((_COMMON, _PRODUCER, _CONSUMER, _SASL, _SSL)).split()
 )
+
+
+#: Kafka consumer settings Spark's Kafka source refuses (``kafka.<name>``), with Spark's error text.
+SPARK_REFUSED_READER_KEYS: dict[str, str] = {
+    "auto.offset.reset": (
+        "Kafka option 'auto.offset.reset' is not supported. Instead set the source option 'startingOffsets' to "
+        "'earliest' or 'latest' to specify where to start. Structured Streaming manages which offsets are "
+        "consumed internally, rather than relying on the kafkaConsumer to do it. Note that 'startingOffsets' "
+        "only applies when a new Streaming query is started, and that resuming will always pick up from where "
+        "the query left off."
+    ),
+    "key.deserializer": (
+        "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte arrays with "
+        "ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the keys."
+    ),
+    "value.deserializer": (
+        "Kafka option 'value.deserializer' is not supported as values are deserialized as byte arrays with "
+        "ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the values."
+    ),
+    "enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+
+#: Kafka producer settings Spark's Kafka sink refuses (``kafka.<name>``), with Spark's error text.
+SPARK_REFUSED_WRITER_KEYS: dict[str, str] = {
+    "key.serializer": "Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer.",
+    "value.serializer": (
+        "Kafka option 'value.serializer' is not supported as value are serialized with ByteArraySerializer."
+    ),
+}
 
 
 def security_options(opts: Mapping[str, str], *, embedded: bool) -> ClientSecurity:

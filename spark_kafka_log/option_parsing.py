@@ -5,13 +5,21 @@ Where this runs: on the **driver**, while ``DataSource.writer()`` / ``reader()``
 I/O), except that :func:`resolve_data_dir` makes a path absolute against the driver's working directory.
 
 Spark hands a Python data source its options with lower-cased keys; :func:`lower_keys` does the same for any
-mapping, so every lookup here is by the lower-cased key. Each helper takes the option's ``name`` as the user
+mapping, so every lookup here is by the lower-cased key. Besides the user's options, PySpark 4.3 adds ``path``
+(``load(path)``, ``save(path)``, ``start(path)``) and, for writeStream, ``checkpointLocation`` and ``queryName``
+(when given); nothing else (checked with a probe source in a real session).
+
+Unknown options fail (:func:`reject_unknown_options` for the unprefixed names, :func:`reject_unknown_keys` for
+``kafka.*`` / ``pylog.*``), naming the option and the closest known one, so a typo such as ``startingOffset`` is
+never silently ignored. :func:`reject_refused_kafka_keys` refuses the ``kafka.*`` settings Spark's Kafka
+connector manages itself, with Spark's own words. Each helper takes the option's ``name`` as the user
 would spell it (``"failOnDataLoss"``, ``"kafka.batch.size"``), looks it up lower-cased and names it that way in
 its :class:`~broker_runtime.errors.ConfigError`, together with what is allowed.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
@@ -27,7 +35,9 @@ __all__ = [
     "choice_option",
     "int_option",
     "lower_keys",
+    "reject_refused_kafka_keys",
     "reject_unknown_keys",
+    "reject_unknown_options",
     "resolve_data_dir",
 ]
 
@@ -142,3 +152,33 @@ def reject_unknown_keys(
             f"{pylog_allowed}"
         )
     return sorted(given_kafka)
+
+
+def reject_unknown_options(
+    opts: Mapping[str, str], *, role: str, known: Iterable[str], refused: Mapping[str, str] | None = None
+) -> None:
+    """Fail on an option without the ``kafka.`` / ``pylog.`` prefix that is not in ``known`` (names as the user
+    spells them, matched lower-cased), naming it and the closest known option. ``refused`` maps lower-cased names
+    to the message of an option that is known but refused (e.g. ``path``); it wins over ``known``."""
+    names = {n.lower(): n for n in known}
+    for key in sorted(opts):
+        if key.startswith(("kafka.", "pylog.")):
+            continue
+        if refused and key in refused:
+            raise ConfigError(refused[key])
+        if key in names:
+            continue
+        close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.6)
+        hint = f"; did you mean {names[close[0]]!r}?" if close else ""
+        raise ConfigError(
+            f"option {key!r} is not an option of the pylog {role}{hint} (options: "
+            f"{', '.join(sorted(names.values(), key=str.lower))}, kafka.* and pylog.*)"
+        )
+
+
+def reject_refused_kafka_keys(opts: Mapping[str, str], refused: Mapping[str, str]) -> None:
+    """Fail on a ``kafka.<name>`` option whose ``name`` is a key of ``refused`` (the settings Spark's Kafka
+    connector refuses because it manages them itself), with its message (Spark's text)."""
+    for name in sorted(refused):
+        if f"kafka.{name}" in opts:
+            raise ConfigError(refused[name])

@@ -18,6 +18,13 @@ Option families:
   would only warn; silently ignoring ``kafka.ack`` would hide a typo), except Kafka's own client settings that
   pylog does not use (``kafka.reconnect.backoff.ms``, ...): accepted with one driver WARNING listing them
   (:mod:`spark_kafka_log.kafka_configs`), so a job written for Kafka runs unchanged.
+* ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused with Spark's text (keys and values are
+  written as the bytes of the ``key`` / ``value`` columns).
+* Unprefixed options (:data:`WRITER_OPTIONS`): ``topic``; ``includeHeaders`` (a boolean, as in Spark's sink
+  table; as Spark's sink, a ``headers`` column is written whenever the DataFrame has one, whatever its value);
+  ``checkpointLocation`` and ``queryName``, which Spark itself passes to a writeStream sink (the exactly-once
+  sink keeps its log under the checkpoint; a batch write refuses them, :func:`batch_options`). ``path``
+  (``save(path)``) and any other name fail naming the closest known option.
 * ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``, ``kafka.ssl.*``: as Kafka's
   producer (PEM stores only; :class:`broker_runtime.security.ClientSecurity`).
 * ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``,
@@ -62,6 +69,7 @@ from spark_kafka_log.fault_injection import (
 from spark_kafka_log.kafka_configs import (
     KAFKA_CLIENT_CONFIGS,
     SECURITY_OPTION_KEYS,
+    SPARK_REFUSED_WRITER_KEYS,
     security_options,
     warn_ignored,
 )
@@ -72,7 +80,9 @@ from spark_kafka_log.option_parsing import (
     choice_option,
     int_option,
     lower_keys,
+    reject_refused_kafka_keys,
     reject_unknown_keys,
+    reject_unknown_options,
     resolve_data_dir,
 )
 
@@ -80,6 +90,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "KAFKA_PRODUCER_KEYS",
     "PARTITIONERS",
+    "WRITER_OPTIONS",
     "DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "DELIVERY_GUARANTEES",
@@ -122,6 +133,18 @@ KAFKA_PRODUCER_KEYS = (
     "transactional.id",
     "transaction.timeout.ms",
 )
+
+#: The writer's options without the ``kafka.`` / ``pylog.`` prefix, as the user spells them: Spark's Kafka sink
+#: options, and what Spark passes to a writeStream sink itself.
+WRITER_OPTIONS = ("topic", "includeHeaders", "checkpointLocation", "queryName")
+
+#: Options pylog refuses (lower-cased name -> message).
+_REFUSED_WRITER_OPTIONS = {
+    "path": (
+        "format('pylog') takes no path: save(path) / start(path) set the option 'path', which names nothing "
+        "here; name the topic with the option 'topic' (or a 'topic' column)"
+    ),
+}
 
 _PYLOG_KEYS = (
     "pylog.datadir",
@@ -178,6 +201,8 @@ class WriterOptions:
     transaction_state_dir: str = ""
     #: ``pylog.deliveryGuarantee`` as given (None: absent); only writeStream takes it (:func:`stream_options`).
     delivery_guarantee: str | None = None
+    #: The writeStream-only options given (``checkpointLocation``, ``queryName``); a batch write refuses them.
+    stream_only_given: tuple[str, ...] = ()
 
     @property
     def transactional(self) -> bool:
@@ -225,6 +250,9 @@ _ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
 def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     """Parse and validate the options of one write (driver side). Keys are matched case-insensitively."""
     opts = lower_keys(options)
+    reject_unknown_options(opts, role="writer", known=WRITER_OPTIONS, refused=_REFUSED_WRITER_OPTIONS)
+    reject_refused_kafka_keys(opts, SPARK_REFUSED_WRITER_KEYS)
+    bool_option(opts, "includeHeaders", False)  # only checked: a headers column is written whenever present
 
     ignored = reject_unknown_keys(
         opts,
@@ -327,6 +355,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         delivery_guarantee=choice_option(opts, "pylog.deliveryGuarantee", "", DELIVERY_GUARANTEES)
         if "pylog.deliveryguarantee" in opts
         else None,
+        stream_only_given=tuple(n for n in ("checkpointLocation", "queryName") if n.lower() in opts),
         transactional_id_prefix=prefix,
         transaction_timeout_ms=transaction_timeout_ms,
         transaction_state_dir=os.path.abspath(str(txn_dir))
@@ -359,7 +388,12 @@ def stream_options(options: WriterOptions) -> WriterOptions:
 
 
 def batch_options(options: WriterOptions) -> WriterOptions:
-    """df.write: refuses the streaming-only ``pylog.deliveryGuarantee``."""
+    """df.write: refuses the streaming-only ``pylog.deliveryGuarantee``, ``checkpointLocation`` and ``queryName``."""
+    if options.stream_only_given:
+        raise ConfigError(
+            f"option(s) {', '.join(repr(n) for n in options.stream_only_given)} apply to writeStream only; a batch "
+            "write (df.write) has no checkpoint and no query name: drop them"
+        )
     if options.delivery_guarantee is not None:
         raise ConfigError(
             "option 'pylog.deliveryGuarantee' applies to writeStream only; a batch write is idempotent by "

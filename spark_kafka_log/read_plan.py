@@ -29,6 +29,14 @@ with ``false`` the range is capped at the LSO with a WARNING. Every planned rang
 the LSO seen here; the read tasks rely on that (all transactions with records below it are complete, so their
 ABORT markers and ``.txnindex`` entries exist).
 
+Offset lookups and ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``: every planning step (a batch
+query's whole plan; a stream's initial offsets, latest offsets, Trigger.AvailableNow target and micro-batch
+tasks) runs under :func:`with_offset_retries`, as Spark's KafkaOffsetReader runs its lookups: up to
+``numRetries`` attempts, each with a new client (the client itself retries leader moves for
+``kafka.default.api.timeout.ms`` within one attempt), ``retryIntervalMs`` apart, a WARNING per failed attempt;
+then the last error is raised. Only Kafka errors and failed connections are retried: a missing topic, a bad
+option or data loss is an answer, not a transient failure.
+
 Transport per task: a partition with more than one replica is never read from local segment files (its task
 gets no log dirs, so ``pylog.transport=auto`` fetches it from the leader, with a WARNING when log dirs were
 given; ``local`` fails on the driver naming the partitions): a replica's files may be behind the leader or,
@@ -40,7 +48,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ConfigError, DataLossError, ErrorCode, KafkaError, UnknownTopicError
@@ -61,6 +71,7 @@ __all__ = [
     "resolve_bound",
     "selected_partitions",
     "split_ranges",
+    "with_offset_retries",
 ]
 
 log = logging.getLogger("spark_kafka_log.read_plan")
@@ -68,6 +79,8 @@ log = logging.getLogger("spark_kafka_log.read_plan")
 TopicPartition = tuple[str, int]
 #: (topic, partition, start, end): offsets [start, end).
 OffsetRange = tuple[str, int, int, int]
+
+_T = TypeVar("_T")
 
 _DATA_LOSS_HINT = 'set the source option "failOnDataLoss" to "false" to skip the missing offsets instead'
 
@@ -81,14 +94,40 @@ def resolve_bootstrap(options: ReaderOptions) -> str:
     return ensure_embedded_broker(options.data_dir)
 
 
+def with_offset_retries(options: ReaderOptions, what: str, attempt: Callable[[], _T]) -> _T:
+    """Driver: ``attempt()`` (which opens and closes its own client) tried up to ``fetchOffset.numRetries`` times,
+    ``fetchOffset.retryIntervalMs`` after each failure (a Kafka error or a failed connection), as Spark's
+    KafkaOffsetReader; a WARNING names each failed attempt; the last failure is raised."""
+    tries = options.fetch_offset_num_retries
+    for number in range(1, tries + 1):
+        try:
+            return attempt()
+        except (KafkaError, OSError) as exc:
+            log.warning(
+                "pylog reader: attempt %d of %d (fetchOffset.numRetries) to %s failed: %s",
+                number,
+                tries,
+                what,
+                exc,
+            )
+            if number == tries:
+                raise
+            time.sleep(options.fetch_offset_retry_interval_ms / 1000)
+    raise AssertionError("unreachable: fetchOffset.numRetries >= 1")
+
+
 def plan_input_partitions(options: ReaderOptions, pushed: PushedFilters) -> list[PylogInputPartition]:
     """Driver: the Spark tasks of one batch query (resolved, checked, narrowed and split offset ranges)."""
     bootstrap = resolve_bootstrap(options)
-    client = reader_client(bootstrap, options)
-    try:
-        return input_partitions(client, options, bootstrap, plan_ranges(client, options, pushed))
-    finally:
-        client.close()
+
+    def attempt() -> list[PylogInputPartition]:
+        client = reader_client(bootstrap, options)
+        try:
+            return input_partitions(client, options, bootstrap, plan_ranges(client, options, pushed))
+        finally:
+            client.close()
+
+    return with_offset_retries(options, "plan the offset ranges", attempt)
 
 
 def input_partitions(

@@ -34,6 +34,16 @@ new leader's high watermark may lag the old one's for a moment (it learns it fro
 when it is below the offsets still needed, the task waits up to the same budget for it before treating
 those offsets as lost.
 
+Waiting for records (``kafkaConsumer.pollTimeoutMs``, Spark's name, default 120000 as Spark's
+``spark.network.timeout``): the longest a task goes without progress while the range still promises records.
+The task's client never waits on one request or retries one call longer than that (its
+``kafka.request.timeout.ms`` and ``kafka.default.api.timeout.ms`` are capped at it), answers without records
+are retried ``kafka.retry.backoff.ms`` apart, and when the time is up the task fails with a
+:class:`~broker_runtime.errors.WaitTimeoutError` in the shape of Spark's ``TimeoutException``: "Cannot fetch
+record for offset N in M milliseconds", naming topic, partition and range (a stopped or unreachable leader, a
+broker that answers nothing). A high watermark below the offsets still needed (see above) is waited for at most
+as long, then handled as data loss.
+
 Data loss during the read (offsets that left the log, a log that ends early): with ``failOnDataLoss=true``
 :class:`~broker_runtime.errors.DataLossError` names topic, partition and range; with ``false`` the lost offsets
 are skipped with a warning on the logger ``spark_kafka_log.read_task``.
@@ -52,7 +62,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -63,7 +73,7 @@ from broker_runtime.errors import (
     DataLossError,
     ErrorCode,
     KafkaError,
-    PylogError,
+    WaitTimeoutError,
 )
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.arrow_records import decode_batches
@@ -81,7 +91,6 @@ log = logging.getLogger("spark_kafka_log.read_task")
 
 _TS_MS = pa.timestamp("ms", tz="UTC")
 _TS_US = pa.timestamp("us", tz="UTC")
-_MAX_EMPTY_FETCHES = 20
 
 
 @dataclass
@@ -186,10 +195,29 @@ def _fetch_chunks(
     tp = (part.topic, part.partition)
     end = part.end
     max_bytes = options.max_partition_fetch_bytes
-    empty = 0
+    poll_timeout_ms = options.poll_timeout_ms
+    #: When the task last made progress (or began): kafkaConsumer.pollTimeoutMs counts from here.
+    progress_at = time.monotonic()
     #: Since when the leader's high watermark has stayed below the offset still needed (None: it has not).
     hw_behind_since: float | None = None
-    client = reader_client(part.bootstrap, options)
+
+    def waited_out() -> bool:
+        return (time.monotonic() - progress_at) * 1000 >= poll_timeout_ms
+
+    def poll_timeout(cause: str) -> WaitTimeoutError:
+        return WaitTimeoutError(
+            f"Cannot fetch record for offset {next_offset} in {poll_timeout_ms} milliseconds: topic "
+            f"{part.topic!r} partition {part.partition}, reading range [{part.start}, {end}): {cause} "
+            "(option kafkaConsumer.pollTimeoutMs: how long a read task waits for the records of its range)"
+        )
+
+    # No single request or retried call outlasts the poll timeout (Spark's consumer.poll(pollTimeoutMs) bound).
+    capped = replace(
+        options,
+        request_timeout_ms=min(options.request_timeout_ms, poll_timeout_ms),
+        default_api_timeout_ms=min(options.default_api_timeout_ms, poll_timeout_ms),
+    )
+    client = reader_client(part.bootstrap, capped)
     try:
         while next_offset < end:
             try:
@@ -202,6 +230,8 @@ def _fetch_chunks(
                     isolation_level=options.isolation_level_code,
                 )[tp]
             except KafkaError as exc:  # the leader stayed unreachable for kafka.default.api.timeout.ms
+                if waited_out():
+                    raise poll_timeout(f"the leader did not answer ({exc})") from exc
                 raise KafkaError(
                     exc.code,
                     f"fetching topic {part.topic!r} partition {part.partition} at offset {next_offset} failed: "
@@ -210,13 +240,16 @@ def _fetch_chunks(
             error = result.error
             if error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 next_offset = _lost(options, part, next_offset, client)
+                progress_at = time.monotonic()
                 continue
             if error:
+                if KafkaError(error).retriable and waited_out():
+                    raise poll_timeout(f"the leader answered {KafkaError(error)}")
                 raise KafkaError(
                     error,
                     f"fetching topic {part.topic!r} partition {part.partition} at offset {next_offset} failed"
                     + (
-                        f" (kafka.default.api.timeout.ms={options.default_api_timeout_ms} spent retrying)"
+                        f" (kafka.default.api.timeout.ms={capped.default_api_timeout_ms} spent retrying)"
                         if KafkaError(error).retriable
                         else ""
                     ),
@@ -229,28 +262,28 @@ def _fetch_chunks(
                 if hw <= next_offset:
                     # A leader elected after the range was planned learns the high watermark from its
                     # followers' next fetches, so it may briefly be lower than the old leader's: wait for it
-                    # within the retry budget before calling the missing offsets lost.
+                    # within the retry budget (and the poll timeout) before calling the missing offsets lost.
                     now = time.monotonic()
                     hw_behind_since = now if hw_behind_since is None else hw_behind_since
-                    if (now - hw_behind_since) * 1000 < options.default_api_timeout_ms:
+                    if (now - hw_behind_since) * 1000 < options.default_api_timeout_ms and not waited_out():
                         time.sleep(options.retry_backoff_ms / 1000)
                         continue
                     next_offset = _lost(options, part, next_offset, client, high_watermark=hw)
+                    progress_at = time.monotonic()
                     continue
                 if records:
                     max_bytes *= 2  # one batch larger than the partition limit: ask for more
-                empty += 1
-                if empty > _MAX_EMPTY_FETCHES:
-                    raise PylogError(
-                        f"topic {part.topic!r} partition {part.partition}: the broker returned no records at "
-                        f"offset {next_offset} {empty} times although the range ends at {end}"
-                    )
+                    continue
+                if waited_out():
+                    raise poll_timeout(f"the leader's high watermark is {hw} but it returned no records")
+                time.sleep(options.retry_backoff_ms / 1000)
                 continue
             last_pos, last = spans[-1]
-            if last.next_offset <= next_offset:
-                empty += 1  # only batches before the offset asked for: no progress
+            if last.next_offset <= next_offset:  # only batches before the offset asked for: no progress
+                if waited_out():
+                    raise poll_timeout("the leader returned only batches before that offset")
+                time.sleep(options.retry_backoff_ms / 1000)
                 continue
-            empty = 0
             hw_behind_since = None
             stats.batches += len(spans)
             stats.bytes += last_pos + last.size
@@ -262,6 +295,7 @@ def _fetch_chunks(
             else:
                 yield whole, next_offset
             next_offset = last.next_offset
+            progress_at = time.monotonic()
     finally:
         client.close()
 

@@ -24,7 +24,7 @@ Option families (as Spark's Kafka source, batch queries):
   ``latest`` and takes ``earliest`` / ``latest`` / JSON with -2 and -1; the ending options are rejected ("not valid
   in streaming queries", as Spark); ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
   (a Spark duration such as ``15m``, the default) limit each micro-batch (see
-  :mod:`spark_kafka_log.stream_reader`); batch reads parse and ignore them, as Spark does;
+  :mod:`spark_kafka_log.stream_reader`); batch reads parse them and log a WARNING that they are ignored, as Spark does;
 * ``kafka.bootstrap.servers``; absent = the embedded broker of ``pylog.dataDir`` (``$PYLOG_DATA_DIR``,
   ``./pylog-data``), exactly as the writer resolves it. Other ``kafka.*`` consumer settings understood:
   ``client.id``, ``request.timeout.ms``, ``max.partition.fetch.bytes``, ``fetch.max.bytes``,
@@ -32,10 +32,23 @@ Option families (as Spark's Kafka source, batch queries):
   while a partition's leader moves or its leader's connection fails, default 60000) and ``retry.backoff.ms``
   (100); ``isolation.level`` (Spark's Kafka source name: ``read_uncommitted``, the default, or
   ``read_committed``: ranges end at the last stable offset, records of aborted transactions are dropped;
-  see :mod:`spark_kafka_log.read_plan` and :mod:`spark_kafka_log.read_task`); ``group.id`` is accepted and
-  ignored (batch reads use no consumer group). ``kafka.security.protocol``, ``kafka.sasl.*`` and ``kafka.ssl.*``
-  as Kafka's consumer (:mod:`spark_kafka_log.kafka_configs`); other Kafka client settings are accepted with one
-  driver WARNING listing them; any other ``kafka.*`` key is an error;
+  see :mod:`spark_kafka_log.read_plan` and :mod:`spark_kafka_log.read_task`). ``kafka.security.protocol``,
+  ``kafka.sasl.*`` and ``kafka.ssl.*`` as Kafka's consumer (:mod:`spark_kafka_log.kafka_configs`); the settings
+  Spark's Kafka source refuses (``auto.offset.reset``, ``key.deserializer``, ``value.deserializer``,
+  ``enable.auto.commit``, ``interceptor.classes``) are refused with Spark's text; other Kafka client settings
+  are accepted with one driver WARNING listing them; any other ``kafka.*`` key is an error;
+* ``kafkaConsumer.pollTimeoutMs`` (Spark's default: ``spark.network.timeout``, 120000; pylog takes 120000 and
+  does not read that conf): the longest a read task waits without progress for records its range promised
+  (:mod:`spark_kafka_log.read_task`); ``fetchOffset.numRetries`` (3) and ``fetchOffset.retryIntervalMs``
+  (1000, Spark's code default): how many times the driver tries one offset lookup (a planning step: Metadata,
+  ListOffsets) and the pause after a failed try (:func:`spark_kafka_log.read_plan.with_offset_retries`);
+* pylog reads with no consumer group (a query's position lives in its checkpoint). Opt-in for lag tools, streams
+  only: ``commitOffsetsToGroup=true`` with ``kafka.group.id=G`` commits each micro-batch's end offsets to group
+  ``G`` once Spark has committed the batch (:meth:`spark_kafka_log.stream_reader.PylogStreamReader.commit`).
+  Otherwise ``kafka.group.id`` is refused (it would change nothing), and ``groupIdPrefix`` always is (Spark makes
+  a unique group per query from it; the source has no query id to do the same);
+* any other option (a typo such as ``startingOffset``, or ``load(path)``'s ``path``) fails naming it and the
+  closest known option (:func:`~spark_kafka_log.option_parsing.reject_unknown_options});
 * ``pylog.transport``: ``auto`` (default: scan segment files directly when the partition's directory is on
   the executor's machine, else Fetch over TCP), ``fetch`` or ``local`` (direct scan, an error when the
   files are not there); ``pylog.logDirs``: comma-separated log directories of the broker (needed for the
@@ -55,9 +68,11 @@ from dataclasses import dataclass, field
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from broker_runtime.security import ClientSecurity
+from spark_kafka_log.driver_log import driver_log
 from spark_kafka_log.kafka_configs import (
     KAFKA_CLIENT_CONFIGS,
     SECURITY_OPTION_KEYS,
+    SPARK_REFUSED_READER_KEYS,
     security_options,
     warn_ignored,
 )
@@ -67,11 +82,15 @@ from spark_kafka_log.option_parsing import (
     choice_option,
     int_option,
     lower_keys,
+    reject_refused_kafka_keys,
     reject_unknown_keys,
+    reject_unknown_options,
     resolve_data_dir,
 )
 
 __all__ = [
+    "READER_OPTIONS",
+    "REFUSED_READER_OPTIONS",
     "OffsetBound",
     "ReaderOptions",
     "parse_reader_options",
@@ -92,10 +111,87 @@ _KAFKA_KEYS = (
 )
 _PYLOG_KEYS = ("pylog.datadir", "pylog.transport", "pylog.logdirs", "pylog.metricsdir")
 _TRANSPORTS = ("auto", "fetch", "local")
+
+#: The reader's options without the ``kafka.`` / ``pylog.`` prefix, as the user spells them (Spark's Kafka source).
+READER_OPTIONS = (
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "includeHeaders",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "commitOffsetsToGroup",
+)
+
+_NO_GROUP = (
+    "pylog reads with no consumer group: the driver plans offset ranges with ListOffsets and the tasks Fetch "
+    "them, and a streaming query's position lives in its checkpoint, so a group id alone would change nothing"
+)
+_OPT_IN = (
+    "to show a stream's progress to lag tools, give readStream kafka.group.id=<group> with "
+    "commitOffsetsToGroup=true: each micro-batch's end offsets are then committed to that group"
+)
+
+#: Options pylog knows and refuses (lower-cased name -> message).
+REFUSED_READER_OPTIONS: dict[str, str] = {
+    "groupidprefix": (
+        f"option 'groupIdPrefix' is not supported: {_NO_GROUP} (Spark makes a unique group per query from the "
+        f"prefix; pylog's source knows no query id to do the same); {_OPT_IN}"
+    ),
+    "path": (
+        "format('pylog') takes no path: load(path) / start(path) set the option 'path', which names nothing "
+        "here; name what to read with the option 'subscribe', 'subscribePattern' or 'assign'"
+    ),
+}
+
+
+def _commit_group(opts: Mapping[str, str], streaming: bool) -> str | None:
+    """``kafka.group.id`` when a stream opts in with ``commitOffsetsToGroup=true``; every other use is refused."""
+    commit = bool_option(opts, "commitOffsetsToGroup", False)
+    group = opts.get("kafka.group.id")
+    if commit and not streaming:
+        raise ConfigError(
+            "option 'commitOffsetsToGroup' applies to readStream only: a batch read has no progress to commit"
+        )
+    if group is None:
+        if commit:
+            raise ConfigError(
+                "option 'commitOffsetsToGroup' is true but no group is named: give kafka.group.id"
+            )
+        return None
+    if not commit:
+        raise ConfigError(f"option 'kafka.group.id' is not supported alone: {_NO_GROUP}; {_OPT_IN}")
+    name = str(group).strip()
+    if not name:
+        raise ConfigError(
+            "option 'kafka.group.id' is empty; name the group to commit the stream's progress to"
+        )
+    return name
+
+
+#: Trigger options of streams; a batch read ignores them with a WARNING each, as Spark's Kafka source.
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 _STRATEGIES = ("error", "latest")
 _ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 TopicPartition = tuple[str, int]
+
+#: ``kafkaConsumer.pollTimeoutMs`` default: Spark's, ``spark.network.timeout`` at its default (120 s).
+DEFAULT_POLL_TIMEOUT_MS = 120_000
 
 
 @dataclass(frozen=True)
@@ -148,6 +244,14 @@ class ReaderOptions:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
+    #: ``kafkaConsumer.pollTimeoutMs``: the longest a read task waits without progress (ms).
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    #: ``fetchOffset.numRetries``: attempts of one driver offset lookup.
+    fetch_offset_num_retries: int = 3
+    #: ``fetchOffset.retryIntervalMs``: the pause after a failed attempt (ms).
+    fetch_offset_retry_interval_ms: int = 1000
+    #: ``kafka.group.id`` of a stream with ``commitOffsetsToGroup=true``: where its progress is committed.
+    commit_group: str | None = None
 
     @property
     def read_committed(self) -> bool:
@@ -342,6 +446,16 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
                     "when the query starts"
                 )
 
+    for name in sorted(REFUSED_READER_OPTIONS):
+        if name in opts:
+            raise ConfigError(REFUSED_READER_OPTIONS[name])
+    reject_refused_kafka_keys(opts, SPARK_REFUSED_READER_KEYS)
+    reject_unknown_options(opts, role="stream reader" if streaming else "reader", known=READER_OPTIONS)
+    if not streaming:
+        for name in _STREAM_ONLY:
+            if name.lower() in opts:
+                driver_log().warning("pylog reader: %s option ignored in batch queries (as Spark's)", name)
+
     ignored = reject_unknown_keys(
         opts,
         role="reader",
@@ -387,6 +501,13 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
         if d.strip()
     )
     metrics_dir = opts.get("pylog.metricsdir")
+    max_per_trigger = int_option(opts, "maxOffsetsPerTrigger", None, 1, 2**62)
+    min_per_trigger = int_option(opts, "minOffsetsPerTrigger", None, 1, 2**62)
+    if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise ConfigError(
+            f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
+            f"maxOffsetsPerTrigger({max_per_trigger}) (options 'minOffsetsPerTrigger', 'maxOffsetsPerTrigger')"
+        )
 
     return ReaderOptions(
         bootstrap_servers=servers,
@@ -414,11 +535,15 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
         retry_backoff_ms=int_option(opts, "kafka.retry.backoff.ms", 100, 0),
         isolation_level=choice_option(opts, "kafka.isolation.level", "read_uncommitted", _ISOLATION_LEVELS),
         streaming=streaming,
-        max_offsets_per_trigger=int_option(opts, "maxOffsetsPerTrigger", None, 1, 2**62),
-        min_offsets_per_trigger=int_option(opts, "minOffsetsPerTrigger", None, 1, 2**62),
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=(
             _duration_ms(opts["maxtriggerdelay"], "maxTriggerDelay")
             if "maxtriggerdelay" in opts
             else 15 * 60 * 1000
         ),
+        poll_timeout_ms=int_option(opts, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS, 1, 2**62),
+        fetch_offset_num_retries=int_option(opts, "fetchOffset.numRetries", 3, 1),
+        fetch_offset_retry_interval_ms=int_option(opts, "fetchOffset.retryIntervalMs", 1000, 0, 2**62),
+        commit_group=_commit_group(opts, streaming),
     )

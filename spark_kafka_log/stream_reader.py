@@ -19,8 +19,17 @@ Where each piece runs and when (PySpark 4.3's Python streaming source lifecycle)
   planned, is reported there).
 
 Every broker call uses a client opened and closed within the call (the worker may live for days; a broker
-restart between triggers must not leave it a dead connection). ``commit`` does nothing: like Spark's Kafka source,
-the reader keeps its position only in Spark's checkpoint (no consumer group offsets).
+restart between triggers must not leave it a dead connection). The reader keeps its position only in Spark's
+checkpoint, as Spark's Kafka source. Opt-in (``commitOffsetsToGroup=true`` with ``kafka.group.id``): the offsets
+of every batch Spark has committed are committed to that consumer group (OffsetCommit as an admin does: no member,
+generation -1), so lag tools (``kafka-consumer-groups``, ``pylog-broker consumer-groups``, exporters) see the
+stream's progress. Spark calls :meth:`PylogStreamReader.commit` with a batch's end only when it plans the NEXT
+batch, so the reader also commits the ``start`` of each :meth:`PylogStreamReader.latestOffset` (Spark asks for it
+only once the previous batch is in its commit log): the group then catches up at the next trigger even while no
+data arrives. A query that stops right after a batch (Trigger.Once, ``stop()``) leaves that batch's end for its
+next run to commit. The checkpoint stays the source of truth: nothing is ever read back from the group, and a
+commit that fails (the group has active members, an ACL refuses it, the coordinator is away) logs a WARNING and
+the query goes on; a later trigger's commit catches up.
 
 Metrics: PySpark's Python streaming sources cannot report custom metrics, so the query progress has
 ``numInputRows`` and this source's ``startOffset`` / ``endOffset`` / ``latestOffset`` (the latter from
@@ -30,6 +39,7 @@ Metrics: PySpark's Python streaming sources cannot report custom metrics, so the
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -45,6 +55,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from broker_runtime.client import KafkaClient
+from broker_runtime.errors import KafkaError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_kafka_log.connections import reader_client
 from spark_kafka_log.input_partition import PylogInputPartition
@@ -54,6 +65,7 @@ from spark_kafka_log.read_plan import (
     resolve_bootstrap,
     resolve_bound,
     selected_partitions,
+    with_offset_retries,
 )
 from spark_kafka_log.read_task import read_range
 from spark_kafka_log.reader_options import ReaderOptions, parse_reader_options
@@ -70,6 +82,8 @@ from spark_kafka_log.stream_plan import (
 
 __all__ = ["PylogStreamReader", "create_stream_reader"]
 
+log = logging.getLogger("spark_kafka_log.stream_reader")
+
 
 class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader of pylog / Kafka topics with Spark's Kafka source offsets and trigger limits."""
@@ -84,6 +98,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: OffsetMap | None = None
         #: minOffsetsPerTrigger: when the last batch was let through (0: none yet, so the first is never held).
         self._last_trigger_ms = 0.0
+        #: commitOffsetsToGroup: the offsets last committed to the group (not committed twice).
+        self._group_offsets: OffsetMap | None = None
 
     # -- driver ------------------------------------------------------------------------------------------------
 
@@ -95,38 +111,47 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         """Driver: the starting offsets of a new query, resolved once per run (Spark asks until the first batch)."""
         if self._initial is None:
-            client = self._client()
-            try:
-                tps = selected_partitions(client, self.options)
-                earliest = list_offsets(client, self.options, tps, EARLIEST_TIMESTAMP)
-                latest = list_offsets(client, self.options, tps, LATEST_TIMESTAMP)
-                starts = resolve_bound(
-                    client, self.options, tps, self.options.starting, earliest, latest, starting=True
-                )
-            finally:
-                client.close()
-            self._initial = to_json(starts)
+
+            def attempt() -> OffsetMap:
+                client = self._client()
+                try:
+                    tps = selected_partitions(client, self.options)
+                    earliest = list_offsets(client, self.options, tps, EARLIEST_TIMESTAMP)
+                    latest = list_offsets(client, self.options, tps, LATEST_TIMESTAMP)
+                    return resolve_bound(
+                        client, self.options, tps, self.options.starting, earliest, latest, starting=True
+                    )
+                finally:
+                    client.close()
+
+            self._initial = to_json(
+                with_offset_retries(self.options, "resolve the starting offsets", attempt)
+            )
         return self._initial
 
     def _latest_and_new(self, start: OffsetMap) -> tuple[OffsetMap, OffsetMap]:
         """(latest offset of every selected partition, earliest offset of those not in ``start``)."""
-        client = self._client()
-        try:
-            if self._target is not None:
-                latest = dict(self._target)
-            else:
-                latest = list_offsets(
-                    client, self.options, selected_partitions(client, self.options), LATEST_TIMESTAMP
-                )
-            new = [tp for tp in latest if tp not in start]
-            earliest_of_new = list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
-        finally:
-            client.close()
-        return latest, earliest_of_new
+
+        def attempt() -> tuple[OffsetMap, OffsetMap]:
+            client = self._client()
+            try:
+                if self._target is not None:
+                    latest = dict(self._target)
+                else:
+                    latest = list_offsets(
+                        client, self.options, selected_partitions(client, self.options), LATEST_TIMESTAMP
+                    )
+                new = [tp for tp in latest if tp not in start]
+                return latest, list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
+            finally:
+                client.close()
+
+        return with_offset_retries(self.options, "fetch the latest offsets", attempt)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """Driver, every trigger: the end offsets of the next micro-batch (``start`` again: no batch now)."""
         begin = from_json(start)
+        self._commit_to_group(begin)  # Spark plans a batch only after the previous one is committed
         latest, earliest_of_new = self._latest_and_new(begin)
         self._latest = latest
         end = latest
@@ -164,28 +189,65 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Driver, once at the start of a Trigger.AvailableNow query: fix the target at today's latest offsets."""
-        client = self._client()
-        try:
-            tps = selected_partitions(client, self.options)
-            self._target = list_offsets(client, self.options, tps, LATEST_TIMESTAMP)
-        finally:
-            client.close()
+
+        def attempt() -> OffsetMap:
+            client = self._client()
+            try:
+                return list_offsets(
+                    client, self.options, selected_partitions(client, self.options), LATEST_TIMESTAMP
+                )
+            finally:
+                client.close()
+
+        self._target = with_offset_retries(
+            self.options, "fetch the Trigger.AvailableNow target offsets", attempt
+        )
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """Driver, once per micro-batch: the tasks reading ``[start, end)`` (new partitions from earliest)."""
         begin, until = from_json(start), from_json(end)
-        client = self._client()
-        try:
-            new = [tp for tp in until if tp not in begin]
-            earliest_of_new = list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
-            ranges = batch_ranges(begin, until, earliest_of_new, self.options.fail_on_data_loss)
-            assert self._bootstrap is not None
-            return input_partitions(client, self.options, self._bootstrap, ranges)
-        finally:
-            client.close()
+
+        def attempt() -> list[PylogInputPartition]:
+            client = self._client()
+            try:
+                new = [tp for tp in until if tp not in begin]
+                earliest_of_new = list_offsets(client, self.options, new, EARLIEST_TIMESTAMP)
+                ranges = batch_ranges(begin, until, earliest_of_new, self.options.fail_on_data_loss)
+                assert self._bootstrap is not None
+                return input_partitions(client, self.options, self._bootstrap, ranges)
+            finally:
+                client.close()
+
+        return with_offset_retries(self.options, "plan the micro-batch's offset ranges", attempt)
 
     def commit(self, end: dict) -> None:
-        """Driver, after a batch: nothing to do (the position lives in Spark's checkpoint only)."""
+        """Driver, when Spark plans the batch after the one ending at ``end`` (it is in Spark's commit log): with
+        ``commitOffsetsToGroup=true``, commit ``end`` to the group ``kafka.group.id`` for lag tools."""
+        self._commit_to_group(from_json(end))
+
+    def _commit_to_group(self, offsets: OffsetMap) -> None:
+        """Commit ``offsets`` to the opted-in group, once per distinct value; a failure is a WARNING (the
+        checkpoint, not the group, is the source of truth)."""
+        group = self.options.commit_group
+        if group is None or not offsets or offsets == self._group_offsets:
+            return
+        try:
+            client = self._client()
+            try:
+                client.commit_offsets(group, offsets)
+            finally:
+                client.close()
+        except (KafkaError, OSError) as exc:
+            log.warning(
+                "pylog stream reader: could not commit the offsets %s to consumer group %r (commitOffsetsToGroup; "
+                "lag tools show the group's previous offsets until a later trigger's commit succeeds; the query's "
+                "checkpoint, not the group, says where it continues): %s",
+                to_json(offsets),
+                group,
+                exc,
+            )
+            return
+        self._group_offsets = dict(offsets)
 
     # -- executors ---------------------------------------------------------------------------------------------
 

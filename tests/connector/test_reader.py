@@ -366,6 +366,9 @@ def test_pushdown_same_rows_and_fewer_batches(
             "kafka.ssl.truststore.type='JKS'",
         ),
         ({"subscribe": "t", "pylog.transport": "carrier-pigeon"}, "option 'pylog.transport'"),
+        # A typo is never ignored; load(path) sets the option 'path', which names nothing for pylog.
+        ({"subscribe": "t", "startingOffset": "latest"}, "did you mean 'startingOffsets'?"),
+        ({"subscribe": "t", "path": "t"}, "format('pylog') takes no path"),
     ],
 )
 def test_bad_options_fail_with_a_message_naming_the_option(

@@ -90,12 +90,12 @@ def test_unused_kafka_settings_warn_once_and_typos_fail(caplog: pytest.LogCaptur
                 **base,
                 "kafka.reconnect.backoff.ms": "5",
                 "kafka.sasl.login.class": "x",
-                "kafka.key.serializer": "y",
+                "kafka.metadata.max.age.ms": "y",
             }
         )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
-        "pylog writer: these Kafka client settings are accepted but not used by pylog: kafka.key.serializer, "
+        "pylog writer: these Kafka client settings are accepted but not used by pylog: kafka.metadata.max.age.ms, "
         "kafka.reconnect.backoff.ms, kafka.sasl.login.class"
     ]
     with pytest.raises(

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.launch import broker_process, create_topic
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -296,19 +297,28 @@ def test_available_now_stops_at_the_offsets_latest_at_start_while_data_arrives(
 def test_restart_from_checkpoint_continues_exactly_and_trigger_once(
     spark: Any, sbroker: tuple[str, str], tmp_path: Path
 ) -> None:
-    """A new query on the same checkpoint starts where the last committed batch ended (Trigger.Once reads all)."""
+    """A new query on the same checkpoint starts where the last committed batch ended (Trigger.Once reads all).
+    It opts in to committing its progress to a consumer group: each run, planning its batch, commits where the
+    previous run's committed batch ended (what lag tools read; a Trigger.Once run's own batch reaches the group
+    with the next run)."""
     address, logs = sbroker
+    group = {"kafka.group.id": f"lag-{uuid.uuid4().hex[:6]}", "commitOffsetsToGroup": "true"}
     topic = f"rs-{uuid.uuid4().hex[:6]}"
     create_topic(address, topic, partitions=PARTITIONS)
     checkpoint = tmp_path / "cp"
     seen: list[Row] = []
     produced: list[bytes] = []
+    previous_end: dict[int, int] = {}
     for run in range(3):
+        if run == 2:
+            previous_end = _latest(address, topic)  # run 1's batch ends here
         values = [f"r{run}-{i:04d}".encode() for i in range(300 + 50 * run)]
         _produce(address, topic, values)
         produced += values
         batches = Batches()
-        df = _stream(spark, address, logs, subscribe=topic, startingOffsets="earliest", includeHeaders="true")
+        df = _stream(
+            spark, address, logs, subscribe=topic, startingOffsets="earliest", includeHeaders="true", **group
+        )
         query = df.writeStream.foreachBatch(batches).option("checkpointLocation", str(checkpoint))
         query = query.trigger(once=True).start()
         try:
@@ -319,6 +329,9 @@ def test_restart_from_checkpoint_continues_exactly_and_trigger_once(
         assert {v for _, _, v in batches.rows()} == set(values)
         seen += batches.rows()
     _assert_exact(seen, set(produced))
+    with KafkaClient(address) as client:
+        committed = client.committed_offsets(group["kafka.group.id"])
+    assert committed == {(topic, p): n for p, n in previous_end.items()}
 
 
 def test_starting_offsets_latest_default_json_and_timestamp(
