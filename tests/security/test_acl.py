@@ -389,6 +389,57 @@ def test_list_offsets_without_describe_raw(acl_broker: Any) -> None:
     assert answer["Topics"][0]["Partitions"][0]["ErrorCode"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
+def test_create_topics_answers_configs_only_with_describe_configs(acl_broker: Any) -> None:
+    """CreateTopics v7 as Kafka's controller answers it: with CREATE but without DESCRIBE_CONFIGS on the topic,
+    the topic is created but the answer carries TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED, no partition
+    count, replication factor or configs; with DESCRIBE_CONFIGS, every config of the topic as DescribeConfigs
+    answers it (found by the Java AdminClient, whose createTopics().config() reads them)."""
+    from confluent_kafka.admin import AclOperation as CkOp
+    from confluent_kafka.admin import ResourcePatternType
+    from confluent_kafka.admin import ResourceType as CkType
+
+    prefix = f"cfg-{uuid.uuid4().hex[:6]}"
+    _add(
+        acl_broker,
+        _acl(CkType.TOPIC, prefix, "User:ANONYMOUS", CkOp.CREATE, pattern=ResourcePatternType.PREFIXED),
+        _acl(CkType.TOPIC, f"{prefix}-seen", "User:ANONYMOUS", CkOp.DESCRIBE_CONFIGS),
+    )
+
+    def create(name: str) -> dict[str, Any]:
+        body = {
+            "Topics": [
+                {
+                    "Name": name,
+                    "NumPartitions": 2,
+                    "ReplicationFactor": 1,
+                    "Assignments": [],
+                    "Configs": [{"Name": "retention.ms", "Value": "3600000"}],
+                }
+            ],
+            "timeoutMs": 15000,
+            "validateOnly": False,
+        }
+        with RawConnection(acl_broker.listener_bootstrap("PLAINTEXT")) as conn:
+            answer: dict[str, Any] = conn.call(ApiKey.CREATE_TOPICS, 7, body)["Topics"][0]
+        return answer
+
+    hidden = create(f"{prefix}-hidden")
+    assert (hidden["ErrorCode"], hidden["TopicConfigErrorCode"]) == (0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    assert (hidden["NumPartitions"], hidden["ReplicationFactor"], hidden["Configs"]) == (-1, -1, [])
+    assert f"{prefix}-hidden" in _admin(acl_broker).list_topics(timeout=10).topics
+    seen = create(f"{prefix}-seen")
+    assert (seen["ErrorCode"], seen["TopicConfigErrorCode"]) == (0, 0)
+    assert (seen["NumPartitions"], seen["ReplicationFactor"]) == (2, 1)
+    from broker_runtime.client import KafkaClient
+
+    with KafkaClient(acl_broker.listener_bootstrap("PLAINTEXT")) as client:  # ANONYMOUS may describe -seen
+        described = {e.name: e for e in client.describe_config_entries(2, f"{prefix}-seen")}
+    assert {c["Name"]: (c["Value"], c["ConfigSource"], c["IsSensitive"]) for c in seen["Configs"]} == {
+        e.name: (e.value, e.source, e.sensitive) for e in described.values()
+    }
+    assert len(seen["Configs"]) > 20 and described["retention.ms"].value == "3600000"
+
+
 def test_metadata_hides_topics_without_describe(acl_broker: Any) -> None:
     from confluent_kafka.admin import AclOperation as CkOp
     from confluent_kafka.admin import ResourceType as CkType

@@ -13,9 +13,12 @@ Per topic, first failure wins (Kafka's ``ControllerApis``/``ReplicationControlMa
     [node])                                                       -> INVALID_REPLICA_ASSIGNMENT
   * configs are topic overrides, checked by the storage's LogConfig -> INVALID_CONFIG
 Replicas are assigned round-robin (:func:`~broker_runtime.replication.assign_replicas`); the first replica
-leads. ``validateOnly`` runs every check and creates nothing. v5+ answers carry the partition count,
-replication factor and the topic's non-default configs. The answer is sent once the assignment is recorded;
-each replica creates its log when it sees the assignment (this broker at once, the others within
+leads. ``validateOnly`` runs every check and creates nothing. v5+ answers carry the partition count, the
+replication factor and every config of the topic as DescribeConfigs answers it (sensitive ones without their
+value), also for ``validateOnly``, as Kafka's controller does (``computeEffectiveTopicConfigs`` of the
+request's configs); a caller without DESCRIBE_CONFIGS on the topic gets none of the three but
+``TopicConfigErrorCode`` TOPIC_AUTHORIZATION_FAILED (the topic is still created). The answer is sent once the
+assignment is recorded; each replica creates its log when it sees the assignment (this broker at once, the others within
 ``POLL_INTERVAL_MS``).
 """
 
@@ -27,9 +30,11 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, create_topics
+from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext, HandlerResult, answer_after_loads
+from broker_runtime.server.handlers.describe_configs import topic_config_entries
 from broker_runtime.server.handlers.metadata import may_create
-from broker_runtime.server.topics import TopicError, sensitive_topic_config
+from broker_runtime.server.topics import TopicError
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -38,7 +43,6 @@ REQUEST = create_topics.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 7
 
-_TOPIC_CONFIG_SOURCE = 1
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -93,16 +97,13 @@ def _create_one(ctx: BrokerContext, topic: dict[str, Any], validate_only: bool) 
     return result
 
 
-def _created_config(name: str, value: str | None) -> dict[str, Any]:
-    """One config of a created topic (v5+), a sensitive one without its value, as DescribeConfigs answers it."""
-    sensitive = sensitive_topic_config(name, value)
-    return {
-        "Name": name,
-        "Value": None if sensitive else value,
-        "ReadOnly": False,
-        "ConfigSource": _TOPIC_CONFIG_SOURCE,
-        "IsSensitive": sensitive,
-    }
+def _created_configs(ctx: BrokerContext, overrides: dict[str, str]) -> list[dict[str, Any]]:
+    """Every config of a topic created with ``overrides`` (v5+), as DescribeConfigs answers the topic."""
+    cfg = ctx.topics.base.with_topic_overrides(overrides)
+    return [
+        {k: entry[k] for k in ("Name", "Value", "ReadOnly", "ConfigSource", "IsSensitive")}
+        for entry in topic_config_entries(ctx, cfg, overrides, False)
+    ]
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> HandlerResult:
@@ -132,13 +133,21 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
         except TopicError as exc:
             result.update(ErrorCode=exc.code, ErrorMessage=exc.detail, NumPartitions=-1, ReplicationFactor=-1)
         else:
-            result.update(
-                ErrorCode=ErrorCode.NONE,
-                ErrorMessage=None,
-                NumPartitions=partitions,
-                ReplicationFactor=replication,
-                Configs=[_created_config(cfg["Name"], cfg["Value"]) for cfg in topic["Configs"]],
-            )
+            result.update(ErrorCode=ErrorCode.NONE, ErrorMessage=None)
+            if ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+                overrides = {cfg["Name"]: cfg["Value"] for cfg in topic["Configs"]}
+                result.update(
+                    NumPartitions=partitions,
+                    ReplicationFactor=replication,
+                    Configs=_created_configs(ctx, overrides),
+                )
+            else:
+                result.update(
+                    NumPartitions=-1,
+                    ReplicationFactor=-1,
+                    Configs=[],
+                    TopicConfigErrorCode=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                )
         results.append(result)
     created = [r["Name"] for r in results if r["ErrorCode"] == ErrorCode.NONE and not validate_only]
 

@@ -19,6 +19,7 @@ broker, whoever asks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
@@ -39,8 +40,9 @@ from broker_runtime.server.dynamic_config import (
     topic_value_source,
 )
 from broker_runtime.server.topics import sensitive_topic_config, topic_name_error
+from broker_runtime.storage.config import LogConfig
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "topic_config_entries"]
 
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = describe_configs.REQUEST
@@ -111,8 +113,15 @@ def _topic_sensitive(name: str, values: list[str | None]) -> bool:
 
 
 def _topic_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
-    cfg = ctx.topics.config(name)
-    overrides = ctx.topics.overrides(name)
+    return topic_config_entries(ctx, ctx.topics.config(name), ctx.topics.overrides(name), with_synonyms)
+
+
+def topic_config_entries(
+    ctx: BrokerContext, cfg: LogConfig, overrides: Mapping[str, str], with_synonyms: bool
+) -> list[dict[str, Any]]:
+    """Every config of a topic whose effective config is ``cfg`` and whose overrides are ``overrides``, as
+    DescribeConfigs answers them (sorted by name; also the configs of a CreateTopics v5+ answer, as Kafka's
+    controller answers both from ``computeEffectiveTopicConfigs``)."""
     sources = broker_sources(ctx.config.props, ctx.cluster.view.broker_configs, ctx.config.node_id)
     out = []
     for key, attr in sorted(_TOPIC_ATTRS.items()):

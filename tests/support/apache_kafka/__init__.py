@@ -265,8 +265,9 @@ def _first_error(log: Path) -> str:
 
 
 class JavaCommand:
-    """``java ... -cp <libs>/* MAIN ARGS`` for the pinned release (fetched first when needed), with a class-data
-    sharing archive of ``MAIN``.
+    """``java ... -cp <libs>/*[:CLASSPATH] MAIN ARGS`` for the pinned release (fetched first when needed), with a
+    class-data sharing archive of ``MAIN`` (and of ``classpath``: jars that must not change once archived, e.g.
+    named by their content's hash).
 
     CDS: the first run of a main class (per Java build and fetched release) dumps the classes it loaded into
     ``<cache>/cds/<java>/<MAIN>.jsa`` when it exits (``-XX:ArchiveClassesAtExit``, to a name of its own, moved
@@ -275,11 +276,22 @@ class JavaCommand:
     own messages are off). Other JVM warnings go to stderr (``-Xlog``), never into a tool's stdout.
     """
 
-    def __init__(self, main_class: str, args: Sequence[str], *, heap: Sequence[str], log4j: Path) -> None:
+    def __init__(
+        self,
+        main_class: str,
+        args: Sequence[str],
+        *,
+        heap: Sequence[str],
+        log4j: Path,
+        classpath: Sequence[Path] = (),
+    ) -> None:
         java = find_java()
         libs = ensure_fetched()
         archives = libs.parent / "cds" / _JAVA_IDENTITY.get(java, "unknown")
-        self.archive = archives / f"{main_class}.jsa"
+        # Jars after the release's (``classpath``): the archive is one of that classpath too (CDS refuses an
+        # archive dumped with another one), so its name carries their digest.
+        extra = hashlib.sha256("\0".join(map(str, classpath)).encode()).hexdigest()[:12] if classpath else ""
+        self.archive = archives / (f"{main_class}.{extra}.jsa" if extra else f"{main_class}.jsa")
         self.dumping: Path | None = None
         if self.archive.is_file():
             cds = [f"-XX:SharedArchiveFile={self.archive}"]
@@ -297,7 +309,7 @@ class JavaCommand:
             *JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
-            str(libs / "*"),
+            os.pathsep.join([str(libs / "*"), *map(str, classpath)]),
             main_class,
             *args,
         ]
