@@ -157,6 +157,13 @@ def test_kafka_leader_election_moves_leadership_back_to_the_preferred_replica(
             what=f"node {node.node_id}: {other} leads",
         )
 
+    # Kafka elects the preferred replica only while it is in the ISR (else PREFERRED_LEADER_NOT_AVAILABLE): on a
+    # loaded machine the old leader, now a follower, may still be catching up with the new one.
+    def _isr() -> set[int]:
+        with KafkaClient(cluster.bootstrap) as client:
+            return set(client.metadata([topic]).topics[topic].partitions[0].isr)
+
+    wait_for(lambda: preferred in _isr(), what=f"the preferred replica {preferred} is in the ISR")
     election = ("--bootstrap-server", cluster.bootstrap, "--election-type", "preferred")
     elected = tools.run("kafka-leader-election", *election, "--topic", topic, "--partition", "0")
     assert (
