@@ -169,6 +169,11 @@ def test_a_partition_whose_isr_is_only_the_dead_leader_goes_offline_until_it_ret
     )
     assert state["ErrorCode"] == 5  # LEADER_NOT_AVAILABLE
     assert state["IsrNodes"] == [leader]
+    # ... and stays offline once the follower is back and unfenced: it is outside the ISR.
+    wait_for(
+        lambda: follower in [b["NodeId"] for b in metadata(survivor)["Brokers"]], what="the follower unfenced"
+    )
+    assert partition_state(survivor, "offline")["LeaderId"] == -1
 
 
 def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(
