@@ -52,7 +52,7 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 15, what: str = "c
         time.sleep(0.02)
 
 
-def heal(cluster: BrokerCluster, timeout_s: float = 45) -> None:
+def heal(cluster: BrokerCluster, timeout_s: float = 60) -> None:
     """Make a shared cluster whole again (see the module docstring); raises AssertionError naming what is still
     missing after ``timeout_s``."""
     for node in cluster.nodes:
