@@ -108,72 +108,6 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[
         probe.close()
 
 
-def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed_offsets(
-    cluster: BrokerCluster,
-) -> None:
-    topic, group, parts = "clicks", "dashboards", 3
-    create_replicated(cluster, topic, parts, 3, {"min.insync.replicas": "2"})
-    values = [f"v{i}".encode() for i in range(150)]
-    _produce(cluster.bootstrap, topic, values, parts)
-    coordinator = _coordinator(cluster.bootstrap, group)
-    state = partition_state(
-        cluster.bootstrap, CONSUMER_OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS)
-    )
-    assert state["LeaderId"] == coordinator and sorted(state["ReplicaNodes"]) == [0, 1, 2], state
-
-    member = _member(cluster.bootstrap, group)
-    member.subscribe([topic])
-    consumed: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
-    marks: dict[int, int] = {}
-    try:
-        deadline = time.monotonic() + 60
-        while len(consumed) < 75 and time.monotonic() < deadline:
-            got = [m for m in member.consume(20, 0.2) if m.error() is None]
-            for msg in got:
-                consumed.append((msg.partition(), msg.offset(), bytes(msg.value())))
-                marks[msg.partition()] = msg.offset() + 1
-            if got:
-                member.commit(asynchronous=False)  # the positions: every record consumed so far
-        assert len(consumed) >= 75, f"consumed only {len(consumed)} before the kill"
-        before = len(consumed)
-
-        cluster.kill(coordinator)
-        live = _live(cluster, coordinator)
-        successor = (
-            int(
-                wait_for(
-                    lambda: (n := _coordinator(live, group)) != coordinator and n + 1,
-                    30,
-                    "a new group coordinator",
-                )
-            )
-            - 1
-        )
-        assert successor != coordinator
-        assert {p: o for p, o in _committed(live, group, topic, parts).items() if p in marks} == marks, (
-            "the offsets committed before the kill must be on the new coordinator"
-        )
-
-        deadline = time.monotonic() + 90
-        while len({v for _, _, v in consumed}) < len(values) and time.monotonic() < deadline:
-            got = [m for m in member.consume(50, 0.2) if m.error() is None]
-            consumed += [(m.partition(), m.offset(), bytes(m.value())) for m in got]
-            if got:
-                # while the coordinator moves a commit may fail: these positions are committed on a later round
-                with contextlib.suppress(KafkaException):
-                    member.commit(asynchronous=False)
-        assert {v for _, _, v in consumed} == set(values), "every record consumed after the failover"
-        again = [(p, o) for p, o, _ in consumed[before:] if o < marks.get(p, 0)]
-        assert not again, f"records below the committed offsets were consumed again: {again[:5]}"
-        wait_for(
-            lambda: _committed(live, group, topic, parts) == _ends(live, topic, parts),
-            30,
-            "the group's offsets committed to the end of every partition",
-        )
-    finally:
-        member.close()
-
-
 def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     probe = _member(bootstrap, "probe-ends")
     try:
@@ -291,3 +225,70 @@ def test_a_commit_is_answered_only_once_replicated_to_the_isr(cluster: BrokerClu
         {"GroupId": group, "Topics": [{"Name": "t", "PartitionIndexes": [0]}]},
     )
     assert fetched["Topics"][0]["Partitions"][0]["CommittedOffset"] == 2, fetched
+
+
+# Last in the module: no heal has to restart the node it kills (a process start) for a next test.
+def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed_offsets(
+    cluster: BrokerCluster,
+) -> None:
+    topic, group, parts = "clicks", "dashboards", 3
+    create_replicated(cluster, topic, parts, 3, {"min.insync.replicas": "2"})
+    values = [f"v{i}".encode() for i in range(150)]
+    _produce(cluster.bootstrap, topic, values, parts)
+    coordinator = _coordinator(cluster.bootstrap, group)
+    state = partition_state(
+        cluster.bootstrap, CONSUMER_OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS)
+    )
+    assert state["LeaderId"] == coordinator and sorted(state["ReplicaNodes"]) == [0, 1, 2], state
+
+    member = _member(cluster.bootstrap, group)
+    member.subscribe([topic])
+    consumed: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
+    marks: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumed) < 75 and time.monotonic() < deadline:
+            got = [m for m in member.consume(20, 0.2) if m.error() is None]
+            for msg in got:
+                consumed.append((msg.partition(), msg.offset(), bytes(msg.value())))
+                marks[msg.partition()] = msg.offset() + 1
+            if got:
+                member.commit(asynchronous=False)  # the positions: every record consumed so far
+        assert len(consumed) >= 75, f"consumed only {len(consumed)} before the kill"
+        before = len(consumed)
+
+        cluster.kill(coordinator)
+        live = _live(cluster, coordinator)
+        successor = (
+            int(
+                wait_for(
+                    lambda: (n := _coordinator(live, group)) != coordinator and n + 1,
+                    30,
+                    "a new group coordinator",
+                )
+            )
+            - 1
+        )
+        assert successor != coordinator
+        assert {p: o for p, o in _committed(live, group, topic, parts).items() if p in marks} == marks, (
+            "the offsets committed before the kill must be on the new coordinator"
+        )
+
+        deadline = time.monotonic() + 90
+        while len({v for _, _, v in consumed}) < len(values) and time.monotonic() < deadline:
+            got = [m for m in member.consume(50, 0.2) if m.error() is None]
+            consumed += [(m.partition(), m.offset(), bytes(m.value())) for m in got]
+            if got:
+                # while the coordinator moves a commit may fail: these positions are committed on a later round
+                with contextlib.suppress(KafkaException):
+                    member.commit(asynchronous=False)
+        assert {v for _, _, v in consumed} == set(values), "every record consumed after the failover"
+        again = [(p, o) for p, o, _ in consumed[before:] if o < marks.get(p, 0)]
+        assert not again, f"records below the committed offsets were consumed again: {again[:5]}"
+        wait_for(
+            lambda: _committed(live, group, topic, parts) == _ends(live, topic, parts),
+            30,
+            "the group's offsets committed to the end of every partition",
+        )
+    finally:
+        member.close()
