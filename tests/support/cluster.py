@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from broker_runtime.errors import BrokerStartError
 from broker_runtime.launch import BrokerCluster, create_topic
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from tests.server.rawclient import request
@@ -60,7 +61,13 @@ def heal(cluster: BrokerCluster, timeout_s: float = 60) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(node.pid, signal.SIGCONT)
         else:
-            cluster.start(node.node_id)
+            try:
+                cluster.start(node.node_id)
+            except BrokerStartError:
+                # A child that missed its start deadline may still be starting: the next heal would take it
+                # for a running node at its old address. Gone, it is started again by the next heal.
+                cluster.kill(node.node_id)
+                raise
     deadline = time.monotonic() + timeout_s
     while missing := unhealthy(cluster):
         if time.monotonic() > deadline:
