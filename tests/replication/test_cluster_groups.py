@@ -5,7 +5,11 @@ partition; nothing committed is consumed again); offsets committed inside a tran
 (``send_offsets_to_transaction``) become visible once the marker lands on the group's partition, also when
 another node coordinates the transaction; a commit is answered only once replicated to the ISR (followers
 SIGSTOPped: not before they are fenced); too few brokers for ``offsets.topic.replication.factor`` leave the
-topic uncreated and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as Kafka."""
+topic uncreated and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as Kafka.
+
+The cluster tests share one 3-node cluster (started once per module, made whole again by
+:func:`~tests.support.cluster.heal` before each test), each with topics and groups of its own; the one-node
+case runs in this process."""
 
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ from broker_runtime.coordinator.transaction import partition_for as txn_partitio
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
 from tests.server.rawclient import request
+from tests.support.brokers import start_node_brokers
 from tests.support.cluster import FAST as CLUSTER_FAST
-from tests.support.cluster import create_replicated, metadata, partition_state, wait_for
+from tests.support.cluster import create_replicated, heal, metadata, partition_state, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -37,6 +42,20 @@ FAST = {
     "group.min.session.timeout.ms": "500",
     "group.initial.rebalance.delay.ms": "0",
 }
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    with cluster_process(tmp_path_factory.mktemp("shared") / "cluster", nodes=3, overrides=FAST) as running:
+        yield running
+
+
+@pytest.fixture
+def cluster(shared_cluster: BrokerCluster) -> BrokerCluster:
+    """The module's cluster, made whole for the test (every node running, unfenced, every partition with its
+    full ISR): what the previous test killed or stopped is restored."""
+    heal(shared_cluster)
+    return shared_cluster
 
 
 def _find_group_coordinator(bootstrap: str, group: str) -> dict[str, Any]:
@@ -89,73 +108,6 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[
         probe.close()
 
 
-def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed_offsets(
-    tmp_path: Path,
-) -> None:
-    topic, group, parts = "clicks", "dashboards", 3
-    with cluster_process(tmp_path / "cluster", nodes=3, overrides=FAST) as cluster:
-        create_replicated(cluster, topic, parts, 3, {"min.insync.replicas": "2"})
-        values = [f"v{i}".encode() for i in range(150)]
-        _produce(cluster.bootstrap, topic, values, parts)
-        coordinator = _coordinator(cluster.bootstrap, group)
-        state = partition_state(
-            cluster.bootstrap, CONSUMER_OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS)
-        )
-        assert state["LeaderId"] == coordinator and sorted(state["ReplicaNodes"]) == [0, 1, 2], state
-
-        member = _member(cluster.bootstrap, group)
-        member.subscribe([topic])
-        consumed: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
-        marks: dict[int, int] = {}
-        try:
-            deadline = time.monotonic() + 60
-            while len(consumed) < 75 and time.monotonic() < deadline:
-                got = [m for m in member.consume(20, 0.2) if m.error() is None]
-                for msg in got:
-                    consumed.append((msg.partition(), msg.offset(), bytes(msg.value())))
-                    marks[msg.partition()] = msg.offset() + 1
-                if got:
-                    member.commit(asynchronous=False)  # the positions: every record consumed so far
-            assert len(consumed) >= 75, f"consumed only {len(consumed)} before the kill"
-            before = len(consumed)
-
-            cluster.kill(coordinator)
-            live = _live(cluster, coordinator)
-            successor = (
-                int(
-                    wait_for(
-                        lambda: (n := _coordinator(live, group)) != coordinator and n + 1,
-                        30,
-                        "a new group coordinator",
-                    )
-                )
-                - 1
-            )
-            assert successor != coordinator
-            assert {p: o for p, o in _committed(live, group, topic, parts).items() if p in marks} == marks, (
-                "the offsets committed before the kill must be on the new coordinator"
-            )
-
-            deadline = time.monotonic() + 90
-            while len({v for _, _, v in consumed}) < len(values) and time.monotonic() < deadline:
-                got = [m for m in member.consume(50, 0.2) if m.error() is None]
-                consumed += [(m.partition(), m.offset(), bytes(m.value())) for m in got]
-                if got:
-                    # while the coordinator moves a commit may fail: these positions are committed on a later round
-                    with contextlib.suppress(KafkaException):
-                        member.commit(asynchronous=False)
-            assert {v for _, _, v in consumed} == set(values), "every record consumed after the failover"
-            again = [(p, o) for p, o, _ in consumed[before:] if o < marks.get(p, 0)]
-            assert not again, f"records below the committed offsets were consumed again: {again[:5]}"
-            wait_for(
-                lambda: _committed(live, group, topic, parts) == _ends(live, topic, parts),
-                30,
-                "the group's offsets committed to the end of every partition",
-            )
-        finally:
-            member.close()
-
-
 def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     probe = _member(bootstrap, "probe-ends")
     try:
@@ -171,17 +123,9 @@ def _leader(bootstrap: str, topic: str, partition: int) -> int:
     return leader
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
-    """One 3-node cluster for the tests below that kill no node (it saves a cluster start and stop)."""
-    with cluster_process(tmp_path_factory.mktemp("shared") / "cluster", nodes=3, overrides=FAST) as cluster:
-        yield cluster
-
-
 def test_send_offsets_to_transaction_in_a_cluster_commits_the_offsets_with_the_outputs(
-    shared_cluster: BrokerCluster,
+    cluster: BrokerCluster,
 ) -> None:
-    cluster = shared_cluster
     txn_id = "etl-tx"
     create_replicated(cluster, "in", 1, 3)
     create_replicated(cluster, "out", 1, 3)
@@ -226,11 +170,18 @@ def test_send_offsets_to_transaction_in_a_cluster_commits_the_offsets_with_the_o
 
 
 def test_too_few_brokers_for_the_offsets_replication_factor_no_coordinator(tmp_path: Path) -> None:
-    with cluster_process(tmp_path / "cluster", nodes=1, overrides=FAST) as cluster:
-        answer = _find_group_coordinator(cluster.bootstrap, "lonely")
+    """A one-node cluster in this process (nothing dies here)."""
+    cluster_dir = tmp_path / "cluster"
+    cluster_dir.mkdir()
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "pylog.cluster.dir": str(cluster_dir), **FAST}
+    (node,) = start_node_brokers(tmp_path, props, nodes=1)
+    try:
+        answer = _find_group_coordinator(node.bootstrap, "lonely")
         assert answer["ErrorCode"] == 15, answer  # COORDINATOR_NOT_AVAILABLE
         assert "offsets.topic.replication.factor=3" in answer["ErrorMessage"], answer
-        assert metadata(cluster.bootstrap, [CONSUMER_OFFSETS_TOPIC])["Topics"][0]["ErrorCode"] == 3
+        assert metadata(node.bootstrap, [CONSUMER_OFFSETS_TOPIC])["Topics"][0]["ErrorCode"] == 3
+    finally:
+        node.stop()
 
 
 def _commit(bootstrap: str, group: str, topic: str, offset: int) -> int:
@@ -247,11 +198,9 @@ def _commit(bootstrap: str, group: str, topic: str, offset: int) -> int:
     return code
 
 
-def test_a_commit_is_answered_only_once_replicated_to_the_isr(shared_cluster: BrokerCluster) -> None:
-    """Last in the module: it leaves two nodes of the shared cluster fenced for a while (they re-register)."""
+def test_a_commit_is_answered_only_once_replicated_to_the_isr(cluster: BrokerCluster) -> None:
     from tests.support.cluster import paused
 
-    cluster = shared_cluster
     group = "acks"
     create_replicated(cluster, "t", 1, 3)
     coordinator = _coordinator(cluster.bootstrap, group)
@@ -276,3 +225,70 @@ def test_a_commit_is_answered_only_once_replicated_to_the_isr(shared_cluster: Br
         {"GroupId": group, "Topics": [{"Name": "t", "PartitionIndexes": [0]}]},
     )
     assert fetched["Topics"][0]["Partitions"][0]["CommittedOffset"] == 2, fetched
+
+
+# Last in the module: no heal has to restart the node it kills (a process start) for a next test.
+def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed_offsets(
+    cluster: BrokerCluster,
+) -> None:
+    topic, group, parts = "clicks", "dashboards", 3
+    create_replicated(cluster, topic, parts, 3, {"min.insync.replicas": "2"})
+    values = [f"v{i}".encode() for i in range(150)]
+    _produce(cluster.bootstrap, topic, values, parts)
+    coordinator = _coordinator(cluster.bootstrap, group)
+    state = partition_state(
+        cluster.bootstrap, CONSUMER_OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS)
+    )
+    assert state["LeaderId"] == coordinator and sorted(state["ReplicaNodes"]) == [0, 1, 2], state
+
+    member = _member(cluster.bootstrap, group)
+    member.subscribe([topic])
+    consumed: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
+    marks: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumed) < 75 and time.monotonic() < deadline:
+            got = [m for m in member.consume(20, 0.2) if m.error() is None]
+            for msg in got:
+                consumed.append((msg.partition(), msg.offset(), bytes(msg.value())))
+                marks[msg.partition()] = msg.offset() + 1
+            if got:
+                member.commit(asynchronous=False)  # the positions: every record consumed so far
+        assert len(consumed) >= 75, f"consumed only {len(consumed)} before the kill"
+        before = len(consumed)
+
+        cluster.kill(coordinator)
+        live = _live(cluster, coordinator)
+        successor = (
+            int(
+                wait_for(
+                    lambda: (n := _coordinator(live, group)) != coordinator and n + 1,
+                    30,
+                    "a new group coordinator",
+                )
+            )
+            - 1
+        )
+        assert successor != coordinator
+        assert {p: o for p, o in _committed(live, group, topic, parts).items() if p in marks} == marks, (
+            "the offsets committed before the kill must be on the new coordinator"
+        )
+
+        deadline = time.monotonic() + 90
+        while len({v for _, _, v in consumed}) < len(values) and time.monotonic() < deadline:
+            got = [m for m in member.consume(50, 0.2) if m.error() is None]
+            consumed += [(m.partition(), m.offset(), bytes(m.value())) for m in got]
+            if got:
+                # while the coordinator moves a commit may fail: these positions are committed on a later round
+                with contextlib.suppress(KafkaException):
+                    member.commit(asynchronous=False)
+        assert {v for _, _, v in consumed} == set(values), "every record consumed after the failover"
+        again = [(p, o) for p, o, _ in consumed[before:] if o < marks.get(p, 0)]
+        assert not again, f"records below the committed offsets were consumed again: {again[:5]}"
+        wait_for(
+            lambda: _committed(live, group, topic, parts) == _ends(live, topic, parts),
+            30,
+            "the group's offsets committed to the end of every partition",
+        )
+    finally:
+        member.close()

@@ -1,6 +1,9 @@
-"""Transactions end to end: a real broker process, confluent-kafka's transactional producer and read_committed /
+"""Transactions end to end: a real broker, confluent-kafka's transactional producer and read_committed /
 read_uncommitted consumers (assign, no groups), the broker killed with SIGKILL mid-transaction and after
-PrepareCommit, and the ``.txnindex`` files decoded against Kafka's 34-byte layout."""
+PrepareCommit, and the ``.txnindex`` files decoded against Kafka's 34-byte layout.
+
+The tests that kill nothing share one in-process broker (module scope); the SIGKILL tests run a broker process
+of their own, killed and started again on the same data."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -25,6 +29,7 @@ from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
+from tests.support.brokers import start_broker
 from tests.support.processes import kill_broker
 
 pytestmark = pytest.mark.timeout(120)
@@ -97,13 +102,25 @@ def _decode_txnindex(path: Path) -> list[tuple[int, int, int, int, int]]:
     return [struct.unpack_from(">hqqqq", data, i) for i in range(0, len(data), 34)]
 
 
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One in-process broker for the tests that kill nothing (each uses topics and transactional ids of its
+    own); the SIGKILL tests below run a broker process of their own."""
+    instance = start_broker(tmp_path_factory.mktemp("txn"), TXN_CLEANUP_FAST)
+    try:
+        yield instance
+    finally:
+        instance.stop()
+
+
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[str]:
-    with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
-        yield bootstrap
+def broker(shared_broker: Any) -> str:
+    return str(shared_broker.bootstrap)
 
 
-def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(broker: str, tmp_path: Path) -> None:
+def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(
+    broker: str, shared_broker: Any
+) -> None:
     _create(broker, ("orders", 3), ("audit", 1))
     parts = [("orders", 0), ("orders", 1), ("orders", 2), ("audit", 0)]
     producer = _producer(broker, "tx-commit-abort")
@@ -135,8 +152,9 @@ def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(broker:
 
     # Every partition holds an ABORT marker: each has one .txnindex entry, decodable as Kafka's AbortedTxn.
     entries = {}
-    for path in sorted(broker_log_dir(tmp_path).glob("*-*/*.txnindex")):
-        entries[path.parent.name] = _decode_txnindex(path)
+    for path in sorted(Path(shared_broker.config.log_dirs[0]).glob("*-*/*.txnindex")):
+        if path.parent.name.startswith(("orders-", "audit-")):  # the other tests' topics share the broker
+            entries[path.parent.name] = _decode_txnindex(path)
     assert set(entries) == {"orders-0", "orders-1", "orders-2", "audit-0"}
     for name, rows in entries.items():
         assert len(rows) == 1, (name, rows)

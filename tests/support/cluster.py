@@ -2,6 +2,12 @@
 
 Nothing here waits without a deadline: every poll has a timeout and every stopped process is continued in a
 ``finally`` (and ``cluster_process`` continues them again before stopping the cluster).
+
+A process cluster shared by a module's tests (module scope: it starts once, and the module's tests run on one
+xdist worker) is made whole again before each test by :func:`heal` (a function-scoped fixture of the module
+calls it): every stopped node continued, every exited node started, then a wait until every node is registered
+unfenced and every partition of every topic has a leader and its full ISR on every node's metadata. Its tests
+then only need topic (and transactional id, group) names of their own, as each test of such a module uses.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from broker_runtime.errors import BrokerStartError
 from broker_runtime.launch import BrokerCluster, create_topic
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from tests.server.rawclient import request
@@ -44,6 +51,55 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 15, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout_s} s (last value {value!r})")
         time.sleep(0.02)
+
+
+def heal(cluster: BrokerCluster, timeout_s: float = 60) -> None:
+    """Make a shared cluster whole again (see the module docstring); raises AssertionError naming what is still
+    missing after ``timeout_s``."""
+    for node in cluster.nodes:
+        if node.running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(node.pid, signal.SIGCONT)
+        else:
+            try:
+                cluster.start(node.node_id)
+            except BrokerStartError:
+                # A child that missed its start deadline may still be starting: the next heal would take it
+                # for a running node at its old address. Gone, it is started again by the next heal.
+                cluster.kill(node.node_id)
+                raise
+    deadline = time.monotonic() + timeout_s
+    while missing := unhealthy(cluster):
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"the shared cluster is not whole {timeout_s:g} s after healing what the previous test left: "
+                f"{missing[:5]} ({len(missing)} in all)"
+            )
+        time.sleep(0.05)
+
+
+def unhealthy(cluster: BrokerCluster) -> list[str]:
+    """What keeps ``cluster`` from being whole, as each node's metadata says: nodes not registered (or fenced),
+    partitions without a leader or short of their ISR (empty when whole)."""
+    everyone = sorted(n.node_id for n in cluster.nodes)
+    found: list[str] = []
+    for node in cluster.nodes:
+        try:
+            md = metadata(node.bootstrap)
+        except Exception as exc:  # a node still starting: say so and look again
+            found.append(f"node {node.node_id}: {exc}")
+            continue
+        brokers = sorted(b["NodeId"] for b in md["Brokers"])
+        if brokers != everyone:
+            found.append(f"node {node.node_id} sees brokers {brokers}")
+        for topic in md["Topics"]:
+            for part in topic["Partitions"]:
+                where = f"node {node.node_id}: {topic['Name']}-{part['PartitionIndex']}"
+                if part["LeaderId"] == -1:
+                    found.append(f"{where} has no leader")
+                elif sorted(part["IsrNodes"]) != sorted(part["ReplicaNodes"]):
+                    found.append(f"{where} ISR {sorted(part['IsrNodes'])} of {sorted(part['ReplicaNodes'])}")
+    return found
 
 
 def metadata(bootstrap: str, topics: list[str] | None = None) -> dict[str, Any]:
