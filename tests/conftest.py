@@ -12,9 +12,8 @@
 
 Every collected test is marked with its tier (:mod:`tests.support.tiers`: unit, broker, process, spark,
 spark_app, peers, found from what its code and fixtures start) and, for pytest-xdist's ``--dist loadgroup``,
-with the group of tests that must share one worker (``tiers.xdist_groups``): the shared Spark session's tests
-in two groups of whole modules (one session per worker), the test module for tests sharing a module-scoped
-fixture that starts a broker or cluster (it starts once). A guard fails a ``unit`` or ``broker`` test that starts more than its tier.
+with the group of tests that must share one worker (``tiers.xdist_groups``): a module's tests that use the
+shared Spark session or share a module-scoped fixture starting a broker or cluster (it starts once). A guard fails a ``unit`` or ``broker`` test that starts more than its tier.
 """
 
 from __future__ import annotations
@@ -143,15 +142,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    found: dict[str, str] = {}
     for item in items:
         tier = tiers.tier_of_item(item, _SCANNER)
         item.add_marker(getattr(pytest.mark, tier))
-        item.stash[_TIER] = found[item.nodeid] = tier
+        item.stash[_TIER] = tier
         item.user_properties.append(
             ("tier", tier)
         )  # JUnit XML carries it: python -m tests.support.tier_report
-    groups = tiers.xdist_groups(items, found, _SCANNER)
+    groups = tiers.xdist_groups(items, _SCANNER)
     for item in items:
         if item.nodeid in groups:
             item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))

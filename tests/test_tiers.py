@@ -24,17 +24,12 @@ def test_every_collected_test_has_exactly_one_tier(request: pytest.FixtureReques
     assert not wrong, f"tests without exactly one tier: {wrong}"
 
 
-def test_every_spark_session_test_is_in_a_spark_group(request: pytest.FixtureRequest) -> None:
-    """The shared session's tests run in a few groups of whole modules (one xdist worker each), so a run starts
-    at most one session per worker and a module's tests share one."""
-    by_module: dict[str, set[str]] = {}
+def test_every_spark_session_test_is_in_its_modules_group(request: pytest.FixtureRequest) -> None:
+    """A module's tests on the shared session run on one worker, in order (one session per worker in any case)."""
     for item in request.session.items:
         if "spark" in getattr(item, "fixturenames", ()):
             groups = [mark.args[0] for mark in item.iter_markers("xdist_group")]
-            assert len(groups) == 1 and groups[0].startswith("spark-"), (item.nodeid, groups)
-            by_module.setdefault(item.nodeid.split("::")[0], set()).update(groups)
-    assert all(len(groups) == 1 for groups in by_module.values()), by_module
-    assert len({g for groups in by_module.values() for g in groups}) <= tiers.SPARK_GROUPS
+            assert groups == [item.nodeid.split("::")[0].split("@")[0]], (item.nodeid, groups)
 
 
 def test_grouped_tests_reach_xdist_with_their_group(request: pytest.FixtureRequest) -> None:

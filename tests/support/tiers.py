@@ -268,38 +268,16 @@ def shared_start_scope(item: pytest.Item, scanner: Scanner) -> str | None:
     return None
 
 
-#: How many groups (so: Spark sessions, one per xdist worker that runs them) the shared session's tests form:
-#: the default run's worker count.
-SPARK_GROUPS = 2
-#: A rough cost per test of each tier, to balance the Spark groups (a driver of its own costs a JVM start).
-_COST = {"unit": 1, "broker": 2, "process": 5, "spark": 3, "spark_app": 40, "peers": 10}
-
-
-def xdist_groups(items: list[pytest.Item], tier: dict[str, str], scanner: Scanner) -> dict[str, str]:
-    """node id -> xdist group, for ``--dist loadgroup``. The shared session's tests form :data:`SPARK_GROUPS`
-    groups of whole modules, balanced by :data:`_COST`, so each worker starts at most one session and the
-    Spark work is split between workers; a module's tests sharing a starting module fixture form one group
-    (the module's Spark group when it has one). Other tests are free."""
-    cost: dict[str, int] = {}
-    for item in items:
-        if uses_spark_session(item):
-            module = item.nodeid.split("::")[0]
-            cost[module] = cost.get(module, 0) + _COST[tier[item.nodeid]]
-    load = [0] * SPARK_GROUPS
-    spark_group: dict[str, str] = {}
-    for module, weight in sorted(cost.items(), key=lambda kv: (-kv[1], kv[0])):
-        lightest = load.index(min(load))
-        spark_group[module] = f"spark-{lightest}"
-        load[lightest] += weight
+def xdist_groups(items: list[pytest.Item], scanner: Scanner) -> dict[str, str]:
+    """node id -> xdist group, for ``--dist loadgroup``: the tests of a module that use the shared Spark session,
+    or share a module fixture that starts something, form one group named after the module, so the module's
+    fixture starts once and its tests keep their order on one worker. Each worker starts at most one Spark
+    session (the fixture is per process) whatever modules it gets, and the scheduler hands whole modules to
+    whichever worker is free, which balances them better than groups fixed in advance. Other tests are free."""
     groups: dict[str, str] = {}
     for item in items:
-        module = item.nodeid.split("::")[0]
-        if uses_spark_session(item):
-            groups[item.nodeid] = spark_group[module]
-        else:
-            scope = shared_start_scope(item, scanner)
-            if scope is not None:
-                groups[item.nodeid] = spark_group.get(module, scope)
+        if uses_spark_session(item) or shared_start_scope(item, scanner) is not None:
+            groups[item.nodeid] = item.nodeid.split("::")[0]
     return groups
 
 
