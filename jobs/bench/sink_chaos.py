@@ -296,9 +296,9 @@ def kill_runs(
 
     ``alongside``: more queries that the FIRST run's driver runs side by side with this one, each stopping for
     good somewhere (a test's stall), so a test whose scenario needs a driver killed mid-way shares this driver
-    (a driver start less); the first run is killed once its point is passed AND every file of ``stalled``
-    exists (the stalls were reached), so it may land later than aimed: where it landed is checked as for
-    every run.
+    (a driver start less). They start first; this query starts once every file of ``stalled`` exists (the
+    stalls were reached: ``startAfter`` of :mod:`jobs.bench.sink_app`), so its kill lands where it was aimed
+    as in every other run, whatever the stalls took.
 
     The points are steps (:func:`position`), not moments: run r is killed once the query passed its own starting
     position plus a seeded 1 to ``max_step`` steps, so the kills fall into every phase of the micro-batches
@@ -325,7 +325,11 @@ def kill_runs(
                     f"for a kill inside it (the kills so far landed {landed})"
                 )
             waits = list(stalled or []) if run == 0 else []
-            app = StreamApp([config, *alongside] if run == 0 and alongside else config, workdir, f"run{run}")
+            if run == 0 and alongside:
+                after = {**config, "startAfter": [str(p) for p in waits]}
+                app = StreamApp([*alongside, after], workdir, f"run{run}")
+            else:
+                app = StreamApp(config, workdir, f"run{run}")
             started = time.monotonic()
             deadline = started + START_TIMEOUT_S + RUN_TIMEOUT_S
             while (at := position(config, client, partitions)) < target or not all(p.exists() for p in waits):

@@ -96,7 +96,7 @@ def killed_drivers(broker: str, tmp_path_factory: pytest.TempPathFactory) -> dic
 
     Its first driver also runs two queries, each stopped for good in micro-batch 0's ``commit()`` once the
     sink-log entry is ``prepared`` (``pylog.test.stallCommitAfterPrepared``), and is SIGKILLed only once both
-    stopped there (so that run may land later than aimed):
+    stopped there (they start first, the random-kill query once both stalled, so its kill lands as aimed):
 
     * ``"finish"``: 2 files of 200 rows, ONE of micro-batch 0's two transactions committed before the stop;
     * ``"aborted"``: 1 file of 200 rows, none committed.
