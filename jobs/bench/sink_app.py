@@ -10,7 +10,9 @@ runs in any Spark session through :func:`start_query` (a test restarts a killed 
 session that way).
 
 Usage: ``python sink_app.py CONFIG_JSON`` with ``{"bootstrap", "topic", "source", "checkpoint", "options":
-{...}}``, or a JSON list of such configs: the queries then run side by side in the one driver. Prints
+{...}}``, or a JSON list of such configs: the queries then run side by side in the one driver, started in list
+order; a config's optional ``"startAfter": [PATH, ...]`` starts its query only once those files exist (written by
+the queries before it, e.g. a test's stall). Prints
 ``started`` once every query runs and ``done`` when all ended; a query that failed prints ``failed: <its
 message on one line>`` and exits 3.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 
@@ -61,7 +64,17 @@ def main() -> None:
     import spark_kafka_log
 
     spark_kafka_log.register(spark)
-    queries = [start_query(spark, config) for config in configs]
+    queries: list[Any] = []
+    for config in configs:
+        for path in config.get("startAfter", []):
+            while not os.path.exists(path):
+                failed = next((q for q in queries if q.exception() is not None), None)
+                if failed is not None:  # it will never write the file awaited
+                    print("failed: " + " ".join(str(failed.exception()).split()), flush=True)
+                    spark.stop()
+                    sys.exit(3)
+                time.sleep(0.1)
+        queries.append(start_query(spark, config))
     print("started", flush=True)
     try:
         for query in queries:

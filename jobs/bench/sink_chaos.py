@@ -282,9 +282,23 @@ def describe(at: int) -> str:
     return "before any micro-batch" if at < 0 else f"file {at // len(PHASES)} {PHASES[at % len(PHASES)]}"
 
 
-def kill_runs(config: dict[str, Any], workdir: Path, kills: int, files: int, seed: int) -> list[str]:
+def kill_runs(
+    config: dict[str, Any],
+    workdir: Path,
+    kills: int,
+    files: int,
+    seed: int,
+    alongside: list[dict[str, Any]] | None = None,
+    stalled: list[Path] | None = None,
+) -> list[str]:
     """Start the query ``kills`` times, each in a driver of its own, and SIGKILL each run at a seeded point;
     where each kill landed. Raises AssertionError (naming the seed) unless every kill landed inside its run.
+
+    ``alongside``: more queries that the FIRST run's driver runs side by side with this one, each stopping for
+    good somewhere (a test's stall), so a test whose scenario needs a driver killed mid-way shares this driver
+    (a driver start less). They start first; this query starts once every file of ``stalled`` exists (the
+    stalls were reached: ``startAfter`` of :mod:`jobs.bench.sink_app`), so its kill lands where it was aimed
+    as in every other run, whatever the stalls took.
 
     The points are steps (:func:`position`), not moments: run r is killed once the query passed its own starting
     position plus a seeded 1 to ``max_step`` steps, so the kills fall into every phase of the micro-batches
@@ -310,10 +324,15 @@ def kill_runs(config: dict[str, Any], workdir: Path, kills: int, files: int, see
                     f"seed {seed}: run {run} starts at {describe(start)}, too near the end of {files} files "
                     f"for a kill inside it (the kills so far landed {landed})"
                 )
-            app = StreamApp(config, workdir, f"run{run}")
+            waits = list(stalled or []) if run == 0 else []
+            if run == 0 and alongside:
+                after = {**config, "startAfter": [str(p) for p in waits]}
+                app = StreamApp([*alongside, after], workdir, f"run{run}")
+            else:
+                app = StreamApp(config, workdir, f"run{run}")
             started = time.monotonic()
             deadline = started + START_TIMEOUT_S + RUN_TIMEOUT_S
-            while (at := position(config, client, partitions)) < target:
+            while (at := position(config, client, partitions)) < target or not all(p.exists() for p in waits):
                 if app.proc.poll() is not None:
                     raise AssertionError(
                         f"seed {seed}: run {run} ended (exit code {app.proc.returncode}) at {describe(at)}, "
@@ -321,8 +340,10 @@ def kill_runs(config: dict[str, Any], workdir: Path, kills: int, files: int, see
                     )
                 if time.monotonic() > deadline:
                     app.kill()
+                    missing = [str(p) for p in waits if not p.exists()]
                     raise AssertionError(
-                        f"seed {seed}: run {run} did not reach {describe(target)}: {app.tail()}"
+                        f"seed {seed}: run {run} did not reach {describe(target)} (at {describe(at)}; stalls "
+                        f"not reached: {missing}): {app.tail()}"
                     )
                 time.sleep(POLL_S)
             ended = app.proc.poll() is not None

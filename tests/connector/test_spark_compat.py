@@ -1,17 +1,15 @@
 """The PySpark-dependent pieces (:mod:`spark_kafka_log.spark_compat`): the pushdown probe and the worker-interpreter check.
 
 The daemon-on reads run in the suite's session (the daemon is Spark's default, and the session's). The daemon-off
-reads and the bare-interpreter check need Spark applications of their own (``spark.python.use.daemon`` and
-``PYSPARK_PYTHON`` are fixed when a SparkContext starts), so they run in subprocesses.
+reads and the bare-interpreter check need a Spark application of their own (``spark.python.use.daemon`` and
+``PYSPARK_PYTHON`` are fixed when a SparkContext starts): they are two of the checks that share one driver in
+``test_checks_in_own_spark_app.py``.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import logging
-import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -21,8 +19,8 @@ import pytest
 
 from broker_runtime.errors import WorkerPythonError
 from spark_kafka_log import spark_compat
+from tests.connector.checks_in_own_spark_app import check_off_and_on, read_off_and_on
 from tests.connector.kafka_peer import produce_keys
-from tests.connector.read_in_own_spark_app import read_off_and_on
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,41 +97,13 @@ def _produced(broker: str) -> tuple[str, dict[bytes, int], int]:
     return topic, placed, in_p0
 
 
-def _check_off_and_on(result: dict[str, Any], placed: dict[bytes, int], in_p0: int) -> None:
-    assert result["off"]["rows"] == result["on"]["rows"] == in_p0 - 2
-    # Off: every partition is read whole; on: only partition 0 from offset 2 (the filters were pushed).
-    assert sorted(p for p, _, _ in result["off"]["ranges"]) == sorted({p for p in placed.values()})
-    assert result["on"]["ranges"] == [[0, 2, in_p0]]
-
-
 def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_on(
     spark: Any, broker: str, tmp_path: Path
 ) -> None:
     """The suite's session runs the Python workers through the daemon (Spark's default), as a new app would."""
     assert spark.sparkContext.getConf().get("spark.python.use.daemon", "true") == "true"
     topic, placed, in_p0 = _produced(broker)
-    _check_off_and_on(read_off_and_on(spark, broker, topic, str(tmp_path)), placed, in_p0)
-
-
-@pytest.mark.timeout(300)
-def test_reads_with_pushdown_on_and_off_with_the_worker_daemon_off(broker: str, tmp_path: Path) -> None:
-    topic, placed, in_p0 = _produced(broker)
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("read_in_own_spark_app.py")),
-            broker,
-            topic,
-            "false",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    _check_off_and_on(json.loads(done.stdout.strip().splitlines()[-1]), placed, in_p0)
+    check_off_and_on(read_off_and_on(spark, broker, topic, str(tmp_path)), placed, in_p0)
 
 
 # ------------------------------------------------------------------------------ worker interpreter
@@ -161,33 +131,3 @@ def test_a_non_local_master_is_not_guessed() -> None:
 def test_a_missing_interpreter_fails_naming_it_and_the_fix() -> None:
     with pytest.raises(WorkerPythonError, match=r"'/no/such/python'.*export PYSPARK_PYTHON="):
         spark_compat.check_worker_python(_FakeSparkSession("local[*]", "/no/such/python"))
-
-
-@pytest.mark.timeout(300)
-def test_a_bare_worker_interpreter_fails_register_with_one_clear_line(tmp_path: Path) -> None:
-    bare = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
-    script = (
-        "import os, sys\n"
-        f"os.environ['PYSPARK_PYTHON'] = {str(bare / 'bin' / 'python')!r}\n"
-        "from pyspark.sql import SparkSession\n"
-        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
-        "import spark_kafka_log\n"
-        "try:\n"
-        "    spark_kafka_log.register(spark)\n"
-        "except Exception as exc:\n"
-        "    print('ERROR ' + type(exc).__name__ + ': ' + str(exc))\n"
-        "else:\n"
-        "    print('REGISTERED')\n"
-        "spark.stop()\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith(("ERROR", "REGISTERED"))]
-    assert lines, done.stderr[-3000:]
-    line = lines[-1]
-    assert line.startswith("ERROR WorkerPythonError: "), line
-    assert str(bare / "bin" / "python") in line and "cannot import spark_kafka_log" in line
-    assert "export PYSPARK_PYTHON=" in line and "spark.pyspark.python=" in line

@@ -7,8 +7,10 @@ section ``sink``.
 What costs here is starting drivers of their own (a JVM each, 15-40 s): only the runs that are SIGKILLed, and
 one restart that must show its driver log, get one; the other restarts run the same query
 (:func:`jobs.bench.sink_app.start_query`) from the same checkpoint in the suite's Spark session, which is a real
-restart too (the checkpoint and the sink log are files; the broker holds the transactions). The two
-mid-commit tests share one killed driver (:func:`killed_mid_commit`), which runs a query for each.
+restart too (the checkpoint and the sink log are files; the broker holds the transactions). The module's
+killed drivers run in one fixture (:func:`killed_drivers`): the first of the random-kill run's drivers also runs
+the two mid-commit tests' queries to their stalls, so four drivers of their own serve the three tests (the
+three kills and the restart whose log a test reads).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from broker_runtime.launch import create_topic
 from jobs.bench.sink_app import start_query
 from jobs.bench.sink_chaos import StreamApp, judge, kill_runs, sink_entries, write_input
 
-# slow: the module starts five Spark drivers of its own (20-40 s each on a busy machine): KILLS, the one
-# killed_mid_commit kills, and the restart whose driver log a test reads.
+# slow: the module starts four Spark drivers of its own (20-40 s each on a busy machine): KILLS (the first also
+# runs the mid-commit queries to their stalls) and the restart whose driver log a test reads.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PARTITIONS = 3
@@ -66,23 +68,8 @@ def _run_in_session(spark: Any, config: dict[str, Any]) -> None:
         query.stop()
 
 
-@pytest.mark.parametrize(
-    ("files", "rows", "kills"),
-    [
-        pytest.param(FILES, ROWS, KILLS, id="bounded"),
-        pytest.param(SOAK_FILES, SOAK_ROWS, SOAK_KILLS, id="soak", marks=pytest.mark.soak),
-    ],
-)
-def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
-    spark: Any, broker: str, tmp_path: Path, files: int, rows: int, kills: int
-) -> None:
-    stream = _config(broker, tmp_path)
-    seed = int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
-    total = write_input(stream["source"], files, rows)
-    # KILLS drivers of their own, each SIGKILLed at a seeded step of the micro-batches, inside the run (checked
-    # there); the runs after the first are restarts in a fresh process. The last restart runs to the end in this
-    # session.
-    landed = kill_runs(stream, tmp_path, kills=kills, files=files, seed=seed)
+def _finish_and_judge(spark: Any, stream: dict[str, Any], total: int, seed: int, landed: list[str]) -> None:
+    """The last restart of a random-kill run, to the end in this session, then the judges."""
     print(f"seed {seed}; the kills landed {landed}")  # shown with -s
     try:
         _run_in_session(spark, stream)
@@ -97,40 +84,75 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     assert all(e["status"] == "committed" for e in entries) and sum(e["records"] for e in entries) == total
 
 
+def _seed() -> int:
+    return int(os.environ.get("PYLOG_TEST_SEED", random.randrange(2**31)))
+
+
 @pytest.fixture(scope="module")
-def killed_mid_commit(broker: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """ONE driver of its own runs two queries, each stopped for good in micro-batch 0's ``commit()`` once the
-    sink-log entry is ``prepared`` (``pylog.test.stallCommitAfterPrepared``), then the driver is SIGKILLed:
+def killed_drivers(broker: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The module's killed drivers, KILLS of them: the bounded random-kill run (``"random"``: its config,
+    ``total`` rows, ``seed`` and where the kills ``landed``; each run SIGKILLed at a seeded step of the
+    micro-batches, inside the run, checked there; the runs after the first are restarts in a fresh process).
+
+    Its first driver also runs two queries, each stopped for good in micro-batch 0's ``commit()`` once the
+    sink-log entry is ``prepared`` (``pylog.test.stallCommitAfterPrepared``), and is SIGKILLed only once both
+    stopped there (they start first, the random-kill query once both stalled, so its kill lands as aimed):
 
     * ``"finish"``: 2 files of 200 rows, ONE of micro-batch 0's two transactions committed before the stop;
     * ``"aborted"``: 1 file of 200 rows, none committed.
 
     The queries have their own checkpoints, so their own query ids and transactional ids: each test continues
-    one of them without touching the other's transactions. Configs without the stall option."""
-    work = tmp_path_factory.mktemp("killed-mid-commit")
-    configs = {name: _config(broker, work / name) for name in ("finish", "aborted")}
+    one of them without touching the others' transactions. Configs without the stall option."""
+    work = tmp_path_factory.mktemp("killed-drivers")
+    configs = {name: _config(broker, work / name) for name in ("finish", "aborted", "random")}
     write_input(configs["finish"]["source"], 2, 200)
     write_input(configs["aborted"]["source"], 1, 200)
-    first = StreamApp(
-        [
+    total = write_input(configs["random"]["source"], FILES, ROWS)
+    seed = _seed()
+    landed = kill_runs(
+        configs["random"],
+        work,
+        kills=KILLS,
+        files=FILES,
+        seed=seed,
+        alongside=[
             _with(configs["finish"], **{"pylog.test.stallCommitAfterPrepared": "1"}),
             _with(configs["aborted"], **{"pylog.test.stallCommitAfterPrepared": "0"}),
         ],
-        work,
-        "first",
+        stalled=[
+            Path(configs[name]["checkpoint"], "pylog-sink", "stalled-0.test")
+            for name in ("finish", "aborted")
+        ],
     )
-    try:
-        for config in configs.values():
-            first.wait_for(Path(config["checkpoint"], "pylog-sink", "stalled-0.test"))
-    finally:
-        first.kill()
-    return configs
+    return {**configs, "total": total, "seed": seed, "landed": landed}
+
+
+def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
+    spark: Any, killed_drivers: dict[str, Any]
+) -> None:
+    """The bounded form: FILES micro-batches, KILLS kills (the fixture's), the last restart in this session."""
+    stream = killed_drivers["random"]
+    _finish_and_judge(
+        spark, stream, killed_drivers["total"], killed_drivers["seed"], killed_drivers["landed"]
+    )
+
+
+@pytest.mark.soak
+def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once_soak(
+    spark: Any, broker: str, tmp_path: Path
+) -> None:
+    """The full length (the benchmark section ``sink``'s chaos run), in ``bash jobs/dev.sh soak``."""
+    stream = _config(broker, tmp_path)
+    seed = _seed()
+    total = write_input(stream["source"], SOAK_FILES, SOAK_ROWS)
+    landed = kill_runs(stream, tmp_path, kills=SOAK_KILLS, files=SOAK_FILES, seed=seed)
+    _finish_and_judge(spark, stream, total, seed, landed)
 
 
 def test_driver_killed_between_prepared_and_committed_restart_finishes_the_commit(
-    killed_mid_commit: dict[str, dict[str, Any]], tmp_path: Path
+    killed_drivers: dict[str, Any], tmp_path: Path
 ) -> None:
-    stream = killed_mid_commit["finish"]
+    stream = killed_drivers["finish"]
     [entry] = sink_entries(stream["checkpoint"])
     assert entry["status"] == "prepared" and len(entry["transactions"]) == 2, entry
     # Half of it is visible now: the restart (a fresh driver, whose log we read) must finish the other half and
@@ -147,9 +169,9 @@ def test_driver_killed_between_prepared_and_committed_restart_finishes_the_commi
 
 
 def test_prepared_batch_whose_transactions_were_aborted_fails_naming_it(
-    spark: Any, killed_mid_commit: dict[str, dict[str, Any]]
+    spark: Any, killed_drivers: dict[str, Any]
 ) -> None:
-    stream = killed_mid_commit["aborted"]
+    stream = killed_drivers["aborted"]
     [entry] = sink_entries(stream["checkpoint"])
     assert entry["status"] == "prepared" and len(entry["transactions"]) == 2, entry
     # While the query is down another producer takes the transactional ids: the coordinator aborts the
