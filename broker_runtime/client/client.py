@@ -820,24 +820,36 @@ class KafkaClient:
         producer_id: int = -1,
         producer_epoch: int = -1,
     ) -> tuple[int, int]:
-        """Obtain ``(producer id, epoch)`` for an idempotent (or, with an id, transactional) producer."""
+        """Obtain ``(producer id, epoch)`` for an idempotent (or, with an id, transactional) producer.
+
+        A coordinator that is not available, moved or still loading (answered by FindCoordinator or by
+        InitProducerId) is looked up again until the retry budget (``retry_timeout_ms``, else ``retries``) is
+        spent, as Kafka's producer does: a new Kafka cluster answers COORDINATOR_NOT_AVAILABLE while it creates
+        ``__transaction_state`` for the first transactional id."""
         request = {
             "TransactionalId": transactional_id,
             "TransactionTimeoutMs": transaction_timeout_ms,
             "ProducerId": producer_id,
             "ProducerEpoch": producer_epoch,
         }
-        for attempt in range(self.retries + 1):
-            node = self._transaction_coordinator(transactional_id) if transactional_id is not None else None
-            _, body = self._conn(node).request(ApiKey.INIT_PRODUCER_ID, request)
-            code = body["ErrorCode"]
+        budget = _Budget(self)
+        while True:
+            try:
+                node = (
+                    self._transaction_coordinator(transactional_id) if transactional_id is not None else None
+                )
+                _, body = self._conn(node).request(ApiKey.INIT_PRODUCER_ID, request)
+                code = body["ErrorCode"]
+            except KafkaError as exc:  # FindCoordinator's own answer
+                if exc.code not in _COORDINATOR_ERRORS:
+                    raise
+                code = exc.code
             if code == ErrorCode.NONE:
                 return body["ProducerId"], body["ProducerEpoch"]
-            if code in _COORDINATOR_ERRORS and attempt < self.retries:
+            if code in _COORDINATOR_ERRORS and budget.another_attempt():
                 self._backoff()
                 continue
             raise KafkaError(code, f"InitProducerId for transactional id {transactional_id!r}")
-        raise AssertionError("unreachable")
 
     def add_partitions_to_txn(
         self,

@@ -33,6 +33,7 @@ __all__ = [
     "judge",
     "kill_runs",
     "kill_session",
+    "outcome",
     "position",
     "run_with_kills",
     "sink_entries",
@@ -207,6 +208,12 @@ def judge(bootstrap: str, topic: str, partitions: int, total: int, timeout_s: fl
                 per_partition[partition].append((offset, m.key() or b"", int(m.value() or b"-1")))
     finally:
         consumer.close()
+    return outcome(per_partition, total)
+
+
+def outcome(per_partition: dict[int, list[tuple[int, bytes, int]]], total: int) -> ChaosOutcome:
+    """Judge what a read_committed consumer read, ``partition -> [(offset, key, seq)]``, against rows
+    ``0..total-1``."""
     seqs: Counter[int] = Counter()
     per_key: dict[bytes, list[int]] = defaultdict(list)
     for records in per_partition.values():

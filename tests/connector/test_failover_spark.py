@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,43 @@ def _rows(spark: Any, n: int, gate: Path) -> Any:
     return df.mapInArrow(gated, df.schema)
 
 
+def write_through_a_leader_kill(
+    spark: Any, bootstrap: str, leader: str, topic: str, n: int, kill: Callable[[], None], gate: Path
+) -> None:
+    """Write ``n`` rows (:func:`_rows`) to ``topic`` with the connector's defaults (idempotent, acks=all), and
+    call ``kill`` (which crashes the broker ``leader``, partition 0's leader) inside the write: once both tasks
+    wrote to partition 0 (two producers there, 500+ rows) while they wait at the gate with a third of their rows
+    still to write. Fails unless ``kill`` ran."""
+    killed = threading.Event()
+
+    def kill_once_rows_landed() -> None:
+        deadline = time.monotonic() + 60
+        with KafkaClient(leader) as client:
+            while time.monotonic() < deadline:
+                writers = len(client.describe_producers([(topic, 0)])[(topic, 0)])
+                if writers == 2 and high_watermark(leader, topic, 0) > 500:
+                    kill()
+                    killed.set()
+                    gate.touch()
+                    return
+                time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_once_rows_landed, daemon=True)
+    killer.start()
+    (
+        _rows(spark, n, gate)
+        .write.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.request.timeout.ms", "5000")
+        .option("kafka.delivery.timeout.ms", "60000")
+        .mode("append")
+        .save()
+    )
+    killer.join(60)
+    assert killed.is_set(), "the leader was never killed"
+
+
 def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
     reader = (
         spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
@@ -104,37 +141,15 @@ def test_writer_rides_through_a_leader_sigkill_and_the_reader_follows_the_new_le
         create_replicated(cluster, topic, 3, rf=3, configs={"min.insync.replicas": "2"})
         victim = partition_state(cluster.nodes[0].bootstrap, topic, 0)["LeaderId"]
         watcher = next(n.bootstrap for n in cluster.nodes if n.node_id != victim)
-        killed = threading.Event()
-        gate = tmp_path / "leader-killed"
-
-        def kill_once_rows_landed() -> None:
-            # Once both tasks wrote to the victim's partition (two producers there, 500+ rows replicated), kill
-            # it; the tasks wait at the gate, with a third of their rows still to write, until it is dead.
-            deadline = time.monotonic() + 60
-            with KafkaClient(cluster.nodes[victim].bootstrap) as client:
-                while time.monotonic() < deadline:
-                    writers = len(client.describe_producers([(topic, 0)])[(topic, 0)])
-                    if writers == 2 and high_watermark(cluster.nodes[victim].bootstrap, topic, 0) > 500:
-                        _kill(cluster, victim)
-                        killed.set()
-                        gate.touch()
-                        return
-                    time.sleep(0.02)
-
-        killer = threading.Thread(target=kill_once_rows_landed, daemon=True)
-        killer.start()
-        (
-            _rows(spark, n, gate)
-            .write.format("pylog")
-            .option("kafka.bootstrap.servers", cluster.bootstrap)
-            .option("topic", topic)
-            .option("kafka.request.timeout.ms", "5000")
-            .option("kafka.delivery.timeout.ms", "60000")
-            .mode("append")
-            .save()
+        write_through_a_leader_kill(
+            spark,
+            cluster.bootstrap,
+            cluster.nodes[victim].bootstrap,
+            topic,
+            n,
+            lambda: _kill(cluster, victim),
+            tmp_path / "leader-killed",
         )
-        killer.join(60)
-        assert killed.is_set(), "the leader was never killed"
         new = partition_state(watcher, topic, 0)
         assert new["LeaderId"] not in (victim, -1)
         assert high_watermark(cluster.nodes[new["LeaderId"]].bootstrap, topic, 0) > 500

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import create_topic
 from jobs.bench.sink_app import start_query
-from jobs.bench.sink_chaos import StreamApp, judge, kill_runs, sink_entries, write_input
+from jobs.bench.sink_chaos import ChaosOutcome, StreamApp, judge, kill_runs, sink_entries, write_input
 
 # slow: the module starts four Spark drivers of its own (20-40 s each on a busy machine): KILLS (the first also
 # runs the mid-commit queries to their stalls) and the restart whose driver log a test reads.
@@ -68,14 +69,23 @@ def _run_in_session(spark: Any, config: dict[str, Any]) -> None:
         query.stop()
 
 
-def _finish_and_judge(spark: Any, stream: dict[str, Any], total: int, seed: int, landed: list[str]) -> None:
-    """The last restart of a random-kill run, to the end in this session, then the judges."""
+def _finish_and_judge(
+    spark: Any,
+    stream: dict[str, Any],
+    total: int,
+    seed: int,
+    landed: list[str],
+    judge_with: Callable[[str, str, int, int], ChaosOutcome] = judge,
+) -> None:
+    """The last restart of a random-kill run, to the end in this session, then the judges: ``judge_with`` reads
+    the topic with read_committed against rows ``0..total-1`` (confluent-kafka's consumer here; Kafka's Java
+    consumer in the Apache Kafka peer module), and the sink log must hold every micro-batch, committed."""
     print(f"seed {seed}; the kills landed {landed}")  # shown with -s
     try:
         _run_in_session(spark, stream)
     except Exception as e:
         raise AssertionError(f"seed {seed}, kills landed {landed}: the last restart failed: {e}") from e
-    outcome = judge(stream["bootstrap"], stream["topic"], PARTITIONS, total)
+    outcome = judge_with(stream["bootstrap"], stream["topic"], PARTITIONS, total)
     assert outcome.exact, f"seed {seed}, kills landed {landed}: {outcome}"
     # Every micro-batch is in the sink log, committed. (Spark's file source may put two files into one
     # micro-batch after a restart, so the count of micro-batches is not checked.)

@@ -26,6 +26,16 @@ first start. A node is ready when Metadata (pylog's client) lists every broker o
 the bootstrap address and the log path to stderr. :meth:`KafkaNode.stop` sends SIGTERM (Kafka's controlled
 shutdown), waits, and SIGKILLs with a message after ``STOP_TIMEOUT_S``; :meth:`KafkaCluster.stop` signals every
 node at once and gives a node that outlives the quorum only ``QUORUM_LOST_GRACE_S`` (see there).
+:meth:`KafkaNode.kill` is a crash (SIGKILL, no controlled shutdown), for failover tests.
+
+Secured nodes (``KafkaCluster(..., secured=SaslSsl(...))``): the client listener is SASL_SSL instead of
+PLAINTEXT (PEM key store and trust store, ``sasl.enabled.mechanisms=SCRAM-SHA-512``), brokers talk to each other
+on it as the SCRAM user ``SaslSsl.admin``, the CONTROLLER listener stays PLAINTEXT on loopback (KRaft cannot
+authenticate controllers with SCRAM: its credentials live in the metadata log the controllers serve), and
+``StandardAuthorizer`` decides every request: ``super.users`` are the admin and ``User:ANONYMOUS`` (the
+controller listener's principal); everyone else needs ACLs (``allow.everyone.if.no.acl.found`` stays false).
+The SCRAM users are written into the bootstrap metadata by ``kafka-storage format --add-scram``, so they exist
+before the first broker starts.
 
 Threading: none of this is thread-safe; the fixtures use it from pytest's main thread.
 """
@@ -47,11 +57,13 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
     "JVM_OPTIONS",
+    "SCRAM_MECHANISM",
     "START_TIMEOUT_S",
     "STOP_TIMEOUT_S",
     "TOOLS",
@@ -59,6 +71,7 @@ __all__ = [
     "KafkaNode",
     "PeerUnavailable",
     "JavaCommand",
+    "SaslSsl",
     "cache_dir",
     "ensure_fetched",
     "find_java",
@@ -121,6 +134,69 @@ appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.err.ref = STDERR
 """
+
+
+#: The SASL mechanism of a secured node's client listener (Kafka's name).
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class SaslSsl:
+    """What makes a node secured (see the module docstring): its TLS material (PEM files: ``keystore`` holds the
+    key, encrypted with ``key_password`` unless that is None, and the certificate chain; ``truststore`` the CA)
+    and its SCRAM-SHA-512 users, ``admin`` (the brokers' own principal, a super user) among them."""
+
+    keystore: Path
+    key_password: str | None
+    truststore: Path
+    users: Mapping[str, str] = field(repr=False)
+    admin: str = "admin"
+
+    def __post_init__(self) -> None:
+        if self.admin not in self.users:
+            raise ValueError(f"the admin user {self.admin!r} needs a password in users")
+
+    def jaas(self, user: str) -> str:
+        """``sasl.jaas.config`` of a client logging in as ``user``."""
+        return (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{user}" password="{self.users[user]}";'
+        )
+
+    def client_properties(self, user: str) -> dict[str, str]:
+        """Kafka client settings (no prefix) of ``user`` on the SASL_SSL listener."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.jaas.config": self.jaas(user),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.truststore),
+        }
+
+    def node_properties(self, port: int, controller_port: int) -> dict[str, str]:
+        return {
+            "listeners": f"SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"SASL_SSL://127.0.0.1:{port}",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+            f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": self.jaas(self.admin),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.keystore),
+            **({"ssl.key.password": self.key_password} if self.key_password is not None else {}),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.truststore),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{self.admin};User:ANONYMOUS",
+        }
+
+    def format_arguments(self) -> list[str]:
+        """``kafka-storage format`` arguments creating every user's SCRAM credential."""
+        out = []
+        for user, password in sorted(self.users.items()):
+            out += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]"]
+        return out
 
 
 class PeerUnavailable(Exception):
@@ -401,8 +477,10 @@ class KafkaNode:
         voters: str,
         cluster_id: str,
         props: Mapping[str, str],
+        secured: SaslSsl | None = None,
     ) -> None:
         self.node_id = node_id
+        self.secured = secured
         self.directory = directory
         self.port = port
         self.controller_port = controller_port
@@ -422,6 +500,7 @@ class KafkaNode:
             "log.dirs": str(self.data_dir),
             # A first consumer group should not wait 3 s for more members.
             "group.initial.rebalance.delay.ms": "0",
+            **(secured.node_properties(port, controller_port) if secured else {}),
             **props,
         }
         self._process: subprocess.Popen[bytes] | None = None
@@ -459,6 +538,7 @@ class KafkaNode:
                 self.cluster_id,
                 "--config",
                 str(self.directory / "server.properties"),
+                *(self.secured.format_arguments() if self.secured else []),
             ],
             heap=TOOL_HEAP,
             log4j=self.directory / "log4j2.properties",
@@ -517,6 +597,16 @@ class KafkaNode:
         if self._command is not None:
             self._command.publish_archive()
 
+    def kill(self) -> None:
+        """SIGKILL the JVM at once (a crash: no controlled shutdown) and wait for it to exit."""
+        process = self._process
+        if process is None:
+            return
+        process.kill()
+        process.wait(timeout=30)
+        self.exit_code, self.killed, self.killed_why = process.returncode, True, "killed by the test"
+        self._process = None
+
     def stop(self) -> None:
         """SIGTERM (Kafka's controlled shutdown), wait up to ``STOP_TIMEOUT_S``, then SIGKILL with a message."""
         self.signal_stop()
@@ -542,10 +632,17 @@ class KafkaNode:
 class KafkaCluster:
     """``size`` Apache Kafka KRaft nodes on loopback (every node a broker and a voter), under ``base``.
 
-    ``props`` are added to (and override) every node's ``server.properties``. Use as a context manager, or call
-    :meth:`start` and :meth:`stop`."""
+    ``props`` are added to (and override) every node's ``server.properties``; ``secured`` makes every node a
+    secured one (see the module docstring). Use as a context manager, or call :meth:`start` and :meth:`stop`."""
 
-    def __init__(self, base: Path, size: int = 1, props: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        size: int = 1,
+        props: Mapping[str, str] | None = None,
+        secured: SaslSsl | None = None,
+    ) -> None:
+        self.secured = secured
         if size < 1:
             raise ValueError(f"a cluster has at least one node, not {size}")
         # The internal topics' replication as Kafka's own single-node config/server.properties sets it, and
@@ -566,7 +663,14 @@ class KafkaCluster:
         voters = ",".join(f"{n + 1}@127.0.0.1:{ports[2 * n + 1]}" for n in range(size))
         self.nodes = [
             KafkaNode(
-                n + 1, base / f"node{n + 1}", ports[2 * n], ports[2 * n + 1], voters, self.cluster_id, props
+                n + 1,
+                base / f"node{n + 1}",
+                ports[2 * n],
+                ports[2 * n + 1],
+                voters,
+                self.cluster_id,
+                props,
+                secured,
             )
             for n in range(size)
         ]
@@ -619,7 +723,13 @@ class KafkaCluster:
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until Metadata through every node lists all the cluster's brokers; a node that exits meanwhile fails."""
         from broker_runtime.client import KafkaClient
+        from broker_runtime.security.client_security import ClientSecurity
 
+        security = (
+            ClientSecurity.from_properties(self.secured.client_properties(self.secured.admin))
+            if self.secured
+            else None
+        )
         deadline = time.monotonic() + timeout
         waiting = list(self.nodes)
         while waiting:
@@ -627,7 +737,9 @@ class KafkaCluster:
             if not node.running:
                 raise node.failure("exited while starting")
             try:
-                with KafkaClient(node.bootstrap, request_timeout_ms=2000, retries=0) as client:
+                with KafkaClient(
+                    node.bootstrap, request_timeout_ms=2000, retries=0, security=security
+                ) as client:
                     brokers = client.metadata().brokers
                 if len(brokers) == len(self.nodes):
                     waiting.pop(0)
