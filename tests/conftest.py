@@ -160,8 +160,7 @@ _TIER = pytest.StashKey[str]()
 
 def _guarded(item: pytest.Item, phase: str) -> Iterator[None]:
     assert _GUARD is not None
-    _GUARD.found.clear()
-    _GUARD.tier = item.stash.get(_TIER, None)
+    _GUARD.begin(item.stash.get(_TIER, None))
     try:
         yield
     finally:

@@ -144,3 +144,31 @@ def test_the_guard_records_a_child_process_and_a_socket_of_a_unit_test() -> None
         guard.tier = None
     assert len(guard.found) == 2, guard.found
     assert "child process" in guard.found[0] and "bind" in guard.found[1]
+
+
+@pytest.mark.tier_floor("broker")
+def test_the_guard_leaves_threads_of_earlier_tests_alone() -> None:
+    """A thread already running when the test began (an earlier test's client still closing) binding a socket is
+    not the test's doing; a thread the test starts is (seen once as a unit test failed for an earlier thread's
+    connect)."""
+    import socket
+    import threading
+
+    def bind() -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+
+    guard = tiers.Guard()
+    go = threading.Event()
+    earlier = threading.Thread(target=lambda: (go.wait(10), bind()))
+    earlier.start()
+    guard.begin("unit")
+    try:
+        go.set()
+        earlier.join(10)
+        mine = threading.Thread(target=bind)
+        mine.start()
+        mine.join(10)
+    finally:
+        guard.tier = None
+    assert len(guard.found) == 1 and "bind" in guard.found[0], guard.found

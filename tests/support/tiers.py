@@ -39,6 +39,7 @@ import inspect
 import re
 import socket
 import sys
+import threading
 import types
 from collections.abc import Iterable
 from pathlib import Path
@@ -282,16 +283,28 @@ def xdist_groups(items: list[pytest.Item], scanner: Scanner) -> dict[str, str]:
 
 
 class Guard:
-    """An audit hook that records what the running test starts beyond its tier (see the module docstring)."""
+    """An audit hook that records what the running test starts beyond its tier (see the module docstring).
+
+    What threads that were already running when the test began do is not the test's (a client or broker thread
+    of an earlier test of the same worker still closing its sockets): :meth:`begin` notes them."""
 
     def __init__(self) -> None:
         self.tier: str | None = None
         self.found: list[str] = []
+        self.earlier: frozenset[threading.Thread] = frozenset()
         sys.addaudithook(self._hook)
+
+    def begin(self, tier: str | None) -> None:
+        """Watch for a test of ``tier`` from now on, with nothing found yet (set ``tier`` to None to stop)."""
+        self.found.clear()
+        me = threading.current_thread()
+        # The threads themselves, not their idents: the system reuses those for threads started later.
+        self.earlier = frozenset(t for t in threading.enumerate() if t is not me)
+        self.tier = tier
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         tier = self.tier
-        if tier is None or tier not in FAST_TIERS:
+        if tier is None or tier not in FAST_TIERS or threading.current_thread() in self.earlier:
             return
         if event == "subprocess.Popen":
             self.found.append(f"started a child process {args[1]!r} (needs tier 'process')")
