@@ -35,6 +35,7 @@ from broker_runtime.protocol.compression import CODEC_NAMES
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker_runtime.protocol.messages.common import IsolationLevel
 from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder, read_batches
+from broker_runtime.tools.configs import SOURCE_NAMES  # the Java ConfigEntry.ConfigSource names too
 from tests.support.apache_kafka import (
     TOOL_HEAP,
     JavaCommand,
@@ -389,17 +390,6 @@ def test_java_consumer_group_protocol_consumer_is_refused(consumer_run: dict[str
 
 # ---------------------------------------------------------------------------------------------- admin
 
-#: Kafka's ConfigSource numbers (DescribeConfigs) -> the Java AdminClient's ConfigEntry.ConfigSource names.
-CONFIG_SOURCES = {
-    0: "UNKNOWN",
-    1: "DYNAMIC_TOPIC_CONFIG",
-    2: "DYNAMIC_BROKER_CONFIG",
-    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    4: "STATIC_BROKER_CONFIG",
-    5: "DEFAULT_CONFIG",
-    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
-}
-
 
 @pytest.fixture(scope="module")
 def admin_run(pylog: str, java_programs: Path) -> dict[str, Any]:
@@ -496,7 +486,7 @@ def test_java_admin_configs(pylog: str, admin_run: dict[str, Any]) -> None:
     assert after == {
         name: {
             "value": e.value,
-            "source": CONFIG_SOURCES[e.source],
+            "source": SOURCE_NAMES[e.source],
             "sensitive": e.sensitive,
             "read_only": e.read_only,
         }
@@ -513,7 +503,7 @@ def test_java_admin_configs(pylog: str, admin_run: dict[str, Any]) -> None:
     assert after["min.insync.replicas"]["value"] == "1"
     described_broker = _result(admin_run, "describeConfigs.broker")[f"BROKER:{node}"]
     assert {n: (c["value"], c["source"]) for n, c in described_broker.items()} == {
-        n: (e.value, CONFIG_SOURCES[e.source]) for n, e in broker.items()
+        n: (e.value, SOURCE_NAMES[e.source]) for n, e in broker.items()
     }
     assert described_broker["super.users"] == {
         "value": "User:ANONYMOUS",
