@@ -73,6 +73,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from broker_runtime.errors import (
     ErrorCode,
@@ -96,17 +97,18 @@ from broker_runtime.storage.log_loader import (
     rebuild_producer_state,
     replay_batch,
 )
-from broker_runtime.storage.log_reader import FetchData, LogSnapshot
+from broker_runtime.storage.log_reader import LogSnapshot
 from broker_runtime.storage.producer_state import BatchMetadata, ProducerStateManager, snapshot_path
 from broker_runtime.storage.segment import LogSegment
 from broker_runtime.storage.segment_swap import discard_swap, finish_swap
-from broker_runtime.storage.txn_index import AbortedTxn
 
 __all__ = ["AppendInfo", "PartitionLog", "default_clock"]
 
 _log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _control_marker(buf: memoryview, pos: int, header: BatchHeader) -> tuple[int, int] | None:
@@ -119,6 +121,19 @@ def _control_marker(buf: memoryview, pos: int, header: BatchHeader) -> tuple[int
 def default_clock() -> int:
     """Wall-clock milliseconds."""
     return int(time.time() * 1000)
+
+
+def _on_snapshot(
+    read: Callable[Concatenate[LogSnapshot, _P], _R],
+) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    """A :class:`PartitionLog` method running ``read`` on a snapshot of the log taken now (same signature, same
+    docstring)."""
+
+    @functools.wraps(read)
+    def on_snapshot(log: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return read(log.snapshot(), *args, **kwargs)
+
+    return on_snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,40 +563,12 @@ class PartitionLog:
                 segments[-1].size,
             )
 
-    def read(
-        self,
-        start_offset: int,
-        max_bytes: int,
-        *,
-        max_offset: int | None = None,
-        min_one_batch: bool = True,
-        slice_min_bytes: int | None = None,
-    ) -> FetchData:
-        """Whole batches from the one holding ``start_offset`` (:meth:`.log_reader.LogSnapshot.read`)."""
-        return self.snapshot().read(
-            start_offset,
-            max_bytes,
-            max_offset=max_offset,
-            min_one_batch=min_one_batch,
-            slice_min_bytes=slice_min_bytes,
-        )
-
-    def collect_aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping ``[start_offset, upper_bound)``
-        (:meth:`.log_reader.LogSnapshot.collect_aborted_transactions`)."""
-        return self.snapshot().collect_aborted_transactions(start_offset, upper_bound)
-
-    def position_for(self, offset: int) -> tuple[Path, int] | None:
-        """(.log path, byte position) of the batch holding ``offset`` (:meth:`.log_reader.LogSnapshot.position_for`)."""
-        return self.snapshot().position_for(offset)
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``; None if none."""
-        return self.snapshot().offset_for_timestamp(timestamp_ms)
-
-    def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with the largest timestamp; None if empty."""
-        return self.snapshot().max_timestamp_offset()
+    # Reads run on a snapshot, outside the lock (:mod:`.log_reader`): each is the snapshot's method of that name.
+    read = _on_snapshot(LogSnapshot.read)
+    collect_aborted_transactions = _on_snapshot(LogSnapshot.collect_aborted_transactions)
+    position_for = _on_snapshot(LogSnapshot.position_for)
+    offset_for_timestamp = _on_snapshot(LogSnapshot.offset_for_timestamp)
+    max_timestamp_offset = _on_snapshot(LogSnapshot.max_timestamp_offset)
 
     def reconfigure(self, config: LogConfig) -> None:
         """Run with ``config`` from now on (a dynamic topic or broker config change, as Kafka's
