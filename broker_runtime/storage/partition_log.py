@@ -81,7 +81,7 @@ from broker_runtime.errors import (
     ProducerStateError,
     StorageError,
 )
-from broker_runtime.fsutil import fsync_dir
+from broker_runtime.fsutil import fsync_dir, write_synced
 from broker_runtime.protocol.batch_header import (
     BatchHeader,
     iter_batch_spans,
@@ -512,10 +512,7 @@ class PartitionLog:
         path = snapshot_path(self.dir, target)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.roll.tmp")
         try:
-            with open(tmp, "wb") as f:
-                f.write(snapshot)
-                f.flush()
-                os.fsync(f.fileno())
+            write_synced(tmp, snapshot)
             with self._lock:
                 if self._closed or truncations != self._truncations:
                     tmp.unlink(missing_ok=True)
