@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["fsync_dir", "lock_exclusive", "lock_held", "write_atomically"]
+__all__ = ["fsync_dir", "lock_exclusive", "lock_held", "write_atomically", "write_synced"]
 
 
 def lock_exclusive(path: str | os.PathLike[str], timeout_s: float, poll_s: float = 0.002) -> int | None:
@@ -65,15 +65,21 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def write_synced(path: str | os.PathLike[str], data: bytes) -> None:
+    """Create (or overwrite) ``path`` with ``data`` and fsync the file (not its directory: the caller renames it
+    into place, then fsyncs the directory)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace ``path`` with ``data``: write a temporary file, fsync it, rename it over ``path``, fsync the dir."""
     target = Path(path)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(tmp, data)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
