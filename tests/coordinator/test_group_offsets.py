@@ -14,12 +14,15 @@ import pytest
 
 from broker_runtime.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
+    CoordinatorTimer,
     GroupConfig,
     GroupCoordinator,
+    local_appender,
     partition_for,
 )
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.records import RecordBatch
+from broker_runtime.purgatory import ManualClock
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 
@@ -64,10 +67,19 @@ class Logs:
         self.open.clear()
 
 
-def _coordinator(logs: Logs, loop: asyncio.AbstractEventLoop, clock: Clock) -> GroupCoordinator:
-    config = GroupConfig(num_partitions=PARTITIONS, offsets_retention_ms=RETENTION_MS)
+def _coordinator(
+    logs: Logs, loop: asyncio.AbstractEventLoop, clock: Clock, config: GroupConfig | None = None
+) -> GroupCoordinator:
+    """A single node's coordinator (every partition led at epoch 0, loaded), timers on a manual clock."""
     coordinator = GroupCoordinator(
-        config, logs, loop, lambda topic: 4 if topic == "t" else None, now_ms=clock
+        config or GroupConfig(num_partitions=PARTITIONS, offsets_retention_ms=RETENTION_MS),
+        logs,
+        loop,
+        lambda topic: 4 if topic == "t" else None,
+        now_ms=clock,
+        timer=CoordinatorTimer(ManualClock()),
+        append_records=local_appender(logs),
+        await_replication=lambda partition, then: then(None),
     )
     coordinator.load()
     return coordinator
@@ -137,7 +149,7 @@ def test_retention_keeps_offsets_of_a_group_with_members(
     config = GroupConfig(
         num_partitions=PARTITIONS, offsets_retention_ms=RETENTION_MS, initial_rebalance_delay_ms=0
     )
-    coordinator = GroupCoordinator(config, logs, loop, lambda topic: 4, now_ms=clock)
+    coordinator = _coordinator(logs, loop, clock, config)
     joined = coordinator.join("live", "", None, 10_000, 10_000, "consumer", [("range", b"")], "c", "", False)
     assert isinstance(joined, asyncio.Future) and joined.done()
     body = joined.result()
