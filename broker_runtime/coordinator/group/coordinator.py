@@ -44,7 +44,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from broker_runtime.coordinator.group.loader import GroupLoader
 from broker_runtime.coordinator.group.log_format import (
@@ -52,15 +51,16 @@ from broker_runtime.coordinator.group.log_format import (
     encode_group_key,
     encode_offset_key,
 )
-from broker_runtime.coordinator.group.membership import GroupMembership, JoinRequest, join_error
-from broker_runtime.coordinator.group.offsets import OffsetManager, Offsets
-from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupConfig, GroupState
+from broker_runtime.coordinator.group.membership import GroupMembership
+from broker_runtime.coordinator.group.offsets import OffsetManager
+from broker_runtime.coordinator.group.state import Group, GroupConfig, GroupState
 from broker_runtime.coordinator.group.timer import CoordinatorTimer
 from broker_runtime.coordinator.group.writer import (
     AppendRecords,
     AwaitReplication,
     GroupWriter,
     OffsetsLog,
+    Shared,
     append_error,
 )
 from broker_runtime.coordinator.ownership import PartitionOwnership
@@ -97,11 +97,22 @@ class GroupCoordinator:
             CONSUMER_OFFSETS_TOPIC, config.num_partitions, self.partition_for, self, "group(s)"
         )
         self._writer = GroupWriter(offsets_log, self._ownership, append_records, await_replication, now_ms)
-        self.members = GroupMembership(config, self._groups, self._writer, timer, loop, now_ms)
-        self.offsets = OffsetManager(
-            config, self._groups, self._writer, self.members, self.partition_for, topic_partitions, now_ms
-        )
+        shared = Shared(config, self._groups, self._ownership.owner_error, self._writer, now_ms)
+        self.members = GroupMembership(shared, timer, loop)
+        self.offsets = OffsetManager(shared, self.members, self.partition_for, topic_partitions)
         self._loader = GroupLoader(offsets_log, self._groups, self.offsets.complete_txn)
+        # The requests, answered by the part they belong to (each checks that this node coordinates the group).
+        self.join = self.members.join
+        self.sync = self.members.sync
+        self.heartbeat = self.members.heartbeat
+        self.leave = self.members.leave
+        self.commit_offsets = self.offsets.commit
+        self.txn_commit_offsets = self.offsets.txn_commit
+        self.complete_txn = self.offsets.complete_txn
+        self.pending_offsets = self.offsets.pending
+        self.fetch_offsets = self.offsets.fetch
+        self.expire_offsets = self.offsets.expire
+        self.delete_offsets = self.offsets.delete
 
     # -- lookup ------------------------------------------------------------------------------------------------
 
@@ -169,134 +180,6 @@ class GroupCoordinator:
             self.members.unload(group, ErrorCode.NOT_COORDINATOR)
             del self._groups[group.group_id]
         return len(dropped)
-
-    # -- membership --------------------------------------------------------------------------------------------
-
-    def join(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        client_id: str,
-        client_host: str,
-        require_known_member_id: bool,
-    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
-        """JoinGroup: the answer now, or a future of it (see :mod:`.membership`)."""
-        if not group_id:
-            return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
-        if self.owner_error(group_id) != ErrorCode.NONE:
-            return join_error(ErrorCode.NOT_COORDINATOR, member_id)
-        request = JoinRequest(
-            member_id,
-            group_instance_id,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            protocol_type,
-            protocols,
-            client_id,
-            client_host,
-            require_known_member_id,
-        )
-        return self.members.join(group_id, request)
-
-    def sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        group_instance_id: str | None,
-        assignments: dict[str, bytes],
-    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
-        """SyncGroup: the member's assignment now, or a future of it."""
-        if self.owner_error(group_id) != ErrorCode.NONE:
-            return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "Assignment": b""}
-        return self.members.sync(group_id, generation, member_id, group_instance_id, assignments)
-
-    def heartbeat(
-        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode:
-        if self.owner_error(group_id) != ErrorCode.NONE:
-            return ErrorCode.NOT_COORDINATOR
-        return self.members.heartbeat(group_id, generation, member_id, group_instance_id)
-
-    def leave(
-        self, group_id: str, members: list[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """LeaveGroup: (group error, error per (member id, instance id))."""
-        if self.owner_error(group_id) != ErrorCode.NONE:
-            return ErrorCode.NOT_COORDINATOR, [ErrorCode.NOT_COORDINATOR] * len(members)
-        return self.members.leave(group_id, members)
-
-    # -- offsets -----------------------------------------------------------------------------------------------
-
-    def _refused(self, group_id: str, offsets: Offsets) -> dict[TopicPartition, ErrorCode] | None:
-        if not group_id:
-            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
-        if self.owner_error(group_id) != ErrorCode.NONE:
-            return dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR)
-        return None
-
-    def commit_offsets(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: Offsets,
-    ) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit: ``(topic, partition) -> (offset, leader epoch, metadata)``; an error per partition."""
-        refused = self._refused(group_id, offsets)
-        if refused is not None:
-            return refused
-        return self.offsets.commit(group_id, generation, member_id, group_instance_id, offsets)
-
-    def txn_commit_offsets(
-        self,
-        group_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        generation: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: Offsets,
-    ) -> dict[TopicPartition, ErrorCode]:
-        """TxnOffsetCommit: as :meth:`commit_offsets`, the offsets pending until :meth:`complete_txn`."""
-        refused = self._refused(group_id, offsets)
-        if refused is not None:
-            return refused
-        return self.offsets.txn_commit(
-            group_id, (producer_id, producer_epoch), generation, member_id, group_instance_id, offsets
-        )
-
-    def complete_txn(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
-        """A COMMIT (or ABORT) marker of ``producer_id`` landed on ``offsets_partition``."""
-        self.offsets.complete_txn(producer_id, offsets_partition, commit)
-
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """The partitions with an offset committed in a transaction not yet complete (RequireStable)."""
-        return self.offsets.pending(group_id)
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> dict[TopicPartition, CommittedOffset | None]:
-        """OffsetFetch: the committed offset of each partition (None: none), all of them when ``None``."""
-        return self.offsets.fetch(group_id, partitions)
-
-    def expire_offsets(self) -> int:
-        """``offsets.retention.minutes`` (periodic); returns the number of offsets removed."""
-        return self.offsets.expire()
-
-    def delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete (KIP-496): (group error, error per partition)."""
-        if self.owner_error(group_id) != ErrorCode.NONE:
-            return ErrorCode.NOT_COORDINATOR, {}
-        return self.offsets.delete(group_id, partitions)
 
     # -- admin -------------------------------------------------------------------------------------------------
 

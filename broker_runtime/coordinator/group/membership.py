@@ -40,13 +40,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from broker_runtime.coordinator.group.state import Group, GroupConfig, GroupState, Member
+from broker_runtime.coordinator.group.state import Group, GroupState, Member
 from broker_runtime.coordinator.group.timer import CoordinatorTimer
-from broker_runtime.coordinator.group.writer import GroupWriter
+from broker_runtime.coordinator.group.writer import Shared
 from broker_runtime.errors import ErrorCode
 
 __all__ = ["GroupMembership", "JoinRequest", "answer", "join_error"]
@@ -94,21 +94,14 @@ def _sync_error(code: ErrorCode) -> dict[str, Any]:
 class GroupMembership:
     """See the module docstring. ``groups`` is the coordinator's map, shared with the offsets manager."""
 
-    def __init__(
-        self,
-        config: GroupConfig,
-        groups: dict[str, Group],
-        writer: GroupWriter,
-        timer: CoordinatorTimer,
-        loop: asyncio.AbstractEventLoop,
-        now_ms: Callable[[], int],
-    ) -> None:
-        self.config = config
-        self._groups = groups
-        self._writer = writer
+    def __init__(self, shared: Shared, timer: CoordinatorTimer, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = shared.config
+        self._owner_error = shared.owner_error
+        self._groups = shared.groups
+        self._writer = shared.writer
         self._timer = timer
         self._loop = loop
-        self._now_ms = now_ms
+        self._now_ms = shared.now_ms
 
     # -- loading, unloading, shutdown --------------------------------------------------------------------------
 
@@ -306,9 +299,35 @@ class GroupMembership:
 
     # -- requests --------------------------------------------------------------------------------------------
 
-    def join(self, group_id: str, req: JoinRequest) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
-        """JoinGroup of a group this node coordinates: the answer now, or a future of it."""
-        member_id = req.member_id
+    def join(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        client_id: str,
+        client_host: str,
+        require_known_member_id: bool,
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        """JoinGroup: the answer now, or a future of it."""
+        if not group_id:
+            return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+        if self._owner_error(group_id) != ErrorCode.NONE:
+            return join_error(ErrorCode.NOT_COORDINATOR, member_id)
+        req = JoinRequest(
+            member_id,
+            group_instance_id,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            client_id,
+            client_host,
+            require_known_member_id,
+        )
         if (
             not self.config.min_session_timeout_ms
             <= req.session_timeout_ms
@@ -450,7 +469,9 @@ class GroupMembership:
         group_instance_id: str | None,
         assignments: dict[str, bytes],
     ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
-        """SyncGroup of a group this node coordinates: the member's assignment now, or a future of it."""
+        """SyncGroup: the member's assignment now, or a future of it."""
+        if self._owner_error(group_id) != ErrorCode.NONE:
+            return _sync_error(ErrorCode.NOT_COORDINATOR)
         group = self._groups.get(group_id)
         code, member = self.check_member(group, member_id, group_instance_id, generation)
         if code != ErrorCode.NONE or group is None or member is None:
@@ -517,7 +538,9 @@ class GroupMembership:
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
-        """Heartbeat of a group this node coordinates."""
+        """Heartbeat: resets the member's session timer."""
+        if self._owner_error(group_id) != ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR
         group = self._groups.get(group_id)
         code, member = self.check_member(group, member_id, group_instance_id, generation)
         if group is not None and member is not None:
@@ -531,7 +554,9 @@ class GroupMembership:
     def leave(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """LeaveGroup of a group this node coordinates: (group error, error per (member id, instance id))."""
+        """LeaveGroup: (group error, error per (member id, instance id))."""
+        if self._owner_error(group_id) != ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR, [ErrorCode.NOT_COORDINATOR] * len(members)
         group = self._groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

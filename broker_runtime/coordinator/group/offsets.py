@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from broker_runtime.coordinator.group.log_format import (
     OffsetRecord,
@@ -38,11 +39,11 @@ from broker_runtime.coordinator.group.log_format import (
     encode_offset_value,
 )
 from broker_runtime.coordinator.group.membership import GroupMembership
-from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupConfig, GroupState
-from broker_runtime.coordinator.group.writer import GroupWriter, append_error
+from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupState
+from broker_runtime.coordinator.group.writer import Shared, append_error
 from broker_runtime.errors import ErrorCode, KafkaError, ProducerStateError
 
-__all__ = ["OffsetManager", "Offsets"]
+__all__ = ["Committer", "OffsetManager", "Offsets"]
 
 _log = logging.getLogger(__name__)
 
@@ -51,26 +52,42 @@ TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, tuple[int, int, str | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class Committer:
+    """Who commits: a member of a generation, or nobody (generation -1, no member id: a "simple" commit of a
+    consumer using ``assign()``; a TxnOffsetCommit before v3)."""
+
+    generation: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class OffsetManager:
     """See the module docstring. ``groups`` is the coordinator's map, shared with the membership."""
 
     def __init__(
         self,
-        config: GroupConfig,
-        groups: dict[str, Group],
-        writer: GroupWriter,
+        shared: Shared,
         membership: GroupMembership,
         partition_for: Callable[[str], int],
         topic_partitions: Callable[[str], int | None],
-        now_ms: Callable[[], int],
     ) -> None:
-        self.config = config
-        self._groups = groups
-        self._writer = writer
+        self.config = shared.config
+        self._groups = shared.groups
+        self._owner_error = shared.owner_error
+        self._writer = shared.writer
         self._membership = membership
         self._partition_for = partition_for
         self._topic_partitions = topic_partitions
-        self._now_ms = now_ms
+        self._now_ms = shared.now_ms
+
+    def _refused(self, group_id: str, offsets: Offsets) -> dict[TopicPartition, ErrorCode] | None:
+        """Every partition's error when the request cannot reach a group (no id, another coordinator's)."""
+        if not group_id:
+            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        if self._owner_error(group_id) != ErrorCode.NONE:
+            return dict.fromkeys(offsets, ErrorCode.NOT_COORDINATOR)
+        return None
 
     def _live(self, group_id: str) -> Group | None:
         group = self._groups.get(group_id)
@@ -103,14 +120,13 @@ class OffsetManager:
         return records, accepted, result
 
     def commit(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: Offsets,
+        self, group_id: str, committer: Committer, offsets: Offsets
     ) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit for a group this node coordinates: an error per partition."""
+        """OffsetCommit: ``(topic, partition) -> (offset, leader epoch, metadata)``; an error per partition."""
+        refused = self._refused(group_id, offsets)
+        if refused is not None:
+            return refused
+        generation, member_id = committer.generation, committer.member_id
         group = self._live(group_id)
         if generation < 0 and not member_id:
             if group is not None and group.members:
@@ -118,7 +134,9 @@ class OffsetManager:
                     offsets, ErrorCode.ILLEGAL_GENERATION
                 )  # a simple commit into an active group
         else:
-            code, member = self._membership.check_member(group, member_id, group_instance_id, generation)
+            code, member = self._membership.check_member(
+                group, member_id, committer.group_instance_id, generation
+            )
             if code != ErrorCode.NONE or group is None or member is None:
                 return dict.fromkeys(offsets, code)
             if group.state == GroupState.COMPLETING_REBALANCE:
@@ -138,18 +156,17 @@ class OffsetManager:
         return result
 
     def txn_commit(
-        self,
-        group_id: str,
-        producer: tuple[int, int],
-        generation: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: Offsets,
+        self, group_id: str, producer: tuple[int, int], committer: Committer, offsets: Offsets
     ) -> dict[TopicPartition, ErrorCode]:
-        """TxnOffsetCommit of ``producer`` (id, epoch) for a group this node coordinates (module docstring)."""
+        """TxnOffsetCommit of ``producer`` (id, epoch): see the module docstring."""
+        refused = self._refused(group_id, offsets)
+        if refused is not None:
+            return refused
         group = self._live(group_id)
-        if generation >= 0 or member_id:
-            code, member = self._membership.check_member(group, member_id, group_instance_id, generation)
+        if committer.generation >= 0 or committer.member_id:
+            code, member = self._membership.check_member(
+                group, committer.member_id, committer.group_instance_id, committer.generation
+            )
             if code != ErrorCode.NONE or group is None or member is None:
                 return dict.fromkeys(offsets, code)
         records, accepted, result = self._records(group_id, offsets)
@@ -258,7 +275,9 @@ class OffsetManager:
     def delete(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete for a group this node coordinates: (group error, error per partition)."""
+        """OffsetDelete: (group error, error per partition)."""
+        if self._owner_error(group_id) != ErrorCode.NONE:
+            return ErrorCode.NOT_COORDINATOR, {}
         group = self._live(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}

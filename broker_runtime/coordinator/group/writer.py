@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from broker_runtime.coordinator.group.log_format import (
     GroupMetadataRecord,
@@ -26,13 +27,21 @@ from broker_runtime.coordinator.group.log_format import (
     encode_group_key,
     encode_group_value,
 )
-from broker_runtime.coordinator.group.state import Group
+from broker_runtime.coordinator.group.state import Group, GroupConfig
 from broker_runtime.coordinator.ownership import PartitionOwnership
 from broker_runtime.errors import ErrorCode, KafkaError, ProducerStateError
 from broker_runtime.protocol.records import RecordBatchBuilder
 from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["AppendRecords", "AwaitReplication", "GroupWriter", "OffsetsLog", "append_error", "local_appender"]
+__all__ = [
+    "AppendRecords",
+    "AwaitReplication",
+    "GroupWriter",
+    "OffsetsLog",
+    "Shared",
+    "append_error",
+    "local_appender",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -169,3 +178,15 @@ class GroupWriter:
         """Run ``then(None)`` once what was appended to the group's partition is replicated, or ``then(error)``
         when it cannot be (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE)."""
         self._await_replication(self._ownership.partition_for(group_id), then)
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What the coordinator's parts (membership, offsets) share: the settings, the one map of groups, the
+    ownership check, the writer and the wall clock of record timestamps."""
+
+    config: GroupConfig
+    groups: dict[str, Group]
+    owner_error: Callable[[str], ErrorCode]
+    writer: GroupWriter
+    now_ms: Callable[[], int]
