@@ -20,7 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker_runtime.client.router import REFRESH_ERRORS, ClientRouter, LeaderRetry, by_topic
+from broker_runtime.client.router import (
+    REFRESH_ERRORS,
+    ClientRouter,
+    LeaderRetry,
+    by_topic,
+    partition_answers,
+)
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey, alter_configs, create_topics, describe_configs
 
@@ -200,20 +206,18 @@ class AdminClient:
             return body
 
         def answer(node: int, body: dict[str, Any], retry: LeaderRetry) -> None:
-            for t in body["Topics"]:
-                for p in t["Partitions"]:
-                    tp = (t["Name"], p["PartitionIndex"])
-                    code = p["ErrorCode"]
-                    if not code:
-                        result[tp] = p["LowWatermark"]
-                        continue
-                    err = KafkaError(
-                        code, f"delete records of topic {tp[0]} partition {tp[1]} before {offsets.get(tp)}"
-                    )
-                    if code in REFRESH_ERRORS and code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        retry.later(tp, err)
-                    else:
-                        result[tp] = err
+            for tp, p in partition_answers(body["Topics"]):
+                code = p["ErrorCode"]
+                if not code:
+                    result[tp] = p["LowWatermark"]
+                    continue
+                err = KafkaError(
+                    code, f"delete records of topic {tp[0]} partition {tp[1]} before {offsets.get(tp)}"
+                )
+                if code in REFRESH_ERRORS and code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    retry.later(tp, err)
+                else:
+                    result[tp] = err
 
         result.update(self._router.call_leaders(offsets, request, answer).errors)
         return result
@@ -308,17 +312,15 @@ class AdminClient:
             return body
 
         def answer(node: int, body: dict[str, Any], retry: LeaderRetry) -> None:
-            for t in body["Topics"]:
-                for p in t["Partitions"]:
-                    if p["ErrorCode"]:
-                        raise KafkaError(
-                            p["ErrorCode"],
-                            p["ErrorMessage"] or f"describe producers of {t['Name']}-{p['PartitionIndex']}",
-                        )
-                    out[(t["Name"], p["PartitionIndex"])] = p["ActiveProducers"]
+            for tp, p in partition_answers(body["Topics"]):
+                if p["ErrorCode"]:
+                    raise KafkaError(
+                        p["ErrorCode"], p["ErrorMessage"] or f"describe producers of {tp[0]}-{tp[1]}"
+                    )
+                out[tp] = p["ActiveProducers"]
 
-        # One round, as kafka-transactions' describe-producers asks once: a partition without a leader now, or a
-        # leader that cannot be reached, raises its error.
+        # One round: a partition without a leader now, a leader that cannot be reached or a partition error
+        # raises it (Kafka's admin client looks the leader up again on NOT_LEADER_OR_FOLLOWER; pylog never did).
         retry = self._router.call_leaders(dict.fromkeys(tps), request, answer, retries=False)
         if retry.errors:
             raise next(iter(retry.errors.values()))

@@ -37,8 +37,9 @@ ones are read and kept first); :meth:`KafkaClient.produce_pipelined` drives a st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from broker_runtime.client.admin import AdminClient
@@ -50,12 +51,12 @@ from broker_runtime.client.router import (
     LeaderRetry,
     by_topic,
     connection_failure,
+    partition_answers,
 )
 from broker_runtime.client.transactions import TransactionClient
 from broker_runtime.errors import ConfigError, KafkaError
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, ApiKey, IsolationLevel
 from broker_runtime.protocol.messages.produce import ACKS_NONE
-from broker_runtime.security import ClientSecurity
 
 __all__ = ["FetchResult", "InFlight", "KafkaClient", "ProduceResult"]
 
@@ -100,34 +101,20 @@ class InFlight:
 class KafkaClient(ClientRouter):
     """Blocking Kafka-protocol client; see the module docstring (and the router's for routing and retries)."""
 
-    def __init__(
-        self,
-        bootstrap_servers: str | Sequence[str],
-        *,
-        client_id: str = "pylog",
-        request_timeout_ms: int = 30000,
-        retries: int = 3,
-        retry_backoff_ms: int = 100,
-        retry_timeout_ms: int | None = None,
-        min_versions: Mapping[int, int] | None = None,
-        security: ClientSecurity | None = None,
-    ) -> None:
-        super().__init__(
-            bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            retries=retries,
-            retry_backoff_ms=retry_backoff_ms,
-            retry_timeout_ms=retry_timeout_ms,
-            min_versions=min_versions,
-            security=security,
-        )
-        #: Topics, partitions, records, configs, cluster, ACLs, log dirs, producers (Kafka's admin client).
-        self.admin = AdminClient(self)
-        #: InitProducerId, AddPartitionsToTxn, EndTxn (the producer's transaction manager's requests).
-        self.transactions = TransactionClient(self)
-        #: What kafka-consumer-groups asks of group coordinators.
-        self.groups = GroupClient(self)
+    @cached_property
+    def admin(self) -> AdminClient:
+        """Topics, partitions, records, configs, cluster, ACLs, log dirs, producers (Kafka's admin client)."""
+        return AdminClient(self)
+
+    @cached_property
+    def transactions(self) -> TransactionClient:
+        """InitProducerId, AddPartitionsToTxn, EndTxn (the requests of Kafka's producer's transaction manager)."""
+        return TransactionClient(self)
+
+    @cached_property
+    def groups(self) -> GroupClient:
+        """What kafka-consumer-groups asks of the group coordinators."""
+        return GroupClient(self)
 
     def __enter__(self) -> KafkaClient:
         return self
@@ -179,23 +166,21 @@ class KafkaClient(ClientRouter):
             return body
 
         def answer(node: int, body: dict[str, Any], retry: LeaderRetry) -> None:
-            for t in body["Topics"]:
-                for p in t["Partitions"]:
-                    tp = (t["Name"], p["PartitionIndex"])
-                    code = p["ErrorCode"]
-                    if code:
-                        err = KafkaError(
-                            code, f"list offsets topic {tp[0]} partition {tp[1]} timestamp {requests.get(tp)}"
-                        )
-                        if code in REFRESH_ERRORS:
-                            retry.later(tp, err)
-                            continue
-                        raise err
-                    if versions[node] == 0:
-                        offsets = p["OldStyleOffsets"]
-                        result[tp] = (offsets[0] if offsets else -1, -1)
-                    else:
-                        result[tp] = (p["Offset"], p["Timestamp"])
+            for tp, p in partition_answers(body["Topics"]):
+                code = p["ErrorCode"]
+                if code:
+                    err = KafkaError(
+                        code, f"list offsets topic {tp[0]} partition {tp[1]} timestamp {requests.get(tp)}"
+                    )
+                    if code in REFRESH_ERRORS:
+                        retry.later(tp, err)
+                        continue
+                    raise err
+                if versions[node] == 0:
+                    offsets = p["OldStyleOffsets"]
+                    result[tp] = (offsets[0] if offsets else -1, -1)
+                else:
+                    result[tp] = (p["Offset"], p["Timestamp"])
 
         retry = self.call_leaders(requests, request, answer)
         if retry.errors:
@@ -252,23 +237,21 @@ class KafkaClient(ClientRouter):
         def answer(node: int, body: dict[str, Any], retry: LeaderRetry) -> None:
             if body["ErrorCode"]:
                 raise KafkaError(body["ErrorCode"], f"fetch from node {node}")
-            for t in body["Responses"]:
-                for p in t["Partitions"]:
-                    tp = (t["Topic"], p["PartitionIndex"])
-                    code = p["ErrorCode"]
-                    if code in REFRESH_ERRORS:
-                        retry.later(tp, KafkaError(code, f"fetch topic {tp[0]} partition {tp[1]}"))
-                        continue
-                    aborted = p["AbortedTransactions"]
-                    results[tp] = FetchResult(
-                        code,
-                        p["HighWatermark"],
-                        p["LastStableOffset"],
-                        p["LogStartOffset"],
-                        p["Records"],
-                        None if aborted is None else [(a["ProducerId"], a["FirstOffset"]) for a in aborted],
-                        p["PreferredReadReplica"],
-                    )
+            for tp, p in partition_answers(body["Responses"], name="Topic"):
+                code = p["ErrorCode"]
+                if code in REFRESH_ERRORS:
+                    retry.later(tp, KafkaError(code, f"fetch topic {tp[0]} partition {tp[1]}"))
+                    continue
+                aborted = p["AbortedTransactions"]
+                results[tp] = FetchResult(
+                    code,
+                    p["HighWatermark"],
+                    p["LastStableOffset"],
+                    p["LogStartOffset"],
+                    p["Records"],
+                    None if aborted is None else [(a["ProducerId"], a["FirstOffset"]) for a in aborted],
+                    p["PreferredReadReplica"],
+                )
 
         retry = self.call_leaders(requests, request, answer)
         if any(connection_failure(failed) for failed in retry.errors.values()):
@@ -326,16 +309,15 @@ class KafkaClient(ClientRouter):
             return in_flight.result
         body = in_flight.connection.receive(in_flight.correlation_id, in_flight.generation)
         result: dict[TopicPartition, ProduceResult] = {}
-        for t in body["Responses"]:
-            for p in t["PartitionResponses"]:
-                result[(t["Name"], p["Index"])] = ProduceResult(
-                    p["ErrorCode"],
-                    p["BaseOffset"],
-                    p["LogAppendTimeMs"],
-                    p["LogStartOffset"],
-                    p["ErrorMessage"],
-                    tuple((e["BatchIndex"], e["BatchIndexErrorMessage"]) for e in p["RecordErrors"]),
-                )
+        for tp, p in partition_answers(body["Responses"], partitions="PartitionResponses", index="Index"):
+            result[tp] = ProduceResult(
+                p["ErrorCode"],
+                p["BaseOffset"],
+                p["LogAppendTimeMs"],
+                p["LogStartOffset"],
+                p["ErrorMessage"],
+                tuple((e["BatchIndex"], e["BatchIndexErrorMessage"]) for e in p["RecordErrors"]),
+            )
         in_flight.result = result
         in_flight.done = True
         return result

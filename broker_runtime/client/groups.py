@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker_runtime.client.router import COORDINATOR_ERRORS, ClientRouter, RetryBudget, by_topic
+from broker_runtime.client.router import (
+    COORDINATOR_ERRORS,
+    ClientRouter,
+    RetryBudget,
+    by_topic,
+    partition_answers,
+)
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey, find_coordinator
 
@@ -87,14 +93,11 @@ class GroupClient:
         if found["ErrorCode"]:
             raise KafkaError(found["ErrorCode"], f"fetch the committed offsets of group {group!r}")
         out: dict[TopicPartition, int] = {}
-        for topic in found["Topics"]:
-            for p in topic["Partitions"]:
-                if p["ErrorCode"]:
-                    raise KafkaError(
-                        p["ErrorCode"], f"committed offset of {topic['Name']}-{p['PartitionIndex']}"
-                    )
-                if p["CommittedOffset"] >= 0:
-                    out[(topic["Name"], p["PartitionIndex"])] = p["CommittedOffset"]
+        for tp, p in partition_answers(found["Topics"]):
+            if p["ErrorCode"]:
+                raise KafkaError(p["ErrorCode"], f"committed offset of {tp[0]}-{tp[1]}")
+            if p["CommittedOffset"] >= 0:
+                out[tp] = p["CommittedOffset"]
         return out
 
     def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -119,13 +122,9 @@ class GroupClient:
                 ],
             },
         )
-        for topic in answer["Topics"]:
-            for p in topic["Partitions"]:
-                if p["ErrorCode"]:
-                    raise KafkaError(
-                        p["ErrorCode"],
-                        f"commit offsets of group {group!r} for {topic['Name']}-{p['PartitionIndex']}",
-                    )
+        for tp, p in partition_answers(answer["Topics"]):
+            if p["ErrorCode"]:
+                raise KafkaError(p["ErrorCode"], f"commit offsets of group {group!r} for {tp[0]}-{tp[1]}")
 
     def delete_group(self, group: str) -> None:
         """DeleteGroups of one group (refused with NON_EMPTY_GROUP while it has members)."""

@@ -69,6 +69,7 @@ __all__ = [
     "TopicMetadata",
     "by_topic",
     "connection_failure",
+    "partition_answers",
 ]
 
 TopicPartition = tuple[str, int]
@@ -147,6 +148,20 @@ def by_topic(items: Iterable[tuple[TopicPartition, V]]) -> dict[str, list[tuple[
     return grouped
 
 
+def partition_answers(
+    topics: Iterable[Mapping[str, Any]],
+    *,
+    name: str = "Name",
+    partitions: str = "Partitions",
+    index: str = "PartitionIndex",
+) -> Iterator[tuple[TopicPartition, Mapping[str, Any]]]:
+    """The per-partition entries of an answer's topic list as ``((topic, partition), entry)``; the field names
+    default to the common ones (Fetch answers ``Topic``, Produce ``PartitionResponses`` and ``Index``)."""
+    for topic in topics:
+        for entry in topic[partitions]:
+            yield (topic[name], entry[index]), entry
+
+
 def connection_failure(exc: KafkaError) -> bool:
     """The broker could not be reached or vanished mid-request (refused, reset, timed out, not in the metadata)."""
     return isinstance(exc, BrokerConnectionError) or exc.code == ErrorCode.BROKER_NOT_AVAILABLE
@@ -159,18 +174,17 @@ class RetryBudget:
     def __init__(self, router: ClientRouter, *, retries: bool = True) -> None:
         self.started = time.monotonic()
         self.attempts = 1
-        self.retries = router.retries
-        self.backoff_s = router.retry_backoff_ms / 1000
-        self.timeout_ms = router.retry_timeout_ms
-        self._retries = retries
+        #: The client's ``retries`` and ``retry_timeout_ms`` when the call began.
+        self.retries, self.timeout_ms = router.retries, router.retry_timeout_ms
+        self._backoff_s = router.retry_backoff_ms / 1000 if retries else None
 
     def another_attempt(self) -> bool:
-        if not self._retries:
+        if self._backoff_s is None:
             return False
         if self.timeout_ms is None:
             more = self.attempts <= self.retries
         else:
-            more = time.monotonic() + self.backoff_s < self.started + self.timeout_ms / 1000
+            more = time.monotonic() + self._backoff_s < self.started + self.timeout_ms / 1000
         if more:
             self.attempts += 1
         return more
