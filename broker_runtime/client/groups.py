@@ -6,9 +6,8 @@ admin's offset commit, delete.
 key type group) and asks it, finding it again while it moves or loads (COORDINATOR_NOT_AVAILABLE,
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) within the client's retry budget; ListGroups asks every broker
 of the metadata, as each answers only for the groups it coordinates. It is not a group member (no JoinGroup,
-no heartbeats). Threading: as its
-client's, the thread that owns the client calls it. Errors: ``KafkaError`` with the coordinator's code, naming
-the group (and the partition for per-partition codes).
+no heartbeats). Threading: as its client's, the thread that owns the client calls it. Errors: ``KafkaError``
+with the coordinator's code, naming the group (and the partition for per-partition codes).
 """
 
 from __future__ import annotations
