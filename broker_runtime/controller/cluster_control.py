@@ -16,11 +16,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
-from broker_runtime.controller.election import unfence_broker
-from broker_runtime.controller.metadata import BrokerInfo, ClusterMetadata, ControllerRecord
+from broker_runtime.controller.election import Election, fence_broker, unfence_broker
+from broker_runtime.controller.metadata import BrokerInfo, ClusterMetadata, ControllerRecord, PartitionInfo
 from broker_runtime.controller.replication_control import (
     apply_elections,
-    fence_in_partitions,
     unclean_allowed,
 )
 from broker_runtime.errors import ConfigError
@@ -53,11 +52,19 @@ def fence(
     on_unclean: Callable[[], None] | None = None,
 ) -> int:
     """Fence registered broker ``node``: ``fenced`` in its registration, and out of every ISR and leadership
-    (``live``: the brokers that stay unfenced). The number of partitions changed."""
+    (:func:`~.election.fence_broker`; ``live``: the brokers that stay unfenced). The number of partitions
+    changed; ``on_unclean`` is called for each unclean election (a metric)."""
     meta.brokers[node] = replace(meta.brokers[node], fenced=True)
-    return fence_in_partitions(
-        meta, node, live, unclean_default, why, offline_level=offline_level, on_unclean=on_unclean
-    )
+
+    def rule(name: str, partition: PartitionInfo) -> Election | None:
+        done = fence_broker(
+            partition, node, live, unclean=unclean_allowed(meta.topics[name], unclean_default)
+        )
+        if done is not None and done.unclean and on_unclean is not None:
+            on_unclean()
+        return done
+
+    return apply_elections(meta, rule, why, offline_level=offline_level)
 
 
 def unfence(meta: ClusterMetadata, node: int, unclean_default: bool, why: str) -> int:
@@ -98,17 +105,11 @@ def register_broker(
     epoch = old.broker_epoch + 1 if old is not None else 1
     if old is not None and not old.fenced:
         live = set(meta.unfenced()) - {node_id}
-        fence_in_partitions(meta, node_id, live, unclean_default, f"node {node_id} restarted")
+        fence(meta, node_id, live, unclean_default, f"node {node_id} restarted")
     meta.brokers[node_id] = BrokerInfo(
         node_id, host, port, False, tuple(sorted((endpoints or {}).items())), epoch
     )
-    apply_elections(
-        meta,
-        lambda name, p: unfence_broker(
-            p, node_id, unclean=unclean_allowed(meta.topics[name], unclean_default)
-        ),
-        f"node {node_id} registered",
-    )
+    unfence(meta, node_id, unclean_default, f"node {node_id} registered")
     return epoch
 
 

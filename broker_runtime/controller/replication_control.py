@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker_runtime.controller.election import Election, fence_broker, preferred_election, unfence_broker
+from broker_runtime.controller.election import Election, preferred_election, unfence_broker
 from broker_runtime.controller.metadata import NO_LEADER, ClusterMetadata, PartitionInfo, TopicInfo
 from broker_runtime.errors import ErrorCode, TopicError
 
@@ -33,7 +33,6 @@ __all__ = [
     "create_topic",
     "delete_topic",
     "elect_leaders",
-    "fence_in_partitions",
     "move_leader",
     "new_partition",
     "rebalance_leaders",
@@ -117,30 +116,6 @@ def apply_elections(
                 meta.set_partition(name, index, done.partition)
                 changed += 1
     return changed
-
-
-def fence_in_partitions(
-    meta: ClusterMetadata,
-    node: int,
-    live: Collection[int],
-    unclean_default: bool,
-    why: str,
-    *,
-    offline_level: int = logging.WARNING,
-    on_unclean: Callable[[], None] | None = None,
-) -> int:
-    """Every partition of ``node`` once it is fenced (:func:`~.election.fence_broker`); ``live`` are the brokers
-    that stay unfenced. ``on_unclean`` is called for each unclean election (a metric)."""
-
-    def rule(name: str, partition: PartitionInfo) -> Election | None:
-        done = fence_broker(
-            partition, node, live, unclean=unclean_allowed(meta.topics[name], unclean_default)
-        )
-        if done is not None and done.unclean and on_unclean is not None:
-            on_unclean()
-        return done
-
-    return apply_elections(meta, rule, why, offline_level=offline_level)
 
 
 def new_partition(replicas: Sequence[int], unfenced: Collection[int]) -> PartitionInfo:

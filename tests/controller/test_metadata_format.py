@@ -67,7 +67,9 @@ def _write(directory: Path, doc: dict[str, Any]) -> Path:
 def test_a_document_of_the_untyped_code_reads_typed_and_writes_back_the_same(tmp_path: Path) -> None:
     path = _write(tmp_path, WRITTEN_BEFORE)
     meta = SingleHostMetadataStore(tmp_path).read()
-    assert meta.cluster_id == "c1" and meta.controller == ControllerRecord(1, 4) and meta.controller_holder == 1
+    assert (
+        meta.cluster_id == "c1" and meta.controller == ControllerRecord(1, 4) and meta.controller_holder == 1
+    )
     assert meta.brokers[1] == BrokerInfo(
         1,
         "127.0.0.1",
@@ -87,7 +89,9 @@ def test_a_document_of_the_untyped_code_reads_typed_and_writes_back_the_same(tmp
     assert os.stat(path).st_ino == inode, "an update that changes nothing does not rewrite the file"
 
 
-def test_the_earliest_shape_reads_with_defaults_and_a_change_keeps_a_newer_formats_keys(tmp_path: Path) -> None:
+def test_the_earliest_shape_reads_with_defaults_and_a_change_keeps_a_newer_formats_keys(
+    tmp_path: Path,
+) -> None:
     earliest = {
         "controller_id": 0,
         "brokers": {"0": {"host": "h", "port": 1}},
@@ -119,6 +123,7 @@ def test_only_the_controller_package_updates_the_metadata_store() -> None:
     writers = [
         str(path.relative_to(root))
         for path in root.rglob("*.py")
-        if path.parent.name != "controller" and re.search(r"store\.update\(|\.update\(\) as meta", path.read_text())
+        if path.parent.name != "controller"
+        and re.search(r"store\.update\(|\.update\(\) as meta", path.read_text())
     ]
     assert writers == []
