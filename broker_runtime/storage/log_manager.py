@@ -52,7 +52,6 @@ before closing the logs.
 from __future__ import annotations
 
 import collections
-import fcntl
 import logging
 import os
 import re
@@ -64,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError, StorageError
-from broker_runtime.fsutil import fsync_dir, write_atomically
+from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
 from broker_runtime.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -147,7 +146,7 @@ class LogManager:
         self._cleaner_stop = threading.Event()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
-        self._dir_locks: dict[Path, int] = {}
+        self._dir_locks: dict[Path, FileLock] = {}
         self._started = False
         #: Failed periodic passes by task ("retention", "producer expiration"), each also logged at WARNING.
         self.periodic_failures: collections.Counter[str] = collections.Counter()
@@ -186,16 +185,17 @@ class LogManager:
             self._started = True
 
     def _lock_dir(self, log_dir: Path) -> None:
-        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        lock = FileLock(log_dir / LOCK_FILE)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got = lock.acquire(0)
         except OSError:
-            os.close(fd)
+            got = False
+        if not got:
             for held in self._dir_locks.values():
-                os.close(held)
+                held.release()
             self._dir_locks.clear()
             raise StorageError(f"log directory {log_dir} is in use by another process") from None
-        self._dir_locks[log_dir] = fd
+        self._dir_locks[log_dir] = lock
 
     def _load_dir(self, log_dir: Path) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
@@ -316,8 +316,8 @@ class LogManager:
 
     def _release(self) -> None:
         """Unlock the directories and forget the partitions (caller holds ``_lock``; logs already closed)."""
-        for fd in self._dir_locks.values():
-            os.close(fd)
+        for lock in self._dir_locks.values():
+            lock.release()
         self._dir_locks.clear()
         self._logs.clear()
         self._log_dir_of.clear()
