@@ -13,7 +13,7 @@ The connector's hot paths and the broker's produce validation, one concept a mod
 ``pywalk``         the Python record walk (numpy): the same entry points, checks and results
 =================  ================================================================================
 
-Invariants: both walks give the same results (tests/protocol/test_recordwalk.py and test_arrow_records.py
+Invariants: both walks give the same results (tests/protocol/test_recordwalk.py and test_record_codec.py
 compare them on random valid and damaged batches); corrupt input raises
 :class:`~broker_runtime.errors.CorruptRecordError`, never garbage. The per-record reference reader and builder
 (record by record, with Kafka's Java names) is :mod:`broker_runtime.protocol.records`.

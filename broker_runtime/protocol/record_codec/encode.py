@@ -14,7 +14,7 @@ its own. The requested codec is always used (Java does not fall back to "none" w
 pay off). With a base sequence, each batch starts at the previous one's plus its record count, wrapping
 after int32 max to 0 as Kafka does.
 
-Two encoders, byte-identical (tests/protocol/test_arrow_records.py compares them), chosen by :mod:`.walks`:
+Two encoders, byte-identical (tests/protocol/test_record_codec.py compares them), chosen by :mod:`.walks`:
   * compiled (``_recordwalk.split`` and ``_recordwalk.encode``): sizes and splits the rows in one pass and
     writes every record in a second pass straight from the Arrow offsets and data buffers into one bytes
     object;
