@@ -38,9 +38,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-import crc32c as _crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,15 +49,12 @@ from broker_runtime.protocol import compression as _compression
 from broker_runtime.protocol.batch_header import (
     ATTR_COMPRESSION_MASK,
     ATTR_TRANSACTIONAL,
-    BATCH_HEADER,
-    CRC_OFFSET,
     HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
     NO_SEQUENCE,
 )
 from broker_runtime.protocol.record_codec import walks
 from broker_runtime.protocol.record_codec.format import INT32_MAX, unzigzag, uvarint_sizes, zigzag
+from broker_runtime.protocol.records import assemble_batch
 
 __all__ = ["BuiltBatch", "build_batch", "build_batches"]
 
@@ -361,11 +357,11 @@ def build_batches(
     cwalk = walks.compiled
     if cwalk is not None:
         bounds, offsets, data = _encode_compiled(
-            cwalk, starts, max_batch_bytes, ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes
+            cwalk, starts, max_batch_bytes, _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes)
         )
     else:
         bounds, offsets, data = _encode_numpy(
-            starts, max_batch_bytes, ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes
+            starts, max_batch_bytes, _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes)
         )
     counts = np.diff(bounds)
     return _assemble(
@@ -394,21 +390,30 @@ def _buffers(arr: pa.Array | None, n: int) -> tuple[np.ndarray, pa.Buffer | byte
 _NO_OFFSETS = np.zeros(0, dtype=np.int64)
 
 
+class _Rows(NamedTuple):
+    """The encoders' input, one row a record: timestamps (int64 ms), keys and values (large_binary arrays or None
+    when all null) with their lengths (-1 null), the encoded headers of each record (a large_binary array or
+    None), their counts and bytes."""
+
+    ts: np.ndarray
+    keys: pa.Array | None
+    klen: np.ndarray
+    values: pa.Array | None
+    vlen: np.ndarray
+    hblob: pa.Array | None
+    hcount: np.ndarray
+    hbytes: np.ndarray
+
+
 def _encode_compiled(
     cwalk: Any,
     starts: list[int],
     max_batch_bytes: int | None,
-    ts: np.ndarray,
-    keys_arr: pa.Array | None,
-    klen: np.ndarray,
-    vals: pa.Array | None,
-    vlen: np.ndarray,
-    hblob: pa.Array | None,
-    hcount: np.ndarray,
-    hbytes: np.ndarray,
+    rows: _Rows,
 ) -> tuple[np.ndarray, np.ndarray, memoryview]:
     """(batch bounds, n + 1 record offsets, records sections) by the compiled ``_recordwalk.split`` and
     ``encode``: two passes over the rows (sizes and split, then the bytes) straight from the Arrow buffers."""
+    ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes = rows
     n = len(ts)
     if hblob is not None and not pa.types.is_large_binary(
         hblob.type
@@ -442,16 +447,10 @@ def _encode_compiled(
 def _encode_numpy(
     starts: list[int],
     max_batch_bytes: int | None,
-    ts: np.ndarray,
-    keys_arr: pa.Array | None,
-    klen: np.ndarray,
-    vals: pa.Array | None,
-    vlen: np.ndarray,
-    hblob: pa.Array | None,
-    hcount: np.ndarray,
-    hbytes: np.ndarray,
+    rows: _Rows,
 ) -> tuple[np.ndarray, np.ndarray, memoryview]:
     """(batch bounds, n + 1 record offsets, records sections) by numpy and Arrow compute (the fallback)."""
+    ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes = rows
     n = len(ts)
     kfield = _Varints(klen)
     vfield = _Varints(vlen)
@@ -548,28 +547,20 @@ def _assemble(
         payload: bytes | memoryview = (
             records if compression == 0 else _compression.compress(compression, records)
         )
-        header = bytearray(
-            BATCH_HEADER.pack(
-                0,
-                HEADER_SIZE - LOG_OVERHEAD + len(payload),
-                _PARTITION_LEADER_EPOCH_NONE,
-                MAGIC,
-                0,
-                attrs,
-                count - 1,
-                int(ts[s]),
-                int(max_ts[b]),
-                producer_id,
-                producer_epoch,
-                sequence,
-                count,
-            )
+        batch = assemble_batch(
+            payload,
+            base_offset=0,
+            partition_leader_epoch=_PARTITION_LEADER_EPOCH_NONE,
+            attributes=attrs,
+            last_offset_delta=count - 1,
+            base_timestamp=int(ts[s]),
+            max_timestamp=int(max_ts[b]),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=sequence,
+            records_count=count,
         )
-        crc = _crc32c.crc32c(payload, _crc32c.crc32c(memoryview(header)[CRC_OFFSET + 4 :]))
-        header[CRC_OFFSET : CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-        out.append(
-            BuiltBatch(b"".join((header, payload)), count, s, sequence, HEADER_SIZE + len(records), group)
-        )
+        out.append(BuiltBatch(batch, count, s, sequence, HEADER_SIZE + len(records), group))
         if sequence != NO_SEQUENCE:
             sequence = (
                 count - (INT32_MAX - sequence) - 1 if sequence > INT32_MAX - count else sequence + count
