@@ -138,26 +138,6 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n)
     return 1;
 }
 
-/* A nullable bytes field of record i at *p: its varint length (-1 = null: no bytes follow), then the bytes,
- * which must end by rec_end. *start receives where the bytes start, *len the length; *p moves past them. */
-static inline int nullable_bytes(const uint8_t *a, Py_ssize_t *p, Py_ssize_t rec_end, int64_t *start, int64_t *len,
-                                 walk_error *e, Py_ssize_t i, const char *what, const char *what_length)
-{
-    int64_t v = 0;
-    if (field(a, p, rec_end, 5, &v, e, i, what_length))
-        return -1;
-    if (v < -1)
-        return fail(e, i, "%s below -1", what_length);
-    *start = *p;
-    *len = v;
-    if (v > 0) {
-        if (v > rec_end - *p)
-            return fail(e, i, "%s runs past the end of the record", what);
-        *p += (Py_ssize_t)v;
-    }
-    return 0;
-}
-
 /* The fixed part of record i at *pos: length .. headers count. Fills f[0..9] as the layout rows. */
 enum { F_START, F_END, F_TS, F_OD, F_KS, F_KL, F_VS, F_VL, F_HC, F_HP, N_FIELDS };
 
@@ -191,10 +171,28 @@ static inline int record_head(const uint8_t *a, Py_ssize_t pos, Py_ssize_t end, 
         return -1;
     if (field(a, &p, rec_end, 5, &f[F_OD], e, i, "offsetDelta"))
         return -1;
-    if (nullable_bytes(a, &p, rec_end, &f[F_KS], &f[F_KL], e, i, "key", "key length"))
+    if (field(a, &p, rec_end, 5, &v, e, i, "key length"))
         return -1;
-    if (nullable_bytes(a, &p, rec_end, &f[F_VS], &f[F_VL], e, i, "value", "value length"))
+    if (v < -1)
+        return fail(e, i, "key length below -1");
+    f[F_KS] = p;
+    f[F_KL] = v;
+    if (v > 0) {
+        if (v > rec_end - p)
+            return fail(e, i, "key runs past the end of the record");
+        p += (Py_ssize_t)v;
+    }
+    if (field(a, &p, rec_end, 5, &v, e, i, "value length"))
         return -1;
+    if (v < -1)
+        return fail(e, i, "value length below -1");
+    f[F_VS] = p;
+    f[F_VL] = v;
+    if (v > 0) {
+        if (v > rec_end - p)
+            return fail(e, i, "value runs past the end of the record");
+        p += (Py_ssize_t)v;
+    }
     if (field(a, &p, rec_end, 5, &v, e, i, "headers count"))
         return -1;
     if (v < 0 || v * 2 > rec_end - p)
@@ -209,7 +207,7 @@ static inline int record_headers(const uint8_t *a, const int64_t *f, Py_ssize_t 
 {
     Py_ssize_t p = (Py_ssize_t)f[F_HP], rec_end = (Py_ssize_t)f[F_END];
     for (int64_t h = 0; h < f[F_HC]; h++) {
-        int64_t kl = 0, vs = 0, vl = 0;
+        int64_t kl = 0, vl = 0;
         if (field(a, &p, rec_end, 5, &kl, e, i, "header key length"))
             return -1;
         if (kl < 0)
@@ -219,8 +217,15 @@ static inline int record_headers(const uint8_t *a, const int64_t *f, Py_ssize_t 
         if (check_utf8 && !utf8_ok(a + p, (Py_ssize_t)kl))
             return fail(e, -1, "a record header key is not valid UTF-8");
         p += (Py_ssize_t)kl;
-        if (nullable_bytes(a, &p, rec_end, &vs, &vl, e, i, "header value", "header value length"))
+        if (field(a, &p, rec_end, 5, &vl, e, i, "header value length"))
             return -1;
+        if (vl < -1)
+            return fail(e, i, "header value length below -1");
+        if (vl > 0) {
+            if (vl > rec_end - p)
+                return fail(e, i, "header value runs past the end of the record");
+            p += (Py_ssize_t)vl;
+        }
     }
     if (p != rec_end)
         return fail(e, i, "record length does not match the fields it holds");

@@ -386,7 +386,7 @@ def decode_batches(
     np.cumsum(header_count, out=header_offsets[1:])
     if not layout.headers_checked:
         spans = pywalk.header_spans(
-            pywalk.Arena(arena), layout.headers_pos, header_count, header_offsets, layout.ends, layout.fail
+            pywalk.Arena(arena), layout.headers_pos, header_count, layout.ends, layout.fail, header_offsets
         )
     elif total_headers:
         spans = np.empty((4, total_headers), dtype=np.int64)

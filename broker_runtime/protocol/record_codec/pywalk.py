@@ -146,9 +146,10 @@ def record_starts(data: Bytes, pos: int, k: int, first: int, position: int, out:
     that the end is its section's end (``data`` may hold more sections after it).
     """
     i = first
+    append = out.append
     try:
         for i in range(first, first + k):
-            out.append(pos)
+            append(pos)
             b = data[pos]
             if b < 0x80:
                 pos += 1 + (b >> 1)
@@ -309,18 +310,23 @@ def header_spans(
     ar: Arena,
     headers_pos: np.ndarray,
     header_count: np.ndarray,
-    header_offsets: np.ndarray,
     rec_end: np.ndarray,
     fail: Fail,
+    header_offsets: np.ndarray | None = None,
 ) -> np.ndarray:
     """Every header's (key start, key length, value start, value length (-1 null)) as 4 rows of int64, record by
-    record (``header_offsets``: the n + 1 cumulative header counts); also checks that each record's fields end
-    exactly at its end. One numpy step per header index (the first headers of all records, then the second...).
-    """
-    total = int(header_offsets[-1])
-    spans = np.empty((4, total), dtype=np.int64)
-    pos = headers_pos.copy()
+    record, so in arena order (``header_offsets``: the n + 1 cumulative header counts, computed when not given);
+    also checks that each record's fields end exactly at its end. One numpy step per header index (the first
+    headers of all records, then the second...)."""
     rows = np.flatnonzero(header_count > 0)
+    if not len(rows):
+        fail.check(headers_pos != rec_end, "record length does not match the fields it holds")
+        return np.empty((4, 0), dtype=np.int64)
+    if header_offsets is None:
+        header_offsets = np.zeros(len(header_count) + 1, dtype=np.int64)
+        np.cumsum(header_count, out=header_offsets[1:])
+    spans = np.empty((4, int(header_offsets[-1])), dtype=np.int64)
+    pos = headers_pos.copy()
     j = 0
     while len(rows):
         slot = header_offsets[rows] + j
@@ -434,11 +440,9 @@ def scan(
             else:
                 p = p + index_size
             _, key_len, _, _, header_count, p = record_body(ar, p, rec_end, fail)
-            header_offsets = np.zeros(k + 1, dtype=np.int64)
-            np.cumsum(header_count, out=header_offsets[1:])
-            spans = header_spans(ar, p, header_count, header_offsets, rec_end, fail)
+            spans = header_spans(ar, p, header_count, rec_end, fail)
             if spans.shape[1]:
-                _check_utf8_keys(arena_buf, np.stack([spans[0], spans[0] + spans[1]], axis=1), position)
+                _check_utf8_keys(arena_buf, spans[0], spans[1], position)
             null_keys.append(np.flatnonzero(key_len < 0) + first)
             if not log_append:
                 ts = header.base_timestamp + ts_delta
@@ -599,11 +603,14 @@ def _index_varint_matches(a: np.ndarray, pos: np.ndarray, first: int, k: int) ->
     return sizes
 
 
-def _check_utf8_keys(arena_buf: pa.Buffer, bounds: np.ndarray, position: int) -> None:
-    """Header keys (rows of [start, end) in the arena) must be valid UTF-8: the decoder reads them as strings."""
-    flat = bounds[np.argsort(bounds[:, 0], kind="stable")].ravel()  # keys in arena order: monotone offsets
-    keys_and_gaps = pieces(arena_buf, flat)
-    pick = np.zeros(len(flat) - 1, dtype=bool)
+def _check_utf8_keys(arena_buf: pa.Buffer, key_start: np.ndarray, key_len: np.ndarray, position: int) -> None:
+    """Header keys (at ``key_start``, in arena order as :func:`header_spans` gives them) must be valid UTF-8: the
+    decoder reads them as strings."""
+    bounds = np.empty(2 * len(key_start), dtype=np.int64)
+    bounds[0::2] = key_start
+    bounds[1::2] = key_start + key_len
+    keys_and_gaps = pieces(arena_buf, bounds)
+    pick = np.zeros(len(bounds) - 1, dtype=bool)
     pick[0::2] = True
     keys = keys_and_gaps.filter(pa.array(pick)).cast(pa.binary())
     as_text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
