@@ -761,3 +761,14 @@ def test_compiled_split_equals_numpy_at_every_limit(monkeypatch: pytest.MonkeyPa
             (b.first_row, b.record_count) for b in numpy
         ]
         assert compiled == numpy
+
+
+def test_header_fields_outside_their_kafka_types_are_refused_by_name() -> None:
+    """A producer epoch (int16) or a base sequence (int32) that does not fit the batch header is refused naming the
+    field, as the reference builder refuses it (one assembler builds the header for both), not a bare
+    struct.error from packing."""
+    from broker_runtime.errors import InvalidArgumentError
+
+    for field, value in (("producer_epoch", 1 << 15), ("base_sequence", 1 << 31)):
+        with pytest.raises(InvalidArgumentError, match=f"{field} {value} is outside"):
+            build_batches(pa.array([b"v"]), timestamp_ms=0, producer_id=1, **{field: value})
