@@ -61,7 +61,7 @@ setup() {
         "$python" -m venv "$VENV"
     fi
     stamp="$VENV/.pylog-installed"
-    want=$(cat pyproject.toml broker_runtime/protocol/*.c | sha256sum | cut -d' ' -f1)
+    want=$(cat pyproject.toml broker_runtime/protocol/record_codec/*.c | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "installing pylog and its test dependencies into $VENV (first run takes a few minutes)" >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2

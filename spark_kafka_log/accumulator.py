@@ -12,7 +12,7 @@ Data path per incoming ``pyarrow.RecordBatch`` (never a Python loop per row)::
                     slices per group
     accumulate   -> per (topic, partition) list of Arrow slices; sealed once >= batch.size bytes
                     (or older than linger.ms) into magic-2 RecordBatches of <= batch.size bytes by
-                    :func:`broker_runtime.protocol.arrow_records.build_batches` (vectorized encode,
+                    :func:`broker_runtime.protocol.record_codec.encode.build_batches` (vectorized encode,
                     compression, CRC-32C), stamped with producer id/epoch and per-partition sequences;
                     the partitions due at one moment are encoded in ONE call (row groups), since the
                     builder's cost is mostly per call (a 4-partition write cost ~1.5x the CPU per row of a
@@ -44,7 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker_runtime.errors import InputDataError, ProduceFailedError
-from broker_runtime.protocol.arrow_records import build_batches, record_walk
+from broker_runtime.protocol.record_codec.encode import build_batches
+from broker_runtime.protocol.record_codec.walks import record_walk
 from spark_kafka_log.commit_summary import PartitionStats
 from spark_kafka_log.options import WriterOptions
 from spark_kafka_log.partitioner import Partitioner, group_rows

@@ -13,7 +13,7 @@ Transports (``pylog.transport``), behind one loop that decodes chunks of whole r
 * ``fetch`` -- Kafka Fetch requests over TCP to any Kafka-protocol broker.
 
 Both hand the same bytes to the same vectorized decoder
-(:func:`broker_runtime.protocol.arrow_records.decode_batches`; no Python loop per record), so they give identical
+(:func:`broker_runtime.protocol.record_codec.decode.decode_batches`; no Python loop per record), so they give identical
 rows with exactly the Arrow schema PySpark derives from the Spark schema. Control batches (transaction markers)
 and records outside [start, end) are dropped by the decoder in either isolation level; every codec is decoded.
 
@@ -76,9 +76,9 @@ from broker_runtime.errors import (
     WaitTimeoutError,
 )
 from broker_runtime.fsutil import write_atomically
-from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker_runtime.protocol.record_codec.decode import decode_batches
 from spark_kafka_log.connections import reader_client
 from spark_kafka_log.input_partition import PylogInputPartition
 from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir

@@ -68,8 +68,8 @@ from pathlib import Path
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError, PylogError
 from broker_runtime.fsutil import FileLock, write_atomically
-from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
+from broker_runtime.protocol.record_codec.decode import decode_batches
 
 __all__ = [
     "ConcurrentAttemptError",

@@ -101,14 +101,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(params=["compiled", "numpy"])
 def record_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs the test once with each record walk of ``arrow_records`` (the C extension, then numpy); the compiled
+    """Runs the test once with each record walk of ``record_codec`` (the C extension, then numpy); the compiled
     run is skipped, with its reason, when the extension is not built (``test_recordwalk`` fails then)."""
-    from broker_runtime.protocol import arrow_records
+    from broker_runtime.protocol.record_codec import walks
 
     if request.param == "numpy":
-        monkeypatch.setattr(arrow_records, "_cwalk", None)
-    elif arrow_records._cwalk is None:
-        pytest.skip(f"compiled record walk not in use: {arrow_records.record_walk()[1]}")
+        monkeypatch.setattr(walks, "compiled", None)
+    elif walks.compiled is None:
+        pytest.skip(f"compiled record walk not in use: {walks.record_walk()[1]}")
     return str(request.param)
 
 

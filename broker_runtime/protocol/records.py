@@ -45,6 +45,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
+import crc32c as _crc32c
+
 from broker_runtime.errors import CorruptRecordError, InvalidArgumentError, InvalidTypeError, ProtocolError
 from broker_runtime.protocol import compression as _compression
 from broker_runtime.protocol.batch_header import (
@@ -418,38 +420,8 @@ def _decode_records(
                 f"{prev_delta} and at most lastOffsetDelta {last_offset_delta}"
             )
         prev_delta = offset_delta
-        b = data[pos] if pos < end else 0x80
-        if b < 0x80:  # one-byte fast path
-            klen, pos = (b >> 1) ^ -(b & 1), pos + 1
-        else:
-            klen, pos = decode_varint(data, pos)
-        if klen < 0:
-            if klen != -1:
-                raise CorruptRecordError(f"{where}: record {index} has key length {klen}")
-            key = None
-        else:
-            if pos + klen > rec_end:
-                raise CorruptRecordError(
-                    f"{where}: record {index} key of {klen} bytes runs past the record's end"
-                )
-            key = bytes(data[pos : pos + klen])
-            pos += klen
-        b = data[pos] if pos < end else 0x80
-        if b < 0x80:  # one-byte fast path
-            vlen, pos = (b >> 1) ^ -(b & 1), pos + 1
-        else:
-            vlen, pos = decode_varint(data, pos)
-        if vlen < 0:
-            if vlen != -1:
-                raise CorruptRecordError(f"{where}: record {index} has value length {vlen}")
-            value = None
-        else:
-            if pos + vlen > rec_end:
-                raise CorruptRecordError(
-                    f"{where}: record {index} value of {vlen} bytes runs past the record's end"
-                )
-            value = bytes(data[pos : pos + vlen])
-            pos += vlen
+        key, pos = _nullable_bytes(data, pos, end, rec_end, where, index, None, "key")
+        value, pos = _nullable_bytes(data, pos, end, rec_end, where, index, None, "value")
         b = data[pos] if pos < end else 0x80
         if b < 0x80:  # one-byte fast path
             nheaders, pos = (b >> 1) ^ -(b & 1), pos + 1
@@ -474,18 +446,7 @@ def _decode_records(
                     f"{where}: record {index} header {hi} key is not UTF-8: {exc}"
                 ) from None
             pos += hklen
-            hvlen, pos = decode_varint(data, pos)
-            if hvlen < 0:
-                if hvlen != -1:
-                    raise CorruptRecordError(f"{where}: record {index} header {hi} has value length {hvlen}")
-                hval = None
-            else:
-                if pos + hvlen > rec_end:
-                    raise CorruptRecordError(
-                        f"{where}: record {index} header {hi} value of {hvlen} bytes runs past the record's end"
-                    )
-                hval = bytes(data[pos : pos + hvlen])
-                pos += hvlen
+            hval, pos = _nullable_bytes(data, pos, end, rec_end, where, index, hi, "value")
             headers.append((hkey, hval))
         if pos != rec_end:
             raise CorruptRecordError(
@@ -498,6 +459,31 @@ def _decode_records(
             f"{where}: {end - pos} bytes are left after the {count} records the batch declares"
         )
     return out
+
+
+def _nullable_bytes(
+    data: Buffer, pos: int, end: int, rec_end: int, where: str, index: int, header: int | None, noun: str
+) -> tuple[bytes | None, int]:
+    """A varint length (-1 = null) and that many bytes at ``pos``, inside the record ending at ``rec_end``:
+    (the bytes, the position after them). Errors name record ``index`` (and ``header``) and the ``noun``."""
+    b = data[pos] if pos < end else 0x80
+    if b < 0x80:  # one-byte fast path
+        length, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        length, pos = decode_varint(data, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecordError(f"{where}: {_whose(index, header)} has {noun} length {length}")
+        return None, pos
+    if pos + length > rec_end:
+        raise CorruptRecordError(
+            f"{where}: {_whose(index, header)} {noun} of {length} bytes runs past the record's end"
+        )
+    return bytes(data[pos : pos + length]), pos + length
+
+
+def _whose(index: int, header: int | None) -> str:
+    return f"record {index}" if header is None else f"record {index} header {header}"
 
 
 def read_batches(
@@ -695,7 +681,7 @@ class RecordBatchBuilder:
 
 
 def _assemble(
-    records: bytes,
+    records: bytes | memoryview,
     *,
     base_offset: int,
     partition_leader_epoch: int,
@@ -720,31 +706,32 @@ def _assemble(
     ):
         if not lo <= value <= hi:
             raise InvalidArgumentError(f"{name} {value} is outside [{lo}, {hi}]")
-    out = bytearray(size)
-    BATCH_HEADER.pack_into(
-        out,
-        0,
-        base_offset,
-        size - LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC,
-        0,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        records_count,
+    header = bytearray(
+        BATCH_HEADER.pack(
+            base_offset,
+            size - LOG_OVERHEAD,
+            partition_leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count,
+        )
     )
-    out[HEADER_SIZE:] = records
-    _UINT32.pack_into(out, CRC_OFFSET, compute_crc(out, 0, size))
-    return bytes(out)
+    # CRC-32C over [attributes, end): the header's tail, then the records (one copy of the records: the join)
+    crc = _crc32c.crc32c(records, _crc32c.crc32c(memoryview(header)[CRC_OFFSET + 4 :]))
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return b"".join((header, records))
 
 
 #: A batch from an already encoded (and, if the attributes name a codec, compressed) records section and every
-#: header field given explicitly; the CRC is computed. The log cleaner rewrites batches with it.
+#: header field given explicitly; the CRC is computed. The log cleaner rewrites batches with it, the vectorized
+#: builder (record_codec.encode) assembles its batches with it.
 assemble_batch = _assemble
 
 

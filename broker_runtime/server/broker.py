@@ -72,7 +72,7 @@ from broker_runtime.coordinator.transaction import (
     TransactionCoordinator,
 )
 from broker_runtime.errors import ConfigError, ErrorCode, IllegalStateError, WaitTimeoutError
-from broker_runtime.protocol.arrow_records import record_walk
+from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory

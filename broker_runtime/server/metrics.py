@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.arrow_records import record_walk
+from broker_runtime.protocol.record_codec.walks import record_walk
 
 __all__ = [
     "SNAPSHOT_TIMEOUT_S",

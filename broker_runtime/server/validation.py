@@ -62,7 +62,6 @@ import numpy as np
 
 from broker_runtime.errors import CorruptRecordError, DecompressionLimitError, ErrorCode
 from broker_runtime.protocol import compression as _compression
-from broker_runtime.protocol.arrow_records import scan_records
 from broker_runtime.protocol.batch_header import (
     ATTR_LOG_APPEND_TIME,
     BATCH_HEADER,
@@ -76,6 +75,7 @@ from broker_runtime.protocol.batch_header import (
     set_compression,
     set_max_timestamp,
 )
+from broker_runtime.protocol.record_codec.scan import scan_records
 
 __all__ = [
     "DECOMPRESSION_FACTOR",

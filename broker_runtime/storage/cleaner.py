@@ -22,7 +22,7 @@ How (Kafka's ``Cleaner.doClean``):
     where a dict of the map is probed once per distinct key of the segment instead. The decoded arrays of the first 32 MiB of dirty
     segments are kept for the filter below, so those segments are decoded once per pass.
   * Filter (``shouldRetainRecord``): every cleanable segment (clean and dirty) is decoded into numpy arrays
-    (:func:`~broker_runtime.protocol.arrow_records.record_layout`); a record stays when its key is null or
+    (:func:`~broker_runtime.protocol.record_codec.decode.record_layout`); a record stays when its key is null or
     no later offset of its key is in the map; a tombstone (null value) goes as well once its segment lies in
     the clean section and its largest timestamp is older than ``now - delete.retention.ms``.
   * Transactions (``CleanedTransactionMetadata``, driven by the ``.txnindex`` entries overlapping the
@@ -65,8 +65,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker_runtime.protocol import compression as _compression
-from broker_runtime.protocol.arrow_records import RecordLayout, record_layout
 from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader
+from broker_runtime.protocol.record_codec.decode import RecordLayout, record_layout
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, assemble_batch
 from broker_runtime.storage.segment import LogSegment
 from broker_runtime.storage.segment_swap import abandon_cleaned, commit_cleaned, open_cleaned

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import broker_process, create_topic
-from broker_runtime.protocol.arrow_records import build_batches
+from broker_runtime.protocol.record_codec.encode import build_batches
 from jobs.bench.common import Result, Timing, spark_session, timed, timed_interleaved
 
 __all__ = ["SECTION", "run"]

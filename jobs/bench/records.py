@@ -19,7 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from broker_runtime.protocol import records as scalar_records
-from broker_runtime.protocol.arrow_records import build_batches, decode_batches, numpy_walk, record_walk
+from broker_runtime.protocol.record_codec.decode import decode_batches
+from broker_runtime.protocol.record_codec.encode import build_batches
+from broker_runtime.protocol.record_codec.walks import numpy_walk, record_walk
 from jobs.bench.common import Result, timed, timed_interleaved
 
 SECTION = "records"

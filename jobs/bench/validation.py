@@ -7,7 +7,7 @@
   100-byte values with 8-byte keys, uncompressed and lz4, and small lz4 batches of 100 such records (what
   librdkafka sends at low linger). Figure: the full path's throughput as a share of the baseline's (target
   >= 0.8), and the full path's records per second; and the full path with the compiled record walk over
-  the same path with the numpy walk (``arrow_records.numpy_walk``), interleaved with the other two;
+  the same path with the numpy walk (``record_codec.walks.numpy_walk``), interleaved with the other two;
 * fuzz: ``jobs/fuzz.py`` at a broker child process, 100,000 mutated frames (quick: 100), frames per second;
   then the broker must still answer and every stored batch must decode (as in the suite's test).
 
@@ -55,7 +55,7 @@ TARGET = 0.8
 
 
 def _batches(codec: int, count: int, n: int = 10_000) -> list[bytes]:
-    from broker_runtime.protocol.arrow_records import build_batches
+    from broker_runtime.protocol.record_codec.encode import build_batches
 
     rng = np.random.default_rng(7)
     values = pa.array([bytes(row) for row in rng.integers(0, 26, size=(n, 100), dtype=np.uint8) + 65])
@@ -69,7 +69,7 @@ def _path_cost(
 ) -> tuple[float, float, int, float | None]:
     """(full / header-only throughput ratio, full records per second, records per round, and the full path's
     throughput with the compiled record walk over that with the numpy walk, None without the compiled walk)."""
-    from broker_runtime.protocol.arrow_records import numpy_walk, record_walk
+    from broker_runtime.protocol.record_codec.walks import numpy_walk, record_walk
     from broker_runtime.server.validation import BatchPolicy, Rejection, validate_produce_records
     from broker_runtime.storage.config import LogConfig
     from broker_runtime.storage.partition_log import PartitionLog
@@ -115,7 +115,7 @@ def _path_cost(
 def _fuzz(frames: int) -> tuple[float, int]:
     from broker_runtime.launch import broker_process, create_topic
     from broker_runtime.launch.layout import broker_log_dir
-    from broker_runtime.protocol.arrow_records import decode_batches
+    from broker_runtime.protocol.record_codec.decode import decode_batches
     from jobs.fuzz import fuzz
 
     with tempfile.TemporaryDirectory(prefix="pylog-bench-") as data:

@@ -12,8 +12,8 @@ import pytest
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError
-from broker_runtime.protocol.arrow_records import build_batches
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.record_codec.encode import build_batches
 from tests.connector.kafka_peer import consume_to_end
 
 pytestmark = pytest.mark.timeout(60)

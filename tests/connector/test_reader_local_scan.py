@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from broker_runtime.protocol.arrow_records import build_batches, decode_batches
+from broker_runtime.protocol.record_codec.decode import decode_batches
+from broker_runtime.protocol.record_codec.encode import build_batches
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.retention import run_retention

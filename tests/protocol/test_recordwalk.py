@@ -1,6 +1,6 @@
-"""The compiled record walk (``broker_runtime/protocol/_recordwalk.c``) against the numpy walk.
+"""The compiled record walk (``broker_runtime/protocol/record_codec/_recordwalk.c``) against the Python walk.
 
-Both walks of :mod:`broker_runtime.protocol.arrow_records` must give identical results: the same RecordsScan
+Both walks of :mod:`broker_runtime.protocol.record_codec` must give identical results: the same RecordsScan
 from ``scan_records`` (or the same error, message and record index), the same layout arrays from
 ``record_layout`` and the same decoded rows from ``decode_batches`` (or both CorruptRecordError), on random
 valid batches and on random damage to them (changed bytes, a changed records count, cut or extended sections).
@@ -23,15 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker_runtime.errors import CorruptRecordError
-from broker_runtime.protocol import arrow_records
-from broker_runtime.protocol.arrow_records import (
-    RECORD_WALK_ENV,
-    build_batch,
-    decode_batches,
-    record_layout,
-    record_walk,
-    scan_records,
-)
 from broker_runtime.protocol.batch_header import (
     BATCH_HEADER,
     CRC_OFFSET,
@@ -39,9 +30,15 @@ from broker_runtime.protocol.batch_header import (
     compute_crc,
     parse_header,
 )
+from broker_runtime.protocol.record_codec import decode, pywalk, walks
+from broker_runtime.protocol.record_codec.decode import decode_batches, record_layout
+from broker_runtime.protocol.record_codec.encode import build_batch
+from broker_runtime.protocol.record_codec.format import pieces
+from broker_runtime.protocol.record_codec.scan import scan_records
+from broker_runtime.protocol.record_codec.walks import RECORD_WALK_ENV, record_walk
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-COMPILED = arrow_records._cwalk
+COMPILED = walks.compiled
 
 
 def test_the_compiled_walk_is_built() -> None:
@@ -60,12 +57,12 @@ def _both(monkeypatch: pytest.MonkeyPatch, fn: Callable[[], Any]) -> tuple[Any, 
     """fn() with the compiled walk, then with the numpy walk: each a value or ("error", message, index)."""
     out = []
     for walk in (COMPILED, None):
-        monkeypatch.setattr(arrow_records, "_cwalk", walk)
+        monkeypatch.setattr(walks, "compiled", walk)
         try:
             out.append(fn())
         except CorruptRecordError as exc:
             out.append(("error", str(exc), exc.record_index))
-    monkeypatch.setattr(arrow_records, "_cwalk", COMPILED)
+    monkeypatch.setattr(walks, "compiled", COMPILED)
     return out[0], out[1]
 
 
@@ -166,7 +163,7 @@ def test_both_walks_agree_on_random_valid_and_damaged_batches(
 @needs_compiled
 def test_both_walks_name_the_same_record_in_many_records(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the numpy walk's first chunk: the error found in the second chunk names the same record."""
-    n = arrow_records.SCAN_CHUNK + 500
+    n = pywalk.SCAN_CHUNK + 500
     rng = np.random.default_rng(3)
     values = pa.array([b"v" * int(k) for k in rng.integers(0, 40, size=n)])
     batch = bytearray(build_batch(values, None, timestamp_ms=1_000))
@@ -222,7 +219,7 @@ def test_a_record_past_the_section_end_is_a_corrupt_record_not_an_arrow_error(
     produce). Both walks must name the record and say that it runs past the section."""
     if walk == "compiled" and COMPILED is None:
         pytest.skip("compiled record walk not in use")
-    monkeypatch.setattr(arrow_records, "_cwalk", COMPILED if walk == "compiled" else None)
+    monkeypatch.setattr(walks, "compiled", COMPILED if walk == "compiled" else None)
     batch = _cut_headers_batch()
     header = parse_header(batch)
     assert header.records_count == 1 and batch[HEADER_SIZE:][0] == 0x14  # record length 10, section 8 bytes
@@ -237,10 +234,10 @@ def test_a_record_past_the_section_end_is_a_corrupt_record_not_an_arrow_error(
 def test_record_field_bounds_outside_the_arena_are_refused_before_pyarrow() -> None:
     """The backstop under both numpy walks: bounds past the arena raise CorruptRecordError, not ArrowInvalid."""
     arena = pa.py_buffer(b"abcdefgh")
-    assert arrow_records._pieces(arena, np.array([0, 3, 8], np.int64)).to_pylist() == [b"abc", b"defgh"]
+    assert pieces(arena, np.array([0, 3, 8], np.int64)).to_pylist() == [b"abc", b"defgh"]
     for bounds in ([0, 9], [-1, 2]):
         with pytest.raises(CorruptRecordError, match="outside the 8 bytes of the records"):
-            arrow_records._pieces(arena, np.array(bounds, np.int64))
+            pieces(arena, np.array(bounds, np.int64))
 
 
 @needs_compiled
@@ -249,7 +246,7 @@ def test_gather_copies_the_slices_and_refuses_ones_outside_the_arena() -> None:
     arena = bytes(range(256)) * 4
     start = np.array([0, 10, 10, 1000, 5, 1024], dtype=np.int64)
     length = np.array([3, 0, -1, 24, 250, 0], dtype=np.int64)
-    column = arrow_records._gather_compiled(arena, start, length)
+    column = decode._gather_compiled(COMPILED, arena, start, length)
     want = [None if k < 0 else arena[s : s + k] for s, k in zip(start.tolist(), length.tolist(), strict=True)]
     assert column.type == pa.binary() and column.to_pylist() == want and column.null_count == 1
     offsets = np.empty(2, dtype=np.int32)
@@ -272,15 +269,15 @@ def test_without_the_extension_the_numpy_walk_runs_and_says_why() -> None:
     """An install without a C compiler has no ``_recordwalk``: importing the module then still works, the numpy
     walk runs, and ``record_walk()`` names the missing module (what the broker's start warning shows)."""
     code = (
-        "import sys; sys.modules['broker_runtime.protocol._recordwalk'] = None\n"
+        "import sys; sys.modules['broker_runtime.protocol.record_codec._recordwalk'] = None\n"
         "import pyarrow as pa\n"
-        "from broker_runtime.protocol import arrow_records as a\n"
-        "b = a.build_batch(pa.array([b'v', None]), pa.array([b'k', b'k']), timestamp_ms=5)\n"
-        "assert a.decode_batches(b).num_rows == 2\n"
-        "print(a.record_walk())\n"
+        "from broker_runtime.protocol.record_codec import decode, encode, walks\n"
+        "b = encode.build_batch(pa.array([b'v', None]), pa.array([b'k', b'k']), timestamp_ms=5)\n"
+        "assert decode.decode_batches(b).num_rows == 2\n"
+        "print(walks.record_walk())\n"
     )
     env = {k: v for k, v in os.environ.items() if k != RECORD_WALK_ENV}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     walk, why = ast.literal_eval(done.stdout)
-    assert walk == "numpy" and "broker_runtime.protocol._recordwalk cannot be imported" in why
+    assert walk == "numpy" and "broker_runtime.protocol.record_codec._recordwalk cannot be imported" in why

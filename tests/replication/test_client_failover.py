@@ -21,8 +21,8 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.launch import BrokerCluster, cluster_process
-from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
+from broker_runtime.protocol.record_codec.decode import decode_batches
 from tests.support.cluster import FAST, create_replicated, heal, partition_state, paused, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -16,8 +16,8 @@ import pytest
 
 from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.launch.layout import broker_log_dir
-from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.record_codec.decode import decode_batches
 from jobs.fuzz import fuzz, valid_batch
 from tests.server.rawclient import RawConnection, fetch_body, produce_body
 

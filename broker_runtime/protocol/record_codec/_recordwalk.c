@@ -1,13 +1,13 @@
 /*
- * _recordwalk: the compiled record walk of broker_runtime.protocol.arrow_records (one pass, no per-record
- * Python work).
+ * _recordwalk: the compiled record walk and encoder of broker_runtime.protocol.record_codec (one pass, no
+ * per-record Python work).
  *
- * Contract. The record format, the checks and their messages are documented in arrow_records.py (its module
- * docstring and scan_records / record_layout); this file implements them a second time for speed and must
- * agree with the numpy path there exactly (tests/protocol/test_recordwalk.py compares both on random valid
- * and damaged batches). Every function takes the (decompressed) records bytes as a read-only contiguous
- * buffer and writes its results into int64 buffers the caller allocated (numpy arrays), so this file needs
- * only the CPython C API, no numpy headers.
+ * Contract. The record format is documented in record_codec/format.py, the checks and their messages in
+ * record_codec/scan.py (scan_records) and decode.py (record_layout); the Python record walk, pywalk.py beside
+ * this file, has the same entry points (scan, layout, header_spans) and this file must agree with it exactly
+ * (tests/protocol/test_recordwalk.py compares both on random valid and damaged batches). Every function takes
+ * the (decompressed) records bytes as a read-only contiguous buffer and writes its results into int64 buffers
+ * the caller allocated (numpy arrays), so this file needs only the CPython C API, no numpy headers.
  *
  *   scan(data, count, base_ts, low, high, log_append, check_ts, out) -> (max_ts, n_null_keys, n_bad_ts)
  *       Validation of one batch (produce path). out holds 3 * count int64: [0, n_null_keys) the indexes of
@@ -30,7 +30,7 @@
  *       instead of Arrow's filter over an interleaved "pieces" array (the decoder's key and value columns).
  *       A slice outside the arena, a sum that is not out's size or above INT32_MAX raise ValueError.
  *   split(klen, vlen, hcount, hbytes, ts, starts, limit, bounds) -> number of bounds
- *       The encoder's batch split (build_batches' _split): int64 key / value lengths (-1 null), header counts,
+ *       The encoder's batch split (encode.py's _split): int64 key / value lengths (-1 null), header counts,
  *       encoded header bytes and timestamps per row; starts: the row groups' first rows (from 0). Each batch
  *       takes, greedily, the records whose sizes (with their offsetDelta / timestampDelta in that batch) sum
  *       to at most limit bytes (limit < 0: no bound), at least one; bounds receives 0, ..., n.
@@ -40,7 +40,7 @@
  *       one bytes object, offsets (n + 1 int64) where each record starts. koff / voff / hoff: the n + 1 int64
  *       offsets of Arrow large_binary arrays (empty when the column is absent: all its lengths are -1 / 0);
  *       kdata / vdata / hdata their data buffers. Every field is checked to lie in its buffer (ValueError),
- *       then written with the GIL released. Byte-identical to the numpy encoder (test_arrow_records.py).
+ *       then written with the GIL released. Byte-identical to the numpy encoder (test_record_codec.py).
  *
  * Errors raise WalkError(batch, record, message): batch index (always 0 for scan), the record's index in its
  * batch or None when no one record is to blame; the caller turns it into CorruptRecordError.
@@ -728,7 +728,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_recordwalk",
-    .m_doc = "The compiled record walk of broker_runtime.protocol.arrow_records.",
+    .m_doc = "The compiled record walk of broker_runtime.protocol.record_codec.",
     .m_size = -1,
     .m_methods = methods,
 };

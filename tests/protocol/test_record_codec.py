@@ -1,4 +1,4 @@
-"""Tests of the vectorized RecordBatch builder and decoder (broker_runtime.protocol.arrow_records).
+"""Tests of the vectorized RecordBatch builder and decoder (broker_runtime.protocol.record_codec).
 
 Independent references: kafka-python's DefaultRecordBatchBuilder / DefaultRecordBatch (a separate
 implementation of Kafka's format), the project's scalar reference builder and reader (records.py), and
@@ -20,15 +20,6 @@ from kafka.record.util import encode_varint as kp_encode_varint
 
 from broker_runtime.errors import CorruptRecordError, ProtocolError
 from broker_runtime.protocol import records as ref
-from broker_runtime.protocol.arrow_records import (
-    DECODED_SCHEMA,
-    BuiltBatch,
-    _varint_blob,
-    _Varints,
-    build_batch,
-    build_batches,
-    decode_batches,
-)
 from broker_runtime.protocol.batch_header import (
     BATCH_HEADER,
     CRC_OFFSET,
@@ -38,6 +29,15 @@ from broker_runtime.protocol.batch_header import (
     set_base_offset,
     set_log_append_time,
 )
+from broker_runtime.protocol.record_codec.decode import decode_batches
+from broker_runtime.protocol.record_codec.encode import (
+    BuiltBatch,
+    _varint_blob,
+    _Varints,
+    build_batch,
+    build_batches,
+)
+from broker_runtime.protocol.record_codec.format import DECODED_SCHEMA
 
 CODECS = [0, 1, 2, 3, 4]
 HEADER_STRUCT = pa.struct([("key", pa.string()), ("value", pa.binary())])
@@ -573,8 +573,9 @@ def test_scan_records_walks_past_a_chunk_boundary_and_names_the_bad_record() -> 
     import struct
 
     from broker_runtime.errors import CorruptRecordError
-    from broker_runtime.protocol.arrow_records import SCAN_CHUNK, scan_records
     from broker_runtime.protocol.batch_header import HEADER_SIZE, parse_header
+    from broker_runtime.protocol.record_codec.pywalk import SCAN_CHUNK
+    from broker_runtime.protocol.record_codec.scan import scan_records
 
     n = SCAN_CHUNK + 1000
     keys = pa.array([None if i % 5000 == 7 else b"k" for i in range(n)])
@@ -599,21 +600,21 @@ def test_scan_records_walks_past_a_chunk_boundary_and_names_the_bad_record() -> 
 
 
 def _walked(section: bytes, count: int) -> tuple[list[int], int] | str:
-    from broker_runtime.protocol.arrow_records import _walk_lengths
+    from broker_runtime.protocol.record_codec.pywalk import record_starts
 
     starts: list[int] = []
     try:
-        end = _walk_lengths(section, 0, count, 0, 0, starts)
+        end = record_starts(section, 0, count, 0, 0, starts)
     except CorruptRecordError as exc:
         return str(exc)
     return starts, end
 
 
 def _chained(section: bytes, count: int) -> tuple[list[int], int] | str:
-    from broker_runtime.protocol.arrow_records import _record_chain
+    from broker_runtime.protocol.record_codec.pywalk import record_chain
 
     try:
-        starts, end = _record_chain(np.frombuffer(section, dtype=np.uint8), section, 0, count, 0, 0)
+        starts, end = record_chain(np.frombuffer(section, dtype=np.uint8), section, 0, count, 0, 0)
     except CorruptRecordError as exc:
         return str(exc)
     return starts.tolist(), end
@@ -655,7 +656,7 @@ def test_record_chain_speculation_finds_exactly_what_the_walk_finds(shape: str) 
 def test_scan_records_accepts_a_longer_encoding_of_the_record_index() -> None:
     """offsetDelta is compared with the shortest encodings of the record indexes first; another encoding of the
     same value (Kafka's readers accept it) is still decoded and accepted."""
-    from broker_runtime.protocol.arrow_records import scan_records
+    from broker_runtime.protocol.record_codec.scan import scan_records
 
     n = 300
     batch = build_batch(pa.array([b"v"] * n), None, timestamp_ms=1_000)
@@ -679,16 +680,16 @@ def test_scan_records_accepts_a_longer_encoding_of_the_record_index() -> None:
 
 
 def _both_encoders(monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[list[BuiltBatch], list[BuiltBatch]]:
-    from broker_runtime.protocol import arrow_records
+    from broker_runtime.protocol.record_codec import walks
 
-    compiled = arrow_records._cwalk
+    compiled = walks.compiled
     if compiled is None:
-        pytest.skip(f"compiled record walk not in use: {arrow_records.record_walk()[1]}")
+        pytest.skip(f"compiled record walk not in use: {walks.record_walk()[1]}")
     out = []
     for walk in (compiled, None):
-        monkeypatch.setattr(arrow_records, "_cwalk", walk)
+        monkeypatch.setattr(walks, "compiled", walk)
         out.append(build_batches(**kw))
-    monkeypatch.setattr(arrow_records, "_cwalk", compiled)
+    monkeypatch.setattr(walks, "compiled", compiled)
     return out[0], out[1]
 
 
@@ -760,3 +761,14 @@ def test_compiled_split_equals_numpy_at_every_limit(monkeypatch: pytest.MonkeyPa
             (b.first_row, b.record_count) for b in numpy
         ]
         assert compiled == numpy
+
+
+def test_header_fields_outside_their_kafka_types_are_refused_by_name() -> None:
+    """A producer epoch (int16) or a base sequence (int32) that does not fit the batch header is refused naming the
+    field, as the reference builder refuses it (one assembler builds the header for both), not a bare
+    struct.error from packing."""
+    from broker_runtime.errors import InvalidArgumentError
+
+    for field, value in (("producer_epoch", 1 << 15), ("base_sequence", 1 << 31)):
+        with pytest.raises(InvalidArgumentError, match=f"{field} {value} is outside"):
+            build_batches(pa.array([b"v"]), timestamp_ms=0, producer_id=1, **{field: value})
