@@ -215,10 +215,6 @@ KNOWN_PACKAGE_CYCLES: dict[tuple[str, ...], str] = {
     # composition (server/handlers/*, server/context.py): server/dispatcher.py imports server.handlers, and the
     # handlers import server.context, server.groups, server.transactions.
     ("broker_runtime.server", "broker_runtime.server.handlers"): "composition",
-    # lead (protocol/client_connection.py has no round-32 owner): it imports protocol.messages, whose modules import
-    # protocol.wire; moving the client side of a connection out of protocol's top package (or wire into a
-    # subpackage) breaks it.
-    ("broker_runtime.protocol", "broker_runtime.protocol.messages"): "lead",
 }
 
 

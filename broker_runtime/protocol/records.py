@@ -66,7 +66,7 @@ from broker_runtime.protocol.batch_header import (
     compute_crc,
     parse_header,
 )
-from broker_runtime.protocol.varint import (
+from broker_runtime.protocol.primitives.varint import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32, VarInt32, VarInt64
 
 from broker_runtime.errors import CorruptRecordError
-from broker_runtime.protocol.varint import (
+from broker_runtime.protocol.primitives.varint import (
     decode_uvarint,
     decode_varint,
     decode_varlong,

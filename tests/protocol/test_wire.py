@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_runtime.errors import ProtocolError
-from broker_runtime.protocol import wire
 from broker_runtime.protocol.framing import FrameDecoder, frame
+from broker_runtime.protocol.primitives import wire
 
 # (encoded, value): LEB128, seven bits per byte, least significant group first.
 UVARINT_TABLE = [

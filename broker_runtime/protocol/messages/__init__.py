@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode, MessageDefinitionError, ProtocolError, UnsupportedVersionError
-from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import (
     acls,
     add_offsets_to_txn,
@@ -81,6 +80,7 @@ from broker_runtime.protocol.messages.list_offsets import (
     MAX_TIMESTAMP,
 )
 from broker_runtime.protocol.messages.schema import Message
+from broker_runtime.protocol.primitives import wire
 
 __all__ = [
     "API_KEYS",

@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from broker_runtime.errors import MessageDefinitionError, ProtocolError
-from broker_runtime.protocol import wire
+from broker_runtime.protocol.primitives import wire
 
 __all__ = ["Field", "Message", "parse_versions"]
 

@@ -16,7 +16,7 @@ Format. The batch header layout comes from :mod:`broker_runtime.protocol.batch_h
     headers         headersCount x [keyLength varint, key UTF-8 (never null),
                                     valueLength varint (-1 = null), value]
 
-varint/varlong = zigzag, then unsigned LEB128 (:mod:`broker_runtime.protocol.varint`): at most 5 bytes, the
+varint/varlong = zigzag, then unsigned LEB128 (:mod:`broker_runtime.protocol.primitives.varint`): at most 5 bytes, the
 value wrapped to 32 bits as Java's int arithmetic (varlong: 10 bytes). The smallest record takes 7 bytes
 (:data:`MIN_RECORD_SIZE`), so a records count above ``section bytes / 7`` is corrupt before any record is read.
 

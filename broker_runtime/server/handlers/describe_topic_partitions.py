@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol import wire
 from broker_runtime.protocol.messages import RequestHeader, describe_topic_partitions
+from broker_runtime.protocol.primitives import wire
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import topic_name_error

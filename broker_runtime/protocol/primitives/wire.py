@@ -33,7 +33,7 @@ import struct
 import uuid
 
 from broker_runtime.errors import ProtocolError
-from broker_runtime.protocol.varint import UINT32_MAX, decode_leb128, encode_leb128
+from broker_runtime.protocol.primitives.varint import UINT32_MAX, decode_leb128, encode_leb128
 
 __all__ = [
     "BOOL",
