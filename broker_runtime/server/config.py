@@ -141,7 +141,13 @@ def _field(
 
 
 def _derived(
-    name: str, type: ConfigType, default: str, group: str, doc: str, value: Any, shown: str | None = None
+    name: str,
+    type: ConfigType,
+    default: str | None,
+    group: str,
+    doc: str,
+    value: Any,
+    shown: str | None = None,
 ) -> Any:
     """A field whose value :meth:`BrokerConfig._build` computes from this key and others (default ``value``)."""
     return declare(_key(name, type, default, group, doc, shown=shown), derived=value)
@@ -207,7 +213,7 @@ class BrokerConfig:
     advertised_listeners: Mapping[str, Listener] = _derived(
         "advertised.listeners",
         _STRING,
-        "",
+        None,
         "listeners",
         "`NAME://host:port,...` announced in Metadata / FindCoordinator to clients of that listener (port 0: the "
         "bound port)",
@@ -225,7 +231,7 @@ class BrokerConfig:
     inter_broker_listener_name: str = _derived(
         "inter.broker.listener.name",
         _STRING,
-        "",
+        None,
         "listeners",
         "the listener other brokers (followers, the transaction coordinator's markers) connect to, with its TLS "
         "and SASL settings; without a listener named PLAINTEXT this or `security.inter.broker.protocol` must be "
@@ -263,7 +269,7 @@ class BrokerConfig:
     log_dirs: tuple[str, ...] = _derived(
         "log.dirs",
         _STRING,
-        "",
+        None,
         "log",
         "partition directories live here (`<topic>-<partition>/`), comma-separated",
         ("kafka-logs",),

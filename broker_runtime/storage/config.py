@@ -391,6 +391,10 @@ class LogConfig:
         """True when ``cleanup.policy`` holds ``compact`` (Kafka's ``LogConfig.compact``)."""
         return "compact" in self.cleanup_policy.split(",")
 
+    def topic_value(self, name: str) -> Any:
+        """The value of topic config ``name`` (one of :data:`TOPIC_CONFIGS`) in this config."""
+        return getattr(self, _TOPIC_FIELD[name])
+
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogConfig:
         """Build the broker-level config from broker property names; unknown keys are ignored."""
