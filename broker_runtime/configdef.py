@@ -9,8 +9,10 @@ nor logged). ``type`` is Kafka's ``ConfigDef.Type``, numbered as DescribeConfigs
 
 A frozen dataclass gets typed access to declared keys with :func:`declare`: the field's default is the parsed
 default and its metadata the declaration, so :func:`declared` lists a class's keys in field order and
-:func:`parse_fields` builds its keyword arguments from a property mapping. :func:`markdown_table` renders
-declarations as the README's reference tables (a test compares them with the README).
+:func:`parse_fields` builds its keyword arguments from a property mapping. The README's reference tables are
+rendered from declarations too (``python -m tests.support.config_docs``; a test compares them with the README).
+:func:`read_properties` reads Java ``.properties`` files (``key=value`` or ``key: value``, ``#``/``!`` comments,
+backslash line continuation).
 
 Declarations are immutable module-level data; every function here is pure (thread-safe). Imports nothing of
 the project but :mod:`broker_runtime.errors`.
@@ -42,7 +44,6 @@ __all__ = [
     "declared",
     "define",
     "integer",
-    "markdown_table",
     "non_empty",
     "number",
     "optional",
@@ -244,26 +245,6 @@ def parse_fields(cls: Any, props: Mapping[str, str]) -> dict[str, Any]:
         for f in dataclasses.fields(cls)
         if CONFIG in f.metadata and not f.metadata[_DERIVED]
     }
-
-
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(keys: Iterable[ConfigKey]) -> str:
-    """The README's reference table of ``keys``: name, default, dynamic or not, doc; one row each, in order."""
-    lines = ["| key | default | dynamic | meaning |", "|---|---|---|---|"]
-    for key in keys:
-        if key.shown_default is not None:
-            default = key.shown_default
-        elif key.default is None or key.default == "":
-            default = "(none)"
-        else:
-            default = f"`{key.default}`"
-        lines.append(
-            f"| `{key.name}` | {_cell(default)} | {'yes' if key.dynamic else 'no'} | {_cell(key.doc)} |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
