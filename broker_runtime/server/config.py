@@ -40,7 +40,6 @@ from broker_runtime.configdef import (
     INT_MAX,
     ConfigKey,
     ConfigType,
-    Parse,
     declare,
     declared,
     define,
@@ -111,46 +110,22 @@ _STRING, _LIST, _BOOLEAN, _PASSWORD = (
 _CLASS = ConfigType.CLASS
 
 
-def _key(
-    name: str,
-    type: ConfigType,
-    default: str | None,
-    group: str,
-    doc: str,
-    *,
-    minimum: int | None = None,
-    parse: Parse | None = None,
-    shown: str | None = None,
-) -> ConfigKey:
-    return define(name, type, default, doc, minimum=minimum, parse=parse, shown_default=shown, group=group)
-
-
-def _field(
-    name: str,
-    type: ConfigType,
-    default: str | None,
-    group: str,
-    doc: str,
-    *,
-    minimum: int | None = None,
-    parse: Parse | None = None,
-    shown: str | None = None,
-) -> Any:
-    """A :class:`BrokerConfig` field holding broker config ``name``'s typed value (the declaration)."""
-    return declare(_key(name, type, default, group, doc, minimum=minimum, parse=parse, shown=shown))
+def _field(name: str, type: ConfigType, default: str | None, group: str, doc: str, **kw: Any) -> Any:
+    """A :class:`BrokerConfig` field holding broker config ``name``'s typed value: its declaration
+    (``kw``: :func:`~broker_runtime.configdef.define`'s ``minimum``, ``parse``, ``shown_default``)."""
+    return declare(define(name, type, default, doc, group=group, **kw))
 
 
 def _derived(
-    name: str,
-    type: ConfigType,
-    default: str | None,
-    group: str,
-    doc: str,
-    value: Any,
-    shown: str | None = None,
+    name: str, type: ConfigType, default: str | None, group: str, doc: str, value: Any, **kw: Any
 ) -> Any:
     """A field whose value :meth:`BrokerConfig._build` computes from this key and others (default ``value``)."""
-    return declare(_key(name, type, default, group, doc, shown=shown), derived=value)
+    return declare(define(name, type, default, doc, group=group, **kw), derived=value)
+
+
+def _setting(name: str, type: ConfigType, default: str | None, group: str, doc: str, **kw: Any) -> ConfigKey:
+    """A key read through ``props``, declared without a field of its own."""
+    return define(name, type, default, doc, group=group, **kw)
 
 
 def _one_cleaner_thread(name: str, raw: str) -> int:
@@ -218,7 +193,7 @@ class BrokerConfig:
         "`NAME://host:port,...` announced in Metadata / FindCoordinator to clients of that listener (port 0: the "
         "bound port)",
         {},
-        shown="(listeners)",
+        shown_default="(listeners)",
     )
     listener_security_protocol_map: Mapping[str, str] = _field(
         "listener.security.protocol.map",
@@ -237,7 +212,7 @@ class BrokerConfig:
         "and SASL settings; without a listener named PLAINTEXT this or `security.inter.broker.protocol` must be "
         "set (the start fails naming `inter.broker.listener.name`, as Kafka)",
         "PLAINTEXT",
-        shown="the listener named PLAINTEXT",
+        shown_default="the listener named PLAINTEXT",
     )
     sasl_mechanism_inter_broker_protocol: str = _field(
         "sasl.mechanism.inter.broker.protocol",
@@ -273,7 +248,7 @@ class BrokerConfig:
         "log",
         "partition directories live here (`<topic>-<partition>/`), comma-separated",
         ("kafka-logs",),
-        shown="(`log.dir`)",
+        shown_default="(`log.dir`)",
     )
     socket_request_max_bytes: int = _field(
         "socket.request.max.bytes",
@@ -291,7 +266,7 @@ class BrokerConfig:
         "connections",
         f"open connections per broker; {_SEE_HARDENING}",
         minimum=0,
-        shown="unlimited (Kafka's Int.MaxValue)",
+        shown_default="unlimited (Kafka's Int.MaxValue)",
     )
     max_connections_per_ip: int = _field(
         "max.connections.per.ip",
@@ -300,7 +275,7 @@ class BrokerConfig:
         "connections",
         "open connections per client address",
         minimum=0,
-        shown="unlimited (Kafka's Int.MaxValue)",
+        shown_default="unlimited (Kafka's Int.MaxValue)",
     )
     max_connections_per_ip_overrides: Mapping[str, int] = _field(
         "max.connections.per.ip.overrides",
@@ -602,7 +577,7 @@ class BrokerConfig:
         "`HOST:PORT` (or `PORT` alone: loopback) of the Prometheus endpoint, `GET /metrics`; port 0 picks a free "
         "one (see [Metrics](#metrics))",
         parse=metrics_listener,
-        shown="(empty: no metrics)",
+        shown_default="(empty: no metrics)",
     )
     cluster_dir: str | None = _field(
         "pylog.cluster.dir",
@@ -611,7 +586,7 @@ class BrokerConfig:
         "pylog",
         "the directory holding the shared `cluster.json`; set by `pylog-broker cluster`",
         parse=optional,
-        shown="(empty: one broker)",
+        shown_default="(empty: one broker)",
     )
     test_validation_header_only: bool = _field(
         "pylog.test.validation.header.only",
@@ -629,7 +604,7 @@ class BrokerConfig:
         "tests only: while this file exists, a cluster coordinator holds its transaction markers back (after the "
         "Prepare record is replicated), so a failure test can kill a node at that point",
         parse=optional,
-        shown="(empty)",
+        shown_default="(empty)",
     )
     log: LogConfig = field(default_factory=LogConfig)
     #: Never in the repr: it holds the secrets (passwords, JAAS entries, keys).
@@ -772,10 +747,6 @@ class BrokerConfig:
     def storage_properties(self) -> dict[str, str]:
         """The properties handed to the storage's ``LogConfig.from_properties`` (log.dirs resolved)."""
         return {**self.props, "log.dirs": ",".join(self.log_dirs)}
-
-
-def _setting(name: str, type: ConfigType, default: str | None, group: str, doc: str, **kw: Any) -> ConfigKey:
-    return _key(name, type, default, group, doc, **kw)
 
 
 _LOG_DIR = _setting("log.dir", _STRING, "kafka-logs", "log", "the log directory when `log.dirs` is not set")

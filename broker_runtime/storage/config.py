@@ -133,23 +133,13 @@ def _scaled(scale: int, minimum: int) -> Parse:
 _COMPRESSION = choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
-def _topic(
-    name: str,
-    type: ConfigType,
-    default: str | None,
-    doc: str,
-    *,
-    minimum: int | None = None,
-    maximum: int | None = None,
-    parse: Parse | None = None,
-    shown_default: str | None = None,
-) -> Any:
-    """A :class:`LogConfig` field declared as topic config ``name`` (every topic config may be altered); an
-    integer is at most ``LONG_MAX`` unless ``maximum`` says less."""
-    if maximum is None and type in (_INT, _LONG):
-        maximum = LONG_MAX
-    key = define(name, type, default, doc, minimum=minimum, maximum=maximum, parse=parse, dynamic=True)
-    return declare(dataclasses.replace(key, shown_default=shown_default))
+def _topic(name: str, type: ConfigType, default: str | None, doc: str, **kw: Any) -> Any:
+    """A :class:`LogConfig` field declared as topic config ``name`` (every topic config may be altered; ``kw``:
+    :func:`~broker_runtime.configdef.define`'s); an integer is at most ``LONG_MAX`` unless ``maximum`` or
+    ``parse`` says otherwise."""
+    if type in (_INT, _LONG) and "parse" not in kw:
+        kw.setdefault("maximum", LONG_MAX)
+    return declare(define(name, type, default, doc, dynamic=True, **kw))
 
 
 def _broker_only(name: str, default: str, doc: str) -> Any:
