@@ -59,7 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.controller import CONTROLLER_TICK_MS, Controller, ControllerConfig
-from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC, GroupConfig, GroupCoordinator
+from broker_runtime.coordinator.group import (
+    CONSUMER_OFFSETS_TOPIC,
+    CoordinatorTimer,
+    GroupConfig,
+    GroupCoordinator,
+    local_appender,
+)
 from broker_runtime.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
@@ -505,7 +511,9 @@ class Broker:
             txn_coordinator.load()
         else:
             cluster_txns.coordinator = txn_coordinator
-        group_coordinator = _group_coordinator(cfg, topics, loop, cluster_groups)
+        group_coordinator = _group_coordinator(
+            cfg, topics, loop, CoordinatorTimer(self._clock, self._schedule_timer), cluster_groups
+        )
         ctx = BrokerContext(
             config=cfg,
             topics=topics,
@@ -525,6 +533,7 @@ class Broker:
             authorizer=authorizer_from_properties(cfg.props),
         )
         self.ctx = ctx
+        self._schedule_timer()  # the session timers of the groups loaded above
         apply_broker_configs()
         # partitions of __transaction_state and __consumer_offsets led here since the start
         if cluster_txns is not None:
@@ -815,10 +824,13 @@ class Broker:
         )
 
     @staticmethod
-    def _purgatories(ctx: BrokerContext) -> list[DelayedOperationPurgatory[Any]]:
-        found = [ctx.fetch_purgatory]
+    def _purgatories(ctx: BrokerContext) -> list[DelayedOperationPurgatory[Any] | CoordinatorTimer]:
+        """The timers this broker advances on its event loop (the purgatories' and the group coordinator's)."""
+        found: list[DelayedOperationPurgatory[Any] | CoordinatorTimer] = [ctx.fetch_purgatory]
         if ctx.produce_purgatory is not None:
             found.append(ctx.produce_purgatory)
+        if ctx.group_coordinator is not None:
+            found.append(ctx.group_coordinator.timer)
         return found
 
 
@@ -892,6 +904,7 @@ def _group_coordinator(
     cfg: BrokerConfig,
     topics: TopicManager,
     loop: asyncio.AbstractEventLoop,
+    timer: CoordinatorTimer,
     cluster_groups: ClusterGroups | None,
 ) -> GroupCoordinator:
     """The group coordinator. Single node: its state in the local ``__consumer_offsets`` partitions (created
@@ -924,14 +937,22 @@ def _group_coordinator(
         offsets_log,
         loop,
         topics.partition_count,
-        append_records=None if cluster_groups is None else cluster_groups.append_records,
-        await_replication=None if cluster_groups is None else cluster_groups.await_replication,
+        timer=timer,
+        append_records=local_appender(offsets_log)
+        if cluster_groups is None
+        else cluster_groups.append_records,
+        await_replication=_replicated_at_once if cluster_groups is None else cluster_groups.await_replication,
     )
     if cluster_groups is None:
         coordinator.load()
     else:
         cluster_groups.coordinator = coordinator
     return coordinator
+
+
+def _replicated_at_once(partition: int, then: Callable[[ErrorCode | None], None]) -> None:
+    """A single node's ``await_replication``: its own append is all there is to wait for."""
+    then(None)
 
 
 def _checkpoint(logs: LogManager) -> None:

@@ -51,9 +51,11 @@ tail: a decision answered to the client (a commit's PrepareCommit, its CompleteC
 missing after the restart, while the markers it wrote to data partitions may or may not be on disk either (also
 unflushed). ``log.flush.interval.messages=1`` fsyncs every append, as before.
 
-Cluster ownership (``append_state`` given): this node coordinates only the ``__transaction_state`` partitions it
-leads (:meth:`TransactionCoordinator.become_leader` loads one and completes its Prepare states;
-:meth:`TransactionCoordinator.resign` forgets it); every request for another id answers NOT_COORDINATOR. State
+Ownership (:class:`~broker_runtime.coordinator.ownership.PartitionOwnership`, shared with the group coordinator):
+this node coordinates only the ``__transaction_state`` partitions it leads
+(:meth:`TransactionCoordinator.become_leader` loads one and completes its Prepare states;
+:meth:`TransactionCoordinator.resign` forgets it; a single node leads every partition at epoch 0,
+:meth:`TransactionCoordinator.load`); every request for another id answers NOT_COORDINATOR. State
 records go through ``append_state`` (the leader's replicated append, acks=-1 rules); the handler waits for
 their replication (:meth:`TransactionCoordinator.take_appended`) before it answers.
 
@@ -68,7 +70,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_runtime.coordinator.ownership import PartitionOwnership
 from broker_runtime.coordinator.transaction.log_format import (
+    TRANSACTION_STATE_TOPIC,
     TxnLogValue,
     decode_key,
     decode_value,
@@ -152,13 +156,13 @@ class TransactionCoordinator:
         #: Cluster: appends one ``__transaction_state`` record (acks=-1 checks) or raises; None: the local log.
         self._append_state = append_state
         self._send_markers = send_markers
-        #: Cluster: ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch).
-        #: None on a single node, which coordinates every partition at epoch 0.
-        self._owned: dict[int, int] | None = None if append_state is None else {}
+        #: The ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch); a
+        #: single node leads every partition at epoch 0 (:meth:`load`).
+        self._ownership = PartitionOwnership(
+            TRANSACTION_STATE_TOPIC, config.num_partitions, self.partition_for, self, "transactional id(s)"
+        )
         #: Transactional ids whose markers are being written in the background (cluster).
         self._in_flight: set[str] = set()
-        #: ``__transaction_state`` partitions appended to since the last :meth:`take_appended`.
-        self._appended: set[int] = set()
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -176,41 +180,40 @@ class TransactionCoordinator:
 
     def owner_error(self, transactional_id: str) -> ErrorCode:
         """NONE when this node coordinates ``transactional_id``, else NOT_COORDINATOR."""
-        if self._owned is None or self.partition_for(transactional_id) in self._owned:
-            return ErrorCode.NONE
-        return ErrorCode.NOT_COORDINATOR
+        return self._ownership.owner_error(transactional_id)
 
     def epoch_for(self, transactional_id: str) -> int:
         """The coordinator epoch of ``transactional_id``'s partition (-1 when not owned)."""
-        if self._owned is None:
-            return self.coordinator_epoch
-        return self._owned.get(self.partition_for(transactional_id), -1)
+        return self._ownership.epoch_of(self.partition_for(transactional_id))
 
     def owns(self, partition: int, coordinator_epoch: int) -> bool:
-        if self._owned is None:
-            return True
-        return self._owned.get(partition) == coordinator_epoch
+        return self._ownership.owns(partition, coordinator_epoch)
 
     @property
     def owned_partitions(self) -> dict[int, int]:
-        return dict(self._owned or {})
+        return self._ownership.owned
 
     def become_leader(self, partition: int, coordinator_epoch: int) -> int:
         """This node now leads ``partition`` of ``__transaction_state`` at ``coordinator_epoch``: load its ids from
         the local replica (its whole log: as leader, every record in it will be committed), then finish the
         transactions left in a Prepare state (markers re-sent). Returns the number of ids loaded."""
-        assert self._owned is not None, "become_leader is for a cluster"
-        self.resign(partition)
+        return self._ownership.become_leader(partition, coordinator_epoch)
+
+    def resign(self, partition: int) -> None:
+        """This node no longer leads ``partition``: forget its ids (requests for them get NOT_COORDINATOR)."""
+        self._ownership.resign(partition)
+
+    def take_appended(self) -> set[int]:
+        """The ``__transaction_state`` partitions appended to since the last call (cluster: the handler waits
+        until they are replicated before it answers)."""
+        return self._ownership.take_appended()
+
+    # CoordinatorShard hooks of the ownership (replay: :meth:`_replay`)
+    def replay(self, partition: int) -> None:
         self._replay(partition)
-        self._owned[partition] = coordinator_epoch
+
+    def loaded(self, partition: int) -> int:
         mine = [m for tid, m in self._txns.items() if self.partition_for(tid) == partition]
-        _log.info(
-            "now coordinator of %s-%d at coordinator epoch %d: %d transactional id(s) loaded",
-            "__transaction_state",
-            partition,
-            coordinator_epoch,
-            len(mine),
-        )
         for meta in mine:
             if meta.in_prepare:
                 _log.info(
@@ -221,28 +224,12 @@ class TransactionCoordinator:
                 self._complete(meta)
         return len(mine)
 
-    def resign(self, partition: int) -> None:
-        """This node no longer leads ``partition``: forget its ids (requests for them get NOT_COORDINATOR)."""
-        if self._owned is None:
-            return
-        was = self._owned.pop(partition, None)
+    def unloaded(self, partition: int) -> int:
         dropped = [tid for tid in self._txns if self.partition_for(tid) == partition]
         for tid in dropped:
             del self._txns[tid]
             self._in_flight.discard(tid)
-        if was is not None:
-            _log.info(
-                "no longer coordinator of __transaction_state-%d (epoch %d): %d transactional id(s) unloaded",
-                partition,
-                was,
-                len(dropped),
-            )
-
-    def take_appended(self) -> set[int]:
-        """The ``__transaction_state`` partitions appended to since the last call (cluster: the handler waits
-        until they are replicated before it answers)."""
-        appended, self._appended = self._appended, set()
-        return appended
+        return len(dropped)
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
         """DescribeTransactions for one id: TRANSACTIONAL_ID_NOT_FOUND when unknown (or expired)."""
@@ -306,7 +293,7 @@ class TransactionCoordinator:
             # No fsync of its own, as Kafka: the page cache survives a crash of the process; a power loss can
             # lose the unflushed tail (log.flush.interval.* bound it; see the module docstring).
             log.append(builder.build())
-        self._appended.add(partition)
+        self._ownership.appended(partition)
 
     def _transition(
         self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]] | None = None
@@ -322,22 +309,9 @@ class TransactionCoordinator:
         meta.partitions = keep
 
     def load(self) -> int:
-        """Replay every existing ``__transaction_state`` partition, then finish interrupted transactions.
-
-        Returns the number of transactional ids loaded."""
-        for partition in range(self.config.num_partitions):
-            self._replay(partition)
-        for meta in list(self._txns.values()):
-            if meta.in_prepare:
-                _log.info(
-                    "transactional id %r was in %s at start: writing its markers",
-                    meta.transactional_id,
-                    meta.state.name,
-                )
-                self._complete(meta)
-        if self._txns:
-            _log.info("transaction coordinator loaded %d transactional id(s)", len(self._txns))
-        return len(self._txns)
+        """A single node: lead every ``__transaction_state`` partition at epoch 0, replaying the existing ones and
+        finishing interrupted transactions. Returns the number of transactional ids loaded."""
+        return self._ownership.load_all()
 
     def _replay(self, partition: int) -> None:
         """Apply every record of one ``__transaction_state`` partition (to its log end offset)."""
