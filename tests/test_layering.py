@@ -9,7 +9,8 @@ A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kaf
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
     jobs <- anything
 
-``broker_runtime.errors`` and ``broker_runtime.fsutil`` are shared by all and import nothing of the project.
+``broker_runtime.errors`` and ``broker_runtime.fsutil`` are shared by all and import nothing of the project;
+``broker_runtime.configdef`` (config declarations) is shared by all and imports only ``errors``.
 Relative imports are resolved to their absolute module before checking (ruff also bans them: TID252). Every
 source file must belong to a unit of this table, so a new package cannot slip in unchecked.
 
@@ -36,11 +37,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ("broker_runtime", "spark_kafka_log", "jobs")
-SHARED = {"broker_runtime.errors", "broker_runtime.fsutil"}
+SHARED = {"broker_runtime.errors", "broker_runtime.fsutil", "broker_runtime.configdef"}
 
 ALLOWED: dict[str, set[str]] = {
     "broker_runtime": set(),  # the package's own __init__
     "broker_runtime.errors": set(),
+    "broker_runtime.configdef": {"broker_runtime.errors"},
     "broker_runtime.fsutil": set(),
     "broker_runtime.protocol": set(),
     "broker_runtime.purgatory": set(),

@@ -1,5 +1,5 @@
-"""Dynamic configs: the broker-level log defaults AlterConfigs may change at runtime, and where each value of a
-topic or broker config comes from (DescribeConfigs' ``ConfigSource``).
+"""Dynamic configs: the broker keys AlterConfigs may change at runtime, and where each value of a topic or broker
+config comes from (DescribeConfigs' ``ConfigSource``).
 
 Sources, highest precedence first (Kafka's ``DescribeConfigsResponse.ConfigSource``)::
 
@@ -7,12 +7,13 @@ Sources, highest precedence first (Kafka's ``DescribeConfigsResponse.ConfigSourc
     2 DYNAMIC_BROKER_CONFIG         AlterConfigs on broker "<node id>"
     3 DYNAMIC_DEFAULT_BROKER_CONFIG AlterConfigs on broker "" (every broker)
     4 STATIC_BROKER_CONFIG          the broker's properties file and --override
-    5 DEFAULT_CONFIG                Kafka's default
+    5 DEFAULT_CONFIG                the key's declared default
 
-Only the broker properties that set topic defaults (``log.retention.ms``, ``log.segment.bytes``,
+Which broker keys are dynamic is their declaration's (:data:`~broker_runtime.server.config.BROKER_CONFIGS`,
+``dynamic``): the broker properties that set topic defaults (``log.retention.ms``, ``log.segment.bytes``,
 ``log.cleanup.policy``, ``min.insync.replicas``, ``message.max.bytes``, ...: the storage's
-``BROKER_LOG_CONFIG_NAMES``, the set Kafka's ``DynamicLogConfig`` reconfigures) are dynamic here; AlterConfigs
-on any other broker key is refused naming it. The dynamic values live with the cluster metadata (a JSON file in
+``BROKER_LOG_SYNONYMS``, the set Kafka's ``DynamicLogConfig`` reconfigures); AlterConfigs on any other broker key
+is refused naming it (:func:`refused_dynamic`). The dynamic values live with the cluster metadata (a JSON file in
 the first log directory on a single node, ``cluster.json`` in a cluster) and are applied to every open log at
 once: :func:`broker_log_config` computes the defaults, ``TopicManager.set_base`` applies them.
 
@@ -21,14 +22,16 @@ Event-loop thread only; the functions are pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker_runtime.errors import ConfigError
-from broker_runtime.storage.config import BROKER_LOG_CONFIG_NAMES, TOPIC_CONFIG_SYNONYMS, LogConfig
+from broker_runtime.protocol.messages.describe_configs import ConfigSource
+from broker_runtime.server.config import BROKER_CONFIG_KEYS, BROKER_CONFIGS
+from broker_runtime.storage.config import TOPIC_CONFIG_SYNONYMS, LogConfig
 
 __all__ = [
     "DEFAULT_BROKER_RESOURCE",
+    "DYNAMIC_BROKER_CONFIGS",
     "SOURCE_DEFAULT",
     "SOURCE_DYNAMIC_BROKER",
     "SOURCE_DYNAMIC_DEFAULT_BROKER",
@@ -37,21 +40,37 @@ __all__ = [
     "broker_log_config",
     "broker_sources",
     "check_broker_configs",
+    "refused_dynamic",
     "topic_value_source",
 ]
 
-SOURCE_TOPIC = 1
-SOURCE_DYNAMIC_BROKER = 2
-SOURCE_DYNAMIC_DEFAULT_BROKER = 3
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
+SOURCE_TOPIC = ConfigSource.DYNAMIC_TOPIC_CONFIG
+SOURCE_DYNAMIC_BROKER = ConfigSource.DYNAMIC_BROKER_CONFIG
+SOURCE_DYNAMIC_DEFAULT_BROKER = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+SOURCE_STATIC_BROKER = ConfigSource.STATIC_BROKER_CONFIG
+SOURCE_DEFAULT = ConfigSource.DEFAULT_CONFIG
 #: The broker resource name of the cluster-wide dynamic defaults.
 DEFAULT_BROKER_RESOURCE = ""
+
+#: The broker keys AlterConfigs may change at runtime (declared ``dynamic``).
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(key.name for key in BROKER_CONFIGS if key.dynamic)
+
+
+def refused_dynamic(names: Iterable[str]) -> str | None:
+    """Why AlterConfigs on a broker cannot set ``names`` (those that are not dynamic), or None when it can."""
+    refused = sorted(set(names) - DYNAMIC_BROKER_CONFIGS)
+    if not refused:
+        return None
+    return (
+        f"Cannot update these configs dynamically: {', '.join(refused)} (pylog reconfigures the broker's log "
+        "defaults at runtime: log.retention.ms, log.segment.bytes, log.cleanup.policy, min.insync.replicas, "
+        "message.max.bytes, ...)"
+    )
 
 
 def broker_sources(
     static: Mapping[str, str], dynamic: Mapping[str, Mapping[str, str]], node_id: int
-) -> list[tuple[int, Mapping[str, str]]]:
+) -> list[tuple[ConfigSource, Mapping[str, str]]]:
     """The broker-level sources of one node, highest precedence first."""
     return [
         (SOURCE_DYNAMIC_BROKER, dynamic.get(str(node_id), {})),
@@ -74,14 +93,8 @@ def broker_log_config(
 def check_broker_configs(
     static: Mapping[str, str], dynamic: Mapping[str, Mapping[str, str]], resource: str, new: Mapping[str, str]
 ) -> None:
-    """Validate ``new`` as the dynamic configs of broker ``resource``; raises ConfigError naming the key."""
-    refused = sorted(set(new) - BROKER_LOG_CONFIG_NAMES)
-    if refused:
-        raise ConfigError(
-            f"cannot update these broker configs dynamically: {', '.join(refused)} (pylog reconfigures the log "
-            "defaults at runtime: log.retention.ms, log.segment.bytes, log.cleanup.policy, "
-            "min.insync.replicas, message.max.bytes, ...)"
-        )
+    """Validate ``new`` (dynamic keys only: :func:`refused_dynamic`) as the dynamic configs of broker
+    ``resource``, on every broker it applies to; raises ConfigError naming the key."""
     trial = {str(k): dict(v) for k, v in dynamic.items()}
     trial[resource] = dict(new)
     ids = [int(r) for r in trial if r != DEFAULT_BROKER_RESOURCE] or [0]
@@ -90,17 +103,23 @@ def check_broker_configs(
 
 
 def topic_value_source(
-    key: str, overrides: Mapping[str, str], sources: list[tuple[int, Mapping[str, str]]]
-) -> tuple[int, list[tuple[str, str, int]]]:
+    key: str, overrides: Mapping[str, str], sources: list[tuple[ConfigSource, Mapping[str, str]]]
+) -> tuple[ConfigSource, list[tuple[str, str, ConfigSource]]]:
     """Where the effective value of topic config ``key`` comes from, and its synonyms (name, value, source),
-    highest precedence first."""
-    synonyms: list[tuple[str, str, int]] = []
+    highest precedence first: the topic's override, the broker keys that set its default where set, then
+    their declared defaults (DEFAULT_CONFIG, as Kafka lists them)."""
+    synonyms: list[tuple[str, str, ConfigSource]] = []
     if key in overrides:
         synonyms.append((key, overrides[key], SOURCE_TOPIC))
-    for broker_key in TOPIC_CONFIG_SYNONYMS.get(key, ()):
+    names = TOPIC_CONFIG_SYNONYMS.get(key, ())
+    for broker_key in names:
         for source, values in sources:
             if broker_key in values:
                 synonyms.append((broker_key, values[broker_key], source))
+    for broker_key in names:
+        default = BROKER_CONFIG_KEYS[broker_key].default
+        if default is not None:
+            synonyms.append((broker_key, default, SOURCE_DEFAULT))
     return (synonyms[0][2] if synonyms else SOURCE_DEFAULT), synonyms
 
 

@@ -6,7 +6,8 @@
                          --alter [--add-config k=v,k2=v2] [--delete-config k,k2]
 
 ``--describe`` prints, as ``kafka-configs`` does, ``Dynamic configs for topic T are:`` (or ``All configs for
-...`` with ``--all``) then one ``  key=value sensitive=false synonyms={SOURCE:key=value, ...}`` line per config.
+...`` with ``--all``) then one ``  key=value sensitive=false synonyms={SOURCE:key=value, ...}`` line per config
+(the synonyms the broker answered, highest first; ``{}`` when it answered none).
 A sensitive config (a password, a JAAS entry, a key: the broker never sends its value) prints as Kafka's tool
 prints it: ``  key=null sensitive=true synonyms={SOURCE:key=null}``.
 ``--alter`` sends one IncrementalAlterConfigs (SET for each added key, DELETE for each deleted one) and prints
@@ -33,14 +34,11 @@ from broker_runtime.tools.common import (
 __all__ = ["SOURCE_NAMES", "add_parser", "run"]
 
 #: DescribeConfigs ``ConfigSource`` -> the name kafka-configs prints.
-SOURCE_NAMES = {
-    0: "UNKNOWN",
-    1: "DYNAMIC_TOPIC_CONFIG",
-    2: "DYNAMIC_BROKER_CONFIG",
-    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    4: "STATIC_BROKER_CONFIG",
-    5: "DEFAULT_CONFIG",
-    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+SOURCE_NAMES = {source.value: source.name for source in describe_configs.ConfigSource}
+_DYNAMIC = {
+    describe_configs.ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    describe_configs.ConfigSource.DYNAMIC_BROKER_CONFIG,
+    describe_configs.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
 }
 _TYPES = {"topics": describe_configs.RESOURCE_TOPIC, "brokers": describe_configs.RESOURCE_BROKER}
 
@@ -69,9 +67,9 @@ def _describe_line(e: ConfigEntry) -> str:
     """``  key=value sensitive=B synonyms={SOURCE:key=value, ...}``; a sensitive config's value is never known
     here (the broker answers null), and is printed as null even if a broker sent one."""
     value = None if e.sensitive else e.value
-    synonyms = e.synonyms or ((e.name, e.value, e.source),)
     listed = ", ".join(
-        f"{SOURCE_NAMES.get(src, str(src))}:{n}={_text(None if e.sensitive else v)}" for n, v, src in synonyms
+        f"{SOURCE_NAMES.get(src, str(src))}:{n}={_text(None if e.sensitive else v)}"
+        for n, v, src in e.synonyms
     )
     return f"  {e.name}={_text(value)} sensitive={'true' if e.sensitive else 'false'} synonyms={{{listed}}}"
 
@@ -90,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         with client_for(args) as client:
             if args.describe:
                 entries = client.admin.describe_config_entries(rtype, name)
-                shown = entries if args.all else [e for e in entries if e.source in (1, 2, 3)]
+                shown = entries if args.all else [e for e in entries if e.source in _DYNAMIC]
                 print(f"{'All' if args.all else 'Dynamic'} configs for {label} are:")
                 for e in shown:
                     print(_describe_line(e))

@@ -133,18 +133,15 @@ def _configs(text: str) -> dict[str, tuple[str, str, str]]:
     "kafka-tools",
     "kafka-configs: describe and alter topic configs and broker defaults",
     differs=(
-        "--describe --all of a broker lists the properties it was started with and the dynamic ones, not every "
-        "broker config at its DEFAULT_CONFIG; a topic config's synonyms stop at the broker property that is set "
-        "(Kafka adds the broker default, e.g. DEFAULT_CONFIG:log.roll.hours=168): pylog keeps no table of "
-        "Kafka's broker defaults"
+        "--describe --all of a broker lists the broker configs pylog declares (with pylog's defaults and its "
+        "pylog.* keys), not every Kafka broker config"
     ),
 )
 def test_kafka_configs_describes_and_alters_topic_and_broker_configs(pylog: str, tools: ToolRunner) -> None:
     """kafka-configs (DescribeConfigs with synonyms, IncrementalAlterConfigs) on a topic and on the brokers'
     cluster-wide default: what it prints is what pylog holds, and a dynamic broker default reaches the topic's
-    effective value with its source, as Kafka's synonyms show it. The documented gap is pinned: a topic config
-    left at its default has no synonym (Kafka prints its broker default's), and a broker's --all lists only the
-    properties set."""
+    effective value with its source, as Kafka's synonyms show it, down to the broker property's DEFAULT_CONFIG;
+    a broker's --all lists every declared config, those left alone at their DEFAULT_CONFIG."""
     topic = _name("kc")
     server = ("--bootstrap-server", pylog)
     as_topic = (*server, "--entity-type", "topics", "--entity-name", topic)
@@ -154,7 +151,11 @@ def test_kafka_configs_describes_and_alters_topic_and_broker_configs(pylog: str,
     described = tools.run("kafka-configs", *as_topic, "--describe")
     assert described.stdout.splitlines()[0] == f"Dynamic configs for topic {topic} are:"
     assert _configs(described.stdout) == {
-        "retention.ms": ("3600000", "false", "DYNAMIC_TOPIC_CONFIG:retention.ms=3600000")
+        "retention.ms": (
+            "3600000",
+            "false",
+            "DYNAMIC_TOPIC_CONFIG:retention.ms=3600000, DEFAULT_CONFIG:log.retention.hours=168",
+        )
     }
     changed = tools.run(
         "kafka-configs",
@@ -175,16 +176,12 @@ def test_kafka_configs_describes_and_alters_topic_and_broker_configs(pylog: str,
         assert everything["retention.ms"] == (
             "86400000",
             "false",
-            "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=86400000",
+            "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=86400000, DEFAULT_CONFIG:log.retention.hours=168",
         )
         assert {name: value for name, (value, _, _) in everything.items()} == {
             name: entry.value for name, entry in held.items()
         }
-        assert everything["segment.ms"] == (
-            "604800000",
-            "false",
-            "",
-        )  # the gap: Kafka adds the DEFAULT_CONFIG
+        assert everything["segment.ms"] == ("604800000", "false", "DEFAULT_CONFIG:log.roll.hours=168")
         dynamic = _configs(tools.run("kafka-configs", *as_topic, "--describe").stdout)
         assert set(dynamic) == {"segment.bytes", "max.message.bytes"}
         defaults = tools.run("kafka-configs", *as_default, "--describe").stdout
@@ -211,10 +208,12 @@ def test_kafka_configs_describes_and_alters_topic_and_broker_configs(pylog: str,
         assert broker["group.initial.rebalance.delay.ms"] == (
             "0",
             "false",
-            "STATIC_BROKER_CONFIG:group.initial.rebalance.delay.ms=0",
+            "STATIC_BROKER_CONFIG:group.initial.rebalance.delay.ms=0, "
+            "DEFAULT_CONFIG:group.initial.rebalance.delay.ms=3000",
         )
         assert broker["log.retention.ms"][0] == "86400000"
-        assert "log.roll.hours" not in broker  # the gap: Kafka lists every broker config, this one at 168
+        assert broker["log.roll.hours"] == ("168", "false", "DEFAULT_CONFIG:log.roll.hours=168")
+        assert broker["log.roll.ms"] == ("null", "false", "")  # no default: Kafka's null, no synonym
     finally:
         tools.run("kafka-configs", *as_default, "--alter", "--delete-config", "log.retention.ms")
     assert _configs(tools.run("kafka-configs", *as_default, "--describe").stdout) == {}

@@ -218,7 +218,11 @@ def test_kafka_configs_shows_sensitive_broker_configs_as_null(secured: Secured, 
     jaas = "listener.name.sasl_ssl.plain.sasl.jaas.config"
     assert configs[jaas] == ("null", "true", f"STATIC_BROKER_CONFIG:{jaas}=null")
     assert configs["ssl.key.password"] == ("null", "true", "STATIC_BROKER_CONFIG:ssl.key.password=null")
-    assert configs["super.users"] == ("User:admin", "false", "STATIC_BROKER_CONFIG:super.users=User:admin")
+    assert configs["super.users"] == (
+        "User:admin",
+        "false",
+        "STATIC_BROKER_CONFIG:super.users=User:admin, DEFAULT_CONFIG:super.users=",
+    )
     for secret in secured.secrets:
         assert secret not in described.stdout + described.stderr
     refused = tools.run(

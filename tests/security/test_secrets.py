@@ -262,7 +262,16 @@ def test_configs_tool_prints_sensitive_configs_as_kafka_configs(
         in lines
     )
     assert f"  {INLINE_KEY}=null sensitive=true synonyms={{STATIC_BROKER_CONFIG:{INLINE_KEY}=null}}" in lines
-    assert "  num.partitions=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:num.partitions=1}" in lines
+    assert (
+        "  num.partitions=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:num.partitions=1, "
+        "DEFAULT_CONFIG:num.partitions=1}" in lines
+    )
+    # A password config left unset is listed too (every declared config is, as Kafka), and has no value either.
+    assert "  ssl.truststore.password=null sensitive=true synonyms={}" in lines
+    assert (
+        "  ssl.key.password=null sensitive=true synonyms={STATIC_BROKER_CONFIG:ssl.key.password=null}"
+        in lines
+    )
     assert not secret_broker.leaks(out.getvalue() + err.getvalue())
 
 

@@ -35,7 +35,8 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, ApiKey
 from broker_runtime.server.broker import Broker
-from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.config import BROKER_CONFIGS, BrokerConfig
+from tests.server.rawclient import request
 from tests.support.cluster import wait_for
 from tests.support.processes import kill_broker
 
@@ -295,6 +296,49 @@ def test_dynamic_broker_configs_persist_across_restart(log_dir: Path) -> None:
             assert (entries["log.segment.bytes"].value, entries["log.segment.bytes"].source) == ("4096", 3)
     finally:
         restarted.stop()
+
+
+def test_describe_configs_answers_every_declared_broker_config(broker: Broker) -> None:
+    """DescribeConfigs of broker "0" lists every declared broker config, as Kafka's ``ConfigHelper`` lists
+    ``KafkaConfig``: a key set in the properties at STATIC_BROKER_CONFIG with its declared default as the last
+    synonym, a key left alone at DEFAULT_CONFIG, a key without a default with no value and no synonym, a password
+    with no value; ReadOnly unless dynamic; ConfigType the declared type. A topic config's synonyms end at its
+    broker key's default (Kafka's ``DEFAULT_CONFIG:log.roll.hours=168`` for ``segment.ms``)."""
+    with KafkaClient(broker.bootstrap) as client:
+        client.admin.create_topics([NewTopic("dc", 1, 1)])
+    body = {
+        "Resources": [
+            {"ResourceType": 4, "ResourceName": "0", "ConfigurationKeys": None},
+            {"ResourceType": 2, "ResourceName": "dc", "ConfigurationKeys": ["segment.ms"]},
+        ],
+        "IncludeSynonyms": True,
+        "IncludeDocumentation": False,
+    }
+    answer = request(broker.bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, body)["Results"]
+    assert [r["ErrorCode"] for r in answer] == [0, 0]
+    entries = {c["Name"]: c for c in answer[0]["Configs"]}
+    assert {key.name for key in BROKER_CONFIGS} <= set(entries)
+
+    def shown(name: str) -> tuple[object, ...]:
+        c = entries[name]
+        synonyms = [(s["Name"], s["Value"], s["Source"]) for s in c["Synonyms"]]
+        return c["Value"], c["ConfigSource"], synonyms, c["ReadOnly"], c["IsSensitive"], c["ConfigType"]
+
+    name = "log.retention.check.interval.ms"  # the fixture sets it to 100
+    assert shown(name) == ("100", 4, [(name, "100", 4), (name, "300000", 5)], True, False, 5)
+    assert shown("num.partitions") == ("1", 5, [("num.partitions", "1", 5)], True, False, 3)
+    assert shown("log.roll.ms") == (None, 5, [], False, False, 5)  # dynamic, no default
+    assert shown("log.segment.bytes")[3] is False
+    assert shown("ssl.key.password") == (None, 5, [], True, True, 9)
+    (segment_ms,) = answer[1]["Configs"]
+    assert [(s["Name"], s["Value"], s["Source"]) for s in segment_ms["Synonyms"]] == [
+        ("log.roll.hours", "168", 5)
+    ]
+    assert (segment_ms["Value"], segment_ms["ConfigSource"], segment_ms["ReadOnly"]) == (
+        "604800000",
+        5,
+        False,
+    )
 
 
 def test_describe_topic_partitions_pages_with_a_cursor(broker: Broker) -> None:

@@ -29,7 +29,7 @@ def test_properties_file_and_overrides(tmp_path: Path) -> None:
     )
     cfg = BrokerConfig.from_file(f, ["num.partitions=6", "auto.create.topics.enable=false"])
     assert (cfg.node_id, cfg.listener.port, cfg.log_dirs, cfg.num_partitions) == (3, 0, ("a", "b"), 6)
-    assert cfg.auto_create_topics_enable is False and cfg.message_max_bytes == 2000
+    assert cfg.auto_create_topics_enable is False and cfg.log.max_message_bytes == 2000
     assert cfg.warnings == ("unknown config key 'mystery.key' is ignored",)
     assert read_properties(f)["log.segment.bytes"] == "1048576"
 

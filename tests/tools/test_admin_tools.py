@@ -90,8 +90,10 @@ def test_topics_configs_offsets_and_delete_records(
     ).splitlines()
     assert shown == [
         "Dynamic configs for topic ops are:",
-        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
-        "  segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576}",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+        "  segment.bytes=1048576 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1048576, "
+        "DEFAULT_CONFIG:log.segment.bytes=1073741824}",
     ]
     _ok(
         tool_here,
@@ -105,7 +107,8 @@ def test_topics_configs_offsets_and_delete_records(
         "log.retention.bytes=123456789",
     )
     assert (
-        "  log.retention.bytes=123456789 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=123456789}"
+        "  log.retention.bytes=123456789 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=123456789, "
+        "DEFAULT_CONFIG:log.retention.bytes=-1}"
         in (
             _ok(
                 tool_here, "configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--describe"

@@ -7,14 +7,30 @@ Definitions mirror Kafka's DescribeConfigsRequest.json / DescribeConfigsResponse
 
 from __future__ import annotations
 
+import enum
+
 from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
-__all__ = ["API_KEY", "REQUEST", "RESOURCE_BROKER", "RESOURCE_TOPIC", "RESPONSE"]
+__all__ = ["API_KEY", "REQUEST", "RESOURCE_BROKER", "RESOURCE_TOPIC", "RESPONSE", "ConfigSource"]
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a config value comes from (the response's ``ConfigSource``), named as Kafka's admin client and
+    ``kafka-configs`` name them; DescribeConfigs lists a value's sources highest precedence first."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
 
 REQUEST = Message(
     "DescribeConfigsRequest",

@@ -11,12 +11,12 @@ Resources (Kafka's ``ConfigAdminManager`` rules, first failure wins per resource
     a key that is not dynamic here (see :mod:`broker_runtime.server.dynamic_config`) -> INVALID_REQUEST;
     a bad value                                                                      -> INVALID_CONFIG
   * AlterConfigs: a null value                                                        -> INVALID_REQUEST
-  * Incremental: APPEND / SUBTRACT on a key that is not a list (only ``cleanup.policy`` /
-    ``log.cleanup.policy`` are) -> INVALID_CONFIG; an unknown operation -> INVALID_REQUEST
+  * Incremental: APPEND / SUBTRACT on a key that is not declared a LIST (``cleanup.policy``,
+    ``log.cleanup.policy``, the replication throttles) -> INVALID_CONFIG; an unknown operation -> INVALID_REQUEST
 
 AlterConfigs replaces the resource's whole dynamic set (keys not named go back to their defaults);
 IncrementalAlterConfigs applies SET / DELETE / APPEND / SUBTRACT per key to the current set (APPEND and SUBTRACT
-start from the current value, or Kafka's default of the key). ``ValidateOnly`` checks and changes nothing.
+start from the current value, or the key's declared default). ``ValidateOnly`` checks and changes nothing.
 Changes are persisted in the cluster metadata and applied to the open logs before the answer (other brokers:
 within the metadata poll interval).
 """
@@ -27,13 +27,19 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker_runtime.configdef import ConfigType
 from broker_runtime.errors import ConfigError, ErrorCode
-from broker_runtime.protocol.messages import RequestHeader, alter_configs
+from broker_runtime.protocol.messages import RequestHeader, alter_configs, describe_configs
 from broker_runtime.security.acl import AclOperation, ResourceType
+from broker_runtime.server.config import BROKER_CONFIGS
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.dynamic_config import DEFAULT_BROKER_RESOURCE, check_broker_configs
+from broker_runtime.server.dynamic_config import (
+    DEFAULT_BROKER_RESOURCE,
+    check_broker_configs,
+    refused_dynamic,
+)
 from broker_runtime.server.topics import TopicError, topic_name_error
-from broker_runtime.storage.config import BROKER_LOG_CONFIG_NAMES
+from broker_runtime.storage.config import ACCEPTED_TOPIC_CONFIGS, TOPIC_CONFIGS
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "alter", "handle"]
 
@@ -41,10 +47,14 @@ REQUEST = alter_configs.ALTER_REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-TOPIC = 2
-BROKER = 4
-#: List-valued keys (APPEND / SUBTRACT apply) and the default each starts from.
-LIST_DEFAULTS = {"cleanup.policy": "delete", "log.cleanup.policy": "delete"}
+TOPIC = describe_configs.RESOURCE_TOPIC
+BROKER = describe_configs.RESOURCE_BROKER
+#: The alterable keys declared LIST (APPEND / SUBTRACT apply) and the default each starts from.
+LIST_DEFAULTS: dict[str, str] = {
+    key.name: key.default or ""
+    for key in (*TOPIC_CONFIGS, *ACCEPTED_TOPIC_CONFIGS, *BROKER_CONFIGS)
+    if key.type == ConfigType.LIST and key.dynamic
+}
 
 #: (current dynamic configs of the resource, the request's config entries) -> the new dynamic configs.
 Change = Callable[[Mapping[str, str], list[dict[str, Any]]], dict[str, str]]
@@ -95,14 +105,9 @@ def _alter_broker(
         )
     dynamic = {k: dict(v) for k, v in view.broker_configs.items()}
     new = change(dynamic.get(name, {}), entries)
-    refused = sorted(set(new) - BROKER_LOG_CONFIG_NAMES)
-    if refused:
-        raise _Refused(
-            ErrorCode.INVALID_REQUEST,
-            f"Cannot update these configs dynamically: {', '.join(refused)} (pylog reconfigures the broker's "
-            "log defaults at runtime: log.retention.ms, log.segment.bytes, log.cleanup.policy, "
-            "min.insync.replicas, message.max.bytes, ...)",
-        )
+    refused = refused_dynamic(new)
+    if refused is not None:
+        raise _Refused(ErrorCode.INVALID_REQUEST, refused)
     try:
         check_broker_configs(ctx.config.storage_properties(), dynamic, name, new)
     except ConfigError as exc:

@@ -1,13 +1,18 @@
-"""DescribeConfigs (key 32, v0-4): a topic's effective log configs, or a broker's properties.
+"""DescribeConfigs (key 32, v0-4): a topic's effective log configs, or a broker's configs.
 
-Topic resources (type 2) list every topic config the storage's LogConfig knows with its effective value and
-the source it comes from (:mod:`broker_runtime.server.dynamic_config`: DYNAMIC_TOPIC_CONFIG for the topic's
-overrides, then the broker property that sets its default -- DYNAMIC_BROKER_CONFIG,
-DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG -- else DEFAULT_CONFIG), with synonyms when asked. Broker
-resources (type 4): this broker's node id lists the properties it was started with (STATIC_BROKER_CONFIG)
-overlaid by its dynamic ones; ``""`` (empty name) lists the cluster-wide dynamic defaults only, as Kafka's
-``--entity-default``. ``ConfigurationKeys`` filters the names. Other resource types get INVALID_REQUEST;
-unknown topics UNKNOWN_TOPIC_OR_PARTITION.
+Topic resources (type 2) list every topic config the storage's LogConfig declares (those without a value, e.g. an
+unset compression level, only when the topic overrides them) with its effective value and the source it comes
+from (:mod:`broker_runtime.server.dynamic_config`: DYNAMIC_TOPIC_CONFIG for the topic's overrides, then the
+broker property that sets its default -- DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG -- else DEFAULT_CONFIG), with synonyms when asked (ending, as Kafka's, with the broker
+properties' declared defaults). Broker resources (type 4): this broker's node id lists every declared broker
+config (:data:`~broker_runtime.server.config.BROKER_CONFIGS`) and any other property it was started with, each
+from its highest layer -- its dynamic configs, the cluster-wide dynamic defaults, the properties it was started
+with (STATIC_BROKER_CONFIG), else the declared default (DEFAULT_CONFIG; no value when the key has none), as
+Kafka's ``ConfigHelper`` lists ``KafkaConfig``; ``""`` (empty name) lists the cluster-wide dynamic defaults only,
+as Kafka's ``--entity-default``. ``ReadOnly`` is true for a broker config that is not dynamic; ``ConfigType`` is
+the declared type. ``ConfigurationKeys`` filters the names. Other resource types get INVALID_REQUEST; unknown
+topics UNKNOWN_TOPIC_OR_PARTITION.
 
 Secrets (every version, both resource types): a sensitive config (:mod:`broker_runtime.security.secrets`:
 Kafka's PASSWORD-type configs such as ``sasl.jaas.config``, ``ssl.key.password`` and ``ssl.keystore.key`` with
@@ -19,14 +24,16 @@ broker, whoever asks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from broker_runtime.configdef import ConfigKey, ConfigType
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_configs
+from broker_runtime.protocol.messages.describe_configs import ConfigSource
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.security.secrets import is_password_config
-from broker_runtime.server.config import sensitive_broker_config
+from broker_runtime.server.config import BROKER_CONFIG_KEYS, BROKER_CONFIGS, sensitive_broker_config
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dynamic_config import (
     DEFAULT_BROKER_RESOURCE,
@@ -34,13 +41,12 @@ from broker_runtime.server.dynamic_config import (
     SOURCE_DYNAMIC_BROKER,
     SOURCE_DYNAMIC_DEFAULT_BROKER,
     SOURCE_STATIC_BROKER,
-    SOURCE_TOPIC,
     broker_sources,
     text,
     topic_value_source,
 )
 from broker_runtime.server.topics import sensitive_topic_config, topic_name_error
-from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.config import TOPIC_CONFIGS, LogConfig
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "topic_config_entries"]
 
@@ -49,61 +55,43 @@ REQUEST = describe_configs.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
 
-TOPIC = 2
-BROKER = 4
+TOPIC = describe_configs.RESOURCE_TOPIC
+BROKER = describe_configs.RESOURCE_BROKER
 
-#: Topic config name -> LogConfig attribute.
-_TOPIC_ATTRS = {
-    "cleanup.policy": "cleanup_policy",
-    "compression.type": "compression_type",
-    "delete.retention.ms": "delete_retention_ms",
-    "file.delete.delay.ms": "file_delete_delay_ms",
-    "flush.messages": "flush_messages",
-    "flush.ms": "flush_ms",
-    "index.interval.bytes": "index_interval_bytes",
-    "max.compaction.lag.ms": "max_compaction_lag_ms",
-    "max.message.bytes": "max_message_bytes",
-    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
-    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
-    "message.timestamp.type": "message_timestamp_type",
-    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
-    "min.compaction.lag.ms": "min_compaction_lag_ms",
-    "min.insync.replicas": "min_insync_replicas",
-    "preallocate": "preallocate",
-    "retention.bytes": "retention_bytes",
-    "retention.ms": "retention_ms",
-    "segment.bytes": "segment_bytes",
-    "segment.index.bytes": "segment_index_bytes",
-    "segment.jitter.ms": "segment_jitter_ms",
-    "segment.ms": "segment_ms",
-}
+_TOPIC_KEYS: dict[str, ConfigKey] = {key.name: key for key in TOPIC_CONFIGS}
+Synonym = tuple[str, str | None, ConfigSource]
 
 
-#: DescribeConfigsResponse ``ConfigType`` values pylog sets (Kafka's ``ConfigType`` enum; 0 is UNKNOWN).
-CONFIG_TYPE_UNKNOWN = 0
-CONFIG_TYPE_PASSWORD = 9
+def _config_type(name: str, key: ConfigKey | None) -> int:
+    """The declared type (Kafka's ``ConfigType``); an undeclared name is UNKNOWN, or PASSWORD when it is one of
+    Kafka's password configs (a per-listener one, e.g.)."""
+    if key is not None:
+        return int(key.type)
+    return int(ConfigType.PASSWORD if is_password_config(name) else ConfigType.UNKNOWN)
 
 
 def _entry(
     name: str,
     value: str | None,
     source: int,
-    synonyms: list[tuple[str, str, int]] | None = None,
+    synonyms: Sequence[Synonym] | None = None,
     *,
     sensitive: bool,
+    read_only: bool = False,
+    key: ConfigKey | None = None,
 ) -> dict[str, Any]:
     """One config of the answer; a sensitive one has no value anywhere (Kafka's ``createBrokerConfigEntry``)."""
     return {
         "Name": name,
         "Value": None if sensitive else value,
-        "ReadOnly": False,
+        "ReadOnly": read_only,
         "IsDefault": source == SOURCE_DEFAULT,
         "ConfigSource": source,
         "IsSensitive": sensitive,
         "Synonyms": [
             {"Name": n, "Value": None if sensitive else v, "Source": src} for n, v, src in synonyms or []
         ],
-        "ConfigType": CONFIG_TYPE_PASSWORD if is_password_config(name) else CONFIG_TYPE_UNKNOWN,
+        "ConfigType": _config_type(name, key),
         "Documentation": None,
     }
 
@@ -124,49 +112,63 @@ def topic_config_entries(
     controller answers both from ``computeEffectiveTopicConfigs``)."""
     sources = broker_sources(ctx.config.props, ctx.cluster.view.broker_configs, ctx.config.node_id)
     out = []
-    for key, attr in sorted(_TOPIC_ATTRS.items()):
-        source, synonyms = topic_value_source(key, overrides, sources)
-        if key in overrides:
-            value: str | None = overrides[key]
-        elif hasattr(cfg, attr):
-            value = text(getattr(cfg, attr))
+    for name in sorted(set(_TOPIC_KEYS) | set(overrides)):
+        source, synonyms = topic_value_source(name, overrides, sources)
+        if name in overrides:
+            value: str | None = overrides[name]
+        elif cfg.topic_value(name) is not None:
+            value = text(cfg.topic_value(name))
         else:
-            continue
-        sensitive = _topic_sensitive(key, [value, *(v for _, v, _ in synonyms)])
-        out.append(_entry(key, value, source, synonyms if with_synonyms else None, sensitive=sensitive))
-    for key in sorted(set(overrides) - set(_TOPIC_ATTRS)):
-        value = overrides[key]
-        synonyms = [(key, value, SOURCE_TOPIC)]
-        out.append(
-            _entry(
-                key,
-                value,
-                SOURCE_TOPIC,
-                synonyms if with_synonyms else None,
-                sensitive=_topic_sensitive(key, [value]),
-            )
+            continue  # no value and no default (a compression level left to its codec)
+        sensitive = _topic_sensitive(name, [value, *(v for _, v, _ in synonyms)])
+        entry = _entry(
+            name,
+            value,
+            source,
+            synonyms if with_synonyms else None,
+            sensitive=sensitive,
+            key=_TOPIC_KEYS.get(name),
         )
+        out.append(entry)
     return out
 
 
 def _broker_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
-    """The broker's configs: each name's layers (dynamic per-broker, dynamic default, static) highest first;
-    the first is the value, all of them the synonyms (only the dynamic default for the ``""`` resource)."""
+    """The broker's configs: each name's layers (dynamic per-broker, dynamic default, static, declared default)
+    highest first; the first is the value, all of them the synonyms (only the dynamic default for the ``""``
+    resource, which lists only the names set there)."""
     dynamic = ctx.cluster.view.broker_configs
+    layers: list[tuple[ConfigSource, Mapping[str, str | None]]]
     if name == DEFAULT_BROKER_RESOURCE:
         layers = [(SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {}))]
+        names = sorted(layers[0][1])
     else:
+        defaults = {key.name: key.default for key in BROKER_CONFIGS if key.default is not None}
         layers = [
             (SOURCE_DYNAMIC_BROKER, dynamic.get(name, {})),
             (SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {})),
             (SOURCE_STATIC_BROKER, ctx.config.props),
+            (SOURCE_DEFAULT, defaults),
         ]
+        names = sorted({k for _, values in layers for k in values} | set(BROKER_CONFIG_KEYS))
     out = []
-    for key in sorted({k for _, values in layers for k in values}):
-        synonyms = [(key, values[key], source) for source, values in layers if key in values]
-        sensitive = any(sensitive_broker_config(key, v) for _, v, _ in synonyms)
-        _, value, source = synonyms[0]
-        out.append(_entry(key, value, source, synonyms if with_synonyms else None, sensitive=sensitive))
+    for key in names:
+        declared = BROKER_CONFIG_KEYS.get(key)
+        synonyms: list[Synonym] = [(key, values[key], source) for source, values in layers if key in values]
+        sensitive = (declared is not None and declared.sensitive) or any(
+            sensitive_broker_config(key, v) for _, v, _ in synonyms
+        )
+        _, value, source = synonyms[0] if synonyms else (key, None, SOURCE_DEFAULT)
+        entry = _entry(
+            key,
+            value,
+            source,
+            synonyms if with_synonyms else None,
+            sensitive=sensitive,
+            read_only=declared is None or not declared.dynamic,
+            key=declared,
+        )
+        out.append(entry)
     return out
 
 
