@@ -44,6 +44,7 @@ __all__ = [
     "declared",
     "define",
     "integer",
+    "no_effect_warnings",
     "non_empty",
     "number",
     "optional",
@@ -175,6 +176,9 @@ class ConfigKey:
     shown_default: str | None = None
     #: The README section it is listed in (Kafka's ``ConfigDef`` group).
     group: str = ""
+    #: False: accepted so that a Kafka properties file loads, but pylog does nothing with it; a value other than
+    #: the default draws a start-up warning naming the key (:func:`no_effect_warnings`), never silence.
+    effect: bool = True
 
     @property
     def sensitive(self) -> bool:
@@ -202,6 +206,7 @@ def define(
     dynamic: bool = False,
     shown_default: str | None = None,
     group: str = "",
+    effect: bool = True,
 ) -> ConfigKey:
     """A declaration whose validator is ``parse``, else the type's (integers bounded by ``minimum``/``maximum``)."""
     if parse is None:
@@ -211,7 +216,17 @@ def define(
             parse = boolean
         else:
             parse = text
-    return ConfigKey(name, type, default, doc, parse, dynamic, shown_default, group)
+    return ConfigKey(name, type, default, doc, parse, dynamic, shown_default, group, effect)
+
+
+def no_effect_warnings(keys: Mapping[str, ConfigKey], props: Mapping[str, str]) -> tuple[str, ...]:
+    """One warning per key of ``props`` declared without effect and set to something other than its default (by
+    name only: the value is not repeated, as for unknown keys)."""
+    return tuple(
+        f"config key {name!r} is set but has no effect in pylog: {key.doc.removeprefix('accepted, no effect: ')}"
+        for name in sorted(props)
+        if (key := keys.get(name)) is not None and not key.effect and key.value(props) != key.default_value()
+    )
 
 
 _PARSED = object()

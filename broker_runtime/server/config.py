@@ -44,6 +44,7 @@ from broker_runtime.configdef import (
     declared,
     define,
     integer,
+    no_effect_warnings,
     non_empty,
     optional,
     overrides_dict,
@@ -697,7 +698,7 @@ class BrokerConfig:
             f"unknown config key {key!r} is ignored"  # never its value: it may be a secret (as Kafka)
             for key in sorted(props)
             if key not in KNOWN_BROKER_KEYS and not key.startswith(LISTENER_PREFIX)
-        )
+        ) + no_effect_warnings(BROKER_CONFIG_KEYS, props)
         values = parse_fields(cls, props)
         protocols = values["listener_security_protocol_map"]
         listeners = parse_listeners("listeners", props.get("listeners", _LISTENERS_DEFAULT), protocols)

@@ -719,7 +719,7 @@ BROKER_LOG_CONFIG_NAMES: frozenset[str] = frozenset(s.key.name for s in BROKER_L
 
 
 def _ignored(name: str, type: ConfigType, default: str, doc: str) -> ConfigKey:
-    return define(name, type, default, f"accepted, no effect: {doc}")
+    return define(name, type, default, f"accepted, no effect: {doc}", effect=False)
 
 
 #: Every broker property this module owns, in the README's order: the topic defaults, the broker-only ones,

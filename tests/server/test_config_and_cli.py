@@ -34,6 +34,24 @@ def test_properties_file_and_overrides(tmp_path: Path) -> None:
     assert read_properties(f)["log.segment.bytes"] == "1048576"
 
 
+def test_a_kafka_key_pylog_does_not_act_on_is_named_when_set_away_from_its_default() -> None:
+    """Accepted so that a Kafka server.properties loads, but never silent: a value other than the default (which
+    pylog would ignore) draws a start-up warning; the default itself, or the key left out, draws none."""
+    quiet = BrokerConfig.from_properties(
+        {"num.recovery.threads.per.data.dir": "2", "log.message.format.version": "3.0-IV1"}
+    )
+    assert quiet.warnings == ()
+    loud = BrokerConfig.from_properties(
+        {"num.recovery.threads.per.data.dir": "8", "log.initial.task.delay.ms": "0"}
+    )
+    assert loud.warnings == (
+        "config key 'log.initial.task.delay.ms' is set but has no effect in pylog: "
+        "pylog's storage tasks start at their first interval",
+        "config key 'num.recovery.threads.per.data.dir' is set but has no effect in pylog: "
+        "pylog recovers on one thread",
+    )
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
