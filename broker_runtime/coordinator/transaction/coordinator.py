@@ -40,7 +40,15 @@ them to the local partition logs and returns an error code per partition; EndTxn
 once the Prepare record is replicated, see :mod:`broker_runtime.server.transactions`) and calls back; EndTxn
 answers once the Prepare record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A
 partition whose topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves
-the transaction in its Prepare state and the periodic task retries, WARNING logged.
+the transaction in its Prepare state and the periodic task retries, WARNING logged. :meth:`~TransactionCoordinator.
+when_completed` calls back once a transaction leaves its Prepare state: the server holds AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn requests answered CONCURRENT_TRANSACTIONS until then (``server/txn_parking.py`` says
+why: librdkafka's fatal INVALID_TXN_STATE on an abort right after a commit).
+
+State writes that fail (NOT_ENOUGH_REPLICAS under a short ISR, a disk error) answer the client's retriable error;
+each is counted in ``state_write_failures`` by error and logged once per transactional id and failing write (its
+repeats at DEBUG, as Kafka logs them all) until a write of the id succeeds (:meth:`TransactionCoordinator.
+_write_failed`).
 
 Durability, single node: a state record is appended to the local ``__transaction_state`` partition before the
 change is applied and answered, and is NOT fsynced by the coordinator (Kafka does not fsync its internal topics
@@ -659,10 +667,11 @@ class TransactionCoordinator:
                 try:
                     self._append(tid, None, now)
                 except (PylogError, OSError) as exc:
-                    _log.error("expiration of transactional id %r not logged: %s", tid, exc)
+                    self._write_failed(tid, "its expiration (a tombstone)", exc)
                     continue
                 meta.state = TxnState.DEAD
                 del self._txns[tid]
+                self._failing_writes.pop(tid, None)
                 expired += 1
         if expired:
             _log.info("expired %d transactional id(s)", expired)
