@@ -821,7 +821,18 @@ class Broker:
             recovery_bytes_dropped=logs.recovery_bytes_dropped,
             connections_refused=dict(self.quotas.refused) if self.quotas is not None else {},
             connections_idle_closed=self.quotas.idle_closed if self.quotas is not None else 0,
+            **self._transaction_counters(),
         )
+
+    def _transaction_counters(self) -> dict[str, Any]:
+        coordinator = None if self.ctx is None else self.ctx.txn_coordinator
+        if coordinator is None:
+            return {}
+        return {
+            "transaction_state_write_failures": dict(coordinator.state_write_failures),
+            "transaction_requests_parked": coordinator.completion_waits,
+            "transaction_requests_parked_timed_out": coordinator.completion_wait_timeouts,
+        }
 
     @staticmethod
     def _purgatories(ctx: BrokerContext) -> list[DelayedOperationPurgatory[Any] | CoordinatorTimer]:
@@ -867,6 +878,11 @@ def _transaction_coordinator(
         control_type: int,
         partitions: list[tuple[str, int]],
     ) -> dict[tuple[str, int], ErrorCode]:
+        hold = cfg.test_transaction_markers_hold_file
+        if (
+            hold and Path(hold).exists()
+        ):  # fault injection for tests: the writes fail, the periodic check retries
+            return dict.fromkeys(partitions, ErrorCode.KAFKA_STORAGE_ERROR)
         results = {
             (topic, p): replicas.write_txn_marker(
                 topic, p, producer_id, epoch, coordinator_epoch, control_type

@@ -603,7 +603,8 @@ class BrokerConfig:
         "",
         "pylog",
         "tests only: while this file exists, a cluster coordinator holds its transaction markers back (after the "
-        "Prepare record is replicated), so a failure test can kill a node at that point",
+        "Prepare record is replicated), so a failure test can kill a node at that point; a single node's marker writes fail "
+        "(KAFKA_STORAGE_ERROR) and its periodic check retries them",
         parse=optional,
         shown_default="(empty)",
     )

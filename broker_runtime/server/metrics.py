@@ -116,6 +116,11 @@ class Snapshot:
     #: Connections refused by limit key (``max.connections``, ``max.connections.per.ip``), and idle ones closed.
     connections_refused: Mapping[str, int] = field(default_factory=dict)
     connections_idle_closed: int = 0
+    #: The transaction coordinator's state writes that failed (retried), by error; the requests that waited for
+    #: their transaction's markers, and those of them answered CONCURRENT_TRANSACTIONS after waiting too long.
+    transaction_state_write_failures: Mapping[str, int] = field(default_factory=dict)
+    transaction_requests_parked: int = 0
+    transaction_requests_parked_timed_out: int = 0
     #: Copies of :class:`BrokerMetrics`' request-path counters (see its attributes), taken with the gauges.
     topics: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
     requests: Mapping[tuple[str, int], int] = field(default_factory=dict)
@@ -533,6 +538,26 @@ class BrokerMetrics:
         )
         idle.add_metric([self._listener_name], snap.connections_idle_closed)
         yield idle
+        yield _counter_by(
+            "pylog_transaction_state_write_failures",
+            "Transaction coordinator writes to __transaction_state that failed and are retried (by the client or "
+            "the periodic check), by error; the first of a transactional id's failing write is a WARNING line",
+            "error",
+            snap.transaction_state_write_failures,
+        )
+        parked = CounterMetricFamily(
+            "pylog_transaction_requests_parked",
+            "AddPartitionsToTxn, AddOffsetsToTxn and EndTxn requests that waited for the markers of their "
+            "transactional id's previous transaction instead of answering CONCURRENT_TRANSACTIONS",
+        )
+        parked.add_metric([], snap.transaction_requests_parked)
+        yield parked
+        parked_out = CounterMetricFamily(
+            "pylog_transaction_requests_parked_timed_out",
+            "Parked transaction requests answered CONCURRENT_TRANSACTIONS after waiting 10 s (each a WARNING line)",
+        )
+        parked_out.add_metric([], snap.transaction_requests_parked_timed_out)
+        yield parked_out
 
 
 class _SnapshotCollector:

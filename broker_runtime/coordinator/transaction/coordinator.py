@@ -40,7 +40,15 @@ them to the local partition logs and returns an error code per partition; EndTxn
 once the Prepare record is replicated, see :mod:`broker_runtime.server.transactions`) and calls back; EndTxn
 answers once the Prepare record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A
 partition whose topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves
-the transaction in its Prepare state and the periodic task retries, WARNING logged.
+the transaction in its Prepare state and the periodic task retries, WARNING logged. :meth:`~TransactionCoordinator.
+when_completed` calls back once a transaction leaves its Prepare state: the server holds AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn requests answered CONCURRENT_TRANSACTIONS until then (``server/txn_parking.py`` says
+why: librdkafka's fatal INVALID_TXN_STATE on an abort right after a commit).
+
+State writes that fail (NOT_ENOUGH_REPLICAS under a short ISR, a disk error) answer the client's retriable error;
+each is counted in ``state_write_failures`` by error and logged once per transactional id and failing write (its
+repeats at DEBUG, as Kafka logs them all) until a write of the id succeeds (:meth:`TransactionCoordinator.
+_write_failed`).
 
 Durability, single node: a state record is appended to the local ``__transaction_state`` partition before the
 change is applied and answered, and is NOT fsynced by the coordinator (Kafka does not fsync its internal topics
@@ -81,7 +89,7 @@ from broker_runtime.coordinator.transaction.log_format import (
     partition_for,
 )
 from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH, TransactionMetadata, TxnState
-from broker_runtime.errors import ErrorCode, PylogError
+from broker_runtime.errors import ErrorCode, KafkaError, PylogError, StorageError
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder
 from broker_runtime.storage.log_batches import read_batches
 from broker_runtime.storage.partition_log import PartitionLog
@@ -163,6 +171,15 @@ class TransactionCoordinator:
         )
         #: Transactional ids whose markers are being written in the background (cluster).
         self._in_flight: set[str] = set()
+        #: Transactional id -> callbacks waiting for its transaction to leave its Prepare state (:meth:`when_completed`).
+        self._completion_waiters: dict[str, list[Callable[[], None]]] = {}
+        #: Callbacks :meth:`when_completed` took, and those its caller gave up waiting for (the server counts them).
+        self.completion_waits = 0
+        self.completion_wait_timeouts = 0
+        #: Transactional id -> (what, error) of its state write that fails, logged once (:meth:`_write_failed`).
+        self._failing_writes: dict[str, tuple[str, str]] = {}
+        #: State writes that failed (the client or the periodic check retries them), by error name.
+        self.state_write_failures: dict[str, int] = {}
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -229,7 +246,25 @@ class TransactionCoordinator:
         for tid in dropped:
             del self._txns[tid]
             self._in_flight.discard(tid)
+            self._failing_writes.pop(tid, None)
+            self._completed(tid)  # the parked requests are answered NOT_COORDINATOR now
         return len(dropped)
+
+    def when_completed(self, transactional_id: str, then: Callable[[], None]) -> bool:
+        """Call ``then()`` once the transaction of ``transactional_id`` leaves its Prepare state: its markers are
+        written and its Complete state logged, or this node stopped coordinating it. False (``then`` dropped) when
+        it is not in a Prepare state now. Callbacks run in registration order, from inside the coordinator: one
+        that calls back into the coordinator must defer that (the server's request parking does)."""
+        meta = self._txns.get(transactional_id)
+        if meta is None or not meta.in_prepare:
+            return False
+        self._completion_waiters.setdefault(transactional_id, []).append(then)
+        self.completion_waits += 1
+        return True
+
+    def _completed(self, transactional_id: str) -> None:
+        for then in self._completion_waiters.pop(transactional_id, ()):
+            then()
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
         """DescribeTransactions for one id: TRANSACTIONAL_ID_NOT_FOUND when unknown (or expired)."""
@@ -280,6 +315,41 @@ class TransactionCoordinator:
         )
         self._append(meta.transactional_id, encode_value(value), now)
         meta.last_update_ms = now
+        failing = self._failing_writes.pop(meta.transactional_id, None)
+        if failing is not None:
+            _log.info(
+                "transactional id %r: transaction log writes succeed again (%s had failed with %s)",
+                meta.transactional_id,
+                *failing,
+            )
+
+    def _write_failed(self, transactional_id: str, what: str, exc: Exception) -> None:
+        """A state write of ``transactional_id`` failed and will be retried (by the client, which got a retriable
+        error, or by the periodic check): counted in :attr:`state_write_failures` by error; logged once per
+        transactional id and failing write (WARNING, ERROR for a storage failure), its repeats at DEBUG, until a
+        write of the id succeeds (one INFO line). Kafka logs these failures at DEBUG only; a client retries every
+        few hundred milliseconds while the ISR of ``__transaction_state`` is short, so a line per retry would be
+        a flood."""
+        code = exc.code if isinstance(exc, KafkaError) else None
+        error = code.name if isinstance(code, ErrorCode) else type(exc).__name__
+        self.state_write_failures[error] = self.state_write_failures.get(error, 0) + 1
+        if self._failing_writes.get(transactional_id) == (what, error):
+            _log.debug(
+                "transactional id %r: %s not written to the transaction log again: %s",
+                transactional_id,
+                what,
+                exc,
+            )
+            return
+        self._failing_writes[transactional_id] = (what, error)
+        _log.log(
+            logging.ERROR if isinstance(exc, (OSError, StorageError)) else logging.WARNING,
+            "transactional id %r: %s not written to the transaction log: %s; retried (repeats are logged at DEBUG "
+            "until a write succeeds, and counted in pylog_transaction_state_write_failures_total)",
+            transactional_id,
+            what,
+            exc,
+        )
 
     def _append(self, transactional_id: str, value: bytes | None, now: int) -> None:
         partition = self.partition_for(transactional_id)
@@ -378,7 +448,7 @@ class TransactionCoordinator:
             self._transition(meta, TxnState.EMPTY, set())
             return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
         except (PylogError, OSError) as exc:
-            _log.error("InitProducerId for %r failed to write the transaction log: %s", transactional_id, exc)
+            self._write_failed(transactional_id, "InitProducerId", exc)
             return InitResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     def _bump_epoch(self, meta: TransactionMetadata) -> None:
@@ -448,7 +518,7 @@ class TransactionCoordinator:
                 meta.start_ms = self._now_ms()
             self._transition(meta, TxnState.ONGOING, meta.partitions | partitions)
         except (PylogError, OSError) as exc:
-            _log.error("transaction log write for %r failed: %s", meta.transactional_id, exc)
+            self._write_failed(meta.transactional_id, "the partitions added (Ongoing)", exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
@@ -467,7 +537,9 @@ class TransactionCoordinator:
             try:
                 self._transition(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
             except (PylogError, OSError) as exc:
-                _log.error("EndTxn for %r failed to write the transaction log: %s", transactional_id, exc)
+                self._write_failed(
+                    transactional_id, "EndTxn (PrepareCommit)" if commit else "EndTxn (PrepareAbort)", exc
+                )
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
             # Markers not written now are retried by the periodic task; in a cluster they are written in the
             # background once the Prepare record is replicated, and the answer does not wait for them (Kafka's).
@@ -550,13 +622,13 @@ class TransactionCoordinator:
                     ", ".join(f"{t}-{p} ({ErrorCode(c).name})" for (t, p), c in failed.items()),
                 )
                 return False
+        complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         try:
-            self._transition(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, set())
+            self._transition(meta, complete, set())
         except (PylogError, OSError) as exc:
-            _log.warning(
-                "transactional id %r: completion not logged (%s); retried", meta.transactional_id, exc
-            )
+            self._write_failed(meta.transactional_id, f"the markers' completion ({complete.kafka_name})", exc)
             return False
+        self._completed(meta.transactional_id)
         return True
 
     # -- periodic tasks ----------------------------------------------------------------------------------------------
@@ -581,7 +653,7 @@ class TransactionCoordinator:
                 try:
                     self._fence_and_abort(meta)
                 except (PylogError, OSError) as exc:
-                    _log.error("abort of %r failed: %s", meta.transactional_id, exc)
+                    self._write_failed(meta.transactional_id, "the abort of a timed-out transaction", exc)
                     continue
                 aborted += 1
         return aborted
@@ -595,10 +667,11 @@ class TransactionCoordinator:
                 try:
                     self._append(tid, None, now)
                 except (PylogError, OSError) as exc:
-                    _log.error("expiration of transactional id %r not logged: %s", tid, exc)
+                    self._write_failed(tid, "its expiration (a tombstone)", exc)
                     continue
                 meta.state = TxnState.DEAD
                 del self._txns[tid]
+                self._failing_writes.pop(tid, None)
                 expired += 1
         if expired:
             _log.info("expired %d transactional id(s)", expired)

@@ -6,7 +6,9 @@ encodes its error. The partition is Kafka's ``abs(groupId.hashCode) % offsets.to
 node the group coordinator creates the topic if needed, in a cluster it is created in the cluster metadata as
 FindCoordinator creates it (this node need not be the group's coordinator: the marker reaches the partition's
 leader through WriteTxnMarkers). Without the topic (too few brokers for ``offsets.topic.replication.factor``)
-the answer is COORDINATOR_NOT_AVAILABLE, which the producer retries.
+the answer is COORDINATOR_NOT_AVAILABLE, which the producer retries. A request that finds the previous
+transaction's markers being written waits for them instead of answering CONCURRENT_TRANSACTIONS
+(:mod:`broker_runtime.server.txn_parking`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import ensure_offsets_topic
 from broker_runtime.server.transactions import answer_after_state_write
+from broker_runtime.server.txn_parking import park_until_completed
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -59,6 +62,16 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     code = coordinator.add_offsets(
         body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], offsets_partition
     )
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        parked = park_until_completed(
+            ctx,
+            body["TransactionalId"],
+            "AddOffsetsToTxn",
+            lambda: handle(ctx, header, body),
+            lambda: {"ThrottleTimeMs": 0, "ErrorCode": code},
+        )
+        if parked is not None:
+            return parked
     if code == ErrorCode.NONE and groups is None:
         _log.warning(
             "AddOffsetsToTxn from client %r for group %r: there is no group coordinator, so the offsets of this "

@@ -1,7 +1,9 @@
 """AddPartitionsToTxn (key 24, v0-3): a transactional producer adds partitions to its open transaction.
 
 Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
-TransactionCoordinator.add_partitions`, which holds the rules), encodes one error per partition. v4+ (the
+TransactionCoordinator.add_partitions`, which holds the rules), encodes one error per partition. A request that
+finds the previous transaction's markers being written waits for them instead of answering
+CONCURRENT_TRANSACTIONS (:mod:`broker_runtime.server.txn_parking`). v4+ (the
 KIP-890 broker-to-coordinator batch and verification) is not advertised. Without a coordinator (a cluster, for
 now) every partition gets COORDINATOR_NOT_AVAILABLE.
 """
@@ -15,6 +17,7 @@ from broker_runtime.protocol.messages import RequestHeader, add_partitions_to_tx
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.transactions import answer_after_state_write
+from broker_runtime.server.txn_parking import park_until_completed
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -60,4 +63,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             "ResultsByTopicV3AndBelow": [{"Name": t, "ResultsByPartition": ps} for t, ps in topics.items()],
         }
 
+    if results and set(results.values()) == {ErrorCode.CONCURRENT_TRANSACTIONS}:
+        parked = park_until_completed(
+            ctx, txn_id, "AddPartitionsToTxn", lambda: handle(ctx, header, body), lambda: answer(None)
+        )
+        if parked is not None:
+            return parked
     return answer_after_state_write(ctx, answer)

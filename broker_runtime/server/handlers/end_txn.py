@@ -2,7 +2,9 @@
 
 Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
 TransactionCoordinator.end_txn`: PrepareX logged, markers written, CompleteX logged, all before the answer on
-one node), encodes its error. v5 (transaction version 2, an epoch bump per transaction) is not advertised.
+one node), encodes its error. A request that finds the transaction's markers still being written (a retry, or
+an abort right after a commit) waits for them instead of answering CONCURRENT_TRANSACTIONS
+(:mod:`broker_runtime.server.txn_parking`). v5 (transaction version 2, an epoch bump per transaction) is not advertised.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from broker_runtime.protocol.messages import RequestHeader, end_txn
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.transactions import answer_after_state_write
+from broker_runtime.server.txn_parking import park_until_completed
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -33,4 +36,14 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         code = coordinator.end_txn(
             body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["Committed"]
         )
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        parked = park_until_completed(
+            ctx,
+            body["TransactionalId"],
+            "EndTxn",
+            lambda: handle(ctx, header, body),
+            lambda: {"ThrottleTimeMs": 0, "ErrorCode": code},
+        )
+        if parked is not None:
+            return parked
     return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})
