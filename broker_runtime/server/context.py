@@ -1,38 +1,53 @@
-"""What a request handler may use: the broker's state, gathered in one :class:`BrokerContext`.
+"""The broker's components, gathered in one :class:`BrokerContext`: what a request handler may use.
 
-The broker (``broker.py``) builds one context at start and passes it to every handler call. Handlers are plain
-functions ``handle(ctx, header, body) -> HandlerResult`` (one module per API key under ``handlers/``); they
-never touch sockets. A handler returns the response body as a dict (Kafka's CamelCase field names), ``None``
-for "send no response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an
-``asyncio.Future`` that resolves to one of those later (delayed fetch, acks=-1 produce).
+Threading: the context and everything it holds is used from the event-loop thread only.
 
-Thread-safety: the context and everything it holds is used from the event-loop thread only.
+The composition (:mod:`.compose`) builds one context at start, in dependency order (topics, the deployment,
+replica manager, purgatories, then the two coordinators, which are set on the context right after it is made and
+before anything is served), and the dispatcher passes it to every handler call. Handlers are plain functions
+``handle(ctx, header, body) -> HandlerResult`` (one module per API key under ``handlers/``); they never touch
+sockets. A handler returns the response body as a dict (Kafka's CamelCase field names), ``None`` for "send no
+response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an ``asyncio.Future`` that
+resolves to one of those later (delayed fetch, acks=-1 produce).
+
+Where the broker runs (a single node, a node of a cluster) is the context's :class:`~.deployment.Deployment`;
+handlers reach its metadata as ``ctx.cluster`` and never ask which deployment it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker_runtime.coordinator.group import GroupCoordinator
 from broker_runtime.coordinator.transaction import TransactionCoordinator
+from broker_runtime.errors import ConfigError
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
-from broker_runtime.server.config import BrokerConfig
+from broker_runtime.security.secrets import redacted
+from broker_runtime.server.cluster import ClusterStore
+from broker_runtime.server.config import KNOWN_BROKER_KEYS, BrokerConfig
+from broker_runtime.server.dynamic_config import broker_log_config
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
 
+if TYPE_CHECKING:
+    from broker_runtime.server.deployment import Deployment, MarkerChannel
+
 __all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult", "answer_after_loads"]
 
 #: Returned by a handler that refuses to answer: the connection is closed (one log line says why).
 CLOSE_CONNECTION = CLOSE
+
+_log = logging.getLogger(__name__)
 
 HandlerResult = Any  # dict[str, Any] | None | CLOSE | asyncio.Future[dict[str, Any] | None | CLOSE]
 
@@ -71,14 +86,19 @@ def answer_after_loads(
 
 @dataclass
 class BrokerContext:
-    """Shared broker state for handlers; see the module docstring."""
+    """The broker's components; see the module docstring."""
 
     config: BrokerConfig
     topics: TopicManager
     replicas: ReplicaManager
+    #: Consumer and follower fetches waiting for data, keyed by (topic, partition).
     fetch_purgatory: DelayedOperationPurgatory[Any]
+    #: acks=-1 produces (and internal writes) waiting for the high watermark, keyed by (topic, partition).
+    produce_purgatory: DelayedOperationPurgatory[Any]
     clock: Clock
     loop: asyncio.AbstractEventLoop
+    #: Where this broker runs: its metadata, liveness, internal-topic writes, coordinator placement.
+    deployment: Deployment
     next_producer_id: Callable[[], int]
     #: host and port written into Metadata/FindCoordinator answers (the bound port when listeners said 0).
     advertised_host: str = "127.0.0.1"
@@ -87,20 +107,8 @@ class BrokerContext:
     wall_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
     #: Makes sure the loop advances the purgatory timers at their next expiration (call after parking).
     schedule_timer: Callable[[], None] = field(default=lambda: None)
-    #: acks=-1 produces waiting for the high watermark, keyed by (topic, partition).
-    produce_purgatory: DelayedOperationPurgatory[Any] | None = None
-    #: Cluster membership and assignments (a single-node store unless the broker runs in a cluster).
-    cluster: Any = None
-    #: Re-read the cluster metadata now and apply it (a request named a topic this broker does not know).
-    refresh_cluster: Callable[[], bool] = field(default=lambda: False)
-    #: The transaction coordinator of this broker (in a cluster: of the __transaction_state partitions it leads).
-    txn_coordinator: TransactionCoordinator | None = None
-    #: The group coordinator of this broker (in a cluster: of the __consumer_offsets partitions it leads).
-    group_coordinator: GroupCoordinator | None = None
     #: The broker's metrics (None while ``pylog.metrics.listener`` is unset: nothing is counted).
     metrics: BrokerMetrics | None = None
-    #: Re-apply the dynamic broker configs of the cluster metadata to every log (after AlterConfigs).
-    apply_broker_configs: Callable[[], None] = field(default=lambda: None)
     #: Listener name -> the (host, port) this broker advertises on it (Metadata answers with the endpoints of
     #: the listener a request arrived on, as Kafka).
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -109,6 +117,40 @@ class BrokerContext:
     request_session: Session = field(default_factory=lambda: Session("PLAINTEXT", "PLAINTEXT"))
     #: The ACL authorizer (``authorizer.class.name``); None = every request is allowed, as Kafka without one.
     authorizer: Authorizer | None = None
+    #: The transaction coordinator (of the ``__transaction_state`` partitions this node leads: all of them on a
+    #: single node). Set by the composition right after the context is made, before anything is served.
+    txn_coordinator: TransactionCoordinator = field(init=False)
+    #: The group coordinator (of the ``__consumer_offsets`` partitions this node leads), likewise.
+    group_coordinator: GroupCoordinator = field(init=False)
+    #: Where the transaction coordinator's markers go (the deployment's channel), likewise.
+    txn_markers: MarkerChannel = field(init=False)
+
+    @property
+    def cluster(self) -> ClusterStore:
+        """Cluster membership and assignments: the deployment's metadata store (a single node's own)."""
+        return self.deployment.store
+
+    def refresh_cluster(self) -> bool:
+        """Re-read the cluster metadata now and apply it (a request named a topic this broker does not know);
+        True when it changed."""
+        return self.deployment.refresh()
+
+    def apply_broker_configs(self) -> None:
+        """The dynamic broker configs of the metadata -> the log defaults of every open log (when changed)."""
+        cfg = self.config
+        dynamic = self.cluster.view.broker_configs
+        try:
+            base = broker_log_config(cfg.storage_properties(), dynamic, cfg.node_id)
+        except ConfigError as exc:  # validated before it was written; a hand-edited file may still be bad
+            _log.warning("dynamic broker configs not applied: %s", exc)
+            return
+        if base != self.topics.base:
+            _log.info(
+                "node %d: applying dynamic broker configs %s",
+                cfg.node_id,
+                {resource: redacted(values, known=KNOWN_BROKER_KEYS) for resource, values in dynamic.items()},
+            )
+            self.topics.set_base(base)
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May the current request's principal, from its host, do ``operation`` on the resource? Always True

@@ -43,8 +43,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         wanted = {tp: v for tp, v in wanted.items() if tp not in refused}
     if refused and not wanted:  # every partition refused: nothing reaches the coordinator
         errors: dict[tuple[str, int], ErrorCode] = {}
-    elif coordinator is None:
-        errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
         coordinator.take_appended()
         errors = coordinator.commit_offsets(
