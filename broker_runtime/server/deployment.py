@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from broker_runtime.coordinator.internal_topic import InternalTopic
+from broker_runtime.coordinator.transaction import MarkerDone, MarkerRequest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.server.cluster import ClusterStore
 from broker_runtime.storage.producer_state import ProducerIdManager
@@ -68,17 +69,7 @@ class MarkerChannel(Protocol):
     """Where the transaction coordinator's markers go: ``send`` is its
     :data:`~broker_runtime.coordinator.transaction.MarkerSender`."""
 
-    def send(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        control_type: int,
-        partitions: list[tuple[str, int]],
-        state_partition: int,
-        done: Callable[[dict[tuple[str, int], ErrorCode] | None], None],
-    ) -> None: ...
+    def send(self, request: MarkerRequest, done: MarkerDone) -> None: ...
 
     async def stop(self) -> None:
         """Stop sending (markers not written yet are completed by the next coordinator)."""

@@ -15,11 +15,11 @@ Threading: event-loop thread only, as every deployment.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.coordinator.internal_topic import InternalTopic
+from broker_runtime.coordinator.transaction import MarkerDone, MarkerRequest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.server.cluster import SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig
@@ -121,27 +121,17 @@ class LocalMarkers:
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
 
-    def send(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        control_type: int,
-        partitions: list[TopicPartition],
-        state_partition: int,
-        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
-    ) -> None:
-        replicas = self._ctx.replicas
+    def send(self, request: MarkerRequest, done: MarkerDone) -> None:
+        replicas, r = self._ctx.replicas, request
         results = {
             (topic, p): replicas.write_txn_marker(
-                topic, p, producer_id, producer_epoch, coordinator_epoch, control_type
+                topic, p, r.producer_id, r.producer_epoch, r.coordinator_epoch, r.control_type
             ).error
-            for topic, p in partitions
+            for topic, p in r.partitions
         }
         # A marker on __consumer_offsets ends the producer's pending offsets there (Kafka's onTransactionCompleted);
         # at start, before the group coordinator loaded, its replay reads the marker instead.
-        complete_offsets_txn(self._ctx, producer_id, control_type, results)
+        complete_offsets_txn(self._ctx, r.producer_id, r.control_type, results)
         done(results)
 
     async def stop(self) -> None:

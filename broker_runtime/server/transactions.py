@@ -38,7 +38,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, MarkerDone, MarkerRequest
 from broker_runtime.errors import ErrorCode, PylogError
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
@@ -154,48 +154,28 @@ class ClusterTransactions:
         self._node_id = ctx.config.node_id
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def send(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        control_type: int,
-        partitions: list[TopicPartition],
-        state_partition: int,
-        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
-    ) -> None:
+    def send(self, request: MarkerRequest, done: MarkerDone) -> None:
         """The coordinator's :data:`~broker_runtime.coordinator.transaction.MarkerSender` (see the module)."""
-        task = self._ctx.loop.create_task(
-            self._send(
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                control_type,
-                partitions,
-                state_partition,
-                done,
-            )
-        )
+        task = self._ctx.loop.create_task(self._send(request, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _still_coordinator(self, state_partition: int, coordinator_epoch: int) -> bool:
         return self._ctx.txn_coordinator.owns(state_partition, coordinator_epoch)
 
-    async def _send(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        control_type: int,
-        partitions: list[TopicPartition],
-        state_partition: int,
-        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
-    ) -> None:
+    async def _send(self, request: MarkerRequest, done: MarkerDone) -> None:
         ctx = self._ctx
+        transactional_id, producer_id, producer_epoch = (
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+        )
+        coordinator_epoch, control_type, partitions = (
+            request.coordinator_epoch,
+            request.control_type,
+            request.partitions,
+        )
+        state_partition = request.state_partition
         name = "COMMIT" if control_type == CONTROL_COMMIT else "ABORT"
         try:
             # 1. The Prepare record must be replicated before any marker: a successor must find the decision.

@@ -3,6 +3,8 @@ machine kept in ``__transaction_state``, markers, timeouts (see :mod:`.coordinat
 
 from broker_runtime.coordinator.transaction.coordinator import (
     InitResult,
+    MarkerDone,
+    MarkerRequest,
     MarkerSender,
     TransactionConfig,
     TransactionCoordinator,
@@ -13,6 +15,8 @@ from broker_runtime.coordinator.transaction.state import TransactionMetadata, Tx
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
     "InitResult",
+    "MarkerDone",
+    "MarkerRequest",
     "MarkerSender",
     "TransactionConfig",
     "TransactionCoordinator",

@@ -85,27 +85,41 @@ from broker_runtime.errors import ErrorCode, PylogError
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder
 from broker_runtime.storage.log_batches import read_batches
 
-__all__ = ["InitResult", "MarkerSender", "TransactionConfig", "TransactionCoordinator"]
+__all__ = [
+    "InitResult",
+    "MarkerDone",
+    "MarkerRequest",
+    "MarkerSender",
+    "TransactionConfig",
+    "TransactionCoordinator",
+]
 
 _log = logging.getLogger(__name__)
 
-#: Writes the markers of a transaction: (transactional id, producer id, producer epoch, coordinator epoch, control
-#: type, partitions, ``__transaction_state`` partition, done); ``done`` gets the final code per partition, or None
-#: when the sender gave up because this node is no longer the coordinator. A single node's sender writes them
-#: to its local logs and calls ``done`` before it returns; a cluster's writes them in the background.
-MarkerSender = Callable[
-    [
-        str,
-        int,
-        int,
-        int,
-        int,
-        list[tuple[str, int]],
-        int,
-        Callable[[dict[tuple[str, int], ErrorCode] | None], None],
-    ],
-    None,
-]
+
+@dataclass(frozen=True)
+class MarkerRequest:
+    """The COMMIT/ABORT markers of one transaction, to be written to each of its partitions."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    #: The leader epoch of the coordinator's ``__transaction_state`` partition (0 on a single node).
+    coordinator_epoch: int
+    #: ``CONTROL_COMMIT`` or ``CONTROL_ABORT``.
+    control_type: int
+    partitions: tuple[tuple[str, int], ...]
+    #: The ``__transaction_state`` partition of the transactional id (the sender stops once it is not led here).
+    state_partition: int
+
+
+#: Called by the sender with the final code per partition, or None when it gave up because this node is no
+#: longer the coordinator.
+MarkerDone = Callable[[dict[tuple[str, int], ErrorCode] | None], None]
+
+#: Writes the markers of a request, then calls ``done``: a single node's sender writes them to its local logs
+#: before it returns; a cluster's in the background.
+MarkerSender = Callable[[MarkerRequest, MarkerDone], None]
 
 
 @dataclass(frozen=True)
@@ -507,16 +521,16 @@ class TransactionCoordinator:
             if (meta.producer_id, meta.producer_epoch, meta.state) == expected:
                 finished.append(self._finish(meta, commit, partitions, results))
 
-        self._send_markers(
+        request = MarkerRequest(
             tid,
             meta.producer_id,
             meta.producer_epoch,
             self.epoch_for(tid),
             CONTROL_COMMIT if commit else CONTROL_ABORT,
-            partitions,
+            tuple(partitions),
             self.partition_for(tid),
-            done,
         )
+        self._send_markers(request, done)
         return finished == [True]
 
     def _finish(
