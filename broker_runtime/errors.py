@@ -15,6 +15,7 @@ Every error pylog raises on purpose derives from :class:`PylogError`, so callers
      |    +-- ProducerStateError     an idempotent batch out of sequence or from a fenced epoch (``code``)
      +-- KafkaError                  a broker answered with a non-zero error code
      |    +-- BrokerConnectionError  the TCP connection to a broker failed (code NETWORK_EXCEPTION)
+     |    +-- TopicError             a topic or metadata operation refused (its code and message go to the client)
      +-- ConfigError (ValueError)    a bad configuration value; the message names the key
      |    +-- WorkerPythonError      Spark's Python workers would not find pylog (connector, driver side)
      +-- MessageDefinitionError (ValueError) a wire-protocol message definition that breaks the schema rules
@@ -67,6 +68,7 @@ __all__ = [
     "SegmentGoneError",
     "StorageError",
     "StreamingSinkError",
+    "TopicError",
     "TransactionCommitError",
     "UnknownTopicError",
     "UnsupportedVersionError",
@@ -273,6 +275,15 @@ class KafkaError(PylogError):
     @property
     def retriable(self) -> bool:
         return isinstance(self.code, ErrorCode) and self.code.retriable
+
+
+class TopicError(KafkaError):
+    """A topic operation failed with a Kafka error code (``code``) and a message for the client (``detail``):
+    raised by the broker's topic rules and by the controller's metadata operations alike."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(code, message)
+        self.detail = message
 
 
 # --- connections to a broker (client and replica fetcher) ---

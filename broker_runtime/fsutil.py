@@ -7,53 +7,104 @@ either the old or the new content, never a mix: the data goes to a temporary fil
 is fsynced, renamed over the target, and then the directory is fsynced so the rename itself is durable.
 Temporary files left by a crash end in ``.tmp``; storage removes such strays when it loads a partition.
 
-:func:`lock_exclusive` takes an exclusive ``flock`` with a bounded wait (None when the wait runs out: the caller
-says who holds it and why that matters); :func:`lock_held` tells whether some process holds a lock, without
-waiting (a shared probe lock taken and dropped at once). A ``flock`` dies with its process, SIGKILL included, which
-is what liveness checks rely on; it is tied to the open file, so two opens in one process conflict too.
+:class:`FileLock` is the project's one inter-process lock (an exclusive ``flock`` of a lock file, with a bounded,
+unbounded or no wait, and a probe telling whether some process holds it). A ``flock`` dies with its process, SIGKILL
+included, which is what liveness checks rely on; it is tied to the open file, so two opens in one process conflict
+too. Both are single-host mechanisms: they hold between the processes of one machine only.
 
-No state; thread-safe as far as the file system is (concurrent writers of one path: the last rename wins).
+``write_atomically`` has no state and is thread-safe as far as the file system is (concurrent writers of one path:
+the last rename wins); a :class:`FileLock` object belongs to one thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
 from pathlib import Path
 
-__all__ = ["fsync_dir", "lock_exclusive", "lock_held", "write_atomically"]
+__all__ = ["FileLock", "fsync_dir", "write_atomically", "write_synced"]
 
 
-def lock_exclusive(path: str | os.PathLike[str], timeout_s: float, poll_s: float = 0.002) -> int | None:
-    """Open (creating) ``path`` and take an exclusive ``flock``, waiting up to ``timeout_s``; the descriptor that
-    holds it (closing it releases the lock), or None when another holder kept it that long."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + timeout_s
-    while True:
+class FileLock:
+    """An exclusive ``flock`` on one lock file of this host: the project's one inter-process lock.
+
+    ``acquire(timeout_s)`` opens (creating) the file and takes the lock: ``timeout_s`` 0 tries once, a positive
+    value retries every ``poll_s`` until it runs out, None waits as long as it takes. It answers False when
+    another holder kept the lock (the caller says who holds it and why that matters); any other failure (the
+    file cannot be opened, the file system has no ``flock``) raises the ``OSError``. ``release()`` drops it
+    (idempotent); as a context manager the lock is waited for without bound and released at the end.
+    :meth:`held` probes whether some process holds it, without waiting.
+
+    The lock dies with the process that holds it (the kernel drops a ``flock`` on exit, SIGKILL included) and is
+    tied to the open file, so two :class:`FileLock` of one path in one process conflict too. It only works
+    between processes of one host (``flock`` on a local file system); a multi-host mechanism needs another
+    primitive. One object belongs to one thread.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    @property
+    def locked(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+    def acquire(self, timeout_s: float | None = 0.0, *, poll_s: float = 0.002) -> bool:
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path} is already locked by this FileLock")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
+            if deadline is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            os.close(fd)
+                            return False
+                        time.sleep(poll_s)
+        except BaseException:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-                return None
-            time.sleep(poll_s)
-
-
-def lock_held(path: str | os.PathLike[str]) -> bool:
-    """True while some process holds an exclusive ``flock`` on ``path`` (never blocks; False when it is missing)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
+            raise
+        self._fd = fd
         return True
-    finally:
-        os.close(fd)
-    return False
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the descriptor drops the flock
+
+    def __enter__(self) -> FileLock:
+        self.acquire(None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @staticmethod
+    def held(path: str | os.PathLike[str]) -> bool:
+        """True while some process holds the lock of ``path`` (never blocks; False when the file is missing):
+        a shared lock taken and dropped at once."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -65,15 +116,21 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def write_synced(path: str | os.PathLike[str], data: bytes) -> None:
+    """Create (or overwrite) ``path`` with ``data`` and fsync the file (not its directory: the caller renames it
+    into place, then fsyncs the directory)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace ``path`` with ``data``: write a temporary file, fsync it, rename it over ``path``, fsync the dir."""
     target = Path(path)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(tmp, data)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -147,7 +147,7 @@ class TaskProducer:
             self._init_transactional(self.transactional_id)
             return
         if identity is None:
-            self.producer_id, self.producer_epoch = self._client.init_producer_id()
+            self.producer_id, self.producer_epoch = self._client.transactions.init_producer_id()
             self._accumulator.set_producer(self.producer_id, self.producer_epoch, {})
             return
         # Locks the partition's state for this attempt (or fails: another attempt runs, or the state dir is
@@ -169,7 +169,7 @@ class TaskProducer:
                 {f"{t}-{p}": r.last_sequence + 1 for (t, p), r in resume.items()},
             )
         else:
-            self.producer_id, self.producer_epoch = self._client.init_producer_id()
+            self.producer_id, self.producer_epoch = self._client.transactions.init_producer_id()
             state.producer_id, state.producer_epoch = self.producer_id, self.producer_epoch
             state.start_offsets = {}
             state.save()
@@ -178,7 +178,7 @@ class TaskProducer:
     def _init_transactional(self, tid: str) -> None:
         timeout = self._opts.transaction_timeout_ms
         try:
-            self.producer_id, self.producer_epoch = self._client.init_producer_id(tid, timeout)
+            self.producer_id, self.producer_epoch = self._client.transactions.init_producer_id(tid, timeout)
         except KafkaError as exc:
             hint = (
                 f": kafka.transaction.timeout.ms={timeout} is above the broker's transaction.max.timeout.ms"
@@ -198,7 +198,7 @@ class TaskProducer:
         """Sender hook: ``tps`` join the transaction before their first batch is sent."""
         assert self.transactional_id is not None
         try:
-            self._client.add_partitions_to_txn(
+            self._client.transactions.add_partitions_to_txn(
                 self.transactional_id, self.producer_id, self.producer_epoch, tps
             )
         except KafkaError as exc:
@@ -275,7 +275,7 @@ class TaskProducer:
         """
         assert self.transactional_id is not None
         try:
-            self._client.add_partitions_to_txn(
+            self._client.transactions.add_partitions_to_txn(
                 self.transactional_id, self.producer_id, self.producer_epoch, self._txn_partitions
             )
         except KafkaError as exc:
@@ -310,7 +310,7 @@ class TaskProducer:
             self._sender.settle()
             # Naming this attempt's producer id and epoch (InitProducerId v3+, KIP-360): when a later attempt
             # already took the id, this is PRODUCER_FENCED instead of fencing that attempt in turn.
-            self._client.init_producer_id(
+            self._client.transactions.init_producer_id(
                 tid, self._opts.transaction_timeout_ms, self.producer_id, self.producer_epoch
             )
         except (PylogError, OSError) as exc:

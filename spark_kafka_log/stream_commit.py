@@ -304,7 +304,7 @@ def abort_batch(
         ) as client:
             for task in failed:
                 try:
-                    client.init_producer_id(
+                    client.transactions.init_producer_id(
                         transactional_id=_task_id(options, query_id, task),
                         transaction_timeout_ms=options.transaction_timeout_ms,
                     )

@@ -234,7 +234,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             client = self._client()
             try:
-                client.commit_offsets(group, offsets)
+                client.groups.commit_offsets(group, offsets)
             finally:
                 client.close()
         except (KafkaError, OSError) as exc:

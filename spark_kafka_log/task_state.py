@@ -58,18 +58,16 @@ Threading: one :class:`TaskState` per task attempt, used by the task's thread on
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError, PylogError
-from broker_runtime.fsutil import write_atomically
+from broker_runtime.fsutil import FileLock, write_atomically
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
 
@@ -144,7 +142,7 @@ class TaskState:
     start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     #: True when an earlier attempt's file was found (this attempt resumes it).
     resumed: bool = False
-    _lock: IO[bytes] | None = field(default=None, repr=False)
+    _lock: FileLock | None = field(default=None, repr=False)
 
     @classmethod
     def acquire(cls, state_dir: str, identity: TaskIdentity) -> TaskState:
@@ -174,29 +172,21 @@ class TaskState:
                 f"executor (uid {os.getuid()}); {_SHARE_HINT}"
             )
         state = cls(wdir / f"task-{identity.task}.json")
-        lock_path = wdir / f"task-{identity.task}.lock"
+        lock = FileLock(wdir / f"task-{identity.task}.lock")
         try:
-            lock = open(lock_path, "ab")  # noqa: SIM115 -- held until release()
+            got = lock.acquire(0)
         except OSError as exc:
             raise ProducerStateDirError(
-                f"{where}: cannot open the lock file {str(lock_path)!r}: {exc}; {_SHARE_HINT}"
+                f"{where}: cannot open or lock the lock file {str(lock.path)!r} ({exc}): the file system of the "
+                f"producer-state directory must support flock; {_SHARE_HINT}"
             ) from exc
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
+        if not got:
             raise ConcurrentAttemptError(
                 f"{where} of write {identity.write_id}: another attempt of Spark partition {identity.task} is "
-                f"running (it holds the lock {str(lock_path)!r}: speculative execution, or a re-attempted "
+                f"running (it holds the lock {str(lock.path)!r}: speculative execution, or a re-attempted "
                 f"stage while the earlier stage attempt's task still runs); this attempt stops without "
                 f"writing, so Spark keeps the other attempt's result"
-            ) from None
-        except OSError as exc:
-            lock.close()
-            raise ProducerStateDirError(
-                f"{where}: cannot lock {str(lock_path)!r} ({exc}): the file system of the producer-state "
-                f"directory must support flock; {_SHARE_HINT}"
-            ) from exc
+            )
         state._lock = lock
         try:
             state.resumed = state._load()
@@ -209,7 +199,7 @@ class TaskState:
         """Drop the lock (idempotent); the state file stays for a later attempt."""
         lock, self._lock = self._lock, None
         if lock is not None:
-            lock.close()
+            lock.release()
 
     def _load(self) -> bool:
         """Read the file of an earlier attempt; False when there is none (nothing was sent before)."""

@@ -152,7 +152,7 @@ def end_transactions(
         if check_first:
             check_transactions(servers, txns, wording=wording, client=c)
         verb = "commit" if commit else "abort"
-        failed = _guard(txns, lambda: c.end_txns([_ident(t) for t in txns], commit))
+        failed = _guard(txns, lambda: c.transactions.end_txns([_ident(t) for t in txns], commit))
     if failed:
         done = len(txns) - len(failed)
         raise TransactionCommitError(
@@ -184,7 +184,7 @@ def check_transactions(
     with _client_for(
         servers, client, client_id, request_timeout_ms, retry_backoff_ms, retry_timeout_ms, security
     ) as c:
-        failed = _guard(todo, lambda: c.check_txns([(*_ident(t), t.partitions) for t in todo]))
+        failed = _guard(todo, lambda: c.transactions.check_txns([(*_ident(t), t.partitions) for t in todo]))
     if failed:
         raise TransactionCommitError(
             f"pylog transactions: nothing was committed, because {len(failed)} of {len(txns)} transaction(s) "

@@ -129,6 +129,44 @@ def test_the_two_top_commands_come_first_and_exist() -> None:
     assert "    main) " in dev_sh and "    test) " in dev_sh
 
 
+def readme_headings(text: str) -> list[tuple[int, str]]:
+    """``(level, title)`` of every heading outside fenced blocks (a ``#`` comment in a code block is no heading)."""
+    fenced = {n for b in readme_blocks(text) for n in range(b.line, b.line + b.code.count("\n") + 1)}
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        heading = re.match(r"^(#{1,6}) (.+)$", line)
+        if heading and n not in fenced:
+            found.append((len(heading.group(1)), heading.group(2).strip()))
+    return found
+
+
+def anchor(title: str) -> str:
+    """The anchor a Markdown renderer (GitHub's rule) gives a heading: lower case, punctuation dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def test_links_inside_the_readme_reach_a_heading() -> None:
+    text = README.read_text(encoding="utf-8")
+    anchors = [anchor(title) for _, title in readme_headings(text)]
+    twice = sorted({a for a in anchors if anchors.count(a) > 1})
+    assert not twice, f"headings with the same anchor (a link reaches only the first): {twice}"
+    broken = sorted(set(re.findall(r"\]\(#([^)]+)\)", text)) - set(anchors))
+    assert not broken, f"README links to headings that do not exist: {broken}"
+
+
+def test_contents_list_every_part_and_section() -> None:
+    """The table of contents at the top names each part (``#``) and each of its sections (``##``), in order."""
+    text = README.read_text(encoding="utf-8")
+    contents = text.split("## Contents", 1)[1].split("\n# ", 1)[0]
+    listed = re.findall(r"\]\(#([^)]+)\)", contents)
+    headings = readme_headings(text)
+    start = next(i for i, (level, _) in enumerate(headings) if level == 1 and i > 0)
+    wanted = [anchor(title) for level, title in headings[start:] if level <= 2]
+    assert [a for a in listed if a in wanted] == wanted, (
+        f"the README's contents must list, in order: {wanted}"
+    )
+
+
 def test_harness_parses_marks_and_checks() -> None:
     text = (
         "```python\nprint(1)  # 1\n```\n\n<!-- not run by tests: it\nrecurses -->\n\n```bash\nbash x\n```\n"

@@ -2,12 +2,9 @@
 unfenced, or an operator asks for the preferred leader (Kafka's ``PartitionChangeBuilder`` decisions, without
 its records).
 
-A partition is the ``cluster.json`` entry (see :mod:`broker_runtime.server.cluster`)::
-
-    {"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 3, "isr": [0, 1, 2], "partition_epoch": 7}
-
+A partition is a :class:`~.metadata.PartitionInfo` (replicas, leader, leader epoch, ISR, partition epoch);
 ``leader`` is -1 (Kafka's NO_LEADER) while no eligible replica is live. The rules, each a pure function that
-returns a NEW entry, or None when nothing changes:
+returns a NEW partition, or None when nothing changes:
 
 * **fence** broker ``b`` (dead, or its session expired): ``b`` leaves the ISR unless it is the last member (the
   ISR never becomes empty: the last member keeps the only complete copy and is the one to wait for). If ``b``
@@ -27,85 +24,85 @@ No I/O, no clock; safe anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+
+from broker_runtime.controller.metadata import NO_LEADER, PartitionInfo
 
 __all__ = [
     "NO_LEADER",
     "Election",
+    "change_leader",
     "fence_broker",
     "preferred_election",
     "unfence_broker",
 ]
 
-#: The leader of a partition no eligible replica can lead (Kafka's ``LeaderConstants.NO_LEADER``).
-NO_LEADER = -1
-
-Entry = Mapping[str, Any]
-
 
 @dataclass(frozen=True)
 class Election:
-    """The outcome for one partition: its new entry, and whether the new leader came from outside the ISR."""
+    """The outcome for one partition: its new state, and whether the new leader came from outside the ISR."""
 
-    entry: dict[str, Any]
+    partition: PartitionInfo
     unclean: bool = False
 
 
-def _changed(entry: Entry, leader: int, isr: list[int], unclean: bool = False) -> Election | None:
-    old_leader, old_isr = int(entry["leader"]), sorted(entry["isr"])
-    isr = sorted(isr)
-    if leader == old_leader and isr == old_isr:
+def change_leader(
+    partition: PartitionInfo, leader: int, isr: Collection[int], unclean: bool = False
+) -> Election | None:
+    """``partition`` with ``leader`` and ``isr`` (sorted) and its epochs advanced; None when both are unchanged."""
+    new_isr = tuple(sorted(isr))
+    if leader == partition.leader and new_isr == tuple(sorted(partition.isr)):
         return None
-    new = dict(entry)
-    new["leader"] = leader
-    new["isr"] = isr
-    new["partition_epoch"] = int(entry.get("partition_epoch", 0)) + 1
-    if leader != old_leader:
-        new["leader_epoch"] = int(entry["leader_epoch"]) + 1
-    return Election(new, unclean)
+    return Election(
+        replace(
+            partition,
+            leader=leader,
+            isr=new_isr,
+            partition_epoch=partition.partition_epoch + 1,
+            leader_epoch=partition.leader_epoch + (leader != partition.leader),
+        ),
+        unclean,
+    )
 
 
-def fence_broker(entry: Entry, broker: int, live: Collection[int], *, unclean: bool) -> Election | None:
+def fence_broker(
+    partition: PartitionInfo, broker: int, live: Collection[int], *, unclean: bool
+) -> Election | None:
     """The partition once ``broker`` is fenced; ``live`` are the brokers still unfenced (``broker`` excluded)."""
-    replicas = [int(r) for r in entry["replicas"]]
+    replicas = partition.replicas
     if broker not in replicas:
         return None
-    isr = [int(r) for r in entry["isr"]]
+    isr = list(partition.isr)
     new_isr = [r for r in isr if r != broker] or isr
-    leader = int(entry["leader"])
-    if leader == broker:
+    if partition.leader == broker:
         candidates = [r for r in replicas if r in new_isr and r in live and r != broker]
         if candidates:
-            return _changed(entry, candidates[0], new_isr)
+            return change_leader(partition, candidates[0], new_isr)
         if unclean:
             outside = [r for r in replicas if r in live and r != broker]
             if outside:
-                return _changed(entry, outside[0], [outside[0]], unclean=True)
-        return _changed(entry, NO_LEADER, new_isr)
-    return _changed(entry, leader, new_isr)
+                return change_leader(partition, outside[0], [outside[0]], unclean=True)
+        return change_leader(partition, NO_LEADER, new_isr)
+    return change_leader(partition, partition.leader, new_isr)
 
 
-def unfence_broker(entry: Entry, broker: int, *, unclean: bool) -> Election | None:
+def unfence_broker(partition: PartitionInfo, broker: int, *, unclean: bool) -> Election | None:
     """The partition once ``broker`` is live again (only leaderless partitions change)."""
-    if int(entry["leader"]) != NO_LEADER:
+    if partition.leader != NO_LEADER:
         return None
-    replicas = [int(r) for r in entry["replicas"]]
-    isr = [int(r) for r in entry["isr"]]
-    if broker in isr:
-        return _changed(entry, broker, isr)
-    if unclean and broker in replicas:
-        return _changed(entry, broker, [broker], unclean=True)
+    if broker in partition.isr:
+        return change_leader(partition, broker, partition.isr)
+    if unclean and broker in partition.replicas:
+        return change_leader(partition, broker, [broker], unclean=True)
     return None
 
 
-def preferred_election(entry: Entry, live: Collection[int]) -> tuple[Election | None, str]:
+def preferred_election(partition: PartitionInfo, live: Collection[int]) -> tuple[Election | None, str]:
     """Move leadership to the preferred (first) replica; (None, why) when that is not needed or not possible."""
-    replicas = [int(r) for r in entry["replicas"]]
-    preferred = replicas[0]
-    if int(entry["leader"]) == preferred:
+    preferred = partition.replicas[0]
+    if partition.leader == preferred:
         return None, "ELECTION_NOT_NEEDED"
-    if preferred not in live or preferred not in [int(r) for r in entry["isr"]]:
+    if preferred not in live or preferred not in partition.isr:
         return None, "PREFERRED_LEADER_NOT_AVAILABLE"
-    return _changed(entry, preferred, [int(r) for r in entry["isr"]]), "NONE"
+    return change_leader(partition, preferred, partition.isr), "NONE"

@@ -1,4 +1,5 @@
-"""Broker liveness on one machine: sessions kept by heartbeats, and a process lock that dies with its broker.
+"""Broker liveness on a single host: sessions kept by heartbeats, and a process lock that dies with its broker
+(the liveness half of :class:`~.store.SingleHostMetadataStore`; the controller asks it through the store).
 
 Files, under ``<cluster dir>/brokers/``::
 
@@ -16,16 +17,18 @@ A broker is **live** for the controller when both hold (Kafka fences a broker wh
 * its last heartbeat is younger than ``broker.session.timeout.ms`` and carries its registered broker epoch: a
   broker that still exists but does not run (SIGSTOP, a hung event loop) is fenced when its session expires.
 
-Probing the lock takes a shared lock for an instant (:func:`~broker_runtime.fsutil.lock_held`); a broker that is
+Both facts hold only between the processes of one machine (a ``flock`` of a local file, a monotonic clock); a
+multi-host store keeps sessions otherwise (heartbeat requests timed by the controller's own clock).
+
+Probing the lock takes a shared lock for an instant (:meth:`~broker_runtime.fsutil.FileLock.held`); a broker that is
 starting and finds its lock taken retries for a few seconds, so a probe never keeps a broker from starting.
 
-Thread-safety: :class:`BrokerSession` belongs to its broker's event-loop thread; :func:`process_alive` and
-:func:`read_heartbeat` are stateless.
+Thread-safety: :class:`SingleHostSession` belongs to its broker's event-loop thread; :func:`session_state`,
+:func:`process_alive` and :func:`read_heartbeat` are stateless.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -33,9 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_runtime.errors import IllegalStateError
-from broker_runtime.fsutil import lock_exclusive, lock_held
+from broker_runtime.fsutil import FileLock
 
-__all__ = ["BROKERS_DIR", "BrokerSession", "Heartbeat", "process_alive", "read_heartbeat"]
+__all__ = [
+    "BROKERS_DIR",
+    "Heartbeat",
+    "SingleHostSession",
+    "process_alive",
+    "read_heartbeat",
+    "session_state",
+]
 
 BROKERS_DIR = "brokers"
 _ACQUIRE_TIMEOUT_S = 10.0
@@ -70,31 +80,47 @@ def read_heartbeat(cluster_dir: str | os.PathLike[str], node_id: int) -> Heartbe
 
 def process_alive(cluster_dir: str | os.PathLike[str], node_id: int) -> bool:
     """True while some process holds ``node_id``'s lock (see the module docstring)."""
-    return lock_held(_lock_path(Path(cluster_dir), node_id))
+    return FileLock.held(_lock_path(Path(cluster_dir), node_id))
 
 
-class BrokerSession:
-    """This broker's side: hold the process lock, beat."""
+def session_state(
+    cluster_dir: str | os.PathLike[str], node_id: int, broker_epoch: int, session_timeout_ms: int, now: float
+) -> tuple[bool, str]:
+    """(live, why not) of registered broker ``node_id`` of ``broker_epoch`` at ``now`` (``time.monotonic()``);
+    see the module docstring."""
+    if not process_alive(cluster_dir, node_id):
+        return False, "its process is gone"
+    beat = read_heartbeat(cluster_dir, node_id)
+    if beat is None or beat.broker_epoch != broker_epoch:
+        return False, f"no heartbeat of broker epoch {broker_epoch}"
+    age_ms = (now - beat.at) * 1000
+    if age_ms > session_timeout_ms:
+        return False, (
+            f"its session expired: last heartbeat {age_ms:.0f} ms ago > broker.session.timeout.ms="
+            f"{session_timeout_ms}"
+        )
+    return True, ""
+
+
+class SingleHostSession:
+    """This broker's side: hold the process lock, beat (see :class:`~.store.Session`)."""
 
     def __init__(self, cluster_dir: str | os.PathLike[str], node_id: int) -> None:
         self.dir = Path(cluster_dir)
         self.node_id = node_id
         self.broker_epoch = -1
-        self._fd: int | None = None
+        self._lock = FileLock(_lock_path(self.dir, node_id))
         #: ``time.monotonic()`` of the last successful beat (0 before the first).
         self.last_beat = 0.0
 
     def acquire(self) -> None:
         """Take the process lock; IllegalStateError when another live process is this node already."""
         (self.dir / BROKERS_DIR).mkdir(parents=True, exist_ok=True)
-        path = _lock_path(self.dir, self.node_id)
-        fd = lock_exclusive(path, _ACQUIRE_TIMEOUT_S, poll_s=0.01)
-        if fd is None:
+        if not self._lock.acquire(_ACQUIRE_TIMEOUT_S, poll_s=0.01):
             raise IllegalStateError(
-                f"node {self.node_id} of cluster {self.dir} is already running (its lock {path} is held by another "
-                "process)"
+                f"node {self.node_id} of cluster {self.dir} is already running (its lock {self._lock.path} is held "
+                "by another process)"
             )
-        self._fd = fd
 
     def beat(self, now: float | None = None) -> None:
         """Write a fresh heartbeat (no fsync: a heartbeat only matters while this process runs); ``now``
@@ -109,7 +135,4 @@ class BrokerSession:
         self.last_beat = now
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._lock.release()

@@ -40,7 +40,6 @@ Thread-safety: every call is independent; start and stop are serialized across p
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -53,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.errors import ConfigError, EmbeddedBrokerError
-from broker_runtime.fsutil import write_atomically
+from broker_runtime.fsutil import FileLock, write_atomically
 from broker_runtime.launch.broker_log import log_size, read_since, startup_failure
 from broker_runtime.launch.command import parse_listening_line, start_command
 from broker_runtime.launch.layout import LOOPBACK_LISTENER, broker_log_dir
@@ -102,12 +101,8 @@ _FIXED_KEYS = frozenset({"listeners", "log.dirs", "log.dir"})
 
 @contextlib.contextmanager
 def _locked(data_dir: Path) -> Iterator[None]:
-    with open(data_dir / LOCK_FILE, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with FileLock(data_dir / LOCK_FILE):
+        yield
 
 
 def _pid_alive(pid: int) -> bool:

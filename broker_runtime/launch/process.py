@@ -338,7 +338,7 @@ def create_topic(
     """Create a topic; raises :class:`~broker_runtime.errors.KafkaError` with the broker's code."""
     timeout_ms = int(timeout_s * 1000)
     with KafkaClient(bootstrap, client_id="pylog-launch", request_timeout_ms=timeout_ms) as client:
-        codes = client.create_topics(
+        codes = client.admin.create_topics(
             {name: (partitions, replication_factor)}, configs=configs, timeout_ms=timeout_ms
         )
     code = codes.get(name, ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -87,7 +87,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from broker_runtime.errors import ClusterSupervisorError, InvalidArgumentError
-from broker_runtime.fsutil import lock_exclusive, lock_held, write_atomically
+from broker_runtime.fsutil import FileLock, write_atomically
 from broker_runtime.launch.command import (
     WARNING_PREFIX,
     error_line,
@@ -353,8 +353,8 @@ class ClusterSupervisor:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = lock_exclusive(self._dir / LOCK_FILE, _LOCK_RETRY_S, poll_s=0.05)
-        if fd is None:
+        lock = FileLock(self._dir / LOCK_FILE)
+        if not lock.acquire(_LOCK_RETRY_S, poll_s=0.05):
             state = _read_json(self._dir / STATE_FILE)
             pid = f" (pid {state['pid']})" if isinstance(state, dict) and "pid" in state else ""
             raise ClusterSupervisorError(
@@ -363,7 +363,7 @@ class ClusterSupervisor:
         try:
             yield
         finally:
-            os.close(fd)  # releases the lock
+            lock.release()
 
     def _spawn(self, node: _Node) -> None:
         node_overrides = cluster_node_overrides(self._dir, node.node_id, self._listeners)
@@ -662,7 +662,7 @@ def _read_json(path: Path) -> Any:
 
 def supervisor_running(cluster_dir: str | os.PathLike[str]) -> bool:
     """True while a supervisor holds ``<cluster_dir>/supervisor.lock`` (never blocks)."""
-    return lock_held(Path(cluster_dir) / LOCK_FILE)
+    return FileLock.held(Path(cluster_dir) / LOCK_FILE)
 
 
 def read_supervisor_state(cluster_dir: str | os.PathLike[str]) -> dict[str, Any] | None:

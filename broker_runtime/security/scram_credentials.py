@@ -31,7 +31,7 @@ from typing import Any
 import scramp
 
 from broker_runtime.errors import ConfigError
-from broker_runtime.fsutil import lock_exclusive, write_atomically
+from broker_runtime.fsutil import FileLock, write_atomically
 
 __all__ = [
     "CREDENTIALS_FILE",
@@ -91,18 +91,16 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 class _Locked:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.fd: int | None = None
+        self.lock = FileLock(str(path) + ".lock")
 
     def __enter__(self) -> dict[str, Any]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = lock_exclusive(str(self.path) + ".lock", _LOCK_TIMEOUT_S)
-        if self.fd is None:
+        if not self.lock.acquire(_LOCK_TIMEOUT_S):
             raise ConfigError(f"SCRAM credentials file {str(self.path)!r} is locked by another writer")
         return _read(self.path)
 
     def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
+        self.lock.release()
 
 
 def upsert_user(

@@ -25,7 +25,7 @@ broker's registration; the inter-broker listener's endpoint is its main address 
 What this module does: the lifecycle (recover the logs, build the components, bind the listeners, register,
 run the periodic tasks, stop in order). The components are built by :func:`~.compose.compose` into one
 :class:`~.context.BrokerContext`; where the broker runs (a single node, a node of a cluster on this host:
-``pylog.cluster.dir``) is its :class:`~.deployment.Deployment` (:mod:`.single_node`, :mod:`.local_cluster`).
+``pylog.cluster.dir``) is its :class:`~.context.Deployment` (:mod:`.single_node`, :mod:`.local_cluster`).
 
 Periodic tasks (Kafka's names, :func:`~.compose.periodic_tasks`): connections idle for
 ``connections.max.idle.ms`` are closed (checked every quarter of it, see :mod:`.connection_quotas`);

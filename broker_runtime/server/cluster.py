@@ -1,56 +1,49 @@
-"""Cluster membership and partition assignment: who the brokers are, which replicas each partition has, who
-leads it, and its ISR.
+"""Cluster membership and partition assignment as the broker sees it: who the brokers are, which replicas each
+partition has, who leads it, and its ISR (:class:`ClusterView`, an immutable snapshot of typed records).
 
 Two implementations of one small interface (:class:`ClusterStore`):
 
 * :class:`SingleNodeCluster` -- the default: this broker alone; every local topic's partitions have replicas
   = ISR = [this node], leader this node, epoch 0. Nothing is persisted beyond the logs themselves.
-* :class:`SharedFileCluster` -- several broker processes on one machine (``pylog.cluster.dir``, set by
-  ``pylog-broker cluster``). The truth is one JSON document, ``<cluster dir>/cluster.json``, kept by the
-  :class:`~broker_runtime.controller.FileMetadataStore` (the store seam: atomic writes, every change a
-  read-modify-write under a bounded ``flock``)::
+* :class:`SingleHostCluster` (formerly ``SharedFileCluster``, a name kept) -- several broker processes on ONE
+  machine (``pylog.cluster.dir``, set by ``pylog-broker cluster``), over the controller's seam
+  (:mod:`broker_runtime.controller`): the typed :class:`~broker_runtime.controller.ClusterMetadata` is kept by a
+  :class:`~broker_runtime.controller.SingleHostMetadataStore` (``<cluster dir>/cluster.json``, its format in
+  :mod:`broker_runtime.controller.metadata`; atomic writes, every change a read-modify-write under a bounded
+  ``flock``; sessions as ``flock`` + heartbeats stamped with the host's monotonic clock). A multi-host
+  deployment would put another ``MetadataStore`` behind the same seam.
 
-      {"version": 1, "cluster_id": "...",
-       "controller": {"id": 0, "epoch": 2}, "controller_id": 0,
-       "brokers": {"0": {"host": "127.0.0.1", "port": 40001, "broker_epoch": 3, "fenced": false}, ...},
-       "topics": {"events": {"configs": {...},
-                             "partitions": [{"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 4,
-                                             "isr": [0, 1, 2], "partition_epoch": 9}, ...]}},
-       "next_producer_id": 2000,
-       "broker_configs": {"": {"log.retention.ms": "..."}, "1": {...}},
-       "acls": [["TOPIC", "events", "LITERAL", "User:alice", "*", "WRITE", "ALLOW"], ...],
-       "deleted_topics": ["old-topic"]}
+  Brokers ask, the controller writes (KRaft's rule): this class never changes the metadata itself; each change
+  is a request through :class:`~broker_runtime.controller.ControllerChannel`, answered by the controller's
+  operations (:mod:`~broker_runtime.controller.cluster_control`,
+  :mod:`~broker_runtime.controller.replication_control`):
 
-  Writers and what they write:
-
-  * each broker at start takes its process lock and registers its address with a new ``broker_epoch``; the same
-    write fences its previous incarnation and unfences the new one
-    (:func:`~broker_runtime.controller.register_broker`);
-  * CreateTopics (and auto-creation) on any broker runs the assignment
+  * each broker at start takes its session (process lock) and registers its address with a new broker epoch;
+    the same write fences its previous incarnation and unfences the new one;
+  * CreateTopics (and auto-creation) on any broker: the controller checks the request and places the replicas
     (:func:`~broker_runtime.replication.assign_replicas`, a pure function of the sorted broker ids, so the
-    result does not depend on which broker ran it);
+    result does not depend on which broker asked);
   * the leader of a partition alters that partition's ISR (Kafka's AlterPartition), checked against its leader
     epoch (a replaced leader is refused) and refused for fenced new members;
-  * the controller (:mod:`broker_runtime.controller`) fences and unfences brokers, moves leadership with a
-    new leader epoch, and rebalances preferred leaders;
+  * the active controller (:class:`~broker_runtime.controller.Controller`) fences and unfences brokers, moves
+    leadership with a new leader epoch, and rebalances preferred leaders;
   * DeleteTopics removes the topic and records its name in ``deleted_topics`` (a broker that was down deletes
     its local logs of those names when it comes back; creating the name again removes it from the list);
     CreatePartitions appends partitions placed as CreateTopics places them; AlterConfigs /
-    IncrementalAlterConfigs replace a topic's ``configs`` or the dynamic broker configs of ``broker_configs``
-    (key ``""`` the cluster-wide defaults, ``"<node id>"`` one broker's); every broker applies them when it
-    sees the change;
-  * CreateAcls / DeleteAcls on any broker rewrite ``acls`` (:class:`~broker_runtime.security.acl.AclBinding`
+    IncrementalAlterConfigs replace a topic's configs or the dynamic broker configs (``""`` the cluster-wide
+    defaults, ``"<node id>"`` one broker's); every broker applies them when it sees the change;
+  * CreateAcls / DeleteAcls on any broker rewrite the ACL rows (:class:`~broker_runtime.security.acl.AclBinding`
     rows, :meth:`~broker_runtime.security.acl.AclBinding.to_json`); every broker authorizes against the list
     of its latest view (a single node keeps the same rows in ``acls.json`` in its first log directory);
-  * a broker that needs producer ids takes the next block of ``next_producer_id`` (Kafka's
+  * a broker that needs producer ids takes the next block of the cluster's counter (Kafka's
     AllocateProducerIds), so producer ids are unique across the cluster.
 
-  Brokers notice changes by polling the file's identity (inode, mtime, size) every ``POLL_INTERVAL_MS`` and on
-  demand (a Metadata request, a topic they do not know). Registrations are never removed: a broker that stops
-  is fenced, and unfenced when it runs again.
+  Brokers notice changes by polling the store's version (the file's inode, mtime, size) every
+  ``POLL_INTERVAL_MS`` and on demand (a Metadata request, a topic they do not know). Registrations are never
+  removed: a broker that stops is fenced, and unfenced when it runs again.
 
-Thread-safety: each store is used from its broker's event-loop thread only; cross-process safety comes from
-the file lock and atomic renames.
+Thread-safety: each cluster object is used from its broker's event-loop thread only; cross-process safety comes
+from the store (on a single host: the file lock and atomic renames).
 """
 
 from __future__ import annotations
@@ -60,7 +53,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,15 +62,18 @@ from broker_runtime.controller import (
     CLUSTER_FILE,
     CLUSTER_LOCK_FILE,
     LOCK_TIMEOUT_S,
-    NO_LEADER,
-    BrokerSession,
-    FileMetadataStore,
-    apply_elections,
-    fence_broker,
-    preferred_election,
-    register_broker,
-    unclean_allowed,
-    unfence_broker,
+    NO_CONTROLLER,
+    AlterPartitionRejected,
+    BrokerInfo,
+    ClusterMetadata,
+    Controller,
+    ControllerChannel,
+    ControllerConfig,
+    PartitionInfo,
+    SingleHostMetadataStore,
+    TopicInfo,
+    TopicRules,
+    check_new_count,
 )
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.fsutil import write_atomically
@@ -97,6 +92,7 @@ __all__ = [
     "ClusterView",
     "PartitionInfo",
     "SharedFileCluster",
+    "SingleHostCluster",
     "SingleNodeCluster",
     "TopicInfo",
 ]
@@ -104,36 +100,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 POLL_INTERVAL_MS = 100
-_FORMAT_VERSION = 1
-#: ``ControllerId`` when no broker holds the controller role (Kafka's MetadataResponse answers -1 then too).
-NO_CONTROLLER = -1
-
-
-@dataclass(frozen=True)
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    #: Fenced by the controller (dead or session expired): not a leader, not in any ISR, not in Metadata.
-    fenced: bool = False
-    #: Every advertised listener: ``(name, (host, port))`` pairs; ``host``/``port`` are the inter-broker one's.
-    endpoints: tuple[tuple[str, tuple[str, int]], ...] = ()
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    replicas: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int = 0
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    partitions: tuple[PartitionInfo, ...]
-    configs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -376,43 +342,21 @@ class SingleNodeCluster:
         self._acls = updated
 
 
-def _parse_view(data: Mapping[str, Any]) -> ClusterView:
-    brokers = {
-        int(k): BrokerInfo(
-            int(k),
-            str(v["host"]),
-            int(v["port"]),
-            bool(v.get("fenced", False)),
-            tuple((str(n), (str(e[0]), int(e[1]))) for n, e in sorted(v.get("endpoints", {}).items())),
-        )
-        for k, v in data.get("brokers", {}).items()
-    }
-    topics: dict[str, TopicInfo] = {}
-    for name, t in data.get("topics", {}).items():
-        parts = tuple(
-            PartitionInfo(
-                tuple(p["replicas"]),
-                int(p["leader"]),
-                int(p["leader_epoch"]),
-                tuple(p["isr"]),
-                int(p.get("partition_epoch", 0)),
-            )
-            for p in t["partitions"]
-        )
-        topics[name] = TopicInfo(name, parts, dict(t.get("configs", {})))
-    controller = data.get("controller") or {}
+def _view_of(meta: ClusterMetadata, where: object) -> ClusterView:
     return ClusterView(
-        brokers,
-        topics,
-        int(controller.get("id", data.get("controller_id", NO_CONTROLLER))),
-        broker_configs={str(k): dict(v) for k, v in data.get("broker_configs", {}).items()},
-        deleted_topics=frozenset(data.get("deleted_topics", ())),
-        acls=_parse_acls(data.get("acls"), CLUSTER_FILE),
+        dict(meta.brokers),
+        dict(meta.topics),
+        meta.controller_holder,
+        broker_configs=meta.broker_configs,
+        deleted_topics=frozenset(meta.deleted_topics),
+        acls=_parse_acls(meta.acls, where),
     )
 
 
-class SharedFileCluster:
-    """Cluster metadata in ``<cluster dir>/cluster.json`` shared by the brokers of one machine."""
+class SingleHostCluster:
+    """Cluster metadata shared by the brokers of ONE machine, behind the controller's seam (see the module
+    docstring): reads through the :class:`~broker_runtime.controller.SingleHostMetadataStore`, every change a
+    request to the controller (:class:`~broker_runtime.controller.ControllerChannel`)."""
 
     def __init__(
         self,
@@ -424,14 +368,20 @@ class SharedFileCluster:
         unclean_leader_election_enable: bool = False,
     ) -> None:
         self.node_id = node_id
-        self.store = FileMetadataStore(cluster_dir)
+        self.store = SingleHostMetadataStore(cluster_dir)
         self.dir = self.store.dir
         self.path = self.store.path
         self.lock_path = self.store.lock_path
-        self.session = BrokerSession(self.dir, node_id)
-        self._cluster_id = cluster_id
+        self.session = self.store.session(node_id)
         self._topics = topics
-        self._unclean_default = unclean_leader_election_enable
+        self._channel = ControllerChannel(
+            self.store,
+            self.session,
+            cluster_id,
+            TopicRules(topic_name_error, topics.check_config, assign_replicas),
+            unclean_leader_election_enable=unclean_leader_election_enable,
+            where=self.path,
+        )
         self._view = ClusterView({}, {}, NO_CONTROLLER)
         self._version: object = None
         self.refresh()
@@ -443,87 +393,56 @@ class SharedFileCluster:
         return self._view
 
     def refresh(self) -> bool:
-        """Re-read the file if it changed since the last read; True when the view changed."""
+        """Re-read the metadata if it changed since the last read; True when the view changed."""
         version = self.store.version()
         if version == self._version:
             return False
-        data = self.store.read()
+        meta = self.store.read()
         self._version = version
-        view = _parse_view(data)
+        view = _view_of(meta, self.path)
         changed = view != self._view
         self._view = view
         return changed
 
-    # -- writing --------------------------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _locked(self, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[dict[str, Any]]:
-        """Hold the cluster lock; yields the current file content, written back when the block succeeds."""
-        with self.store.update(timeout_s) as data:
-            yield data
-            data["version"] = _FORMAT_VERSION
-            data.setdefault("cluster_id", self._cluster_id)
-            data.setdefault("brokers", {})
-            data.setdefault("topics", {})
-        self.refresh()
+    # -- this broker's registration and session ---------------------------------------------------------------
 
     def register(self, host: str, port: int, endpoints: Mapping[str, tuple[str, int]] | None = None) -> None:
-        """Take this node's process lock and record its address with a new broker epoch (at start); refuses to
-        join a cluster with another cluster.id. A previous incarnation of this node is fenced in the same write
-        (see :func:`~broker_runtime.controller.register_broker`), and the first heartbeat is written under the
-        lock, so no controller sees this registration without a live session."""
-        self.session.acquire()
-        with self._locked(timeout_s=30.0) as data:
-            existing = data.get("cluster_id")
-            if existing is not None and existing != self._cluster_id:
-                raise ConfigError(
-                    f"{self.path} belongs to cluster {existing!r}, this broker is configured for {self._cluster_id!r}"
-                )
-            epoch = register_broker(
-                data, self.node_id, host, port, unclean_default=self._unclean_default, now=time.monotonic()
-            )
-            if endpoints:
-                data["brokers"][str(self.node_id)]["endpoints"] = {
-                    n: [h, p] for n, (h, p) in endpoints.items()
-                }
-            self.session.broker_epoch = epoch
-            self.session.beat()
+        """Take this node's session (its process lock) and register its address with a new broker epoch (at
+        start); refuses to join a cluster with another cluster.id. A previous incarnation of this node is fenced
+        in the same write, and the first heartbeat is written inside it, so no controller sees this registration
+        without a live session."""
+        epoch = self._channel.register(host, port, endpoints)
+        self.refresh()
         _log.info(
             "node %d registered as %s:%d in %s (broker epoch %d)", self.node_id, host, port, self.path, epoch
         )
 
+    def heartbeat(self) -> None:
+        """Beat (every ``broker.heartbeat.interval.ms``)."""
+        self._channel.heartbeat()
+
+    @property
+    def last_heartbeat(self) -> float:
+        """``time.monotonic()`` of this broker's last heartbeat (0 before the first)."""
+        return self.session.last_beat
+
     def renew_session(self) -> None:
-        """Beat under the cluster lock, then re-read the metadata: after this, the view is at least as new as any
-        decision a controller made about this broker's session (a broker that was not running for a while calls
-        it before acting as a leader again)."""
-        with self.store.update() as _:
-            self.session.beat()
+        """Beat inside a metadata update, then re-read the metadata: after this, the view is at least as new as
+        any decision a controller made about this broker's session (a broker that was not running for a while
+        calls it before acting as a leader again)."""
+        self._channel.renew_session()
         self.refresh()
+
+    def controller(self, config: ControllerConfig) -> Controller:
+        """This broker's :class:`~broker_runtime.controller.Controller` (the active role when it holds it)."""
+        return Controller(self.store, self.session, config)
 
     def controlled_shutdown(self) -> None:
         """Before a clean stop: fence this broker now (leaderships move, it leaves the ISRs) instead of leaving
         the partitions it leads unavailable until the controller notices it is gone (Kafka's controlled
         shutdown). Logs a WARNING and carries on when the metadata cannot be written."""
         try:
-            with self._locked() as data:
-                brokers = data.get("brokers", {})
-                me = brokers.get(str(self.node_id))
-                if me is None or me.get("fenced", False):
-                    return
-                me["fenced"] = True
-                live = {int(b) for b, info in brokers.items() if not info.get("fenced", False)}
-                topics = data.get("topics", {})
-                apply_elections(
-                    data,
-                    lambda name, entry: fence_broker(
-                        entry,
-                        self.node_id,
-                        live,
-                        unclean=unclean_allowed(topics[name], self._unclean_default),
-                    ),
-                    f"node {self.node_id} shutting down",
-                    offline_level=logging.INFO,
-                )
+            self._channel.controlled_shutdown()
         except (TimeoutError, OSError) as exc:
             _log.warning(
                 "node %d: controlled shutdown could not move leadership (%s); the controller will fence this "
@@ -531,9 +450,13 @@ class SharedFileCluster:
                 self.node_id,
                 exc,
             )
+            return
+        self.refresh()
 
     def close(self) -> None:
-        self.session.release()
+        self._channel.close()
+
+    # -- requests to the controller ---------------------------------------------------------------------------
 
     def create_topic(
         self,
@@ -545,101 +468,19 @@ class SharedFileCluster:
         *,
         validate_only: bool = False,
     ) -> tuple[int, int]:
-        """Assign and record a new topic (any broker may call; the lock serializes). Raises TopicError."""
-        try:
-            with self._locked() as data:
-                result = self._create_locked(data, name, partitions, replication_factor, configs, assignments)
-                if validate_only:
-                    raise _ValidateOnly(result)
-        except _ValidateOnly as done:
-            return done.result
-        except TimeoutError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
-        _log.info("created topic %s: %d partition(s), replication factor %d", name, *result)
+        """Assign and record a new topic (any broker may ask). Raises TopicError."""
+        with self._timeouts_refused():
+            result = self._channel.create_topic(
+                name, partitions, replication_factor, configs, assignments, validate_only=validate_only
+            )
+        if not validate_only:
+            _log.info("created topic %s: %d partition(s), replication factor %d", name, *result)
         return result
-
-    def _create_locked(
-        self,
-        data: dict[str, Any],
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        configs: Mapping[str, str],
-        assignments: Mapping[int, list[int]] | None,
-    ) -> tuple[int, int]:
-        problem = topic_name_error(name)
-        if problem is not None:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        topics: dict[str, Any] = data.setdefault("topics", {})
-        if name in topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        folded = name.replace(".", "_")
-        for existing in topics:
-            if existing.replace(".", "_") == folded:
-                raise TopicError(
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"Topic '{name}' collides with existing topic: {existing}",
-                )
-        registered = data.get("brokers", {})
-        brokers = sorted(int(b) for b in registered)
-        # As Kafka's placement: new replicas go to unfenced brokers only.
-        unfenced = sorted(int(b) for b, info in registered.items() if not info.get("fenced", False))
-        if assignments:
-            indexes = sorted(assignments)
-            if indexes != list(range(len(indexes))):
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"partitions of topic {name} must be numbered 0..{len(indexes) - 1}, got {indexes}",
-                )
-            replica_lists = [list(assignments[i]) for i in indexes]
-            for i, ids in enumerate(replica_lists):
-                if not ids or len(set(ids)) != len(ids) or any(b not in brokers for b in ids):
-                    raise TopicError(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"partition {i} of topic {name}: replicas {ids} must be distinct registered brokers "
-                        f"{brokers}",
-                    )
-            partitions, replication_factor = len(replica_lists), len(replica_lists[0])
-        else:
-            if replication_factor <= 0:
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-                )
-            if replication_factor > len(unfenced):
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): The target replication "
-                    f"factor of {replication_factor} cannot be reached because only {len(unfenced)} broker(s) "
-                    "are registered and unfenced.",
-                )
-            if partitions <= 0:
-                raise TopicError(
-                    ErrorCode.INVALID_PARTITIONS,
-                    f"Number of partitions must be larger than 0, got {partitions}.",
-                )
-            replica_lists = assign_replicas(unfenced, partitions, replication_factor)
-        # Name, partition count and configs are also checked by the local rules (compression, LogConfig).
-        self._topics.check_config(name, partitions, configs)
-        topics[name] = {
-            "configs": dict(configs),
-            "partitions": [_new_partition(ids, unfenced) for ids in replica_lists],
-        }
-        if name in data.get("deleted_topics", ()):
-            data["deleted_topics"] = [t for t in data["deleted_topics"] if t != name]
-        return partitions, replication_factor
 
     def delete_topic(self, name: str) -> None:
         """Remove the topic from the metadata (every replica deletes its logs when it sees the change)."""
-        try:
-            with self._locked() as data:
-                if name not in data.get("topics", {}):
-                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-                del data["topics"][name]
-                deleted = set(data.get("deleted_topics", ()))
-                deleted.add(name)
-                data["deleted_topics"] = sorted(deleted)
-        except TimeoutError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        with self._timeouts_refused():
+            self._channel.delete_topic(name)
         _log.info("deleted topic %s from the cluster metadata", name)
 
     def create_partitions(
@@ -647,91 +488,39 @@ class SharedFileCluster:
     ) -> None:
         """Append partitions ``current..count-1``, placed as CreateTopics places a topic of ``count``
         partitions (or as ``assignments`` say)."""
-        try:
-            with self._locked() as data:
-                entry = data.get("topics", {}).get(name)
-                if entry is None:
-                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-                parts = entry["partitions"]
-                registered = data.get("brokers", {})
-                unfenced = sorted(int(b) for b, info in registered.items() if not info.get("fenced", False))
-                replication = len(parts[0]["replicas"])
-                _check_new_count(
-                    name, len(parts), count, assignments, sorted(int(b) for b in registered), replication
-                )
-                if assignments is not None:
-                    new = [list(ids) for ids in assignments]
-                else:
-                    if replication > len(unfenced):
-                        raise TopicError(
-                            ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"Unable to replicate the new partitions of {name} {replication} time(s): only "
-                            f"{len(unfenced)} broker(s) are unfenced.",
-                        )
-                    new = assign_replicas(unfenced, count, replication)[len(parts) :]
-                if validate_only:
-                    raise _ValidateOnly((count, replication))
-                parts.extend(_new_partition(ids, unfenced) for ids in new)
-        except _ValidateOnly:
-            return
-        except TimeoutError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
-        _log.info("topic %s: %d partition(s) now", name, count)
+        with self._timeouts_refused():
+            self._channel.create_partitions(name, count, assignments, validate_only=validate_only)
+        if not validate_only:
+            _log.info("topic %s: %d partition(s) now", name, count)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's overrides in the metadata (validated by the caller)."""
-        try:
-            with self._locked() as data:
-                entry = data.get("topics", {}).get(name)
-                if entry is None:
-                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-                entry["configs"] = dict(configs)
-        except TimeoutError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        with self._timeouts_refused():
+            self._channel.set_topic_configs(name, configs)
 
     def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of ``resource`` (``""`` = cluster-wide defaults, else a node id)."""
-        try:
-            with self._locked() as data:
-                table = data.setdefault("broker_configs", {})
-                if configs:
-                    table[resource] = dict(configs)
-                else:
-                    table.pop(resource, None)
-        except TimeoutError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        with self._timeouts_refused():
+            self._channel.set_broker_configs(resource, configs)
 
     def update_acls(self, change: AclChange) -> None:
-        """Apply ``change`` to the cluster's ACL list under the lock (see :data:`AclChange`)."""
-        try:
-            with self._locked() as data:
-                current = _parse_acls(data.get("acls"), self.path)
-                data["acls"] = [b.to_json() for b in change(current)]
-        except TimeoutError as exc:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        """Apply ``change`` to the cluster's ACL list inside one controller write (see :data:`AclChange`)."""
+
+        def rows(current: list[list[Any]]) -> list[list[Any]]:
+            return [b.to_json() for b in change(_parse_acls(current, self.path))]
+
+        with self._timeouts_refused():
+            self._channel.update_acl_rows(rows)
 
     def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         """The leader's ISR change (Kafka's AlterPartition); False (and a log line) when it is refused or cannot
-        be recorded now. Refused: a caller that is not the recorded leader of ``leader_epoch`` (a leader that was
-        replaced while it was not running), and a new member that is fenced or unknown (INELIGIBLE_REPLICA)."""
+        be recorded now (see :func:`~broker_runtime.controller.replication_control.alter_partition`)."""
         try:
-            with self._locked() as data:
-                entry = data["topics"][topic]["partitions"][partition]
-                if entry["leader"] != self.node_id or int(entry["leader_epoch"]) != leader_epoch:
-                    raise _Rejected(
-                        f"node {self.node_id} in leader epoch {leader_epoch} is not the leader of {topic}-{partition} "
-                        f"(leader {entry['leader']}, epoch {entry['leader_epoch']}): FENCED_LEADER_EPOCH"
-                    )
-                brokers = data.get("brokers", {})
-                for member in set(isr) - set(entry["isr"]):
-                    info = brokers.get(str(member))
-                    if info is None or info.get("fenced", False):
-                        raise _Rejected(f"replica {member} is fenced or not registered: INELIGIBLE_REPLICA")
-                entry["isr"] = sorted(isr)
-                entry["partition_epoch"] = int(entry.get("partition_epoch", 0)) + 1
-        except (TimeoutError, _Rejected, KeyError, IndexError, OSError) as exc:
+            self._channel.alter_partition(topic, partition, isr, leader_epoch)
+        except (TimeoutError, AlterPartitionRejected, KeyError, IndexError, OSError) as exc:
             _log.warning("ISR change of %s-%d to %s not recorded: %s", topic, partition, isr, exc)
             return False
+        self.refresh()
         return True
 
     def elect_leaders(
@@ -740,131 +529,34 @@ class SharedFileCluster:
         """ElectLeaders: the preferred replica (or, ``unclean``, the first live replica of a leaderless
         partition) becomes leader with a new epoch; per partition the outcome. ``partitions`` None means every
         partition, and then only the partitions an election changed or could not change are reported."""
-        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         try:
-            with self._locked() as data:
-                topics = data.get("topics", {})
-                brokers = data.get("brokers", {})
-                live = {int(b) for b, info in brokers.items() if not info.get("fenced", False)}
-                wanted = partitions
-                if wanted is None:
-                    wanted = [(t, i) for t, info in topics.items() for i in range(len(info["partitions"]))]
-                for topic, index in wanted:
-                    parts = topics.get(topic, {}).get("partitions", [])
-                    if not 0 <= index < len(parts):
-                        out[(topic, index)] = (
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"{topic}-{index} does not exist",
-                        )
-                        continue
-                    entry = parts[index]
-                    if unclean:
-                        if int(entry["leader"]) != NO_LEADER:
-                            out[(topic, index)] = (
-                                ErrorCode.ELECTION_NOT_NEEDED,
-                                "the partition has a leader",
-                            )
-                            continue
-                        candidates = [int(r) for r in entry["replicas"] if int(r) in live]
-                        done = unfence_broker(entry, candidates[0], unclean=True) if candidates else None
-                        if done is None:
-                            out[(topic, index)] = (
-                                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                f"no replica of {topic}-{index} is live",
-                            )
-                            continue
-                    else:
-                        done, why = preferred_election(entry, live)
-                        if done is None:
-                            out[(topic, index)] = (ErrorCode[why], f"{why} for {topic}-{index}")
-                            continue
-                    parts[index] = done.entry
-                    _log.log(
-                        logging.WARNING if done.unclean else logging.INFO,
-                        "%s-%d: %s leader election: leader %s -> %d, epoch %d, ISR %s",
-                        topic,
-                        index,
-                        "UNCLEAN" if done.unclean else "preferred",
-                        entry["leader"],
-                        done.entry["leader"],
-                        done.entry["leader_epoch"],
-                        done.entry["isr"],
-                    )
-                    out[(topic, index)] = (ErrorCode.NONE, None)
+            out = self._channel.elect_leaders(unclean, partitions)
         except (TimeoutError, OSError) as exc:
-            wanted_keys = partitions or []
-            return {key: (ErrorCode.REQUEST_TIMED_OUT, str(exc)) for key in wanted_keys}
-        if partitions is None:
-            out = {k: v for k, v in out.items() if v[0] != ErrorCode.ELECTION_NOT_NEEDED}
+            return {key: (ErrorCode.REQUEST_TIMED_OUT, str(exc)) for key in partitions or []}
+        self.refresh()
         return out
 
     def allocate_producer_ids(self, floor: int, block_size: int) -> tuple[int, int]:
-        """The next block of ``block_size`` producer ids no node has had, starting at ``floor`` or later.
-
-        Kafka's controller hands out producer-id blocks (AllocateProducerIds) and records the next free id in
-        its metadata; here ``next_producer_id`` in ``cluster.json``, advanced under the cluster lock, plays
-        that part. Raises :class:`~broker_runtime.errors.WaitTimeoutError` when the lock cannot be had.
-        """
-        with self._locked() as data:
-            start = max(int(data.get("next_producer_id", 0)), floor)
-            end = start + block_size - 1
-            data["next_producer_id"] = end + 1
+        """The next block of ``block_size`` producer ids no node has had, starting at ``floor`` or later
+        (Kafka's AllocateProducerIds: the controller records the next free id in the metadata). Raises
+        :class:`~broker_runtime.errors.WaitTimeoutError` when the metadata cannot be had."""
+        start, end = self._channel.allocate_producer_ids(floor, block_size)
+        self.refresh()
         _log.info("node %d took producer ids [%d, %d] from %s", self.node_id, start, end, self.path)
         return start, end
 
-
-def _check_new_count(
-    name: str,
-    current: int,
-    count: int,
-    assignments: list[list[int]] | None,
-    brokers: list[int],
-    replication: int,
-) -> None:
-    """CreatePartitions' checks (Kafka's ``ReplicationControlManager.createPartitions``)."""
-    if count < current:
-        raise TopicError(
-            ErrorCode.INVALID_PARTITIONS,
-            f"Topic currently has {current} partitions, which is higher than the requested {count}.",
-        )
-    if count == current:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-    if assignments is not None:
-        if len(assignments) != count - current:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Attempted to add {count - current} additional partition(s), but only {len(assignments)} "
-                "assignment(s) were specified.",
-            )
-        for ids in assignments:
-            if len(ids) != replication or len(set(ids)) != len(ids) or any(b not in brokers for b in ids):
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"replicas {list(ids)} of a new partition of {name} must be {replication} distinct "
-                    f"registered broker(s) of {brokers}",
-                )
+    @contextlib.contextmanager
+    def _timeouts_refused(self) -> Iterator[None]:
+        """A request that cannot reach the controller's metadata in time fails as REQUEST_TIMED_OUT; then
+        the view is re-read (it includes this request's write)."""
+        try:
+            yield
+        except TimeoutError as exc:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from None
+        self.refresh()
 
 
-def _new_partition(replicas: list[int], unfenced: list[int]) -> dict[str, Any]:
-    """A new partition: led by its first unfenced replica, the unfenced replicas in sync (a fenced replica of
-    an explicit assignment joins the ISR once it runs and catches up); no leader when none is unfenced."""
-    live = [r for r in replicas if r in unfenced]
-    return {
-        "replicas": replicas,
-        "leader": live[0] if live else NO_LEADER,
-        "leader_epoch": 0,
-        "isr": sorted(live) if live else list(replicas),
-        "partition_epoch": 0,
-    }
+#: The former name of :class:`SingleHostCluster`, kept for its callers.
+SharedFileCluster = SingleHostCluster
 
-
-class _ValidateOnly(Exception):
-    """Leaves the locked block without writing (CreateTopics validateOnly)."""
-
-    def __init__(self, result: tuple[int, int]) -> None:
-        super().__init__("validate only")
-        self.result = result
-
-
-class _Rejected(Exception):
-    pass
+_check_new_count = check_new_count

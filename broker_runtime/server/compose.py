@@ -29,7 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC, GroupConfig, GroupCoordinator
+from broker_runtime.coordinator.group import (
+    CONSUMER_OFFSETS_TOPIC,
+    CoordinatorTimer,
+    GroupConfig,
+    GroupCoordinator,
+)
 from broker_runtime.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
@@ -42,8 +47,7 @@ from broker_runtime.replication.fetcher import FetcherConfig
 from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.connection_quotas import ConnectionQuotas
-from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.deployment import Deployment, Periodic
+from broker_runtime.server.context import BrokerContext, Deployment, Periodic
 from broker_runtime.server.local_cluster import LocalCluster
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.replica_manager import ReplicaManager
@@ -91,10 +95,12 @@ def compose(
         authorizer=authorizer_from_properties(cfg.props),
     )
     ctx.group_coordinator = group_coordinator(ctx)
+    timer.add(ctx.group_coordinator.timer)
     ctx.txn_markers = deployment.marker_sender(ctx)
     ctx.txn_coordinator = transaction_coordinator(ctx)
     deployment.attach(ctx)
     deployment.start_coordinators(ctx)
+    timer.schedule()  # the session timers of the groups loaded now
     ctx.apply_broker_configs()
     return ctx
 
@@ -158,7 +164,8 @@ def replica_manager(
 
 def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
     """The group coordinator over ``__consumer_offsets`` of the deployment (each local append fsynced; in a
-    cluster the answers wait for replication, at most ``offsets.commit.timeout.ms``)."""
+    cluster the answers wait for replication, at most ``offsets.commit.timeout.ms``), its timers on the broker's
+    clock, advanced by the loop with the purgatories'."""
     cfg = ctx.config
     offsets = ctx.deployment.internal_topic(
         ctx,
@@ -168,7 +175,6 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
         timeout_ms=cfg.offsets_commit_timeout_ms,
         what="group assignment write",
     )
-    replicated = ctx.deployment.replicated
     return GroupCoordinator(
         GroupConfig(
             num_partitions=cfg.offsets_topic_num_partitions,
@@ -181,8 +187,9 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
         offsets.log,
         ctx.loop,
         ctx.topics.partition_count,
-        append_records=offsets.append if replicated else None,
-        await_replication=offsets.await_replication if replicated else None,
+        timer=CoordinatorTimer(ctx.clock, ctx.schedule_timer),
+        append_records=offsets.append,
+        await_replication=offsets.await_replication,
     )
 
 
@@ -253,7 +260,8 @@ def periodic_tasks(
 
 class PurgatoryTimer:
     """The Fetch and Produce purgatories, each on its own hierarchical timing wheel read through the broker's
-    clock, advanced by one loop callback at their earliest expiration (see the module docstring)."""
+    clock, and the other timers added (the group coordinator's), advanced by one loop callback at their earliest
+    expiration (see the module docstring)."""
 
     def __init__(self, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
         self._clock = clock
@@ -266,8 +274,13 @@ class PurgatoryTimer:
         self.produce: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
             "Produce", Timer(clock, name="produce-purgatory")
         )
+        self._timers: list[DelayedOperationPurgatory[Any] | CoordinatorTimer] = [self.fetch, self.produce]
         self._handle: asyncio.TimerHandle | None = None
         self._due_ms: int | None = None
+
+    def add(self, timer: CoordinatorTimer) -> None:
+        """Advance ``timer`` with the purgatories (it is shut down by its owner)."""
+        self._timers.append(timer)
 
     @property
     def purgatories(self) -> list[DelayedOperationPurgatory[Any]]:
@@ -288,7 +301,7 @@ class PurgatoryTimer:
 
     def schedule(self) -> None:
         """Make sure the loop advances the timers at their next expiration (call after parking an operation)."""
-        dues = [p.next_expiration_ms() for p in self.purgatories]
+        dues = [t.next_expiration_ms() for t in self._timers]
         due = min((d for d in dues if d is not None), default=None)
         if due is None:
             return
@@ -304,8 +317,8 @@ class PurgatoryTimer:
         self._handle = None
         self._due_ms = None
         try:
-            for purgatory in self.purgatories:
-                purgatory.advance_clock()
+            for timer in self._timers:
+                timer.advance_clock()
         except RuntimeError:  # shut down meanwhile
             return
         self.schedule()

@@ -10,8 +10,37 @@ sockets. A handler returns the response body as a dict (Kafka's CamelCase field 
 response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an ``asyncio.Future`` that
 resolves to one of those later (delayed fetch, acks=-1 produce).
 
-Where the broker runs (a single node, a node of a cluster) is the context's :class:`~.deployment.Deployment`;
-handlers reach its metadata as ``ctx.cluster`` and never ask which deployment it is.
+Where the broker runs is the context's :class:`Deployment`, the one seam between the composition and the
+deployment; handlers reach its metadata as ``ctx.cluster`` and never ask which deployment it is.
+
+A broker is built the same way wherever it runs (:mod:`.compose`); what differs is behind :class:`Deployment`:
+
+============================  ==========================================  ===========================================
+supplies                      :class:`~.single_node.SingleNode`           :class:`~.local_cluster.LocalCluster`
+============================  ==========================================  ===========================================
+metadata and admin writes     :class:`~.cluster.SingleNodeCluster`: the   :class:`~.cluster.SharedFileCluster`: the
+(``store``, ``ctx.cluster``)  local topics, this node leads everything    shared ``cluster.json`` of one host
+ISR changes (``alter_isr``)   only ``[this node]`` is accepted            AlterPartition on the shared metadata
+liveness (``heartbeat``,      nothing to prove: always confirmed          a session renewed every
+``confirm_leadership``)                                                   ``broker.heartbeat.interval.ms``; a leader
+                                                                          whose session may have lapsed renews it
+                                                                          before it appends
+applying metadata             nothing changes behind the broker's back    each new view to topics, replicas, broker
+(``refresh``)                                                             configs and both coordinators (Kafka's
+                                                                          BrokerMetadataPublisher)
+internal-topic records        the local log, topic made on first use      the leader's replicated append (acks=-1)
+(``internal_topic``)
+transaction markers           written to the local logs before EndTxn     sent to each partition's leader in the
+(``marker_sender``)           answers                                     background (WriteTxnMarkers)
+coordinator placement         this node, for every key                    the leader of the key's internal partition
+(``find_coordinator``)                                                    (the topic made on the first lookup)
+coordinator ownership         every partition at epoch 0, at start        the partitions led here, after each view
+producer-id blocks            a local state file                          blocks taken from the shared metadata
+periodic tasks                none                                        metadata polling, heartbeat, controller
+============================  ==========================================  ===========================================
+
+A single node is a cluster of one: the coordinators, handlers and replica manager have one code path each and
+never ask which deployment they run in. A multi-host metadata store would be a third implementation.
 """
 
 from __future__ import annotations
@@ -21,11 +50,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from broker_runtime.coordinator.group import GroupCoordinator
-from broker_runtime.coordinator.transaction import TransactionCoordinator
-from broker_runtime.errors import ConfigError
+from broker_runtime.coordinator.internal_topic import InternalTopic
+from broker_runtime.coordinator.transaction import MarkerDone, MarkerRequest, TransactionCoordinator
+from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
@@ -38,11 +69,18 @@ from broker_runtime.server.network import CLOSE
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
+from broker_runtime.storage.producer_state import ProducerIdManager
 
-if TYPE_CHECKING:
-    from broker_runtime.server.deployment import Deployment, MarkerChannel
-
-__all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult", "answer_after_loads"]
+__all__ = [
+    "CLOSE_CONNECTION",
+    "BrokerContext",
+    "Deployment",
+    "HandlerResult",
+    "MarkerChannel",
+    "Periodic",
+    "Placement",
+    "answer_after_loads",
+]
 
 #: Returned by a handler that refuses to answer: the connection is closed (one log line says why).
 CLOSE_CONNECTION = CLOSE
@@ -50,6 +88,111 @@ CLOSE_CONNECTION = CLOSE
 _log = logging.getLogger(__name__)
 
 HandlerResult = Any  # dict[str, Any] | None | CLOSE | asyncio.Future[dict[str, Any] | None | CLOSE]
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A task the broker runs every ``interval_ms`` on its loop (or on its storage thread, ``storage``)."""
+
+    interval_ms: int
+    action: Callable[[], object]
+    name: str
+    storage: bool = False
+
+
+#: FindCoordinator's answer for one key: (error, message, node id, host, port) of its coordinator.
+Placement = tuple[ErrorCode, str | None, int, str, int]
+
+
+class MarkerChannel(Protocol):
+    """Where the transaction coordinator's markers go: ``send`` is its
+    :data:`~broker_runtime.coordinator.transaction.MarkerSender`."""
+
+    def send(self, request: MarkerRequest, done: MarkerDone) -> None: ...
+
+    async def stop(self) -> None:
+        """Stop sending (markers not written yet are completed by the next coordinator)."""
+        ...
+
+
+class Deployment(Protocol):
+    """Where this broker runs (see the module docstring for what each implementation supplies). Every method is
+    called on the event-loop thread (``close`` after the loop stopped serving)."""
+
+    @property
+    def store(self) -> ClusterStore:
+        """The cluster metadata and its admin writes (what handlers reach as ``ctx.cluster``)."""
+        ...
+
+    @property
+    def replicated(self) -> bool:
+        """Partitions may have other replicas: hosted as the metadata says, high watermarks from followers."""
+        ...
+
+    @property
+    def controller_active(self) -> bool:
+        """This node holds the controller role (a single node always does)."""
+        ...
+
+    def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        """The leader's ISR change (Kafka's AlterPartition); False when refused or not recorded."""
+        ...
+
+    def confirm_leadership(self, why: str = "before appending") -> str | None:
+        """None when this node may act as a leader now, else why not (its session could not be renewed)."""
+        ...
+
+    def heartbeat(self) -> None:
+        """Prove this node is alive (periodic)."""
+        ...
+
+    def producer_ids(self, state_file: Path) -> ProducerIdManager:
+        """The producer-id blocks of this node, recorded in ``state_file``."""
+        ...
+
+    def attach(self, ctx: BrokerContext) -> None:
+        """The components are built: from now on metadata changes are applied to them (once, before serving)."""
+        ...
+
+    def refresh(self) -> bool:
+        """Re-read the metadata now and apply a new view to the components; True when it changed."""
+        ...
+
+    def internal_topic(
+        self, ctx: BrokerContext, name: str, num_partitions: int, *, fsync: bool, timeout_ms: int, what: str
+    ) -> InternalTopic:
+        """Where a coordinator's records of internal topic ``name`` go (see the module docstring): ``fsync``
+        each local append, wait at most ``timeout_ms`` for a replication, ``what`` names the writes in logs."""
+        ...
+
+    def marker_sender(self, ctx: BrokerContext) -> MarkerChannel:
+        """The transaction coordinator's markers channel."""
+        ...
+
+    def find_coordinator(self, ctx: BrokerContext, key_type: int, key: str) -> Placement:
+        """The coordinator of ``key`` (FindCoordinator's key type: 0 a group id, 1 a transactional id)."""
+        ...
+
+    def offsets_partition(self, ctx: BrokerContext, group_id: str) -> tuple[int | None, str | None]:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition once the topic exists (made now if
+        needed), else (None, why not)."""
+        ...
+
+    def start_coordinators(self, ctx: BrokerContext) -> None:
+        """Give the coordinators the internal partitions this node leads now (at start)."""
+        ...
+
+    def periodic_tasks(self) -> list[Periodic]:
+        """The deployment's own periodic tasks."""
+        ...
+
+    def controlled_shutdown(self) -> None:
+        """Before a clean stop: hand this node's leaderships over (Kafka's controlled shutdown)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the deployment holds (last step of a stop)."""
+        ...
 
 
 def answer_after_loads(

@@ -55,12 +55,10 @@ class LocalInternalTopic:
     def append(self, partition: int, batch: bytes) -> None:
         log = self.log(partition, True)
         if log is None:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self._name}-{partition} is not hosted on this node"
-            )
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self._name}-{partition} is not hosted here")
         # No fsync unless asked, as Kafka: the page cache survives a crash of the process; a power loss can lose
         # the unflushed tail (log.flush.interval.* bound it).
-        log.append(batch)
+        log.append(bytearray(batch))
         if self._fsync:
             log.flush()
 

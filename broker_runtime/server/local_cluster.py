@@ -1,4 +1,4 @@
-"""A broker as one node of a cluster on this host: the :class:`~.deployment.Deployment` over the shared
+"""A broker as one node of a cluster on this host: the :class:`~.context.Deployment` over the shared
 metadata of :class:`~.cluster.SharedFileCluster` (``pylog.cluster.dir``).
 
 What it adds to the metadata store:
@@ -43,8 +43,7 @@ from broker_runtime.errors import ErrorCode, WaitTimeoutError
 from broker_runtime.protocol.messages import find_coordinator
 from broker_runtime.server.cluster import POLL_INTERVAL_MS, ClusterView, SharedFileCluster
 from broker_runtime.server.config import BrokerConfig
-from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.deployment import Periodic, Placement
+from broker_runtime.server.context import BrokerContext, Periodic, Placement
 from broker_runtime.server.groups import coordinator_node as group_coordinator_node
 from broker_runtime.server.groups import ensure_offsets_topic
 from broker_runtime.server.internal_topics import ReplicatedInternalTopic

@@ -1,4 +1,4 @@
-"""A broker alone: the :class:`~.deployment.Deployment` of a single node, a cluster of one.
+"""A broker alone: the :class:`~.context.Deployment` of a single node, a cluster of one.
 
 Files (in the first log directory): :data:`DYNAMIC_CONFIGS_FILE` (the dynamic broker configs, JSON
 ``{"": {cluster-wide defaults}, "<node id>": {this broker's}}``), :data:`ACLS_FILE` (the ACL bindings, a JSON list
@@ -23,8 +23,7 @@ from broker_runtime.coordinator.transaction import MarkerDone, MarkerRequest
 from broker_runtime.errors import ErrorCode
 from broker_runtime.server.cluster import SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig
-from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.deployment import Periodic, Placement
+from broker_runtime.server.context import BrokerContext, Periodic, Placement
 from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.internal_topics import LocalInternalTopic
 from broker_runtime.server.topics import TopicManager

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
+from broker_runtime.errors import ConfigError, ErrorCode, TopicError
 from broker_runtime.security.secrets import is_sensitive, redacted
 from broker_runtime.storage.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker_runtime.storage.log_manager import LogManager
@@ -67,14 +67,6 @@ def _loggable(overrides: Mapping[str, str]) -> dict[str, str | None] | str:
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-
-class TopicError(KafkaError):
-    """A topic operation failed with a Kafka error code (``code``) and a message for the client."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(code, message)
-        self.detail = message
 
 
 def topic_name_error(name: str | None) -> str | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
-from broker_runtime.storage.partition_log import AppendInfo, FetchData, PartitionLog
+from broker_runtime.storage.log_reader import FetchData
+from broker_runtime.storage.partition_log import AppendInfo, PartitionLog
 from broker_runtime.storage.segment_reader import SegmentReader
 
 __all__ = ["AppendInfo", "FetchData", "LogConfig", "LogManager", "PartitionLog", "SegmentReader"]

@@ -43,17 +43,9 @@ How (Kafka's ``Cleaner.doClean``):
     ``segment.index.bytes`` (Kafka sums the sizes before cleaning; pylog sums them after, so one pass merges
     what it empties). A group of one segment that loses nothing is left as it is.
 
-Crash safety (Kafka's file suffixes): a group is written to ``B.log.cleaned`` (and ``B.txnindex.cleaned``, the
-aborted transactions whose markers it keeps, possibly empty), both fsynced; the txnindex is renamed to
-``B.txnindex.swap``, then the log to ``B.log.swap`` (directory fsynced): that rename is the commit point. Then,
-under the partition lock (the only time the cleaner holds it), :func:`finish_swap` deletes the group's other
-segments and ``B``'s indexes, renames ``B.txnindex.swap`` over ``B.txnindex`` (or drops both when it is
-empty) and ``B.log.swap`` over ``B.log``. Every step can be repeated, so :func:`complete_swaps` (called when a
-log loads, before stray files are removed) finishes a swap a crash interrupted: a ``.log.swap`` is a complete
-cleaned group; the segments it replaces are those whose base offset lies in ``[B, its next offset)`` (Kafka's
-rule; a later group member that ended up empty and was not yet deleted keeps its old, uncleaned records,
-which is correct, just not compacted). ``.cleaned`` files and a ``.txnindex.swap`` without its ``.log.swap``
-are an unfinished clean and are deleted.
+Crash safety: each group is written and installed through the swap-file protocol of :mod:`.segment_swap`
+(``B.log.cleaned`` fsynced, renamed to ``B.log.swap`` as the commit point, then installed under the partition
+lock by the partition log's ``replace_segments``; a load finishes or undoes what a crash interrupted).
 
 Threading: :func:`clean_log` reads closed segments (immutable) without the partition lock and takes it per
 group through :meth:`~broker_runtime.storage.partition_log.PartitionLog.replace_segments`; one cleaner per log
@@ -63,8 +55,6 @@ at a time (the log manager runs one cleaner thread).
 from __future__ import annotations
 
 import heapq
-import logging
-import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,31 +64,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker_runtime.fsutil import fsync_dir
 from broker_runtime.protocol import compression as _compression
 from broker_runtime.protocol.arrow_records import RecordLayout, record_layout
-from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader, iter_batch_spans
+from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, assemble_batch
-from broker_runtime.storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    list_segment_bases,
-    parse_segment_file_name,
-    segment_path,
-)
-from broker_runtime.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from broker_runtime.storage.segment import LogSegment
+from broker_runtime.storage.segment_swap import abandon_cleaned, commit_cleaned, open_cleaned
+from broker_runtime.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "CleanResult", "clean_log", "complete_swaps", "finish_swap"]
+__all__ = ["CleanResult", "clean_log"]
 
-_log = logging.getLogger(__name__)
-
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
 #: Bytes of one time-index entry (the larger of the two index entry sizes).
 _TIME_INDEX_ENTRY = 12
@@ -116,63 +94,6 @@ class CleanResult:
     records_removed: int
     segments_before: int = 0
     segments_after: int = 0
-
-
-# -- crash recovery -------------------------------------------------------------------------------------------
-
-
-def _next_offset_of(path: Path) -> int | None:
-    """The offset after the last batch of a segment file; None when it holds no batch."""
-    data = path.read_bytes()
-    last: BatchHeader | None = None
-    for _, header in iter_batch_spans(memoryview(data)):
-        last = header
-    return None if last is None else last.next_offset
-
-
-def finish_swap(dir: Path, base: int, covered: list[int] | None = None) -> None:
-    """Install ``<base>.log.swap``: delete the segments it replaces (``covered``, else those with a base offset
-    in ``(base, its next offset)``) and ``base``'s indexes, then rename the swap files into place. Every step
-    may be repeated after a crash."""
-    swap = segment_path(dir, base, LOG_SUFFIX + SWAP_SUFFIX)
-    if covered is None:
-        end = _next_offset_of(swap)
-        covered = [] if end is None else [b for b in list_segment_bases(dir) if base < b < end]
-    for other in covered:
-        if other == base:
-            continue
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            segment_path(dir, other, suffix).unlink(missing_ok=True)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        segment_path(dir, base, suffix).unlink(missing_ok=True)
-    txn_swap = segment_path(dir, base, TXN_INDEX_SUFFIX + SWAP_SUFFIX)
-    if txn_swap.exists():
-        txn = segment_path(dir, base, TXN_INDEX_SUFFIX)
-        if txn_swap.stat().st_size:
-            os.replace(txn_swap, txn)
-        else:
-            txn.unlink(missing_ok=True)
-            txn_swap.unlink()
-    os.replace(swap, segment_path(dir, base, LOG_SUFFIX))
-    fsync_dir(dir)
-
-
-def complete_swaps(dir: Path) -> None:
-    """Finish or undo a clean a crash interrupted (see the module docstring). Called before a log loads."""
-    names = sorted(os.listdir(dir))
-    for name in names:
-        if name.endswith(CLEANED_SUFFIX):
-            os.unlink(dir / name)
-    for name in names:
-        if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            parsed = parse_segment_file_name(name[: -len(SWAP_SUFFIX)])
-            if parsed is None:
-                continue
-            _log.info("%s/%s: completing a clean interrupted by a crash", dir.name, name)
-            finish_swap(dir, parsed[0])
-    for name in os.listdir(dir):
-        if name.endswith(SWAP_SUFFIX):  # a txnindex swap whose log swap never came: an unfinished clean
-            os.unlink(dir / name)
 
 
 # -- transactions ---------------------------------------------------------------------------------------------
@@ -517,41 +438,24 @@ class _Group:
 
     def _write_pending(self) -> None:
         if self._file is None:
-            self._file = open(self._path(LOG_SUFFIX + CLEANED_SUFFIX), "wb")  # noqa: SIM115 - closed in commit/abandon
+            self._file = open_cleaned(self.base.dir, self.base.base_offset)
         for cleaned in self.pending:
             for chunk in cleaned.chunks:
                 self._file.write(chunk)
         self.pending.clear()
-
-    def _path(self, suffix: str) -> Path:
-        return segment_path(self.base.dir, self.base.base_offset, suffix)
 
     @property
     def needs_rewrite(self) -> bool:
         return self._file is not None
 
     def commit(self) -> Path:
-        """fsync the cleaned files and rename them to ``.swap`` (txnindex first); returns the log swap."""
+        """Commit the cleaned group (:func:`~.segment_swap.commit_cleaned`); returns its ``.log.swap``."""
         assert self._file is not None
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        txn_cleaned = self._path(TXN_INDEX_SUFFIX + CLEANED_SUFFIX)
-        with open(txn_cleaned, "wb") as f:
-            if self.entries:  # an empty file needs only the directory fsync below
-                f.write(b"".join(e.encode() for e in self.entries))
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(txn_cleaned, self._path(TXN_INDEX_SUFFIX + SWAP_SUFFIX))
-        swap = self._path(LOG_SUFFIX + SWAP_SUFFIX)
-        os.replace(self._path(LOG_SUFFIX + CLEANED_SUFFIX), swap)
-        fsync_dir(self.base.dir)
-        return swap
+        return commit_cleaned(self.base.dir, self.base.base_offset, self._file, self.entries)
 
     def abandon(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._path(LOG_SUFFIX + CLEANED_SUFFIX).unlink(missing_ok=True)
+            abandon_cleaned(self.base.dir, self.base.base_offset, self._file)
 
 
 # -- one pass -------------------------------------------------------------------------------------------------

@@ -318,7 +318,8 @@ class LogConfig:
     min_insync_replicas: int = 1
     #: ``preallocate``: accepted; pylog does not preallocate .log files.
     preallocate: bool = False
-    #: ``log.retention.check.interval.ms`` (broker only): how often the server should call run_retention().
+    #: ``log.retention.check.interval.ms`` (broker only): how often the server runs a retention pass
+    #: (:mod:`.retention`).
     retention_check_interval_ms: int = 5 * _MINUTE_MS
     #: ``log.flush.offset.checkpoint.interval.ms`` (broker only): how often to write the checkpoint files.
     flush_offset_checkpoint_interval_ms: int = _MINUTE_MS

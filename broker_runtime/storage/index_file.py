@@ -49,10 +49,13 @@ _INT32_MAX = 2**31 - 1
 
 
 class IndexFile(abc.ABC):
-    """A fixed-entry index file of one segment; subclasses define :attr:`ENTRY` and the meaning of entries."""
+    """A fixed-entry index file of one segment; subclasses define :attr:`ENTRY`, :attr:`OFFSET_FIELD` and the
+    meaning of entries."""
 
     #: The struct of one entry; subclasses set it.
     ENTRY: ClassVar[struct.Struct]
+    #: Which field of an entry is the relative offset (entries are non-decreasing in it).
+    OFFSET_FIELD: ClassVar[int]
 
     _fd: FileHandle | None
     _columns: list[array[int]] | None
@@ -222,6 +225,25 @@ class IndexFile(abc.ABC):
         self._entries = 0
         self._columns = [array(code) for code in self._typecodes()]
         self.resize(self.max_index_size)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        field, rel = self.OFFSET_FIELD, offset - self.base_offset
+        slot = self._largest_lower_bound(rel, field)
+        if slot >= 0 and self._entry(slot)[field] == rel:
+            # Drop from the first entry at this offset (only a time index may repeat one, in theory).
+            while slot > 0 and self._entry(slot - 1)[field] == rel:
+                slot -= 1
+            self._truncate_to_entries(slot)
+        else:
+            self._truncate_to_entries(slot + 1)
+
+    def _whole_entries(self) -> int:
+        """The first O(1) check of ``sanity_check`` (Kafka's): the file holds whole entries; returns their count."""
+        length = self.path.stat().st_size
+        if length % self.ENTRY.size:
+            raise self._corrupt(f"length {length} is not a multiple of {self.ENTRY.size}")
+        return self._entries
 
     def _truncate_to_entries(self, n: int) -> None:
         self._check_writable("truncate")

@@ -20,18 +20,18 @@ Layout of each directory in ``log.dirs``::
 
 Startup: per directory, take the lock, drop ``*-delete`` directories (Kafka's name for a topic deletion in
 progress), read the checkpoints, load every partition directory (recovering from its recovery point when the
-clean-shutdown marker is absent, from offset 0 whatever the marker says when the operator asked for a full
-recovery, ``recover_all``), then remove the marker. What recovery cut or deleted is logged at WARNING by each
-partition log and summed in :attr:`LogManager.recovery_truncations` / ``recovery_bytes_dropped``. A partition's
-roll has its segment fsynced on the manager's roll-flush executor (:data:`ROLL_FLUSH_THREADS` threads named
-``pylog-roll-flush``, so the appending thread never waits for the disk; see "Roll" in :mod:`.partition_log`),
-then its directory's recovery-point checkpoint written by a background thread (see
-:meth:`LogManager._persist_recovery_point`). Every log is loaded with the manager's
-``hw_follows_leo``: True (a single node) makes the high watermark the log end offset; False (a cluster, where
-partitions may be replicated) keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and
-leaves it to replication; :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush,
-producer snapshot, final index entries, trim), write the checkpoints, write the marker, release the lock. A new
-partition goes to the directory holding the fewest.
+clean-shutdown marker is absent, from offset 0 whatever the marker says when the operator asked for a full recovery,
+``recover_all``; see :mod:`.log_loader`), then remove the marker. What recovery cut or deleted is logged at WARNING
+by the loader and summed in :attr:`LogManager.recovery_truncations` / ``recovery_bytes_dropped``. A partition's roll
+has its segment fsynced on the manager's roll-flush executor (:data:`ROLL_FLUSH_THREADS` threads named
+``pylog-roll-flush``, so the appending thread never waits for the disk; see "Roll" in :mod:`.partition_log`), then
+its directory's recovery-point checkpoint written by a background thread (see
+:meth:`LogManager._persist_recovery_point`). Every log is loaded with the manager's ``hw_follows_leo``: True (a
+single node) makes the high watermark the log end offset; False (a cluster, where partitions may be replicated)
+keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) and leaves it to replication;
+:meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush, producer snapshot, final index
+entries, trim), write the checkpoints, write the marker, release the lock. A new partition goes to the directory
+holding the fewest.
 
 Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
 ``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
@@ -52,7 +52,6 @@ before closing the logs.
 from __future__ import annotations
 
 import collections
-import fcntl
 import logging
 import os
 import re
@@ -64,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from broker_runtime.errors import ConfigError, StorageError
-from broker_runtime.fsutil import fsync_dir, write_atomically
+from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
 from broker_runtime.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -75,6 +74,7 @@ from broker_runtime.storage.checkpoint import (
 from broker_runtime.storage.cleaner import CleanResult, clean_log
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
+from broker_runtime.storage.retention import run_retention
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
 
@@ -146,7 +146,7 @@ class LogManager:
         self._cleaner_stop = threading.Event()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
-        self._dir_locks: dict[Path, int] = {}
+        self._dir_locks: dict[Path, FileLock] = {}
         self._started = False
         #: Failed periodic passes by task ("retention", "producer expiration"), each also logged at WARNING.
         self.periodic_failures: collections.Counter[str] = collections.Counter()
@@ -154,7 +154,7 @@ class LogManager:
         #: offset 0, whatever the clean-shutdown marker and the recovery points say.
         self.recover_all = recover_all
         #: Segments cut or deleted by recovery at startup, and the bytes they lost (each logged at WARNING by
-        #: the partition log; see :mod:`.partition_log`, "Loading").
+        #: the log loader, :mod:`.log_loader`).
         self.recovery_truncations = 0
         self.recovery_bytes_dropped = 0
         #: Serializes writes of the checkpoint files (the periodic writer and the writes after a roll).
@@ -185,16 +185,17 @@ class LogManager:
             self._started = True
 
     def _lock_dir(self, log_dir: Path) -> None:
-        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        lock = FileLock(log_dir / LOCK_FILE)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            got = lock.acquire(0)
         except OSError:
-            os.close(fd)
+            got = False
+        if not got:
             for held in self._dir_locks.values():
-                os.close(held)
+                held.release()
             self._dir_locks.clear()
             raise StorageError(f"log directory {log_dir} is in use by another process") from None
-        self._dir_locks[log_dir] = fd
+        self._dir_locks[log_dir] = lock
 
     def _load_dir(self, log_dir: Path) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
@@ -315,8 +316,8 @@ class LogManager:
 
     def _release(self) -> None:
         """Unlock the directories and forget the partitions (caller holds ``_lock``; logs already closed)."""
-        for fd in self._dir_locks.values():
-            os.close(fd)
+        for lock in self._dir_locks.values():
+            lock.release()
         self._dir_locks.clear()
         self._logs.clear()
         self._log_dir_of.clear()
@@ -463,21 +464,21 @@ class LogManager:
         A log whose pass fails (a file that cannot be renamed or read) is logged at WARNING with the error and
         counted in :attr:`periodic_failures`; the other logs are not held up, and the next pass runs as usual."""
         now = self.clock()
-        for key, log in self.all_logs().items():
-            try:
-                log.run_retention(now)
-            except (StorageError, OSError) as exc:
-                self._periodic_failed("retention", key, exc)
+        self._for_each_log("retention", lambda log: run_retention(log, now))
 
     def remove_expired_producers(self) -> None:
         """Forget producers idle for ``producer.id.expiration.ms`` in every log (the server calls this every
         ``producer.id.expiration.check.interval.ms``). Failures as :meth:`run_retention`."""
         now = self.clock()
+        self._for_each_log("producer expiration", lambda log: log.remove_expired_producers(now))
+
+    def _for_each_log(self, task: str, work: Callable[[PartitionLog], object]) -> None:
+        """Run ``work`` on every log; a failure is reported (:meth:`_periodic_failed`) and the others go on."""
         for key, log in self.all_logs().items():
             try:
-                log.remove_expired_producers(now)
+                work(log)
             except (StorageError, OSError) as exc:
-                self._periodic_failed("producer expiration", key, exc)
+                self._periodic_failed(task, key, exc)
 
     def _periodic_failed(self, task: str, key: tuple[str, int], exc: Exception) -> None:
         self.periodic_failures[task] += 1

@@ -42,6 +42,7 @@ class OffsetIndex(IndexFile):
     """Maps offsets to .log byte positions, sparsely."""
 
     ENTRY = OFFSET_INDEX_ENTRY
+    OFFSET_FIELD = 0
     __slots__ = ()
 
     @classmethod
@@ -80,22 +81,9 @@ class OffsetIndex(IndexFile):
         slot = self._largest_lower_bound(position, 1)
         return None if slot < 0 else self.entry(slot)
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset``."""
-        slot = self._largest_lower_bound(offset - self.base_offset, 0)
-        if slot < 0:
-            self._truncate_to_entries(0)
-        elif self._entry(slot)[0] == offset - self.base_offset:
-            self._truncate_to_entries(slot)
-        else:
-            self._truncate_to_entries(slot + 1)
-
     def sanity_check(self, log_size: int) -> None:
         """O(1) structural check (Kafka's): raises :class:`CorruptIndexError` on a broken file."""
-        length = self.path.stat().st_size
-        if length % self.ENTRY.size:
-            raise self._corrupt(f"length {length} is not a multiple of {self.ENTRY.size}")
-        n = self._entries
+        n = self._whole_entries()
         if n == 0:
             return
         first_rel, first_pos = self._entry(0)

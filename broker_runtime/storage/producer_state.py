@@ -19,7 +19,8 @@ calls, under its lock:
    A batch older than the retained window is therefore out of order, not a duplicate.
    Transactions: a non-transactional data batch from a producer whose transaction is open ->
    ``INVALID_TXN_STATE`` (Kafka's rule); a control batch (COMMIT/ABORT marker) carries no sequence and only
-   needs an epoch that is not older than the producer's.
+   needs an epoch that is not older than the producer's, and a coordinator epoch that is not older than the one
+   of the producer's last marker (:meth:`~ProducerStateManager.check_coordinator_epoch`).
 2. :meth:`ProducerStateManager.update` AFTER the append, with the offsets the log assigned; a follower append
    (replication) feeds each batch to :meth:`~ProducerStateManager.replay` instead (no validation).
 
@@ -71,7 +72,13 @@ from pathlib import Path
 
 import crc32c as _crc32c
 
-from broker_runtime.errors import ConfigError, CorruptSnapshotError, ErrorCode, StorageError
+from broker_runtime.errors import (
+    ConfigError,
+    CorruptSnapshotError,
+    ErrorCode,
+    ProducerStateError,
+    StorageError,
+)
 from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.batch_header import (
     NO_PRODUCER_EPOCH,
@@ -459,6 +466,18 @@ class ProducerStateManager:
                     self.max_batches_per_producer,
                 )
         return _OK
+
+    def check_coordinator_epoch(self, producer_id: int, coordinator_epoch: int, where: str) -> None:
+        """Refuse a transaction marker from an older coordinator epoch than the producer's last marker (Kafka's
+        TRANSACTION_COORDINATOR_FENCED: a coordinator that lost its partition must not end a transaction its
+        successor already ended); raises :class:`~broker_runtime.errors.ProducerStateError`."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"{where}: marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than the epoch {entry.coordinator_epoch} of its last marker",
+            )
 
     @staticmethod
     def _validate(entry: ProducerStateEntry, header: BatchHeader) -> ProducerCheck | None:

@@ -46,6 +46,7 @@ class TimeIndex(IndexFile):
     """Maps timestamps to offsets, sparsely."""
 
     ENTRY = TIME_INDEX_ENTRY
+    OFFSET_FIELD = 1
     __slots__ = ()
 
     @classmethod
@@ -100,25 +101,9 @@ class TimeIndex(IndexFile):
             return TimestampOffset(_NO_TIMESTAMP, self.base_offset)
         return self.entry(slot)
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset``."""
-        slot = self._largest_lower_bound(offset - self.base_offset, 1)
-        if slot < 0:
-            self._truncate_to_entries(0)
-        elif self._entry(slot)[1] == offset - self.base_offset:
-            # Offsets may repeat only in theory; drop from the first entry at this offset.
-            while slot > 0 and self._entry(slot - 1)[1] == offset - self.base_offset:
-                slot -= 1
-            self._truncate_to_entries(slot)
-        else:
-            self._truncate_to_entries(slot + 1)
-
     def sanity_check(self) -> None:
         """O(1) structural check (Kafka's): raises :class:`CorruptIndexError` on a broken file."""
-        length = self.path.stat().st_size
-        if length % self.ENTRY.size:
-            raise self._corrupt(f"length {length} is not a multiple of {self.ENTRY.size}")
-        n = self._entries
+        n = self._whole_entries()
         if n == 0:
             return
         first_ts, first_rel = self._entry(0)

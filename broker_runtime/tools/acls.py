@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                     for op in ops or [AclOperation.ALL]
                 ]
-                answer = client.acl_request(ApiKey.CREATE_ACLS, {"Creations": creations})
+                answer = client.admin.acl_request(ApiKey.CREATE_ACLS, {"Creations": creations})
                 for r in answer["Results"]:
                     _check(r["ErrorCode"], r["ErrorMessage"], "add")
                 print(f"Added {len(creations)} ACL binding(s)", file=sys.stderr)
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             if args.remove:
                 if not resources:
                     raise ToolError("--remove needs a resource (--topic, --group, ...)", EXIT_USAGE)
-                answer = client.acl_request(ApiKey.DELETE_ACLS, {"Filters": filters})
+                answer = client.admin.acl_request(ApiKey.DELETE_ACLS, {"Filters": filters})
                 removed = 0
                 for r in answer["FilterResults"]:
                     _check(r["ErrorCode"], r["ErrorMessage"], "remove")
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"Removed {removed} ACL binding(s)", file=sys.stderr)
                 return 0
             for f in filters:
-                answer = client.acl_request(ApiKey.DESCRIBE_ACLS, f)
+                answer = client.admin.acl_request(ApiKey.DESCRIBE_ACLS, f)
                 _check(answer["ErrorCode"], answer["ErrorMessage"], "list")
                 _print_resources(answer["Resources"])
             return 0

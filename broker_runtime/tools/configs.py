@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         label = f"{kind} {name}" if name else "the default broker"
         with client_for(args) as client:
             if args.describe:
-                entries = client.describe_config_entries(rtype, name)
+                entries = client.admin.describe_config_entries(rtype, name)
                 shown = entries if args.all else [e for e in entries if e.source in (1, 2, 3)]
                 print(f"{'All' if args.all else 'Dynamic'} configs for {label} are:")
                 for e in shown:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
             if not added and not deleted:
                 raise ToolError("--alter needs --add-config and/or --delete-config", EXIT_USAGE)
-            client.alter_configs(rtype, name, added, deleted)
+            client.admin.alter_configs(rtype, name, added, deleted)
             print(f"Completed updating config for {label}.")
             return 0
 

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with client_for(args, "consumer-groups") as client:
             if args.list:
-                for group in client.list_groups():
+                for group in client.groups.list_groups():
                     print(group["GroupId"])
                 return 0
             if not args.group:
@@ -129,7 +129,7 @@ def _table(rows: list[list[str]]) -> str:
 def _described(client: KafkaClient, group: str) -> dict[str, Any] | None:
     """DescribeGroups of ``group``; None when it does not exist (Dead, or GROUP_ID_NOT_FOUND as Kafka 4 answers)."""
     try:
-        described = client.describe_group(group)
+        described = client.groups.describe_group(group)
     except KafkaError as exc:
         if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
             return None
@@ -141,7 +141,7 @@ def _describe(client: KafkaClient, group: str) -> int:
     described = _described(client, group)
     if described is None:
         raise ToolError(f"consumer group {group!r} does not exist")
-    committed = client.committed_offsets(group)
+    committed = client.groups.committed_offsets(group)
     owners: dict[tuple[str, int], tuple[str, str, str]] = {}
     for member in described["Members"]:
         for tp in decode_assignment(member["MemberAssignment"]):
@@ -189,7 +189,7 @@ def _describe(client: KafkaClient, group: str) -> int:
 
 def _scope(client: KafkaClient, args: argparse.Namespace, group: str) -> list[tuple[str, int]]:
     if args.all_topics:
-        found = sorted(client.committed_offsets(group))
+        found = sorted(client.groups.committed_offsets(group))
         if not found:
             raise ToolError(f"group {group!r} has no committed offsets; name the partitions with --topic")
         return found
@@ -266,7 +266,7 @@ def _reset(client: KafkaClient, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.execute:
-        client.commit_offsets(group, targets)
+        client.groups.commit_offsets(group, targets)
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[group, t, str(p), str(targets[(t, p)])] for t, p in tps]
     print()
@@ -278,7 +278,7 @@ def _delete(client: KafkaClient, groups: list[str]) -> int:
     failed: list[str] = []
     for group in groups:
         try:
-            client.delete_group(group)
+            client.groups.delete_group(group)
         except KafkaError as exc:
             if isinstance(exc.code, ErrorCode):
                 failed.append(f"* Group '{group}' could not be deleted due to: {exc.code.name}")

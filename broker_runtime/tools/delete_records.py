@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         offsets = parse_offsets(args.offset_json_file)
         print(f"Executing records delete operation for {len(offsets)} partition(s)", file=sys.stderr)
         with client_for(args) as client:
-            results = client.delete_records(offsets)
+            results = client.admin.delete_records(offsets)
         failed = 0
         print("Records delete operation completed:")
         for (topic, partition), outcome in sorted(results.items()):

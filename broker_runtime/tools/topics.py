@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import describe_configs
 from broker_runtime.tools.common import (
@@ -64,7 +65,7 @@ def _need_topic(args: argparse.Namespace) -> str:
     return topic
 
 
-def _describe(client: Any, topics: list[str] | None) -> int:
+def _describe(client: KafkaClient, topics: list[str] | None) -> int:
     md = client.metadata(topics)
     found = [t for t in md.topics.values() if topics is None or t.name in topics]
     for name in topics or []:
@@ -73,7 +74,7 @@ def _describe(client: Any, topics: list[str] | None) -> int:
             raise ToolError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {name!r} does not exist")
     for t in sorted(found, key=lambda t: t.name):
         parts = sorted(t.partitions.values(), key=lambda p: p.partition)
-        configs = client.describe_config_entries(describe_configs.RESOURCE_TOPIC, t.name)
+        configs = client.admin.describe_config_entries(describe_configs.RESOURCE_TOPIC, t.name)
         overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.source == _DYNAMIC_TOPIC_CONFIG)
         rf = len(parts[0].replicas) if parts else 0
         print(f"Topic: {t.name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
@@ -100,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
             topic = _need_topic(args)
             if args.create:
                 partitions = -1 if args.partitions is None else args.partitions
-                codes = client.create_topics({topic: (partitions, args.replication_factor)}, configs=configs)
+                codes = client.admin.create_topics(
+                    {topic: (partitions, args.replication_factor)}, configs=configs
+                )
                 code = codes.get(topic, 0)
                 if code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
                     return 0
@@ -111,14 +114,14 @@ def run(args: argparse.Namespace) -> int:
             if args.alter:
                 if args.partitions is None:
                     raise ToolError("--alter needs --partitions N (the new total)", EXIT_USAGE)
-                error = client.create_partitions({topic: args.partitions})[topic]
+                error = client.admin.create_partitions({topic: args.partitions})[topic]
                 if error is not None:
                     if error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
                         return 0
                     raise ToolError(str(error))
                 print(f"Topic {topic} now has {args.partitions} partitions.")
                 return 0
-            error = client.delete_topics([topic])[topic]
+            error = client.admin.delete_topics([topic])[topic]
             if error is not None:
                 if error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
                     return 0

@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         status = embedded_broker_status(data_dir)
         assert status is not None
         topic = f"rss-{uuid.uuid4().hex[:8]}"
-        with KafkaClient(bootstrap) as admin:
-            admin.create_topics({topic: (1, 1)})
+        with KafkaClient(bootstrap) as client:
+            client.admin.create_topics({topic: (1, 1)})
         options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": topic})
         identity = TaskIdentity(f"write-{uuid.uuid4().hex}", 0, 0)
         prepare_write_dir(options.producer_state_dir, identity.write_id)

@@ -46,7 +46,7 @@ def run(quick: bool) -> list[Result]:
                 {"security.protocol": "SSL", "ssl.truststore.location": str(pki.ca)}
             )
             with KafkaClient(secured, security=security) as client:
-                client.create_topics({"bench": (PARTITIONS, 1)})
+                client.admin.create_topics({"bench": (PARTITIONS, 1)})
             ca = str(pki.ca)
             plain_t, ssl_t = timed_interleaved(
                 [

@@ -94,7 +94,7 @@ class _Topics:
         names = [f"bench-{partitions}p-{uuid.uuid4().hex[:8]}" for _ in range(count)]
         client = KafkaClient(self._bootstrap)
         try:
-            errors = client.create_topics({name: (partitions, 1) for name in names})
+            errors = client.admin.create_topics({name: (partitions, 1) for name in names})
         finally:
             client.close()
         failed = {n: e for n, e in errors.items() if e}

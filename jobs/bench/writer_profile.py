@@ -122,11 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         broker_pid = int(status["pid"])
         for n_parts in args.partitions:
             topic = f"prof-{uuid.uuid4().hex[:8]}"
-            admin = KafkaClient(bootstrap)
-            try:
-                admin.create_topics({topic: (n_parts, 1)})
-            finally:
-                admin.close()
+            with KafkaClient(bootstrap) as client:
+                client.admin.create_topics({topic: (n_parts, 1)})
             extra = dict(o.split("=", 1) for o in args.option)
             options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": topic, **extra})
             layout = InputLayout(value="value", key="key")

@@ -255,7 +255,7 @@ def test_api_versions_and_metadata(client: KafkaClient, bootstrap: str) -> None:
     versions = client.api_versions()
     for key in (0, 1, 2, 3, 18):
         assert key in versions
-    assert client.create_topics({"md-topic": (3, 1)}) == {"md-topic": ErrorCode.NONE}
+    assert client.admin.create_topics({"md-topic": (3, 1)}) == {"md-topic": ErrorCode.NONE}
     md = client.metadata(["md-topic"])
     assert set(md.topics["md-topic"].partitions) == {0, 1, 2}
     port = int(bootstrap.rpartition(":")[2])
@@ -266,14 +266,14 @@ def test_api_versions_and_metadata(client: KafkaClient, bootstrap: str) -> None:
 
 
 def test_create_existing_topic_reports_code(client: KafkaClient) -> None:
-    assert client.create_topics([NewTopic("dup-topic", 1, 1)]) == {"dup-topic": ErrorCode.NONE}
-    assert client.create_topics([NewTopic("dup-topic", 1, 1)]) == {
+    assert client.admin.create_topics([NewTopic("dup-topic", 1, 1)]) == {"dup-topic": ErrorCode.NONE}
+    assert client.admin.create_topics([NewTopic("dup-topic", 1, 1)]) == {
         "dup-topic": ErrorCode.TOPIC_ALREADY_EXISTS
     }
 
 
 def test_produce_fetch_list_offsets(client: KafkaClient) -> None:
-    client.create_topics({"pf": (2, 1)})
+    client.admin.create_topics({"pf": (2, 1)})
     leader = client.leader_for("pf", 1)
     first = client.produce(leader, {("pf", 1): _batch([b"a", b"b", b"c"])}, acks=1, timeout_ms=5000)
     assert first is not None and first[("pf", 1)].error == 0 and first[("pf", 1)].base_offset == 0
@@ -293,7 +293,7 @@ def test_produce_fetch_list_offsets(client: KafkaClient) -> None:
 
 
 def test_pipelined_produce_keeps_order(client: KafkaClient) -> None:
-    client.create_topics({"pipe": (1, 1)})
+    client.admin.create_topics({"pipe": (1, 1)})
     leader = client.leader_for("pipe", 0)
     requests = [{("pipe", 0): _batch([b"%d-%d" % (i, j) for j in range(3)])} for i in range(12)]
     results = list(client.produce_pipelined(leader, requests, acks=1, timeout_ms=5000, max_in_flight=4))
@@ -308,7 +308,7 @@ def test_pipelined_produce_keeps_order(client: KafkaClient) -> None:
 
 
 def test_acks_zero_returns_none(client: KafkaClient) -> None:
-    client.create_topics({"fire": (1, 1)})
+    client.admin.create_topics({"fire": (1, 1)})
     leader = client.leader_for("fire", 0)
     assert client.produce(leader, {("fire", 0): _batch([b"z"])}, acks=0, timeout_ms=5000) is None
     # the connection stays usable and the record lands
@@ -323,9 +323,9 @@ def test_unknown_topic_errors_name_it(client: KafkaClient) -> None:
 
 
 def test_init_producer_id(client: KafkaClient) -> None:
-    pid, epoch = client.init_producer_id()
+    pid, epoch = client.transactions.init_producer_id()
     assert pid >= 0 and epoch >= 0
-    pid2, _ = client.init_producer_id()
+    pid2, _ = client.transactions.init_producer_id()
     assert pid2 != pid
 
 
@@ -355,7 +355,7 @@ def test_min_versions_refuse_a_broker_below_the_floor(fake_broker: Callable[...,
 
 
 def test_disconnect_loses_unanswered_produce_requests_only(client: KafkaClient) -> None:
-    client.create_topics({"cut": (1, 1)})
+    client.admin.create_topics({"cut": (1, 1)})
     leader = client.leader_for("cut", 0)
     tp = ("cut", 0)
     read = [
@@ -379,7 +379,7 @@ def test_disconnect_loses_unanswered_produce_requests_only(client: KafkaClient) 
 
 
 def test_partitions_for_waits_for_auto_creation_and_never_creates_unasked(client: KafkaClient) -> None:
-    assert client.create_topics({"pf-known": (3, 1)}) == {"pf-known": ErrorCode.NONE}
+    assert client.admin.create_topics({"pf-known": (3, 1)}) == {"pf-known": ErrorCode.NONE}
     assert client.partitions_for("pf-known") == [0, 1, 2]
 
     with pytest.raises(KafkaError) as info:

@@ -28,14 +28,14 @@ def broker_overrides() -> dict[str, str]:
 @pytest.fixture
 def client(bootstrap: str) -> Iterator[KafkaClient]:
     with KafkaClient(bootstrap, client_id="txn-test") as c:
-        c.create_topics({"tx": (2, 1)})
+        c.admin.create_topics({"tx": (2, 1)})
         c.partitions_for("tx")
         yield c
 
 
 def _write(client: KafkaClient, txn_id: str, pid: int, epoch: int, values: list[bytes], seq: int = 0) -> None:
     """Transactional batches of ``values`` to both partitions of ``tx`` (added to the transaction first)."""
-    client.add_partitions_to_txn(txn_id, pid, epoch, [("tx", 0), ("tx", 1)])
+    client.transactions.add_partitions_to_txn(txn_id, pid, epoch, [("tx", 0), ("tx", 1)])
     for partition in (0, 1):
         (built,) = build_batches(
             pa.array(values, pa.binary()),
@@ -55,57 +55,61 @@ def _committed(bootstrap: str) -> list[bytes]:
 
 
 def test_commit_is_visible_and_a_resent_commit_succeeds(client: KafkaClient, bootstrap: str) -> None:
-    pid, epoch = client.init_producer_id("t-commit", 60000)
+    pid, epoch = client.transactions.init_producer_id("t-commit", 60000)
     _write(client, "t-commit", pid, epoch, [b"a", b"b"])
     assert _committed(bootstrap) == []  # open: nothing visible yet
-    client.end_txn("t-commit", pid, epoch, commit=True)
-    client.end_txn("t-commit", pid, epoch, commit=True)  # a driver finishing a prepared commit again
+    client.transactions.end_txn("t-commit", pid, epoch, commit=True)
+    client.transactions.end_txn(
+        "t-commit", pid, epoch, commit=True
+    )  # a driver finishing a prepared commit again
     assert sorted(_committed(bootstrap)) == [b"a", b"a", b"b", b"b"]
     with pytest.raises(KafkaError) as raised:
-        client.end_txn("t-commit", pid, epoch, commit=False)  # the other end of a committed one
+        client.transactions.end_txn("t-commit", pid, epoch, commit=False)  # the other end of a committed one
     assert raised.value.code == ErrorCode.INVALID_TXN_STATE
     assert "'t-commit'" in str(raised.value)
 
 
 def test_abort_leaves_nothing_visible(client: KafkaClient, bootstrap: str) -> None:
-    pid, epoch = client.init_producer_id("t-abort", 60000)
+    pid, epoch = client.transactions.init_producer_id("t-abort", 60000)
     _write(client, "t-abort", pid, epoch, [b"gone"])
-    client.end_txn("t-abort", pid, epoch, commit=False)
-    client.end_txn("t-abort", pid, epoch, commit=False)
+    client.transactions.end_txn("t-abort", pid, epoch, commit=False)
+    client.transactions.end_txn("t-abort", pid, epoch, commit=False)
     assert _committed(bootstrap) == []
 
 
 def test_newer_init_fences_and_aborts_the_open_transaction(client: KafkaClient, bootstrap: str) -> None:
-    pid, epoch = client.init_producer_id("t-fence", 60000)
+    pid, epoch = client.transactions.init_producer_id("t-fence", 60000)
     _write(client, "t-fence", pid, epoch, [b"zombie"])
-    pid2, epoch2 = client.init_producer_id("t-fence", 60000)  # a later attempt of the same Spark partition
+    pid2, epoch2 = client.transactions.init_producer_id(
+        "t-fence", 60000
+    )  # a later attempt of the same Spark partition
     assert pid2 == pid and epoch2 > epoch
     with pytest.raises(KafkaError) as raised:
-        client.end_txn("t-fence", pid, epoch, commit=True)
+        client.transactions.end_txn("t-fence", pid, epoch, commit=True)
     assert raised.value.code == ErrorCode.PRODUCER_FENCED
     with pytest.raises(KafkaError) as raised:
-        client.add_partitions_to_txn("t-fence", pid, epoch, [("tx", 0)])
+        client.transactions.add_partitions_to_txn("t-fence", pid, epoch, [("tx", 0)])
     assert raised.value.code == ErrorCode.PRODUCER_FENCED
     _write(client, "t-fence", pid2, epoch2, [b"alive"])
-    client.end_txn("t-fence", pid2, epoch2, commit=True)
+    client.transactions.end_txn("t-fence", pid2, epoch2, commit=True)
     assert sorted(_committed(bootstrap)) == [b"alive", b"alive"]
 
 
 def test_commit_after_the_transaction_timed_out_is_fenced(client: KafkaClient, bootstrap: str) -> None:
-    pid, epoch = client.init_producer_id("t-late", 300)
+    pid, epoch = client.transactions.init_producer_id("t-late", 300)
     _write(client, "t-late", pid, epoch, [b"late"])
     time.sleep(1.0)  # the coordinator aborts it and bumps the epoch
     with pytest.raises(KafkaError) as raised:
-        client.end_txn("t-late", pid, epoch, commit=True)
+        client.transactions.end_txn("t-late", pid, epoch, commit=True)
     assert raised.value.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
     assert _committed(bootstrap) == []
 
 
 def test_unknown_topic_fails_after_the_retry_budget(bootstrap: str) -> None:
     with KafkaClient(bootstrap, retries=1, retry_backoff_ms=10) as client:
-        pid, epoch = client.init_producer_id("t-unknown", 60000)
+        pid, epoch = client.transactions.init_producer_id("t-unknown", 60000)
         with pytest.raises(KafkaError) as raised:
-            client.add_partitions_to_txn("t-unknown", pid, epoch, [("no-such-topic", 0)])
+            client.transactions.add_partitions_to_txn("t-unknown", pid, epoch, [("no-such-topic", 0)])
         assert raised.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert "no-such-topic-0" in str(raised.value) and "2 attempt(s)" in str(raised.value)
 

@@ -92,7 +92,7 @@ def write_through_a_leader_kill(
         deadline = time.monotonic() + 60
         with KafkaClient(leader) as client:
             while time.monotonic() < deadline:
-                writers = len(client.describe_producers([(topic, 0)])[(topic, 0)])
+                writers = len(client.admin.describe_producers([(topic, 0)])[(topic, 0)])
                 if writers == 2 and high_watermark(leader, topic, 0) > 500:
                     kill()
                     killed.set()

@@ -17,6 +17,7 @@ import pytest
 from broker_runtime.protocol.arrow_records import build_batches, decode_batches
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
+from broker_runtime.storage.retention import run_retention
 from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
 
 pytestmark = pytest.mark.timeout(60)
@@ -106,7 +107,7 @@ def test_deleted_segments_are_reported(tmp_path: Path) -> None:
     log = _write_log(tmp_path, 3000, segment_bytes=16 * 1024)
     try:
         assert log.delete_records_before(2000) > 0
-        log.run_retention()
+        run_retention(log)
         scanner = LocalPartitionScanner(str(tmp_path / "events-0"))
         assert scanner.segment_bases()[0] > 0
         with pytest.raises(SegmentGoneError, match="before the first segment"):

@@ -42,7 +42,7 @@ def waits_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     data_dir = Path(tmp_path_factory.mktemp("waits-broker"))
     with broker_process(data_dir) as address:
         with KafkaClient(address) as client:
-            assert client.create_topics({_TOPIC: (1, 1)}) == {_TOPIC: 0}
+            assert client.admin.create_topics({_TOPIC: (1, 1)}) == {_TOPIC: 0}
             client.partitions_for(_TOPIC, timeout_ms=10000)
         yield address, broker_pid(data_dir)
 
@@ -135,7 +135,7 @@ def test_a_stream_that_opts_in_commits_its_progress_to_the_group_and_warns_when_
     reader = create_stream_reader(options)
     reader.commit({_TOPIC: {"0": 0}})
     with KafkaClient(bootstrap) as client:
-        assert client.committed_offsets("lag-watch") == {(_TOPIC, 0): 0}
+        assert client.groups.committed_offsets("lag-watch") == {(_TOPIC, 0): 0}
     # Without the opt-in nothing is committed (and kafka.group.id alone is refused: see test_spark_options.py).
     create_stream_reader({k: v for k, v in options.items() if "group" not in k.lower()}).commit(
         {_TOPIC: {"0": 0}}

@@ -188,7 +188,7 @@ def test_prepared_batch_whose_transactions_were_aborted_fails_naming_it(
     # prepared transactions (as it does when transaction.timeout.ms runs out).
     with KafkaClient(stream["bootstrap"]) as client:
         for txn in entry["transactions"]:
-            client.init_producer_id(txn["transactionalId"], transaction_timeout_ms=60000)
+            client.transactions.init_producer_id(txn["transactionalId"], transaction_timeout_ms=60000)
     # The restart, in this session: the query fails (as the user sees it: the StreamingQueryException).
     with pytest.raises(Exception) as failed:
         _run_in_session(spark, stream)

@@ -330,7 +330,7 @@ def test_restart_from_checkpoint_continues_exactly_and_trigger_once(
         seen += batches.rows()
     _assert_exact(seen, set(produced))
     with KafkaClient(address) as client:
-        committed = client.committed_offsets(group["kafka.group.id"])
+        committed = client.groups.committed_offsets(group["kafka.group.id"])
     assert committed == {(topic, p): n for p, n in previous_end.items()}
 
 

@@ -116,8 +116,10 @@ def test_a_batch_larger_than_the_topic_allows_fails_naming_kafka_batch_size(
     from broker_runtime.client import KafkaClient
 
     topic = f"u-{uuid.uuid4().hex[:10]}"
-    with KafkaClient(broker) as admin:
-        assert admin.create_topics({topic: (1, 1)}, configs={"max.message.bytes": "100000"}) == {topic: 0}
+    with KafkaClient(broker) as client:
+        assert client.admin.create_topics({topic: (1, 1)}, configs={"max.message.bytes": "100000"}) == {
+            topic: 0
+        }
     layout = InputLayout(value="value", key="key")
     batches = _batches(4, 1000)  # ~300 KB of records for the one partition
     state = {"pylog.producerStateDir": str(tmp_path)}
@@ -305,8 +307,8 @@ def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_p
         tmp_path / "b", overrides, startup_timeout_s=180
     ):  # the same data, the same address, a new process
         prepare_write(options, schema, keep_client=True)
-        with KafkaClient(f"127.0.0.1:{port}") as admin:
-            admin.delete_topics(["kept"])
+        with KafkaClient(f"127.0.0.1:{port}") as client:
+            client.admin.delete_topics(["kept"])
         with pytest.raises(KafkaError, match="topic 'kept' is not available for writing"):
             prepare_write(options, schema, keep_client=True)
     connections.drop_kept_client("stream-topic-check")

@@ -14,12 +14,16 @@ import pytest
 
 from broker_runtime.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
+    Committer,
+    CoordinatorTimer,
     GroupConfig,
     GroupCoordinator,
+    local_appender,
     partition_for,
 )
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.records import RecordBatch
+from broker_runtime.purgatory import ManualClock
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 
@@ -64,10 +68,19 @@ class Logs:
         self.open.clear()
 
 
-def _coordinator(logs: Logs, loop: asyncio.AbstractEventLoop, clock: Clock) -> GroupCoordinator:
-    config = GroupConfig(num_partitions=PARTITIONS, offsets_retention_ms=RETENTION_MS)
+def _coordinator(
+    logs: Logs, loop: asyncio.AbstractEventLoop, clock: Clock, config: GroupConfig | None = None
+) -> GroupCoordinator:
+    """A single node's coordinator (every partition led at epoch 0, loaded), timers on a manual clock."""
     coordinator = GroupCoordinator(
-        config, logs, loop, lambda topic: 4 if topic == "t" else None, now_ms=clock
+        config or GroupConfig(num_partitions=PARTITIONS, offsets_retention_ms=RETENTION_MS),
+        logs,
+        loop,
+        lambda topic: 4 if topic == "t" else None,
+        now_ms=clock,
+        timer=CoordinatorTimer(ManualClock()),
+        append_records=local_appender(logs),
+        await_replication=lambda partition, then: then(None),
     )
     coordinator.load()
     return coordinator
@@ -87,7 +100,7 @@ def test_offset_records_are_kafkas_and_replayed(tmp_path: Path, loop: asyncio.Ab
     clock, logs = Clock(), Logs(tmp_path, Clock())
     coordinator = _coordinator(logs, loop, clock)
     errors = coordinator.commit_offsets(
-        "g1", -1, "", None, {("t", 2): (17, 5, "meta"), ("nope", 0): (1, -1, None)}
+        "g1", Committer(), {("t", 2): (17, 5, "meta"), ("nope", 0): (1, -1, None)}
     )
     assert errors == {("t", 2): ErrorCode.NONE, ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     log = logs(partition_for("g1", PARTITIONS), False)
@@ -111,10 +124,10 @@ def test_retention_expires_offsets_of_groups_without_members(
     clock = Clock()
     logs = Logs(tmp_path, clock)
     coordinator = _coordinator(logs, loop, clock)
-    coordinator.commit_offsets("old", -1, "", None, {("t", 0): (5, -1, ""), ("t", 1): (6, -1, "")})
+    coordinator.commit_offsets("old", Committer(), {("t", 0): (5, -1, ""), ("t", 1): (6, -1, "")})
     clock.now += RETENTION_MS // 2
     coordinator.commit_offsets(
-        "old", -1, "", None, {("t", 1): (7, -1, "")}
+        "old", Committer(), {("t", 1): (7, -1, "")}
     )  # a newer commit restarts its clock
     assert coordinator.expire_offsets() == 0
     clock.now += RETENTION_MS // 2
@@ -137,7 +150,7 @@ def test_retention_keeps_offsets_of_a_group_with_members(
     config = GroupConfig(
         num_partitions=PARTITIONS, offsets_retention_ms=RETENTION_MS, initial_rebalance_delay_ms=0
     )
-    coordinator = GroupCoordinator(config, logs, loop, lambda topic: 4, now_ms=clock)
+    coordinator = _coordinator(logs, loop, clock, config)
     joined = coordinator.join("live", "", None, 10_000, 10_000, "consumer", [("range", b"")], "c", "", False)
     assert isinstance(joined, asyncio.Future) and joined.done()
     body = joined.result()
@@ -145,7 +158,7 @@ def test_retention_keeps_offsets_of_a_group_with_members(
     synced = coordinator.sync("live", body["GenerationId"], member, None, {member: b"a"})
     assert isinstance(synced, asyncio.Future) and synced.result()["Assignment"] == b"a"
     assert coordinator.commit_offsets(
-        "live", body["GenerationId"], member, None, {("t", 0): (3, -1, "")}
+        "live", Committer(body["GenerationId"], member), {("t", 0): (3, -1, "")}
     ) == {("t", 0): ErrorCode.NONE}
     clock.now += 10 * RETENTION_MS
     assert coordinator.expire_offsets() == 0

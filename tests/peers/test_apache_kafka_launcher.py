@@ -131,7 +131,7 @@ def test_a_three_node_cluster_serves_replicated_topics_and_stops(apache_kafka_cl
     kills it after QUORUM_LOST_GRACE_S, saying why, instead of waiting the whole STOP_TIMEOUT_S."""
     with KafkaClient(apache_kafka_cluster.bootstrap) as client:
         assert sorted(client.metadata().brokers) == [1, 2, 3]
-        client.create_topics([NewTopic("replicated", 3, 3)])
+        client.admin.create_topics([NewTopic("replicated", 3, 3)])
         assert client.partitions_for("replicated") == [0, 1, 2]  # the brokers learn of it a moment later
         partitions = client.metadata(["replicated"]).topics["replicated"].partitions
     assert {p: sorted(m.replicas) for p, m in partitions.items()} == {p: [1, 2, 3] for p in range(3)}

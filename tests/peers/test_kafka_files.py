@@ -186,7 +186,7 @@ def pylog_files(tmp_path_factory: pytest.TempPathFactory, apache_kafka_tools: Pa
     base_ts = int(time.time() * 1000) - 60_000
     with broker_process(data_dir, overrides=overrides) as address:
         with KafkaClient(address) as client:
-            client.create_topics(
+            client.admin.create_topics(
                 [
                     # A sparse offset index of one entry per ~100 bytes, and a segment of 2 batches.
                     NewTopic(
@@ -261,8 +261,8 @@ def pylog_files(tmp_path_factory: pytest.TempPathFactory, apache_kafka_tools: Pa
         consumer.close()
         del producer, txn  # librdkafka's handles, before their broker goes away
         with KafkaClient(address) as client:
-            committed = client.committed_offsets(group)
-            described = client.describe_producers([(data_topic, 0), (txn_topic, 0)])
+            committed = client.groups.committed_offsets(group)
+            described = client.admin.describe_producers([(data_topic, 0), (txn_topic, 0)])
         producers = {tp[0]: states for tp, states in described.items()}
     files = PylogFiles(
         broker_log_dir(data_dir),
@@ -667,7 +667,7 @@ def kafka_files(apache_kafka: KafkaCluster) -> Iterator[KafkaFiles]:
     bootstrap = apache_kafka.bootstrap
     topic = f"kf-kafka-{uuid.uuid4().hex[:6]}"
     with KafkaClient(bootstrap) as client:
-        client.create_topics([NewTopic(topic, 1, 1, configs={"index.interval.bytes": "100"})])
+        client.admin.create_topics([NewTopic(topic, 1, 1, configs={"index.interval.bytes": "100"})])
     # 1. An idempotent lz4 batch with timestamps of 2023: Kafka's segment.ms (7 days) counts from a segment's
     #    first timestamp, so the next append rolls the segment (and takes a producer snapshot holding this one).
     idempotent = Producer(

@@ -170,7 +170,7 @@ def _name(prefix: str) -> str:
 
 
 def _create(client: KafkaClient, *topics: str, partitions: int = 3) -> None:
-    client.create_topics([NewTopic(t, partitions, 1) for t in topics])
+    client.admin.create_topics([NewTopic(t, partitions, 1) for t in topics])
 
 
 def _write(client: KafkaClient, topic: str, per_partition: int, partitions: int = 3) -> None:
@@ -281,7 +281,7 @@ def test_java_transactions_read_by_java_and_pylog(pylog: str, producer_run: dict
             == {str(p): end for (_, p), end in ends.items()}
         )
         batches, results = _batches(client, tps, IsolationLevel.READ_COMMITTED)
-        assert client.committed_offsets(producer_run["group"]) == {(topic, 0): 42}
+        assert client.groups.committed_offsets(producer_run["group"]) == {(topic, 0): 42}
     aborted_values = {v for line in sent if line["outcome"] == "abort" for _, _, v in line["records"]}
     for tp in tps:
         data = [b for b in batches[tp] if not b.is_control]
@@ -330,7 +330,7 @@ def test_java_consumer_classic_group(pylog: str, consumer_run: dict[str, Any]) -
     with KafkaClient(pylog) as client:
         batches, _ = _batches(client, tps)
         ends = _ends(client, tps)
-        committed = client.committed_offsets(group)
+        committed = client.groups.committed_offsets(group)
     held = sorted(
         [p, r.offset, r.timestamp, (r.key or b"").decode(), (r.value or b"").decode()]
         for (_, p), bs in batches.items()
@@ -399,7 +399,7 @@ def admin_run(pylog: str, java_programs: Path) -> dict[str, Any]:
     with KafkaClient(pylog) as client:
         _create(client, data)
         _write(client, data, 10)
-        client.commit_offsets(group, {(data, 0): 4, (data, 1): 6})
+        client.groups.commit_offsets(group, {(data, 0): 4, (data, 1): 6})
     stamp = BASE_TS + 1025
     lines = run_java(java_programs, "AdminScenarios", pylog, "admin", prefix, data, group, str(stamp))
     calls = {line["call"]: line for line in lines}
@@ -422,10 +422,10 @@ def test_java_admin_topics(pylog: str, admin_run: dict[str, Any]) -> None:
     prefix, data = admin_run["prefix"], admin_run["data"]
     a, b = f"{prefix}-a", f"{prefix}-b"
     with KafkaClient(pylog) as client:
-        cluster = client.describe_cluster()
+        cluster = client.admin.describe_cluster()
         meta = client.metadata([a, data])
         listed = sorted(name for name in client.metadata().topics)
-        configs = client.describe_configs([a])[a]
+        configs = client.admin.describe_configs([a])[a]
     described = _result(admin_run, "describeCluster")
     assert described["cluster_id"] == cluster["ClusterId"]
     assert described["controller"]["id"] == cluster["ControllerId"]
@@ -480,9 +480,9 @@ def test_java_admin_configs(pylog: str, admin_run: dict[str, Any]) -> None:
     assert _result(admin_run, "incrementalAlterConfigs") is None
     after = _result(admin_run, "describeConfigs.altered")[f"TOPIC:{a}"]
     with KafkaClient(pylog) as client:
-        entries = {e.name: e for e in client.describe_config_entries(2, a)}
+        entries = {e.name: e for e in client.admin.describe_config_entries(2, a)}
         node = next(iter(client.metadata([]).brokers))
-        broker = {e.name: e for e in client.describe_config_entries(4, str(node))}
+        broker = {e.name: e for e in client.admin.describe_config_entries(4, str(node))}
     assert after == {
         name: {
             "value": e.value,
@@ -573,9 +573,9 @@ def test_java_admin_groups(pylog: str, admin_run: dict[str, Any]) -> None:
     assert refused["error"] == "GroupNotEmptyException", refused
     assert _result(admin_run, "deleteConsumerGroups") is None
     with KafkaClient(pylog) as client:
-        groups = {g["GroupId"] for g in client.list_groups()}
+        groups = {g["GroupId"] for g in client.groups.list_groups()}
         assert group not in groups and active in groups
-        assert client.committed_offsets(group) == {}
+        assert client.groups.committed_offsets(group) == {}
 
 
 @pytest.mark.compat(
@@ -607,7 +607,7 @@ def test_java_admin_transactions(pylog: str, admin_run: dict[str, Any]) -> None:
         # From offset 10: the open transaction's record and the abort marker (a segment of their own: the
         # records before were written with 2023's timestamps, so the segment rolled on segment.ms, as Kafka's).
         fetched = client.fetch({tp: 10}, isolation_level=IsolationLevel.READ_COMMITTED)[tp]
-        [producer] = client.describe_producers([tp])[tp]
+        [producer] = client.admin.describe_producers([tp])[tp]
     batches = list(read_batches(fetched.records or b"", allow_partial_tail=True))
     assert [(b.base_offset, b.is_control, b.producer_id) for b in batches] == [
         (10, False, state["producer_id"]),
@@ -626,7 +626,7 @@ def test_java_admin_log_dirs_and_elect_leaders(
     data = admin_run["data"]
     with KafkaClient(pylog) as client:
         node = next(iter(client.metadata([]).brokers))
-        dirs = client.describe_log_dirs(node)
+        dirs = client.admin.describe_log_dirs(node)
     [(broker, by_dir)] = _result(admin_run, "describeLogDirs").items()
     assert broker == str(node)
     assert {path for path in by_dir} == {d["LogDir"] for d in dirs}
@@ -666,7 +666,7 @@ def test_java_admin_acls(pylog: str, admin_run: dict[str, Any]) -> None:
     assert _result(admin_run, "deleteAcls") == [alice]
     assert _result(admin_run, "describeAcls.after") == [bob]
     with KafkaClient(pylog) as client:
-        answer = client.acl_request(
+        answer = client.admin.acl_request(
             29,  # DescribeAcls: what pylog holds after the Java client's calls
             {
                 "ResourceTypeFilter": 2,  # TOPIC

@@ -150,7 +150,7 @@ def test_kafka_configs_describes_and_alters_topic_and_broker_configs(pylog: str,
     as_topic = (*server, "--entity-type", "topics", "--entity-name", topic)
     as_default = (*server, "--entity-type", "brokers", "--entity-default")
     with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 1, 1, configs={"retention.ms": "3600000"})])
+        client.admin.create_topics([NewTopic(topic, 1, 1, configs={"retention.ms": "3600000"})])
     described = tools.run("kafka-configs", *as_topic, "--describe")
     assert described.stdout.splitlines()[0] == f"Dynamic configs for topic {topic} are:"
     assert _configs(described.stdout) == {
@@ -168,7 +168,7 @@ def test_kafka_configs_describes_and_alters_topic_and_broker_configs(pylog: str,
     tools.run("kafka-configs", *as_default, "--alter", "--add-config", "log.retention.ms=86400000")
     try:
         with KafkaClient(pylog) as client:
-            held = {e.name: e for e in client.describe_config_entries(2, topic)}
+            held = {e.name: e for e in client.admin.describe_config_entries(2, topic)}
         assert (held["segment.bytes"].value, held["max.message.bytes"].value) == ("1048576", "2000000")
         assert held["retention.ms"].value == "86400000"  # the topic override went, the broker default applies
         everything = _configs(tools.run("kafka-configs", *as_topic, "--describe", "--all").stdout)
@@ -234,7 +234,7 @@ def test_java_idempotent_producer_and_console_consumer_group(
     every partition; kafka-consumer-groups then shows those commits with no lag."""
     topic, group = _name(f"kp-{codec}"), _name("kg")
     with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 3, 1)])
+        client.admin.create_topics([NewTopic(topic, 3, 1)])
     written = [(f"h{i % 3}:x{i},trace:t{i}", f"k{i}", f"v{i}-" + "x" * (i % 7)) for i in range(60)]
     tools.run(
         "kafka-console-producer",
@@ -254,7 +254,7 @@ def test_java_idempotent_producer_and_console_consumer_group(
         batches = []
         for result in client.fetch(dict.fromkeys(tps, 0)).values():
             batches += list(read_batches(result.records or b"", allow_partial_tail=True))
-        producers = client.describe_producers([tp for tp in tps if ends[tp] > 0])
+        producers = client.admin.describe_producers([tp for tp in tps if ends[tp] > 0])
     assert {b.compression for b in batches} == {CODEC_NAMES[codec]}
     assert sum(b.records_count for b in batches) == 60
     stored = sorted(
@@ -291,7 +291,7 @@ def test_java_idempotent_producer_and_console_consumer_group(
     }
     assert "Processed a total of 60 messages" in consumed.stderr
     with KafkaClient(pylog) as client:
-        assert client.committed_offsets(group) == {tp: end for tp, end in ends.items() if end}
+        assert client.groups.committed_offsets(group) == {tp: end for tp, end in ends.items() if end}
     # kafka-consumer-groups reads the same commits (OffsetFetch) and ends (ListOffsets) through its admin client.
     described = tools.run(
         "kafka-consumer-groups", "--bootstrap-server", pylog, "--describe", "--group", group
@@ -320,14 +320,14 @@ def test_kafka_consumer_groups_lag_reset_and_delete(pylog: str, tools: ToolRunne
     topic, group = _name("cg"), _name("cgg")
     server = ("--bootstrap-server", pylog)
     with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 2, 1)])
+        client.admin.create_topics([NewTopic(topic, 2, 1)])
     producer = Producer({"bootstrap.servers": pylog, "linger.ms": 5})
     for i in range(10):
         producer.produce(topic, value=f"v{i}".encode(), partition=0 if i < 7 else 1)
     assert producer.flush(10) == 0
     with KafkaClient(pylog) as client:
-        client.commit_offsets(group, {(topic, 0): 3, (topic, 1): 3})
-        groups = {g["GroupId"] for g in client.list_groups()}
+        client.groups.commit_offsets(group, {(topic, 0): 3, (topic, 1): 3})
+        groups = {g["GroupId"] for g in client.groups.list_groups()}
     assert group in groups
     assert sorted(tools.run("kafka-consumer-groups", *server, "--list").stdout.split()) == sorted(groups)
     described = tools.run("kafka-consumer-groups", *server, "--describe", "--group", group)
@@ -342,16 +342,16 @@ def test_kafka_consumer_groups_lag_reset_and_delete(pylog: str, tools: ToolRunne
     earliest = tools.run("kafka-consumer-groups", *reset, "--topic", topic, "--to-earliest")
     assert _group_rows(earliest.stdout) == [(group, topic, "0", "0"), (group, topic, "1", "0")]
     with KafkaClient(pylog) as client:
-        assert client.committed_offsets(group) == {(topic, 0): 0, (topic, 1): 0}
+        assert client.groups.committed_offsets(group) == {(topic, 0): 0, (topic, 1): 0}
     one = tools.run("kafka-consumer-groups", *reset, "--topic", f"{topic}:0", "--to-offset", "5")
     assert _group_rows(one.stdout) == [(group, topic, "0", "5")]
     with KafkaClient(pylog) as client:
-        assert client.committed_offsets(group) == {(topic, 0): 5, (topic, 1): 0}
+        assert client.groups.committed_offsets(group) == {(topic, 0): 5, (topic, 1): 0}
 
     deleted = tools.run("kafka-consumer-groups", *server, "--delete", "--group", group)
     assert deleted.stdout.strip() == f"Deletion of requested consumer groups ('{group}') was successful."
     with KafkaClient(pylog) as client:
-        assert group not in {g["GroupId"] for g in client.list_groups()}
+        assert group not in {g["GroupId"] for g in client.groups.list_groups()}
     assert group not in tools.run("kafka-consumer-groups", *server, "--list").stdout.split()
 
 
@@ -368,7 +368,7 @@ def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(pylog: str, t
     topic, tid = _name("tx"), _name("tid")
     server = ("--bootstrap-server", pylog)
     with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 2, 1)])
+        client.admin.create_topics([NewTopic(topic, 2, 1)])
     producer = Producer(
         {"bootstrap.servers": pylog, "transactional.id": tid, "transaction.timeout.ms": 45000, "linger.ms": 5}
     )
@@ -379,7 +379,9 @@ def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(pylog: str, t
     assert producer.flush(10) == 0
     hanging = (topic, 1)
     with KafkaClient(pylog) as client:
-        pid, epoch = client.init_producer_id()  # a producer id the coordinator has no transaction for
+        pid, epoch = (
+            client.transactions.init_producer_id()
+        )  # a producer id the coordinator has no transaction for
         batch = RecordBatchBuilder(
             producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True
         )
@@ -388,7 +390,7 @@ def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(pylog: str, t
             client.leader_for(*hanging), {hanging: batch.build()}, acks=-1, timeout_ms=10000
         )
         assert answer is not None and answer[hanging].error == 0
-        (open_txn,) = client.describe_producers([(topic, 0)])[(topic, 0)]
+        (open_txn,) = client.admin.describe_producers([(topic, 0)])[(topic, 0)]
     txn_pid = open_txn["ProducerId"]
 
     listed = _table(tools.run("kafka-transactions", *server, "list").stdout)
@@ -434,7 +436,7 @@ def test_kafka_transactions_finds_and_aborts_a_hanging_transaction(pylog: str, t
     )
     assert aborted.returncode == 0
     with KafkaClient(pylog) as client:
-        (state,) = client.describe_producers([hanging])[hanging]
+        (state,) = client.admin.describe_producers([hanging])[hanging]
         result = client.fetch({hanging: 0})[hanging]
     assert state["ProducerId"] == pid and state["CurrentTxnStartOffset"] == -1
     (data, marker) = read_batches(result.records or b"", allow_partial_tail=True)
@@ -457,7 +459,7 @@ def test_kafka_delete_records_and_get_offsets(pylog: str, tools: ToolRunner, tmp
     topic = _name("go")
     server = ("--bootstrap-server", pylog)
     with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 2, 1)])
+        client.admin.create_topics([NewTopic(topic, 2, 1)])
     base = int(time.time() * 1000) - 60_000
     producer = Producer({"bootstrap.servers": pylog, "linger.ms": 0})
     for i in range(6):
@@ -499,7 +501,7 @@ def test_kafka_perf_tests_write_and_count_records(pylog: str, tools: ToolRunner)
     counts exactly them."""
     topic, count, size = _name("perf"), 300, 64
     with KafkaClient(pylog) as client:
-        client.create_topics([NewTopic(topic, 2, 1)])
+        client.admin.create_topics([NewTopic(topic, 2, 1)])
     produced = tools.run(
         "kafka-producer-perf-test",
         *("--topic", topic, "--num-records", str(count), "--record-size", str(size), "--throughput", "-1"),

@@ -142,7 +142,7 @@ def test_kafka_acls_grant_and_revoke_what_the_console_tools_may_do(
     )
     assert _bindings(listed) == granted
     with secured.client(secured.admin) as client:
-        described = client.acl_request(
+        described = client.admin.acl_request(
             29,  # DescribeAcls
             {
                 "ResourceTypeFilter": 2,  # TOPIC
@@ -185,7 +185,7 @@ def test_kafka_acls_grant_and_revoke_what_the_console_tools_may_do(
     )
     assert consumed.stdout.split() == lines
     with secured.client(secured.admin) as client:
-        assert client.committed_offsets(group) == {(topic, 0): 5}
+        assert client.groups.committed_offsets(group) == {(topic, 0): 5}
 
     removed = tools.run("kafka-acls", *as_admin, "--remove", "--force", *on_topic)
     assert removed.returncode == 0

@@ -61,7 +61,7 @@ def test_configs_and_new_partitions_reach_every_broker(cluster: BrokerCluster) -
     finally:
         admin.close()
     with KafkaClient(cluster.bootstrap) as client:
-        client.alter_configs(4, "", {"log.retention.bytes": "7777777"})
+        client.admin.alter_configs(4, "", {"log.retention.bytes": "7777777"})
     for node in cluster.nodes:
         node_dir = _node_dir(cluster, node.node_id)
         # Every broker applied the override to its replicas (persisted with each partition) and hosts the new ones.
@@ -74,7 +74,7 @@ def test_configs_and_new_partitions_reach_every_broker(cluster: BrokerCluster) -
             what=f"node {node.node_id} applied segment.bytes and created shared-1, shared-2",
         )
         with KafkaClient(node.bootstrap) as client:
-            entries = {e.name: e for e in client.describe_config_entries(2, "shared")}
+            entries = {e.name: e for e in client.admin.describe_config_entries(2, "shared")}
             assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == ("65536", 1)
             assert (entries["retention.bytes"].value, entries["retention.bytes"].source) == ("7777777", 3)
         leaders = [p["LeaderId"] for p in metadata(node.bootstrap, ["shared"])["Topics"][0]["Partitions"]]

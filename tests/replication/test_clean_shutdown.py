@@ -60,7 +60,7 @@ def test_sigint_of_a_replicating_cluster_exits_0_and_logs_nothing_above_info(tmp
             assert lines[3].startswith("bootstrap servers: "), (lines, log_path.read_text())
             bootstrap = lines[3].removeprefix("bootstrap servers: ")
             with KafkaClient(bootstrap, request_timeout_ms=20000) as client:
-                assert client.create_topics({"replicated": (3, 3)}) == {"replicated": 0}
+                assert client.admin.create_topics({"replicated": (3, 3)}) == {"replicated": 0}
                 for partition in range(3):
                     wait_for(
                         functools.partial(_fully_replicated, bootstrap, partition),

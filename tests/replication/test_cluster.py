@@ -9,7 +9,6 @@ ISR tests live in ``test_isr.py``).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
 from tests.server.rawclient import RawConnection, build_batch, fetch_body, produce_body
 from tests.support.cluster import (
+    cluster_metadata,
     create_replicated,
     high_watermark,
     leo_on_disk,
@@ -62,8 +62,8 @@ def test_a_started_cluster_names_its_recorded_controller_on_every_node(cluster: 
     # it does, so the role is already held and no node reports a controller that nobody holds (a view without a
     # controller record used to say node 0, then the real holder a tick later).
     answers = [metadata(node.bootstrap)["ControllerId"] for node in cluster.nodes]
-    doc = json.loads((Path(cluster.data_dir) / "kafka-logs" / "cluster.json").read_text())
-    assert answers == [doc["controller"]["id"]] * len(cluster.nodes)
+    recorded = cluster_metadata(cluster).controller
+    assert recorded is not None and answers == [recorded.id] * len(cluster.nodes)
 
 
 def test_metadata_shows_all_brokers_replicas_and_isr(cluster: BrokerCluster) -> None:

@@ -76,10 +76,10 @@ def test_old_leaders_unreplicated_tail_is_replaced_by_the_new_leaders_records(
             record = force_leader(Path(cluster.data_dir) / CLUSTER_DIR, "diverge", 0, new)
         assert leo_on_disk(cluster, old, "diverge") == 8
         assert leo_on_disk(cluster, new, "diverge") == leo_on_disk(cluster, other, "diverge") == 5
-        assert record["leader_epoch"] == before["LeaderEpoch"] + 1
+        assert record.leader_epoch == before["LeaderEpoch"] + 1
         new_bootstrap = cluster.nodes[new].bootstrap
         wait_for(
-            lambda: partition_state(new_bootstrap, "diverge")["LeaderEpoch"] == record["leader_epoch"],
+            lambda: partition_state(new_bootstrap, "diverge")["LeaderEpoch"] == record.leader_epoch,
             what="the new leader's epoch in the metadata",
         )
         # The new leader's epoch takes offsets 5-8 with other records: two batches, ending above the old LEO 8,
@@ -132,7 +132,7 @@ def test_a_diverging_follower_fetch_is_not_taken_as_the_followers_log_end(tmp_pa
         record = force_leader(
             Path(cluster.data_dir) / CLUSTER_DIR, "recorded", 0, leader
         )  # same leader, epoch 1
-        epoch = record["leader_epoch"]
+        epoch = record.leader_epoch
         for node in cluster.nodes:
             wait_for(
                 lambda n=node: partition_state(n.bootstrap, "recorded")["LeaderEpoch"] == epoch, what="epoch"

@@ -36,10 +36,10 @@ def _move_leader(cluster_dir: Path, nodes: list[str], new_leader: int) -> int:
     record = force_leader(cluster_dir, TOPIC, 0, new_leader)
     for node_id, address in enumerate(nodes):
         wait_for(
-            lambda a=address: partition_state(a, TOPIC)["LeaderEpoch"] == record["leader_epoch"],
-            what=f"epoch {record['leader_epoch']} on node {node_id}",
+            lambda a=address: partition_state(a, TOPIC)["LeaderEpoch"] == record.leader_epoch,
+            what=f"epoch {record.leader_epoch} on node {node_id}",
         )
-    epoch: int = record["leader_epoch"]
+    epoch: int = record.leader_epoch
     return epoch
 
 

@@ -9,7 +9,6 @@ rebalancing starts its own cluster with a 1 s check interval.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from tests.server.rawclient import build_batch, produce_body, request
 from tests.support.cluster import (
     FAST,
     batches_on_disk,
+    cluster_metadata,
     create_replicated,
     heal,
     leo_on_disk,
@@ -57,11 +57,6 @@ def _produce(bootstrap: str, topic: str, count: int, acks: int = -1) -> dict[str
     answer = request(bootstrap, PRODUCE, 9, produce_body(topic, 0, build_batch(count), acks=acks))
     part: dict[str, Any] = answer["Responses"][0]["PartitionResponses"][0]
     return part
-
-
-def _cluster_doc(cluster: BrokerCluster) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((Path(cluster.data_dir) / "kafka-logs" / "cluster.json").read_text())
-    return doc
 
 
 def test_sigkill_of_the_leader_elects_a_new_leader_from_the_isr_with_a_new_epoch(
@@ -106,33 +101,32 @@ def test_a_stopped_leader_is_fenced_after_its_session_and_never_appends_as_a_zom
             timeout_s=10,
             what="fencing of the stopped leader",
         )
-        assert _cluster_doc(cluster)["brokers"][str(leader)]["fenced"] is True
+        assert cluster_metadata(cluster).brokers[leader].fenced is True
     # The first thing the woken broker is asked: an acks=1 write, as its old leader.
     answer = _produce(zombie.bootstrap, "zombie", 1, acks=1)
     assert answer["ErrorCode"] == 6, answer  # NOT_LEADER_OR_FOLLOWER
     new_leader = cluster.nodes[state["LeaderId"]].bootstrap
     assert _produce(new_leader, "zombie", 1)["ErrorCode"] == 0
     # The woken broker is unfenced again and follows the new leader.
-    wait_for(lambda: _cluster_doc(cluster)["brokers"][str(leader)]["fenced"] is False, what="unfenced again")
+    wait_for(lambda: cluster_metadata(cluster).brokers[leader].fenced is False, what="unfenced again")
     wait_for(lambda: leader in partition_state(survivor, "zombie")["IsrNodes"], what="back in the ISR")
 
 
 def test_the_controller_role_moves_when_the_controller_dies(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "ctl", rf=3)
-    controller = wait_for(lambda: _cluster_doc(cluster).get("controller"), what="a controller")
-    epoch = controller["epoch"]
-    cluster.kill(controller["id"])
-    survivor = _live(cluster, {controller["id"]})[0]
+    controller = wait_for(lambda: cluster_metadata(cluster).controller, what="a controller")
+    cluster.kill(controller.id)
+    survivor = _live(cluster, {controller.id})[0]
     after = wait_for(
-        lambda: (c := _cluster_doc(cluster).get("controller")) and c["id"] != controller["id"] and c,
+        lambda: (c := cluster_metadata(cluster).controller) and c.id != controller.id and c,
         timeout_s=10,
         what="a new controller",
     )
-    assert after["epoch"] > epoch
-    assert metadata(survivor)["ControllerId"] == after["id"]
+    assert after.epoch > controller.epoch
+    assert metadata(survivor)["ControllerId"] == after.id
     # The new controller does the work: the dead node is fenced.
     wait_for(
-        lambda: _cluster_doc(cluster)["brokers"][str(controller["id"])]["fenced"] is True,
+        lambda: cluster_metadata(cluster).brokers[controller.id].fenced is True,
         what="the old controller fenced",
     )
 
@@ -380,7 +374,7 @@ def test_new_topics_are_placed_on_unfenced_brokers_only(cluster: BrokerCluster) 
 
     cluster.kill(2)
     live = _live(cluster, {2})
-    wait_for(lambda: _cluster_doc(cluster)["brokers"]["2"]["fenced"], what="node 2 fenced")
+    wait_for(lambda: cluster_metadata(cluster).brokers[2].fenced, what="node 2 fenced")
     with pytest.raises(KafkaError, match="INVALID_REPLICATION_FACTOR"):
         create_topic(",".join(live), "three", 1, replication_factor=3)
     create_topic(",".join(live), "two", 4, replication_factor=2)

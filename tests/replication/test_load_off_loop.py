@@ -69,14 +69,14 @@ def test_partition_assigned_at_runtime_loads_off_the_event_loop(
     brokers = start_node_brokers(tmp_path, base)
     try:
         with KafkaClient(brokers[0].bootstrap) as client:
-            assert client.create_topics({"steady": (1, 2)})["steady"] == 0
+            assert client.admin.create_topics({"steady": (1, 2)})["steady"] == 0
             _wait_isr(client, "steady", 2)
             deadline = time.monotonic() + 30
             while brokers[1].ctx.replicas.partition("steady", 0) is None:  # node 1 applied that metadata
                 assert time.monotonic() < deadline, "node 1 never hosted steady-0"
                 time.sleep(0.05)
             monkeypatch.setattr(os, "fsync", fsync)
-            assert client.create_topics({"assigned": (1, 2)})["assigned"] == 0
+            assert client.admin.create_topics({"assigned": (1, 2)})["assigned"] == 0
             assert started.wait(15), "node 1 did not make the log of assigned-0"
             # node 1's event loop answers while its new partition waits for the disk
             t0 = time.monotonic()

@@ -433,7 +433,7 @@ def test_create_topics_answers_configs_only_with_describe_configs(acl_broker: An
     from broker_runtime.client import KafkaClient
 
     with KafkaClient(acl_broker.listener_bootstrap("PLAINTEXT")) as client:  # ANONYMOUS may describe -seen
-        described = {e.name: e for e in client.describe_config_entries(2, f"{prefix}-seen")}
+        described = {e.name: e for e in client.admin.describe_config_entries(2, f"{prefix}-seen")}
     assert {c["Name"]: (c["Value"], c["ConfigSource"], c["IsSensitive"]) for c in seen["Configs"]} == {
         e.name: (e.value, e.source, e.sensitive) for e in described.values()
     }

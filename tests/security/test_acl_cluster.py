@@ -6,7 +6,6 @@ ReplicaId is refused and does not move the high watermark. Real broker processes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,10 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import BrokerCluster, cluster_process
-from broker_runtime.launch.layout import CLUSTER_DIR
 from broker_runtime.protocol.messages import ApiKey
-from broker_runtime.server.cluster import CLUSTER_FILE
 from tests.server.rawclient import RawConnection, build_batch, fetch_body, plain_login, produce_body, request
 from tests.support.cluster import (
+    cluster_metadata,
     create_replicated,
     high_watermark,
     isr,
@@ -80,8 +78,7 @@ def _create_acl(
 
 def _internal_address(cluster: BrokerCluster, node_id: int) -> str:
     """``host:port`` of a node's INTERNAL listener, as it registered it in the cluster metadata."""
-    brokers = json.loads((cluster.data_dir / CLUSTER_DIR / CLUSTER_FILE).read_text())["brokers"]
-    host, port = brokers[str(node_id)]["endpoints"]["INTERNAL"]
+    host, port = dict(cluster_metadata(cluster).brokers[node_id].endpoints)["INTERNAL"]
     return f"{host}:{port}"
 
 

@@ -54,7 +54,7 @@ def test_replication_over_sasl_ssl_inter_broker_listener(
     brokers = start_node_brokers(tmp_path, base)
     try:
         with KafkaClient(brokers[0].listener_bootstrap("CLIENT")) as client:
-            assert client.create_topics({"replicated": (1, 2)})["replicated"] == 0
+            assert client.admin.create_topics({"replicated": (1, 2)})["replicated"] == 0
             deadline = time.monotonic() + 30
             while True:
                 meta = client.metadata(["replicated"])

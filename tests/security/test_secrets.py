@@ -271,14 +271,14 @@ def test_refused_config_changes_and_logins_do_not_echo_secrets(secret_broker: Se
     with another listener's password fails; none of these answers carries the secret."""
     jaas = SECRET_CONFIGS["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     with secret_broker.admin() as client:
-        _, created = client._any_conn().request(
+        _, created = client.any_connection().request(
             ApiKey.CREATE_TOPICS, create_topic_body("leaky", configs={"sasl.jaas.config": jaas})
         )
         topic = created["Topics"][0]
         assert topic["ErrorCode"] == ErrorCode.INVALID_CONFIG
         assert "sasl.jaas.config" in topic["ErrorMessage"] and not secret_broker.leaks(repr(created))
         with pytest.raises(KafkaError) as refused:
-            client.alter_configs(4, "0", {"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas})
+            client.admin.alter_configs(4, "0", {"listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas})
         assert "sasl.jaas.config" in str(refused.value) and not secret_broker.leaks(str(refused.value))
     # alice's password of the SASL_PLAINTEXT listener is no password on SASL_SSL (its own user list).
     failed = _failed_login(secret_broker, "SASL_SSL", "alice", LPM_ALICE_PW)
@@ -290,7 +290,7 @@ def test_a_jaas_entry_in_a_free_form_topic_config_is_hidden(secret_broker: Secre
     CreateTopics answer (v5+), in DescribeConfigs of the topic and in the log."""
     jaas = SECRET_CONFIGS["sasl.jaas.config"]
     with secret_broker.admin() as client:
-        version, created = client._any_conn().request(
+        version, created = client.any_connection().request(
             ApiKey.CREATE_TOPICS,
             create_topic_body("misplaced", configs={"leader.replication.throttled.replicas": jaas}),
         )
@@ -300,7 +300,7 @@ def test_a_jaas_entry_in_a_free_form_topic_config_is_hidden(secret_broker: Secre
         )
         assert (entry["Value"], entry["IsSensitive"]) == (None, True)
         assert not secret_broker.leaks(repr(created))
-        described = {e.name: e for e in client.describe_config_entries(2, "misplaced")}
+        described = {e.name: e for e in client.admin.describe_config_entries(2, "misplaced")}
         entry = described["leader.replication.throttled.replicas"]
         assert (entry.value, entry.sensitive) == (None, True)
         assert all(v is None for _, v, _ in entry.synonyms)
@@ -325,7 +325,7 @@ def test_broker_log_and_metrics_hold_no_secret(secret_broker: SecretBroker) -> N
     """The broker's whole stderr at DEBUG (the start, the describes, refusals and logins above, a failed login)
     and its Prometheus page."""
     with secret_broker.admin("SASL_SSL") as client:
-        client.describe_config_entries(4, "0")
+        client.admin.describe_config_entries(4, "0")
     _failed_login(secret_broker, "SASL_PLAINTEXT", "admin", LSSL_ADMIN_PW)  # another listener's password
     time.sleep(0.3)  # the broker writes its lines for the refused login
     text = secret_broker.log_path.read_text()

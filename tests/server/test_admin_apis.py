@@ -227,7 +227,7 @@ def test_delete_records_moves_log_start_deletes_segments_and_survives_restart(lo
             at = client.fetch({("dr", 0): 6})
             assert at[("dr", 0)].error == ErrorCode.NONE
             # An offset above the high watermark is refused per partition.
-            beyond = client.delete_records({("dr", 0): 50})
+            beyond = client.admin.delete_records({("dr", 0): 50})
             assert getattr(beyond[("dr", 0)], "code", None) == ErrorCode.OFFSET_OUT_OF_RANGE
     finally:
         broker.stop()
@@ -263,7 +263,7 @@ def test_dynamic_retention_takes_effect_without_restart(broker: Broker) -> None:
 
     # The cluster-wide broker default (log.retention.ms on broker "") reaches the topic without an override.
     with KafkaClient(broker.bootstrap) as client:
-        client.alter_configs(4, "", {"log.retention.ms": "1"})
+        client.admin.alter_configs(4, "", {"log.retention.ms": "1"})
     wait_for(lambda: broker_log.log_start_offset > 0, what="retention of ret-broker after log.retention.ms=1")
     configs = next(iter(admin.describe_configs([ConfigResource("topic", "ret-broker")]).values())).result(10)
     assert (configs["retention.ms"].value, configs["retention.ms"].source) == (
@@ -284,14 +284,14 @@ def test_dynamic_broker_configs_persist_across_restart(log_dir: Path) -> None:
     broker = _start(log_dir)
     try:
         with KafkaClient(broker.bootstrap) as client:
-            client.alter_configs(4, "", {"log.segment.bytes": "4096"})
+            client.admin.alter_configs(4, "", {"log.segment.bytes": "4096"})
     finally:
         broker.stop()
     restarted = _start(log_dir)
     try:
         assert restarted.ctx.topics.base.segment_bytes == 4096
         with KafkaClient(restarted.bootstrap) as client:
-            entries = {e.name: e for e in client.describe_config_entries(4, "0")}
+            entries = {e.name: e for e in client.admin.describe_config_entries(4, "0")}
             assert (entries["log.segment.bytes"].value, entries["log.segment.bytes"].source) == ("4096", 3)
     finally:
         restarted.stop()
@@ -328,8 +328,8 @@ def test_describe_topic_partitions_sends_empty_elr_lists(broker: Broker) -> None
     """Both ELR fields are empty lists on the wire, never null, as Kafka's broker sends them: Kafka's admin client
     (``kafka-topics --describe``) reads them without a null check and fails with a NullPointerException."""
     with KafkaClient(broker.bootstrap) as client:
-        client.create_topics([NewTopic("dtp-elr", 2, 1)])
-        answer = client._request_any(
+        client.admin.create_topics([NewTopic("dtp-elr", 2, 1)])
+        answer = client.request_any(
             ApiKey.DESCRIBE_TOPIC_PARTITIONS,
             lambda version: {"Topics": [{"Name": "dtp-elr"}], "ResponsePartitionLimit": 100, "Cursor": None},
         )
@@ -345,7 +345,7 @@ def test_delete_records_survives_sigkill(tmp_path: Path) -> None:
         admin.create_topics([CkNewTopic("drk", 1, 1, config={"segment.bytes": "200"})])["drk"].result(10)
         _produce(bootstrap, "drk", 10)
         with KafkaClient(bootstrap) as client:
-            assert client.delete_records({("drk", 0): 5}) == {("drk", 0): 5}
+            assert client.admin.delete_records({("drk", 0): 5}) == {("drk", 0): 5}
         kill_broker(tmp_path)
     with broker_process(tmp_path) as bootstrap, KafkaClient(bootstrap) as client:
         assert client.list_offsets({("drk", 0): EARLIEST_TIMESTAMP})[("drk", 0)][0] == 5

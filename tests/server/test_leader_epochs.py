@@ -38,7 +38,7 @@ class Epochs:
 def _bump_epoch(cluster: BrokerCluster, leader: int, epoch: int) -> None:
     """A new leader epoch for the same leader (as a controller re-electing it), applied on every node."""
     record = force_leader(Path(cluster.data_dir) / CLUSTER_DIR, TOPIC, 0, leader)
-    assert record["leader_epoch"] == epoch, record
+    assert record.leader_epoch == epoch, record
     for node in cluster.nodes:  # a Metadata request makes a broker apply the metadata file at once
         wait_for(lambda n=node: partition_state(n.bootstrap, TOPIC)["LeaderEpoch"] == epoch, what="new epoch")
 

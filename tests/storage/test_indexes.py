@@ -80,6 +80,27 @@ def test_time_index_matches_reference_model(tmp_path_factory, stamps, targets):
         assert tuple(index.lookup(target)) == (below[-1] if below else (-1, BASE))
 
 
+@pytest.mark.parametrize("kind", ["offset", "time"])
+def test_truncate_to_drops_the_entries_at_and_above_the_offset(tmp_path, kind):
+    """Both indexes truncate through ``IndexFile.truncate_to``: an entry exactly at the offset goes, one below it
+    stays (at, between, below and above the entries)."""
+    offsets = [BASE, BASE + 10, BASE + 20, BASE + 30]
+    for cut in (BASE - 1, BASE, BASE + 10, BASE + 15, BASE + 30, BASE + 99):
+        if kind == "offset":
+            index = OffsetIndex(tmp_path / f"{cut}.index", BASE, 8 * 10)
+            for i, offset in enumerate(offsets):
+                index.append(offset, 100 * i)
+            kept = [index.entry(i).offset for i in range(index.entries)]
+        else:
+            index = TimeIndex(tmp_path / f"{cut}.timeindex", BASE, 12 * 10)
+            for i, offset in enumerate(offsets):
+                index.maybe_append(5000 + i, offset)
+            kept = [index.entry(i).offset for i in range(index.entries)]
+        assert kept == offsets
+        index.truncate_to(cut)
+        assert [index.entry(i).offset for i in range(index.entries)] == [o for o in offsets if o < cut], cut
+
+
 def test_offset_index_rejects_non_increasing_offset_and_names_state(tmp_path):
     index = OffsetIndex(tmp_path / "00000000000000000123.index", 123, 80)
     index.append(143, 100)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from broker_runtime.storage.retention import run_retention
 from tests.support.storage import make_batch
 
 
@@ -30,14 +31,14 @@ def test_retention_by_time(open_log, clock):
             break
     assert 0 < expect_deleted < len(segs)
     first_kept = segs[expect_deleted].base_offset
-    assert log.run_retention() == expect_deleted
+    assert run_retention(log) == expect_deleted
     assert log.segments[0].base_offset == first_kept == log.log_start_offset
     for seg in segs[:expect_deleted]:
         assert not seg.log_path.exists()
     # Later, everything is old: all segments go, the log rolls so an empty active segment remains.
     clock.advance(1_000_000)
     end = log.log_end_offset
-    log.run_retention()
+    run_retention(log)
     assert [s.base_offset for s in log.segments] == [end]
     assert log.log_start_offset == end == log.log_end_offset
     assert log.append(make_batch(1)).first_offset == end
@@ -56,7 +57,7 @@ def test_retention_by_size(open_log, clock):
             expect += 1
         else:
             break
-    assert log.run_retention() == expect
+    assert run_retention(log) == expect
     assert log.size_bytes == total - sum(sizes[:expect])
     assert log.size_bytes >= 1200
 
@@ -67,10 +68,10 @@ def test_retention_never_passes_the_high_watermark(open_log, clock):
     fill(log, 20, lambda i: 0)
     log.high_watermark = 0
     clock.advance(10)
-    assert log.run_retention() == 0
+    assert run_retention(log) == 0
     second = log.segments[1].base_offset
     log.high_watermark = second
-    assert log.run_retention() == 1
+    assert run_retention(log) == 1
     assert log.log_start_offset == second
 
 
@@ -90,12 +91,12 @@ def test_a_compact_only_log_is_not_deleted_by_time_or_size(open_log, clock):
     size, end = log.size_bytes, log.log_end_offset
     assert len(segs) > 3
     clock.advance(1_000_000)
-    assert log.run_retention() == 0
+    assert run_retention(log) == 0
     assert [s.base_offset for s in log.segments] == segs
     assert (log.log_start_offset, log.size_bytes, log.log_end_offset) == (0, size, end)
     # The log start offset still removes the segments wholly below it (DeleteRecords, as Kafka).
     log.delete_records_before(segs[2])
-    log.run_retention()
+    run_retention(log)
     assert log.segments[0].base_offset == segs[2]
 
 
@@ -104,5 +105,5 @@ def test_compact_and_delete_keeps_time_and_size_retention(open_log, clock):
     fill(log, 30, lambda i: clock.now - 60_000)
     clock.advance(1_000)
     end = log.log_end_offset
-    assert log.run_retention() > 0
+    assert run_retention(log) > 0
     assert log.log_start_offset == end

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from broker_runtime.controller import ClusterMetadata, PartitionInfo, SingleHostMetadataStore, move_leader
 from broker_runtime.errors import BrokerStartError
 from broker_runtime.launch import BrokerCluster, create_topic
 from broker_runtime.protocol.batch_header import iter_batch_spans
@@ -205,23 +206,16 @@ def batches_on_disk(cluster: BrokerCluster, node_id: int, topic: str, partition:
 
 def force_leader(
     cluster_dir: str | os.PathLike[str], topic: str, partition: int, new_leader: int, *, unclean: bool = False
-) -> dict[str, Any]:
-    """Make ``new_leader`` the leader of ``topic``-``partition`` the way the controller moves leadership: under
-    the cluster metadata lock (the store's atomic read-modify-write), leader := ``new_leader``, leader_epoch + 1,
-    the previous leader out of the ISR (``new_leader`` in it), partition_epoch + 1. As the controller, it refuses
-    a replica outside the ISR (it may lack acknowledged records) unless ``unclean``. Returns the new partition
-    record. ``cluster_dir`` is the directory holding ``cluster.json`` (``<data dir>/kafka-logs``)."""
-    from broker_runtime.controller import FileMetadataStore
+) -> PartitionInfo:
+    """Make ``new_leader`` the leader of ``topic``-``partition`` the way the controller moves leadership: its
+    :func:`~broker_runtime.controller.move_leader` in one update of the store (leader := ``new_leader``,
+    leader_epoch + 1, the previous leader out of the ISR and ``new_leader`` in it, partition_epoch + 1). As the
+    controller, it refuses a replica outside the ISR (it may lack acknowledged records) unless ``unclean``.
+    Returns the new partition state. ``cluster_dir`` is the cluster directory (``<data dir>/kafka-logs``)."""
+    with SingleHostMetadataStore(cluster_dir).update() as meta:
+        return move_leader(meta, topic, partition, new_leader, unclean=unclean)
 
-    with FileMetadataStore(cluster_dir).update() as doc:
-        record: dict[str, Any] = doc["topics"][topic]["partitions"][partition]
-        if new_leader not in record["replicas"]:
-            raise AssertionError(f"node {new_leader} is not a replica of {topic}-{partition}: {record}")
-        if new_leader not in record["isr"] and not unclean:
-            raise AssertionError(f"node {new_leader} is not in the ISR of {topic}-{partition}: {record}")
-        previous = record["leader"]
-        record["leader"] = new_leader
-        record["leader_epoch"] = record["leader_epoch"] + 1
-        record["isr"] = sorted({r for r in record["isr"] if r != previous} | {new_leader})
-        record["partition_epoch"] = record.get("partition_epoch", 0) + 1
-        return dict(record)
+
+def cluster_metadata(cluster: BrokerCluster) -> ClusterMetadata:
+    """The cluster's metadata as its store reads it (typed; no lock taken)."""
+    return SingleHostMetadataStore(Path(cluster.data_dir) / "kafka-logs").read()

@@ -10,7 +10,10 @@ State machine (Kafka's ``GroupState``)::
 The generation id grows by one each time a join phase completes (also when it completes with no member).
 Committed offsets belong to the group whatever its state; a group with no member and no offset is forgotten.
 
-Event-loop thread only (the coordinator owns every instance).
+:class:`GroupConfig` holds the broker settings the coordinator follows.
+
+Event-loop thread only (the coordinator owns every instance). Timer fields hold tasks of the coordinator's
+:class:`~.timer.CoordinatorTimer` (monotonic milliseconds of the broker's clock).
 """
 
 from __future__ import annotations
@@ -21,7 +24,21 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["CommittedOffset", "Group", "GroupState", "Member"]
+from broker_runtime.purgatory.timing_wheel import TimerTask
+
+__all__ = ["CommittedOffset", "Group", "GroupConfig", "GroupState", "Member"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The broker settings the coordinator follows (Kafka's names in the README's config table)."""
+
+    num_partitions: int = 50
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
 
 
 class GroupState(Enum):
@@ -57,7 +74,7 @@ class Member:
     #: Pending SyncGroup answer (set while the member waits in CompletingRebalance).
     sync_future: asyncio.Future[dict[str, Any]] | None = None
     #: The session timer (rescheduled by every heartbeat, join, sync and commit).
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: TimerTask | None = None
 
     def metadata_for(self, protocol: str) -> bytes:
         for name, meta in self.protocols:
@@ -91,9 +108,9 @@ class Group:
     #: move to ``offsets`` when the COMMIT marker lands on the group's offsets partition, an ABORT drops them.
     pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     #: The join-phase timer (initial delay or rebalance timeout) while PreparingRebalance.
-    join_timer: asyncio.TimerHandle | None = None
-    #: Monotonic deadline (s) the initial delay may not extend past.
-    initial_deadline: float = 0.0
+    join_timer: TimerTask | None = None
+    #: While the initial delay runs: the deadline (clock ms) it may not extend past (None otherwise).
+    initial_deadline_ms: int | None = None
     state_timestamp_ms: int = -1
 
     def all_joined(self) -> bool:

@@ -38,12 +38,13 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
 
 Where it runs (the deployment supplies both, the coordinator has one code path): state records go to an
-:class:`~broker_runtime.coordinator.internal_topic.InternalTopic` and markers to a :data:`MarkerSender`. This
-node coordinates only the ``__transaction_state`` partitions it leads (:meth:`TransactionCoordinator.
-become_leader` loads one and completes its Prepare states; :meth:`TransactionCoordinator.resign` forgets it);
-every request for another id answers NOT_COORDINATOR. A single node is a cluster of one: :meth:`
-TransactionCoordinator.load` makes it lead every partition at coordinator epoch 0 (the coordinator epoch is the
-partition's leader epoch). The handler waits for the replication of the state records a request appended
+:class:`~broker_runtime.coordinator.internal_topic.InternalTopic` and markers to a :data:`MarkerSender`. Ownership
+(:class:`~broker_runtime.coordinator.ownership.PartitionOwnership`, shared with the group coordinator): this node
+coordinates only the ``__transaction_state`` partitions it leads (:meth:`TransactionCoordinator.become_leader`
+loads one and completes its Prepare states; :meth:`TransactionCoordinator.resign` forgets it); every request for
+another id answers NOT_COORDINATOR. A single node is a cluster of one: :meth:`TransactionCoordinator.load` makes
+it lead every partition at coordinator epoch 0 (the coordinator epoch is the partition's leader epoch). The
+handler waits for the replication of the state records a request appended
 (:meth:`TransactionCoordinator.take_appended`) before it answers; at once on a single node.
 
 Markers: the sender writes a COMMIT/ABORT marker to every partition of the transaction and calls back with an
@@ -72,7 +73,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker_runtime.coordinator.internal_topic import InternalTopic
+from broker_runtime.coordinator.ownership import PartitionOwnership
 from broker_runtime.coordinator.transaction.log_format import (
+    TRANSACTION_STATE_TOPIC,
     TxnLogValue,
     decode_key,
     decode_value,
@@ -160,13 +163,13 @@ class TransactionCoordinator:
         self._now_ms = now_ms
         self._topic_exists = topic_exists
         self._txns: dict[str, TransactionMetadata] = {}
-        #: ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch); a single
-        #: node leads every partition at epoch 0 (:meth:`load`).
-        self._owned: dict[int, int] = {}
+        #: The ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch); a
+        #: single node leads every partition at epoch 0 (:meth:`load`).
+        self._ownership = PartitionOwnership(
+            TRANSACTION_STATE_TOPIC, config.num_partitions, self.partition_for, self, "transactional id(s)"
+        )
         #: Transactional ids whose markers are being written (in the background, in a cluster).
         self._in_flight: set[str] = set()
-        #: ``__transaction_state`` partitions appended to since the last :meth:`take_appended`.
-        self._appended: set[int] = set()
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -180,40 +183,44 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
 
-    # -- ownership ----------------------------------------------------------------------------------------------
+    # -- ownership (cluster) ------------------------------------------------------------------------------------
 
     def owner_error(self, transactional_id: str) -> ErrorCode:
         """NONE when this node coordinates ``transactional_id``, else NOT_COORDINATOR."""
-        if self.partition_for(transactional_id) in self._owned:
-            return ErrorCode.NONE
-        return ErrorCode.NOT_COORDINATOR
+        return self._ownership.owner_error(transactional_id)
 
     def epoch_for(self, transactional_id: str) -> int:
         """The coordinator epoch of ``transactional_id``'s partition (-1 when not owned)."""
-        return self._owned.get(self.partition_for(transactional_id), -1)
+        return self._ownership.epoch_of(self.partition_for(transactional_id))
 
     def owns(self, partition: int, coordinator_epoch: int) -> bool:
-        return self._owned.get(partition) == coordinator_epoch
+        return self._ownership.owns(partition, coordinator_epoch)
 
     @property
     def owned_partitions(self) -> dict[int, int]:
-        return dict(self._owned)
+        return self._ownership.owned
 
     def become_leader(self, partition: int, coordinator_epoch: int) -> int:
         """This node now leads ``partition`` of ``__transaction_state`` at ``coordinator_epoch``: load its ids from
         the local replica (its whole log: as leader, every record in it will be committed), then finish the
         transactions left in a Prepare state (markers re-sent). Returns the number of ids loaded."""
-        self.resign(partition)
+        return self._ownership.become_leader(partition, coordinator_epoch)
+
+    def resign(self, partition: int) -> None:
+        """This node no longer leads ``partition``: forget its ids (requests for them get NOT_COORDINATOR)."""
+        self._ownership.resign(partition)
+
+    def take_appended(self) -> set[int]:
+        """The ``__transaction_state`` partitions appended to since the last call (the handler waits until they
+        are replicated before it answers; at once on a single node)."""
+        return self._ownership.take_appended()
+
+    # CoordinatorShard hooks of the ownership (replay: :meth:`_replay`)
+    def replay(self, partition: int) -> None:
         self._replay(partition)
-        self._owned[partition] = coordinator_epoch
+
+    def loaded(self, partition: int) -> int:
         mine = [m for tid, m in self._txns.items() if self.partition_for(tid) == partition]
-        _log.info(
-            "now coordinator of %s-%d at coordinator epoch %d: %d transactional id(s) loaded",
-            "__transaction_state",
-            partition,
-            coordinator_epoch,
-            len(mine),
-        )
         for meta in mine:
             if meta.in_prepare:
                 _log.info(
@@ -224,26 +231,12 @@ class TransactionCoordinator:
                 self._complete(meta)
         return len(mine)
 
-    def resign(self, partition: int) -> None:
-        """This node no longer leads ``partition``: forget its ids (requests for them get NOT_COORDINATOR)."""
-        was = self._owned.pop(partition, None)
+    def unloaded(self, partition: int) -> int:
         dropped = [tid for tid in self._txns if self.partition_for(tid) == partition]
         for tid in dropped:
             del self._txns[tid]
             self._in_flight.discard(tid)
-        if was is not None:
-            _log.info(
-                "no longer coordinator of __transaction_state-%d (epoch %d): %d transactional id(s) unloaded",
-                partition,
-                was,
-                len(dropped),
-            )
-
-    def take_appended(self) -> set[int]:
-        """The ``__transaction_state`` partitions appended to since the last call (the handler waits until they
-        are replicated before it answers; at once on a single node)."""
-        appended, self._appended = self._appended, set()
-        return appended
+        return len(dropped)
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
         """DescribeTransactions for one id: TRANSACTIONAL_ID_NOT_FOUND when unknown (or expired)."""
@@ -300,7 +293,7 @@ class TransactionCoordinator:
         builder = RecordBatchBuilder()
         builder.append(now, encode_key(transactional_id), value)
         self._state_topic.append(partition, bytes(builder.build()))  # raises when not written
-        self._appended.add(partition)
+        self._ownership.appended(partition)
 
     def _transition(
         self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]] | None = None
@@ -316,23 +309,9 @@ class TransactionCoordinator:
         meta.partitions = keep
 
     def load(self) -> int:
-        """Lead every ``__transaction_state`` partition at coordinator epoch 0 (a single node, the only replica of
-        each): replay those that exist, then finish interrupted transactions. Returns the number of ids loaded."""
-        for partition in range(self.config.num_partitions):
-            self.resign(partition)
-            self._replay(partition)
-            self._owned[partition] = 0
-        for meta in list(self._txns.values()):
-            if meta.in_prepare:
-                _log.info(
-                    "transactional id %r was in %s at start: writing its markers",
-                    meta.transactional_id,
-                    meta.state.name,
-                )
-                self._complete(meta)
-        if self._txns:
-            _log.info("transaction coordinator loaded %d transactional id(s)", len(self._txns))
-        return len(self._txns)
+        """A single node: lead every ``__transaction_state`` partition at epoch 0, replaying the existing ones and
+        finishing interrupted transactions. Returns the number of transactional ids loaded."""
+        return self._ownership.load_all()
 
     def _replay(self, partition: int) -> None:
         """Apply every record of one ``__transaction_state`` partition (to its log end offset)."""

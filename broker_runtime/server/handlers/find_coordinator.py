@@ -1,7 +1,7 @@
 """FindCoordinator (key 10, v0-4): the group coordinator of a group id, the transaction coordinator of a
 transactional id.
 
-Where the coordinator is comes from the deployment (:meth:`~broker_runtime.server.deployment.Deployment.
+Where the coordinator is comes from the deployment (:meth:`~broker_runtime.server.context.Deployment.
 find_coordinator`). Key type 1 (transaction): a single node answers itself for every transactional id (it leads
 every partition of ``__transaction_state``). In a cluster the coordinator of an id is the leader of its ``__transaction_state``
 partition (Kafka's ``abs(hashCode) % transaction.state.log.num.partitions``), from this node's cluster metadata;

@@ -9,9 +9,10 @@ replication of what the request wrote (:mod:`broker_runtime.server.groups`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker_runtime.coordinator.group import Committer, GroupCoordinator
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, offset_commit
 from broker_runtime.security.acl import AclOperation, ResourceType
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_VERSION",
     "MIN_VERSION",
     "REQUEST",
+    "commit_and_answer",
     "handle",
     "partition_errors",
     "replaced",
@@ -34,24 +36,40 @@ MAX_VERSION = 8
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
-    coordinator = ctx.group_coordinator
     wanted = requested_offsets(body)
+    # Kafka: a group without READ fails every partition; a topic without READ fails its own partitions and the
+    # others are committed.
     refused = refused_offsets(ctx, body["GroupId"], wanted)
-    if refused:
-        # Kafka: a group without READ fails every partition; a topic without READ fails its own partitions
-        # and the others are committed.
-        wanted = {tp: v for tp, v in wanted.items() if tp not in refused}
+    if header.api_version >= 1:
+        committer = Committer(body["GenerationIdOrMemberEpoch"], body["MemberId"], body["GroupInstanceId"])
+    else:
+        committer = Committer(group_instance_id=body["GroupInstanceId"])
+    return commit_and_answer(
+        ctx,
+        body,
+        refused,
+        lambda coordinator, offsets: coordinator.commit_offsets(body["GroupId"], committer, offsets),
+    )
+
+
+Offsets = dict[tuple[str, int], tuple[int, int, str | None]]
+
+
+def commit_and_answer(
+    ctx: BrokerContext,
+    body: dict[str, Any],
+    refused: dict[tuple[str, int], ErrorCode],
+    commit: Callable[[GroupCoordinator, Offsets], dict[tuple[str, int], ErrorCode]],
+) -> Any:
+    """The answer of an (Txn)OffsetCommit: the partitions not ``refused`` go to ``commit`` (unless none is left),
+    and the answer waits for the replication of what it wrote."""
+    coordinator = ctx.group_coordinator
+    wanted = {tp: v for tp, v in requested_offsets(body).items() if tp not in refused}
     if refused and not wanted:  # every partition refused: nothing reaches the coordinator
         errors: dict[tuple[str, int], ErrorCode] = {}
     else:
         coordinator.take_appended()
-        errors = coordinator.commit_offsets(
-            body["GroupId"],
-            body["GenerationIdOrMemberEpoch"] if header.api_version >= 1 else -1,
-            body["MemberId"] if header.api_version >= 1 else "",
-            body["GroupInstanceId"],
-            wanted,
-        )
+        errors = commit(coordinator, wanted)
     return answer_after_group_write(
         ctx,
         lambda failed: {
@@ -83,7 +101,7 @@ def replaced(
     return {tp: failed if code == ErrorCode.NONE else code for tp, code in errors.items()}
 
 
-def requested_offsets(body: dict[str, Any]) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+def requested_offsets(body: dict[str, Any]) -> Offsets:
     """(topic, partition) -> (offset, leader epoch, metadata) of an OffsetCommit or TxnOffsetCommit request."""
     return {
         (t["Name"], p["PartitionIndex"]): (

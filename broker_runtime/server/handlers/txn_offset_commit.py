@@ -12,17 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker_runtime.coordinator.group import Committer
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, txn_offset_commit
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.groups import answer_after_group_write
-from broker_runtime.server.handlers.offset_commit import (
-    partition_errors,
-    refused_offsets,
-    replaced,
-    requested_offsets,
-)
+from broker_runtime.server.handlers.offset_commit import commit_and_answer, refused_offsets, requested_offsets
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -32,30 +27,19 @@ MAX_VERSION = 3
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
-    coordinator = ctx.group_coordinator
     wanted = requested_offsets(body)
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["TransactionalId"]):
         refused = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
         refused = refused_offsets(ctx, body["GroupId"], wanted)
-    wanted = {tp: v for tp, v in wanted.items() if tp not in refused}
-    if refused and not wanted:  # every partition refused: nothing reaches the coordinator
-        errors: dict[tuple[str, int], ErrorCode] = {}
-    else:
-        coordinator.take_appended()
-        errors = coordinator.txn_commit_offsets(
-            body["GroupId"],
-            body["ProducerId"],
-            body["ProducerEpoch"],
-            body["GenerationId"],
-            body["MemberId"],
-            body["GroupInstanceId"],
-            wanted,
-        )
-    return answer_after_group_write(
+    return commit_and_answer(
         ctx,
-        lambda failed: {
-            "ThrottleTimeMs": 0,
-            "Topics": partition_errors(body["Topics"], {**replaced(errors, failed), **refused}),
-        },
+        body,
+        refused,
+        lambda coordinator, offsets: coordinator.txn_commit_offsets(
+            body["GroupId"],
+            (body["ProducerId"], body["ProducerEpoch"]),
+            Committer(body["GenerationId"], body["MemberId"], body["GroupInstanceId"]),
+            offsets,
+        ),
     )

@@ -84,7 +84,7 @@ def test_the_first_transactional_id_of_a_new_cluster_waits_for_its_coordinator(
     cluster = apache_kafka_secured
     with KafkaClient(cluster.bootstrap, security=_admin_security(cluster), retry_timeout_ms=60000) as client:
         assert "__transaction_state" not in client.metadata().topics, "not the cluster's first transaction"
-        producer_id, epoch = client.init_producer_id("pylog-first-transaction", 60000)
+        producer_id, epoch = client.transactions.init_producer_id("pylog-first-transaction", 60000)
     assert producer_id >= 0 and epoch == 0
 
 
@@ -122,7 +122,7 @@ def test_sasl_ssl_scram_sha_512_and_acls(
     assert cluster.secured is not None
     granted, refused = f"granted-{uuid.uuid4().hex[:6]}", f"refused-{uuid.uuid4().hex[:6]}"
     with KafkaClient(cluster.bootstrap, security=_admin_security(cluster)) as client:
-        codes = client.create_topics({granted: (3, 1), refused: (3, 1)})
+        codes = client.admin.create_topics({granted: (3, 1), refused: (3, 1)})
         assert set(codes.values()) == {0}, codes
     listed = _kafka_acls(
         cluster,

@@ -56,7 +56,7 @@ class TimeRetention(test_stream_reader.Retention):
 
     def start(self, address: str, topic: str) -> None:
         with KafkaClient(address) as client:
-            client.alter_configs(2, topic, {"retention.ms": "3600000"})  # 2: TOPIC
+            client.admin.alter_configs(2, topic, {"retention.ms": "3600000"})  # 2: TOPIC
 
 
 @pytest.fixture(scope="module")
