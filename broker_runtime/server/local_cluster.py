@@ -72,9 +72,7 @@ class LocalCluster:
             topics,
             unclean_leader_election_enable=cfg.unclean_leader_election_enable,
         )
-        self._controller = Controller(
-            self._store.store,
-            self._store.session,
+        self._controller = self._store.controller(
             ControllerConfig(
                 session_timeout_ms=cfg.broker_session_timeout_ms,
                 unclean_leader_election_enable=cfg.unclean_leader_election_enable,
@@ -114,7 +112,7 @@ class LocalCluster:
 
     def confirm_leadership(self, why: str = "before appending") -> str | None:
         cfg = self._cfg
-        age_ms = (time.monotonic() - self._store.session.last_beat) * 1000
+        age_ms = (time.monotonic() - self._store.last_heartbeat) * 1000
         if age_ms <= cfg.broker_session_timeout_ms / 2:
             return None
         _log.warning(
@@ -133,7 +131,7 @@ class LocalCluster:
 
     def heartbeat(self) -> None:
         if self.confirm_leadership("at the next heartbeat") is None:
-            self._store.session.beat()
+            self._store.heartbeat()
 
     def producer_ids(self, state_file: Path) -> ProducerIdManager:
         return ProducerIdManager(state_file, allocate_block=self._store.allocate_producer_ids)
