@@ -3,7 +3,8 @@
 A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
 
     protocol <- storage <- (controller, replication, coordinator.group, coordinator.transaction) <- server
-    server, tools <- cli <- __main__;  tools <- client, protocol, security, storage (read-only: dump-log);  coordinator.placement, coordinator.ownership <- coordinator.group, coordinator.transaction
+    server, tools <- cli <- __main__;  tools <- client, protocol, security, storage (read-only: dump-log)
+    coordinator.placement, coordinator.ownership, coordinator.internal_topic <- coordinator.group, coordinator.transaction
     purgatory <- replication;  client <- protocol, security;  launch <- client, protocol
     security <- protocol (TLS, SASL, SCRAM credentials) <- replication, server, client, cli, spark_kafka_log
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
@@ -58,9 +59,11 @@ ALLOWED: dict[str, set[str]] = {
     "broker_runtime.coordinator": set(),  # the package's own __init__
     "broker_runtime.coordinator.placement": set(),
     "broker_runtime.coordinator.ownership": set(),
+    "broker_runtime.coordinator.internal_topic": {"broker_runtime.storage"},
     "broker_runtime.coordinator.transaction": {
         "broker_runtime.coordinator.placement",
         "broker_runtime.coordinator.ownership",
+        "broker_runtime.coordinator.internal_topic",
         "broker_runtime.storage",
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
@@ -68,6 +71,7 @@ ALLOWED: dict[str, set[str]] = {
     "broker_runtime.coordinator.group": {
         "broker_runtime.coordinator.placement",
         "broker_runtime.coordinator.ownership",
+        "broker_runtime.coordinator.internal_topic",
         "broker_runtime.storage",
         "broker_runtime.protocol",
         "broker_runtime.purgatory",
@@ -79,6 +83,7 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.controller",
         "broker_runtime.coordinator.group",
         "broker_runtime.coordinator.transaction",
+        "broker_runtime.coordinator.internal_topic",
         "broker_runtime.replication",
         "broker_runtime.storage",
         "broker_runtime.protocol",

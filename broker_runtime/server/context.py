@@ -1,40 +1,198 @@
-"""What a request handler may use: the broker's state, gathered in one :class:`BrokerContext`.
+"""The broker's components, gathered in one :class:`BrokerContext`: what a request handler may use.
 
-The broker (``broker.py``) builds one context at start and passes it to every handler call. Handlers are plain
-functions ``handle(ctx, header, body) -> HandlerResult`` (one module per API key under ``handlers/``); they
-never touch sockets. A handler returns the response body as a dict (Kafka's CamelCase field names), ``None``
-for "send no response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an
-``asyncio.Future`` that resolves to one of those later (delayed fetch, acks=-1 produce).
+Threading: the context and everything it holds is used from the event-loop thread only.
 
-Thread-safety: the context and everything it holds is used from the event-loop thread only.
+The composition (:mod:`.compose`) builds one context at start, in dependency order (topics, the deployment,
+replica manager, purgatories, then the two coordinators, which are set on the context right after it is made and
+before anything is served), and the dispatcher passes it to every handler call. Handlers are plain functions
+``handle(ctx, header, body) -> HandlerResult`` (one module per API key under ``handlers/``); they never touch
+sockets. A handler returns the response body as a dict (Kafka's CamelCase field names), ``None`` for "send no
+response" (Produce with acks=0), :data:`CLOSE_CONNECTION` to drop the connection, or an ``asyncio.Future`` that
+resolves to one of those later (delayed fetch, acks=-1 produce).
+
+Where the broker runs is the context's :class:`Deployment`, the one seam between the composition and the
+deployment; handlers reach its metadata as ``ctx.cluster`` and never ask which deployment it is.
+
+A broker is built the same way wherever it runs (:mod:`.compose`); what differs is behind :class:`Deployment`:
+
+============================  ==========================================  ===========================================
+supplies                      :class:`~.single_node.SingleNode`           :class:`~.local_cluster.LocalCluster`
+============================  ==========================================  ===========================================
+metadata and admin writes     :class:`~.cluster.SingleNodeCluster`: the   :class:`~.cluster.SharedFileCluster`: the
+(``store``, ``ctx.cluster``)  local topics, this node leads everything    shared ``cluster.json`` of one host
+ISR changes (``alter_isr``)   only ``[this node]`` is accepted            AlterPartition on the shared metadata
+liveness (``heartbeat``,      nothing to prove: always confirmed          a session renewed every
+``confirm_leadership``)                                                   ``broker.heartbeat.interval.ms``; a leader
+                                                                          whose session may have lapsed renews it
+                                                                          before it appends
+applying metadata             nothing changes behind the broker's back    each new view to topics, replicas, broker
+(``refresh``)                                                             configs and both coordinators (Kafka's
+                                                                          BrokerMetadataPublisher)
+internal-topic records        the local log, topic made on first use      the leader's replicated append (acks=-1)
+(``internal_topic``)
+transaction markers           written to the local logs before EndTxn     sent to each partition's leader in the
+(``marker_sender``)           answers                                     background (WriteTxnMarkers)
+coordinator placement         this node, for every key                    the leader of the key's internal partition
+(``find_coordinator``)                                                    (the topic made on the first lookup)
+coordinator ownership         every partition at epoch 0, at start        the partitions led here, after each view
+producer-id blocks            a local state file                          blocks taken from the shared metadata
+periodic tasks                none                                        metadata polling, heartbeat, controller
+============================  ==========================================  ===========================================
+
+A single node is a cluster of one: the coordinators, handlers and replica manager have one code path each and
+never ask which deployment they run in. A multi-host metadata store would be a third implementation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from broker_runtime.coordinator.group import GroupCoordinator
-from broker_runtime.coordinator.transaction import TransactionCoordinator
+from broker_runtime.coordinator.internal_topic import InternalTopic
+from broker_runtime.coordinator.transaction import MarkerDone, MarkerRequest, TransactionCoordinator
+from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
-from broker_runtime.server.config import BrokerConfig
+from broker_runtime.security.secrets import redacted
+from broker_runtime.server.cluster import ClusterStore
+from broker_runtime.server.config import KNOWN_BROKER_KEYS, BrokerConfig
+from broker_runtime.server.dynamic_config import broker_log_config
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
+from broker_runtime.storage.producer_state import ProducerIdManager
 
-__all__ = ["CLOSE_CONNECTION", "BrokerContext", "HandlerResult", "answer_after_loads"]
+__all__ = [
+    "CLOSE_CONNECTION",
+    "BrokerContext",
+    "Deployment",
+    "HandlerResult",
+    "MarkerChannel",
+    "Periodic",
+    "Placement",
+    "answer_after_loads",
+]
 
 #: Returned by a handler that refuses to answer: the connection is closed (one log line says why).
 CLOSE_CONNECTION = CLOSE
 
+_log = logging.getLogger(__name__)
+
 HandlerResult = Any  # dict[str, Any] | None | CLOSE | asyncio.Future[dict[str, Any] | None | CLOSE]
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A task the broker runs every ``interval_ms`` on its loop (or on its storage thread, ``storage``)."""
+
+    interval_ms: int
+    action: Callable[[], object]
+    name: str
+    storage: bool = False
+
+
+#: FindCoordinator's answer for one key: (error, message, node id, host, port) of its coordinator.
+Placement = tuple[ErrorCode, str | None, int, str, int]
+
+
+class MarkerChannel(Protocol):
+    """Where the transaction coordinator's markers go: ``send`` is its
+    :data:`~broker_runtime.coordinator.transaction.MarkerSender`."""
+
+    def send(self, request: MarkerRequest, done: MarkerDone) -> None: ...
+
+    async def stop(self) -> None:
+        """Stop sending (markers not written yet are completed by the next coordinator)."""
+        ...
+
+
+class Deployment(Protocol):
+    """Where this broker runs (see the module docstring for what each implementation supplies). Every method is
+    called on the event-loop thread (``close`` after the loop stopped serving)."""
+
+    @property
+    def store(self) -> ClusterStore:
+        """The cluster metadata and its admin writes (what handlers reach as ``ctx.cluster``)."""
+        ...
+
+    @property
+    def replicated(self) -> bool:
+        """Partitions may have other replicas: hosted as the metadata says, high watermarks from followers."""
+        ...
+
+    @property
+    def controller_active(self) -> bool:
+        """This node holds the controller role (a single node always does)."""
+        ...
+
+    def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
+        """The leader's ISR change (Kafka's AlterPartition); False when refused or not recorded."""
+        ...
+
+    def confirm_leadership(self, why: str = "before appending") -> str | None:
+        """None when this node may act as a leader now, else why not (its session could not be renewed)."""
+        ...
+
+    def heartbeat(self) -> None:
+        """Prove this node is alive (periodic)."""
+        ...
+
+    def producer_ids(self, state_file: Path) -> ProducerIdManager:
+        """The producer-id blocks of this node, recorded in ``state_file``."""
+        ...
+
+    def attach(self, ctx: BrokerContext) -> None:
+        """The components are built: from now on metadata changes are applied to them (once, before serving)."""
+        ...
+
+    def refresh(self) -> bool:
+        """Re-read the metadata now and apply a new view to the components; True when it changed."""
+        ...
+
+    def internal_topic(
+        self, ctx: BrokerContext, name: str, num_partitions: int, *, fsync: bool, timeout_ms: int, what: str
+    ) -> InternalTopic:
+        """Where a coordinator's records of internal topic ``name`` go (see the module docstring): ``fsync``
+        each local append, wait at most ``timeout_ms`` for a replication, ``what`` names the writes in logs."""
+        ...
+
+    def marker_sender(self, ctx: BrokerContext) -> MarkerChannel:
+        """The transaction coordinator's markers channel."""
+        ...
+
+    def find_coordinator(self, ctx: BrokerContext, key_type: int, key: str) -> Placement:
+        """The coordinator of ``key`` (FindCoordinator's key type: 0 a group id, 1 a transactional id)."""
+        ...
+
+    def offsets_partition(self, ctx: BrokerContext, group_id: str) -> tuple[int | None, str | None]:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition once the topic exists (made now if
+        needed), else (None, why not)."""
+        ...
+
+    def start_coordinators(self, ctx: BrokerContext) -> None:
+        """Give the coordinators the internal partitions this node leads now (at start)."""
+        ...
+
+    def periodic_tasks(self) -> list[Periodic]:
+        """The deployment's own periodic tasks."""
+        ...
+
+    def controlled_shutdown(self) -> None:
+        """Before a clean stop: hand this node's leaderships over (Kafka's controlled shutdown)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the deployment holds (last step of a stop)."""
+        ...
 
 
 def answer_after_loads(
@@ -71,14 +229,19 @@ def answer_after_loads(
 
 @dataclass
 class BrokerContext:
-    """Shared broker state for handlers; see the module docstring."""
+    """The broker's components; see the module docstring."""
 
     config: BrokerConfig
     topics: TopicManager
     replicas: ReplicaManager
+    #: Consumer and follower fetches waiting for data, keyed by (topic, partition).
     fetch_purgatory: DelayedOperationPurgatory[Any]
+    #: acks=-1 produces (and internal writes) waiting for the high watermark, keyed by (topic, partition).
+    produce_purgatory: DelayedOperationPurgatory[Any]
     clock: Clock
     loop: asyncio.AbstractEventLoop
+    #: Where this broker runs: its metadata, liveness, internal-topic writes, coordinator placement.
+    deployment: Deployment
     next_producer_id: Callable[[], int]
     #: host and port written into Metadata/FindCoordinator answers (the bound port when listeners said 0).
     advertised_host: str = "127.0.0.1"
@@ -87,20 +250,8 @@ class BrokerContext:
     wall_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
     #: Makes sure the loop advances the purgatory timers at their next expiration (call after parking).
     schedule_timer: Callable[[], None] = field(default=lambda: None)
-    #: acks=-1 produces waiting for the high watermark, keyed by (topic, partition).
-    produce_purgatory: DelayedOperationPurgatory[Any] | None = None
-    #: Cluster membership and assignments (a single-node store unless the broker runs in a cluster).
-    cluster: Any = None
-    #: Re-read the cluster metadata now and apply it (a request named a topic this broker does not know).
-    refresh_cluster: Callable[[], bool] = field(default=lambda: False)
-    #: The transaction coordinator of this broker (in a cluster: of the __transaction_state partitions it leads).
-    txn_coordinator: TransactionCoordinator | None = None
-    #: The group coordinator of this broker (in a cluster: of the __consumer_offsets partitions it leads).
-    group_coordinator: GroupCoordinator | None = None
     #: The broker's metrics (None while ``pylog.metrics.listener`` is unset: nothing is counted).
     metrics: BrokerMetrics | None = None
-    #: Re-apply the dynamic broker configs of the cluster metadata to every log (after AlterConfigs).
-    apply_broker_configs: Callable[[], None] = field(default=lambda: None)
     #: Listener name -> the (host, port) this broker advertises on it (Metadata answers with the endpoints of
     #: the listener a request arrived on, as Kafka).
     advertised_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -109,6 +260,40 @@ class BrokerContext:
     request_session: Session = field(default_factory=lambda: Session("PLAINTEXT", "PLAINTEXT"))
     #: The ACL authorizer (``authorizer.class.name``); None = every request is allowed, as Kafka without one.
     authorizer: Authorizer | None = None
+    #: The transaction coordinator (of the ``__transaction_state`` partitions this node leads: all of them on a
+    #: single node). Set by the composition right after the context is made, before anything is served.
+    txn_coordinator: TransactionCoordinator = field(init=False)
+    #: The group coordinator (of the ``__consumer_offsets`` partitions this node leads), likewise.
+    group_coordinator: GroupCoordinator = field(init=False)
+    #: Where the transaction coordinator's markers go (the deployment's channel), likewise.
+    txn_markers: MarkerChannel = field(init=False)
+
+    @property
+    def cluster(self) -> ClusterStore:
+        """Cluster membership and assignments: the deployment's metadata store (a single node's own)."""
+        return self.deployment.store
+
+    def refresh_cluster(self) -> bool:
+        """Re-read the cluster metadata now and apply it (a request named a topic this broker does not know);
+        True when it changed."""
+        return self.deployment.refresh()
+
+    def apply_broker_configs(self) -> None:
+        """The dynamic broker configs of the metadata -> the log defaults of every open log (when changed)."""
+        cfg = self.config
+        dynamic = self.cluster.view.broker_configs
+        try:
+            base = broker_log_config(cfg.storage_properties(), dynamic, cfg.node_id)
+        except ConfigError as exc:  # validated before it was written; a hand-edited file may still be bad
+            _log.warning("dynamic broker configs not applied: %s", exc)
+            return
+        if base != self.topics.base:
+            _log.info(
+                "node %d: applying dynamic broker configs %s",
+                cfg.node_id,
+                {resource: redacted(values, known=KNOWN_BROKER_KEYS) for resource, values in dynamic.items()},
+            )
+            self.topics.set_base(base)
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May the current request's principal, from its host, do ``operation`` on the resource? Always True

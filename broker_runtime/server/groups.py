@@ -8,16 +8,16 @@
   ``min.insync.replicas``, as Kafka creates it; while fewer brokers than that are registered and unfenced the
   topic is not created (WARNING naming the setting) and FindCoordinator answers COORDINATOR_NOT_AVAILABLE, as
   Kafka's creation fails with INVALID_REPLICATION_FACTOR until the cluster is large enough.
-* **Ownership** (:meth:`ClusterGroups.apply_view`): after every metadata change, each partition of the topic
+* **Ownership** (:class:`~.local_cluster.LocalCluster`): after every metadata change, each partition of the topic
   this node now leads is loaded at its leader epoch (Kafka's ``onElection``: groups and offsets replayed from
   the local replica), each one it stopped leading is dropped (``onResignation``: its members get
   NOT_COORDINATOR, rediscover the coordinator and carry on there in their generation). Loading is synchronous
   on the event loop, so no request sees a half-loaded partition.
-* **Writes** (:meth:`ClusterGroups.append_records`): an append to the leader's replica with acks=-1 rules
+* **Writes** (:class:`~.internal_topics.ReplicatedInternalTopic`): an append to the leader's replica with acks=-1 rules
   (leadership confirmed, NOT_ENOUGH_REPLICAS under the minimum ISR); the handlers answer only once the records
   are replicated (:func:`answer_after_group_write`, waiting at most ``offsets.commit.timeout.ms``); the members'
   SyncGroup answers wait for the replication of the leader's assignment
-  (:meth:`ClusterGroups.await_replication`), as Kafka's storeGroup callback.
+  (:meth:`~.internal_topics.ReplicatedInternalTopic.await_replication`), as Kafka's storeGroup callback.
 * **Transaction markers** (:func:`complete_offsets_txn`): a COMMIT/ABORT marker replicated on a
   ``__consumer_offsets`` partition ends the producer's pending transactional offsets there (Kafka's
   ``onTransactionCompleted``), whichever path wrote it (WriteTxnMarkers, or a coordinator writing to a
@@ -32,21 +32,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC, GroupCoordinator
-from broker_runtime.errors import ErrorCode, KafkaError
+from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC
+from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.replica_manager import AppendResult
-from broker_runtime.server.replicated import (
-    answer_after_replication,
-    coordinator_error,
-    follow_leadership,
-    wait_replicated,
-)
+from broker_runtime.server.replicated import answer_after_replication
 from broker_runtime.server.topics import TopicError
 
 __all__ = [
-    "ClusterGroups",
     "answer_after_group_write",
     "complete_offsets_txn",
     "coordinator_node",
@@ -86,15 +79,13 @@ def ensure_offsets_topic(ctx: BrokerContext) -> str | None:
 
 def coordinator_node(ctx: BrokerContext, group_id: str) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) of the coordinator of ``group_id`` in the cluster metadata."""
-    coordinator = ctx.group_coordinator
-    assert coordinator is not None
     topic = ctx.cluster.view.topics.get(CONSUMER_OFFSETS_TOPIC)
     if topic is None:
         why = ensure_offsets_topic(ctx)
         topic = ctx.cluster.view.topics.get(CONSUMER_OFFSETS_TOPIC)
         if topic is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, why, -1, "", -1
-    index = coordinator.partition_for(group_id)
+    index = ctx.group_coordinator.partition_for(group_id)
     if index >= len(topic.partitions):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "offsets.topic.num.partitions differs", -1, "", -1
     leader = topic.partitions[index].leader
@@ -110,8 +101,7 @@ def answer_after_group_write(ctx: BrokerContext, body: Callable[[ErrorCode | Non
     ``__consumer_offsets``, once those appends are replicated, else ``body(NOT_COORDINATOR or
     COORDINATOR_NOT_AVAILABLE)``. Call :meth:`GroupCoordinator.take_appended` before the coordinator call, so
     only this request's writes are waited for."""
-    coordinator = ctx.group_coordinator
-    appended = set() if coordinator is None else coordinator.take_appended()
+    appended = ctx.group_coordinator.take_appended()
     return answer_after_replication(
         ctx, CONSUMER_OFFSETS_TOPIC, appended, ctx.config.offsets_commit_timeout_ms, body, "group write"
     )
@@ -123,54 +113,6 @@ def complete_offsets_txn(
     """Markers written (``final``: the code per partition): on each ``__consumer_offsets`` partition where the
     marker landed, the producer's pending offsets become committed (COMMIT) or are dropped (ABORT)."""
     groups = ctx.group_coordinator
-    if groups is None:
-        return
     for (topic, index), code in final.items():
         if topic == CONSUMER_OFFSETS_TOPIC and code == ErrorCode.NONE:
             groups.complete_txn(producer_id, index, control_type == CONTROL_COMMIT)
-
-
-class ClusterGroups:
-    """The cluster side of one node's group coordinator: ownership and replicated writes."""
-
-    def __init__(self, ctx_ref: Callable[[], BrokerContext | None], node_id: int) -> None:
-        self._ctx_ref = ctx_ref
-        self._node_id = node_id
-        self.coordinator: GroupCoordinator | None = None
-
-    def apply_view(self, view: Any) -> None:
-        """Load the ``__consumer_offsets`` partitions this node now leads, drop the ones it stopped leading."""
-        coordinator = self.coordinator
-        if coordinator is None:
-            return
-        follow_leadership(coordinator, view.topics.get(CONSUMER_OFFSETS_TOPIC), self._node_id)
-
-    def await_replication(self, partition: int, then: Callable[[ErrorCode | None], None]) -> None:
-        """Call ``then(None)`` once ``partition`` is replicated to its current log end (the group coordinator
-        answers SyncGroup so), else ``then(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``."""
-        ctx = self._ctx_ref()
-        assert ctx is not None, "the broker context is set before any request or metadata change"
-        replica = ctx.replicas.partition(CONSUMER_OFFSETS_TOPIC, partition)
-        if replica is None:
-            then(ErrorCode.NOT_COORDINATOR)
-            return
-        target = {
-            (CONSUMER_OFFSETS_TOPIC, partition): AppendResult(
-                ErrorCode.NONE, required_offset=replica.log.log_end_offset
-            )
-        }
-        waiting = wait_replicated(ctx, ctx.config.offsets_commit_timeout_ms, target)
-        waiting.add_done_callback(
-            lambda done: then(coordinator_error(done.result(), "group assignment write"))
-        )
-
-    def append_records(self, partition: int, batch: bytes) -> None:
-        """Append one ``__consumer_offsets`` batch as leader with acks=-1 checks; raises KafkaError."""
-        ctx = self._ctx_ref()
-        assert ctx is not None, "the broker context is set before any request or metadata change"
-        result = ctx.replicas.append(CONSUMER_OFFSETS_TOPIC, partition, bytearray(batch), 9, acks=-1)
-        if result.error != ErrorCode.NONE:
-            raise KafkaError(
-                result.error,
-                f"{CONSUMER_OFFSETS_TOPIC}-{partition}: {result.message or ErrorCode(result.error).name}",
-            )

@@ -10,7 +10,7 @@ the appended offsets. :func:`answer_after_replication` is the coordinators' hand
 body once the partitions a request appended to are replicated to their log end, else the body with the
 coordinator's retriable error (NOT_COORDINATOR when leadership moved, COORDINATOR_NOT_AVAILABLE otherwise).
 :func:`follow_leadership` moves a coordinator's partitions of its internal topic with their leadership.
-Event-loop thread only.
+Threading: event-loop thread only (the futures resolve on the loop).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def answer_after_replication(
     NOT_COORDINATOR (leadership moved) or COORDINATOR_NOT_AVAILABLE (ISR under the minimum, timeout). ``body``
     may return a future itself (a JoinGroup answer not yet complete): it is awaited."""
     indexes = set(partitions)
-    if not indexes or ctx.config.cluster_dir is None:
+    if not indexes or not ctx.deployment.replicated:
         return body(None)
     targets: dict[TopicPartition, AppendResult] = {}
     for index in indexes:

@@ -6,16 +6,17 @@
   The topic is created on the first transactional FindCoordinator with
   ``min(transaction.state.log.replication.factor, unfenced brokers)`` replicas (WARNING when fewer than asked)
   and ``min.insync.replicas = transaction.state.log.min.isr``.
-* **Ownership** (:meth:`ClusterTransactions.apply_view`): after every metadata change, each partition of the
+* **Ownership** (:class:`~.local_cluster.LocalCluster`, after every metadata change): each partition of the
   topic that this node now leads is loaded (its local replica replayed; Prepare states completed by re-sending
   markers) with the partition's leader epoch as coordinator epoch, and each one it stopped leading is dropped
   (NOT_COORDINATOR from then on). Loading is synchronous on the event loop, so no request sees a half-loaded
   partition (Kafka answers COORDINATOR_LOAD_IN_PROGRESS in that window; here there is none).
-* **State writes** (:meth:`ClusterTransactions.append_state`): an append to the leader's replica with acks=-1
-  rules (leadership confirmed, NOT_ENOUGH_REPLICAS under the minimum ISR); the request handlers answer only once
-  the records are replicated (:func:`answer_after_state_write`: NOT_COORDINATOR when leadership moved meanwhile,
-  COORDINATOR_NOT_AVAILABLE when the ISR shrank or the wait timed out; the client retries).
-* **Markers** (:class:`MarkerSender`): in the background, once the Prepare record is replicated, one
+* **State writes** (:class:`~.internal_topics.ReplicatedInternalTopic`): an append to the leader's replica with
+  acks=-1 rules (leadership confirmed, NOT_ENOUGH_REPLICAS under the minimum ISR); the request handlers answer
+  only once the records are replicated (:func:`answer_after_state_write`: NOT_COORDINATOR when leadership moved
+  meanwhile, COORDINATOR_NOT_AVAILABLE when the ISR shrank or the wait timed out; the client retries; a single
+  node answers at once).
+* **Markers** (:class:`ClusterTransactions`, the cluster's marker channel): in the background, once the Prepare record is replicated, one
   WriteTxnMarkers request per partition leader (this node's own partitions are appended directly, with the same
   rules), carrying the coordinator epoch. Retriable failures (no leader, NOT_LEADER_OR_FOLLOWER, the ISR under
   the minimum, timeouts, a dead or unreachable leader) are retried every ``RETRY_BACKOFF_MS`` with fresh metadata,
@@ -25,7 +26,7 @@
   while the file named by ``pylog.test.transaction.markers.hold.file`` exists, markers wait (after the Prepare
   record is replicated), so a test can kill a node at that point.
 
-Event-loop thread only.
+Threading: event-loop thread only (the marker sender's tasks run on the loop too).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, TransactionCoordinator
-from broker_runtime.errors import ErrorCode, KafkaError, PylogError
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, MarkerDone, MarkerRequest
+from broker_runtime.errors import ErrorCode, PylogError
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.records import CONTROL_COMMIT
@@ -46,7 +47,7 @@ from broker_runtime.security.async_client import open_connection
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
-from broker_runtime.server.replicated import answer_after_replication, follow_leadership, wait_replicated
+from broker_runtime.server.replicated import answer_after_replication, wait_replicated
 from broker_runtime.server.topics import TopicError
 
 __all__ = [
@@ -119,15 +120,13 @@ def ensure_state_topic(ctx: BrokerContext) -> None:
 
 def coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[ErrorCode, int, str, int]:
     """(error, node id, host, port) of the coordinator of ``transactional_id`` in the cluster metadata."""
-    coordinator = ctx.txn_coordinator
-    assert coordinator is not None
     topic = ctx.cluster.view.topics.get(TRANSACTION_STATE_TOPIC)
     if topic is None:
         ensure_state_topic(ctx)
         topic = ctx.cluster.view.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    index = coordinator.partition_for(transactional_id)
+    index = ctx.txn_coordinator.partition_for(transactional_id)
     if index >= len(topic.partitions):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     leader = topic.partitions[index].leader
@@ -141,91 +140,42 @@ def answer_after_state_write(ctx: BrokerContext, body: Callable[[ErrorCode | Non
     """The handler's answer: ``body(None)`` at once, or, in a cluster after the coordinator appended to
     ``__transaction_state``, a future of ``body(None)`` once those appends are replicated, else of
     ``body(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``."""
-    coordinator = ctx.txn_coordinator
-    appended = set() if coordinator is None else coordinator.take_appended()
+    appended = ctx.txn_coordinator.take_appended()
     return answer_after_replication(
         ctx, TRANSACTION_STATE_TOPIC, appended, REPLICATION_TIMEOUT_MS, body, "transaction state write"
     )
 
 
 class ClusterTransactions:
-    """The cluster side of one node's transaction coordinator: ownership, replicated state writes, markers."""
+    """A cluster's transaction-marker channel: each partition's marker through its leader, in the background."""
 
-    def __init__(self, ctx_ref: Callable[[], BrokerContext | None], node_id: int) -> None:
-        self._ctx_ref = ctx_ref
-        self._node_id = node_id
-        self.coordinator: TransactionCoordinator | None = None
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        self._node_id = ctx.config.node_id
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def _ctx(self) -> BrokerContext:
-        ctx = self._ctx_ref()
-        assert ctx is not None, "the broker context is set before any request or metadata change"
-        return ctx
-
-    # -- ownership --------------------------------------------------------------------------------------------
-
-    def apply_view(self, view: Any) -> None:
-        """Load the ``__transaction_state`` partitions this node now leads, drop the ones it stopped leading."""
-        coordinator = self.coordinator
-        if coordinator is None:
-            return
-        follow_leadership(coordinator, view.topics.get(TRANSACTION_STATE_TOPIC), self._node_id)
-
-    # -- state writes -----------------------------------------------------------------------------------------
-
-    def append_state(self, partition: int, batch: bytes) -> None:
-        """Append one ``__transaction_state`` batch as leader with acks=-1 checks; raises KafkaError."""
-        result = self._ctx().replicas.append(TRANSACTION_STATE_TOPIC, partition, bytearray(batch), 9, acks=-1)
-        if result.error != ErrorCode.NONE:
-            raise KafkaError(
-                result.error,
-                f"{TRANSACTION_STATE_TOPIC}-{partition}: {result.message or ErrorCode(result.error).name}",
-            )
-
-    # -- markers ----------------------------------------------------------------------------------------------
-
-    def send_markers(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        control_type: int,
-        partitions: list[TopicPartition],
-        state_partition: int,
-        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
-    ) -> None:
+    def send(self, request: MarkerRequest, done: MarkerDone) -> None:
         """The coordinator's :data:`~broker_runtime.coordinator.transaction.MarkerSender` (see the module)."""
-        task = self._ctx().loop.create_task(
-            self._send(
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                control_type,
-                partitions,
-                state_partition,
-                done,
-            )
-        )
+        task = self._ctx.loop.create_task(self._send(request, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _still_coordinator(self, state_partition: int, coordinator_epoch: int) -> bool:
-        return self.coordinator is not None and self.coordinator.owns(state_partition, coordinator_epoch)
+        return self._ctx.txn_coordinator.owns(state_partition, coordinator_epoch)
 
-    async def _send(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        control_type: int,
-        partitions: list[TopicPartition],
-        state_partition: int,
-        done: Callable[[dict[TopicPartition, ErrorCode] | None], None],
-    ) -> None:
-        ctx = self._ctx()
+    async def _send(self, request: MarkerRequest, done: MarkerDone) -> None:
+        ctx = self._ctx
+        transactional_id, producer_id, producer_epoch = (
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+        )
+        coordinator_epoch, control_type, partitions = (
+            request.coordinator_epoch,
+            request.control_type,
+            request.partitions,
+        )
+        state_partition = request.state_partition
         name = "COMMIT" if control_type == CONTROL_COMMIT else "ABORT"
         try:
             # 1. The Prepare record must be replicated before any marker: a successor must find the decision.
@@ -318,7 +268,7 @@ class ClusterTransactions:
             done({tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions})
 
     def _leader_of(self, tp: TopicPartition) -> int:
-        view = self._ctx().cluster.view
+        view = self._ctx.cluster.view
         topic = view.topics.get(tp[0])
         if topic is None or tp[1] >= len(topic.partitions):
             return self._node_id  # unknown here: ask ourselves, which answers UNKNOWN_TOPIC_OR_PARTITION
@@ -335,7 +285,7 @@ class ClusterTransactions:
         control_type: int,
         tps: list[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
-        ctx = self._ctx()
+        ctx = self._ctx
         if leader == self._node_id:
             appended = {
                 tp: ctx.replicas.write_txn_marker(
@@ -379,8 +329,7 @@ class ClusterTransactions:
 
     async def _round_trip(self, host: str, port: int, body: dict[str, Any]) -> dict[str, Any]:
         """One WriteTxnMarkers request on a connection of its own."""
-        ctx = self._ctx_ref()
-        security = ctx.config.inter_broker_security() if ctx is not None else None
+        security = self._ctx.config.inter_broker_security()
         reader, writer, _ = await open_connection(  # one request: the session lifetime does not matter
             host, port, security, client_id=f"pylog-txn-coordinator-{self._node_id}", timeout_s=30.0
         )

@@ -3,7 +3,9 @@ machine kept in ``__transaction_state``, markers, timeouts (see :mod:`.coordinat
 
 from broker_runtime.coordinator.transaction.coordinator import (
     InitResult,
-    MarkerWriter,
+    MarkerDone,
+    MarkerRequest,
+    MarkerSender,
     TransactionConfig,
     TransactionCoordinator,
 )
@@ -13,7 +15,9 @@ from broker_runtime.coordinator.transaction.state import TransactionMetadata, Tx
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
     "InitResult",
-    "MarkerWriter",
+    "MarkerDone",
+    "MarkerRequest",
+    "MarkerSender",
     "TransactionConfig",
     "TransactionCoordinator",
     "TransactionMetadata",

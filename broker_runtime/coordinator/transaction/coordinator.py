@@ -1,5 +1,8 @@
-"""The transaction coordinator (Kafka's ``TransactionCoordinator`` + ``TransactionStateManager`` +
-``TransactionMarkerChannelManager``, on one node).
+"""The transaction coordinator (Kafka's ``TransactionCoordinator`` + ``TransactionStateManager``; the marker
+channel is the deployment's :data:`MarkerSender`).
+
+Threading: event-loop thread only (all storage calls are synchronous and short); markers a cluster writes in
+the background call back on the loop too.
 
 State: transactional id -> :class:`~.state.TransactionMetadata` (producer id and epoch, state, partitions,
 timeout, start and last-update times). Every change is first appended to the transactional id's partition of
@@ -26,7 +29,7 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   ``handleAddPartitionsToTransaction`` for offsets); the caller names that partition (in a cluster this node
   need not coordinate the group: the marker reaches the partition's leader like any other).
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
-  partition of the transaction through the marker writer, then CompleteCommit/CompleteAbort is logged. A retry of
+  partition of the transaction through the marker sender, then CompleteCommit/CompleteAbort is logged. A retry of
   a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
 * :meth:`abort_timed_out` (periodic): an Ongoing transaction older than its timeout gets its producer fenced
   (epoch + 1) and is aborted with markers at that epoch (Kafka's ``abortTimedOutTransactions``); a transaction
@@ -34,16 +37,26 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
 * :meth:`expire_transactional_ids` (periodic): ids whose transaction is complete and untouched for
   ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
 
-Markers, single node: ``write_markers(producer id, epoch, coordinator epoch, control type, partitions)`` appends
-them to the local partition logs and returns an error code per partition; EndTxn answers after them. Cluster
-(``send_markers`` given): the server writes them in the background (WriteTxnMarkers to each partition's leader,
-once the Prepare record is replicated, see :mod:`broker_runtime.server.transactions`) and calls back; EndTxn
-answers once the Prepare record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A
-partition whose topic is gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves
-the transaction in its Prepare state and the periodic task retries, WARNING logged. :meth:`~TransactionCoordinator.
-when_completed` calls back once a transaction leaves its Prepare state: the server holds AddPartitionsToTxn,
-AddOffsetsToTxn and EndTxn requests answered CONCURRENT_TRANSACTIONS until then (``server/txn_parking.py`` says
-why: librdkafka's fatal INVALID_TXN_STATE on an abort right after a commit).
+Where it runs (the deployment supplies both, the coordinator has one code path): state records go to an
+:class:`~broker_runtime.coordinator.internal_topic.InternalTopic` and markers to a :data:`MarkerSender`. Ownership
+(:class:`~broker_runtime.coordinator.ownership.PartitionOwnership`, shared with the group coordinator): this node
+coordinates only the ``__transaction_state`` partitions it leads (:meth:`TransactionCoordinator.become_leader`
+loads one and completes its Prepare states; :meth:`TransactionCoordinator.resign` forgets it); every request for
+another id answers NOT_COORDINATOR. A single node is a cluster of one: :meth:`TransactionCoordinator.load` makes
+it lead every partition at coordinator epoch 0 (the coordinator epoch is the partition's leader epoch). The
+handler waits for the replication of the state records a request appended
+(:meth:`TransactionCoordinator.take_appended`) before it answers; at once on a single node.
+
+Markers: the sender writes a COMMIT/ABORT marker to every partition of the transaction and calls back with an
+error code per partition. A single node's writes them to its local logs before it returns, so EndTxn answers
+after them. A cluster's writes them in the background (WriteTxnMarkers to each partition's leader, once the
+Prepare record is replicated, see :mod:`broker_runtime.server.transactions`); EndTxn answers once the Prepare
+record is replicated, as Kafka's, and requests meanwhile get CONCURRENT_TRANSACTIONS. A partition whose topic is
+gone is skipped with a WARNING (Kafka drops those markers too); any other failure leaves the transaction in its
+Prepare state and the periodic task retries, WARNING logged. :meth:`~TransactionCoordinator.when_completed` calls back once a transaction
+leaves its Prepare state: the server holds AddPartitionsToTxn, AddOffsetsToTxn and EndTxn requests answered
+CONCURRENT_TRANSACTIONS until then (``server/txn_parking.py`` says why: librdkafka's fatal INVALID_TXN_STATE on an
+abort right after a commit).
 
 State writes that fail (NOT_ENOUGH_REPLICAS under a short ISR, a disk error) answer the client's retriable error;
 each is counted in ``state_write_failures`` by error and logged once per transactional id and failing write (its
@@ -57,19 +70,8 @@ either; it relies on replication): the partition log flushes per ``log.flush.int
 loses nothing (the page cache keeps what was appended); a power loss of a single broker can lose the unflushed
 tail: a decision answered to the client (a commit's PrepareCommit, its CompleteCommit, an epoch bump) may then be
 missing after the restart, while the markers it wrote to data partitions may or may not be on disk either (also
-unflushed). ``log.flush.interval.messages=1`` fsyncs every append, as before.
-
-Ownership (:class:`~broker_runtime.coordinator.ownership.PartitionOwnership`, shared with the group coordinator):
-this node coordinates only the ``__transaction_state`` partitions it leads
-(:meth:`TransactionCoordinator.become_leader` loads one and completes its Prepare states;
-:meth:`TransactionCoordinator.resign` forgets it; a single node leads every partition at epoch 0,
-:meth:`TransactionCoordinator.load`); every request for another id answers NOT_COORDINATOR. State
-records go through ``append_state`` (the leader's replicated append, acks=-1 rules); the handler waits for
-their replication (:meth:`TransactionCoordinator.take_appended`) before it answers.
-
-Coordinator epoch: the leader epoch of the ``__transaction_state`` partition; 0 on a single node.
-
-Thread-safety: event-loop thread only (all storage calls are synchronous and short).
+unflushed). ``log.flush.interval.messages=1`` fsyncs every append, as before. In a cluster a state record counts
+once replicated (acks=-1 rules).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_runtime.coordinator.internal_topic import InternalTopic
 from broker_runtime.coordinator.ownership import PartitionOwnership
 from broker_runtime.coordinator.transaction.log_format import (
     TRANSACTION_STATE_TOPIC,
@@ -92,31 +95,42 @@ from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH, Tra
 from broker_runtime.errors import ErrorCode, KafkaError, PylogError, StorageError
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder
 from broker_runtime.storage.log_batches import read_batches
-from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["InitResult", "MarkerSender", "MarkerWriter", "TransactionConfig", "TransactionCoordinator"]
+__all__ = [
+    "InitResult",
+    "MarkerDone",
+    "MarkerRequest",
+    "MarkerSender",
+    "TransactionConfig",
+    "TransactionCoordinator",
+]
 
 _log = logging.getLogger(__name__)
 
-#: (producer id, producer epoch, coordinator epoch, control type, partitions) -> error code per partition.
-MarkerWriter = Callable[[int, int, int, int, list[tuple[str, int]]], dict[tuple[str, int], ErrorCode]]
 
-#: Cluster: start writing markers in the background. (transactional id, producer id, producer epoch, coordinator
-#: epoch, control type, partitions, ``__transaction_state`` partition, done); ``done`` gets the final code per
-#: partition, or None when the sender gave up because this node is no longer the coordinator.
-MarkerSender = Callable[
-    [
-        str,
-        int,
-        int,
-        int,
-        int,
-        list[tuple[str, int]],
-        int,
-        Callable[[dict[tuple[str, int], ErrorCode] | None], None],
-    ],
-    None,
-]
+@dataclass(frozen=True)
+class MarkerRequest:
+    """The COMMIT/ABORT markers of one transaction, to be written to each of its partitions."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    #: The leader epoch of the coordinator's ``__transaction_state`` partition (0 on a single node).
+    coordinator_epoch: int
+    #: ``CONTROL_COMMIT`` or ``CONTROL_ABORT``.
+    control_type: int
+    partitions: tuple[tuple[str, int], ...]
+    #: The ``__transaction_state`` partition of the transactional id (the sender stops once it is not led here).
+    state_partition: int
+
+
+#: Called by the sender with the final code per partition, or None when it gave up because this node is no
+#: longer the coordinator.
+MarkerDone = Callable[[dict[tuple[str, int], ErrorCode] | None], None]
+
+#: Writes the markers of a request, then calls ``done``: a single node's sender writes them to its local logs
+#: before it returns; a cluster's in the background.
+MarkerSender = Callable[[MarkerRequest, MarkerDone], None]
 
 
 @dataclass(frozen=True)
@@ -143,33 +157,26 @@ class TransactionCoordinator:
     def __init__(
         self,
         config: TransactionConfig,
-        state_log: Callable[[int, bool], PartitionLog | None],
-        write_markers: MarkerWriter,
+        state_topic: InternalTopic,
+        send_markers: MarkerSender,
         next_producer_id: Callable[[], int],
         now_ms: Callable[[], int],
         topic_exists: Callable[[str], bool],
-        *,
-        append_state: Callable[[int, bytes], None] | None = None,
-        send_markers: MarkerSender | None = None,
     ) -> None:
         self.config = config
-        #: (partition, create) -> the ``__transaction_state`` partition log (None when absent and not created).
-        self._state_log = state_log
-        self._write_markers = write_markers
+        #: ``__transaction_state`` on this deployment: its logs (replayed) and the appends of state records.
+        self._state_topic = state_topic
+        self._send_markers = send_markers
         self._next_producer_id = next_producer_id
         self._now_ms = now_ms
         self._topic_exists = topic_exists
         self._txns: dict[str, TransactionMetadata] = {}
-        self.coordinator_epoch = 0
-        #: Cluster: appends one ``__transaction_state`` record (acks=-1 checks) or raises; None: the local log.
-        self._append_state = append_state
-        self._send_markers = send_markers
         #: The ``__transaction_state`` partitions this node leads -> coordinator epoch (their leader epoch); a
         #: single node leads every partition at epoch 0 (:meth:`load`).
         self._ownership = PartitionOwnership(
             TRANSACTION_STATE_TOPIC, config.num_partitions, self.partition_for, self, "transactional id(s)"
         )
-        #: Transactional ids whose markers are being written in the background (cluster).
+        #: Transactional ids whose markers are being written (in the background, in a cluster).
         self._in_flight: set[str] = set()
         #: Transactional id -> callbacks waiting for its transaction to leave its Prepare state (:meth:`when_completed`).
         self._completion_waiters: dict[str, list[Callable[[], None]]] = {}
@@ -221,8 +228,8 @@ class TransactionCoordinator:
         self._ownership.resign(partition)
 
     def take_appended(self) -> set[int]:
-        """The ``__transaction_state`` partitions appended to since the last call (cluster: the handler waits
-        until they are replicated before it answers)."""
+        """The ``__transaction_state`` partitions appended to since the last call (the handler waits until they
+        are replicated before it answers; at once on a single node)."""
         return self._ownership.take_appended()
 
     # CoordinatorShard hooks of the ownership (replay: :meth:`_replay`)
@@ -355,14 +362,7 @@ class TransactionCoordinator:
         partition = self.partition_for(transactional_id)
         builder = RecordBatchBuilder()
         builder.append(now, encode_key(transactional_id), value)
-        if self._append_state is not None:
-            self._append_state(partition, bytes(builder.build()))  # replicated: acks=-1 before any answer
-        else:
-            log = self._state_log(partition, True)
-            assert log is not None
-            # No fsync of its own, as Kafka: the page cache survives a crash of the process; a power loss can
-            # lose the unflushed tail (log.flush.interval.* bound it; see the module docstring).
-            log.append(builder.build())
+        self._state_topic.append(partition, bytes(builder.build()))  # raises when not written
         self._ownership.appended(partition)
 
     def _transition(
@@ -385,7 +385,7 @@ class TransactionCoordinator:
 
     def _replay(self, partition: int) -> None:
         """Apply every record of one ``__transaction_state`` partition (to its log end offset)."""
-        log = self._state_log(partition, False)
+        log = self._state_topic.log(partition)
         if log is None:
             return
         for batch in read_batches(log):
@@ -498,17 +498,15 @@ class TransactionCoordinator:
         return dict.fromkeys(partitions, code)
 
     def add_offsets(
-        self, transactional_id: str, producer_id: int, epoch: int, offsets_partition: tuple[str, int] | None
+        self, transactional_id: str, producer_id: int, epoch: int, offsets_partition: tuple[str, int]
     ) -> ErrorCode:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition (named by the caller, which knows the
-        group coordinator's placement; None without one) joins the transaction, so its marker ends the offsets
-        the producer commits there with TxnOffsetCommit."""
+        group coordinator's placement) joins the transaction, so its marker ends the offsets the producer
+        commits there with TxnOffsetCommit."""
         code = self._check_producer(transactional_id, producer_id, epoch)
         if code != ErrorCode.NONE:
             return code
-        return self._join(
-            self._txns[transactional_id], set() if offsets_partition is None else {offsets_partition}
-        )
+        return self._join(self._txns[transactional_id], {offsets_partition})
 
     def _join(self, meta: TransactionMetadata, partitions: set[tuple[str, int]]) -> ErrorCode:
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
@@ -552,45 +550,39 @@ class TransactionCoordinator:
         return ErrorCode.INVALID_TXN_STATE
 
     def _complete(self, meta: TransactionMetadata) -> bool:
-        """Write the markers of a Prepare state, then log the Complete state; False when markers remain (in a
-        cluster: always False, the background sender finishes through :meth:`_finish`)."""
+        """Write the markers of a Prepare state, then log the Complete state (:meth:`_finish`, once the sender
+        calls back); True when that happened before this returns (a single node's sender), False while markers
+        remain (a cluster's background sender, or a failure the periodic task retries)."""
         commit = meta.state == TxnState.PREPARE_COMMIT
         partitions = sorted(meta.partitions)
-        control = CONTROL_COMMIT if commit else CONTROL_ABORT
-        if partitions and self._send_markers is not None:
-            tid = meta.transactional_id
-            if tid in self._in_flight:
-                return False
-            self._in_flight.add(tid)
-            expected = (meta.producer_id, meta.producer_epoch, meta.state)
-
-            def done(results: dict[tuple[str, int], ErrorCode] | None) -> None:
-                self._in_flight.discard(tid)
-                current = self._txns.get(tid)
-                if results is None or current is not meta:
-                    return  # no longer the coordinator: the next one re-sends from its loaded Prepare state
-                if (meta.producer_id, meta.producer_epoch, meta.state) == expected:
-                    self._finish(meta, commit, partitions, results)
-
-            self._send_markers(
-                tid,
-                meta.producer_id,
-                meta.producer_epoch,
-                self.epoch_for(tid),
-                control,
-                partitions,
-                self.partition_for(tid),
-                done,
-            )
+        if not partitions:
+            return self._finish(meta, commit, partitions, {})
+        tid = meta.transactional_id
+        if tid in self._in_flight:
             return False
-        results = (
-            self._write_markers(
-                meta.producer_id, meta.producer_epoch, self.coordinator_epoch, control, partitions
-            )
-            if partitions
-            else {}
+        self._in_flight.add(tid)
+        expected = (meta.producer_id, meta.producer_epoch, meta.state)
+        finished: list[bool] = []
+
+        def done(results: dict[tuple[str, int], ErrorCode] | None) -> None:
+            self._in_flight.discard(tid)
+            current = self._txns.get(tid)
+            if results is None or current is not meta:
+                return  # no longer the coordinator: the next one re-sends from its loaded Prepare state
+            if (meta.producer_id, meta.producer_epoch, meta.state) == expected:
+                finished.append(self._finish(meta, commit, partitions, results))
+
+        request = MarkerRequest(
+            tid,
+            meta.producer_id,
+            meta.producer_epoch,
+            self.epoch_for(tid),
+            CONTROL_COMMIT if commit else CONTROL_ABORT,
+            tuple(partitions),
+            self.partition_for(tid),
         )
-        return self._finish(meta, commit, partitions, results)
+        self._send_markers(request, done)
+        return finished == [True]
 
     def _finish(
         self,

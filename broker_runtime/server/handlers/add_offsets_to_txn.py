@@ -21,7 +21,6 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.groups import ensure_offsets_topic
 from broker_runtime.server.transactions import answer_after_state_write
 from broker_runtime.server.txn_parking import park_until_completed
 
@@ -40,27 +39,16 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    if coordinator is None:
-        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     coordinator.take_appended()  # only this request's state writes are waited for
-    groups = ctx.group_coordinator
-    offsets_partition = None
-    if groups is not None and ctx.config.cluster_dir is not None:
-        why = ensure_offsets_topic(ctx)
-        if why is not None:
-            _log.warning("AddOffsetsToTxn for group %r: %s", body["GroupId"], why)
-            return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-        offsets_partition = (CONSUMER_OFFSETS_TOPIC, groups.partition_for(body["GroupId"]))
-    elif groups is not None:
-        try:
-            offsets_partition = (CONSUMER_OFFSETS_TOPIC, groups.offsets_partition(body["GroupId"]))
-        except Exception as exc:
-            _log.warning(
-                "AddOffsetsToTxn for group %r: cannot create __consumer_offsets: %s", body["GroupId"], exc
-            )
-            return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    partition, why = ctx.deployment.offsets_partition(ctx, body["GroupId"])
+    if partition is None:
+        _log.warning("AddOffsetsToTxn for group %r: %s", body["GroupId"], why)
+        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     code = coordinator.add_offsets(
-        body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], offsets_partition
+        body["TransactionalId"],
+        body["ProducerId"],
+        body["ProducerEpoch"],
+        (CONSUMER_OFFSETS_TOPIC, partition),
     )
     if code == ErrorCode.CONCURRENT_TRANSACTIONS:
         parked = park_until_completed(
@@ -72,11 +60,4 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         )
         if parked is not None:
             return parked
-    if code == ErrorCode.NONE and groups is None:
-        _log.warning(
-            "AddOffsetsToTxn from client %r for group %r: there is no group coordinator, so the offsets of this "
-            "transaction cannot be committed with it",
-            header.client_id,
-            body["GroupId"],
-        )
     return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})

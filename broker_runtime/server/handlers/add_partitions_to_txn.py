@@ -39,8 +39,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
             for tp in partitions
         }
-    elif coordinator is None:
-        results = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         if any(ctx.topics.partition_count(t) is None for t, _ in partitions):
             ctx.refresh_cluster()

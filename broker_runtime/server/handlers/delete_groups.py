@@ -28,9 +28,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     names = list(body["GroupsNames"])
     refused = [g for g in names if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, g)]
     allowed = [g for g in names if g not in refused]
-    if coordinator is None:
-        errors = dict.fromkeys(allowed, ErrorCode.NOT_COORDINATOR)
-    elif allowed:
+    if allowed:
         coordinator.take_appended()
         errors = coordinator.delete_groups(allowed)
     else:

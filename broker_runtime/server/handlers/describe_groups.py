@@ -28,7 +28,7 @@ def _describe(ctx: BrokerContext, group_id: str, version: int) -> dict[str, Any]
     coordinator = ctx.group_coordinator
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED, "GroupId": group_id}
-    if coordinator is None or coordinator.owner_error(group_id) != ErrorCode.NONE:
+    if coordinator.owner_error(group_id) != ErrorCode.NONE:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "GroupId": group_id}
     group = coordinator.group(group_id)
     if group is None or group.state == GroupState.DEAD:

@@ -33,11 +33,7 @@ def _describe(ctx: BrokerContext, transactional_id: str) -> dict[str, Any]:
         "ProducerEpoch": -1,
         "Topics": [],
     }
-    coordinator = ctx.txn_coordinator
-    if coordinator is None:
-        answer["ErrorCode"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return answer
-    code, meta = coordinator.describe(transactional_id)
+    code, meta = ctx.txn_coordinator.describe(transactional_id)
     answer["ErrorCode"] = code
     if meta is None:
         return answer

@@ -29,13 +29,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     coordinator = ctx.txn_coordinator
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["TransactionalId"]):
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-    if coordinator is None:
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        coordinator.take_appended()  # only this request's state writes are waited for
-        code = coordinator.end_txn(
-            body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["Committed"]
-        )
+    coordinator.take_appended()  # only this request's state writes are waited for
+    code = coordinator.end_txn(
+        body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["Committed"]
+    )
     if code == ErrorCode.CONCURRENT_TRANSACTIONS:
         parked = park_until_completed(
             ctx,

@@ -1,13 +1,14 @@
 """FindCoordinator (key 10, v0-4): the group coordinator of a group id, the transaction coordinator of a
 transactional id.
 
-Key type 1 (transaction): a single node answers itself for every transactional id (it hosts every partition of
-``__transaction_state``). In a cluster the coordinator of an id is the leader of its ``__transaction_state``
+Where the coordinator is comes from the deployment (:meth:`~broker_runtime.server.context.Deployment.
+find_coordinator`). Key type 1 (transaction): a single node answers itself for every transactional id (it leads
+every partition of ``__transaction_state``). In a cluster the coordinator of an id is the leader of its ``__transaction_state``
 partition (Kafka's ``abs(hashCode) % transaction.state.log.num.partitions``), from this node's cluster metadata;
 the first such lookup creates the topic (see :mod:`broker_runtime.server.transactions`); while the partition has
 no live leader the answer is COORDINATOR_NOT_AVAILABLE (retriable). v4 answers each key of the batch.
 
-Key type 0 (group): a single node answers itself for every group (it hosts every partition of
+Key type 0 (group): a single node answers itself for every group (it leads every partition of
 ``__consumer_offsets``, see :mod:`broker_runtime.coordinator.group`). In a cluster the coordinator of a group is
 the leader of its ``__consumer_offsets`` partition (Kafka's ``abs(hashCode) % offsets.topic.num.partitions``); the
 first such lookup creates the topic, which needs ``offsets.topic.replication.factor`` live brokers (see
@@ -23,8 +24,6 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, find_coordinator
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.groups import coordinator_node as group_coordinator_node
-from broker_runtime.server.transactions import coordinator_node
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -32,8 +31,6 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 4
-
-_NO_TXN_LEADER = "the __transaction_state partition of this transactional id has no live leader now"
 
 
 def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -46,19 +43,8 @@ def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str
     ):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return code, f"DESCRIBE on transactional id {key} is not allowed", -1, "", -1
-    if key_type == find_coordinator.KEY_TYPE_TRANSACTION and ctx.txn_coordinator is not None:
-        if ctx.config.cluster_dir is None:
-            return ErrorCode.NONE, None, ctx.config.node_id, *ctx.own_endpoint()
-        code, node, host, port = coordinator_node(ctx, key)
-        return code, None if code == ErrorCode.NONE else _NO_TXN_LEADER, node, host, port
-    if key_type == find_coordinator.KEY_TYPE_GROUP and ctx.group_coordinator is not None:
-        if ctx.config.cluster_dir is None:
-            return ErrorCode.NONE, None, ctx.config.node_id, *ctx.own_endpoint()
-        return group_coordinator_node(ctx, key)
-    if key_type == find_coordinator.KEY_TYPE_GROUP:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker has no group coordinator", -1, "", -1
-    if key_type == find_coordinator.KEY_TYPE_TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker has no transaction coordinator", -1, "", -1
+    if key_type in (find_coordinator.KEY_TYPE_GROUP, find_coordinator.KEY_TYPE_TRANSACTION):
+        return ctx.deployment.find_coordinator(ctx, key_type, key)
     return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
 
 

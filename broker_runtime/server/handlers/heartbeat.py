@@ -24,8 +24,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     coordinator = ctx.group_coordinator
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
         return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    if coordinator is None:
-        return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
     code = coordinator.heartbeat(
         body["GroupId"], body["GenerationId"], body["MemberId"], body["GroupInstanceId"]
     )

@@ -2,8 +2,7 @@
 
 With a transactional id the transaction coordinator answers (:meth:`~broker_runtime.coordinator.transaction.
 TransactionCoordinator.init_producer_id`: the id's producer id with a bumped epoch, fencing the previous
-producer); an empty transactional id is INVALID_REQUEST, and without a coordinator (a cluster, for now) the
-answer is COORDINATOR_NOT_AVAILABLE.
+producer); an empty transactional id is INVALID_REQUEST.
 
 Without a transactional id, as Kafka's coordinator does, every call gets a fresh producer id (from the
 persistent ``ProducerIdManager`` blocks; in a cluster the blocks come from the cluster's metadata, so ids are
@@ -46,14 +45,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         return {"ThrottleTimeMs": 0, "ErrorCode": code, "ProducerId": -1, "ProducerEpoch": -1}
     if txn_id is not None:
         coordinator = ctx.txn_coordinator
-        if txn_id == "" or coordinator is None:
-            code = ErrorCode.INVALID_REQUEST if txn_id == "" else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if txn_id == "":
             _log.warning(
-                "InitProducerId from client %r with transactional id %r: %s",
+                "InitProducerId from client %r with transactional id %r: an empty transactional id is invalid",
                 header.client_id,
                 txn_id,
-                "an empty transactional id is invalid" if txn_id == "" else "no transaction coordinator here",
             )
+            code = ErrorCode.INVALID_REQUEST
             return {"ThrottleTimeMs": 0, "ErrorCode": code, "ProducerId": -1, "ProducerEpoch": -1}
         coordinator.take_appended()  # only this request's state writes are waited for
         result = coordinator.init_producer_id(

@@ -29,8 +29,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     member_id = body["MemberId"]
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
         return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED, "MemberId": member_id, "ProtocolName": ""}
-    if coordinator is None:
-        return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "MemberId": member_id, "ProtocolName": ""}
     coordinator.take_appended()
     result = coordinator.join(
         body["GroupId"],

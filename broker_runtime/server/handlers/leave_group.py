@@ -26,8 +26,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     coordinator = ctx.group_coordinator
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
         return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    if coordinator is None:
-        return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
     if header.api_version < 3:
         members: list[tuple[str, str | None]] = [(body["MemberId"], None)]
     else:

@@ -1,8 +1,7 @@
 """ListGroups (key 16, v0-5): the groups this broker coordinates, with their protocol type, state and type.
 
 ``StatesFilter`` (v4+) keeps groups in the named states (case-insensitive, Kafka's state names);
-``TypesFilter`` (v5+) keeps ``classic`` groups only if it names that type (the only type served). A broker
-without a group coordinator (of a cluster, for now) answers COORDINATOR_NOT_AVAILABLE.
+``TypesFilter`` (v5+) keeps ``classic`` groups only if it names that type (the only type served).
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ MAX_VERSION = 5
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     coordinator = ctx.group_coordinator
-    if coordinator is None:
-        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE, "Groups": []}
     states = {s.lower() for s in body["StatesFilter"]}
     types = {t.lower() for t in body["TypesFilter"]}
     # DESCRIBE on the cluster lists every group; else only the groups the principal may DESCRIBE (Kafka)

@@ -23,15 +23,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = ctx.txn_coordinator
-    if coordinator is None:
-        return {
-            "ThrottleTimeMs": 0,
-            "ErrorCode": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "UnknownStateFilters": [],
-            "TransactionStates": [],
-        }
-    unknown, found = coordinator.list_transactions(
+    unknown, found = ctx.txn_coordinator.list_transactions(
         list(body["StateFilters"]), list(body["ProducerIdFilters"]), body.get("DurationFilter", -1)
     )
     return {

@@ -67,8 +67,6 @@ def commit_and_answer(
     wanted = {tp: v for tp, v in requested_offsets(body).items() if tp not in refused}
     if refused and not wanted:  # every partition refused: nothing reaches the coordinator
         errors: dict[tuple[str, int], ErrorCode] = {}
-    elif coordinator is None:
-        errors = dict.fromkeys(wanted, ErrorCode.NOT_COORDINATOR)
     else:
         coordinator.take_appended()
         errors = commit(coordinator, wanted)

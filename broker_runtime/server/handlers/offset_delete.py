@@ -33,8 +33,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     wanted = [tp for tp in wanted if tp[0] not in refused]
     if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, body["GroupId"]):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif coordinator is None:
-        code = ErrorCode.NOT_COORDINATOR
     else:
         coordinator.take_appended()
         code, errors = coordinator.delete_offsets(body["GroupId"], wanted)

@@ -32,7 +32,7 @@ def _group(
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     coordinator = ctx.group_coordinator
     unstable: set[tuple[str, int]] = set()
-    if coordinator is None or coordinator.owner_error(group_id) != ErrorCode.NONE:
+    if coordinator.owner_error(group_id) != ErrorCode.NONE:
         found: dict[tuple[str, int], Any] = dict.fromkeys(wanted or [])
         code = ErrorCode.NOT_COORDINATOR
     else:

@@ -27,8 +27,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     coordinator = ctx.group_coordinator
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, body["GroupId"]):
         return {"ErrorCode": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    if coordinator is None:
-        return {"ErrorCode": ErrorCode.NOT_COORDINATOR}
     coordinator.take_appended()
     result = coordinator.sync(
         body["GroupId"],
