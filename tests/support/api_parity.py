@@ -62,7 +62,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
         (0, 8),
         f"9-11 ask for tiered-storage offsets (KIP-1005, KIP-1075, KIP-1023): not yet answered; {OLD}",
     ),
-    3: ApiDifference((0, 13), (0, 12), "13 adds a top-level error code (KIP-1102): not yet answered"),
     8: ApiDifference(
         (2, 10),
         (0, 8),
