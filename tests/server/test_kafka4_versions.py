@@ -40,3 +40,33 @@ def test_metadata_v13_answers_the_top_level_error_code(conn: RawConnection) -> N
     (topic,) = answer["Topics"]
     assert (topic["Name"], topic["ErrorCode"], len(topic["Partitions"])) == ("v4-topic", 0, 2)
     assert answer["ClusterId"] and answer["Brokers"]
+
+
+def _commit(conn: RawConnection, version: int, group: str, generation: int, member: str = "") -> int:
+    body = {
+        "GroupId": group,
+        "GenerationIdOrMemberEpoch": generation,
+        "MemberId": member,
+        "GroupInstanceId": None,
+        "Topics": [{"Name": "v4-topic", "Partitions": [{"PartitionIndex": 1, "CommittedOffset": 7}]}],
+    }
+    code: int = conn.call(ApiKey.OFFSET_COMMIT, version, body)["Topics"][0]["Partitions"][0]["ErrorCode"]
+    return code
+
+
+def test_offset_commit_v9_a_generation_of_an_unknown_group_is_group_id_not_found(conn: RawConnection) -> None:
+    # Kafka's OffsetMetadataManager: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before
+    assert _commit(conn, 9, "no-such-group", 3, "m") == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _commit(conn, 8, "no-such-group", 3, "m") == ErrorCode.ILLEGAL_GENERATION
+    assert _commit(conn, 9, "simple-v9", -1) == ErrorCode.NONE  # a simple commit creates the group
+
+
+def test_offset_fetch_v9_reads_a_classic_group_whatever_its_member_fields(conn: RawConnection) -> None:
+    assert _commit(conn, 9, "fetch-v9", -1) == ErrorCode.NONE
+    group = {"GroupId": "fetch-v9", "MemberId": "someone", "MemberEpoch": 5, "Topics": None}
+    answer = conn.call(ApiKey.OFFSET_FETCH, 9, {"Groups": [group], "RequireStable": False})
+    (got,) = answer["Groups"]
+    assert got["ErrorCode"] == ErrorCode.NONE
+    assert [
+        (t["Name"], p["PartitionIndex"], p["CommittedOffset"]) for t in got["Topics"] for p in t["Partitions"]
+    ] == [("v4-topic", 1, 7)]

@@ -62,18 +62,8 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
         (0, 8),
         f"9-11 ask for tiered-storage offsets (KIP-1005, KIP-1075, KIP-1023): not yet answered; {OLD}",
     ),
-    8: ApiDifference(
-        (2, 10),
-        (0, 8),
-        f"9 is the first version of the consumer group protocol (KIP-848): not yet answered; 10 names topics by "
-        f"id: {TOPIC_IDS}; {OLD}",
-    ),
-    9: ApiDifference(
-        (1, 10),
-        (0, 8),
-        f"9 adds the member id and epoch of the consumer group protocol (KIP-848): not yet answered; 10 names "
-        f"topics by id: {TOPIC_IDS}; {OLD}",
-    ),
+    8: ApiDifference((2, 10), (0, 9), f"10 names topics by id: {TOPIC_IDS}; {OLD}"),
+    9: ApiDifference((1, 10), (0, 9), f"10 names topics by id: {TOPIC_IDS}; {OLD}"),
     10: ApiDifference(
         (0, 6),
         (0, 4),
