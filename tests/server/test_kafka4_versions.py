@@ -70,3 +70,19 @@ def test_offset_fetch_v9_reads_a_classic_group_whatever_its_member_fields(conn: 
     assert [
         (t["Name"], p["PartitionIndex"], p["CommittedOffset"]) for t in got["Topics"] for p in t["Partitions"]
     ] == [("v4-topic", 1, 7)]
+
+
+def test_describe_log_dirs_v5_no_directory_is_cordoned(conn: RawConnection) -> None:
+    answer = conn.call(ApiKey.DESCRIBE_LOG_DIRS, 5, {"Topics": None})
+    (result,) = answer["Results"]
+    assert (answer["ErrorCode"], result["ErrorCode"], result["IsCordoned"]) == (0, 0, False)
+    assert result["TotalBytes"] > 0 and {t["Name"] for t in result["Topics"]} >= {"v4-topic"}
+
+
+def test_delete_groups_v3_answers_each_group_with_a_null_message(conn: RawConnection) -> None:
+    assert _commit(conn, 9, "to-delete", -1) == ErrorCode.NONE
+    answer = conn.call(ApiKey.DELETE_GROUPS, 3, {"GroupsNames": ["to-delete", "never-was"]})
+    assert [(r["GroupId"], r["ErrorCode"], r["ErrorMessage"]) for r in answer["Results"]] == [
+        ("to-delete", ErrorCode.NONE, None),
+        ("never-was", ErrorCode.GROUP_ID_NOT_FOUND, None),
+    ]

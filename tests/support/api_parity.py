@@ -103,12 +103,11 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     34: ApiDifference(
         (1, 2), None, "pylog has one log directory per broker: there is nothing to move a replica to"
     ),
-    35: ApiDifference((1, 5), (0, 4), f"5 adds whether a log directory is cordoned: not yet answered; {OLD}"),
+    35: ApiDifference((1, 5), (0, 5), OLD),
     38: ApiDifference((1, 3), None, "delegation tokens (KIP-48) are not implemented"),
     39: ApiDifference((1, 2), None, "delegation tokens (KIP-48) are not implemented"),
     40: ApiDifference((1, 2), None, "delegation tokens (KIP-48) are not implemented"),
     41: ApiDifference((1, 3), None, "delegation tokens (KIP-48) are not implemented"),
-    42: ApiDifference((0, 3), (0, 2), "3 adds an error message per group: not yet answered"),
     45: ApiDifference((0, 1), None, "partition reassignment (KIP-455) is not implemented"),
     46: ApiDifference((0, 0), None, "partition reassignment (KIP-455) is not implemented"),
     48: ApiDifference((0, 1), None, "client quotas are not implemented yet (issue #33)"),
