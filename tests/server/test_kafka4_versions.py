@@ -86,3 +86,40 @@ def test_delete_groups_v3_answers_each_group_with_a_null_message(conn: RawConnec
         ("to-delete", ErrorCode.NONE, None),
         ("never-was", ErrorCode.GROUP_ID_NOT_FOUND, None),
     ]
+
+
+def test_transactional_offsets_at_the_versions_that_allow_transaction_abortable(conn: RawConnection) -> None:
+    # FindCoordinator v5, InitProducerId v5, AddOffsetsToTxn v4, TxnOffsetCommit v4: the same bodies as one
+    # version before (they only let a broker answer TRANSACTION_ABORTABLE, KIP-890)
+    found = conn.call(ApiKey.FIND_COORDINATOR, 5, {"KeyType": 1, "CoordinatorKeys": ["txn-v4"]})
+    assert [c["ErrorCode"] for c in found["Coordinators"]] == [0]
+    init = conn.call(
+        ApiKey.INIT_PRODUCER_ID,
+        5,
+        {"TransactionalId": "txn-v4", "TransactionTimeoutMs": 30000, "ProducerId": -1, "ProducerEpoch": -1},
+    )
+    assert init["ErrorCode"] == 0
+    producer = {
+        "TransactionalId": "txn-v4",
+        "ProducerId": init["ProducerId"],
+        "ProducerEpoch": init["ProducerEpoch"],
+    }
+    assert conn.call(ApiKey.ADD_OFFSETS_TO_TXN, 4, {**producer, "GroupId": "txn-group"})["ErrorCode"] == 0
+    committed = conn.call(
+        ApiKey.TXN_OFFSET_COMMIT,
+        4,
+        {
+            **producer,
+            "GroupId": "txn-group",
+            "GenerationId": -1,
+            "MemberId": "",
+            "GroupInstanceId": None,
+            "Topics": [{"Name": "v4-topic", "Partitions": [{"PartitionIndex": 0, "CommittedOffset": 11}]}],
+        },
+    )
+    assert [p["ErrorCode"] for t in committed["Topics"] for p in t["Partitions"]] == [0]
+    assert conn.call(ApiKey.END_TXN, 4, {**producer, "Committed": True})["ErrorCode"] == 0
+    group = {"GroupId": "txn-group", "Topics": [{"Name": "v4-topic", "PartitionIndexes": [0]}]}
+    answer = conn.call(ApiKey.OFFSET_FETCH, 9, {"Groups": [group], "RequireStable": True})
+    partition = answer["Groups"][0]["Topics"][0]["Partitions"][0]
+    assert (partition["ErrorCode"], partition["CommittedOffset"]) == (0, 11)

@@ -64,17 +64,12 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     ),
     8: ApiDifference((2, 10), (0, 9), f"10 names topics by id: {TOPIC_IDS}; {OLD}"),
     9: ApiDifference((1, 10), (0, 9), f"10 names topics by id: {TOPIC_IDS}; {OLD}"),
-    10: ApiDifference(
-        (0, 6),
-        (0, 4),
-        f"5 allows the error TRANSACTION_ABORTABLE (KIP-890): not yet answered; 6 finds share coordinators: {SHARE}",
-    ),
+    10: ApiDifference((0, 6), (0, 5), f"6 finds share coordinators: {SHARE}"),
     18: ApiDifference(
         (0, 5), (0, 4), "5 checks the client's expected cluster id and node id (KIP-1242): not implemented"
     ),
     19: ApiDifference((2, 7), (0, 7), OLD),
     20: ApiDifference((1, 6), (0, 6), OLD),
-    22: ApiDifference((0, 5), (0, 4), "5 allows the error TRANSACTION_ABORTABLE (KIP-890): not yet answered"),
     23: ApiDifference((2, 4), (0, 4), OLD),
     24: ApiDifference(
         (0, 5),
@@ -82,7 +77,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
         "4+ are the broker-to-broker form that verifies a partition is in the transaction (KIP-890 part 1): "
         "pylog's partition leaders do not verify with the coordinator",
     ),
-    25: ApiDifference((0, 4), (0, 3), "4 allows the error TRANSACTION_ABORTABLE (KIP-890): not yet answered"),
     26: ApiDifference((0, 5), (0, 4), f"5 bumps the producer epoch on every transaction: {TXN_V2}"),
     27: ApiDifference(
         (1, 2),
@@ -91,10 +85,7 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
         f"write v1 markers only ({TXN_V2})",
     ),
     28: ApiDifference(
-        (0, 6),
-        (0, 3),
-        f"4 allows the error TRANSACTION_ABORTABLE (KIP-890): not yet answered; 5 is the transactions v2 form: "
-        f"{TXN_V2}; 6 names topics by id: {TOPIC_IDS}",
+        (0, 6), (0, 4), f"5 is the transactions v2 form: {TXN_V2}; 6 names topics by id: {TOPIC_IDS}"
     ),
     29: ApiDifference((1, 3), (0, 3), OLD),
     30: ApiDifference((1, 3), (0, 3), OLD),

@@ -1,4 +1,4 @@
-"""FindCoordinator (key 10, v0-4): the group coordinator of a group id, the transaction coordinator of a
+"""FindCoordinator (key 10, v0-5): the group coordinator of a group id, the transaction coordinator of a
 transactional id.
 
 Key type 1 (transaction): a single node answers itself for every transactional id (it hosts every partition of
@@ -31,7 +31,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 _NO_TXN_LEADER = "the __transaction_state partition of this transactional id has no live leader now"
 
