@@ -158,6 +158,8 @@ class ErrorCode(enum.IntEnum):
     PRODUCER_FENCED = 90
     UNKNOWN_TOPIC_ID = 100
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    #: KIP-890: the producer must abort its transaction (never answered by pylog; Apache Kafka may send it)
+    TRANSACTION_ABORTABLE = 120
 
     @property
     def retriable(self) -> bool:

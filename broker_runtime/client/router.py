@@ -438,6 +438,11 @@ class ClientRouter:
             }
 
         body = self.request_any(ApiKey.METADATA, request)
+        if body["ErrorCode"]:  # v13+ (KIP-1102): REBOOTSTRAP_REQUIRED, which this client does not do
+            raise KafkaError(
+                body["ErrorCode"],
+                "Metadata answered a top-level error: the broker wants the client to bootstrap again",
+            )
         brokers = {
             b["NodeId"]: BrokerMetadata(b["NodeId"], b["Host"], b["Port"], b["Rack"]) for b in body["Brokers"]
         }

@@ -390,3 +390,28 @@ def test_partitions_for_waits_for_auto_creation_and_never_creates_unasked(client
     created = client.partitions_for("pf-auto", allow_auto_create=True)
     assert created and created == list(range(len(created)))
     assert client.metadata(["pf-auto"]).topics["pf-auto"].error == ErrorCode.NONE
+
+
+def test_a_top_level_metadata_error_fails_loudly(fake_broker: Callable[..., FakeBroker]) -> None:
+    # Metadata v13+ (KIP-1102): a broker may answer REBOOTSTRAP_REQUIRED (129) instead of topics
+    def rebootstrapping_broker(conn: socket.socket) -> None:
+        header, _ = decode_request(_read_request(conn))
+        keys = [
+            {"ApiKey": 18, "MinVersion": 0, "MaxVersion": 4},
+            {"ApiKey": 3, "MinVersion": 0, "MaxVersion": 13},
+        ]
+        conn.sendall(
+            encode_response(ApiKey.API_VERSIONS, header.api_version, header.correlation_id, {"ApiKeys": keys})
+        )
+        header, _ = decode_request(_read_request(conn))
+        assert header.api_version == 13
+        conn.sendall(encode_response(ApiKey.METADATA, 13, header.correlation_id, {"ErrorCode": 129}))
+        conn.recv(1)
+
+    broker = fake_broker(rebootstrapping_broker)
+    with (
+        KafkaClient(f"127.0.0.1:{broker.port}", request_timeout_ms=2000, retries=0) as client,
+        pytest.raises(KafkaError, match="bootstrap again") as info,
+    ):
+        client.metadata()
+    assert info.value.code == 129

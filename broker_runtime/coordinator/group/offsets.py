@@ -4,7 +4,7 @@ completion by transaction markers, OffsetFetch, OffsetDelete, ``offsets.retentio
 * :meth:`OffsetManager.commit`: a commit from a member of the current generation (its session timer restarts;
   REBALANCE_IN_PROGRESS while the group completes a rebalance), or a "simple" commit (generation -1, no member
   id) while the group has no member (consumers using ``assign()``); ILLEGAL_GENERATION for a simple commit into
-  a group with members. A partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION, metadata longer than
+  a group with members, GROUP_ID_NOT_FOUND for a generation (>= 0) of a group that does not exist. A partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION, metadata longer than
   ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE; the others are appended as one batch
   (:class:`~.writer.GroupWriter`) before the answer and only then visible.
 * :meth:`OffsetManager.txn_commit`: as a commit, but the records are a transactional batch of the producer and
@@ -133,6 +133,10 @@ class OffsetManager:
                 return dict.fromkeys(
                     offsets, ErrorCode.ILLEGAL_GENERATION
                 )  # a simple commit into an active group
+        elif group is None and generation >= 0:
+            # Kafka: a generation for a group that does not exist; OffsetCommit before v9 answers it
+            # ILLEGAL_GENERATION instead (the handler's part)
+            return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND)
         else:
             code, member = self._membership.check_member(
                 group, member_id, committer.group_instance_id, generation

@@ -1,6 +1,6 @@
 """DeleteGroups (API key 42): remove groups without members, with their committed offsets.
 
-Versions 0-2; flexible from 2. Definitions mirror Kafka's DeleteGroupsRequest.json / DeleteGroupsResponse.json.
+Versions 0-3; flexible from 2; v3 adds a per-group ``ErrorMessage``. Definitions mirror Kafka's DeleteGroupsRequest.json / DeleteGroupsResponse.json.
 Immutable; thread-safe.
 """
 
@@ -16,7 +16,7 @@ API_KEY = ApiKey.DELETE_GROUPS
 REQUEST = Message(
     "DeleteGroupsRequest",
     api_key=API_KEY,
-    versions="0-2",
+    versions="0-3",
     flexible="2+",
     fields=[Field("GroupsNames", "[]string", "0+")],
 )
@@ -24,7 +24,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "DeleteGroupsResponse",
     api_key=API_KEY,
-    versions="0-2",
+    versions="0-3",
     flexible="2+",
     fields=[
         Field("ThrottleTimeMs", "int32", "0+"),
@@ -32,7 +32,11 @@ RESPONSE = Message(
             "Results",
             "[]DeletableGroupResult",
             "0+",
-            fields=[Field("GroupId", "string", "0+"), Field("ErrorCode", "int16", "0+")],
+            fields=[
+                Field("GroupId", "string", "0+"),
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "3+", nullable="3+", default=None),
+            ],
         ),
     ],
 )

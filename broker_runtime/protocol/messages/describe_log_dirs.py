@@ -1,7 +1,8 @@
 """DescribeLogDirs (API key 35): the log directories of one broker and the size of each partition in them.
 
-Versions 0-4; flexible from 2. ``Topics`` null means every partition. v3 adds a top-level ``ErrorCode``, v4 each
-directory's ``TotalBytes``/``UsableBytes``. Definitions mirror Kafka's DescribeLogDirsRequest.json /
+Versions 0-5; flexible from 2. ``Topics`` null means every partition. v3 adds a top-level ``ErrorCode``, v4 each
+directory's ``TotalBytes``/``UsableBytes``, v5 its
+``IsCordoned`` (KIP-1066). Definitions mirror Kafka's DescribeLogDirsRequest.json /
 DescribeLogDirsResponse.json. Immutable; thread-safe.
 """
 
@@ -17,7 +18,7 @@ API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 REQUEST = Message(
     "DescribeLogDirsRequest",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="2+",
     fields=[
         Field(
@@ -34,7 +35,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "DescribeLogDirsResponse",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="2+",
     fields=[
         Field("ThrottleTimeMs", "int32", "0+"),
@@ -67,6 +68,7 @@ RESPONSE = Message(
                 ),
                 Field("TotalBytes", "int64", "4+", default=-1),
                 Field("UsableBytes", "int64", "4+", default=-1),
+                Field("IsCordoned", "bool", "5+"),
             ],
         ),
     ],

@@ -1,8 +1,8 @@
 """FindCoordinator (API key 10): the broker coordinating a consumer group (key type 0) or transaction (1).
 
-Versions 0-4; flexible from 3. v0-3 look up one ``Key`` and answer one node; v4 looks up ``CoordinatorKeys``
-and answers a ``Coordinators`` array. Definitions mirror Kafka's FindCoordinatorRequest.json /
-FindCoordinatorResponse.json. Immutable; thread-safe.
+Versions 0-5; flexible from 3; v5 is v4 (it lets the broker answer TRANSACTION_ABORTABLE, KIP-890). v0-3 look
+up one ``Key`` and answer one node; v4 looks up ``CoordinatorKeys`` and answers a ``Coordinators`` array.
+Definitions mirror Kafka's FindCoordinatorRequest.json / FindCoordinatorResponse.json. Immutable; thread-safe.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ KEY_TYPE_TRANSACTION = 1
 REQUEST = Message(
     "FindCoordinatorRequest",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     fields=[
         Field("Key", "string", "0-3"),
@@ -32,7 +32,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "FindCoordinatorResponse",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     fields=[
         Field("ThrottleTimeMs", "int32", "1+"),

@@ -1,7 +1,8 @@
 """InitProducerId (API key 22): allocate (or bump the epoch of) a producer id for idempotence/transactions.
 
-Versions 0-4; flexible from 2. ``ProducerId``/``ProducerEpoch`` in the request from v3 (-1 = new producer).
-Definitions mirror Kafka's InitProducerIdRequest.json / InitProducerIdResponse.json. Immutable; thread-safe.
+Versions 0-5; flexible from 2; v5 is v4 (it lets the broker answer TRANSACTION_ABORTABLE, KIP-890).
+``ProducerId``/``ProducerEpoch`` in the request from v3 (-1 = new producer). Definitions mirror Kafka's
+InitProducerIdRequest.json / InitProducerIdResponse.json. Immutable; thread-safe.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ API_KEY = ApiKey.INIT_PRODUCER_ID
 REQUEST = Message(
     "InitProducerIdRequest",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="2+",
     fields=[
         Field("TransactionalId", "string", "0+", nullable="0+"),
@@ -29,7 +30,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "InitProducerIdResponse",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="2+",
     fields=[
         Field("ThrottleTimeMs", "int32", "0+"),

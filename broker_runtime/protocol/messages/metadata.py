@@ -1,7 +1,8 @@
 """Metadata (API key 3): brokers, controller and the partitions of topics with their leaders and replicas.
 
-Versions 0-12; flexible from 9. In v0 an empty ``Topics`` array means all topics; from v1 ``Topics`` null means
-all topics and empty means none. ``AllowAutoTopicCreation`` from v4 (default true); topic ids from v10.
+Versions 0-13; flexible from 9. In v0 an empty ``Topics`` array means all topics; from v1 ``Topics`` null means
+all topics and empty means none. ``AllowAutoTopicCreation`` from v4 (default true); topic ids from v10; a top-level
+``ErrorCode`` from v13 (KIP-1102, REBOOTSTRAP_REQUIRED when the broker wants the client to bootstrap again).
 Definitions mirror Kafka's MetadataRequest.json / MetadataResponse.json. Immutable; thread-safe.
 """
 
@@ -19,7 +20,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 REQUEST = Message(
     "MetadataRequest",
     api_key=API_KEY,
-    versions="0-12",
+    versions="0-13",
     flexible="9+",
     fields=[
         Field(
@@ -41,7 +42,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "MetadataResponse",
     api_key=API_KEY,
-    versions="0-12",
+    versions="0-13",
     flexible="9+",
     fields=[
         Field("ThrottleTimeMs", "int32", "3+"),
@@ -85,5 +86,6 @@ RESPONSE = Message(
             ],
         ),
         Field("ClusterAuthorizedOperations", "int32", "8-10", default=AUTHORIZED_OPERATIONS_OMITTED),
+        Field("ErrorCode", "int16", "13+"),
     ],
 )

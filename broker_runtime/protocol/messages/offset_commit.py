@@ -1,10 +1,10 @@
 """OffsetCommit (API key 8): a group's consumed positions, stored by its coordinator.
 
-Versions 0-8; flexible from 8. v1 adds the generation and member id (named ``GenerationIdOrMemberEpoch`` as in
+Versions 0-9; flexible from 8. v1 adds the generation and member id (named ``GenerationIdOrMemberEpoch`` as in
 Kafka's current spec) and a per-partition commit timestamp (v1 only); v2-4 a retention time (ignored: retention
 is the broker's ``offsets.retention.minutes``, as Kafka from v5); v6 the leader epoch; v7 ``GroupInstanceId``.
-v9+ (topic ids, KIP-848) is not served. Definitions mirror Kafka's OffsetCommitRequest.json /
-OffsetCommitResponse.json. Immutable; thread-safe.
+v9 is v8 on the wire (the first version of the consumer group protocol, KIP-848); v10+ (topic ids) is not served.
+Definitions mirror Kafka's OffsetCommitRequest.json / OffsetCommitResponse.json. Immutable; thread-safe.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ API_KEY = ApiKey.OFFSET_COMMIT
 REQUEST = Message(
     "OffsetCommitRequest",
     api_key=API_KEY,
-    versions="0-8",
+    versions="0-9",
     flexible="8+",
     fields=[
         Field("GroupId", "string", "0+"),
@@ -53,7 +53,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "OffsetCommitResponse",
     api_key=API_KEY,
-    versions="0-8",
+    versions="0-9",
     flexible="8+",
     fields=[
         Field("ThrottleTimeMs", "int32", "3+"),

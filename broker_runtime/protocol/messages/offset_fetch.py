@@ -1,8 +1,9 @@
 """OffsetFetch (API key 9): a group's committed offsets.
 
-Versions 0-8; flexible from 6. From v2 a null ``Topics`` asks for every committed partition and the answer has a
+Versions 0-9; flexible from 6. From v2 a null ``Topics`` asks for every committed partition and the answer has a
 top-level error code; v5 adds the leader epoch; v7 ``RequireStable``; v8 asks for several groups at once
-(``Groups``, answered per group). v9+ (KIP-848 member epochs, topic ids) is not served. Definitions mirror
+(``Groups``, answered per group); v9 adds a group's ``MemberId`` and ``MemberEpoch`` (KIP-848: checked for groups of
+the consumer group protocol only). v10+ (topic ids) is not served. Definitions mirror
 Kafka's OffsetFetchRequest.json / OffsetFetchResponse.json. Immutable; thread-safe.
 """
 
@@ -26,7 +27,7 @@ _PARTITION_FIELDS = [
 REQUEST = Message(
     "OffsetFetchRequest",
     api_key=API_KEY,
-    versions="0-8",
+    versions="0-9",
     flexible="6+",
     fields=[
         Field("GroupId", "string", "0-7"),
@@ -43,6 +44,8 @@ REQUEST = Message(
             "8+",
             fields=[
                 Field("GroupId", "string", "8+"),
+                Field("MemberId", "string", "9+", nullable="9+", default=None),
+                Field("MemberEpoch", "int32", "9+", default=-1),
                 Field(
                     "Topics",
                     "[]OffsetFetchRequestTopics",
@@ -59,7 +62,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "OffsetFetchResponse",
     api_key=API_KEY,
-    versions="0-8",
+    versions="0-9",
     flexible="6+",
     fields=[
         Field("ThrottleTimeMs", "int32", "3+"),

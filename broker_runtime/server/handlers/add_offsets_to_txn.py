@@ -1,4 +1,4 @@
-"""AddOffsetsToTxn (key 25, v0-3): a transactional producer is about to commit a group's offsets.
+"""AddOffsetsToTxn (key 25, v0-4): a transactional producer is about to commit a group's offsets.
 
 Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
 TransactionCoordinator.add_offsets`) to add the group's ``__consumer_offsets`` partition to the transaction,
@@ -30,7 +30,7 @@ _log = logging.getLogger(__name__)
 
 REQUEST = add_offsets_to_txn.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:

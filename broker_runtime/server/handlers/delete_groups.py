@@ -1,9 +1,10 @@
-"""DeleteGroups (key 42, v0-2): remove groups that have no member, with their committed offsets.
+"""DeleteGroups (key 42, v0-3): remove groups that have no member, with their committed offsets.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.delete_groups` (GROUP_ID_NOT_FOUND,
 NON_EMPTY_GROUP). Without a group coordinator each group answers NOT_COORDINATOR. In a cluster a group of a
 ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the
-replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+replication of what the request wrote (:mod:`broker_runtime.server.groups`). v3's per-group ``ErrorMessage`` is
+null (the spec's default: the error code says it all).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 REQUEST = delete_groups.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 3
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:

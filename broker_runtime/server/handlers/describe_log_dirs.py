@@ -1,9 +1,10 @@
-"""DescribeLogDirs (key 35, v0-4): this broker's log directories and the partitions in each.
+"""DescribeLogDirs (key 35, v0-5): this broker's log directories and the partitions in each.
 
 One result per ``log.dirs`` entry (absolute path), with each hosted partition's size in bytes (its segment
 files) and ``OffsetLag`` = high watermark - log end offset as Kafka reports it for a current (not future) log
 (0 on a leader; never negative). ``Topics`` null means every partition; named partitions this broker does not
-host are left out, as Kafka does. v4: each directory's total and usable bytes (``shutil.disk_usage``).
+host are left out, as Kafka does. v4: each directory's total and usable bytes (``shutil.disk_usage``). v5:
+``IsCordoned`` is always false (pylog cannot cordon a log directory, KIP-1066).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 REQUEST = describe_log_dirs.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +60,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 "Topics": [{"Name": t, "Partitions": parts} for t, parts in sorted(topics.items())],
                 "TotalBytes": total,
                 "UsableBytes": usable,
+                "IsCordoned": False,
             }
         )
     return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "Results": results}

@@ -1,4 +1,4 @@
-"""FindCoordinator (key 10, v0-4): the group coordinator of a group id, the transaction coordinator of a
+"""FindCoordinator (key 10, v0-5): the group coordinator of a group id, the transaction coordinator of a
 transactional id.
 
 Where the coordinator is comes from the deployment (:meth:`~broker_runtime.server.context.Deployment.
@@ -30,7 +30,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = find_coordinator.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def _answer(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22, v0-4): producer ids for idempotent and transactional producers.
+"""InitProducerId (key 22, v0-5): producer ids for idempotent and transactional producers.
 
 With a transactional id the transaction coordinator answers (:meth:`~broker_runtime.coordinator.transaction.
 TransactionCoordinator.init_producer_id`: the id's producer id with a bumped epoch, fencing the previous
@@ -28,7 +28,7 @@ _log = logging.getLogger(__name__)
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = init_producer_id.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:

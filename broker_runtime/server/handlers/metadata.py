@@ -1,4 +1,4 @@
-"""Metadata (key 3, v0-12): every broker of the cluster, and per partition its leader, replicas and ISR.
+"""Metadata (key 3, v0-13): every broker of the cluster, and per partition its leader, replicas and ISR.
 
 The answer comes from the cluster store (:mod:`broker_runtime.server.cluster`): a single-node broker reports
 itself as the only broker and the leader of every partition (replicas = ISR = [node]); a broker of a cluster
@@ -37,7 +37,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle", "may_create"]
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = metadata.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 UNKNOWN_TOPIC_ID = 100
 _ZERO_UUID = uuid.UUID(int=0)
@@ -156,6 +156,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
             "ControllerId": view.controller_id,
             "Topics": topics,
             "ClusterAuthorizedOperations": _NO_OPERATIONS,
+            "ErrorCode": ErrorCode.NONE,  # v13+: pylog never asks a client to bootstrap again
         }
 
     # A topic is answered once this broker's logs of it exist: an auto-created one (single node), and in a

@@ -1,10 +1,12 @@
-"""OffsetCommit (key 8, v0-8): store a group's consumed positions in ``__consumer_offsets``.
+"""OffsetCommit (key 8, v0-9): store a group's consumed positions in ``__consumer_offsets``.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.commit_offsets` (answered once the records are
 appended and flushed). ``RetentionTimeMs`` (v2-4) is ignored: ``offsets.retention.minutes`` rules, as in Kafka from
 v5. Without a group coordinator every partition answers NOT_COORDINATOR. In a cluster a group of a
 ``__consumer_offsets`` partition this node does not lead answers NOT_COORDINATOR, and the answer waits for the
-replication of what the request wrote (:mod:`broker_runtime.server.groups`).
+replication of what the request wrote (:mod:`broker_runtime.server.groups`). v9 is v8 on the wire (KIP-848 made it
+the consumer group protocol's first version); for a classic group it differs, as in Kafka, only in a commit with a
+generation into a group that does not exist: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = [
 
 REQUEST = offset_commit.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
@@ -44,12 +46,17 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         committer = Committer(body["GenerationIdOrMemberEpoch"], body["MemberId"], body["GroupInstanceId"])
     else:
         committer = Committer(group_instance_id=body["GroupInstanceId"])
-    return commit_and_answer(
-        ctx,
-        body,
-        refused,
-        lambda coordinator, offsets: coordinator.commit_offsets(body["GroupId"], committer, offsets),
-    )
+
+    def commit(coordinator: GroupCoordinator, offsets: Offsets) -> dict[tuple[str, int], ErrorCode]:
+        errors = coordinator.commit_offsets(body["GroupId"], committer, offsets)
+        if header.api_version >= 9:
+            return errors
+        return {
+            tp: ErrorCode.ILLEGAL_GENERATION if code == ErrorCode.GROUP_ID_NOT_FOUND else code
+            for tp, code in errors.items()
+        }
+
+    return commit_and_answer(ctx, body, refused, commit)
 
 
 Offsets = dict[tuple[str, int], tuple[int, int, str | None]]

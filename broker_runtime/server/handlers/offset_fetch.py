@@ -1,11 +1,12 @@
-"""OffsetFetch (key 9, v0-8): a group's committed offsets (-1 and no error for a partition without one).
+"""OffsetFetch (key 9, v0-9): a group's committed offsets (-1 and no error for a partition without one).
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.fetch_offsets`. A null topic list (v2+)
 asks for every committed partition; v8 asks for several groups. With ``RequireStable`` (v7+, a read_committed
 consumer) a partition whose offset was committed in a transaction not yet complete answers
 UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka. Without a group coordinator the answer is
 NOT_COORDINATOR (top level from v2, per partition before); so does, in a cluster, a group of a
-``__consumer_offsets`` partition this node does not lead.
+``__consumer_offsets`` partition this node does not lead. v9's ``MemberId`` and ``MemberEpoch`` are not checked:
+Kafka checks them only in groups of the consumer group protocol (KIP-848), and every group here is a classic one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 REQUEST = offset_fetch.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9
 
 
 def _group(

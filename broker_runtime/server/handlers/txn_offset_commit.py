@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28, v0-3): a transactional producer commits a group's offsets inside its transaction.
+"""TxnOffsetCommit (key 28, v0-4): a transactional producer commits a group's offsets inside its transaction.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.txn_commit_offsets` (answered once the
 transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker lands on
@@ -23,7 +23,7 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 REQUEST = txn_offset_commit.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
