@@ -123,7 +123,8 @@ class LocalMarkers:
     def send(self, request: MarkerRequest, done: MarkerDone) -> None:
         replicas, r = self._ctx.replicas, request
         hold = self._ctx.config.test_transaction_markers_hold_file
-        if hold and Path(hold).exists():  # fault injection for tests: the writes fail, the periodic check retries
+        # Fault injection for tests: while the hold file exists the writes fail and the periodic check retries them.
+        if hold and Path(hold).exists():
             done(dict.fromkeys(r.partitions, ErrorCode.KAFKA_STORAGE_ERROR))
             return
         results = {
