@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.options import parse_writer_options
-from spark_kafka_log.reader_options import parse_reader_options
+from spark_kafka_log.common.reader_options import parse_reader_options
+from spark_kafka_log.common.writer_options import parse_writer_options
 from tests.security.certs import Pki, make_pki
 
 pytestmark = pytest.mark.timeout(300)

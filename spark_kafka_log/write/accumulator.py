@@ -1,8 +1,8 @@
 """The producer's record accumulator: Arrow rows in, sealed Kafka record batches (with sequences) out.
 
 Where this runs: on the **executors**, one :class:`RecordAccumulator` per write task, owned by its
-:class:`~spark_kafka_log.producer.TaskProducer`; single-threaded, not thread-safe. The
-:class:`~spark_kafka_log.sender.Sender` takes sealed batches from the partitions' ``ready`` queues.
+:class:`~spark_kafka_log.write.producer.TaskProducer`; single-threaded, not thread-safe. The
+:class:`~spark_kafka_log.write.sender.Sender` takes sealed batches from the partitions' ``ready`` queues.
 
 Data path per incoming ``pyarrow.RecordBatch`` (never a Python loop per row)::
 
@@ -45,11 +45,11 @@ import pyarrow.compute as pc
 
 from broker_runtime.errors import InputDataError, ProduceFailedError
 from broker_runtime.protocol.arrow_records import build_batches, record_walk
-from spark_kafka_log.commit_summary import PartitionStats
-from spark_kafka_log.options import WriterOptions
-from spark_kafka_log.partitioner import Partitioner, group_rows
-from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.task_state import Resume
+from spark_kafka_log.common.commit_summary import PartitionStats
+from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.writer_options import WriterOptions
+from spark_kafka_log.write.partitioner import Partitioner, group_rows
+from spark_kafka_log.write.task_state import Resume
 
 __all__ = ["PartitionQueue", "RecordAccumulator", "SealedBatch", "TopicPartition"]
 
@@ -86,7 +86,7 @@ class PartitionQueue:
     ready: deque[SealedBatch] = field(default_factory=deque)
 
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("spark_kafka_log.accumulator")
 
 #: Whether this process has already said which record encoder its write tasks run (once per executor process).
 _encoder_named = False

@@ -21,7 +21,7 @@ from broker_runtime.client import BrokerConnectionError, KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security import ClientSecurity
-from spark_kafka_log.reader_options import ReaderOptions
+from spark_kafka_log.common.reader_options import ReaderOptions
 
 __all__ = ["drop_kept_client", "kept_client", "reader_client", "topic_partitions", "writer_client"]
 

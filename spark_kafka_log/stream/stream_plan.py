@@ -3,7 +3,7 @@
 Where this runs: the **driver**, inside the stream reader's long-lived Python worker (one per query run; PySpark
 keeps it for the query's life and calls ``initialOffset`` / ``latestOffset`` / ``partitions`` on one reader
 object, one call at a time). The functions here are pure; the I/O (Metadata, ListOffsets) is done by
-:mod:`spark_kafka_log.stream_reader` through :mod:`spark_kafka_log.read_plan`.
+:mod:`spark_kafka_log.stream.stream_reader` through :mod:`spark_kafka_log.read.read_plan`.
 
 Offset format (Spark's ``KafkaSourceOffset``, what Spark writes to ``<checkpoint>/offsets/<batchId>``):
 ``{"topic": {"partition": offset, ...}, ...}`` with partition numbers as strings and the NEXT offset to read per

@@ -3,16 +3,16 @@
 Where and when each method runs (pyspark's contracts, see ``pyspark/sql/datasource.py``):
 
 * :meth:`PylogBatchWriter.write` (and the streaming sink's ``write``) -- on the **executors**, once per
-  task, with the task's rows as ``pyarrow.RecordBatch``es. One :class:`~spark_kafka_log.producer.TaskProducer`
+  task, with the task's rows as ``pyarrow.RecordBatch``es. One :class:`~spark_kafka_log.write.producer.TaskProducer`
   per task; returns a :class:`PylogCommitMessage` after every record was acknowledged.
 * :meth:`PylogBatchWriter.commit` / :meth:`PylogBatchWriter.abort` -- on the **driver**, once per job, in a
   fresh Python process on the unpickled writer: everything they report comes from the commit messages.
 * The streaming sink's ``commit`` / ``abort`` (the exactly-once protocol across query restarts):
-  :mod:`spark_kafka_log.stream_writer`, whose tasks run :func:`write_task` too.
+  :mod:`spark_kafka_log.stream.stream_writer`, whose tasks run :func:`write_task` too.
 
 Delivery semantics. With idempotence (the default): a resent request is never written twice, and any re-run
 of a task (task retry, stage retry, speculation) resumes the producer id of the Spark partition's earlier
-attempt and skips what it already wrote (:mod:`spark_kafka_log.task_state`: keyed by write id and Spark
+attempt and skips what it already wrote (:mod:`spark_kafka_log.write.task_state`: keyed by write id and Spark
 partition id, one attempt at a time by a lock), so re-runs do not duplicate either. The writer's constructor
 (driver) creates the write's producer-state directory, which every task requires (an executor that cannot
 reach it fails, naming it); ``commit()``/``abort()`` remove it. Without idempotence:
@@ -22,11 +22,11 @@ aborts; ``abort()`` logs what finished tasks wrote.
 Transactional batch writes (``kafka.transactional.id``): each task writes inside its own transaction, id
 ``<prefix>-<write id>-<Spark partition id>`` (every attempt of a partition shares it, so a later attempt fences
 the earlier one), and flushes without committing. ``commit()`` writes a commit intent, commits every task's
-transaction and removes the intent (:func:`spark_kafka_log.transactions.commit_write`); ``abort()`` aborts the
+transaction and removes the intent (:func:`spark_kafka_log.exactly_once.batch_commit.commit_write`); ``abort()`` aborts the
 transactions of the finished tasks. A job that fails leaves nothing visible to read_committed readers.
 
-What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.commit_summary`. Test-only
-fault injection (``pylog.test.*``): :mod:`spark_kafka_log.fault_injection`, handed to the task's producer only
+What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.common.commit_summary`. Test-only
+fault injection (``pylog.test.*``): :mod:`spark_kafka_log.common.fault_injection`, handed to the task's producer only
 when such an option is given.
 """
 
@@ -46,15 +46,19 @@ from pyspark.sql.datasource import (
 
 from broker_runtime.errors import TransactionCommitError
 from broker_runtime.launch.embedded import embedded_broker_address
-from spark_kafka_log.commit_summary import PylogCommitMessage, summarize
-from spark_kafka_log.driver_log import driver_log
-from spark_kafka_log.fault_injection import TaskFaults
-from spark_kafka_log.options import WriterOptions, task_transactional_id
-from spark_kafka_log.producer import TaskProducer
-from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.task_state import TaskIdentity, forget_write, prepare_write_dir
-from spark_kafka_log.transactions import CommitIntent, commit_write, intent_path
-from spark_kafka_log.txn_commit import end_transactions, only_final_failures, transactions_of
+from spark_kafka_log.common.commit_summary import PylogCommitMessage, summarize
+from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.fault_injection import TaskFaults
+from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.writer_options import WriterOptions, task_transactional_id
+from spark_kafka_log.exactly_once.batch_commit import CommitIntent, commit_write, intent_path
+from spark_kafka_log.exactly_once.task_transactions import (
+    end_transactions,
+    only_final_failures,
+    transactions_of,
+)
+from spark_kafka_log.write.producer import TaskProducer
+from spark_kafka_log.write.task_state import TaskIdentity, forget_write, prepare_write_dir
 
 __all__ = ["PylogBatchWriter", "spark_task", "write_task"]
 

@@ -1,7 +1,7 @@
 """Read planning: which topic partitions a query reads and which concrete offset ranges, split into Spark tasks.
 
 Where this runs: the **driver** (the planner's Python worker), from the reader's ``partitions()``, once per batch
-query; the streaming reader (:mod:`spark_kafka_log.stream_plan`) resolves its offsets and turns each micro-batch's
+query; the streaming reader (:mod:`spark_kafka_log.stream.stream_plan`) resolves its offsets and turns each micro-batch's
 ranges into tasks with the same pieces (:func:`list_offsets`, :func:`resolve_bound`, :func:`input_partitions`). It talks to the broker (Metadata,
 ListOffsets; timestamps through the broker's time index) over one client it opens and closes.
 
@@ -13,8 +13,8 @@ Steps (Spark's Kafka source rules for batch queries):
 2. :func:`plan_ranges` -- resolve the starting and ending bounds (earliest / latest / per-partition offsets /
    timestamps) to offsets, check them against the log's [earliest, latest] (``failOnDataLoss``: raise
    :class:`~broker_runtime.errors.DataLossError` naming topic, partition and range, or log a warning on
-   ``spark_kafka_log.read_plan`` and clamp), then narrow them by the pushed filters
-   (:class:`~spark_kafka_log.pushdown.PushedFilters`);
+   ``spark_kafka_log.read.read_plan`` and clamp), then narrow them by the pushed filters
+   (:class:`~spark_kafka_log.read.pushdown.PushedFilters`);
 3. :func:`split_ranges` -- Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per task
    (``maxRecordsPerPartition``), then honour ``minPartitions``.
 
@@ -55,10 +55,10 @@ from typing import TypeVar
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ConfigError, DataLossError, ErrorCode, KafkaError, UnknownTopicError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from spark_kafka_log.connections import reader_client
-from spark_kafka_log.input_partition import PylogInputPartition
-from spark_kafka_log.pushdown import PushedFilters
-from spark_kafka_log.reader_options import OffsetBound, ReaderOptions
+from spark_kafka_log.common.connections import reader_client
+from spark_kafka_log.common.reader_options import OffsetBound, ReaderOptions
+from spark_kafka_log.read.input_partition import PylogInputPartition
+from spark_kafka_log.read.pushdown import PushedFilters
 
 __all__ = [
     "OffsetRange",

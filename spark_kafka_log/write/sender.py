@@ -1,7 +1,7 @@
 """The producer's sender: sealed record batches out to the partition leaders, acknowledgements and retries back.
 
 Where this runs: on the **executors**, one :class:`Sender` per write task, owned by its
-:class:`~spark_kafka_log.producer.TaskProducer`; single-threaded, not thread-safe (the task's thread drives it
+:class:`~spark_kafka_log.write.producer.TaskProducer`; single-threaded, not thread-safe (the task's thread drives it
 through :meth:`Sender.pump`).
 
 Pipeline::
@@ -48,9 +48,9 @@ Transactions: with a ``transactional_id``, every Produce request names it, and b
 first batch of a partition the ``add_partitions`` hook of the task producer adds that partition (with every
 other new partition of the round, one AddPartitionsToTxn) to the transaction, as Kafka's producer does before
 its first send to a partition. Committing or aborting is not the sender's job (see
-:mod:`spark_kafka_log.producer`).
+:mod:`spark_kafka_log.write.producer`).
 
-Test-only faults (:mod:`spark_kafka_log.fault_injection`): ``faults`` is None in production; when given, it is
+Test-only faults (:mod:`spark_kafka_log.common.fault_injection`): ``faults`` is None in production; when given, it is
 asked after every acknowledgement (may raise) and before reading a response (may drop the connection once).
 """
 
@@ -65,9 +65,9 @@ from dataclasses import dataclass, field
 
 from broker_runtime.client import BrokerConnectionError, InFlight, KafkaClient, ProduceResult
 from broker_runtime.errors import ErrorCode, KafkaError, ProduceFailedError, ProtocolError
-from spark_kafka_log.accumulator import PartitionQueue, RecordAccumulator, SealedBatch, TopicPartition
-from spark_kafka_log.fault_injection import TaskFaults
-from spark_kafka_log.options import WriterOptions
+from spark_kafka_log.common.fault_injection import TaskFaults
+from spark_kafka_log.common.writer_options import WriterOptions
+from spark_kafka_log.write.accumulator import PartitionQueue, RecordAccumulator, SealedBatch, TopicPartition
 
 __all__ = ["Sender"]
 

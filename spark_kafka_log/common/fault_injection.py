@@ -2,7 +2,7 @@
 
 Nothing here runs in production: :func:`parse_fault_options` returns ``None`` when no ``pylog.test.*`` option
 is given, the writer then builds no :class:`TaskFaults`, and the producer's only hook
-(``faults is not None`` checks in :mod:`spark_kafka_log.sender`) is skipped.
+(``faults is not None`` checks in :mod:`spark_kafka_log.write.sender`) is skipped.
 
 Where this runs: parsing on the **driver** (``writer()``, with the other options); :class:`TaskFaults` on the
 **executors**, one per task attempt, used by that attempt's sender thread only (not thread-safe).
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_runtime.errors import InjectedFailure
-from spark_kafka_log.option_parsing import int_option
+from spark_kafka_log.common.option_parsing import int_option
 
 __all__ = [
     "FAULT_OPTION_KEYS",

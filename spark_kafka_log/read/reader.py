@@ -3,18 +3,18 @@
 Where each piece runs and when (PySpark's Python Data Source lifecycle):
 
 * :func:`create_reader` -- **driver** (the planner's Python worker), from ``PylogDataSource.reader()``, once
-  per query: parses the options (:mod:`spark_kafka_log.reader_options`; a bad option fails here with a
+  per query: parses the options (:mod:`spark_kafka_log.common.reader_options`; a bad option fails here with a
   :class:`~broker_runtime.errors.ConfigError` naming it) and returns a :class:`PylogPushdownReader` when
   ``spark.sql.python.filterPushdown.enabled`` is true, else a :class:`PylogReader` (PySpark refuses a reader
   implementing ``pushFilters`` while the conf is off; PySpark does not tell ``reader()`` the conf, see
-  :mod:`spark_kafka_log.spark_compat`).
+  :mod:`spark_kafka_log.common.spark_compat`).
 * :meth:`PylogPushdownReader.pushFilters` -- **driver**, once, before ``partitions()``: keeps what
-  :mod:`spark_kafka_log.pushdown` can turn into offset ranges.
-* :meth:`PylogReader.partitions` -- **driver**, once: :func:`spark_kafka_log.read_plan.plan_input_partitions`.
+  :mod:`spark_kafka_log.read.pushdown` can turn into offset ranges.
+* :meth:`PylogReader.partitions` -- **driver**, once: :func:`spark_kafka_log.read.read_plan.plan_input_partitions`.
 * :meth:`PylogReader.read` -- **executors**, once per input partition:
-  :func:`spark_kafka_log.read_task.read_range`.
+  :func:`spark_kafka_log.read.read_task.read_range`.
 
-The streaming reader (``readStream``) is :mod:`spark_kafka_log.stream_reader`; both share the planner's pieces and
+The streaming reader (``readStream``) is :mod:`spark_kafka_log.stream.stream_reader`; both share the planner's pieces and
 the read task.
 
 The reader object is pickled by PySpark before ``partitions()`` runs, so everything an executor needs travels
@@ -29,13 +29,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
-from spark_kafka_log.input_partition import PylogInputPartition
-from spark_kafka_log.pushdown import PushedFilters, push_filter
-from spark_kafka_log.read_plan import plan_input_partitions
-from spark_kafka_log.read_task import read_range
-from spark_kafka_log.reader_options import ReaderOptions, parse_reader_options
-from spark_kafka_log.schema import arrow_schema, checked_reader_schema, reader_schema
-from spark_kafka_log.spark_compat import reader_pushdown_choice
+from spark_kafka_log.common.reader_options import ReaderOptions, parse_reader_options
+from spark_kafka_log.common.schema import arrow_schema, checked_reader_schema, reader_schema
+from spark_kafka_log.common.spark_compat import reader_pushdown_choice
+from spark_kafka_log.read.input_partition import PylogInputPartition
+from spark_kafka_log.read.pushdown import PushedFilters, push_filter
+from spark_kafka_log.read.read_plan import plan_input_partitions
+from spark_kafka_log.read.read_task import read_range
 
 __all__ = [
     "PylogPushdownReader",

@@ -22,7 +22,7 @@ What the broker may do meanwhile, and what is done about it:
 read_committed (``kafka.isolation.level``): :meth:`LocalPartitionScanner.aborted_transactions` reads the
 ``.txnindex`` files (read-only, whole entries only) of the segment holding the range's start and of every later
 segment, as Kafka's ``collectAbortedTransactions`` does for a Fetch; the read task filters the chunks with them
-(:mod:`spark_kafka_log.txn_filter`). The scanner has no way to learn the last stable offset from the files: it
+(:mod:`spark_kafka_log.read.txn_filter`). The scanner has no way to learn the last stable offset from the files: it
 relies on the planner, which ends every read_committed range at or below the LSO, so every transaction with
 records in the range is complete and its ABORT marker's entry is on disk (the broker writes the entry in the
 same locked append as the marker, before the LSO can move past the transaction).

@@ -40,7 +40,7 @@ Two stores, chosen by the checkpoint location (:func:`checkpoint_dir`), with one
   ``.committed`` object cut short that way still says committed (it is written only after every EndTxn
   succeeded): the ``prepared`` record is read instead, with a WARNING.
 
-Invariants (kept by :mod:`spark_kafka_log.stream_commit`):
+Invariants (kept by :mod:`spark_kafka_log.exactly_once.stream_commit`):
 
 * a micro-batch is recorded ``prepared``, naming every transaction of it, BEFORE the first EndTxn of that
   micro-batch, and ``committed`` after the last EndTxn(commit) succeeded;
@@ -67,7 +67,7 @@ from urllib.parse import unquote, urlparse
 
 from broker_runtime.errors import ConfigError, StreamingSinkError
 from broker_runtime.fsutil import write_atomically
-from spark_kafka_log.txn_commit import TaskTransaction
+from spark_kafka_log.exactly_once.task_transactions import TaskTransaction
 
 __all__ = [
     "COMMITTED",
@@ -82,7 +82,7 @@ __all__ = [
     "query_id",
 ]
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("spark_kafka_log.sink_log")
 
 #: The sink's folder inside the query's checkpoint location.
 SINK_DIR = "pylog-sink"

@@ -6,12 +6,12 @@ its commit message. Single-threaded; not thread-safe.
 
 It composes three parts and owns the producer identity:
 
-* :class:`~spark_kafka_log.accumulator.RecordAccumulator` -- partitions the rows and seals record batches
+* :class:`~spark_kafka_log.write.accumulator.RecordAccumulator` -- partitions the rows and seals record batches
   (batch.size, linger.ms, sequence numbers, resume after a failed attempt);
-* :class:`~spark_kafka_log.sender.Sender` -- sends sealed batches to the leaders and tracks them until
+* :class:`~spark_kafka_log.write.sender.Sender` -- sends sealed batches to the leaders and tracks them until
   acknowledged (pipelining, retries, deadlines);
 * the identity -- producer id and epoch: with idempotence, one InitProducerId per Spark partition of a write,
-  kept in :mod:`spark_kafka_log.task_state`: any later attempt of the same partition (task retry, stage
+  kept in :mod:`spark_kafka_log.write.task_state`: any later attempt of the same partition (task retry, stage
   retry whose attempt numbers restart at 0, speculation) finds it there and resumes it (then the accumulator
   skips what earlier attempts wrote). The attempt holds the partition's state lock from its first record
   until :meth:`TaskProducer.close`, which first awaits the answers of requests already sent.
@@ -25,7 +25,7 @@ It composes three parts and owns the producer identity:
 Transactions: each partition joins the transaction (AddPartitionsToTxn, through the sender's hook) before its
 first batch is sent; batches carry the transactional attribute bit; :meth:`TaskProducer.flush` waits for every
 acknowledgement but never commits: the driver commits or aborts every task's transaction
-(:mod:`spark_kafka_log.txn_commit`) with the id and epoch the task reports. A task that fails aborts its own
+(:mod:`spark_kafka_log.exactly_once.task_transactions`) with the id and epoch the task reports. A task that fails aborts its own
 transaction after awaiting its requests (:meth:`TaskProducer.abort_transaction`, best effort: a fenced or
 unreachable coordinator is logged, and the broker aborts the transaction at its timeout anyway), by bumping the
 epoch so that no request of it can land after the ABORT marker (no hanging transaction, see there).
@@ -49,19 +49,19 @@ import pyarrow as pa
 
 from broker_runtime.errors import ErrorCode, KafkaError, ProduceFailedError, PylogError
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
-from spark_kafka_log.accumulator import RecordAccumulator, TopicPartition
-from spark_kafka_log.commit_summary import PartitionStats
-from spark_kafka_log.connections import topic_partitions, writer_client
-from spark_kafka_log.fault_injection import TaskFaults
-from spark_kafka_log.options import WriterOptions
-from spark_kafka_log.partitioner import Partitioner
-from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.sender import Sender
-from spark_kafka_log.task_state import TaskIdentity, TaskState, last_sequences
+from spark_kafka_log.common.commit_summary import PartitionStats
+from spark_kafka_log.common.connections import topic_partitions, writer_client
+from spark_kafka_log.common.fault_injection import TaskFaults
+from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.writer_options import WriterOptions
+from spark_kafka_log.write.accumulator import RecordAccumulator, TopicPartition
+from spark_kafka_log.write.partitioner import Partitioner
+from spark_kafka_log.write.sender import Sender
+from spark_kafka_log.write.task_state import TaskIdentity, TaskState, last_sequences
 
 __all__ = ["TaskProducer"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("spark_kafka_log.producer")
 
 
 class TaskProducer:

@@ -84,7 +84,7 @@ __all__ = [
     "prepare_write_dir",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("spark_kafka_log.task_state")
 
 _SEP = "\u0000"  # topic names cannot contain NUL
 _FETCH_BYTES = 8 << 20

@@ -24,7 +24,7 @@ Option families (as Spark's Kafka source, batch queries):
   ``latest`` and takes ``earliest`` / ``latest`` / JSON with -2 and -1; the ending options are rejected ("not valid
   in streaming queries", as Spark); ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``
   (a Spark duration such as ``15m``, the default) limit each micro-batch (see
-  :mod:`spark_kafka_log.stream_reader`); batch reads parse them and log a WARNING that they are ignored, as Spark does;
+  :mod:`spark_kafka_log.stream.stream_reader`); batch reads parse them and log a WARNING that they are ignored, as Spark does;
 * ``kafka.bootstrap.servers``; absent = the embedded broker of ``pylog.dataDir`` (``$PYLOG_DATA_DIR``,
   ``./pylog-data``), exactly as the writer resolves it. Other ``kafka.*`` consumer settings understood:
   ``client.id``, ``request.timeout.ms``, ``max.partition.fetch.bytes``, ``fetch.max.bytes``,
@@ -32,23 +32,23 @@ Option families (as Spark's Kafka source, batch queries):
   while a partition's leader moves or its leader's connection fails, default 60000) and ``retry.backoff.ms``
   (100); ``isolation.level`` (Spark's Kafka source name: ``read_uncommitted``, the default, or
   ``read_committed``: ranges end at the last stable offset, records of aborted transactions are dropped;
-  see :mod:`spark_kafka_log.read_plan` and :mod:`spark_kafka_log.read_task`). ``kafka.security.protocol``,
-  ``kafka.sasl.*`` and ``kafka.ssl.*`` as Kafka's consumer (:mod:`spark_kafka_log.kafka_configs`); the settings
+  see :mod:`spark_kafka_log.read.read_plan` and :mod:`spark_kafka_log.read.read_task`). ``kafka.security.protocol``,
+  ``kafka.sasl.*`` and ``kafka.ssl.*`` as Kafka's consumer (:mod:`spark_kafka_log.common.kafka_configs`); the settings
   Spark's Kafka source refuses (``auto.offset.reset``, ``key.deserializer``, ``value.deserializer``,
   ``enable.auto.commit``, ``interceptor.classes``) are refused with Spark's text; other Kafka client settings
   are accepted with one driver WARNING listing them; any other ``kafka.*`` key is an error;
 * ``kafkaConsumer.pollTimeoutMs`` (Spark's default: ``spark.network.timeout``, 120000; pylog takes 120000 and
   does not read that conf): the longest a read task waits without progress for records its range promised
-  (:mod:`spark_kafka_log.read_task`); ``fetchOffset.numRetries`` (3) and ``fetchOffset.retryIntervalMs``
+  (:mod:`spark_kafka_log.read.read_task`); ``fetchOffset.numRetries`` (3) and ``fetchOffset.retryIntervalMs``
   (1000, Spark's code default): how many times the driver tries one offset lookup (a planning step: Metadata,
-  ListOffsets) and the pause after a failed try (:func:`spark_kafka_log.read_plan.with_offset_retries`);
+  ListOffsets) and the pause after a failed try (:func:`spark_kafka_log.read.read_plan.with_offset_retries`);
 * pylog reads with no consumer group (a query's position lives in its checkpoint). Opt-in for lag tools, streams
   only: ``commitOffsetsToGroup=true`` with ``kafka.group.id=G`` commits each micro-batch's end offsets to group
-  ``G`` once Spark has committed the batch (:meth:`spark_kafka_log.stream_reader.PylogStreamReader.commit`).
+  ``G`` once Spark has committed the batch (:meth:`spark_kafka_log.stream.stream_reader.PylogStreamReader.commit`).
   Otherwise ``kafka.group.id`` is refused (it would change nothing), and ``groupIdPrefix`` always is (Spark makes
   a unique group per query from it; the source has no query id to do the same);
 * any other option (a typo such as ``startingOffset``, or ``load(path)``'s ``path``) fails naming it and the
-  closest known option (:func:`~spark_kafka_log.option_parsing.reject_unknown_options});
+  closest known option (:func:`~spark_kafka_log.common.option_parsing.reject_unknown_options});
 * ``pylog.transport``: ``auto`` (default: scan segment files directly when the partition's directory is on
   the executor's machine, else Fetch over TCP), ``fetch`` or ``local`` (direct scan, an error when the
   files are not there); ``pylog.logDirs``: comma-separated log directories of the broker (needed for the
@@ -68,15 +68,15 @@ from dataclasses import dataclass, field
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from broker_runtime.security import ClientSecurity
-from spark_kafka_log.driver_log import driver_log
-from spark_kafka_log.kafka_configs import (
+from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.kafka_configs import (
     KAFKA_CLIENT_CONFIGS,
     SECURITY_OPTION_KEYS,
     SPARK_REFUSED_READER_KEYS,
     security_options,
     warn_ignored,
 )
-from spark_kafka_log.option_parsing import (
+from spark_kafka_log.common.option_parsing import (
     bool_option,
     bootstrap_servers,
     choice_option,

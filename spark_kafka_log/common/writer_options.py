@@ -17,7 +17,7 @@ Option families:
   ...), except ``batch.size`` (1 MiB, see :data:`DEFAULT_BATCH_SIZE`). An unknown ``kafka.*`` key is an error naming the supported keys (the Java client
   would only warn; silently ignoring ``kafka.ack`` would hide a typo), except Kafka's own client settings that
   pylog does not use (``kafka.reconnect.backoff.ms``, ...): accepted with one driver WARNING listing them
-  (:mod:`spark_kafka_log.kafka_configs`), so a job written for Kafka runs unchanged.
+  (:mod:`spark_kafka_log.common.kafka_configs`), so a job written for Kafka runs unchanged.
 * ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused with Spark's text (keys and values are
   written as the bytes of the ``key`` / ``value`` columns).
 * Unprefixed options (:data:`WRITER_OPTIONS`): ``topic``; ``includeHeaders`` (a boolean, as in Spark's sink
@@ -29,7 +29,7 @@ Option families:
   producer (PEM stores only; :class:`broker_runtime.security.ClientSecurity`).
 * ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``,
   ``pylog.transactionStateDir``) and the test-only ``pylog.test.*`` fault injections of
-  :mod:`spark_kafka_log.fault_injection`.
+  :mod:`spark_kafka_log.common.fault_injection`.
 
 Transactional batch writes: ``kafka.transactional.id`` names a PREFIX (a Spark write has many producers, one per
 task); each task's transactional id is ``<prefix>-<write id>-<Spark partition id>``
@@ -46,7 +46,7 @@ transactions). A batch write refuses the option (:func:`batch_options`).
 Delivery guarantee: the default is idempotent with ``acks=all``. As Kafka's Java client (3.2+), idempotence left
 at its default yields to settings it cannot work with (``acks`` 0/1, ``retries=0``, more than 5 requests in
 flight) and is an error when set to ``true`` explicitly with them. :meth:`WriterOptions.weaker_delivery` names
-the options that weaken the guarantee; the driver logs it once per write (:mod:`spark_kafka_log.write_plan`).
+the options that weaken the guarantee; the driver logs it once per write (:mod:`spark_kafka_log.write.write_plan`).
 
 Every bad value raises :class:`~broker_runtime.errors.ConfigError` naming the option and what is allowed.
 """
@@ -60,20 +60,20 @@ from dataclasses import dataclass, field, replace
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.compression import CODEC_NAMES, codec_from_name
 from broker_runtime.security import ClientSecurity
-from spark_kafka_log.fault_injection import (
+from spark_kafka_log.common.fault_injection import (
     FAULT_OPTION_KEYS,
     FAULT_OPTION_NAMES,
     FaultOptions,
     parse_fault_options,
 )
-from spark_kafka_log.kafka_configs import (
+from spark_kafka_log.common.kafka_configs import (
     KAFKA_CLIENT_CONFIGS,
     SECURITY_OPTION_KEYS,
     SPARK_REFUSED_WRITER_KEYS,
     security_options,
     warn_ignored,
 )
-from spark_kafka_log.option_parsing import (
+from spark_kafka_log.common.option_parsing import (
     INT32_MAX,
     bool_option,
     bootstrap_servers,

@@ -1,5 +1,5 @@
-"""Option-parsing helpers shared by the writer's and the reader's options (:mod:`spark_kafka_log.options`,
-:mod:`spark_kafka_log.reader_options`).
+"""Option-parsing helpers shared by the writer's and the reader's options (:mod:`spark_kafka_log.common.writer_options`,
+:mod:`spark_kafka_log.common.reader_options`).
 
 Where this runs: on the **driver**, while ``DataSource.writer()`` / ``reader()`` parse their options. Pure (no
 I/O), except that :func:`resolve_data_dir` makes a path absolute against the driver's working directory.

@@ -1,7 +1,7 @@
 """The unit of work of a read: one topic partition's offsets [start, end), planned on the driver, read on an executor.
 
-Where this runs: built on the **driver** by the read planner (:mod:`spark_kafka_log.read_plan`), pickled by
-Spark to an **executor**, where :func:`spark_kafka_log.read_task.read_range` reads it. It carries everything the
+Where this runs: built on the **driver** by the read planner (:mod:`spark_kafka_log.read.read_plan`), pickled by
+Spark to an **executor**, where :func:`spark_kafka_log.read.read_task.read_range` reads it. It carries everything the
 task needs, the resolved broker address too: PySpark pickles the reader BEFORE it calls ``partitions()``, so
 nothing set on the reader there reaches the executors except through the partitions. Immutable after
 construction by convention (``value`` is a display name Spark shows).

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from broker_runtime.errors import ConfigError
 from broker_runtime.security import ClientSecurity
 from broker_runtime.security.client_security import CLIENT_SECURITY_KEYS
-from spark_kafka_log.driver_log import driver_log
+from spark_kafka_log.common.driver_log import driver_log
 
 __all__ = [
     "KAFKA_CLIENT_CONFIGS",

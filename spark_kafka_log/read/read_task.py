@@ -5,11 +5,11 @@ the streaming reader's micro-batch tasks); single-threaded, one Kafka client per
 
 Transports (``pylog.transport``), behind one loop that decodes chunks of whole record batches:
 
-* ``local`` -- the direct segment scan of :mod:`spark_kafka_log.local_scan`: segment by base offset, seek
+* ``local`` -- the direct segment scan of :mod:`spark_kafka_log.read.local_scan`: segment by base offset, seek
   through the ``.index``, read whole batches, read-only. Used by ``auto`` whenever the partition's directory
   exists under the log dirs (``pylog.logDirs``, or ``<pylog.dataDir>/logs`` for the embedded broker). If the
   files end before the range does, or a segment vanishes (retention), the rest is fetched. Replicated
-  partitions are planned without log dirs (:mod:`spark_kafka_log.read_plan`): they are always fetched.
+  partitions are planned without log dirs (:mod:`spark_kafka_log.read.read_plan`): they are always fetched.
 * ``fetch`` -- Kafka Fetch requests over TCP to any Kafka-protocol broker.
 
 Both hand the same bytes to the same vectorized decoder
@@ -18,10 +18,10 @@ rows with exactly the Arrow schema PySpark derives from the Spark schema. Contro
 and records outside [start, end) are dropped by the decoder in either isolation level; every codec is decoded.
 
 ``kafka.isolation.level=read_committed``: the planner ended the range at or below the last stable offset
-(:mod:`spark_kafka_log.read_plan`). Fetch requests carry IsolationLevel=1 and every answer's
-``AbortedTransactions`` feed one :class:`~spark_kafka_log.txn_filter.ReadCommittedFilter` for that answer; the
+(:mod:`spark_kafka_log.read.read_plan`). Fetch requests carry IsolationLevel=1 and every answer's
+``AbortedTransactions`` feed one :class:`~spark_kafka_log.read.txn_filter.ReadCommittedFilter` for that answer; the
 direct scan collects the aborted transactions of the range from the ``.txnindex`` files first
-(:meth:`~spark_kafka_log.local_scan.LocalPartitionScanner.aborted_transactions`) and filters all its chunks with
+(:meth:`~spark_kafka_log.read.local_scan.LocalPartitionScanner.aborted_transactions`) and filters all its chunks with
 one filter. Either way the batches of aborted transactions are dropped before decoding, exactly as a Kafka
 read_committed consumer drops them. When the direct scan cannot read the transaction indexes (a malformed or
 unreadable ``.txnindex``, a segment gone), it logs a WARNING and the range is fetched with read_committed
@@ -79,11 +79,11 @@ from broker_runtime.fsutil import write_atomically
 from broker_runtime.protocol.arrow_records import decode_batches
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from spark_kafka_log.connections import reader_client
-from spark_kafka_log.input_partition import PylogInputPartition
-from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
-from spark_kafka_log.reader_options import ReaderOptions
-from spark_kafka_log.txn_filter import ReadCommittedFilter
+from spark_kafka_log.common.connections import reader_client
+from spark_kafka_log.common.reader_options import ReaderOptions
+from spark_kafka_log.read.input_partition import PylogInputPartition
+from spark_kafka_log.read.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
+from spark_kafka_log.read.txn_filter import ReadCommittedFilter
 
 __all__ = ["read_range"]
 

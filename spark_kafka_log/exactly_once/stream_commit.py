@@ -4,7 +4,7 @@ by the driver, recorded in the sink log so a restarted query neither loses nor r
 Where this runs: the **driver**, in the Python workers where PySpark calls ``streamWriter()`` and ``commit()`` /
 ``abort()``; one micro-batch at a time (Spark plans micro-batch N+1 only after N's ``commit()`` returned). No
 threads. The tasks' side (a transactional producer per task, flushed but never committed) is
-:mod:`spark_kafka_log.producer`; EndTxn on the tasks' behalf is :mod:`spark_kafka_log.txn_commit`.
+:mod:`spark_kafka_log.write.producer`; EndTxn on the tasks' behalf is :mod:`spark_kafka_log.exactly_once.task_transactions`.
 
 When PySpark calls what (probed on 4.3, see the README's streaming sink section): for every micro-batch,
 ``streamWriter()`` runs in ``pyspark.sql.worker.write_into_data_source`` on the driver BEFORE any task of the
@@ -13,12 +13,12 @@ micro-batch starts (the writer it returns is pickled into the tasks), then the t
 ``pyspark.sql.worker.python_streaming_sink_runner``. The batch id is only known in ``commit()``/``abort()``.
 
 Transactional ids: ``<kafka.transactional.id prefix, default pylog-stream>-<query id>-<Spark partition id>``
-(:func:`spark_kafka_log.options.task_transactional_id`), the query id being Spark's (stable across restarts from
+(:func:`spark_kafka_log.common.writer_options.task_transactional_id`), the query id being Spark's (stable across restarts from
 one checkpoint, ``<checkpoint>/metadata``). Every task attempt calls InitProducerId with its id,
 which fences any earlier holder (a failed attempt, a zombie of a crashed run, the previous micro-batch's task)
 and aborts the transaction it left open.
 
-The protocol, per micro-batch N (sink log: :mod:`spark_kafka_log.sink_log`):
+The protocol, per micro-batch N (sink log: :mod:`spark_kafka_log.exactly_once.sink_log`):
 
 1. ``streamWriter()`` -- :func:`resolve_pending`: if the newest sink-log entry is ``prepared`` (an earlier run
    died mid-commit), finish it: EndTxn(commit) for each recorded transaction with the recorded producer id and
@@ -51,13 +51,13 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError, StreamingSinkError
-from spark_kafka_log.commit_summary import PylogCommitMessage, merge_partitions, summarize
-from spark_kafka_log.connections import drop_kept_client, kept_client, writer_client
-from spark_kafka_log.driver_log import driver_log
-from spark_kafka_log.fault_injection import stall_commit
-from spark_kafka_log.options import WriterOptions, task_transactional_id
-from spark_kafka_log.sink_log import PREPARED, SinkEntry, SinkLog
-from spark_kafka_log.txn_commit import (
+from spark_kafka_log.common.commit_summary import PylogCommitMessage, merge_partitions, summarize
+from spark_kafka_log.common.connections import drop_kept_client, kept_client, writer_client
+from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.fault_injection import stall_commit
+from spark_kafka_log.common.writer_options import WriterOptions, task_transactional_id
+from spark_kafka_log.exactly_once.sink_log import PREPARED, SinkEntry, SinkLog
+from spark_kafka_log.exactly_once.task_transactions import (
     STREAM_MICRO_BATCH,
     TaskTransaction,
     TransactionCommitError,

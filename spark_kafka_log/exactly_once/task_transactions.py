@@ -1,7 +1,7 @@
 """Committing or aborting the tasks' transactions of a write, on behalf of their producers (EndTxn).
 
 Where this runs: the **driver** (``PylogBatchWriter.commit()`` / ``abort()``, the streaming sink's commit, the
-``spark_kafka_log.transactions`` tool), never on executors. Each task of a transactional write flushed its
+``spark_kafka_log.exactly_once.batch_commit`` tool), never on executors. Each task of a transactional write flushed its
 records inside its own transaction and reported ``(transactional id, producer id, epoch)`` in its commit message;
 the driver ends every one of those transactions with EndTxn carrying that producer id and epoch, as Flink's
 Kafka sink does when it recovers a transaction (only standard Kafka APIs, so any Kafka broker works).
@@ -40,7 +40,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError, PylogError, TransactionCommitError
 from broker_runtime.security import ClientSecurity
-from spark_kafka_log.commit_summary import PylogCommitMessage
+from spark_kafka_log.common.commit_summary import PylogCommitMessage
 
 __all__ = [
     "BATCH_WRITE",
@@ -55,7 +55,7 @@ __all__ = [
     "Wording",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("spark_kafka_log.txn_commit")
 
 _FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
 #: Answers after which the transaction can never be ended otherwise (already committed or aborted, or gone).

@@ -1,18 +1,18 @@
 """The streaming sink, ``writeStream.format("pylog")``: exactly-once per micro-batch across query restarts by default.
 
-Where and when each method runs (probed on PySpark 4.3; see :mod:`spark_kafka_log.stream_commit`):
+Where and when each method runs (probed on PySpark 4.3; see :mod:`spark_kafka_log.exactly_once.stream_commit`):
 
 * ``DataSource.streamWriter()`` builds a :class:`PylogStreamWriter` on the **driver** twice per micro-batch: in
   ``pyspark.sql.worker.write_into_data_source`` BEFORE the micro-batch's tasks start (that instance is pickled
   into the tasks), and in ``pyspark.sql.worker.python_streaming_sink_runner`` to run ``commit()`` /
   ``abort()`` after they ended. Building it resolves a micro-batch an earlier run left half-committed
-  (:func:`~spark_kafka_log.stream_commit.resolve_pending`), which must precede the tasks' InitProducerId.
+  (:func:`~spark_kafka_log.exactly_once.stream_commit.resolve_pending`), which must precede the tasks' InitProducerId.
 * :meth:`PylogStreamWriter.write` -- **executors**, once per task: the task's rows in one transaction whose id
   is stable per (query, Spark partition), flushed, not committed
-  (:func:`spark_kafka_log.writer.write_task`).
+  (:func:`spark_kafka_log.write.writer.write_task`).
 * :meth:`PylogStreamWriter.commit` / :meth:`PylogStreamWriter.abort` -- **driver**, once per micro-batch:
-  the commit protocol of :mod:`spark_kafka_log.stream_commit`, recorded in the sink log
-  (:mod:`spark_kafka_log.sink_log`, ``<checkpointLocation>/pylog-sink/``).
+  the commit protocol of :mod:`spark_kafka_log.exactly_once.stream_commit`, recorded in the sink log
+  (:mod:`spark_kafka_log.exactly_once.sink_log`, ``<checkpointLocation>/pylog-sink/``).
 
 ``pylog.deliveryGuarantee=at-least-once`` opts out: no transactions, no sink log; the idempotent producer as
 for batch writes (task and stage re-runs do not duplicate), but a micro-batch that a restarted query re-runs is
@@ -32,14 +32,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from spark_kafka_log.commit_summary import PylogCommitMessage, summarize
-from spark_kafka_log.driver_log import driver_log
-from spark_kafka_log.options import WriterOptions, task_transactional_id
-from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.sink_log import SinkLog
-from spark_kafka_log.stream_commit import abort_batch, commit_batch, resolve_pending
-from spark_kafka_log.task_state import TaskIdentity, forget_write, prepare_write_dir
-from spark_kafka_log.writer import spark_task, write_task
+from spark_kafka_log.common.commit_summary import PylogCommitMessage, summarize
+from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.writer_options import WriterOptions, task_transactional_id
+from spark_kafka_log.exactly_once.sink_log import SinkLog
+from spark_kafka_log.exactly_once.stream_commit import abort_batch, commit_batch, resolve_pending
+from spark_kafka_log.write.task_state import TaskIdentity, forget_write, prepare_write_dir
+from spark_kafka_log.write.writer import spark_task, write_task
 
 __all__ = ["PylogStreamWriter", "SinkTarget"]
 
@@ -48,7 +48,7 @@ __all__ = ["PylogStreamWriter", "SinkTarget"]
 class SinkTarget:
     """Where the exactly-once sink keeps its log and whose transactional ids it uses."""
 
-    #: The query's checkpoint: a local directory or an fsspec URL (:func:`spark_kafka_log.sink_log.checkpoint_dir`).
+    #: The query's checkpoint: a local directory or an fsspec URL (:func:`spark_kafka_log.exactly_once.sink_log.checkpoint_dir`).
     checkpoint: str
     #: Spark's query id (``<checkpoint>/metadata``), stable across restarts.
     query_id: str

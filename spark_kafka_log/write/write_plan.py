@@ -17,10 +17,10 @@ from pyspark.sql.types import StructType
 from broker_runtime.client import BrokerConnectionError
 from broker_runtime.launch import ensure_embedded_broker
 from broker_runtime.security import ClientSecurity
-from spark_kafka_log.connections import drop_kept_client, kept_client, topic_partitions, writer_client
-from spark_kafka_log.driver_log import driver_log
-from spark_kafka_log.options import WriterOptions, parse_writer_options
-from spark_kafka_log.schema import InputLayout, validate_input_schema
+from spark_kafka_log.common.connections import drop_kept_client, kept_client, topic_partitions, writer_client
+from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.schema import InputLayout, validate_input_schema
+from spark_kafka_log.common.writer_options import WriterOptions, parse_writer_options
 
 __all__ = ["check_topic", "prepare_write"]
 
@@ -44,7 +44,7 @@ def prepare_write(
     """Driver: the parsed options, the input layout and the resolved broker address of one write.
 
     ``keep_client``: check the topic with a client this process keeps for the next call (the streaming sink,
-    twice per micro-batch; see :func:`spark_kafka_log.connections.kept_client`)."""
+    twice per micro-batch; see :func:`spark_kafka_log.common.connections.kept_client`)."""
     parsed = parse_writer_options(options)
     layout = validate_input_schema(schema, parsed.topic)
     servers = parsed.bootstrap_servers or ensure_embedded_broker(parsed.data_dir)

@@ -6,15 +6,15 @@ Where each piece runs and when (PySpark 4.3's Python streaming source lifecycle)
   Python worker that PySpark keeps for the whole run and that answers every call below on the same object, one at
   a time (so the reader may keep state for the run: the initial offsets, the AvailableNow target, the time of the
   last batch). A query restarted from its checkpoint gets a new worker and continues from the offsets Spark wrote
-  to ``<checkpoint>/offsets`` (Spark's Kafka source JSON, see :mod:`spark_kafka_log.stream_plan`).
+  to ``<checkpoint>/offsets`` (Spark's Kafka source JSON, see :mod:`spark_kafka_log.stream.stream_plan`).
 * :meth:`PylogStreamReader.initialOffset` -- **driver**, until the first batch is planned: where a new query
   starts (``startingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp``), resolved once per run.
 * :meth:`PylogStreamReader.latestOffset` -- **driver**, every trigger: the end offsets of the next batch under the
   engine's read limit (``maxOffsetsPerTrigger``; ``minOffsetsPerTrigger`` with ``maxTriggerDelay``; the target
   of Trigger.AvailableNow; Trigger.Once passes ``ReadAllAvailable``). Returning the start offsets means "no batch".
 * :meth:`PylogStreamReader.partitions` -- **driver**, once per batch (again for a batch replayed after a
-  restart): :func:`spark_kafka_log.stream_plan.batch_ranges`, then the batch reader's task split.
-* :meth:`PylogStreamReader.read` -- **executors**, once per task: :func:`spark_kafka_log.read_task.read_range`,
+  restart): :func:`spark_kafka_log.stream.stream_plan.batch_ranges`, then the batch reader's task split.
+* :meth:`PylogStreamReader.read` -- **executors**, once per task: :func:`spark_kafka_log.read.read_task.read_range`,
   the batch reader's read (direct scan or Fetch; data loss at read time, e.g. retention since the batch was
   planned, is reported there).
 
@@ -57,9 +57,11 @@ from pyspark.sql.types import StructType
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import KafkaError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from spark_kafka_log.connections import reader_client
-from spark_kafka_log.input_partition import PylogInputPartition
-from spark_kafka_log.read_plan import (
+from spark_kafka_log.common.connections import reader_client
+from spark_kafka_log.common.reader_options import ReaderOptions, parse_reader_options
+from spark_kafka_log.common.schema import arrow_schema, checked_reader_schema
+from spark_kafka_log.read.input_partition import PylogInputPartition
+from spark_kafka_log.read.read_plan import (
     input_partitions,
     list_offsets,
     resolve_bootstrap,
@@ -67,10 +69,8 @@ from spark_kafka_log.read_plan import (
     selected_partitions,
     with_offset_retries,
 )
-from spark_kafka_log.read_task import read_range
-from spark_kafka_log.reader_options import ReaderOptions, parse_reader_options
-from spark_kafka_log.schema import arrow_schema, checked_reader_schema
-from spark_kafka_log.stream_plan import (
+from spark_kafka_log.read.read_task import read_range
+from spark_kafka_log.stream.stream_plan import (
     OffsetMap,
     available,
     batch_ranges,
