@@ -1,5 +1,7 @@
 """pylog's Spark connector: ``format("pylog")`` for Kafka-compatible topics.
 
+Runs on: driver (session).
+
 Use::
 
     import spark_kafka_log

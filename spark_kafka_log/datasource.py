@@ -1,5 +1,7 @@
 """The ``pylog`` Python data source: Spark's Kafka source schema, the batch and streaming readers and writers.
 
+Runs on: driver (planning, commit).
+
 Where and when each method runs:
 
 * ``PylogDataSource(options)`` -- built by Spark on the **driver** (and re-built in the Python workers that

@@ -1,6 +1,8 @@
 """The transactions tool: interrupted commits of transactional batch writes, listed and resolved.
 
-Runs on: any machine (tool) that can read the commit-intent directory and reach the brokers; never in a Spark job.
+Runs on: any machine (tool).
+
+Any machine that can read the commit-intent directory and reach the brokers; never inside a Spark job.
 
 Usage::
 

@@ -1,5 +1,7 @@
 """What a write task reports to the driver, and the one-line summary the driver logs for a job or micro-batch.
 
+Runs on: executors (task); driver (commit).
+
 Where this runs: :class:`PartitionStats` and :class:`PylogCommitMessage` are filled on the **executors** (one
 message per successful task, pickled back by Spark); :func:`merge_partitions` and :func:`summarize` run on the
 **driver** in ``commit()`` / ``abort()``, which see nothing but these messages (PySpark calls them on an

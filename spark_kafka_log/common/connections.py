@@ -1,5 +1,7 @@
 """The connector's Kafka clients: how the reader and the writer connect, and the topic lookup both sides share.
 
+Runs on: driver (planning, commit); executors (task).
+
 Where this runs: the **driver** (planning a read, checking a write's topic) and the **executors** (read and
 write tasks); every caller owns the client it gets and closes it, except a :func:`kept_client`, which the
 process keeps between calls (the streaming sink's driver calls, once per micro-batch, in Python workers PySpark

@@ -1,5 +1,7 @@
 """The connector's driver-side logger, made visible where nothing configures logging.
 
+Runs on: driver (planning, commit).
+
 Where this runs: the **driver**, in the Python workers where PySpark calls ``writer()``, ``commit()`` and
 ``abort()``. Nothing configures logging in those processes, so the first use adds one stderr handler at INFO
 (stderr reaches the driver's console / log) unless the process or the root logger already has handlers.

@@ -1,5 +1,7 @@
 """TEST-ONLY fault injection for the writer: the ``pylog.test.*`` options and the failures they cause.
 
+Runs on: driver (planning, commit); executors (task).
+
 Nothing here runs in production: :func:`parse_fault_options` returns ``None`` when no ``pylog.test.*`` option
 is given, the writer then builds no :class:`TaskFaults`, and the producer's only hook
 (``faults is not None`` checks in :mod:`spark_kafka_log.write.sender`) is skipped.

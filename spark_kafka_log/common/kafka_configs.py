@@ -1,6 +1,8 @@
 """Kafka's own client settings, as ``kafka.*`` options: the security ones pylog honours, and the rest it accepts
 and ignores with one warning (as Kafka's clients log configs they were given but do not use).
 
+Runs on: driver (planning).
+
 Where this runs: the **driver**, while the reader's and the writer's options are parsed.
 
 * :func:`security_options`: ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``

@@ -1,6 +1,8 @@
 """Option-parsing helpers shared by the writer's and the reader's options (:mod:`spark_kafka_log.common.writer_options`,
 :mod:`spark_kafka_log.common.reader_options`).
 
+Runs on: driver (planning).
+
 Where this runs: on the **driver**, while ``DataSource.writer()`` / ``reader()`` parse their options. Pure (no
 I/O), except that :func:`resolve_data_dir` makes a path absolute against the driver's working directory.
 

@@ -1,5 +1,7 @@
 """The reader's options: Spark's Kafka source names and batch-query rules, parsed into one frozen dataclass.
 
+Runs on: driver (planning); executors (task).
+
 Where this runs: :func:`parse_reader_options` is called on the **driver** (in the planner's Python worker,
 when ``DataSource.reader()`` builds the reader), so a bad option fails before any task starts, with a
 :class:`~broker_runtime.errors.ConfigError` naming the option. The resulting :class:`ReaderOptions` is

@@ -1,5 +1,7 @@
 """Schemas: Spark's Kafka source schema (what reads return) and the checks of a DataFrame written to pylog.
 
+Runs on: driver (planning); executors (task).
+
 Where this runs: :func:`reader_schema` and :func:`checked_reader_schema` on the **driver** (``DataSource.schema()`` /
 ``reader()`` / ``streamReader()``) and
 :func:`arrow_schema` on the **executors** (the Arrow schema a read task yields). :func:`validate_input_schema` runs on the **driver** in ``DataSource.writer()`` /

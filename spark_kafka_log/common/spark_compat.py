@@ -1,5 +1,7 @@
 """Everything of the connector that depends on PySpark internals or on how Spark starts its Python workers.
 
+Runs on: driver (session, planning).
+
 Checked on PySpark 4.3.0 (:data:`CHECKED_PYSPARK`; ``tests/connector/test_spark_compat.py`` fails when the
 installed PySpark leaves that range, asking to re-check this module against the new sources).
 

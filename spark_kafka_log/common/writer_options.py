@@ -1,5 +1,7 @@
 """The writer's options: Spark's Kafka sink names, parsed once into one frozen dataclass.
 
+Runs on: driver (planning, commit); executors (task).
+
 Where this runs: :func:`parse_writer_options` is called on the **driver** in ``DataSource.writer()`` /
 ``streamWriter()`` (so a bad option fails before any task starts); the resulting :class:`WriterOptions`
 is pickled with the writer and read on the **executors**. Parsing is pure (no I/O), except that the data

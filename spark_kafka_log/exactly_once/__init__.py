@@ -1,6 +1,6 @@
 """Exactly-once: the driver ends the tasks' Kafka transactions, and records enough to finish a commit it lost.
 
-Runs on: driver (commit), and any machine (tool) for the transactions tool; never on executors.
+Runs on: driver (commit); any machine (tool).
 
 :mod:`~spark_kafka_log.exactly_once.task_transactions` (EndTxn on the tasks' producers' behalf) under both
 protocols: :mod:`~spark_kafka_log.exactly_once.batch_commit` (commit intents of transactional batch writes, and

@@ -1,4 +1,6 @@
-"""Commit intents of transactional batch writes, and the way out of an interrupted commit (call and CLI).
+"""Commit intents of transactional batch writes, and the way out of an interrupted commit (the tool's work).
+
+Runs on: driver (commit); any machine (tool).
 
 Where this runs: the **driver** (``PylogBatchWriter.commit()`` / ``abort()``), or any machine that can read the
 intent directory and reach the brokers (the ``resolve`` tool); never on executors.
@@ -15,7 +17,7 @@ The commit of a transactional batch write (:func:`commit_write`):
 If the driver dies between 1 and 3, some transactions may be committed and others still open (half visible to
 read_committed readers, the open ones holding back their partitions' last stable offset until the broker aborts
 them at ``kafka.transaction.timeout.ms``). The intent file stays; :func:`resolve` (``python -m
-spark_kafka_log.exactly_once.batch_commit resolve --commit|--abort [DIR or FILE ...]``) sends EndTxn(commit) -- resending it
+spark_kafka_log.transactions resolve --commit|--abort [DIR or FILE ...]``) sends EndTxn(commit) -- resending it
 for the ones already committed succeeds -- or EndTxn(abort) to every transaction of the intent, then removes it.
 ``--commit`` works only while the open transactions have not timed out; once the broker aborted one, the commit
 fails naming it and the intent stays for ``--abort`` (which cannot undo what was already committed: the error
@@ -226,7 +228,7 @@ def _end_or_keep_intent(
             raise
         raise TransactionCommitError(
             f"{exc}; the commit intent {path} stays: finish the commit with `python -m "
-            f"spark_kafka_log.exactly_once.batch_commit resolve --commit {path}` (or roll back what is still open with --abort)",
+            f"spark_kafka_log.transactions resolve --commit {path}` (or roll back what is still open with --abort)",
             exc.failed,
         ) from exc
 

@@ -1,5 +1,7 @@
 """The exactly-once streaming sink's log: one record per micro-batch under ``<checkpointLocation>/pylog-sink/``.
 
+Runs on: driver (planning, commit).
+
 Where this runs: the **driver** only, in the Python workers where PySpark calls ``streamWriter()`` (before the
 micro-batch's tasks start) and ``commit()`` / ``abort()`` (after they ended). One run of a query at a time
 writes it (Spark refuses to start a second active run of one checkpoint); no locking, no threads.

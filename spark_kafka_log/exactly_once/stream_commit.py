@@ -1,6 +1,8 @@
 """The exactly-once streaming sink's commit protocol: one Kafka transaction per task, committed per micro-batch
 by the driver, recorded in the sink log so a restarted query neither loses nor repeats a micro-batch.
 
+Runs on: driver (planning, commit).
+
 Where this runs: the **driver**, in the Python workers where PySpark calls ``streamWriter()`` and ``commit()`` /
 ``abort()``; one micro-batch at a time (Spark plans micro-batch N+1 only after N's ``commit()`` returned). No
 threads. The tasks' side (a transactional producer per task, flushed but never committed) is

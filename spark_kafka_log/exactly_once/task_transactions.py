@@ -1,7 +1,9 @@
 """Committing or aborting the tasks' transactions of a write, on behalf of their producers (EndTxn).
 
+Runs on: driver (commit); any machine (tool).
+
 Where this runs: the **driver** (``PylogBatchWriter.commit()`` / ``abort()``, the streaming sink's commit, the
-``spark_kafka_log.exactly_once.batch_commit`` tool), never on executors. Each task of a transactional write flushed its
+``spark_kafka_log.transactions`` tool), never on executors. Each task of a transactional write flushed its
 records inside its own transaction and reported ``(transactional id, producer id, epoch)`` in its commit message;
 the driver ends every one of those transactions with EndTxn carrying that producer id and epoch, as Flink's
 Kafka sink does when it recovers a transaction (only standard Kafka APIs, so any Kafka broker works).

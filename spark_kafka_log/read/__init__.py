@@ -1,6 +1,6 @@
 """Batch reads, ``spark.read.format("pylog")``: planning offset ranges on the driver, reading them on executors.
 
-Runs on: driver (planning), executors (task).
+Runs on: driver (planning); executors (task).
 
 Driver: :mod:`~spark_kafka_log.read.reader` (PySpark's reader), :mod:`~spark_kafka_log.read.read_plan`,
 :mod:`~spark_kafka_log.read.pushdown`, :mod:`~spark_kafka_log.read.input_partition` (built here, pickled to a

@@ -1,5 +1,7 @@
 """The unit of work of a read: one topic partition's offsets [start, end), planned on the driver, read on an executor.
 
+Runs on: driver (planning); executors (task).
+
 Where this runs: built on the **driver** by the read planner (:mod:`spark_kafka_log.read.read_plan`), pickled by
 Spark to an **executor**, where :func:`spark_kafka_log.read.read_task.read_range` reads it. It carries everything the
 task needs, the resolved broker address too: PySpark pickles the reader BEFORE it calls ``partitions()``, so

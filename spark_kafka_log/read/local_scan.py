@@ -1,5 +1,7 @@
 """A read-only scanner of one partition directory in Kafka's on-disk layout (the reader's direct transport).
 
+Runs on: executors (task).
+
 Where this runs: on **executors**, inside ``DataSourceReader.read()``, when the partition's directory
 ``<log dir>/<topic>-<partition>/`` is on the task's machine. It never writes, locks, creates or maps a file
 for writing: the broker process owns the directory and keeps appending to the active segment, rolling new

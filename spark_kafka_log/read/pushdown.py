@@ -1,5 +1,7 @@
 """Filter pushdown for reads: which of Spark's filters narrow the planned offset ranges, and how.
 
+Runs on: driver (planning).
+
 Where this runs: the **driver**, in ``pushFilters`` of the pushdown reader (only with
 ``spark.sql.python.filterPushdown.enabled=true``), once per query before the ranges are planned. Pure: no I/O;
 :class:`PushedFilters` is immutable and is applied by :func:`spark_kafka_log.read.read_plan.plan_ranges`.

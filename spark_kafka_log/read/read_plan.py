@@ -1,5 +1,7 @@
 """Read planning: which topic partitions a query reads and which concrete offset ranges, split into Spark tasks.
 
+Runs on: driver (planning).
+
 Where this runs: the **driver** (the planner's Python worker), from the reader's ``partitions()``, once per batch
 query; the streaming reader (:mod:`spark_kafka_log.stream.stream_plan`) resolves its offsets and turns each micro-batch's
 ranges into tasks with the same pieces (:func:`list_offsets`, :func:`resolve_bound`, :func:`input_partitions`). It talks to the broker (Metadata,

@@ -1,5 +1,7 @@
 """The executor side of a read: one offset range of one topic partition in, ``pyarrow.RecordBatch`` objects out.
 
+Runs on: executors (task).
+
 Where this runs: the **executors**, one call of :func:`read_range` per input partition (batch read task, and
 the streaming reader's micro-batch tasks); single-threaded, one Kafka client per call at most, closed at the end.
 

@@ -1,5 +1,7 @@
 """The batch reader of ``spark.read.format("pylog")``: PySpark's reader interface over the planner and the read task.
 
+Runs on: driver (planning); executors (task).
+
 Where each piece runs and when (PySpark's Python Data Source lifecycle):
 
 * :func:`create_reader` -- **driver** (the planner's Python worker), from ``PylogDataSource.reader()``, once

@@ -1,5 +1,7 @@
 """read_committed on the reader side: drop the batches of aborted transactions and every control batch.
 
+Runs on: executors (task).
+
 Where this runs: the **executors**, inside :func:`spark_kafka_log.read.read_task.read_range`, on the raw bytes of whole
 record batches before they are decoded (both transports: a Fetch answer, or a chunk of the direct segment scan).
 

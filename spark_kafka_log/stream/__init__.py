@@ -1,6 +1,6 @@
 """Structured Streaming: ``readStream.format("pylog")`` and ``writeStream.format("pylog")``.
 
-Runs on: driver (planning, commit), executors (task).
+Runs on: driver (planning, commit); executors (task).
 
 :mod:`~spark_kafka_log.stream.stream_reader` with :mod:`~spark_kafka_log.stream.stream_plan` (Spark's Kafka
 source offsets, rate limits) plans micro-batches on the driver and reads them with the batch read task;

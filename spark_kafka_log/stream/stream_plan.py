@@ -1,5 +1,7 @@
 """Streaming read planning: the source offsets of Spark's Kafka source, rate limits and micro-batch ranges.
 
+Runs on: driver (planning).
+
 Where this runs: the **driver**, inside the stream reader's long-lived Python worker (one per query run; PySpark
 keeps it for the query's life and calls ``initialOffset`` / ``latestOffset`` / ``partitions`` on one reader
 object, one call at a time). The functions here are pure; the I/O (Metadata, ListOffsets) is done by

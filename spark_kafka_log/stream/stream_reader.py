@@ -1,5 +1,7 @@
 """The streaming reader of ``spark.readStream.format("pylog")``: PySpark's micro-batch stream reader interface.
 
+Runs on: driver (planning); executors (task).
+
 Where each piece runs and when (PySpark 4.3's Python streaming source lifecycle):
 
 * :func:`create_stream_reader` -- **driver**, from ``PylogDataSource.streamReader()``, once per query run, in a

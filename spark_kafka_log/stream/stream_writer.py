@@ -1,5 +1,7 @@
 """The streaming sink, ``writeStream.format("pylog")``: exactly-once per micro-batch across query restarts by default.
 
+Runs on: driver (planning, commit); executors (task).
+
 Where and when each method runs (probed on PySpark 4.3; see :mod:`spark_kafka_log.exactly_once.stream_commit`):
 
 * ``DataSource.streamWriter()`` builds a :class:`PylogStreamWriter` on the **driver** twice per micro-batch: in

@@ -1,6 +1,6 @@
 """Batch writes, ``df.write.format("pylog")``: the driver's checks, the executors' producer, the driver's commit.
 
-Runs on: driver (planning, commit), executors (task).
+Runs on: driver (planning, commit); executors (task).
 
 Driver, before the tasks: :mod:`~spark_kafka_log.write.write_plan`. Executors, one producer per task:
 :mod:`~spark_kafka_log.write.producer` = :mod:`~spark_kafka_log.write.accumulator` (with

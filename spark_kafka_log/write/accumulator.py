@@ -1,5 +1,7 @@
 """The producer's record accumulator: Arrow rows in, sealed Kafka record batches (with sequences) out.
 
+Runs on: executors (task).
+
 Where this runs: on the **executors**, one :class:`RecordAccumulator` per write task, owned by its
 :class:`~spark_kafka_log.write.producer.TaskProducer`; single-threaded, not thread-safe. The
 :class:`~spark_kafka_log.write.sender.Sender` takes sealed batches from the partitions' ``ready`` queues.

@@ -1,5 +1,7 @@
 """Vectorized record placement: which partition each row of an Arrow batch goes to, then rows grouped by it.
 
+Runs on: executors (task).
+
 Where this runs: on the **executors**, inside a write task, once per incoming Arrow batch (and per topic
 when the DataFrame has a ``topic`` column). No Python loop runs per row: hashing is numpy
 (:func:`broker_runtime.protocol.murmur2.partitions_for_keys`), grouping is one stable ``argsort``.

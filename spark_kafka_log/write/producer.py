@@ -1,5 +1,7 @@
 """The per-task producer: Arrow batches in, acknowledged Kafka record batches out.
 
+Runs on: executors (task).
+
 Where this runs: on the **executors**, one :class:`TaskProducer` per write task (batch or micro-batch),
 created in ``write()``, fed every Arrow batch of the task, flushed and closed before ``write()`` returns
 its commit message. Single-threaded; not thread-safe.

@@ -1,5 +1,7 @@
 """The producer's sender: sealed record batches out to the partition leaders, acknowledgements and retries back.
 
+Runs on: executors (task).
+
 Where this runs: on the **executors**, one :class:`Sender` per write task, owned by its
 :class:`~spark_kafka_log.write.producer.TaskProducer`; single-threaded, not thread-safe (the task's thread drives it
 through :meth:`Sender.pump`).

@@ -1,5 +1,7 @@
 """Producer identity shared by the attempts of one Spark partition, so a re-run task does not write twice.
 
+Runs on: driver (planning, commit); executors (task).
+
 Where this runs: :func:`prepare_write_dir` and :func:`forget_write` on the **driver** (when the writer is
 built, and in ``commit()``/``abort()``); :class:`TaskState` on the **executors**, inside a write task, before
 anything is sent.

@@ -1,5 +1,7 @@
 """Write planning: everything the driver checks and resolves before a write's tasks start.
 
+Runs on: driver (planning).
+
 Where this runs: the **driver** (the Python worker where PySpark calls ``DataSource.writer()`` /
 ``streamWriter()``), once per write or micro-batch. It parses the options, validates the DataFrame's columns,
 finds or starts the embedded broker when no ``kafka.bootstrap.servers`` is given, checks that the ``topic``

@@ -1,4 +1,6 @@
-"""The batch writer (``df.write.format("pylog")``) and the streaming sink (``writeStream.format("pylog")``).
+"""The batch writer (``df.write.format("pylog")``), and the write task the streaming sink runs too.
+
+Runs on: driver (planning, commit); executors (task).
 
 Where and when each method runs (pyspark's contracts, see ``pyspark/sql/datasource.py``):
 
