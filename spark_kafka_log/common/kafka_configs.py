@@ -26,12 +26,14 @@ from broker_runtime.errors import ConfigError
 from broker_runtime.security import ClientSecurity
 from broker_runtime.security.client_security import CLIENT_SECURITY_KEYS
 from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.option_parsing import reject_unknown_keys
 
 __all__ = [
     "KAFKA_CLIENT_CONFIGS",
     "SECURITY_OPTION_KEYS",
     "SPARK_REFUSED_READER_KEYS",
     "SPARK_REFUSED_WRITER_KEYS",
+    "check_prefixed_keys",
     "security_options",
     "warn_ignored",
 ]
@@ -131,6 +133,29 @@ def security_options(opts: Mapping[str, str], *, embedded: bool) -> ClientSecuri
             "broker (used without bootstrap servers) listens on PLAINTEXT only"
         )
     return security
+
+
+def check_prefixed_keys(
+    opts: Mapping[str, str],
+    *,
+    role: str,
+    own_kafka_keys: tuple[str, ...],
+    pylog_keys: tuple[str, ...],
+    pylog_allowed: str,
+    tolerated_prefix: str | None = None,
+) -> list[str]:
+    """The ``kafka.*`` / ``pylog.*`` keys of one role's options checked (:func:`~spark_kafka_log.common.
+    option_parsing.reject_unknown_keys`): the role's own Kafka settings and the security ones are known, any other
+    Kafka client config is accepted and returned (sorted, with its prefix) for :func:`warn_ignored`."""
+    return reject_unknown_keys(
+        opts,
+        role=role,
+        kafka_keys=(*own_kafka_keys, *SECURITY_OPTION_KEYS),
+        ignorable_kafka_keys=KAFKA_CLIENT_CONFIGS,
+        pylog_keys=pylog_keys,
+        pylog_allowed=pylog_allowed,
+        tolerated_prefix=tolerated_prefix,
+    )
 
 
 def warn_ignored(keys: list[str], role: str) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "reject_unknown_keys",
     "reject_unknown_options",
     "resolve_data_dir",
+    "text_option",
 ]
 
 #: Environment variable naming the embedded broker's data directory when ``pylog.dataDir`` is not set.
@@ -98,6 +99,17 @@ def choice_option(opts: Mapping[str, str], name: str, default: str, allowed: Ite
     choices = tuple(allowed)
     if text not in choices:
         raise ConfigError(f"option {name!r}: {raw!r} is not supported; allowed values: {', '.join(choices)}")
+    return text
+
+
+def text_option(opts: Mapping[str, str], name: str, what: str) -> str | None:
+    """The option ``name`` stripped, or None when it is not given; given but blank fails, asking for ``what``."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    if not text:
+        raise ConfigError(f"option {name!r} is empty; give {what} or drop the option")
     return text
 
 

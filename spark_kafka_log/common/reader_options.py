@@ -72,9 +72,8 @@ from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAM
 from broker_runtime.security import ClientSecurity
 from spark_kafka_log.common.driver_log import driver_log
 from spark_kafka_log.common.kafka_configs import (
-    KAFKA_CLIENT_CONFIGS,
-    SECURITY_OPTION_KEYS,
     SPARK_REFUSED_READER_KEYS,
+    check_prefixed_keys,
     security_options,
     warn_ignored,
 )
@@ -85,7 +84,6 @@ from spark_kafka_log.common.option_parsing import (
     int_option,
     lower_keys,
     reject_refused_kafka_keys,
-    reject_unknown_keys,
     reject_unknown_options,
     resolve_data_dir,
 )
@@ -458,11 +456,10 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool = False)
             if name.lower() in opts:
                 driver_log().warning("pylog reader: %s option ignored in batch queries (as Spark's)", name)
 
-    ignored = reject_unknown_keys(
+    ignored = check_prefixed_keys(
         opts,
         role="reader",
-        kafka_keys=(*_KAFKA_KEYS, *SECURITY_OPTION_KEYS),
-        ignorable_kafka_keys=KAFKA_CLIENT_CONFIGS,
+        own_kafka_keys=_KAFKA_KEYS,
         pylog_keys=_PYLOG_KEYS,
         pylog_allowed="pylog.dataDir, pylog.transport, pylog.logDirs, pylog.metricsDir",
         tolerated_prefix="pylog.test.",

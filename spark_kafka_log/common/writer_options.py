@@ -58,6 +58,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.compression import CODEC_NAMES, codec_from_name
@@ -69,9 +70,8 @@ from spark_kafka_log.common.fault_injection import (
     parse_fault_options,
 )
 from spark_kafka_log.common.kafka_configs import (
-    KAFKA_CLIENT_CONFIGS,
-    SECURITY_OPTION_KEYS,
     SPARK_REFUSED_WRITER_KEYS,
+    check_prefixed_keys,
     security_options,
     warn_ignored,
 )
@@ -83,9 +83,9 @@ from spark_kafka_log.common.option_parsing import (
     int_option,
     lower_keys,
     reject_refused_kafka_keys,
-    reject_unknown_keys,
     reject_unknown_options,
     resolve_data_dir,
+    text_option,
 )
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
     "KAFKA_PRODUCER_KEYS",
     "PARTITIONERS",
     "WRITER_OPTIONS",
+    "ClientSettings",
     "DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "DELIVERY_GUARANTEES",
@@ -165,6 +166,16 @@ DEFAULT_STREAM_TRANSACTIONAL_ID_PREFIX = "pylog-stream"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000
 
 
+class ClientSettings(TypedDict):
+    """The keywords of :func:`~spark_kafka_log.common.connections.writer_client` (and of the commit client)."""
+
+    client_id: str
+    request_timeout_ms: int
+    retry_backoff_ms: int
+    retry_timeout_ms: int | None
+    security: ClientSecurity | None
+
+
 @dataclass(frozen=True)
 class WriterOptions:
     """Everything a write task needs, parsed and validated on the driver.
@@ -216,6 +227,17 @@ class WriterOptions:
         """True when no bootstrap servers were given: the embedded broker of ``data_dir`` is used."""
         return self.bootstrap_servers is None
 
+    def client_settings(self) -> ClientSettings:
+        """The client of a write task and of the streaming sink's commit: the writer's ``kafka.client.id``,
+        timeouts and security; leader moves are retried within ``kafka.delivery.timeout.ms``."""
+        return ClientSettings(
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            retry_backoff_ms=self.retry_backoff_ms,
+            retry_timeout_ms=self.delivery_timeout_ms,
+            security=self.security,
+        )
+
     def weaker_delivery(self) -> str | None:
         """One line naming the options that make delivery weaker than the default, or None with the default."""
         if self.enable_idempotence and self.acks == -1:
@@ -256,22 +278,17 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
     reject_refused_kafka_keys(opts, SPARK_REFUSED_WRITER_KEYS)
     bool_option(opts, "includeHeaders", False)  # only checked: a headers column is written whenever present
 
-    ignored = reject_unknown_keys(
+    ignored = check_prefixed_keys(
         opts,
         role="writer",
-        kafka_keys=(*KAFKA_PRODUCER_KEYS, *SECURITY_OPTION_KEYS),
-        ignorable_kafka_keys=KAFKA_CLIENT_CONFIGS,
+        own_kafka_keys=KAFKA_PRODUCER_KEYS,
         pylog_keys=_PYLOG_KEYS,
         pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir, pylog.deliveryGuarantee "
         "(and the test-only "
         f"{', '.join(FAULT_OPTION_NAMES)})",
     )
     servers = bootstrap_servers(opts)
-    topic = opts.get("topic")
-    if topic is not None:
-        topic = str(topic).strip()
-        if not topic:
-            raise ConfigError("option 'topic' is empty; give a topic name or drop the option")
+    topic = text_option(opts, "topic", "a topic name")
 
     acks = _ACKS[choice_option(opts, "kafka.acks", "all", _ACKS)]
     compression_name = choice_option(opts, "kafka.compression.type", "none", CODEC_NAMES)
@@ -309,17 +326,13 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
             idempotence = False
             idempotence_off_by = tuple(conflicts)
 
-    prefix = opts.get("kafka.transactional.id")
-    if prefix is not None:
-        prefix = str(prefix).strip()
-        if not prefix:
-            raise ConfigError("option 'kafka.transactional.id' is empty; give a prefix or drop the option")
-        if not idempotence:
-            raise ConfigError(
-                "option 'kafka.transactional.id' needs idempotence, which is off because of "
-                + (", ".join(idempotence_off_by) or "kafka.enable.idempotence=false")
-                + " (as Kafka's producer: a transactional producer is idempotent, with kafka.acks=all)"
-            )
+    prefix = text_option(opts, "kafka.transactional.id", "a prefix")
+    if prefix is not None and not idempotence:
+        raise ConfigError(
+            "option 'kafka.transactional.id' needs idempotence, which is off because of "
+            + (", ".join(idempotence_off_by) or "kafka.enable.idempotence=false")
+            + " (as Kafka's producer: a transactional producer is idempotent, with kafka.acks=all)"
+        )
     transaction_timeout_ms = int_option(
         opts, "kafka.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS, 1
     )

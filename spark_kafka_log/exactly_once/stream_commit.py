@@ -81,16 +81,7 @@ def _end(
 ) -> None:
     """EndTxn(commit or abort) for every transaction of ``txns`` (raises TransactionCommitError)."""
     end_transactions(
-        servers,
-        txns,
-        commit,
-        client_id=options.client_id,
-        request_timeout_ms=options.request_timeout_ms,
-        retry_backoff_ms=options.retry_backoff_ms,
-        retry_timeout_ms=options.delivery_timeout_ms,
-        wording=STREAM_MICRO_BATCH,
-        client=client,
-        security=options.security,
+        servers, txns, commit, wording=STREAM_MICRO_BATCH, client=client, **options.client_settings()
     )
 
 
@@ -98,26 +89,8 @@ def _kept_client(options: WriterOptions, servers: str) -> KafkaClient:
     """The commit client this process keeps across micro-batches (see :func:`kept_client`): PySpark runs
     ``commit()`` in a driver Python worker it reuses for the query's next micro-batches (4.3), so a commit
     saves a connection and a FindCoordinator per transactional id. A failed commit drops it."""
-    settings = (
-        servers,
-        options.client_id,
-        options.request_timeout_ms,
-        options.retry_backoff_ms,
-        options.delivery_timeout_ms,
-        options.security,
-    )
-    return kept_client(
-        _KEPT,
-        settings,
-        lambda: commit_client(
-            servers,
-            client_id=options.client_id,
-            request_timeout_ms=options.request_timeout_ms,
-            retry_backoff_ms=options.retry_backoff_ms,
-            retry_timeout_ms=options.delivery_timeout_ms,
-            security=options.security,
-        ),
-    )
+    settings = options.client_settings()
+    return kept_client(_KEPT, (servers, *settings.values()), lambda: commit_client(servers, **settings))
 
 
 _KEPT = "stream-commit"

@@ -86,14 +86,7 @@ class TaskProducer:
         self.transaction_started_ms = -1
         #: The partitions that joined this task's transaction (AddPartitionsToTxn answered).
         self._txn_partitions: list[TopicPartition] = []
-        self._client = writer_client(
-            bootstrap_servers,
-            client_id=options.client_id,
-            request_timeout_ms=options.request_timeout_ms,
-            retry_backoff_ms=options.retry_backoff_ms,
-            retry_timeout_ms=options.delivery_timeout_ms,
-            security=options.security,
-        )
+        self._client = writer_client(bootstrap_servers, **options.client_settings())
         # Seeded per task, not per attempt: a retry places null-key rows where the failed attempt did.
         partitioner = Partitioner(
             options.batch_size, seed=None if identity is None else f"{identity.write_id}/{identity.task}"

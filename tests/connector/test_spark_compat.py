@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import WorkerPythonError
-from spark_kafka_log import spark_compat
+from spark_kafka_log.common import spark_compat
 from tests.connector.checks_in_own_spark_app import check_off_and_on, read_off_and_on
 from tests.connector.kafka_peer import produce_keys
 

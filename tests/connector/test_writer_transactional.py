@@ -24,7 +24,7 @@ from broker_runtime.client import KafkaClient
 from broker_runtime.launch import broker_process
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP, IsolationLevel
 from jobs.bench.sink_chaos import kill_session
-from spark_kafka_log.exactly_once.batch_commit import pending_intents
+from spark_kafka_log.transactions import pending_intents
 from tests.connector.kafka_peer import consume_to_end
 
 pytestmark = [pytest.mark.timeout(300)]

@@ -29,12 +29,12 @@ from spark_kafka_log.common.writer_options import (
     stream_options,
     task_transactional_id,
 )
-from spark_kafka_log.exactly_once.batch_commit import main as transactions_main
 from spark_kafka_log.exactly_once.task_transactions import (
     STREAM_MICRO_BATCH,
     end_transactions,
     transactions_of,
 )
+from spark_kafka_log.transactions import main as transactions_main
 from spark_kafka_log.write.producer import TaskProducer
 from spark_kafka_log.write.task_state import TaskIdentity
 from spark_kafka_log.write.writer import write_task

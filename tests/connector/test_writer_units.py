@@ -281,7 +281,7 @@ def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_p
 
     from broker_runtime.client import KafkaClient
     from broker_runtime.launch import broker_process, create_topic
-    from spark_kafka_log import connections
+    from spark_kafka_log.common import connections
     from spark_kafka_log.write.write_plan import prepare_write
 
     with socket.socket() as s:
