@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 import spark_kafka_log
 from broker_runtime.launch import create_topic
 from broker_runtime.protocol.murmur2 import partitions_for_keys
-from spark_kafka_log.spark_compat import check_worker_python
+from spark_kafka_log.common.spark_compat import check_worker_python
 
 
 def _spark(app: str) -> SparkSession:

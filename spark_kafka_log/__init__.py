@@ -1,5 +1,7 @@
 """pylog's Spark connector: ``format("pylog")`` for Kafka-compatible topics.
 
+Runs on: driver (session).
+
 Use::
 
     import spark_kafka_log
@@ -8,11 +10,11 @@ Use::
 
 Where things run: :func:`register` on the driver, in the user's Python process; the data source's ``writer()``
 and ``reader()`` on the driver (in Python workers Spark starts); the read and write tasks on the executors (see
-:mod:`spark_kafka_log.writer`, :mod:`spark_kafka_log.reader`).
+:mod:`spark_kafka_log.write.writer`, :mod:`spark_kafka_log.read.reader`).
 
 :func:`register` also checks, for a local master, that the interpreter Spark will start its Python workers
 with can import pylog, and fails with one line naming the interpreter and the fix when it cannot
-(:func:`spark_kafka_log.spark_compat.check_worker_python`); otherwise the first write or read would fail deep in
+(:func:`spark_kafka_log.common.spark_compat.check_worker_python`); otherwise the first write or read would fail deep in
 a pickling traceback with ``No module named 'spark_kafka_log'``.
 
 The zero-configuration broker is the embedded broker of ``pylog.dataDir`` (:mod:`broker_runtime.launch.embedded`,
@@ -33,8 +35,8 @@ from broker_runtime.launch import (
     ensure_embedded_broker,
     stop_embedded_broker,
 )
+from spark_kafka_log.common.spark_compat import check_worker_python
 from spark_kafka_log.datasource import PylogDataSource
-from spark_kafka_log.spark_compat import check_worker_python
 
 __all__ = [
     "PylogDataSource",

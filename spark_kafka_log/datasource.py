@@ -1,21 +1,23 @@
 """The ``pylog`` Python data source: Spark's Kafka source schema, the batch and streaming readers and writers.
 
+Runs on: driver (planning, commit).
+
 Where and when each method runs:
 
 * ``PylogDataSource(options)`` -- built by Spark on the **driver** (and re-built in the Python workers that
   plan reads/writes) with the user's options in a case-insensitive dict (keys arrive lower-cased).
 * :meth:`PylogDataSource.schema` -- **driver**, once per ``spark.read.format("pylog").load()``.
 * :meth:`PylogDataSource.writer` -- **driver**, once per ``df.write.format("pylog")...save()``:
-  :func:`spark_kafka_log.write_plan.prepare_write` parses the options, validates the DataFrame's columns,
+  :func:`spark_kafka_log.write.write_plan.prepare_write` parses the options, validates the DataFrame's columns,
   finds or starts the embedded broker when no ``kafka.bootstrap.servers`` is given, checks the ``topic``
   option's topic exists (auto-creating it) and warns once about options that weaken delivery. Every
   configuration error surfaces here, before any task runs.
 * :meth:`PylogDataSource.streamWriter` -- **driver**, twice per micro-batch (before its tasks, and for its
   commit; a new writer each time): exactly-once needs the query's ``checkpointLocation`` option (see
-  :mod:`spark_kafka_log.stream_writer`).
-* :meth:`PylogDataSource.reader` -- **driver**, once per read; built by :mod:`spark_kafka_log.reader`.
+  :mod:`spark_kafka_log.stream.stream_writer`).
+* :meth:`PylogDataSource.reader` -- **driver**, once per read; built by :mod:`spark_kafka_log.read.reader`.
 * :meth:`PylogDataSource.streamReader` -- **driver**, once per streaming query run (``readStream``); built by
-  :mod:`spark_kafka_log.stream_reader`.
+  :mod:`spark_kafka_log.stream.stream_reader`.
 
 Save modes: ``append`` only. ``overwrite`` is rejected (a Kafka topic is an append-only log, as Spark's
 Kafka sink says); pyspark itself rejects ``error``/``ignore`` and a missing mode for Python data sources.
@@ -35,12 +37,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.driver_log import driver_log
-from spark_kafka_log.options import batch_options, stream_options
-from spark_kafka_log.sink_log import checkpoint_dir, query_id
-from spark_kafka_log.stream_writer import PylogStreamWriter, SinkTarget
-from spark_kafka_log.write_plan import prepare_write
-from spark_kafka_log.writer import PylogBatchWriter
+from spark_kafka_log.common.driver_log import driver_log
+from spark_kafka_log.common.writer_options import batch_options, stream_options
+from spark_kafka_log.exactly_once.sink_log import checkpoint_dir, query_id
+from spark_kafka_log.stream.stream_writer import PylogStreamWriter, SinkTarget
+from spark_kafka_log.write.write_plan import prepare_write
+from spark_kafka_log.write.writer import PylogBatchWriter
 
 __all__ = ["PylogDataSource"]
 
@@ -54,19 +56,19 @@ class PylogDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Spark's Kafka source schema (plus ``headers`` with ``includeHeaders=true``)."""
-        from spark_kafka_log.schema import reader_schema
+        from spark_kafka_log.common.schema import reader_schema
 
         return reader_schema(str(self.options.get("includeheaders", "false")).strip().lower() == "true")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Driver: the batch reader (see :mod:`spark_kafka_log.reader`)."""
-        from spark_kafka_log.reader import create_reader
+        """Driver: the batch reader (see :mod:`spark_kafka_log.read.reader`)."""
+        from spark_kafka_log.read.reader import create_reader
 
         return create_reader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """Driver: the micro-batch reader of ``readStream`` (see :mod:`spark_kafka_log.stream_reader`)."""
-        from spark_kafka_log.stream_reader import create_stream_reader
+        """Driver: the micro-batch reader of ``readStream`` (see :mod:`spark_kafka_log.stream.stream_reader`)."""
+        from spark_kafka_log.stream.stream_reader import create_stream_reader
 
         return create_stream_reader(self.options, schema)
 

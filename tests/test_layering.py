@@ -8,6 +8,7 @@ A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kaf
     purgatory <- replication;  client <- protocol, security;  launch <- client, protocol
     security <- protocol (TLS, SASL, SCRAM credentials) <- replication, server, client, cli, spark_kafka_log
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
+    spark_kafka_log: common <- read;  common <- exactly_once <- write <- stream;  the top modules <- all of them
     jobs <- anything
 
 ``broker_runtime.errors`` and ``broker_runtime.fsutil`` are shared by all and import nothing of the project;
@@ -39,6 +40,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ("broker_runtime", "spark_kafka_log", "jobs")
 SHARED = {"broker_runtime.errors", "broker_runtime.fsutil", "broker_runtime.configdef"}
+
+#: What every unit of the connector may use of the broker's packages.
+CONNECTOR_USES = {
+    "broker_runtime.security",
+    "broker_runtime.protocol",
+    "broker_runtime.client",
+    "broker_runtime.storage",  # read-only: the reader's direct segment scan
+    "broker_runtime.launch",
+}
 
 ALLOWED: dict[str, set[str]] = {
     "broker_runtime": set(),  # the package's own __init__
@@ -102,12 +112,18 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.security",
     },
     "broker_runtime.__main__": {"broker_runtime.cli"},
-    "spark_kafka_log": {
-        "broker_runtime.security",
-        "broker_runtime.protocol",
-        "broker_runtime.client",
-        "broker_runtime.storage",  # read-only: the reader's direct segment scan
-        "broker_runtime.launch",
+    "spark_kafka_log": CONNECTOR_USES,  # the top: register, datasource, the transactions tool (and discovery)
+    # The connector's packages by role: common <- read; common <- exactly_once <- write <- stream.
+    "spark_kafka_log.common": CONNECTOR_USES,
+    "spark_kafka_log.read": {"spark_kafka_log.common", *CONNECTOR_USES},
+    "spark_kafka_log.exactly_once": {"spark_kafka_log.common", *CONNECTOR_USES},
+    "spark_kafka_log.write": {"spark_kafka_log.common", "spark_kafka_log.exactly_once", *CONNECTOR_USES},
+    "spark_kafka_log.stream": {
+        "spark_kafka_log.common",
+        "spark_kafka_log.read",
+        "spark_kafka_log.write",
+        "spark_kafka_log.exactly_once",
+        *CONNECTOR_USES,
     },
     "jobs": {"broker_runtime", "spark_kafka_log"},
 }

@@ -50,6 +50,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import connector_map
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 REMOTE_SERVERS = "host1:9092,host2:9092"
@@ -180,6 +182,53 @@ def test_harness_parses_marks_and_checks() -> None:
     ]
     assert expected_output(blocks[0].code) == ["1"]
     assert matches("127.0.0.1:...", "127.0.0.1:4242") and not matches("127.0.0.1:...", "10.0.0.1:1")
+
+
+def test_connector_map_is_the_modules_docstrings() -> None:
+    """The README's connector map (package, module, where it runs, what it is) equals what the connector's module
+    docstrings say; every module says where it runs (``Runs on: ...``) in words the map knows."""
+    fix = "run `python -m tests.support.connector_map` to regenerate the README's connector map"
+    current = connector_map.readme_table(README.read_text(encoding="utf-8"))
+    assert current is not None, f"README.md lost its connector map markers: {fix}"
+    assert current == connector_map.table(), f"README.md's connector map differs from the docstrings: {fix}"
+
+
+@pytest.mark.parametrize(
+    ("runs_on", "error"),
+    [
+        ("Runs on: driver (planning); executors (task).", None),
+        ("Runs on: driver (session, planning, commit); any machine (tool).", None),
+        ("Where this runs: the driver.", "second paragraph must start"),
+        ("Runs on: executors (commit).", "executors phases are task"),
+        ("Runs on: driver (commit, planning).", "in the order session, planning, commit"),
+        ("Runs on: driver (planning), executors (task).", "is not PLACE (PHASES)"),
+        ("Runs on: worker (task).", "is not PLACE (PHASES)"),
+        ("Runs on: driver (planning); driver (commit).", "each named once"),
+    ],
+)
+def test_connector_map_checks_where_a_module_runs(runs_on: str, error: str | None) -> None:
+    doc = f"Summary line.\n\n{runs_on}\n\nDetails."
+    if error is None:
+        assert connector_map.runs_on(doc, "m.py") == runs_on.removeprefix("Runs on: ").removesuffix(".")
+    else:
+        with pytest.raises(connector_map.MapError, match=re.escape(error)):
+            connector_map.runs_on(doc, "m.py")
+
+
+def test_connector_map_lists_every_module(tmp_path: Path) -> None:
+    """A module in a package the map does not list fails the map (a copy of the layout under ``tmp_path``)."""
+    root = tmp_path / "spark_kafka_log"
+    shutil.copytree(connector_map.CONNECTOR, root, ignore=shutil.ignore_patterns("__pycache__"))
+    assert len(connector_map.map_rows(root)) == len(connector_map.map_rows())
+    (root / "sinks").mkdir()
+    (root / "sinks" / "__init__.py").write_text('"""Sinks.\n\nRuns on: executors (task).\n"""\n')
+    with pytest.raises(connector_map.MapError, match=r"in no package of the map.*sinks/__init__\.py"):
+        connector_map.map_rows(root)
+    (root / "read" / "extra.py").write_text('"""No placement."""\n')
+    with pytest.raises(
+        connector_map.MapError, match=r"spark_kafka_log/read/extra\.py: the docstring's second"
+    ):
+        connector_map.map_rows(root)
 
 
 class Runner:

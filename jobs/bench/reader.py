@@ -91,7 +91,7 @@ class _CeilingReader(DataSourceReader):
         return [InputPartition(i) for i in range(_PARTITIONS)]
 
     def read(self, partition: InputPartition) -> Any:
-        from spark_kafka_log.reader import arrow_schema, reader_schema
+        from spark_kafka_log.read.reader import arrow_schema, reader_schema
 
         key = (self.rows, partition.value)
         if key not in _PREBUILT:
@@ -129,7 +129,7 @@ class CeilingDataSource(DataSource):
         return "pylog_bench_ceiling"
 
     def schema(self) -> Any:
-        from spark_kafka_log.reader import reader_schema
+        from spark_kafka_log.read.reader import reader_schema
 
         return reader_schema(False)
 

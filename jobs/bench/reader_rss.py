@@ -2,9 +2,9 @@
 
 Not a benchmark section (its figure is a memory bound, not a speed): it starts an embedded broker in a
 temporary data directory, writes ``--rows`` rows of 16-byte keys and 100-byte random values to a
-one-partition topic with the writer task's own code (:func:`spark_kafka_log.writer.write_task`, fed the rows
+one-partition topic with the writer task's own code (:func:`spark_kafka_log.write.writer.write_task`, fed the rows
 while they are made, so this process never holds them all), then reads the whole partition with
-:func:`spark_kafka_log.read_task.read_range` -- the direct segment scan, then Fetch over TCP -- dropping each
+:func:`spark_kafka_log.read.read_task.read_range` -- the direct segment scan, then Fetch over TCP -- dropping each
 Arrow batch as Spark's ``noop`` sink would. It prints the rows read and the process's peak resident set
 (``VmHWM`` of ``/proc/self/status``) after the write and after each read, and the broker's. Compare a run of
 N rows with one of 10 x N (each run is a fresh process with its own broker, since the peak only grows): a
@@ -28,13 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     from broker_runtime.client import KafkaClient
     from broker_runtime.launch import embedded_broker_status, ensure_embedded_broker, stop_embedded_broker
     from jobs.bench.writer_profile import iter_arrow_rows, peak_rss_mib
-    from spark_kafka_log.input_partition import PylogInputPartition
-    from spark_kafka_log.options import parse_writer_options
-    from spark_kafka_log.read_task import read_range
-    from spark_kafka_log.reader_options import parse_reader_options
-    from spark_kafka_log.schema import InputLayout, arrow_schema, reader_schema
-    from spark_kafka_log.task_state import TaskIdentity, prepare_write_dir
-    from spark_kafka_log.writer import write_task
+    from spark_kafka_log.common.reader_options import parse_reader_options
+    from spark_kafka_log.common.schema import InputLayout, arrow_schema, reader_schema
+    from spark_kafka_log.common.writer_options import parse_writer_options
+    from spark_kafka_log.read.input_partition import PylogInputPartition
+    from spark_kafka_log.read.read_task import read_range
+    from spark_kafka_log.write.task_state import TaskIdentity, prepare_write_dir
+    from spark_kafka_log.write.writer import write_task
 
     parser = argparse.ArgumentParser(prog="python -m jobs.bench.reader_rss", description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)

@@ -82,7 +82,7 @@ def _overhead(quick: bool, work: str) -> list[Result]:
 
 
 def _split(entries: list[dict[str, Any]]) -> list[Result]:
-    """The figures of :func:`_overhead` from the sink-log entries (see ``spark_kafka_log.sink_log``'s stamps)."""
+    """The figures of :func:`_overhead` from the sink-log entries (see ``spark_kafka_log.exactly_once.sink_log``'s stamps)."""
 
     def span(start: str, end: str) -> list[float]:
         return [float(e[end] - e[start]) for e in entries if e.get(start, -1) > 0 and e.get(end, -1) > 0]

@@ -4,7 +4,7 @@ Not a benchmark section (no figures in the suite): a tool for finding where the 
 an embedded broker in a temporary data directory, builds ``--rows`` rows of 16-byte keys and 100-byte values
 (``--compressible``: values from a 16-symbol alphabet with repeats, as the benchmark's hex strings; otherwise
 random bytes) in Arrow batches of 10,000 rows (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``) and
-runs :func:`spark_kafka_log.writer.write_task` on them under cProfile, once per ``--partitions`` value (a
+runs :func:`spark_kafka_log.write.writer.write_task` on them under cProfile, once per ``--partitions`` value (a
 topic of that many partitions, created up front). It prints the wall time, the broker process's CPU time
 (``/proc/<pid>/stat`` just before and after the task: start-up not counted) per row and per MB of message bytes
 (key + value, 116 B a row, 10^6 bytes per MB: the unit of the "broker" section's ingest figure, so the two
@@ -89,10 +89,10 @@ def peak_rss_mib(pid: int | None = None) -> float:
 def main(argv: list[str] | None = None) -> int:
     from broker_runtime.client import KafkaClient
     from broker_runtime.launch import embedded_broker_status, ensure_embedded_broker, stop_embedded_broker
-    from spark_kafka_log.options import parse_writer_options
-    from spark_kafka_log.schema import InputLayout
-    from spark_kafka_log.task_state import TaskIdentity
-    from spark_kafka_log.writer import write_task
+    from spark_kafka_log.common.schema import InputLayout
+    from spark_kafka_log.common.writer_options import parse_writer_options
+    from spark_kafka_log.write.task_state import TaskIdentity
+    from spark_kafka_log.write.writer import write_task
 
     parser = argparse.ArgumentParser(prog="python -m jobs.bench.writer_profile", description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 prof.enable()
             identity = TaskIdentity(f"write-{uuid.uuid4().hex}", 0, 0)
             if options.enable_idempotence:
-                from spark_kafka_log.task_state import prepare_write_dir
+                from spark_kafka_log.write.task_state import prepare_write_dir
 
                 prepare_write_dir(options.producer_state_dir, identity.write_id)
             rows = iter_arrow_rows(args.rows, args.compressible) if batches is None else iter(batches)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.options import parse_writer_options
+from spark_kafka_log.common.writer_options import parse_writer_options
 
 
 def test_defaults_are_the_java_producer_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from broker_runtime.errors import InputDataError
-from spark_kafka_log.partitioner import Partitioner, group_rows
+from spark_kafka_log.write.partitioner import Partitioner, group_rows
 
 
 def test_keyed_rows_follow_kafkas_default_partitioner() -> None:

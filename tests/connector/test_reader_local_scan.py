@@ -1,4 +1,4 @@
-"""The reader's direct segment scan (spark_kafka_log.local_scan) against logs written by the broker's storage.
+"""The reader's direct segment scan (spark_kafka_log.read.local_scan) against logs written by the broker's storage.
 
 No Spark here: these pin the scanner's contract -- whole batches covering [start, end), found through the
 offset index, across segment boundaries, on an active segment whose index is preallocated and untrimmed.
@@ -19,7 +19,7 @@ from broker_runtime.protocol.record_codec.encode import build_batches
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.retention import run_retention
-from spark_kafka_log.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
+from spark_kafka_log.read.local_scan import LocalPartitionScanner, SegmentGoneError, find_partition_dir
 
 pytestmark = pytest.mark.timeout(60)
 

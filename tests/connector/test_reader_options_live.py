@@ -3,8 +3,8 @@ bounds how long a read task waits for the records of its range, ``fetchOffset.nu
 ``fetchOffset.retryIntervalMs`` how often and how far apart the driver tries an offset lookup, and pylog's opt-in
 ``commitOffsetsToGroup`` commits a stream's progress to ``kafka.group.id``.
 
-The read task (:func:`spark_kafka_log.read_task.read_range`), the driver's planning
-(:func:`spark_kafka_log.read_plan.plan_input_partitions`) and the stream reader's ``commit`` are called directly,
+The read task (:func:`spark_kafka_log.read.read_task.read_range`), the driver's planning
+(:func:`spark_kafka_log.read.read_plan.plan_input_partitions`) and the stream reader's ``commit`` are called directly,
 as Spark's Python workers call them; no Spark session is needed to see the waits (``test_stream_reader.py`` checks
 that Spark calls ``commit``). The broker is SIGSTOPped (its socket stays open, it answers nothing: what a hung or
 partitioned leader looks like) or asked for offsets its log does not have.
@@ -21,13 +21,13 @@ import pytest
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import DataLossError, KafkaError, WaitTimeoutError
-from spark_kafka_log.input_partition import PylogInputPartition
-from spark_kafka_log.pushdown import PushedFilters
-from spark_kafka_log.read_plan import plan_input_partitions
-from spark_kafka_log.read_task import read_range
-from spark_kafka_log.reader_options import parse_reader_options
-from spark_kafka_log.schema import arrow_schema, reader_schema
-from spark_kafka_log.stream_reader import create_stream_reader
+from spark_kafka_log.common.reader_options import parse_reader_options
+from spark_kafka_log.common.schema import arrow_schema, reader_schema
+from spark_kafka_log.read.input_partition import PylogInputPartition
+from spark_kafka_log.read.pushdown import PushedFilters
+from spark_kafka_log.read.read_plan import plan_input_partitions
+from spark_kafka_log.read.read_task import read_range
+from spark_kafka_log.stream.stream_reader import create_stream_reader
 from tests.support.cluster import paused
 from tests.support.processes import broker_pid
 

@@ -25,10 +25,10 @@ from broker_runtime.launch import broker_process, create_topic
 from broker_runtime.launch.layout import broker_log_dir
 from broker_runtime.storage.segment import list_segment_bases
 from broker_runtime.storage.txn_index import read_entries_read_only
-from spark_kafka_log.input_partition import PylogInputPartition
-from spark_kafka_log.read_task import read_range
-from spark_kafka_log.reader_options import parse_reader_options
-from spark_kafka_log.schema import arrow_schema, reader_schema
+from spark_kafka_log.common.reader_options import parse_reader_options
+from spark_kafka_log.common.schema import arrow_schema, reader_schema
+from spark_kafka_log.read.input_partition import PylogInputPartition
+from spark_kafka_log.read.read_task import read_range
 from tests.connector.kafka_peer import consume_to_end
 
 pytestmark = pytest.mark.timeout(180)

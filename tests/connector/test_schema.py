@@ -16,7 +16,7 @@ from pyspark.sql.types import (
 )
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.schema import KAFKA_SOURCE_SCHEMA, validate_input_schema
+from spark_kafka_log.common.schema import KAFKA_SOURCE_SCHEMA, validate_input_schema
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.options import parse_writer_options
-from spark_kafka_log.reader_options import parse_reader_options
+from spark_kafka_log.common.reader_options import parse_reader_options
+from spark_kafka_log.common.writer_options import parse_writer_options
 from tests.security.certs import Pki, make_pki
 
 pytestmark = pytest.mark.timeout(300)
@@ -106,6 +106,31 @@ def test_unused_kafka_settings_warn_once_and_typos_fail(caplog: pytest.LogCaptur
         parse_reader_options(
             {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "kafka.no.such.thing": "1"}
         )
+
+
+@pytest.mark.parametrize(
+    ("role", "parse", "own"),
+    [
+        ("writer", parse_writer_options, {"topic": "t", "kafka.linger.ms": "1"}),
+        ("reader", parse_reader_options, {"subscribe": "t", "kafka.request.timeout.ms": "1000"}),
+    ],
+)
+def test_settings_pylog_uses_are_not_in_the_unused_warning(
+    caplog: pytest.LogCaptureFixture, role: str, parse: Any, own: dict[str, str]
+) -> None:
+    """The security settings and the role's own Kafka settings are used, so only the rest is listed as unused."""
+    options = {
+        "kafka.bootstrap.servers": "127.0.0.1:9",
+        "kafka.security.protocol": "PLAINTEXT",
+        "kafka.reconnect.backoff.ms": "5",
+        **own,
+    }
+    with caplog.at_level(logging.WARNING, logger="spark_kafka_log"):
+        parse(options)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"pylog {role}: these Kafka client settings are accepted but not used by pylog: kafka.reconnect.backoff.ms"
+    ]
 
 
 @pytest.mark.parametrize(

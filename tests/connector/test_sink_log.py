@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.errors import ConfigError, StreamingSinkError
-from spark_kafka_log.options import batch_options, parse_writer_options, stream_options
-from spark_kafka_log.sink_log import (
+from spark_kafka_log.common.writer_options import batch_options, parse_writer_options, stream_options
+from spark_kafka_log.exactly_once.sink_log import (
     COMMITTED,
     PREPARED,
     RETAINED_ENTRIES,
@@ -24,7 +24,7 @@ from spark_kafka_log.sink_log import (
     is_local,
     query_id,
 )
-from spark_kafka_log.txn_commit import TaskTransaction
+from spark_kafka_log.exactly_once.task_transactions import TaskTransaction
 from tests.support.steps import run_to_step
 
 

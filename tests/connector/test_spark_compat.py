@@ -1,4 +1,4 @@
-"""The PySpark-dependent pieces (:mod:`spark_kafka_log.spark_compat`): the pushdown probe and the worker-interpreter check.
+"""The PySpark-dependent pieces (:mod:`spark_kafka_log.common.spark_compat`): the pushdown probe and the worker-interpreter check.
 
 The daemon-on reads run in the suite's session (the daemon is Spark's default, and the session's). The daemon-off
 reads and the bare-interpreter check need a Spark application of their own (``spark.python.use.daemon`` and
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import WorkerPythonError
-from spark_kafka_log import spark_compat
+from spark_kafka_log.common import spark_compat
 from tests.connector.checks_in_own_spark_app import check_off_and_on, read_off_and_on
 from tests.connector.kafka_peer import produce_keys
 
@@ -39,7 +39,7 @@ def test_installed_pyspark_is_the_version_the_probe_was_checked_on() -> None:
     lo, hi = spark_compat.CHECKED_PYSPARK
     installed = _version_tuple(pyspark.__version__)
     assert lo <= installed < hi, (
-        f"PySpark {pyspark.__version__} is outside the range spark_kafka_log/spark_compat.py was checked on "
+        f"PySpark {pyspark.__version__} is outside the range spark_kafka_log/common/spark_compat.py was checked on "
         f"({lo} <= v < {hi}): re-check the pushdown probe against pyspark/sql/worker/plan_data_source_read.py and "
         "data_source_pushdown_filters.py of this version (the module and local-variable names it relies on), "
         "re-check the worker-interpreter rule in pyspark/core/context.py, then update CHECKED_PYSPARK"
@@ -72,7 +72,7 @@ def test_probe_knows_the_pushdown_worker_means_enabled() -> None:
 def test_undecided_probe_takes_the_reader_without_pushdown_and_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from spark_kafka_log.reader import PylogPushdownReader, create_reader
+    from spark_kafka_log.read.reader import PylogPushdownReader, create_reader
 
     monkeypatch.setattr(spark_compat, "_warned_undecided", False)
     assert spark_compat.pushdown_enabled_in_planner() is None  # called from a test, not from PySpark

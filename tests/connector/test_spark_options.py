@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ConfigError
-from spark_kafka_log.options import batch_options, parse_writer_options
-from spark_kafka_log.reader_options import READER_OPTIONS, parse_reader_options
+from spark_kafka_log.common.reader_options import READER_OPTIONS, parse_reader_options
+from spark_kafka_log.common.writer_options import batch_options, parse_writer_options
 
 _SERVERS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 

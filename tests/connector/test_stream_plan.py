@@ -8,8 +8,15 @@ import logging
 import pytest
 
 from broker_runtime.errors import ConfigError, DataLossError
-from spark_kafka_log.reader_options import OffsetBound, parse_reader_options
-from spark_kafka_log.stream_plan import available, batch_ranges, from_json, rate_limit, should_delay, to_json
+from spark_kafka_log.common.reader_options import OffsetBound, parse_reader_options
+from spark_kafka_log.stream.stream_plan import (
+    available,
+    batch_ranges,
+    from_json,
+    rate_limit,
+    should_delay,
+    to_json,
+)
 
 
 def test_offsets_json_is_sparks_kafka_source_offset_and_sorted() -> None:

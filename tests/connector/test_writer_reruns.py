@@ -20,18 +20,18 @@ import pyarrow as pa
 import pytest
 
 from broker_runtime.errors import InjectedFailure
-from spark_kafka_log.fault_injection import TaskFaults
-from spark_kafka_log.options import WriterOptions, parse_writer_options
-from spark_kafka_log.producer import TaskProducer
-from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.task_state import (
+from spark_kafka_log.common.fault_injection import TaskFaults
+from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.writer_options import WriterOptions, parse_writer_options
+from spark_kafka_log.write.producer import TaskProducer
+from spark_kafka_log.write.task_state import (
     ConcurrentAttemptError,
     ProducerStateDirError,
     TaskIdentity,
     forget_write,
     prepare_write_dir,
 )
-from spark_kafka_log.writer import write_task
+from spark_kafka_log.write.writer import write_task
 from tests.connector.kafka_peer import consume_all
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,12 +23,21 @@ from broker_runtime.errors import (
 )
 from broker_runtime.launch import broker_process
 from broker_runtime.protocol.records import RecordBatchBuilder
-from spark_kafka_log.options import WriterOptions, parse_writer_options, stream_options, task_transactional_id
-from spark_kafka_log.producer import TaskProducer
-from spark_kafka_log.task_state import TaskIdentity
+from spark_kafka_log.common.writer_options import (
+    WriterOptions,
+    parse_writer_options,
+    stream_options,
+    task_transactional_id,
+)
+from spark_kafka_log.exactly_once.task_transactions import (
+    STREAM_MICRO_BATCH,
+    end_transactions,
+    transactions_of,
+)
 from spark_kafka_log.transactions import main as transactions_main
-from spark_kafka_log.txn_commit import STREAM_MICRO_BATCH, end_transactions, transactions_of
-from spark_kafka_log.writer import write_task
+from spark_kafka_log.write.producer import TaskProducer
+from spark_kafka_log.write.task_state import TaskIdentity
+from spark_kafka_log.write.writer import write_task
 from tests.connector.kafka_peer import consume_to_end
 from tests.connector.test_writer_reruns import LAYOUT, _batches, _failing, _setup
 

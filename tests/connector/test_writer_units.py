@@ -16,13 +16,13 @@ import pytest
 
 from broker_runtime.errors import InjectedFailure, KafkaError, ProduceFailedError
 from broker_runtime.launch.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
-from spark_kafka_log.commit_summary import PartitionStats, PylogCommitMessage, summarize
-from spark_kafka_log.options import WriterOptions, parse_writer_options
-from spark_kafka_log.producer import TaskProducer
-from spark_kafka_log.schema import InputLayout
-from spark_kafka_log.task_state import TaskIdentity, prepare_write_dir
-from spark_kafka_log.write_plan import prepare_write
-from spark_kafka_log.writer import write_task
+from spark_kafka_log.common.commit_summary import PartitionStats, PylogCommitMessage, summarize
+from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.writer_options import WriterOptions, parse_writer_options
+from spark_kafka_log.write.producer import TaskProducer
+from spark_kafka_log.write.task_state import TaskIdentity, prepare_write_dir
+from spark_kafka_log.write.write_plan import prepare_write
+from spark_kafka_log.write.writer import write_task
 from tests.connector.kafka_peer import consume_all
 
 pytestmark = pytest.mark.timeout(120)
@@ -283,8 +283,8 @@ def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_p
 
     from broker_runtime.client import KafkaClient
     from broker_runtime.launch import broker_process, create_topic
-    from spark_kafka_log import connections
-    from spark_kafka_log.write_plan import prepare_write
+    from spark_kafka_log.common import connections
+    from spark_kafka_log.write.write_plan import prepare_write
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -317,9 +317,9 @@ def test_stream_topic_check_keeps_its_client_and_survives_a_broker_restart(tmp_p
 _TWO_TASKS = """
 import logging, sys, uuid
 import pyarrow as pa
-from spark_kafka_log.options import parse_writer_options
-from spark_kafka_log.producer import TaskProducer
-from spark_kafka_log.schema import InputLayout
+from spark_kafka_log.common.writer_options import parse_writer_options
+from spark_kafka_log.write.producer import TaskProducer
+from spark_kafka_log.common.schema import InputLayout
 from tests.connector.kafka_peer import consume_all
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")

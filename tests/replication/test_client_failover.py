@@ -171,9 +171,9 @@ def _leader_from_survivors(cluster: BrokerCluster, topic: str, dead: int, partit
 def test_pylog_task_producer_rides_through_a_leader_sigkill(cluster: BrokerCluster) -> None:
     """The connector's producer (accumulator + sender) without Spark: the leader of partition 0 dies while
     requests are in flight; the sender resends to the new leader, which recognises what was replicated."""
-    from spark_kafka_log.options import parse_writer_options
-    from spark_kafka_log.producer import TaskProducer
-    from spark_kafka_log.schema import InputLayout
+    from spark_kafka_log.common.schema import InputLayout
+    from spark_kafka_log.common.writer_options import parse_writer_options
+    from spark_kafka_log.write.producer import TaskProducer
 
     topic = "task-producer"
     create_replicated(cluster, topic, PARTITIONS, rf=3, configs={"min.insync.replicas": "2"})

@@ -622,8 +622,8 @@ def test_connector_planning_names_an_acl_refusal(acl_broker: Any) -> None:
     from broker_runtime.client import KafkaClient
     from broker_runtime.errors import KafkaError
     from broker_runtime.security import ClientSecurity
-    from spark_kafka_log.read_plan import selected_partitions
-    from spark_kafka_log.reader_options import parse_reader_options
+    from spark_kafka_log.common.reader_options import parse_reader_options
+    from spark_kafka_log.read.read_plan import selected_partitions
 
     topic = f"plan-{uuid.uuid4().hex[:6]}"
     _create_topic(acl_broker, topic)

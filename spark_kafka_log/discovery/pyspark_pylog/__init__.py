@@ -1,6 +1,8 @@
 """``pyspark_pylog``: the module PySpark's data source discovery finds, so ``format("pylog")`` works in any
 SparkSession without ``spark_kafka_log.register(spark)``.
 
+Runs on: driver (session).
+
 How PySpark 4.3 finds Python data sources: the first time a session resolves a data source name, the JVM's
 ``DataSourceManager`` asks a Python worker (``pyspark.sql.worker.lookup_data_sources``) to import every
 top-level module whose name starts with ``pyspark_`` (``pkgutil.iter_modules()`` over ``sys.path``) and to
