@@ -29,10 +29,9 @@ from broker_runtime.client.router import (
 )
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey, alter_configs, create_topics, describe_configs
+from broker_runtime.protocol.topic_partition import TopicPartition
 
 __all__ = ["AdminClient", "ConfigEntry", "NewTopic"]
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

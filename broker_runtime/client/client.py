@@ -57,10 +57,9 @@ from broker_runtime.client.transactions import TransactionClient
 from broker_runtime.errors import ConfigError, KafkaError
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, ApiKey, IsolationLevel
 from broker_runtime.protocol.messages.produce import ACKS_NONE
+from broker_runtime.protocol.topic_partition import TopicPartition
 
 __all__ = ["FetchResult", "InFlight", "KafkaClient", "ProduceResult"]
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,9 @@ from broker_runtime.client.router import (
 )
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey, find_coordinator
+from broker_runtime.protocol.topic_partition import TopicPartition
 
 __all__ = ["GroupClient"]
-
-TopicPartition = tuple[str, int]
 
 
 class GroupClient:

@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 from broker_runtime.client.connection import BrokerConnection
 from broker_runtime.errors import BrokerConnectionError, ConfigError, ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.security import ClientSecurity
 
 __all__ = [
@@ -72,7 +73,6 @@ __all__ = [
     "partition_answers",
 ]
 
-TopicPartition = tuple[str, int]
 V = TypeVar("V")
 
 #: The partition errors that mean "the leader moved or is not known yet": refresh the metadata and retry.

@@ -30,10 +30,10 @@ from broker_runtime.client.router import (
 )
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey, find_coordinator
+from broker_runtime.protocol.topic_partition import TopicPartition
 
 __all__ = ["TXN_RETRY_ERRORS", "TransactionClient"]
 
-TopicPartition = tuple[str, int]
 
 #: What Kafka's producer retries on AddPartitionsToTxn / EndTxn: the coordinator moved or is loading (find it
 #: again), or the previous transaction's markers are still being written (CONCURRENT_TRANSACTIONS).

@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.replication.partition import Partition
 
 __all__ = ["DelayedProduce", "ProducePartitionStatus"]
-
-TopicPartition = tuple[str, int]
 
 
 class ProducePartitionStatus:

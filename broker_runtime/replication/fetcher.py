@@ -68,6 +68,7 @@ from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, 
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from broker_runtime.protocol.messages import ApiKey, IsolationLevel
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.replication.partition import Partition
 from broker_runtime.security.async_client import open_connection, reauthenticate
 from broker_runtime.security.client_security import ClientSecurity
@@ -80,8 +81,6 @@ _log = logging.getLogger(__name__)
 #: The Fetch version followers speak (the broker's highest; ReplicaId is a body field up to v14).
 FETCH_VERSION = 12
 _RECV_BYTES = 1 << 20
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from typing import Any
 from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.records import CONTROL_COMMIT
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replicated import answer_after_replication
 from broker_runtime.server.topics import TopicError
@@ -47,8 +48,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 def ensure_offsets_topic(ctx: BrokerContext) -> str | None:

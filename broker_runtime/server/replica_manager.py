@@ -46,6 +46,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, ProducerStateError, StorageError
 from broker_runtime.protocol.compression import codec_from_name
 from broker_runtime.protocol.records import Buffer, build_control_batch
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.replication.fetcher import FetcherConfig, ReplicaFetcher
 from broker_runtime.replication.partition import AlterIsr, Partition
 from broker_runtime.server.topics import TopicManager
@@ -59,8 +60,6 @@ _log = logging.getLogger(__name__)
 
 #: The leader epoch of a single-node broker's partitions (it never changes there: no other replica exists).
 LEADER_EPOCH = 0
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePartitionStatus
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
@@ -28,8 +29,6 @@ from broker_runtime.server.replica_manager import AppendResult
 __all__ = ["answer_after_replication", "coordinator_error", "follow_leadership", "wait_replicated"]
 
 _log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class PartitionOwner(Protocol):

@@ -40,8 +40,6 @@ DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 #: metadata): a JSON list of ``AclBinding.to_json`` rows.
 ACLS_FILE = "acls.json"
 
-TopicPartition = tuple[str, int]
-
 
 class SingleNode:
     """The deployment of a broker alone (see the module docstring)."""

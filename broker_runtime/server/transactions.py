@@ -43,6 +43,7 @@ from broker_runtime.errors import ErrorCode, PylogError
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.records import CONTROL_COMMIT
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.security.async_client import open_connection
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import complete_offsets_txn
@@ -82,8 +83,6 @@ _RETRIABLE_MARKER_ERRORS = frozenset(
     }
 )
 _STOP_MARKER_ERRORS = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
-
-TopicPartition = tuple[str, int]
 
 
 def ensure_state_topic(ctx: BrokerContext) -> None:

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.security import ClientSecurity
 from spark_kafka_log.common.driver_log import driver_log
 from spark_kafka_log.common.kafka_configs import (
@@ -188,7 +189,6 @@ _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay
 _STRATEGIES = ("error", "latest")
 _ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
-TopicPartition = tuple[str, int]
 
 #: ``kafkaConsumer.pollTimeoutMs`` default: Spark's, ``spark.network.timeout`` at its default (120 s).
 DEFAULT_POLL_TIMEOUT_MS = 120_000

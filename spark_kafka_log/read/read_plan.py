@@ -57,6 +57,7 @@ from typing import TypeVar
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ConfigError, DataLossError, ErrorCode, KafkaError, UnknownTopicError
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker_runtime.protocol.topic_partition import TopicPartition
 from spark_kafka_log.common.connections import reader_client
 from spark_kafka_log.common.reader_options import OffsetBound, ReaderOptions
 from spark_kafka_log.read.input_partition import PylogInputPartition
@@ -78,7 +79,6 @@ __all__ = [
 
 log = logging.getLogger("spark_kafka_log.read_plan")
 
-TopicPartition = tuple[str, int]
 #: (topic, partition, start, end): offsets [start, end).
 OffsetRange = tuple[str, int, int, int]
 

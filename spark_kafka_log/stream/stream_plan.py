@@ -34,6 +34,7 @@ import math
 from collections.abc import Mapping
 
 from broker_runtime.errors import ConfigError, DataLossError
+from broker_runtime.protocol.topic_partition import TopicPartition
 
 __all__ = [
     "OffsetMap",
@@ -46,7 +47,6 @@ __all__ = [
 
 log = logging.getLogger("spark_kafka_log.stream_plan")
 
-TopicPartition = tuple[str, int]
 #: (topic, partition) -> offset.
 OffsetMap = dict[TopicPartition, int]
 OffsetRange = tuple[str, int, int, int]

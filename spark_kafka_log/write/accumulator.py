@@ -48,15 +48,15 @@ import pyarrow.compute as pc
 from broker_runtime.errors import InputDataError, ProduceFailedError
 from broker_runtime.protocol.record_codec.encode import build_batches
 from broker_runtime.protocol.record_codec.walks import record_walk
+from broker_runtime.protocol.topic_partition import TopicPartition
 from spark_kafka_log.common.commit_summary import PartitionStats
 from spark_kafka_log.common.schema import InputLayout
 from spark_kafka_log.common.writer_options import WriterOptions
 from spark_kafka_log.write.partitioner import Partitioner, group_rows
 from spark_kafka_log.write.task_state import Resume
 
-__all__ = ["PartitionQueue", "RecordAccumulator", "SealedBatch", "TopicPartition"]
+__all__ = ["PartitionQueue", "RecordAccumulator", "SealedBatch"]
 
-TopicPartition = tuple[str, int]
 
 _INT32_MAX = 2**31 - 1
 

@@ -51,12 +51,13 @@ import pyarrow as pa
 
 from broker_runtime.errors import ErrorCode, KafkaError, ProduceFailedError, PylogError
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
+from broker_runtime.protocol.topic_partition import TopicPartition
 from spark_kafka_log.common.commit_summary import PartitionStats
 from spark_kafka_log.common.connections import topic_partitions, writer_client
 from spark_kafka_log.common.fault_injection import TaskFaults
 from spark_kafka_log.common.schema import InputLayout
 from spark_kafka_log.common.writer_options import WriterOptions
-from spark_kafka_log.write.accumulator import RecordAccumulator, TopicPartition
+from spark_kafka_log.write.accumulator import RecordAccumulator
 from spark_kafka_log.write.partitioner import Partitioner
 from spark_kafka_log.write.sender import Sender
 from spark_kafka_log.write.task_state import TaskIdentity, TaskState, last_sequences

@@ -67,9 +67,10 @@ from dataclasses import dataclass, field
 
 from broker_runtime.client import BrokerConnectionError, InFlight, KafkaClient, ProduceResult
 from broker_runtime.errors import ErrorCode, KafkaError, ProduceFailedError, ProtocolError
+from broker_runtime.protocol.topic_partition import TopicPartition
 from spark_kafka_log.common.fault_injection import TaskFaults
 from spark_kafka_log.common.writer_options import WriterOptions
-from spark_kafka_log.write.accumulator import PartitionQueue, RecordAccumulator, SealedBatch, TopicPartition
+from spark_kafka_log.write.accumulator import PartitionQueue, RecordAccumulator, SealedBatch
 
 __all__ = ["Sender"]
 

@@ -35,6 +35,7 @@ from broker_runtime.protocol.compression import CODEC_NAMES
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker_runtime.protocol.messages.common import IsolationLevel
 from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder, read_batches
+from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.tools.configs import SOURCE_NAMES  # the Java ConfigEntry.ConfigSource names too
 from tests.support.apache_kafka import (
     TOOL_HEAP,
@@ -52,7 +53,6 @@ JAVA_SOURCES = Path(__file__).resolve().parents[1] / "support" / "apache_kafka" 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Record timestamps of the records the tests write themselves (ms).
 BASE_TS = 1_700_000_000_000
-TopicPartition = tuple[str, int]
 
 
 # ------------------------------------------------------------------------------------- the Java programs

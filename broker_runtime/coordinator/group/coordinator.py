@@ -71,8 +71,6 @@ __all__ = ["GroupCoordinator"]
 
 _log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-
 
 class GroupCoordinator:
     """See the module docstring."""

@@ -42,12 +42,12 @@ from broker_runtime.coordinator.group.membership import GroupMembership
 from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupState
 from broker_runtime.coordinator.group.writer import Shared, append_error
 from broker_runtime.errors import ErrorCode, KafkaError, ProducerStateError
+from broker_runtime.protocol.topic_partition import TopicPartition
 
 __all__ = ["Committer", "OffsetManager", "Offsets"]
 
 _log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 #: (topic, partition) -> (offset, leader epoch, metadata) of a commit request.
 Offsets = dict[TopicPartition, tuple[int, int, str | None]]
 
