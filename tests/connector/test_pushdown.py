@@ -56,12 +56,20 @@ def _timestamps(kind: str, partition: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def topics(spark: Any, broker: str) -> dict[str, Topic]:
-    """``mono`` and ``shuffled``, written once: one Spark task, so offsets follow row order per partition."""
+    """``mono`` and ``shuffled``, written once: one Spark task, so offsets follow row order per partition.
+
+    Their records carry 2023 timestamps, so the topics keep them forever (``retention.ms=-1``): with the default
+    retention a broker check landing between the write and a read deleted them (DataLossError)."""
     from pyspark.sql import functions as F
+
+    from broker_runtime.client import KafkaClient
 
     out = {}
     for kind in ("mono", "shuffled"):
         name = f"pushdown-{kind}-{uuid.uuid4().hex[:6]}"
+        with KafkaClient(broker) as client:
+            created = client.admin.create_topics({name: (PARTITIONS, 1)}, configs={"retention.ms": "-1"})
+            assert created == {name: 0}, created
         records = tuple(
             (p, offset, ts) for p in range(PARTITIONS) for offset, ts in enumerate(_timestamps(kind, p))
         )
