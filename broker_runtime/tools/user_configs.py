@@ -5,8 +5,9 @@
                          [--add-config 'SCRAM-SHA-256=[iterations=8192,password=P],...'] [--delete-config SCRAM-SHA-512]
 
 ``--describe`` prints, as kafka-configs does, ``SCRAM credential configs for user-principal 'U' are
-SCRAM-SHA-256=iterations=8192, ...`` per user (every user without ``--entity-name``), or ``Error retrieving
-SCRAM credential configs for user-principal 'U': <pylog's error line>`` (a user without credentials). ``--alter`` sends one
+SCRAM-SHA-256=iterations=8192, ...`` per user with credentials (every user without ``--entity-name``); nothing
+for a user without any (RESOURCE_NOT_FOUND, as Kafka's admin client leaves it out), ``Error retrieving SCRAM
+credential configs for user-principal 'U': <pylog's error line>`` for another per-user error. ``--alter`` sends one
 AlterUserScramCredentials: the password is salted here (:meth:`AdminClient.alter_user_scram_credentials`), so
 it never reaches the broker; ``iterations`` defaults to 4096 (kafka-configs' default; ``-1`` means it too) and
 below 4096 is refused before anything is sent. Prints ``Completed updating config for user U.``. Quota configs
@@ -20,7 +21,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from broker_runtime.errors import KafkaError
+from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.security.scram_credentials import MIN_ITERATIONS, SCRAM_MECHANISMS
 from broker_runtime.tools.common import EXIT_USAGE, ToolError, client_for, parse_pairs
 
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         with client_for(args) as client:
             described = client.admin.describe_user_scram_credentials([user] if user else None)
         for name, infos in described.items():
+            if isinstance(infos, KafkaError) and infos.code == ErrorCode.RESOURCE_NOT_FOUND:
+                continue
             if isinstance(infos, KafkaError):
                 print(f"Error retrieving SCRAM credential configs for user-principal '{name}': {infos}")
             else:

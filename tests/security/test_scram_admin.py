@@ -341,8 +341,4 @@ def test_pylog_configs_tool_manages_users(cluster: Cluster, tmp_path: Path) -> N
     assert cluster.logs_in(0, "SCRAM-SHA-256", "gina", "gina-pw")  # unchanged
     deleted = _configs_tool(cluster, tmp_path, *user, "--alter", "--delete-config", "SCRAM-SHA-256")
     assert deleted == (0, "Completed updating config for user gina.\n", "")
-    status, out, _ = _configs_tool(cluster, tmp_path, *user, "--describe")
-    assert status == 0 and out.startswith(
-        "Error retrieving SCRAM credential configs for user-principal 'gina': "
-    )
-    assert "RESOURCE_NOT_FOUND" in out
+    assert _configs_tool(cluster, tmp_path, *user, "--describe") == (0, "", "")  # as kafka-configs
