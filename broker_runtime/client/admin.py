@@ -1,21 +1,25 @@
 """The admin calls of the client (what the CLI tools and the tests ask): topics, partitions, records, configs,
-cluster, ACLs, log dirs and producers; Kafka's admin client's requests, spoken through the client's router.
+cluster, ACLs, SCRAM users, log dirs and producers; Kafka's admin client's requests, spoken through the client's
+router.
 
 :class:`AdminClient` is a thin facade: it holds no connection or cache of its own, only its
 :class:`~broker_runtime.client.router.ClientRouter` (``KafkaClient.admin``). Threading: as its client's, the
 thread that owns the client calls it (no locking anywhere).
 
-Routing: cluster-wide changes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs) go to the
-controller when the metadata names it, else to any broker (CreateTopics is retried up to ``retries`` times on
-NOT_CONTROLLER after a metadata refresh); reads (DescribeConfigs, DescribeCluster, the ACL APIs) go to any
-broker; DescribeLogDirs to the broker asked about; DeleteRecords and DescribeProducers to each partition's leader
-through the router's leader-retry driver (DeleteRecords retries leader moves within the retry budget and answers
-per partition; DescribeProducers asks once). Errors: a non-zero code where the call has no per-item result to
-carry it raises ``KafkaError(code, "<what> ...")`` with the broker's message when it gave one.
+Routing: cluster-wide changes (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs,
+AlterUserScramCredentials) go to the controller when the metadata names it, else to any broker (CreateTopics is
+retried up to ``retries`` times on NOT_CONTROLLER after a metadata refresh); reads (DescribeConfigs,
+DescribeCluster, the ACL APIs, DescribeUserScramCredentials) go to any broker; DescribeLogDirs to the broker
+asked about; DeleteRecords and DescribeProducers to each partition's leader through the router's leader-retry
+driver (DeleteRecords retries leader moves within the retry budget and answers per partition; DescribeProducers
+asks once). Errors: a non-zero code where the call has no per-item result to carry it raises
+``KafkaError(code, "<what> ...")`` with the broker's message when it gave one. SCRAM passwords are salted here
+and never sent.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,10 +32,20 @@ from broker_runtime.client.router import (
     partition_answers,
 )
 from broker_runtime.errors import ErrorCode, KafkaError
-from broker_runtime.protocol.messages import ApiKey, alter_configs, create_topics, describe_configs
+from broker_runtime.protocol.messages import (
+    ApiKey,
+    alter_configs,
+    create_topics,
+    describe_configs,
+    scram_credentials,
+)
 from broker_runtime.protocol.topic_partition import TopicPartition
+from broker_runtime.security.scram_credentials import salted_password
 
 __all__ = ["AdminClient", "ConfigEntry", "NewTopic"]
+
+#: Bytes of random salt per SCRAM credential the client creates.
+SALT_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +302,60 @@ class AdminClient:
         _, answer = self._router.any_connection().request(api_key, dict(body))
         return answer
 
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> dict[str, dict[str, int] | KafkaError]:
+        """DescribeUserScramCredentials (any broker): per user ``{mechanism name: iterations}``, or the broker's
+        error for that user (RESOURCE_NOT_FOUND: no credential); ``users`` None or empty = every stored user.
+        Raises KafkaError for an error of the whole request (CLUSTER_AUTHORIZATION_FAILED)."""
+        _, body = self._router.any_connection().request(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            {"Users": None if not users else [{"Name": u} for u in users]},
+        )
+        if body["ErrorCode"]:
+            raise KafkaError(body["ErrorCode"], body["ErrorMessage"] or "describe user SCRAM credentials")
+        out: dict[str, dict[str, int] | KafkaError] = {}
+        for r in body["Results"]:
+            if r["ErrorCode"]:
+                out[r["User"]] = KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"describe user {r['User']}")
+            else:
+                out[r["User"]] = {
+                    scram_credentials.MECHANISM_NAMES.get(c["Mechanism"], str(c["Mechanism"])): c[
+                        "Iterations"
+                    ]
+                    for c in r["CredentialInfos"]
+                }
+        return out
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Sequence[tuple[str, str, int, str]] = (),
+        deletions: Sequence[tuple[str, str]] = (),
+    ) -> dict[str, KafkaError | None]:
+        """AlterUserScramCredentials (the controller when known, else any broker): each upsertion
+        ``(user, mechanism, iterations, password)`` is salted here, as Kafka's admin client does (a random salt,
+        Hi(password, salt, iterations)), so the password never leaves this process; each deletion is
+        ``(user, mechanism)``. Per user None (done) or the broker's error."""
+        body = self._admin_request(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            {
+                "Deletions": [
+                    {"Name": user, "Mechanism": scram_credentials.MECHANISM_TYPES.get(mechanism, 0)}
+                    for user, mechanism in deletions
+                ],
+                "Upsertions": [
+                    _upsertion(user, mechanism, iterations, password)
+                    for user, mechanism, iterations, password in upsertions
+                ],
+            },
+        )
+        return {
+            r["User"]: KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"alter user {r['User']}")
+            if r["ErrorCode"]
+            else None
+            for r in body["Results"]
+        }
+
     def describe_log_dirs(self, node: int) -> list[dict[str, Any]]:
         """DescribeLogDirs of one broker: per log directory its partitions and their sizes."""
         _, body = self._router.connection(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": None})
@@ -324,6 +392,14 @@ class AdminClient:
         if retry.errors:
             raise next(iter(retry.errors.values()))
         return out
+
+
+def _upsertion(user: str, mechanism: str, iterations: int, password: str) -> dict[str, Any]:
+    code = scram_credentials.MECHANISM_TYPES.get(mechanism, 0)
+    salt = secrets.token_bytes(SALT_BYTES)
+    # An unknown mechanism goes out as Kafka's UNKNOWN (0) for the broker to refuse; nothing to salt it with.
+    salted = salted_password(mechanism, password, salt, iterations) if code else b""
+    return {"Name": user, "Mechanism": code, "Iterations": iterations, "Salt": salt, "SaltedPassword": salted}
 
 
 def _code(value: int) -> ErrorCode | int:

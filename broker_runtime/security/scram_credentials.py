@@ -13,18 +13,24 @@ These are RFC 5802's StoredKey = H(HMAC(SaltedPassword, "Client Key")) and Serve
 log in as the user (Kafka's ScramCredential, kept in its metadata log; pylog keeps it in this file). The file
 is created 0600.
 
-Readers (the broker's authenticator) re-read the file when its modification time changes, so users added or
-removed with ``pylog-broker users`` take effect on the next authentication without a restart. Writers are the
-CLI (offline edits under the lock). Thread-safe: :class:`ScramCredentialStore` caches one parsed snapshot and
-replaces it whole.
+Readers (the broker's authenticator) re-read the file when it changed (its inode, modification and change
+times or size: every write renames a new file over it), so users added or removed take effect on the next
+authentication without a restart, on every broker reading the file. Writers, each a read-modify-write under the
+lock: the CLI (``pylog-broker users``, offline) and any broker answering AlterUserScramCredentials
+(:func:`alter_credentials`, the salted password a client sent turned into StoredKey and ServerKey as Kafka's
+``ScramControlManager`` does). Thread-safe: :class:`ScramCredentialStore` caches one parsed snapshot and
+replaces it whole. Nothing here logs; a :class:`ScramCredential`'s repr hides its salt and keys.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,28 +42,38 @@ from broker_runtime.fsutil import FileLock, write_atomically
 __all__ = [
     "CREDENTIALS_FILE",
     "DEFAULT_ITERATIONS",
+    "MAX_ITERATIONS",
+    "MIN_ITERATIONS",
     "SCRAM_MECHANISMS",
     "ScramCredential",
     "ScramCredentialStore",
+    "alter_credentials",
+    "credential_from_salted_password",
     "credentials_path",
     "delete_user",
     "list_users",
+    "salted_password",
     "upsert_user",
+    "user_name_problem",
 ]
 
 CREDENTIALS_FILE = "scram-credentials.json"
 #: Kafka's minimum iteration count for SCRAM-SHA-256/512 is 4096; its tools' common example is 8192.
 DEFAULT_ITERATIONS = 8192
 MIN_ITERATIONS = 4096
+#: Kafka's maximum for SCRAM-SHA-256/512 (its ``ScramMechanism.maxIterations``): AlterUserScramCredentials
+#: refuses more (UNACCEPTABLE_CREDENTIAL), as Kafka's controller does.
+MAX_ITERATIONS = 16384
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 _LOCK_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
 class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
     iterations: int
 
     def auth_info(self) -> tuple[bytes, bytes, bytes, int]:
@@ -69,6 +85,45 @@ def credentials_path(log_dirs: tuple[str, ...] | list[str], cluster_dir: str | N
     """Where the broker (or the CLI for that broker's config) keeps the SCRAM credentials."""
     base = cluster_dir or log_dirs[0]
     return Path(base) / CREDENTIALS_FILE
+
+
+def user_name_problem(user: str) -> str | None:
+    """Why ``user`` cannot be a SCRAM user here (None: it can): empty, or not US-ASCII without NUL (Kafka's SCRAM
+    grammar, which pylog's authenticator applies: such a user could never log in)."""
+    if not user:
+        return "the user name must not be empty"
+    if not all(0 < ord(c) < 0x80 for c in user):
+        return (
+            f"user name {user!r}: SCRAM user names must be US-ASCII without NUL (Kafka's SCRAM grammar; the broker "
+            "could never log this user in)"
+        )
+    return None
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's Hi(password, salt, iterations), PBKDF2 with the mechanism's HMAC over the UTF-8 password (no
+    SASLprep, as Kafka's ``ScramFormatter``): what a client sends in an AlterUserScramCredentials upsertion."""
+    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode("utf-8"), salt, iterations)
+
+
+def credential_from_salted_password(
+    mechanism: str, salt: bytes, salted: bytes, iterations: int
+) -> ScramCredential:
+    """The stored credential of a salted password: StoredKey = H(HMAC(salted, "Client Key")), ServerKey =
+    HMAC(salted, "Server Key") (RFC 5802; Kafka's ``ScramFormatter`` on its controller)."""
+    digest = _HASHES[mechanism]
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    stored_key = hashlib.new(digest, client_key).digest()
+    return ScramCredential(salt, stored_key, hmac.new(salted, b"Server Key", digest).digest(), iterations)
+
+
+def _encoded(credential: ScramCredential) -> dict[str, Any]:
+    return {
+        "salt": base64.b64encode(credential.salt).decode(),
+        "stored_key": base64.b64encode(credential.stored_key).decode(),
+        "server_key": base64.b64encode(credential.server_key).decode(),
+        "iterations": credential.iterations,
+    }
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -111,13 +166,9 @@ def upsert_user(
         raise ConfigError(f"mechanism {mechanism!r}: expected one of {', '.join(SCRAM_MECHANISMS)}")
     if iterations < MIN_ITERATIONS:
         raise ConfigError(f"iterations={iterations}: must be >= {MIN_ITERATIONS} (as Kafka)")
-    if not user:
-        raise ConfigError("the user name must not be empty")
-    if not all(0 < ord(c) < 0x80 for c in user):
-        raise ConfigError(
-            f"user name {user!r}: SCRAM user names must be US-ASCII without NUL (Kafka's SCRAM grammar; the broker "
-            "could never log this user in)"
-        )
+    problem = user_name_problem(user)
+    if problem is not None:
+        raise ConfigError(problem)
     if not password:
         raise ConfigError("the password must not be empty")
     salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
@@ -126,13 +177,38 @@ def upsert_user(
     locked = _Locked(path)
     with locked as data:
         entry = data["users"].setdefault(user, {})
-        entry[mechanism] = {
-            "salt": base64.b64encode(salt).decode(),
-            "stored_key": base64.b64encode(stored_key).decode(),
-            "server_key": base64.b64encode(server_key).decode(),
-            "iterations": count,
-        }
+        entry[mechanism] = _encoded(ScramCredential(salt, stored_key, server_key, count))
         _write(path, data)
+
+
+def alter_credentials(
+    path: Path,
+    deletions: Iterable[tuple[str, str]],
+    upsertions: Iterable[tuple[str, str, ScramCredential]],
+) -> set[str]:
+    """Remove each ``(user, mechanism)`` of ``deletions`` and store each ``(user, mechanism, credential)`` of
+    ``upsertions``, in one atomic write under the lock (no write when nothing changes). A deletion of a
+    credential that is not stored is not applied: its user is returned (Kafka's RESOURCE_NOT_FOUND), the others
+    are. The caller validated names, mechanisms and iterations and gives each user at most one alteration."""
+    missing: set[str] = set()
+    changed = False
+    with _Locked(path) as data:
+        users = data["users"]
+        for user, mechanism in deletions:
+            entry = users.get(user)
+            if entry is None or mechanism not in entry:
+                missing.add(user)
+                continue
+            del entry[mechanism]
+            if not entry:
+                del users[user]
+            changed = True
+        for user, mechanism, credential in upsertions:
+            users.setdefault(user, {})[mechanism] = _encoded(credential)
+            changed = True
+        if changed:
+            _write(path, data)
+    return missing
 
 
 def delete_user(path: Path, user: str, mechanism: str | None = None) -> bool:
@@ -165,7 +241,7 @@ class ScramCredentialStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._users: dict[str, dict[str, ScramCredential]] = {}
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -173,7 +249,7 @@ class ScramCredentialStore:
         the defect when the file cannot be read or parsed (nothing is cached then: the next lookup reads again)."""
         try:
             st = os.stat(self.path)
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+            stamp: tuple[int, int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
         except FileNotFoundError:
             stamp = None
         if stamp != self._stamp:

@@ -1,4 +1,5 @@
-"""``pylog-broker configs``: Kafka's ``kafka-configs`` for topics and brokers -- describe and alter.
+"""``pylog-broker configs``: Kafka's ``kafka-configs`` for topics and brokers -- describe and alter (users'
+SCRAM credentials: :mod:`broker_runtime.tools.user_configs`).
 
     pylog-broker configs --bootstrap-server H:P --entity-type topics|brokers (--entity-name N | --entity-default)
                          --describe [--all]
@@ -22,6 +23,7 @@ from typing import Any
 
 from broker_runtime.client import ConfigEntry
 from broker_runtime.protocol.messages import describe_configs
+from broker_runtime.tools import user_configs
 from broker_runtime.tools.common import (
     EXIT_USAGE,
     ToolError,
@@ -44,11 +46,18 @@ _TYPES = {"topics": describe_configs.RESOURCE_TOPIC, "brokers": describe_configs
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("configs", help="describe and alter topic and broker configs (as kafka-configs)")
+    p = sub.add_parser(
+        "configs",
+        help="describe and alter topic and broker configs and users' SCRAM credentials (as kafka-configs)",
+    )
     add_bootstrap(p)
-    p.add_argument("--entity-type", required=True, choices=sorted(_TYPES), help="topics or brokers")
-    name = p.add_mutually_exclusive_group(required=True)
-    name.add_argument("--entity-name", help="the topic name or broker id")
+    p.add_argument(
+        "--entity-type", required=True, choices=sorted([*_TYPES, "users"]), help="topics, brokers or users"
+    )
+    name = p.add_mutually_exclusive_group()
+    name.add_argument(
+        "--entity-name", help="the topic name, broker id or user (users: every user if left out)"
+    )
     name.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide defaults")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="show the configs")
@@ -76,6 +85,12 @@ def _describe_line(e: ConfigEntry) -> str:
 
 def run(args: argparse.Namespace) -> int:
     def body() -> int:
+        if args.entity_type == "users":
+            return user_configs.run(args)
+        if not args.entity_name and not args.entity_default:
+            raise ToolError(
+                f"--entity-type {args.entity_type} needs --entity-name or --entity-default", EXIT_USAGE
+            )
         rtype = _TYPES[args.entity_type]
         if args.entity_default:
             if args.entity_type != "brokers":

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from broker_runtime.client import KafkaClient, NewTopic
+from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.launch import broker_log_dir, broker_process
 from broker_runtime.protocol.compression import CODEC_NAMES
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -689,9 +690,32 @@ def test_java_admin_acls(pylog: str, admin_run: dict[str, Any]) -> None:
 
 @pytest.mark.compat(
     "kafka-java",
-    "AdminClient: describeUserScramCredentials, alterUserScramCredentials, describeMetadataQuorum",
-    differs="not answered (UnsupportedVersionException): pylog's SCRAM credentials are a file edited offline "
-    "with `pylog-broker users`, and pylog has no KRaft quorum to describe",
+    "AdminClient: alterUserScramCredentials (upsert, delete), describeUserScramCredentials",
+)
+def test_java_admin_scram_users(pylog: str, admin_run: dict[str, Any]) -> None:
+    """The Java client salts the password and sends the upsertion; pylog stores the credential (read back with
+    pylog's client: mechanism and iterations), refuses 20000 iterations as Kafka does (Kafka's maximum is 16384)
+    and deletes the credential."""
+    carol = f"{admin_run['prefix']}-carol"
+    assert _result(admin_run, "alterUserScramCredentials") is None
+    assert _result(admin_run, "describeUserScramCredentials") == {carol: {"SCRAM-SHA-256": 4096}}
+    assert carol in _result(admin_run, "describeUserScramCredentials.all")
+    refused = admin_run["calls"]["alterUserScramCredentials.iterations"]
+    assert (refused.get("error"), refused.get("message")) == (
+        "UnacceptableCredentialException",
+        "Too many iterations: 20000 > 16384",
+    ), refused
+    assert _result(admin_run, "alterUserScramCredentials.delete") is None
+    assert _result(admin_run, "describeUserScramCredentials.after") == []
+    with KafkaClient(pylog) as client:
+        gone = client.admin.describe_user_scram_credentials([carol])[carol]
+    assert isinstance(gone, KafkaError) and gone.code == ErrorCode.RESOURCE_NOT_FOUND
+
+
+@pytest.mark.compat(
+    "kafka-java",
+    "AdminClient: describeMetadataQuorum",
+    differs="not answered (UnsupportedVersionException): pylog has no KRaft quorum to describe",
 )
 @pytest.mark.compat(
     "kafka-java",
@@ -700,14 +724,9 @@ def test_java_admin_acls(pylog: str, admin_run: dict[str, Any]) -> None:
     "kraft.version, transaction.version or group.version feature levels",
 )
 def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> None:
-    for call, api in (
-        ("describeUserScramCredentials", "DESCRIBE_USER_SCRAM_CREDENTIALS"),
-        ("alterUserScramCredentials", "ALTER_USER_SCRAM_CREDENTIALS"),
-        ("describeMetadataQuorum", "DESCRIBE_QUORUM"),
-    ):
-        line = admin_run["calls"][call]
-        assert (line.get("error"), line.get("message")) == (
-            "UnsupportedVersionException",
-            f"The node does not support {api}",
-        ), line
+    line = admin_run["calls"]["describeMetadataQuorum"]
+    assert (line.get("error"), line.get("message")) == (
+        "UnsupportedVersionException",
+        "The node does not support DESCRIBE_QUORUM",
+    ), line
     assert _result(admin_run, "describeFeatures") == {"finalized": {}, "supported": {}, "epoch": -1}

@@ -1,6 +1,7 @@
 """Apache Kafka's command-line tools against a secured pylog broker (a child process): one SASL_SSL listener
 (PLAIN users ``admin`` and ``alice`` from the JAAS entry, the SCRAM-SHA-512 user ``scram512`` in the salted
-credentials file), Kafka's StandardAuthorizer with ``User:admin`` the super user.
+credentials file, SCRAM-SHA-256 enabled for the users kafka-configs adds), Kafka's StandardAuthorizer with
+``User:admin`` the super user.
 
 Each tool logs in through ``--command-config`` / ``--command-property`` files holding Kafka's client settings
 (PEM trust store of the test CA); pylog's own client, built from the same settings, reads back what pylog holds.
@@ -69,7 +70,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     props = {
         "listeners": "SASL_SSL://127.0.0.1:0",
         "inter.broker.listener.name": "SASL_SSL",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.server),
@@ -233,3 +234,88 @@ def test_kafka_configs_shows_sensitive_broker_configs_as_null(secured: Secured, 
     )
     assert refused.returncode != 0
     assert "ClusterAuthorizationException" in refused.stdout + refused.stderr
+
+
+@pytest.mark.compat(
+    "kafka-tools",
+    "kafka-configs: SCRAM users added, changed, described and deleted (--entity-type users, SASL_SSL)",
+)
+def test_kafka_configs_manages_scram_users_that_log_in_at_once(
+    secured: Secured, tools: ToolRunner, tmp_path: Path
+) -> None:
+    """kafka-configs --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=...]' as the super user:
+    the user logs in at once (kafka-topics with its SCRAM settings), a changed password replaces the old one
+    (refused from then on), --describe --entity-type users lists mechanism and iterations only, an iteration
+    count above Kafka's maximum and an alteration by a user without ALTER on the cluster are refused,
+    --delete-config removes the credential (describe lists nothing; no login). No password is printed by any
+    of these runs."""
+    user, first, second = (
+        _name("scram"),
+        "first-Pw-" + uuid.uuid4().hex[:6],
+        "second-Pw-" + uuid.uuid4().hex[:6],
+    )
+    as_admin = ("--bootstrap-server", secured.bootstrap, "--command-config", str(secured.admin))
+    entity = ("--entity-type", "users", "--entity-name", user)
+    outputs: list[str] = []
+    admin_settings = dict(
+        line.split("=", 1) for line in secured.admin.read_text().splitlines() if "=" in line
+    )
+    ca = Path(admin_settings["ssl.truststore.location"])
+
+    def configs(*args: str, config: tuple[str, ...] = as_admin, check: bool = True) -> str:
+        done = tools.run("kafka-configs", *config, *args, check=check)
+        outputs.append(done.stdout + done.stderr)
+        return done.stdout + done.stderr
+
+    def logs_in(password: str) -> bool:
+        props = _client_properties(
+            tmp_path / f"{password}.properties",
+            ca,
+            "SCRAM-SHA-256",
+            f'{_SCRAM_MODULE} required username="{user}" password="{password}";',
+        )
+        listed = tools.run(
+            "kafka-topics",
+            "--bootstrap-server",
+            secured.bootstrap,
+            "--command-config",
+            str(props),
+            "--list",
+            check=False,
+        )
+        assert listed.returncode == 0 or "SaslAuthenticationException" in listed.stdout + listed.stderr, (
+            listed
+        )
+        return listed.returncode == 0
+
+    added = configs("--alter", "--add-config", f"SCRAM-SHA-256=[iterations=8192,password={first}]", *entity)
+    assert added.strip() == f"Completed updating config for user {user}."
+    assert logs_in(first)
+    described = configs("--describe", "--entity-type", "users")
+    assert (
+        f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=8192" in described
+    )
+    assert (
+        f"SCRAM credential configs for user-principal '{SCRAM_USER}' are SCRAM-SHA-512=iterations=4096"
+        in (described)
+    )
+    configs("--alter", "--add-config", f"SCRAM-SHA-256=[password={second}]", *entity)  # kafka-configs: 4096
+    assert logs_in(second) and not logs_in(first)
+    assert "are SCRAM-SHA-256=iterations=4096" in configs("--describe", *entity)
+    too_many = configs(
+        "--alter", "--add-config", "SCRAM-SHA-256=[iterations=20000,password=x]", *entity, check=False
+    )
+    assert "UnacceptableCredentialException" in too_many and "Too many iterations" in too_many, too_many
+    as_user = ("--bootstrap-server", secured.bootstrap, "--command-config", str(secured.user))
+    refused = configs(
+        "--alter", "--add-config", "SCRAM-SHA-256=[password=x]", *entity, config=as_user, check=False
+    )
+    assert "ClusterAuthorizationException" in refused, refused
+    assert logs_in(second)
+    assert configs("--alter", "--delete-config", "SCRAM-SHA-256", *entity).strip() == (
+        f"Completed updating config for user {user}."
+    )
+    assert configs("--describe", *entity) == ""  # Kafka's tool lists no user without credentials
+    assert not logs_in(second)
+    for text in outputs:
+        assert first not in text and second not in text

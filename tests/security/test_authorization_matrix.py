@@ -492,6 +492,25 @@ DECISIONS: dict[ApiKey, list[Case]] = {
         ),
         Case("all topics: filtered", {"Topics": []}, lambda a: a["Topics"], []),
     ],
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: [
+        Case("DESCRIBE_CONFIGS on the cluster", {"Components": []}, lambda a: a["ErrorCode"], CLUSTER_DENIED)
+    ],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [
+        Case(
+            "DESCRIBE on the cluster",
+            {"Users": [{"Name": "alice"}]},
+            lambda a: (a["ErrorCode"], a["Results"][0]["ErrorCode"], a["Results"][0]["CredentialInfos"]),
+            (CLUSTER_DENIED, CLUSTER_DENIED, []),
+        )
+    ],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [
+        Case(
+            "ALTER on the cluster",
+            {"Deletions": [{"Name": "alice", "Mechanism": 1}]},
+            lambda a: [(r["User"], r["ErrorCode"]) for r in a["Results"]],
+            [("alice", CLUSTER_DENIED)],
+        )
+    ],
 }
 
 

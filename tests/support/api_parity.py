@@ -101,18 +101,7 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     41: ApiDifference((1, 3), None, "delegation tokens (KIP-48) are not implemented"),
     45: ApiDifference((0, 1), None, "partition reassignment (KIP-455) is not implemented"),
     46: ApiDifference((0, 0), None, "partition reassignment (KIP-455) is not implemented"),
-    48: ApiDifference((0, 1), None, "client quotas are not implemented yet (issue #33)"),
     49: ApiDifference((0, 1), None, "client quotas are not implemented yet (issue #33)"),
-    50: ApiDifference(
-        (0, 0),
-        None,
-        "SCRAM users are managed offline with pylog-broker users; the APIs are coming (issue #33)",
-    ),
-    51: ApiDifference(
-        (0, 0),
-        None,
-        "SCRAM users are managed offline with pylog-broker users; the APIs are coming (issue #33)",
-    ),
     55: ApiDifference(
         (0, 2), None, "pylog's controller is not a KRaft quorum: there is no quorum to describe"
     ),

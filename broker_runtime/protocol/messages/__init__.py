@@ -36,6 +36,7 @@ from broker_runtime.protocol.messages import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    client_quotas,
     create_partitions,
     create_topics,
     delete_groups,
@@ -67,6 +68,7 @@ from broker_runtime.protocol.messages import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    scram_credentials,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -186,6 +188,9 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(acls.DESCRIBE_REQUEST, acls.DESCRIBE_RESPONSE),
         ApiSpec(acls.CREATE_REQUEST, acls.CREATE_RESPONSE),
         ApiSpec(acls.DELETE_REQUEST, acls.DELETE_RESPONSE),
+        ApiSpec(client_quotas.DESCRIBE_REQUEST, client_quotas.DESCRIBE_RESPONSE),
+        ApiSpec(scram_credentials.DESCRIBE_REQUEST, scram_credentials.DESCRIBE_RESPONSE),
+        ApiSpec(scram_credentials.ALTER_REQUEST, scram_credentials.ALTER_RESPONSE),
     )
 }
 

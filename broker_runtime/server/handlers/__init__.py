@@ -17,6 +17,7 @@ from broker_runtime.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_acls,
     create_partitions,
@@ -26,6 +27,7 @@ from broker_runtime.server.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -33,6 +35,7 @@ from broker_runtime.server.handlers import (
     describe_producers,
     describe_topic_partitions,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -105,6 +108,9 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     describe_acls,
     create_acls,
     delete_acls,
+    describe_client_quotas,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 )
 
 

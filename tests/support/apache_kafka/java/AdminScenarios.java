@@ -52,7 +52,9 @@ import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.UserScramCredentialDeletion;
 import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -103,6 +105,17 @@ public class AdminScenarios {
         System.out.println(JSON.writeValueAsString(line));
         System.out.flush();
         return result;
+    }
+
+    /** user -> {mechanism name: iterations} of a describeUserScramCredentials answer. */
+    static Map<String, Object> scram(Map<String, UserScramCredentialsDescription> described) {
+        Map<String, Object> out = new TreeMap<>();
+        described.forEach((user, d) -> {
+            Map<String, Object> infos = new TreeMap<>();
+            d.credentialInfos().forEach(i -> infos.put(i.mechanism().mechanismName(), i.iterations()));
+            out.put(user, infos);
+        });
+        return out;
     }
 
     static String tp(TopicPartition tp) {
@@ -376,10 +389,19 @@ public class AdminScenarios {
         call("deleteAcls", () -> acls(admin.deleteAcls(List.of(alice.toFilter())).all().get()));
         call("describeAcls.after", () -> acls(admin.describeAcls(onA).values().get()));
 
-        // --- what pylog may not answer
-        call("describeUserScramCredentials", () -> admin.describeUserScramCredentials().all().get().keySet());
+        // --- SCRAM users: PREFIX-carol set (the client salts the password), described, refused, deleted
+        String carol = prefix + "-carol";
         call("alterUserScramCredentials", () -> admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
-            prefix + "-carol", new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), "carol-secret"))).all().get());
+            carol, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), "carol-secret"))).all().get());
+        call("describeUserScramCredentials", () -> scram(admin.describeUserScramCredentials(List.of(carol)).all().get()));
+        call("describeUserScramCredentials.all", () -> new java.util.TreeSet<>(admin.describeUserScramCredentials().users().get()));
+        call("alterUserScramCredentials.iterations", () -> admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
+            carol, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 20000), "carol-secret"))).all().get());
+        call("alterUserScramCredentials.delete", () -> admin.alterUserScramCredentials(List.of(
+            new UserScramCredentialDeletion(carol, ScramMechanism.SCRAM_SHA_256))).all().get());
+        call("describeUserScramCredentials.after", () -> admin.describeUserScramCredentials(List.of(carol)).users().get());
+
+        // --- what pylog may not answer
         call("describeFeatures", () -> {
             FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
             Map<String, Object> finalized = new TreeMap<>();
