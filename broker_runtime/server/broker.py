@@ -67,6 +67,7 @@ from broker_runtime.server.config import BrokerConfig, Listener
 from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dispatcher import Dispatcher
+from broker_runtime.server.group_lag import GroupLagReader
 from broker_runtime.server.metrics import MetricsServer, PartitionSnapshot, Snapshot
 from broker_runtime.server.network import Connection, TlsConnection
 from broker_runtime.server.session import Session
@@ -294,7 +295,8 @@ class Broker:
         ctx.refresh_cluster()
         if ctx.metrics is not None and cfg.metrics_listener is not None:
             metrics = ctx.metrics
-            metrics.bind(loop, lambda: self._metrics_snapshot(logs, ctx, timer))
+            group_lag = GroupLagReader(cfg.metrics_consumer_lag_max_partitions)
+            metrics.bind(loop, lambda: self._metrics_snapshot(logs, ctx, timer, group_lag))
             try:
                 self.metrics_server = MetricsServer(metrics, *cfg.metrics_listener)
             except OSError as exc:
@@ -415,7 +417,9 @@ class Broker:
             except Exception:
                 _log.exception("periodic task %s failed", name)
 
-    def _metrics_snapshot(self, logs: LogManager, ctx: BrokerContext, timer: PurgatoryTimer) -> Snapshot:
+    def _metrics_snapshot(
+        self, logs: LogManager, ctx: BrokerContext, timer: PurgatoryTimer, group_lag: GroupLagReader
+    ) -> Snapshot:
         """The scrape-time gauges (event-loop thread; per partition, nothing per record)."""
         replicated = ctx.deployment.replicated
         parts: list[PartitionSnapshot] = []
@@ -456,6 +460,7 @@ class Broker:
             transaction_state_write_failures=dict(ctx.txn_coordinator.state_write_failures),
             transaction_requests_parked=ctx.txn_coordinator.completion_waits,
             transaction_requests_parked_timed_out=ctx.txn_coordinator.completion_wait_timeouts,
+            group_lag=group_lag.read(ctx.group_coordinator.list_groups(), logs.get_log),
         )
 
 

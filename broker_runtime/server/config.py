@@ -580,6 +580,15 @@ class BrokerConfig:
         parse=metrics_listener,
         shown_default="(empty: no metrics)",
     )
+    metrics_consumer_lag_max_partitions: int = _field(
+        "pylog.metrics.consumer.lag.max.partitions",
+        _INT,
+        "10000",
+        "pylog",
+        "the most (group, partition) series of the consumer-group lag gauges one scrape shows; above it the rest "
+        "is left out, with a WARNING and `pylog_consumergroup_lag_truncated_scrapes_total` (see [Metrics](#metrics))",
+        minimum=0,
+    )
     cluster_dir: str | None = _field(
         "pylog.cluster.dir",
         _STRING,

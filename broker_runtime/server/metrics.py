@@ -13,9 +13,9 @@ bucket array per request-time histogram, updated a few times per request and per
 A scrape (prometheus-client's HTTP server, its own daemon thread) asks the event loop for one :class:`Snapshot`
 (``loop.call_soon_threadsafe``): a copy of those counters plus the gauges read from the broker (log end/start
 offset and size per partition, purgatory sizes, under-replicated and offline partitions, connections, the log
-manager's periodic-task failures), and waits for it at most :data:`SNAPSHOT_TIMEOUT_S`; a loop that does not
-answer in time costs that scrape the broker's values (one WARNING, counted in
-``pylog_metrics_snapshot_timeouts_total``), never the scrape or the loop. Counters are cumulative, so the next
+manager's periodic-task failures, the consumer groups' offsets and lag: :mod:`.group_lag`), and waits for it at
+most :data:`SNAPSHOT_TIMEOUT_S`; a loop that does not answer in time costs that scrape the broker's values (one
+WARNING, counted in ``pylog_metrics_snapshot_timeouts_total``), never the scrape or the loop. Counters are cumulative, so the next
 scrape has them all.
 
 Request times (Kafka's ``RequestMetrics``, in milliseconds, one histogram per API): ``requestqueuetimems``
@@ -47,6 +47,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.record_codec.walks import record_walk
+from broker_runtime.server.group_lag import GroupLagSnapshot, group_lag_families
 
 __all__ = [
     "SNAPSHOT_TIMEOUT_S",
@@ -130,6 +131,8 @@ class Snapshot:
     isr_expands: int = 0
     #: listener -> connections closed because their SASL session expired (``connections.max.reauth.ms``).
     expired_connections_killed: Mapping[str, int] = field(default_factory=dict)
+    #: The consumer groups' offsets and lag (None: a snapshot taken without them).
+    group_lag: GroupLagSnapshot | None = None
 
 
 class RequestTiming:
@@ -558,6 +561,8 @@ class BrokerMetrics:
         )
         parked_out.add_metric([], snap.transaction_requests_parked_timed_out)
         yield parked_out
+        if snap.group_lag is not None:
+            yield from group_lag_families(snap.group_lag)
 
 
 class _SnapshotCollector:
