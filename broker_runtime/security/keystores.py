@@ -61,6 +61,13 @@ Namer = Callable[[str], str]
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
 _JCEKS_MAGIC = b"\xce\xce\xce\xce"
 _KEYTOOL_TIMEOUT_S = 60.0
+#: A short-lived JVM: English messages (matched below), quick start (no C2, serial GC, no perf-data file).
+KEYTOOL_JVM_OPTIONS = (
+    "-J-Duser.language=en",
+    "-J-XX:TieredStopAtLevel=1",
+    "-J-XX:+UseSerialGC",
+    "-J-XX:-UsePerfData",
+)
 
 
 @dataclass(frozen=True)
@@ -215,8 +222,7 @@ def _keytool_to_pkcs12(
     env = {**os.environ, "PYLOG_KEYTOOL_DEST": one_time, "PYLOG_KEYTOOL_SRC": password or ""}
     command = [
         tool,
-        "-J-Duser.language=en",
-        "-J-XX:TieredStopAtLevel=1",
+        *KEYTOOL_JVM_OPTIONS,
         "-importkeystore",
         "-noprompt",
         "-srckeystore",
