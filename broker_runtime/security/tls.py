@@ -82,14 +82,8 @@ def _get(props: Mapping[str, str], key: str, listener: str | None) -> tuple[str,
 def _store_format(props: Mapping[str, str], kind: str, location: str, listener: str | None) -> str:
     """The format of the ``kind`` ("keystore", "truststore") file at ``location`` -- PEM, JKS or PKCS12 -- checked
     against ``ssl.<kind>.type`` (unset: the file's own format)."""
-    type_name, declared = _get(props, f"ssl.{kind}.type", listener)
-    declared = declared.upper()
+    type_name, declared = _declared_type(props, kind, listener)
     loc_name = _get(props, f"ssl.{kind}.location", listener)[0]
-    if declared and declared not in STORE_TYPES:
-        raise ConfigError(
-            f"{type_name}={declared!r}: expected one of {', '.join(STORE_TYPES)} (convert other stores to PKCS12: "
-            "keytool -importkeystore -srckeystore <store> -destkeystore <store.p12> -deststoretype PKCS12)"
-        )
     if not os.path.isfile(location):
         what = "key store (its private key and certificate chain)" if kind == "keystore" else "trust store"
         raise ConfigError(f"{loc_name}={location!r}: no such file (the {what}: JKS, PKCS12 or PEM)")
@@ -113,14 +107,25 @@ def _store_format(props: Mapping[str, str], kind: str, location: str, listener: 
     return found
 
 
+def _declared_type(props: Mapping[str, str], kind: str, listener: str | None) -> tuple[str, str]:
+    """``(name as found, value upper-cased)`` of ``ssl.<kind>.type``, one of :data:`STORE_TYPES` or empty."""
+    type_name, declared = _get(props, f"ssl.{kind}.type", listener)
+    if declared and declared.upper() not in STORE_TYPES:
+        raise ConfigError(
+            f"{type_name}={declared!r}: expected one of {', '.join(STORE_TYPES)} (convert other stores to PKCS12: "
+            "keytool -importkeystore -srckeystore <store> -destkeystore <store.p12> -deststoretype PKCS12)"
+        )
+    return type_name, declared.upper()
+
+
 def _no_inline_with(
     props: Mapping[str, str], kind: str, inline: tuple[str, ...], listener: str | None
 ) -> None:
     """Kafka's rule: inline PEM (``ssl.keystore.key`` ...) only with the type PEM (or, here, no type)."""
-    type_name, declared = _get(props, f"ssl.{kind}.type", listener)
+    type_name, declared = _declared_type(props, kind, listener)
     for key in inline:
         name, value = _get(props, key, listener)
-        if value and declared.upper() not in ("", "PEM"):
+        if value and declared not in ("", "PEM"):
             raise ConfigError(f"{name} is inline PEM, but {type_name}={declared}: set {type_name}=PEM")
 
 
