@@ -9,7 +9,7 @@
 * ``sasl.mechanism``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI, OAUTHBEARER: refused);
 * ``sasl.jaas.config``: the PlainLoginModule / ScramLoginModule entry with ``username`` and ``password``
   (:mod:`.jaas`); the module must match the mechanism, as Kafka's login checks;
-* ``ssl.*``: see :mod:`.tls` (PEM only).
+* ``ssl.*``: see :mod:`.tls` (JKS, PKCS12 and PEM stores).
 
 Every problem is one :class:`~broker_runtime.errors.ConfigError` naming the setting (the ``name_prefix``, e.g.
 ``kafka.``, is put in front of names in messages). The object is small, immutable and picklable (Spark ships it

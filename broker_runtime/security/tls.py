@@ -1,32 +1,47 @@
-"""Kafka's ``ssl.*`` settings (PEM only) turned into :class:`ssl.SSLContext` objects, for both sides.
+"""Kafka's ``ssl.*`` settings turned into :class:`ssl.SSLContext` objects, for both sides.
 
 Settings read (Kafka's names; a broker may prefix each with ``listener.name.<listener>.``, which wins):
 
-* ``ssl.keystore.type`` = PEM (the default here; JKS and PKCS12 are refused with "use PEM");
-* ``ssl.keystore.location``: a PEM file holding the private key and the certificate chain; or inline
-  ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` (PEM text); ``ssl.key.password`` decrypts the key;
-* ``ssl.truststore.type`` = PEM; ``ssl.truststore.location`` (a PEM file of CA certificates) or inline
-  ``ssl.truststore.certificates``; without either the system's default CAs are trusted;
+* ``ssl.keystore.type`` = JKS | PKCS12 | PEM; ``ssl.keystore.location``: the store file. JKS and PKCS12 stores
+  (:mod:`.keystores`; Java reads a file of either format under either type, and so does pylog) need
+  ``ssl.keystore.password``; their key is recovered with ``ssl.key.password``, else the store password. A PEM
+  file holds the private key and the certificate chain (``ssl.key.password``, else ``ssl.keystore.password``,
+  decrypts the key); or inline ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` (PEM text, type PEM).
+  Without a type the file's own format decides (Kafka's default type, JKS, reads JKS and PKCS12 files; a PEM
+  file is read as PEM, as pylog always did);
+* ``ssl.truststore.type`` = JKS | PKCS12 | PEM; ``ssl.truststore.location`` (a store of CA certificates;
+  ``ssl.truststore.password`` optional, see :mod:`.keystores`) or inline ``ssl.truststore.certificates`` (PEM);
+  without either the system's default CAs are trusted;
 * server: ``ssl.client.auth`` = none | requested | required (``CERT_NONE`` / ``CERT_OPTIONAL`` /
   ``CERT_REQUIRED``);
 * client: ``ssl.endpoint.identification.algorithm`` = https (the default: the broker's certificate must name
   the host connected to) or empty (the chain is still verified, the host name is not).
 
-Every problem is a :class:`~broker_runtime.errors.ConfigError` naming the key and the file. Inline PEM keys are
-written to a private temporary file only while ``load_cert_chain`` reads them (Python's ssl module loads keys
-from files only), then deleted. Contexts are built once and shared; ``ssl.SSLContext`` is thread-safe for
-wrapping sockets.
+Every problem is a :class:`~broker_runtime.errors.ConfigError` naming the key and the file. Python's ssl module
+loads keys from files only: a key read from a JKS/PKCS12 store is written, encrypted with a one-time password, to
+a private (0600) temporary file while ``load_cert_chain`` reads it; inline PEM keys likewise, as given; both are
+deleted at once. Contexts are built once and shared; ``ssl.SSLContext`` is thread-safe for wrapping sockets.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import ssl
 import tempfile
 from collections.abc import Iterator, Mapping
 
+from cryptography.hazmat.primitives import serialization
+
 from broker_runtime.errors import ConfigError
+from broker_runtime.security.keystores import (
+    STORE_TYPES,
+    KeyEntry,
+    file_format,
+    read_key_store,
+    read_trust_store,
+)
 
 __all__ = ["CLIENT_AUTH", "SSL_KEYS", "client_context", "peer_principal", "server_context", "ssl_setting"]
 
@@ -64,49 +79,114 @@ def _get(props: Mapping[str, str], key: str, listener: str | None) -> tuple[str,
     return name, (value or "").strip()
 
 
-def _check_type(props: Mapping[str, str], key: str, listener: str | None) -> None:
-    name, value = _get(props, key, listener)
-    if value and value.upper() != "PEM":
+def _store_format(props: Mapping[str, str], kind: str, location: str, listener: str | None) -> str:
+    """The format of the ``kind`` ("keystore", "truststore") file at ``location`` -- PEM, JKS or PKCS12 -- checked
+    against ``ssl.<kind>.type`` (unset: the file's own format)."""
+    type_name, declared = _declared_type(props, kind, listener)
+    loc_name = _get(props, f"ssl.{kind}.location", listener)[0]
+    if not os.path.isfile(location):
+        what = "key store (its private key and certificate chain)" if kind == "keystore" else "trust store"
+        raise ConfigError(f"{loc_name}={location!r}: no such file (the {what}: JKS, PKCS12 or PEM)")
+    try:
+        found = file_format(location)
+    except OSError as exc:
+        raise ConfigError(f"{loc_name}={location!r}: cannot read it: {exc.strerror}") from None
+    if found in ("JCEKS", "unknown"):
         raise ConfigError(
-            f"{name}={value!r}: only PEM key and trust stores are supported; use PEM "
-            "(convert with: openssl pkcs12 -in store.p12 -nodes, or keytool -importkeystore to PKCS12 first)"
+            f"{loc_name}={location!r}: {'a JCEKS store' if found == 'JCEKS' else 'not a JKS, PKCS12 or PEM file'}; "
+            "pylog reads JKS, PKCS12 and PEM stores (keytool -importkeystore -srckeystore <store> -destkeystore "
+            "<store.p12> -deststoretype PKCS12)"
         )
+    # Java (keystore.type.compat, on since JDK 9) reads a JKS or a PKCS12 file under either type; PEM is Kafka's.
+    if declared == "PEM" and found != "PEM":
+        raise ConfigError(f"{loc_name}={location!r} is a {found} store, not PEM: set {type_name}={found}")
+    if declared in ("JKS", "PKCS12") and found == "PEM":
+        raise ConfigError(
+            f"{loc_name}={location!r} is a PEM file, not a {declared} store: set {type_name}=PEM"
+        )
+    return found
+
+
+def _declared_type(props: Mapping[str, str], kind: str, listener: str | None) -> tuple[str, str]:
+    """``(name as found, value upper-cased)`` of ``ssl.<kind>.type``, one of :data:`STORE_TYPES` or empty."""
+    type_name, declared = _get(props, f"ssl.{kind}.type", listener)
+    if declared and declared.upper() not in STORE_TYPES:
+        raise ConfigError(
+            f"{type_name}={declared!r}: expected one of {', '.join(STORE_TYPES)} (convert other stores to PKCS12: "
+            "keytool -importkeystore -srckeystore <store> -destkeystore <store.p12> -deststoretype PKCS12)"
+        )
+    return type_name, declared.upper()
+
+
+def _no_inline_with(
+    props: Mapping[str, str], kind: str, inline: tuple[str, ...], listener: str | None
+) -> None:
+    """Kafka's rule: inline PEM (``ssl.keystore.key`` ...) only with the type PEM (or, here, no type)."""
+    type_name, declared = _declared_type(props, kind, listener)
+    for key in inline:
+        name, value = _get(props, key, listener)
+        if value and declared not in ("", "PEM"):
+            raise ConfigError(f"{name} is inline PEM, but {type_name}={declared}: set {type_name}=PEM")
 
 
 @contextlib.contextmanager
-def _pem_file(text: str) -> Iterator[str]:
-    fd, path = tempfile.mkstemp(prefix="pylog-pem-", suffix=".pem")
+def _pem_file(text: str | bytes) -> Iterator[str]:
+    fd, path = tempfile.mkstemp(prefix="pylog-pem-", suffix=".pem")  # mode 0600
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
         yield path
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
 
 
+def _load_key_entry(ctx: ssl.SSLContext, entry: KeyEntry) -> None:
+    """``ctx.load_cert_chain`` of a key read from a JKS/PKCS12 store. Python's ssl loads keys from files only: the
+    file holds the key encrypted with a one-time password (never the clear key), exists while it is read, 0600."""
+    one_time = secrets.token_urlsafe(24)
+    pem = serialization.Encoding.PEM
+    text = entry.key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(one_time.encode())
+    ) + b"".join(cert.public_bytes(pem) for cert in entry.chain)
+    with _pem_file(text) as path:
+        ctx.load_cert_chain(path, password=one_time)
+
+
 def _load_keystore(
     ctx: ssl.SSLContext, props: Mapping[str, str], listener: str | None, *, required: bool
 ) -> bool:
-    _check_type(props, "ssl.keystore.type", listener)
     loc_name, location = _get(props, "ssl.keystore.location", listener)
     key_name, key_text = _get(props, "ssl.keystore.key", listener)
     chain_name, chain_text = _get(props, "ssl.keystore.certificate.chain", listener)
-    _, password = _get(props, "ssl.key.password", listener)
-    if not password:
-        _, password = _get(props, "ssl.keystore.password", listener)
-    pw = password or None
-    if location:
-        if not os.path.isfile(location):
+    _no_inline_with(props, "keystore", ("ssl.keystore.key", "ssl.keystore.certificate.chain"), listener)
+    key_pw_name, key_password = _get(props, "ssl.key.password", listener)
+    store_pw_name, store_password = _get(props, "ssl.keystore.password", listener)
+    if location and _store_format(props, "keystore", location, listener) != "PEM":
+        if not store_password:
             raise ConfigError(
-                f"{loc_name}={location!r}: no such file (a PEM file with the key and its certificate chain)"
+                f"{store_pw_name} is not set: the key store {loc_name}={location!r} needs its store password "
+                "(Kafka's rule)"
             )
+        fmt = file_format(location)
+        entry = read_key_store(
+            location, fmt, store_password, key_password or None, lambda k: ssl_setting(props, k, listener)[0]
+        )
+        try:
+            _load_key_entry(ctx, entry)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise ConfigError(
+                f"{loc_name}={location!r}: the key and chain of this {fmt} store: {exc}"
+            ) from None
+        return True
+    pw = key_password or store_password or None
+    if location:
         try:
             ctx.load_cert_chain(location, password=pw)
         except (ssl.SSLError, OSError) as exc:
             raise ConfigError(
                 f"{loc_name}={location!r}: cannot load a PEM key and certificate chain from it "
-                f"(wrong ssl.key.password?): {exc}"
+                f"(wrong {key_pw_name}?): {exc}"
             ) from None
         return True
     if key_text or chain_text:
@@ -124,20 +204,27 @@ def _load_keystore(
         return True
     if required:
         raise ConfigError(
-            f"{loc_name} is not set: listener {listener} of listeners uses TLS and needs a PEM key store "
-            "(ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)"
+            f"{loc_name} is not set: listener {listener} of listeners uses TLS and needs a key store "
+            "(ssl.keystore.location: JKS, PKCS12 or PEM; or ssl.keystore.key with ssl.keystore.certificate.chain)"
         )
     return False
 
 
 def _load_truststore(ctx: ssl.SSLContext, props: Mapping[str, str], listener: str | None) -> bool:
-    _check_type(props, "ssl.truststore.type", listener)
     loc_name, location = _get(props, "ssl.truststore.location", listener)
     certs_name, certs = _get(props, "ssl.truststore.certificates", listener)
+    _no_inline_with(props, "truststore", ("ssl.truststore.certificates",), listener)
+    fmt = _store_format(props, "truststore", location, listener) if location else "PEM"
     try:
+        if location and fmt != "PEM":
+            _, password = _get(props, "ssl.truststore.password", listener)
+            trusted = read_trust_store(
+                location, fmt, password or None, lambda k: ssl_setting(props, k, listener)[0]
+            )
+            pem = serialization.Encoding.PEM
+            ctx.load_verify_locations(cadata="".join(c.public_bytes(pem).decode() for c in trusted))
+            return True
         if location:
-            if not os.path.isfile(location):
-                raise ConfigError(f"{loc_name}={location!r}: no such file (a PEM file of CA certificates)")
             ctx.load_verify_locations(cafile=location)
             return True
         if certs:
@@ -145,7 +232,7 @@ def _load_truststore(ctx: ssl.SSLContext, props: Mapping[str, str], listener: st
             return True
     except ssl.SSLError as exc:
         name = loc_name if location else certs_name
-        raise ConfigError(f"{name}: cannot load PEM CA certificates: {exc}") from None
+        raise ConfigError(f"{name}: cannot load {fmt} CA certificates: {exc}") from None
     return False
 
 

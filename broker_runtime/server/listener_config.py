@@ -220,23 +220,35 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
     ),
     REAUTH,
     _ssl(
-        "ssl.keystore.type", _STRING, 'PEM only (JKS, PKCS12: a configuration error saying "use PEM")', "PEM"
+        "ssl.keystore.type",
+        _STRING,
+        "`JKS`, `PKCS12` or `PEM`; as in Java, JKS and PKCS12 each read a file of either format (JKS through the "
+        "Java runtime's `keytool`); unset, a PEM file is read as PEM",
+        "JKS",
     ),
-    _ssl("ssl.keystore.location", _STRING, "the listener's key and certificate chain, a PEM file"),
+    _ssl(
+        "ssl.keystore.location",
+        _STRING,
+        "the listener's key store: a JKS or PKCS12 store (one private key and its chain), or a PEM file with the "
+        "key and its chain",
+    ),
     _ssl("ssl.keystore.key", _PASSWORD, "the listener's private key, inline PEM; sensitive"),
     _ssl(
         "ssl.keystore.certificate.chain", _PASSWORD, "the listener's certificate chain, inline PEM; sensitive"
     ),
     _ssl(
-        "ssl.keystore.password", _PASSWORD, "the key's password when `ssl.key.password` is not set; sensitive"
+        "ssl.keystore.password",
+        _PASSWORD,
+        "the JKS or PKCS12 key store's password (required with one), and the key's when `ssl.key.password` is "
+        "not set; sensitive",
     ),
     _ssl("ssl.key.password", _PASSWORD, "the password of the listener's private key; sensitive"),
-    _ssl("ssl.truststore.type", _STRING, "PEM only", "PEM"),
+    _ssl("ssl.truststore.type", _STRING, "`JKS`, `PKCS12` or `PEM`, as `ssl.keystore.type`", "JKS"),
     _ssl(
         "ssl.truststore.location",
         _STRING,
-        "CA certificates (a PEM file) that client certificates (and, inter-broker, other brokers) are checked "
-        "against",
+        "CA certificates (a JKS, PKCS12 or PEM store) that client certificates (and, inter-broker, other "
+        "brokers) are checked against",
         shown="system CAs",
     ),
     _ssl(
@@ -248,7 +260,8 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
     _ssl(
         "ssl.truststore.password",
         _PASSWORD,
-        "the trust store's password (a PEM trust store needs none); sensitive",
+        "the trust store's password: optional (without it, as in Kafka, the store's integrity is not checked and "
+        "a PKCS12 store with encrypted certificates cannot be read); a PEM trust store needs none; sensitive",
     ),
     _ssl(
         "ssl.client.auth",

@@ -362,8 +362,8 @@ def test_pushdown_same_rows_and_fewer_batches(
         ({"subscribe": "t", "startingTimestamp": "yesterday"}, "option 'startingTimestamp'"),
         ({"subscribe": "t", "failOnDataLoss": "maybe"}, "option 'failOnDataLoss'"),
         (
-            {"subscribe": "t", "kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"},
-            "kafka.ssl.truststore.type='JKS'",
+            {"subscribe": "t", "kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JCEKS"},
+            "kafka.ssl.truststore.type='JCEKS'",
         ),
         ({"subscribe": "t", "pylog.transport": "carrier-pigeon"}, "option 'pylog.transport'"),
         # A typo is never ignored; load(path) sets the option 'path', which names nothing for pylog.

@@ -156,7 +156,10 @@ def test_settings_pylog_uses_are_not_in_the_unused_warning(
             },
             "does not match option kafka.sasl.mechanism=PLAIN",
         ),
-        ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"}, "use PEM"),
+        (
+            {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JCEKS"},
+            "option kafka.ssl.truststore.type='JCEKS': expected one of JKS, PKCS12, PEM",
+        ),
         (
             {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/nonexistent.pem"},
             "no such file",
@@ -166,7 +169,7 @@ def test_settings_pylog_uses_are_not_in_the_unused_warning(
             "option kafka.security.protocol='TLS': expected one of PLAINTEXT",
         ),
     ],
-    ids=["gssapi", "default-gssapi", "no-jaas", "module-mismatch", "jks", "missing-file", "protocol"],
+    ids=["gssapi", "default-gssapi", "no-jaas", "module-mismatch", "jceks", "missing-file", "protocol"],
 )
 def test_security_option_errors(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as info:

@@ -1,9 +1,10 @@
 """A leader SIGKILL of a 3-node Apache Kafka cluster during an acks=all write; SASL_SSL with SCRAM-SHA-512 and ACLs
-on Apache Kafka; the first transactional id of a new cluster."""
+on Apache Kafka, trusted through JKS and PKCS12 stores; the first transactional id of a new cluster."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,41 @@ def test_the_first_transactional_id_of_a_new_cluster_waits_for_its_coordinator(
         assert "__transaction_state" not in client.metadata().topics, "not the cluster's first transaction"
         producer_id, epoch = client.transactions.init_producer_id("pylog-first-transaction", 60000)
     assert producer_id >= 0 and epoch == 0
+
+
+@pytest.mark.compat(PEER, "SASL_SSL with the trust store in JKS or PKCS12 (Spark users' stores)")
+def test_jks_and_pkcs12_trust_stores_on_kafka(apache_kafka_secured: KafkaCluster, tmp_path: Path) -> None:
+    """pylog's client (the connector's, as its kafka.ssl.* options build it) trusts Kafka's broker through the
+    stores a Java client of that cluster would name: a JKS store made by keytool, a PKCS12 store."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from broker_runtime.security.client_security import ClientSecurity
+    from broker_runtime.security.keystores import KEYTOOL_JVM_OPTIONS, keytool
+
+    cluster = apache_kafka_secured
+    assert cluster.secured is not None
+    tool = keytool()
+    assert tool is not None, "keytool: the JDK that runs Apache Kafka has one"
+    jks, p12 = tmp_path / "trust.jks", tmp_path / "trust.p12"
+    subprocess.run(
+        [tool, *KEYTOOL_JVM_OPTIONS, "-importcert", "-noprompt", "-alias", "ca", "-file",
+         str(cluster.secured.truststore), "-keystore", str(jks), "-storetype", "JKS", "-storepass", "trust-pw"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    ca = x509.load_pem_x509_certificate(cluster.secured.truststore.read_bytes())
+    encryption = serialization.BestAvailableEncryption(b"trust-pw")
+    p12.write_bytes(pkcs12.serialize_key_and_certificates(b"ca", None, None, [ca], encryption))
+    for store_type, location in (("JKS", jks), ("PKCS12", p12)):
+        props = {
+            **cluster.secured.client_properties(cluster.secured.admin),
+            "ssl.truststore.type": store_type,
+            "ssl.truststore.location": str(location),
+            "ssl.truststore.password": "trust-pw",
+        }
+        with KafkaClient(cluster.bootstrap, security=ClientSecurity.from_properties(props)) as client:
+            assert client.metadata().brokers, store_type
 
 
 def _secured_options(cluster: KafkaCluster, user: str, password: str | None = None) -> dict[str, str]:
