@@ -67,7 +67,12 @@ KAFKA_DYNAMIC = frozenset(
         *(f"ssl.{k}" for k in ("keystore.certificate.chain", "keystore.key", "truststore.certificates")),
         *("log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"),
         *("log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"),
-        *("num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads"),
+        *(
+            "num.io.threads",
+            "num.replica.fetchers",
+            "num.recovery.threads.per.data.dir",
+            "background.threads",
+        ),
         *("metric.reporters", "listeners", "listener.security.protocol.map", "principal.builder.class"),
         *("ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols"),
         *("ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm"),
