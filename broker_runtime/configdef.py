@@ -179,6 +179,12 @@ class ConfigKey:
     #: False: accepted so that a Kafka properties file loads, but pylog does nothing with it; a value other than
     #: the default draws a start-up warning naming the key (:func:`no_effect_warnings`), never silence.
     effect: bool = True
+    #: Dynamic per broker only (Kafka's per-broker update mode: the listener's TLS and SASL keys): AlterConfigs
+    #: on the cluster-wide default (broker ``""``) refuses it, as Kafka does.
+    per_broker: bool = False
+    #: Why pylog needs a restart for a key Kafka updates at runtime (the AlterConfigs refusal says it); empty
+    #: when Kafka does not update it at runtime either.
+    restart_reason: str = ""
 
     @property
     def sensitive(self) -> bool:
@@ -207,6 +213,8 @@ def define(
     shown_default: str | None = None,
     group: str = "",
     effect: bool = True,
+    per_broker: bool = False,
+    restart_reason: str = "",
 ) -> ConfigKey:
     """A declaration whose validator is ``parse``, else the type's (integers bounded by ``minimum``/``maximum``)."""
     if parse is None:
@@ -216,7 +224,9 @@ def define(
             parse = boolean
         else:
             parse = text
-    return ConfigKey(name, type, default, doc, parse, dynamic, shown_default, group, effect)
+    return ConfigKey(
+        name, type, default, doc, parse, dynamic, shown_default, group, effect, per_broker, restart_reason
+    )
 
 
 def no_effect_warnings(keys: Mapping[str, ConfigKey], props: Mapping[str, str]) -> tuple[str, ...]:

@@ -61,7 +61,7 @@ from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SaslServerAuthenticator
 from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
-from broker_runtime.security.tls import peer_principal, server_context
+from broker_runtime.security.tls import peer_principal
 from broker_runtime.server.compose import PurgatoryTimer, compose, periodic_tasks
 from broker_runtime.server.config import BrokerConfig, Listener
 from broker_runtime.server.connection_quotas import ConnectionQuotas
@@ -153,7 +153,9 @@ class Broker:
         """Bind one listener: TLS on SSL/SASL_SSL, a SASL authenticator per connection on SASL_*."""
         cfg = self.config
         protocol = listener.security_protocol
-        ssl_context = server_context(cfg.props, listener.name) if protocol in ("SSL", "SASL_SSL") else None
+        assert self.ctx is not None
+        reconfiguration = self.ctx.reconfiguration
+        tls = protocol in ("SSL", "SASL_SSL")
         sasl = protocol.startswith("SASL_")
         mechanisms = cfg.sasl_mechanisms(listener.name) if sasl else ()
         plain_users: dict[str, str] = {}
@@ -182,6 +184,8 @@ class Broker:
                 else None
             )
             session = Session(listener.name, protocol, authenticator=authenticator)
+            # Read at accept: a key store reloaded at runtime serves the connections accepted from then on.
+            ssl_context = reconfiguration.tls_context(listener.name) if tls else None
             conn = (TlsConnection if ssl_context is not None else Connection)(
                 dispatcher,
                 cfg.socket_request_max_bytes,
@@ -290,6 +294,7 @@ class Broker:
             cfg.max_connections_per_ip_overrides,
             cfg.connections_max_idle_ms,
         )
+        ctx.reconfiguration.attach_quotas(quotas)  # the dynamic limits, if any
         servers = await self._bind_listeners(loop, ctx)
         deployment.store.register(ctx.advertised_host, ctx.advertised_port, dict(ctx.advertised_endpoints))
         ctx.refresh_cluster()

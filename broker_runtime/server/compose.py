@@ -50,6 +50,7 @@ from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext, Deployment, Periodic
 from broker_runtime.server.local_cluster import LocalCluster
 from broker_runtime.server.metrics import BrokerMetrics
+from broker_runtime.server.reconfigure import Reconfiguration
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.single_node import PRODUCER_ID_STATE_FILE, SingleNode
 from broker_runtime.server.topics import TopicManager
@@ -94,6 +95,7 @@ def compose(
         metrics=metrics,
         authorizer=authorizer_from_properties(cfg.props),
     )
+    ctx.reconfiguration = Reconfiguration(cfg, topics, logs)
     ctx.group_coordinator = group_coordinator(ctx)
     timer.add(ctx.group_coordinator.timer)
     ctx.txn_markers = deployment.marker_sender(ctx)

@@ -61,6 +61,7 @@ from broker_runtime.server.listener_config import (
     DEFAULT_PROTOCOLS,
     LISTENER_PREFIX,
     LISTENER_SETTINGS,
+    LISTENERS_AT_START,
     REAUTH,
     SASL_DEFAULT,
     Listener,
@@ -81,6 +82,7 @@ __all__ = [
     "GROUPS",
     "KNOWN_BROKER_KEYS",
     "LISTENER_PREFIX",
+    "THREAD_COUNTS",
     "BrokerConfig",
     "Listener",
     "parse_listener",
@@ -185,6 +187,7 @@ class BrokerConfig:
         "`NAME://host:port,...`: every listener; port 0 = any free port; the first is announced as "
         f"`listening on` {_SEE_SECURITY}",
         (Listener("PLAINTEXT", "127.0.0.1", 9092),),
+        restart_reason=LISTENERS_AT_START,
     )
     advertised_listeners: Mapping[str, Listener] = _derived(
         "advertised.listeners",
@@ -203,6 +206,7 @@ class BrokerConfig:
         "listeners",
         "listener name -> security protocol",
         parse=protocol_map,
+        restart_reason=LISTENERS_AT_START,
     )
     inter_broker_listener_name: str = _derived(
         "inter.broker.listener.name",
@@ -223,6 +227,7 @@ class BrokerConfig:
         "the mechanism a broker logs in with on a SASL inter-broker listener (username/password from that "
         "listener's JAAS entry)",
         parse=upper,
+        restart_reason="the inter-broker logins are set up at start",
     )
     connection_failed_authentication_delay_ms: int = _field(
         "connection.failed.authentication.delay.ms",
@@ -268,6 +273,7 @@ class BrokerConfig:
         f"open connections per broker; {_SEE_HARDENING}",
         minimum=0,
         shown_default="unlimited (Kafka's Int.MaxValue)",
+        dynamic=True,
     )
     max_connections_per_ip: int = _field(
         "max.connections.per.ip",
@@ -277,14 +283,16 @@ class BrokerConfig:
         "open connections per client address",
         minimum=0,
         shown_default="unlimited (Kafka's Int.MaxValue)",
+        dynamic=True,
     )
     max_connections_per_ip_overrides: Mapping[str, int] = _field(
         "max.connections.per.ip.overrides",
         _STRING,
         "",
         "connections",
-        "per-address limits, `host:limit,...` (a host name is resolved at start)",
+        "per-address limits, `host:limit,...` (a host name is resolved when the limits are set)",
         parse=per_ip_overrides,
+        dynamic=True,
     )
     connections_max_idle_ms: int = _field(
         "connections.max.idle.ms",
@@ -314,7 +322,13 @@ class BrokerConfig:
         "log.cleaner.enable", _BOOLEAN, "true", "log", "run the log cleaner thread (compacted topics)"
     )
     log_cleaner_backoff_ms: int = _field(
-        "log.cleaner.backoff.ms", _LONG, "15000", "log", "the cleaner's sleep between two passes", minimum=0
+        "log.cleaner.backoff.ms",
+        _LONG,
+        "15000",
+        "log",
+        "the cleaner's sleep between two passes",
+        minimum=0,
+        dynamic=True,
     )
     log_flush_offset_checkpoint_interval_ms: int = _field(
         "log.flush.offset.checkpoint.interval.ms",
@@ -768,6 +782,30 @@ _CLEANER_THREADS = _setting(
     "log",
     "the log cleaner's threads: pylog runs one, only 1 is accepted",
     parse=_one_cleaner_thread,
+    dynamic=True,
+)
+
+
+def _threads(name: str, default: str, why: str) -> ConfigKey:
+    """A thread count Kafka resizes at runtime (``DynamicThreadPool``); pylog has no such pool."""
+    return _setting(
+        name,
+        _INT,
+        default,
+        "connections",
+        f"accepted, no effect: {why}",
+        minimum=1,
+        dynamic=True,
+        effect=False,
+    )
+
+
+#: Kafka's thread counts AlterConfigs may change (half to double the current value, as Kafka checks them).
+THREAD_COUNTS: tuple[ConfigKey, ...] = (
+    _threads("num.network.threads", "3", "pylog reads and writes every connection on its event loop thread"),
+    _threads("num.io.threads", "8", "pylog handles requests on its event loop thread"),
+    _threads("background.threads", "10", "pylog's background work runs on its own few task threads"),
+    _threads("num.replica.fetchers", "1", "pylog's followers fetch on its event loop thread"),
 )
 
 
@@ -781,6 +819,7 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = _in_readme_order(
     (
         *(key for _, key in declared(BrokerConfig)),
         *LISTENER_SETTINGS,
+        *THREAD_COUNTS,
         _LOG_DIR,
         _CLEANER_THREADS,
         *BROKER_LOG_CONFIGS,

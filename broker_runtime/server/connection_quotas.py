@@ -3,7 +3,8 @@
 Settings (Kafka's names and defaults):
   * ``max.connections`` (default Int.MaxValue): client connections open at once on this broker;
   * ``max.connections.per.ip`` (default Int.MaxValue) and ``max.connections.per.ip.overrides``
-    (``host:limit,...``; a host name is resolved once, at start, to every address it has);
+    (``host:limit,...``; a host name is resolved to every address it has when the limits are set);
+  * the three are dynamic (:meth:`ConnectionQuotas.update`): open connections stay, new ones meet the new limits;
   * ``connections.max.idle.ms`` (default 600000): a connection without a read, a write or a request in flight for
     this long is closed (Kafka's Selector idle expiry).
 
@@ -74,13 +75,11 @@ class ConnectionQuotas:
         per_ip_overrides: Mapping[str, int] | None = None,
         connections_max_idle_ms: int = 600000,
     ) -> None:
+        self.idle_seconds = connections_max_idle_ms / 1000
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
-        self.idle_seconds = connections_max_idle_ms / 1000
         self._overrides: dict[str, int] = {}
-        for host, limit in (per_ip_overrides or {}).items():
-            for address in _resolve(host):
-                self._overrides[address] = limit
+        self.update(max_connections, max_connections_per_ip, per_ip_overrides)
         self._open: set[Connection] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
         #: Connections refused, by the key whose limit they hit.
@@ -89,6 +88,20 @@ class ConnectionQuotas:
         self.idle_closed = 0
         self._last_log = -LOG_INTERVAL_S
         self._refused_since_log = 0
+
+    def update(
+        self, max_connections: int, max_connections_per_ip: int, per_ip_overrides: Mapping[str, int] | None
+    ) -> None:
+        """New limits (at start, and when AlterConfigs changes them): connections already open stay open, new
+        ones are admitted against these (Kafka's ``updateBrokerMaxConnections`` and friends); override host
+        names are resolved now."""
+        overrides: dict[str, int] = {}
+        for host, limit in (per_ip_overrides or {}).items():
+            for address in _resolve(host):
+                overrides[address] = limit
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self._overrides = overrides
 
     @property
     def open_connections(self) -> int:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,16 +56,15 @@ from typing import Any, Protocol
 from broker_runtime.coordinator.group import GroupCoordinator
 from broker_runtime.coordinator.internal_topic import InternalTopic
 from broker_runtime.coordinator.transaction import MarkerDone, MarkerRequest, TransactionCoordinator
-from broker_runtime.errors import ConfigError, ErrorCode
+from broker_runtime.errors import ErrorCode
 from broker_runtime.purgatory.clock import Clock
 from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
-from broker_runtime.security.secrets import redacted
 from broker_runtime.server.cluster import ClusterStore
-from broker_runtime.server.config import KNOWN_BROKER_KEYS, BrokerConfig
-from broker_runtime.server.dynamic_config import broker_log_config
+from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
+from broker_runtime.server.reconfigure import Reconfiguration
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
 from broker_runtime.server.topics import TopicManager
@@ -267,6 +266,8 @@ class BrokerContext:
     group_coordinator: GroupCoordinator = field(init=False)
     #: Where the transaction coordinator's markers go (the deployment's channel), likewise.
     txn_markers: MarkerChannel = field(init=False)
+    #: What dynamic broker configs change at runtime (set by the composition, likewise).
+    reconfiguration: Reconfiguration = field(init=False)
 
     @property
     def cluster(self) -> ClusterStore:
@@ -278,22 +279,11 @@ class BrokerContext:
         True when it changed."""
         return self.deployment.refresh()
 
-    def apply_broker_configs(self) -> None:
-        """The dynamic broker configs of the metadata -> the log defaults of every open log (when changed)."""
-        cfg = self.config
-        dynamic = self.cluster.view.broker_configs
-        try:
-            base = broker_log_config(cfg.storage_properties(), dynamic, cfg.node_id)
-        except ConfigError as exc:  # validated before it was written; a hand-edited file may still be bad
-            _log.warning("dynamic broker configs not applied: %s", exc)
-            return
-        if base != self.topics.base:
-            _log.info(
-                "node %d: applying dynamic broker configs %s",
-                cfg.node_id,
-                {resource: redacted(values, known=KNOWN_BROKER_KEYS) for resource, values in dynamic.items()},
-            )
-            self.topics.set_base(base)
+    def apply_broker_configs(self, named: Sequence[str] = ()) -> None:
+        """The dynamic broker configs of the metadata -> this broker's reconfigurable parts (the log defaults of
+        every open log, connection limits, listener key stores: :mod:`~broker_runtime.server.reconfigure`);
+        ``named``: the keys an AlterConfigs just set (a listener key store named is reloaded even if unchanged)."""
+        self.reconfiguration.apply(self.cluster.view.broker_configs, named)
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May the current request's principal, from its host, do ``operation`` on the resource? Always True

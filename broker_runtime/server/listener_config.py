@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker_runtime.configdef import ConfigKey, ConfigType, define
+from broker_runtime.configdef import ConfigKey, ConfigType, define, integer, number
 from broker_runtime.errors import ConfigError
 from broker_runtime.security.client_security import SECURITY_PROTOCOLS
 from broker_runtime.security.jaas import parse_jaas
@@ -31,7 +31,9 @@ from broker_runtime.security.tls import server_context
 __all__ = [
     "DEFAULT_PROTOCOLS",
     "LISTENER_PREFIX",
+    "LISTENERS_AT_START",
     "LISTENER_SETTINGS",
+    "NEW_LISTENER_ONLY",
     "REAUTH",
     "SASL_DEFAULT",
     "Listener",
@@ -49,8 +51,15 @@ __all__ = [
 LISTENER_PREFIX = "listener.name."
 
 _STRING, _LIST, _LONG = ConfigType.STRING, ConfigType.LIST, ConfigType.LONG
+_DOUBLE, _SHORT = ConfigType.DOUBLE, ConfigType.SHORT
 _BOOLEAN, _PASSWORD = ConfigType.BOOLEAN, ConfigType.PASSWORD
 _SEE_SECURITY = "(see [Security](#security))"
+#: Why a listener's other TLS and SASL keys cannot change at runtime (AlterConfigs says it).
+NEW_LISTENER_ONLY = (
+    "Kafka changes it at runtime only for a listener added at runtime (an existing listener's is refused), and "
+    "pylog binds its listeners at start"
+)
+LISTENERS_AT_START = "pylog binds its listeners at start: adding, removing or remapping one needs a restart"
 
 
 def _setting(name: str, type: ConfigType, default: str | None, group: str, doc: str, **kw: Any) -> ConfigKey:
@@ -181,6 +190,9 @@ REAUTH = _setting(
 def _ssl(
     name: str, type: ConfigType, doc: str, default: str | None = None, shown: str | None = None
 ) -> ConfigKey:
+    """A TLS key of a listener; the key and trust stores (Kafka's ``SslConfigs.RECONFIGURABLE_CONFIGS``) are
+    dynamic per broker, per listener: AlterConfigs reloads them for new connections."""
+    reloadable = name.startswith(("ssl.keystore.", "ssl.truststore.")) or name == "ssl.key.password"
     return _setting(
         name,
         type,
@@ -188,7 +200,30 @@ def _ssl(
         "security",
         f"{doc}; per listener: `listener.name.<l>.{name}`",
         shown_default=shown,
+        dynamic=reloadable,
+        per_broker=reloadable,
+        restart_reason="" if reloadable else NEW_LISTENER_ONLY,
     )
+
+
+def _no_effect(name: str, type: ConfigType, default: str | None, why: str, **kw: Any) -> ConfigKey:
+    """A SASL login key Kafka updates per broker at runtime that pylog accepts, stores and describes without
+    acting on it (a value other than the default draws a warning naming it)."""
+    return define(
+        name,
+        type,
+        default,
+        f"accepted, no effect: {why}",
+        group="security",
+        dynamic=True,
+        per_broker=True,
+        effect=False,
+        **kw,
+    )
+
+
+_NO_KERBEROS = "pylog implements no GSSAPI (Kerberos)"
+_NO_OAUTH = "pylog implements no OAUTHBEARER login (no token refresh)"
 
 
 #: Keys read through ``props`` (per listener, or by the security modules), not parsed into a field of their own.
@@ -208,6 +243,7 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
         "security",
         "mechanisms of SASL listeners (per listener: `listener.name.<l>.sasl.enabled.mechanisms`); Kafka's "
         "default is GSSAPI, which pylog does not implement",
+        restart_reason=NEW_LISTENER_ONLY,
     ),
     _setting(
         "sasl.jaas.config",
@@ -217,6 +253,7 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
         'JAAS entry; PLAIN\'s `user_<name>="<password>"` options are the PLAIN users; per listener and '
         "mechanism: `listener.name.<l>.<mechanism>.sasl.jaas.config`; sensitive (never answered or logged, see "
         "[Secrets](#secrets-in-configs))",
+        restart_reason=NEW_LISTENER_ONLY,
     ),
     REAUTH,
     _ssl(
@@ -276,6 +313,20 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
         "check",
         "https",
     ),
+    _no_effect("sasl.kerberos.service.name", _STRING, None, _NO_KERBEROS),
+    _no_effect("sasl.kerberos.kinit.cmd", _STRING, "/usr/bin/kinit", _NO_KERBEROS),
+    _no_effect(
+        "sasl.kerberos.ticket.renew.window.factor", _DOUBLE, "0.8", _NO_KERBEROS, parse=number(0.0, 1.0e308)
+    ),
+    _no_effect(
+        "sasl.kerberos.ticket.renew.jitter", _DOUBLE, "0.05", _NO_KERBEROS, parse=number(0.0, 1.0e308)
+    ),
+    _no_effect("sasl.kerberos.min.time.before.relogin", _LONG, "60000", _NO_KERBEROS, parse=integer()),
+    _no_effect("sasl.kerberos.principal.to.local.rules", _LIST, "DEFAULT", _NO_KERBEROS),
+    _no_effect("sasl.login.refresh.window.factor", _DOUBLE, "0.8", _NO_OAUTH, parse=number(0.5, 1.0)),
+    _no_effect("sasl.login.refresh.window.jitter", _DOUBLE, "0.05", _NO_OAUTH, parse=number(0.0, 0.25)),
+    _no_effect("sasl.login.refresh.min.period.seconds", _SHORT, "60", _NO_OAUTH, parse=integer(0, 900)),
+    _no_effect("sasl.login.refresh.buffer.seconds", _SHORT, "300", _NO_OAUTH, parse=integer(0, 3600)),
     _setting(
         "authorizer.class.name",
         _STRING,

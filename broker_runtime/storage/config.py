@@ -142,9 +142,11 @@ def _topic(name: str, type: ConfigType, default: str | None, doc: str, **kw: Any
     return declare(define(name, type, default, doc, dynamic=True, **kw))
 
 
-def _broker_only(name: str, default: str, doc: str) -> Any:
+def _broker_only(name: str, default: str, doc: str, restart_reason: str = "") -> Any:
     """A :class:`LogConfig` field set by broker property ``name`` alone (no topic config; read at start)."""
-    return declare(define(name, _LONG, default, doc, minimum=1, maximum=LONG_MAX))
+    return declare(
+        define(name, _LONG, default, doc, minimum=1, maximum=LONG_MAX, restart_reason=restart_reason)
+    )
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,7 @@ class LogConfig:
         "86400000",
         "a producer id with no write for this long is dropped from a partition's producer state (its "
         "duplicates are no longer recognised)",
+        restart_reason="each partition's producer state reads it when its log is opened",
     )
     producer_id_expiration_check_interval_ms: int = _broker_only(
         "producer.id.expiration.check.interval.ms", "600000", "how often expired producer ids are removed"
@@ -718,8 +721,8 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
 BROKER_LOG_CONFIG_NAMES: frozenset[str] = frozenset(s.key.name for s in BROKER_LOG_SYNONYMS)
 
 
-def _ignored(name: str, type: ConfigType, default: str, doc: str) -> ConfigKey:
-    return define(name, type, default, f"accepted, no effect: {doc}", effect=False)
+def _ignored(name: str, type: ConfigType, default: str, doc: str, dynamic: bool = False) -> ConfigKey:
+    return define(name, type, default, f"accepted, no effect: {doc}", effect=False, dynamic=dynamic)
 
 
 #: Every broker property this module owns, in the README's order: the topic defaults, the broker-only ones,
@@ -731,7 +734,7 @@ BROKER_LOG_CONFIGS: tuple[ConfigKey, ...] = (
         "log.message.format.version", _STRING, "3.0-IV1", "ignored by Kafka 3+ too (record format v2 only)"
     ),
     _ignored("log.message.downconversion.enable", _BOOLEAN, "true", "pylog never down-converts records"),
-    _ignored("num.recovery.threads.per.data.dir", _INT, "2", "pylog recovers on one thread"),
+    _ignored("num.recovery.threads.per.data.dir", _INT, "2", "pylog recovers on one thread", dynamic=True),
     _ignored(
         "log.initial.task.delay.ms", _LONG, "30000", "pylog's storage tasks start at their first interval"
     ),

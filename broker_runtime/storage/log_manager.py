@@ -144,6 +144,10 @@ class LogManager:
         self._cleaner_lock = threading.Lock()
         self._cleaner_thread: threading.Thread | None = None
         self._cleaner_stop = threading.Event()
+        #: Set to end the cleaner's sleep early (a stop, or a new ``log.cleaner.backoff.ms``).
+        self._cleaner_wake = threading.Event()
+        #: The cleaner's sleep between passes (``log.cleaner.backoff.ms``; changed by :meth:`set_cleaner_backoff`).
+        self.cleaner_backoff_ms = 15000
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._dir_locks: dict[Path, FileLock] = {}
@@ -250,10 +254,18 @@ class LogManager:
         with self._lock:
             if self._cleaner_thread is not None:
                 return
+            self.cleaner_backoff_ms = backoff_ms
             stop = self._cleaner_stop = threading.Event()
+            wake = self._cleaner_wake = threading.Event()
 
             def loop() -> None:
-                while not stop.wait(backoff_ms / 1000):
+                while True:
+                    wake.wait(self.cleaner_backoff_ms / 1000)
+                    if stop.is_set():
+                        return
+                    if wake.is_set():  # the backoff changed: sleep the new one from now
+                        wake.clear()
+                        continue
                     try:
                         self.run_cleaner()
                     except Exception:  # keep cleaning later logs and later passes; say why this one failed
@@ -262,12 +274,19 @@ class LogManager:
             self._cleaner_thread = threading.Thread(target=loop, name="pylog-log-cleaner", daemon=True)
             self._cleaner_thread.start()
 
+    def set_cleaner_backoff(self, backoff_ms: int) -> None:
+        """``log.cleaner.backoff.ms`` changed at runtime: the cleaner's current sleep ends and the new one starts
+        (a pass in progress finishes first)."""
+        self.cleaner_backoff_ms = backoff_ms
+        self._cleaner_wake.set()
+
     def stop_cleaner(self) -> None:
         """Stop the cleaner thread, waiting for a pass in progress to end (a swap is never cut in half)."""
         thread = self._cleaner_thread
         if thread is None:
             return
         self._cleaner_stop.set()
+        self._cleaner_wake.set()
         thread.join()
         self._cleaner_thread = None
 

@@ -528,3 +528,63 @@ def test_kafka_perf_tests_write_and_count_records(pylog: str, tools: ToolRunner)
     )
     assert int(stats["data.consumed.in.nMsg"]) == count
     assert float(stats["data.consumed.in.MB"]) == round(count * size / 2**20, 4)
+
+
+def _produce_error(bootstrap: str, topic: str, size: int) -> str | None:
+    """The delivery error of one record of ``size`` bytes (None when written)."""
+    errors: list[str | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.max.bytes": 10_000_000})
+    producer.produce(topic, b"x" * size, on_delivery=lambda err, _msg: errors.append(err and err.name()))
+    producer.flush(10)
+    assert len(errors) == 1
+    return errors[0]
+
+
+@pytest.mark.compat(
+    "kafka-tools",
+    "kafka-configs: dynamic broker configs applied at once (message.max.bytes) and Kafka's per-broker keys",
+)
+def test_kafka_configs_alters_live_broker_configs(pylog: str, tools: ToolRunner) -> None:
+    """kafka-configs lowers ``message.max.bytes`` for every broker (``--entity-default``): the next produce over
+    it is refused, without a restart; deleted, the record goes through. On broker 0 it sets
+    ``sasl.kerberos.min.time.before.relogin`` (accepted without effect, as Kafka accepts it), which the
+    cluster-wide default refuses as Kafka does ("broker id must be specified")."""
+    topic = _name("kmax")
+    server = ("--bootstrap-server", pylog, "--entity-type", "brokers")
+    with KafkaClient(pylog) as client:
+        client.admin.create_topics([NewTopic(topic, 1, 1)])
+    assert _produce_error(pylog, topic, 4000) is None
+    tools.run(
+        "kafka-configs", *server, "--entity-default", "--alter", "--add-config", "message.max.bytes=2048"
+    )
+    try:
+        assert _produce_error(pylog, topic, 4000) == "MSG_SIZE_TOO_LARGE"
+    finally:
+        tools.run(
+            "kafka-configs", *server, "--entity-default", "--alter", "--delete-config", "message.max.bytes"
+        )
+    assert _produce_error(pylog, topic, 4000) is None
+    relogin = "sasl.kerberos.min.time.before.relogin"
+    as_node = (*server, "--entity-name", "0")
+    done = tools.run("kafka-configs", *as_node, "--alter", "--add-config", f"{relogin}=58000")
+    assert done.stdout.strip() == "Completed updating config for broker 0."
+    try:
+        described = _configs(tools.run("kafka-configs", *as_node, "--describe").stdout)
+        assert described[relogin] == (
+            "58000",
+            "false",
+            f"DYNAMIC_BROKER_CONFIG:{relogin}=58000, DEFAULT_CONFIG:{relogin}=60000",
+        )
+        refused = tools.run(
+            "kafka-configs",
+            *server,
+            "--entity-default",
+            "--alter",
+            "--add-config",
+            f"{relogin}=58000",
+            check=False,
+        )
+        assert refused.returncode != 0
+        assert "broker id must be specified" in refused.stdout + refused.stderr
+    finally:
+        tools.run("kafka-configs", *as_node, "--alter", "--delete-config", relogin)

@@ -23,6 +23,7 @@ class Pki:
     client: Path  # client key + certificate (PEM), subject CN=alice,O=pylog
     client_key: Path  # client key alone (unencrypted)
     client_cert: Path  # client certificate alone
+    ca_key: Path  # CA key (unencrypted): signs a renewed server certificate (``renew_server``)
     key_password: str
 
 
@@ -57,20 +58,43 @@ def _cert(
     return builder.sign(issuer_key, hashes.SHA256())
 
 
+def _server_cert(
+    key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, ca_key: ec.EllipticCurvePrivateKey
+) -> x509.Certificate:
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    return _cert(_name("localhost"), key, ca_name, ca_key, ca=False, sans=sans)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None) -> bytes:
+    algo: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
+    )
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, algo)
+
+
+def renew_server(pki: Pki, path: Path, key_password: str) -> int:
+    """Write a renewed server key + certificate (same subject and names, a new key and serial, signed by the same
+    CA) to ``path``, as ``ssl.keystore.location`` takes it; returns the new certificate's serial number."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _server_cert(key, ca_cert.subject, ca_key)
+    pem = serialization.Encoding.PEM
+    path.write_bytes(_key_pem(key, key_password) + cert.public_bytes(pem) + ca_cert.public_bytes(pem))
+    return cert.serial_number
+
+
 def make_pki(directory: Path, key_password: str = "keypass") -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("pylog test CA")
     ca_cert = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
     server_key = ec.generate_private_key(ec.SECP256R1())
-    server_cert = _cert(
-        _name("localhost"),
-        server_key,
-        ca_name,
-        ca_key,
-        ca=False,
-        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
-    )
+    server_cert = _server_cert(server_key, ca_name, ca_key)
     client_key = ec.generate_private_key(ec.SECP256R1())
     client_cert = _cert(_name("alice"), client_key, ca_name, ca_key, ca=False)
     pem = serialization.Encoding.PEM
@@ -93,6 +117,7 @@ def make_pki(directory: Path, key_password: str = "keypass") -> Pki:
         "client": key_bytes(client_key, None) + client_cert.public_bytes(pem),
         "client_key": key_bytes(client_key, None),
         "client_cert": client_cert.public_bytes(pem),
+        "ca_key": key_bytes(ca_key, None),
     }
     out: dict[str, Path] = {}
     for name, data in paths.items():

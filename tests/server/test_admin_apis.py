@@ -275,9 +275,9 @@ def test_dynamic_retention_takes_effect_without_restart(broker: Broker) -> None:
     static = ConfigResource(
         "broker",
         "0",
-        incremental_configs=[ConfigEntry("num.io.threads", "4", incremental_operation=AlterConfigOpType.SET)],
+        incremental_configs=[ConfigEntry("num.partitions", "4", incremental_operation=AlterConfigOpType.SET)],
     )
-    with pytest.raises(Exception, match="num.io.threads"):
+    with pytest.raises(Exception, match="num.partitions"):
         admin.incremental_alter_configs([static])[static].result(10)
 
 
@@ -329,7 +329,7 @@ def test_describe_configs_answers_every_declared_broker_config(broker: Broker) -
     assert shown("num.partitions") == ("1", 5, [("num.partitions", "1", 5)], True, False, 3)
     assert shown("log.roll.ms") == (None, 5, [], False, False, 5)  # dynamic, no default
     assert shown("log.segment.bytes")[3] is False
-    assert shown("ssl.key.password") == (None, 5, [], True, True, 9)
+    assert shown("ssl.key.password") == (None, 5, [], False, True, 9)  # dynamic per listener
     (segment_ms,) = answer[1]["Configs"]
     assert [(s["Name"], s["Value"], s["Source"]) for s in segment_ms["Synonyms"]] == [
         ("log.roll.hours", "168", 5)

@@ -43,6 +43,14 @@ def _default(key: ConfigKey) -> str:
     return f"`{key.default}`"
 
 
+def _dynamic(key: ConfigKey) -> str:
+    """The dynamic cell: ``yes`` (also cluster-wide, broker ``""``), ``per broker`` (Kafka's per-broker update
+    mode: a broker id and, for a listener's TLS stores, the listener prefix), or ``no``."""
+    if not key.dynamic:
+        return "no"
+    return "per broker" if key.per_broker else "yes"
+
+
 def _table(keys: Iterable[ConfigKey], *, synonyms: bool = False) -> list[str]:
     head = "| key | default | dynamic | meaning |"
     rule = "|---|---|---|---|"
@@ -50,9 +58,7 @@ def _table(keys: Iterable[ConfigKey], *, synonyms: bool = False) -> list[str]:
         head, rule = head + " broker default |", rule + "---|"
     lines = [head, rule]
     for key in keys:
-        row = (
-            f"| `{key.name}` | {_cell(_default(key))} | {'yes' if key.dynamic else 'no'} | {_cell(key.doc)} |"
-        )
+        row = f"| `{key.name}` | {_cell(_default(key))} | {_dynamic(key)} | {_cell(key.doc)} |"
         if synonyms:
             row += " " + ", ".join(f"`{n}`" for n in TOPIC_CONFIG_SYNONYMS.get(key.name, ())) + " |"
         lines.append(row)

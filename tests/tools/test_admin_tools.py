@@ -194,7 +194,7 @@ def test_topics_configs_offsets_and_delete_records(
         "--add-config",
         "segment.bytes=tiny",
     )
-    assert "num.io.threads" in _fails(
+    assert "num.partitions" in _fails(
         tool_here,
         1,
         "configs",
@@ -205,7 +205,7 @@ def test_topics_configs_offsets_and_delete_records(
         "0",
         "--alter",
         "--add-config",
-        "num.io.threads=4",
+        "num.partitions=4",
     )
     assert "UNKNOWN_TOPIC_OR_PARTITION" in _fails(tool_here, 1, "get-offsets", *b, "--topic", "nope")
     assert "INVALID_PARTITIONS" in _fails(

@@ -105,17 +105,22 @@ def _alter_broker(
         )
     dynamic = {k: dict(v) for k, v in view.broker_configs.items()}
     new = change(dynamic.get(name, {}), entries)
-    refused = refused_dynamic(new)
+    cfg = ctx.config
+    refused = refused_dynamic(new, name, [x.name for x in cfg.listeners])
     if refused is not None:
         raise _Refused(ErrorCode.INVALID_REQUEST, refused)
     try:
-        check_broker_configs(ctx.config.storage_properties(), dynamic, name, new)
-    except ConfigError as exc:
-        raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        check_broker_configs(
+            cfg.storage_properties(), dynamic, name, new, node_id=cfg.node_id, listeners=cfg.listeners
+        )
+    except ConfigError as exc:  # Kafka answers INVALID_REQUEST here too (its KAFKA-13609)
+        raise _Refused(ErrorCode.INVALID_REQUEST, str(exc)) from None
     if not validate:
         ctx.cluster.set_broker_configs(name, new)
         ctx.refresh_cluster()
-        ctx.apply_broker_configs()
+        # Naming a listener's key store reloads its files even when the value is unchanged (Kafka's
+        # reloadUpdatedFilesWithoutConfigChange): the way to rotate a certificate written over the same file.
+        ctx.apply_broker_configs([e["Name"] for e in entries])
 
 
 def alter(ctx: BrokerContext, body: dict[str, Any], change: Change) -> dict[str, Any]:

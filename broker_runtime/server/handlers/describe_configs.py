@@ -32,7 +32,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_configs
 from broker_runtime.protocol.messages.describe_configs import ConfigSource
 from broker_runtime.security.acl import AclOperation, ResourceType
-from broker_runtime.security.secrets import is_password_config
+from broker_runtime.security.secrets import base_config_name, is_password_config
 from broker_runtime.server.config import BROKER_CONFIG_KEYS, BROKER_CONFIGS, sensitive_broker_config
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.dynamic_config import (
@@ -41,6 +41,7 @@ from broker_runtime.server.dynamic_config import (
     SOURCE_DYNAMIC_BROKER,
     SOURCE_DYNAMIC_DEFAULT_BROKER,
     SOURCE_STATIC_BROKER,
+    broker_config_synonyms,
     broker_sources,
     text,
     topic_value_source,
@@ -134,31 +135,41 @@ def topic_config_entries(
 
 
 def _broker_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[dict[str, Any]]:
-    """The broker's configs: each name's layers (dynamic per-broker, dynamic default, static, declared default)
-    highest first; the first is the value, all of them the synonyms (only the dynamic default for the ``""``
-    resource, which lists only the names set there)."""
+    """The broker's configs (Kafka's ``ConfigHelper.createBrokerConfigEntry``): each name's synonyms
+    (:func:`~broker_runtime.server.dynamic_config.broker_config_synonyms`: a per-listener key's base key, the
+    ``log.retention.*`` family) layer by layer -- dynamic per-broker, dynamic default, static, declared default --
+    from the first entry of the name itself; the first is the value and its source. The ``""`` resource lists
+    the names set there, each with its cluster-wide dynamic entries only, as Kafka's ``--entity-default``."""
     dynamic = ctx.cluster.view.broker_configs
-    layers: list[tuple[ConfigSource, Mapping[str, str | None]]]
+    defaults = {key.name: key.default for key in BROKER_CONFIGS if key.default is not None}
+    layers: list[tuple[ConfigSource, Mapping[str, str | None]]] = [
+        (SOURCE_DYNAMIC_BROKER, dynamic.get(str(ctx.config.node_id), {})),
+        (SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {})),
+        (SOURCE_STATIC_BROKER, ctx.config.props),
+        (SOURCE_DEFAULT, defaults),
+    ]
     if name == DEFAULT_BROKER_RESOURCE:
-        layers = [(SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {}))]
-        names = sorted(layers[0][1])
+        names = sorted(dynamic.get("", {}))
     else:
-        defaults = {key.name: key.default for key in BROKER_CONFIGS if key.default is not None}
-        layers = [
-            (SOURCE_DYNAMIC_BROKER, dynamic.get(name, {})),
-            (SOURCE_DYNAMIC_DEFAULT_BROKER, dynamic.get("", {})),
-            (SOURCE_STATIC_BROKER, ctx.config.props),
-            (SOURCE_DEFAULT, defaults),
-        ]
         names = sorted({k for _, values in layers for k in values} | set(BROKER_CONFIG_KEYS))
     out = []
     for key in names:
         declared = BROKER_CONFIG_KEYS.get(key)
-        synonyms: list[Synonym] = [(key, values[key], source) for source, values in layers if key in values]
-        sensitive = (declared is not None and declared.sensitive) or any(
-            sensitive_broker_config(key, v) for _, v, _ in synonyms
+        typed = declared or BROKER_CONFIG_KEYS.get(base_config_name(key))
+        synonyms: list[Synonym] = [
+            (synonym, values[synonym], source)
+            for source, values in layers
+            for synonym in broker_config_synonyms(key)
+            if synonym in values
+        ]
+        while synonyms and synonyms[0][0] != key:  # a base key's entries do not list the per-listener ones
+            synonyms.pop(0)
+        if name == DEFAULT_BROKER_RESOURCE:
+            synonyms = [s for s in synonyms if s[2] == SOURCE_DYNAMIC_DEFAULT_BROKER]
+        sensitive = (typed is not None and typed.sensitive) or any(
+            sensitive_broker_config(n, v) for n, v, _ in [(key, None, None), *synonyms]
         )
-        _, value, source = synonyms[0] if synonyms else (key, None, SOURCE_DEFAULT)
+        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, SOURCE_DEFAULT)
         entry = _entry(
             key,
             value,
@@ -166,7 +177,7 @@ def _broker_configs(ctx: BrokerContext, name: str, with_synonyms: bool) -> list[
             synonyms if with_synonyms else None,
             sensitive=sensitive,
             read_only=declared is None or not declared.dynamic,
-            key=declared,
+            key=typed,
         )
         out.append(entry)
     return out
