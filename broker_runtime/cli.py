@@ -298,8 +298,8 @@ def _fail(cause: str, status: int) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     _setup_logging(args.log_level, args.logging_config)
     try:

@@ -1,6 +1,6 @@
 """Shared fixtures: brokers started on a free port under ``tmp_path`` and always stopped.
 
-* ``broker``: an in-process :class:`~broker_runtime.server.broker.Broker` (its event loop in a background
+* ``broker``: an in-process :class:`~broker_runtime.server.node.broker.Broker` (its event loop in a background
   thread) -- fast, and the test can look at its logs directly;
 * ``bootstrap``: that broker's ``"127.0.0.1:PORT"``;
 * ``spark``: the ONE local Spark session of the pytest process (each xdist worker that runs Spark tests has

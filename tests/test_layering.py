@@ -227,18 +227,10 @@ ACYCLIC_TOPS = PROJECT
 #: File-level import cycles on main when the check came (issue #32), outside storage/ (whose cycle, partition_log
 #: <-> cleaner, is broken). Each entry is one strongly connected component: its modules, sorted. Owners are the
 #: round-32 parts of issue #32; the lead removes an entry when its owner's branch is merged.
-KNOWN_FILE_CYCLES: dict[tuple[str, ...], str] = {
-    # composition (server/handlers/*): handlers/__init__.py imports api_versions, and api_versions imports
-    # handlers.supported_versions back inside a function.
-    ("broker_runtime.server.handlers", "broker_runtime.server.handlers.api_versions"): "composition",
-}
+KNOWN_FILE_CYCLES: dict[tuple[str, ...], str] = {}
 
 #: Package-level import cycles on main when the check came, as :data:`KNOWN_FILE_CYCLES`.
-KNOWN_PACKAGE_CYCLES: dict[tuple[str, ...], str] = {
-    # composition (server/handlers/*, server/context.py): server/dispatcher.py imports server.handlers, and the
-    # handlers import server.context, server.groups, server.transactions.
-    ("broker_runtime.server", "broker_runtime.server.handlers"): "composition",
-}
+KNOWN_PACKAGE_CYCLES: dict[tuple[str, ...], str] = {}
 
 
 #: (file graph, package graph): node -> {imported node: "file:line, where" of one import making that edge}.

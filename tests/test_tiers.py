@@ -66,7 +66,7 @@ def _calls_a_spawning_helper() -> None:
 
 
 def _in_process_broker(tmp_path: Path) -> Any:
-    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.node.broker import Broker
 
     return Broker
 

@@ -1,7 +1,7 @@
 """What a coordinator needs from the internal topic it keeps its state in (``__transaction_state``,
 ``__consumer_offsets``): its partition logs to replay, appends, and the wait for an append's replication.
 
-One protocol, two implementations in the server (:mod:`broker_runtime.server.internal_topics`), chosen by the
+One protocol, two implementations in the server (:mod:`broker_runtime.server.node.internal_topics`), chosen by the
 deployment: a single node appends to its local log (the topic is made on first use) and has nothing to wait
 for; a cluster appends as the partition's leader with acks=-1 rules and waits for the high watermark (Kafka's
 ``CoordinatorPartitionWriter`` over the ``ReplicaManager``). A coordinator is written once against this protocol.

@@ -259,6 +259,9 @@ class BrokerContext:
     request_session: Session = field(default_factory=lambda: Session("PLAINTEXT", "PLAINTEXT"))
     #: The ACL authorizer (``authorizer.class.name``); None = every request is allowed, as Kafka without one.
     authorizer: Authorizer | None = None
+    #: API key -> (min, max) version of every handler (``handlers.supported_versions()``), what ApiVersions
+    #: advertises; handed over by the composition root, so no handler imports the registry back.
+    api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: The transaction coordinator (of the ``__transaction_state`` partitions this node leads: all of them on a
     #: single node). Set by the composition right after the context is made, before anything is served.
     txn_coordinator: TransactionCoordinator = field(init=False)

@@ -28,8 +28,8 @@ SCRAM_JAAS = (
 @pytest.fixture(scope="module")
 def sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pki]]:
     from broker_runtime.security.scram_credentials import credentials_path, upsert_user
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     data_dir = tmp_path_factory.mktemp("sasl-ssl")
     pki = make_pki(data_dir / "pki")
@@ -244,8 +244,8 @@ def sasl_ssl_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     from confluent_kafka.admin import ResourcePatternType as Pattern
 
     from broker_runtime.security.scram_credentials import credentials_path, upsert_user
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     data_dir = tmp_path_factory.mktemp("sasl-ssl-acl")
     pki = make_pki(data_dir / "pki")

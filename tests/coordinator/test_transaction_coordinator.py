@@ -23,7 +23,7 @@ from broker_runtime.coordinator.transaction import (
 )
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.records import CONTROL_COMMIT
-from broker_runtime.server.internal_topics import LocalInternalTopic
+from broker_runtime.server.node.internal_topics import LocalInternalTopic
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.storage.config import LogConfig

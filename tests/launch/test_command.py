@@ -34,7 +34,7 @@ def test_the_exact_listening_line_is_parsed(line: str, address: str) -> None:
     "line",
     [
         # The broker's own INFO log line, as logging formats it and as a bare message.
-        "2026-11-23 07:00:00,000 INFO broker_runtime.server.broker: broker 0 listening on 127.0.0.1:4242, "
+        "2026-11-23 07:00:00,000 INFO broker_runtime.server.node.broker: broker 0 listening on 127.0.0.1:4242, "
         "log dirs ['/tmp/x/logs']",
         "broker 0 listening on 127.0.0.1:4242, log dirs ['/tmp/x/logs']",
         "listening on 127.0.0.1:4242, log dirs ['/tmp/x/logs']",

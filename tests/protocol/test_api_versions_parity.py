@@ -10,12 +10,13 @@ broker tier checks the same ranges over a socket (``tests/server/test_requests.p
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from broker_runtime.protocol.messages import ApiKey, RequestHeader, decode_response, encode_response
-from broker_runtime.server.handlers import api_versions
+from broker_runtime.server.handlers import api_versions, supported_versions
 from tests.support import api_parity
 from tests.support.apache_kafka import kafka_version
 
@@ -30,7 +31,8 @@ def kafka() -> dict[str, Any]:
 
 def pylog_answer(version: int = 4) -> dict[str, Any]:
     header = RequestHeader(ApiKey.API_VERSIONS, version, 1, "parity")
-    body = api_versions.handle(None, header, {"ClientSoftwareName": "parity", "ClientSoftwareVersion": "1"})  # type: ignore[arg-type]
+    ctx = SimpleNamespace(api_versions=supported_versions())
+    body = api_versions.handle(ctx, header, {"ClientSoftwareName": "parity", "ClientSoftwareVersion": "1"})  # type: ignore[arg-type]
     _, decoded = decode_response(
         ApiKey.API_VERSIONS, version, encode_response(ApiKey.API_VERSIONS, version, 1, body)[4:]
     )

@@ -17,8 +17,8 @@ __all__ = ["PLAIN_JAAS", "SCRAM_USERS", "SecuredBroker", "secured_props"]
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
     from broker_runtime.security.scram_credentials import credentials_path, upsert_user
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     data_dir = tmp_path_factory.mktemp("secured")
     pki = make_pki(data_dir / "pki")

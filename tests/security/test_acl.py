@@ -118,8 +118,8 @@ def _props(data_dir: Path, **extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     broker = Broker(BrokerConfig.from_properties(_props(tmp_path_factory.mktemp("acl")))).start()
     try:
@@ -530,8 +530,8 @@ def test_acls_survive_restart(tmp_path: Path) -> None:
     from confluent_kafka.admin import AclOperation as CkOp
     from confluent_kafka.admin import ResourceType as CkType
 
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     config = BrokerConfig.from_properties(_props(tmp_path))
     broker = Broker(config).start()
@@ -556,8 +556,8 @@ def test_acls_survive_restart(tmp_path: Path) -> None:
 
 
 def test_acl_apis_without_authorizer_answer_security_disabled(tmp_path: Path) -> None:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     broker = Broker(
         BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)})

@@ -538,8 +538,8 @@ class MatrixBroker:
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixBroker]:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     data_dir = tmp_path_factory.mktemp("matrix")
     pki = make_pki(data_dir / "pki")

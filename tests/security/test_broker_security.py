@@ -253,7 +253,7 @@ def test_cli_config_error_is_one_line(
 
 
 def test_custom_listener_names_and_advertised(tmp_path: Path, secured: SecuredBroker) -> None:
-    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.node.broker import Broker
 
     props = {
         **secured_props(tmp_path, secured.pki),

@@ -25,7 +25,7 @@ def test_replication_over_sasl_ssl_inter_broker_listener(
 ) -> None:
     """With ``connections.max.reauth.ms`` on the inter-broker listener the follower's fetcher re-authenticates
     on its connection before each session ends: replication goes on with no failed fetch (KIP-368)."""
-    caplog.set_level(logging.INFO, logger="broker_runtime.server.dispatcher")
+    caplog.set_level(logging.INFO, logger="broker_runtime.server.node.dispatcher")
     pki = make_pki(tmp_path / "pki")
     cluster_dir = tmp_path / "cluster"
     cluster_dir.mkdir()

@@ -239,8 +239,8 @@ IDLE_MS = 1500
 
 @pytest.fixture
 def tls_limited(tmp_path: Path) -> Iterator[SecuredBroker]:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     pki = make_pki(tmp_path / "pki")
     props = secured_props(tmp_path, pki)
@@ -314,8 +314,8 @@ def test_tls_handshake_timeout_gives_the_count_back(tmp_path: Path, monkeypatch:
     """With ``connections.max.idle.ms`` at its default (10 minutes), the handshake timeout is what ends a socket
     that never sends a ClientHello (asyncio's 60 s, shortened here): it is closed and counted out."""
     from broker_runtime.server import network
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     monkeypatch.setattr(network, "TLS_HANDSHAKE_TIMEOUT_S", 1.0)
     pki = make_pki(tmp_path / "pki")

@@ -31,8 +31,8 @@ METADATA = (ApiKey.METADATA, 9, {"Topics": None, "AllowAutoTopicCreation": False
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     data = tmp_path_factory.mktemp("reauth")
     config = BrokerConfig.from_properties(
@@ -130,7 +130,7 @@ def test_confluent_producer_reauthenticates_across_lifetimes(
     def on_delivery(err: Any, msg: Any) -> None:
         (errors.append(err) if err is not None else delivered.append(int(msg.value())))
 
-    with caplog.at_level(logging.DEBUG, logger="broker_runtime.server.dispatcher"):
+    with caplog.at_level(logging.DEBUG, logger="broker_runtime.server.node.dispatcher"):
         deadline = time.monotonic() + 3.5 * LIFETIME_MS / 1000
         n = 0
         while time.monotonic() < deadline:
@@ -168,7 +168,7 @@ def test_pylog_client_reauthenticates_with_requests_in_flight(
         assert client.metadata(["reauth-own"], allow_auto_create=True).topics["reauth-own"].partitions
     host, _, port = broker.bootstrap.rpartition(":")
     conn = BrokerConnection(host, int(port), client_id="reauth-test", timeout_s=10, security=security)
-    with caplog.at_level(logging.DEBUG, logger="broker_runtime.server.dispatcher"):
+    with caplog.at_level(logging.DEBUG, logger="broker_runtime.server.node.dispatcher"):
         conn.connect()
         generation = conn.generation
         deadline = time.monotonic() + 3.5 * LIFETIME_MS / 1000

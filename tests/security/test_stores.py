@@ -121,7 +121,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
 
 
 def _start(props: dict[str, str]) -> Any:
-    from broker_runtime.server.broker import Broker
+    from broker_runtime.server.node.broker import Broker
 
     return Broker(BrokerConfig.from_properties(props)).start()
 

@@ -34,8 +34,8 @@ from broker_runtime.client import KafkaClient, NewTopic
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, ApiKey
-from broker_runtime.server.broker import Broker
 from broker_runtime.server.config import BROKER_CONFIGS, BrokerConfig
+from broker_runtime.server.node.broker import Broker
 from tests.server.rawclient import request
 from tests.support.cluster import wait_for
 from tests.support.processes import kill_broker

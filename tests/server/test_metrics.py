@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker_runtime.errors import ConfigError
-from broker_runtime.server.broker import Broker
 from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.node.broker import Broker
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 
 pytestmark = pytest.mark.timeout(60)
@@ -169,7 +169,7 @@ def test_recovery_cuts_are_counted(tmp_path: Path) -> None:
 def test_the_record_walk_in_use_is_a_metric_and_the_numpy_walk_a_start_warning(
     tmp_path: Path, record_walk: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="broker_runtime.server.broker")
+    caplog.set_level(logging.WARNING, logger="broker_runtime.server.node.broker")
     props = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(tmp_path),

@@ -8,8 +8,8 @@ from typing import Any
 
 
 def start_broker(tmp_path: Path, overrides: dict[str, str] | None = None) -> Any:
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "kafka-logs")}
     props.update(overrides or {})
@@ -19,8 +19,8 @@ def start_broker(tmp_path: Path, overrides: dict[str, str] | None = None) -> Any
 def start_node_brokers(tmp_path: Path, props: dict[str, str], nodes: int = 2) -> list[Any]:
     """``nodes`` brokers in this process with ``props`` (which name their shared ``pylog.cluster.dir``), node
     ``n`` keeping its logs in ``tmp_path / f"n{n}"``."""
-    from broker_runtime.server.broker import Broker
     from broker_runtime.server.config import BrokerConfig
+    from broker_runtime.server.node.broker import Broker
 
     return [
         Broker(

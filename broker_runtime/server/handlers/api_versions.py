@@ -1,7 +1,7 @@
 """ApiVersions (key 18, v0-4): the API keys and version ranges this broker answers.
 
-The advertised ranges are exactly those of the handler modules (``handlers.supported_versions()``), so a
-client never picks a version the broker then refuses. Responses always use response header v0 (the codec does
+The advertised ranges are exactly those of the handler modules (``handlers.supported_versions()``, which the
+composition root hands over as ``ctx.api_versions``), so a client never picks a version the broker then refuses. Responses always use response header v0 (the codec does
 that). A request of a newer version than 4 never reaches this handler: the dispatcher answers it with a v0 body
 carrying UNSUPPORTED_VERSION and the ApiVersions range only, as Kafka does (KIP-511).
 """
@@ -22,13 +22,8 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def version_list() -> list[dict[str, int]]:
-    from broker_runtime.server.handlers import supported_versions
-
-    return [
-        {"ApiKey": key, "MinVersion": lo, "MaxVersion": hi}
-        for key, (lo, hi) in sorted(supported_versions().items())
-    ]
+def version_list(versions: dict[int, tuple[int, int]]) -> list[dict[str, int]]:
+    return [{"ApiKey": key, "MinVersion": lo, "MaxVersion": hi} for key, (lo, hi) in sorted(versions.items())]
 
 
 def unsupported_version_body() -> dict[str, Any]:
@@ -40,4 +35,4 @@ def unsupported_version_body() -> dict[str, Any]:
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    return {"ErrorCode": ErrorCode.NONE, "ApiKeys": version_list(), "ThrottleTimeMs": 0}
+    return {"ErrorCode": ErrorCode.NONE, "ApiKeys": version_list(ctx.api_versions), "ThrottleTimeMs": 0}

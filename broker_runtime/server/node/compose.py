@@ -48,11 +48,12 @@ from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext, Deployment, Periodic
-from broker_runtime.server.local_cluster import LocalCluster
+from broker_runtime.server.handlers import supported_versions
 from broker_runtime.server.metrics import BrokerMetrics
+from broker_runtime.server.node.local_cluster import LocalCluster
+from broker_runtime.server.node.single_node import PRODUCER_ID_STATE_FILE, SingleNode
 from broker_runtime.server.reconfigure import Reconfiguration
 from broker_runtime.server.replica_manager import ReplicaManager
-from broker_runtime.server.single_node import PRODUCER_ID_STATE_FILE, SingleNode
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.server.transactions import REPLICATION_TIMEOUT_MS
 from broker_runtime.storage.config import LogConfig
@@ -94,6 +95,7 @@ def compose(
         schedule_timer=timer.schedule,
         metrics=metrics,
         authorizer=authorizer_from_properties(cfg.props),
+        api_versions=supported_versions(),
     )
     ctx.reconfiguration = Reconfiguration(cfg, topics, logs)
     ctx.group_coordinator = group_coordinator(ctx)

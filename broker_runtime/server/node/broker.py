@@ -62,16 +62,16 @@ from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SaslServerAuthenticator
 from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
 from broker_runtime.security.tls import peer_principal
-from broker_runtime.server.compose import PurgatoryTimer, compose, periodic_tasks
 from broker_runtime.server.config import BrokerConfig, Listener
 from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.dispatcher import Dispatcher
 from broker_runtime.server.group_lag import GroupLagReader
 from broker_runtime.server.metrics import MetricsServer, PartitionSnapshot, Snapshot
 from broker_runtime.server.network import Connection, TlsConnection
+from broker_runtime.server.node.compose import PurgatoryTimer, compose, periodic_tasks
+from broker_runtime.server.node.dispatcher import Dispatcher
+from broker_runtime.server.node.single_node import ACLS_FILE, DYNAMIC_CONFIGS_FILE, PRODUCER_ID_STATE_FILE
 from broker_runtime.server.session import Session
-from broker_runtime.server.single_node import ACLS_FILE, DYNAMIC_CONFIGS_FILE, PRODUCER_ID_STATE_FILE
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 

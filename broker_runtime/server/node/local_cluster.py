@@ -46,7 +46,7 @@ from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.context import BrokerContext, Periodic, Placement
 from broker_runtime.server.groups import coordinator_node as group_coordinator_node
 from broker_runtime.server.groups import ensure_offsets_topic
-from broker_runtime.server.internal_topics import ReplicatedInternalTopic
+from broker_runtime.server.node.internal_topics import ReplicatedInternalTopic
 from broker_runtime.server.replicated import follow_leadership
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.server.transactions import ClusterTransactions, coordinator_node

@@ -25,7 +25,7 @@ from broker_runtime.server.cluster import SingleNodeCluster
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.context import BrokerContext, Periodic, Placement
 from broker_runtime.server.groups import complete_offsets_txn
-from broker_runtime.server.internal_topics import LocalInternalTopic
+from broker_runtime.server.node.internal_topics import LocalInternalTopic
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.storage.producer_state import ProducerIdManager
 
