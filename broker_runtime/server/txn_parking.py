@@ -32,9 +32,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker_runtime.errors import ErrorCode
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.transactions import answer_after_state_write
 
-__all__ = ["COMPLETION_WAIT_MS", "park_until_completed"]
+__all__ = ["COMPLETION_WAIT_MS", "answer_or_park", "park_until_completed"]
 
 _log = logging.getLogger(__name__)
 
@@ -107,3 +109,18 @@ def park_until_completed(
         return None
     timer = loop.call_later(COMPLETION_WAIT_MS / 1000, expire)
     return answer
+
+
+def answer_or_park(
+    ctx: BrokerContext, code: ErrorCode, transactional_id: str, what: str, rerun: Callable[[], Any]
+) -> Any:
+    """The ``{"ThrottleTimeMs", "ErrorCode"}`` answer of AddOffsetsToTxn or EndTxn whose coordinator call gave
+    ``code``: parked until the transaction completes when that was CONCURRENT_TRANSACTIONS from a Prepare state
+    (:func:`park_until_completed`), else once this request's state writes are replicated."""
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        parked = park_until_completed(
+            ctx, transactional_id, what, rerun, lambda: {"ThrottleTimeMs": 0, "ErrorCode": code}
+        )
+        if parked is not None:
+            return parked
+    return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})

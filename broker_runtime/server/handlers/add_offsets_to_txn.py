@@ -21,8 +21,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.transactions import answer_after_state_write
-from broker_runtime.server.txn_parking import park_until_completed
+from broker_runtime.server.txn_parking import answer_or_park
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -50,14 +49,6 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         body["ProducerEpoch"],
         (CONSUMER_OFFSETS_TOPIC, partition),
     )
-    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
-        parked = park_until_completed(
-            ctx,
-            body["TransactionalId"],
-            "AddOffsetsToTxn",
-            lambda: handle(ctx, header, body),
-            lambda: {"ThrottleTimeMs": 0, "ErrorCode": code},
-        )
-        if parked is not None:
-            return parked
-    return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})
+    return answer_or_park(
+        ctx, code, body["TransactionalId"], "AddOffsetsToTxn", lambda: handle(ctx, header, body)
+    )

@@ -15,8 +15,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, end_txn
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.transactions import answer_after_state_write
-from broker_runtime.server.txn_parking import park_until_completed
+from broker_runtime.server.txn_parking import answer_or_park
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -33,14 +32,4 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     code = coordinator.end_txn(
         body["TransactionalId"], body["ProducerId"], body["ProducerEpoch"], body["Committed"]
     )
-    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
-        parked = park_until_completed(
-            ctx,
-            body["TransactionalId"],
-            "EndTxn",
-            lambda: handle(ctx, header, body),
-            lambda: {"ThrottleTimeMs": 0, "ErrorCode": code},
-        )
-        if parked is not None:
-            return parked
-    return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})
+    return answer_or_park(ctx, code, body["TransactionalId"], "EndTxn", lambda: handle(ctx, header, body))
