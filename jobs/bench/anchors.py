@@ -45,6 +45,7 @@ written to a temporary directory.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -83,6 +84,8 @@ INGEST_TARGET = 0.8
 CPU_TARGET = 1 / 1.5  # pylog CPU per MB <= 1.5x Kafka's
 RSS_IDLE_TARGET = 4.0  # pylog idle RSS <= 1/4 of Kafka's
 EGRESS_TARGET = 0.8
+#: (acks, compression.type) of the ingest pairs; quick mode runs the first two.
+INGEST_FORMS = (("1", "none"), ("all", "lz4"), ("all", "none"), ("1", "lz4"))
 FIRST_ACK_S = 1.0
 
 
@@ -575,7 +578,7 @@ def _fresh_topic(bootstrap: str) -> str:
     return topic
 
 
-def _ingest(broker: _Broker, acks: str, codec: str, n: int) -> tuple[float, float, str]:
+def _ingest(broker: _Broker, *, acks: str, codec: str, n: int) -> tuple[float, float, str]:
     """(msgs/s, broker CPU ms per MB, topic) of one librdkafka ingest run on a fresh topic."""
     topic = _fresh_topic(broker.bootstrap)
     client = producer(broker.bootstrap, acks, compression_type=codec)
@@ -584,6 +587,10 @@ def _ingest(broker: _Broker, acks: str, codec: str, n: int) -> tuple[float, floa
     rate = throughput(SECTION, broker.bootstrap, topic, acks, n, client=client)
     cpu = process_cpu_s(broker.pid) - cpu0
     return rate, cpu * 1000 / (n * MESSAGE_BYTES / 1e6), topic
+
+
+def _paced(broker: _Broker, *, acks: str, n: int, rate: float, topics: dict[str, str]) -> Any:
+    return latency(SECTION, broker.bootstrap, topics[broker.name], acks, n, rate)
 
 
 def _interleaved(brokers: list[_Broker], repeat: int, fn: Callable[[_Broker], Any]) -> list[list[Any]]:
@@ -632,23 +639,24 @@ def _broker_pairs(figures: _Pairs, *, quick: bool, meta: dict[str, Any]) -> None
             )
             topics: dict[str, str] = {}
             with _sampling_rss(brokers):
-                for acks in ("1", "all"):
-                    for codec in ("none", "lz4"):
-                        runs = _interleaved(brokers, repeat, lambda b, a=acks, c=codec: _ingest(b, a, c, n))
-                        label = f"librdkafka ingest acks={acks} {codec} ({n:,} x 100 B)"
-                        pair(label, "msg/s", [[r[0] for r in rs] for rs in runs], True, INGEST_TARGET)
-                        pair(
-                            f"broker CPU per MB, acks={acks} {codec}",
-                            "ms/MB",
-                            [[r[1] for r in rs] for rs in runs],
-                            False,
-                            CPU_TARGET,
-                        )
-                        if acks == "1" and codec == "none":
-                            for b, rs in zip(brokers, runs, strict=True):
-                                topics[b.name] = rs[-1][2]
+                for acks, codec in INGEST_FORMS[:2] if quick else INGEST_FORMS:
+                    runs = _interleaved(
+                        brokers, repeat, functools.partial(_ingest, acks=acks, codec=codec, n=n)
+                    )
+                    label = f"librdkafka ingest acks={acks} {codec} ({n:,} x 100 B)"
+                    pair(label, "msg/s", [[r[0] for r in rs] for rs in runs], True, INGEST_TARGET)
+                    pair(
+                        f"broker CPU per MB, acks={acks} {codec}",
+                        "ms/MB",
+                        [[r[1] for r in rs] for rs in runs],
+                        False,
+                        CPU_TARGET,
+                    )
+                    if acks == "1" and codec == "none":
+                        for b, rs in zip(brokers, runs, strict=True):
+                            topics[b.name] = rs[-1][2]
             pair("broker RSS under load (peak)", "MB", [[b.peak_rss_mb] for b in brokers], False, None)
-            for acks in ("1", "all"):
+            for acks in ("1",) if quick else ("1", "all"):
                 lat_topic = {b.name: _fresh_topic(b.bootstrap) for b in brokers}
                 maxima = [
                     throughput(SECTION, b.bootstrap, lat_topic[b.name], acks, lat_n, linger_ms=1)
@@ -658,9 +666,7 @@ def _broker_pairs(figures: _Pairs, *, quick: bool, meta: dict[str, Any]) -> None
                 lats = _interleaved(
                     brokers,
                     repeat,
-                    lambda b, a=acks, r=rate, t=lat_topic: latency(
-                        SECTION, b.bootstrap, t[b.name], a, lat_n, r
-                    ),
+                    functools.partial(_paced, acks=acks, n=lat_n, rate=rate, topics=lat_topic),
                 )
                 for q, field in (("p50", 0), ("p99", 1), ("p99.9", 2)):
                     # Issue #34's target is acks=all on RF=3 (not measured yet): judged here on one node.
@@ -795,39 +801,80 @@ def _write_outputs(directory: Path, figures: _Pairs, meta: dict[str, Any]) -> No
 
 
 def _chart(path: Path, pairs: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    """One horizontal bar per judged pair: pylog's advantage on a log axis, the target as a black tick; green
+    when the target is met, red when not, blue/orange (>= 1 / < 1) where there is no target."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     judged = [p for p in pairs if "advantage" in p]
     if not judged:  # quick mode: the figures themselves, to check the drawing
         judged = [
             {"name": p["name"], "advantage": statistics.median(p["pylog"]), "target": None} for p in pairs
         ]
-    names = [p["name"] for p in judged]
-    values = [p["advantage"] for p in judged]
-    fig, ax = plt.subplots(figsize=(9, 0.28 * len(judged) + 1.4), dpi=80)
+    values = [max(p["advantage"], 0.05) for p in judged]
     colors = [
-        "#3a7" if (p.get("target") is None or p["advantage"] >= p["target"]) else "#c44" for p in judged
+        ("#4a9" if p["met"] else "#d55")
+        if p.get("target") is not None
+        else ("#69c" if p["advantage"] >= 1 else "#e94")
+        for p in judged
     ]
-    ax.barh(range(len(judged)), values, color=colors)
+    fig, ax = plt.subplots(figsize=(8, 0.22 * len(judged) + 1.2), dpi=72)
+    ax.barh(range(len(judged)), values, color=colors, height=0.7)
     for i, p in enumerate(judged):
         if p.get("target") is not None:
-            ax.plot([p["target"], p["target"]], [i - 0.4, i + 0.4], color="black", linewidth=1.5)
+            ax.plot([p["target"]] * 2, [i - 0.45, i + 0.45], color="black", linewidth=1.5)
+        ax.text(values[i] * 1.04, i, f"{p['advantage']:.2f}", va="center", fontsize=6)
     ax.axvline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.set_yticks(range(len(judged)), names, fontsize=7)
+    ax.set_yticks(range(len(judged)), [_short(p["name"]) for p in judged], fontsize=6.5)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("pylog's advantage (> 1: pylog better; black tick: target)", fontsize=8)
-    versions = f"Spark {meta.get('spark_pylog', '?')} / connector {meta.get('spark_kafka_connector', '?')}, Kafka {meta.get('kafka', '?')}"
-    ax.set_title(f"pylog vs Spark's Kafka connector and Apache Kafka, {meta['date']}, {versions}", fontsize=8)
+    ticks = [0.25, 0.5, 1, 2, 4, 8]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize=7)
+    ax.set_xlim(0.2, 12)
+    ax.set_xlabel("pylog's advantage (> 1: pylog better); black tick: the target", fontsize=7)
+    versions = (
+        f"PySpark {meta.get('spark_pylog', '?')} (pylog) / {meta.get('spark_kafka_connector', '?')} "
+        f"(format('kafka')), Apache Kafka {meta.get('kafka', '?')}"
+    )
+    ax.set_title(
+        f"pylog vs Spark's Kafka connector and Apache Kafka -- {meta['date']}, {meta.get('machine', '')}\n"
+        f"{versions}, load average {meta.get('load_start', 0):.0f}-{meta.get('load_end', 0):.0f}",
+        fontsize=7,
+    )
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
-if __name__ == "__main__":
-    quick = "--quick" in sys.argv
+def _short(name: str) -> str:
+    """A pair's name for the chart's axis (the table has the long one)."""
+    for long, short in (
+        (", same Kafka node", ""),
+        (": pylog+embedded vs kafka connector+Kafka node", ""),
+        (" (1,000,000 x 100 B)", ""),
+        (", linger 1 ms", ""),
+    ):
+        name = name.replace(long, short)
+    return name.split(" (Spark ")[0].split(", at ")[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m jobs.bench.anchors [--quick]`` runs the section; ``--chart`` redraws the chart from the JSON."""
+    args = sys.argv[1:] if argv is None else argv
+    if "--chart" in args:
+        doc = json.loads((RESULTS / "anchors.json").read_text())
+        _chart(RESULTS / "anchors.png", doc["pairs"], doc)
+        return 0
+    quick = "--quick" in args
     for r in run(quick):
         print(r.line(quick), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
