@@ -16,7 +16,8 @@ The child processes alternate (kafka, pylog, kafka, pylog, ...: ``ROUNDS`` round
 medians (pylog rows/s over Spark's connector's).
 
 **Broker pairs**: pylog's broker (a child process, ``broker_runtime.launch.broker_process``) against one Apache
-Kafka node (JVM options of the launcher: heap 64-512 MB, C1 only, serial GC), the same clients, one broker pair
+Kafka node (started with the JVM settings of Kafka's own start script, :data:`KAFKA_SCRIPT_JVM`: G1, 1 GB heap,
+both JIT compilers), the same clients, one broker pair
 at a time running, runs interleaved (pylog, Kafka, pylog, Kafka, ...):
   * start to first ack: from spawning the broker process until a librdkafka producer (acks=all) has its first
     delivery report on a topic created through the broker (Kafka's one-off ``kafka-storage format`` is not
@@ -28,7 +29,9 @@ at a time running, runs interleaved (pylog, Kafka, pylog, Kafka, ...):
     broker process's CPU (utime+stime of ``/proc/<pid>/stat``, read around the measured window only) per MB of
     message bytes (104 B a message);
   * ``kafka-producer-perf-test`` (N records of 100 B, acks=1, unthrottled) and ``kafka-consumer-perf-test`` (the
-    same N records back), and egress to ``kcat`` (all partitions from offset 0, ``-c N``): msgs/s;
+    same N records back: its msgs/s over the whole run, which includes joining its consumer group, its fetch rate
+    ``fetch.nMsg.sec``, judged, and the join's time ``rebalance.time.ms``), and egress to ``kcat`` (all
+    partitions from offset 0, ``-c N``): msgs/s;
   * produce latency p50/p99/p99.9 (:func:`.kafka_load.latency`, linger.ms 1) at a fixed rate: half of the slower
     broker's maximum rate of that configuration, acks=1 and acks=all.
 Three-node RF=3 pairs are not measured yet (see the README's benchmark section).
@@ -463,14 +466,51 @@ def _kafka_version() -> str:
     return kafka_version()
 
 
+#: The JVM settings of Kafka's own ``bin/kafka-server-start.sh`` and ``bin/kafka-run-class.sh`` (4.x):
+#: ``KAFKA_HEAP_OPTS`` and ``KAFKA_JVM_PERFORMANCE_OPTS``. The benchmark's nodes run with these, as an operator's
+#: node would; the test peer's own (C1 only, serial GC, a small heap) are for fast starts in tests.
+KAFKA_SCRIPT_HEAP = ("-Xmx1G", "-Xms1G")
+KAFKA_SCRIPT_JVM = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+)
+
+
+@contextmanager
+def _script_jvm() -> Iterator[None]:
+    """While inside: Apache Kafka nodes started by the peer's launcher get :data:`KAFKA_SCRIPT_JVM` and
+    :data:`KAFKA_SCRIPT_HEAP` (the launcher reads its module's ``JVM_OPTIONS``/``NODE_HEAP`` when it builds a
+    command; tools started meanwhile get the JVM options too, with their own heap)."""
+    import tests.support.apache_kafka as peer
+
+    saved = {"JVM_OPTIONS": peer.JVM_OPTIONS, "NODE_HEAP": peer.NODE_HEAP}
+    setattr(peer, "JVM_OPTIONS", KAFKA_SCRIPT_JVM)  # noqa: B010 (the launcher's constants, typed narrower)
+    setattr(peer, "NODE_HEAP", KAFKA_SCRIPT_HEAP)  # noqa: B010
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(peer, name, value)
+
+
 @contextmanager
 def _kafka_node(base: Path) -> Iterator[Any]:
-    """One started Apache Kafka node of the test peer's launcher (its first node)."""
+    """One started Apache Kafka node of the test peer's launcher (its first node), with Kafka's script JVM."""
     from tests.support.apache_kafka import KafkaCluster, ensure_fetched
 
     ensure_fetched()
-    with KafkaCluster(base, 1, {"num.partitions": str(PARTITIONS), "log.retention.ms": "-1"}) as cluster:
+    with _script_jvm():
+        cluster = KafkaCluster(base, 1, {"num.partitions": str(PARTITIONS), "log.retention.ms": "-1"})
+        cluster.start()
+    try:
         yield cluster.nodes[0]
+    finally:
+        cluster.stop()
 
 
 class _Broker:
@@ -560,8 +600,9 @@ def _kafka_broker(work: Path) -> Iterator[_Broker]:
     node = cluster.nodes[0]
     node.write_config()
     cluster._format()  # the one-off storage format: not part of the start
-    t0 = time.perf_counter()
-    node.launch()
+    with _script_jvm():
+        t0 = time.perf_counter()
+        node.launch()
     try:
         first = _first_ack(node.bootstrap, t0)
         assert node.pid is not None
@@ -705,11 +746,25 @@ def _broker_pairs(figures: _Pairs, *, quick: bool, meta: dict[str, Any]) -> None
                     INGEST_TARGET,
                 )
                 pair(
-                    "kafka-consumer-perf-test",
+                    "kafka-consumer-perf-test (group join included)",
                     "msg/s",
                     [[p[1] for p in ps] for ps in perf],
                     True,
+                    None,
+                )
+                pair(
+                    "kafka-consumer-perf-test fetch rate (fetch.nMsg.sec)",
+                    "msg/s",
+                    [[p[2] for p in ps] for ps in perf],
+                    True,
                     EGRESS_TARGET,
+                )
+                pair(
+                    "kafka-consumer-perf-test group join",
+                    "s",
+                    [[p[3] for p in ps] for ps in perf],
+                    False,
+                    None,
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -749,8 +804,9 @@ def _kcat(kcat: str, bootstrap: str, topic: str, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _perf_tests(bootstrap: str, n: int) -> tuple[float, float]:
-    """(producer msgs/s, consumer msgs/s) of Kafka's perf-test tools on a fresh topic."""
+def _perf_tests(bootstrap: str, n: int) -> tuple[float, float, float, float]:
+    """Kafka's perf-test tools on a fresh topic: (producer msgs/s, consumer msgs/s over its whole run, consumer
+    msgs/s while fetching, the consumer's group join in s)."""
     from tests.support.apache_kafka import run_tool
 
     topic = _fresh_topic(bootstrap)
@@ -783,11 +839,10 @@ def _perf_tests(bootstrap: str, n: int) -> tuple[float, float]:
         "120000",
         timeout=600,
     ).stdout
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
+    # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     row = [line for line in out.splitlines() if line and line[0].isdigit()][-1].split(",")
-    consumed = float(
-        row[5]
-    )  # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec
-    return produced, consumed
+    return produced, float(row[5]), float(row[9]), float(row[6]) / 1000
 
 
 # ------------------------------------------------------------------------------------------------ output
