@@ -16,7 +16,7 @@ from jobs.bench.__main__ import QUICK_NOTE, SECTIONS, main
 from jobs.bench.common import Figure, Result, Timing, timed, timed_interleaved
 from tests.support import tiers
 
-SPARK_SECTIONS = {"writer", "reader", "sink", "stream"}
+SPARK_SECTIONS = {"writer", "reader", "sink", "stream", "anchors"}
 VERDICTS = ("[met]", "[NOT met]", "targets not met")
 
 

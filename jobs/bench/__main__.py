@@ -32,6 +32,7 @@ SECTIONS = [
     "sink",
     "stream",
     "validation",
+    "anchors",
 ]
 
 
