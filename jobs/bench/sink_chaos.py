@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,8 +173,17 @@ class ChaosOutcome:
         )
 
 
-def judge(bootstrap: str, topic: str, partitions: int, total: int, timeout_s: float = 90) -> ChaosOutcome:
-    """Read ``topic`` to its end with read_committed (confluent-kafka) and compare with rows ``0..total-1``."""
+def judge(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    total: int,
+    timeout_s: float = 90,
+    *,
+    order_key: OrderKey | None = None,
+) -> ChaosOutcome:
+    """Read ``topic`` to its end with read_committed (confluent-kafka) and compare with rows ``0..total-1``
+    (``order_key``: see :func:`outcome`)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -208,12 +218,19 @@ def judge(bootstrap: str, topic: str, partitions: int, total: int, timeout_s: fl
                 per_partition[partition].append((offset, m.key() or b"", int(m.value() or b"-1")))
     finally:
         consumer.close()
-    return outcome(per_partition, total)
+    return outcome(per_partition, total, order_key=order_key)
 
 
-def outcome(per_partition: dict[int, list[tuple[int, bytes, int]]], total: int) -> ChaosOutcome:
+def outcome(
+    per_partition: dict[int, list[tuple[int, bytes, int]]], total: int, *, order_key: OrderKey | None = None
+) -> ChaosOutcome:
     """Judge what a read_committed consumer read, ``partition -> [(offset, key, seq)]``, against rows
-    ``0..total-1``."""
+    ``0..total-1``.
+
+    Order: without ``order_key`` each key's rows must come in ``seq`` order. With it (``seq -> (micro-batch, input
+    file)``, :func:`input_order`), each key's micro-batches must come in order and, within one input file, its
+    rows in ``seq`` order; the order between two files Spark's file source put into ONE micro-batch (it does after
+    a restart) is Spark's shuffle fetch order, which nothing promises."""
     seqs: Counter[int] = Counter()
     per_key: dict[bytes, list[int]] = defaultdict(list)
     for records in per_partition.values():
@@ -224,8 +241,49 @@ def outcome(per_partition: dict[int, list[tuple[int, bytes, int]]], total: int) 
         records=sum(seqs.values()),
         missing=sorted(set(range(total)) - set(seqs)),
         duplicated=sorted(s for s, n in seqs.items() if n > 1),
-        out_of_order=sorted(k.decode() for k, v in per_key.items() if v != sorted(v)),
+        out_of_order=sorted(k.decode() for k, v in per_key.items() if not _in_order(v, order_key)),
     )
+
+
+#: ``seq -> (micro-batch id, input file index)`` of a run's rows (:func:`input_order`).
+OrderKey = Callable[[int], tuple[int, int]]
+
+
+def _in_order(seqs: list[int], order_key: OrderKey | None) -> bool:
+    if order_key is None:
+        return seqs == sorted(seqs)
+    keys = [order_key(seq) for seq in seqs]
+    if [batch for batch, _ in keys] != sorted(batch for batch, _ in keys):
+        return False
+    per_file: dict[int, list[int]] = defaultdict(list)
+    for seq, (_, file) in zip(seqs, keys, strict=True):
+        per_file[file].append(seq)
+    return all(v == sorted(v) for v in per_file.values())
+
+
+def input_order(checkpoint: str | Path, rows_per_file: int) -> OrderKey:
+    """``seq -> (micro-batch id, input file index)`` of a query reading :func:`write_input`'s files, from the
+    checkpoint: Spark's file-source log (``sources/0/<n>``: a version line, then one JSON line per file, ``batchId``
+    being the source's own log offset ``n``) and the offsets log (``offsets/<id>``: its last line is the source's
+    end offset ``{"logOffset": n}`` of micro-batch ``id``, which covers the log offsets after the previous one's)."""
+    log_offset_of_file: dict[int, int] = {}
+    for log in Path(checkpoint, "sources", "0").iterdir():
+        if log.name.isdigit():
+            for line in log.read_text().splitlines()[1:]:
+                entry = json.loads(line)
+                log_offset_of_file[int(Path(entry["path"]).stem.rsplit("-", 1)[1])] = int(entry["batchId"])
+    ends = sorted(
+        (int(log.name), int(json.loads(log.read_text().splitlines()[-1])["logOffset"]))
+        for log in Path(checkpoint, "offsets").iterdir()
+        if log.name.isdigit()
+    )
+
+    def key(seq: int) -> tuple[int, int]:
+        file = seq // rows_per_file
+        offset = log_offset_of_file[file]
+        return next(batch for batch, end in ends if end >= offset), file
+
+    return key
 
 
 #: The steps of one micro-batch a kill is aimed at, in the order a run passes them (:func:`position`): Spark

@@ -27,7 +27,15 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.launch import create_topic
 from jobs.bench.sink_app import start_query
-from jobs.bench.sink_chaos import ChaosOutcome, StreamApp, judge, kill_runs, sink_entries, write_input
+from jobs.bench.sink_chaos import (
+    ChaosOutcome,
+    StreamApp,
+    input_order,
+    judge,
+    kill_runs,
+    sink_entries,
+    write_input,
+)
 
 # slow: the module starts four Spark drivers of its own (20-40 s each on a busy machine): KILLS (the first also
 # runs the mid-commit queries to their stalls) and the restart whose driver log a test reads.
@@ -75,7 +83,8 @@ def _finish_and_judge(
     total: int,
     seed: int,
     landed: list[str],
-    judge_with: Callable[[str, str, int, int], ChaosOutcome] = judge,
+    rows_per_file: int,
+    judge_with: Callable[..., ChaosOutcome] = judge,
 ) -> None:
     """The last restart of a random-kill run, to the end in this session, then the judges: ``judge_with`` reads
     the topic with read_committed against rows ``0..total-1`` (confluent-kafka's consumer here; Kafka's Java
@@ -85,7 +94,8 @@ def _finish_and_judge(
         _run_in_session(spark, stream)
     except Exception as e:
         raise AssertionError(f"seed {seed}, kills landed {landed}: the last restart failed: {e}") from e
-    outcome = judge_with(stream["bootstrap"], stream["topic"], PARTITIONS, total)
+    order = input_order(stream["checkpoint"], rows_per_file)
+    outcome = judge_with(stream["bootstrap"], stream["topic"], PARTITIONS, total, order_key=order)
     assert outcome.exact, f"seed {seed}, kills landed {landed}: {outcome}"
     # Every micro-batch is in the sink log, committed. (Spark's file source may put two files into one
     # micro-batch after a restart, so the count of micro-batches is not checked.)
@@ -143,7 +153,7 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     """The bounded form: FILES micro-batches, KILLS kills (the fixture's), the last restart in this session."""
     stream = killed_drivers["random"]
     _finish_and_judge(
-        spark, stream, killed_drivers["total"], killed_drivers["seed"], killed_drivers["landed"]
+        spark, stream, killed_drivers["total"], killed_drivers["seed"], killed_drivers["landed"], ROWS
     )
 
 
@@ -156,7 +166,7 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once_
     seed = _seed()
     total = write_input(stream["source"], SOAK_FILES, SOAK_ROWS)
     landed = kill_runs(stream, tmp_path, kills=SOAK_KILLS, files=SOAK_FILES, seed=seed)
-    _finish_and_judge(spark, stream, total, seed, landed)
+    _finish_and_judge(spark, stream, total, seed, landed, SOAK_ROWS)
 
 
 def test_driver_killed_between_prepared_and_committed_restart_finishes_the_commit(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobs.bench.sink_chaos import ChaosOutcome, outcome
+from jobs.bench.sink_chaos import ChaosOutcome, OrderKey, outcome
 from tests.connector import (
     test_writer_transactional,
 )
@@ -64,16 +64,18 @@ def read_committed(control_topic: str) -> Callable[[str, str], list[bytes]]:
 
 
 @pytest.fixture(scope="module")
-def chaos_judge(control_topic: str) -> Callable[[str, str, int, int], ChaosOutcome]:
+def chaos_judge(control_topic: str) -> Callable[..., ChaosOutcome]:
     """test_stream_exactly_once's judge: Kafka's Java consumer with read_committed."""
 
-    def judge(bootstrap: str, topic: str, partitions: int, total: int) -> ChaosOutcome:
+    def judge(
+        bootstrap: str, topic: str, partitions: int, total: int, *, order_key: OrderKey
+    ) -> ChaosOutcome:
         records, control = kafka_read_committed(bootstrap, topic, control_topic)
         assert control == 30, f"Kafka's consumer returned {control} of the 30 control records"
         per_partition: dict[int, list[tuple[int, bytes, int]]] = defaultdict(list)
         for partition, offset, key, value in records:
             assert partition < partitions
             per_partition[partition].append((offset, key.encode(), int(value)))
-        return outcome(per_partition, total)
+        return outcome(per_partition, total, order_key=order_key)
 
     return judge

@@ -65,4 +65,6 @@ def test_driver_sigkilled_at_random_points_then_restarted_writes_every_row_once(
     seed = test_stream_exactly_once._seed()
     total = write_input(stream["source"], files, rows)
     landed = kill_runs(stream, tmp_path, kills=kills, files=files, seed=seed)
-    test_stream_exactly_once._finish_and_judge(spark, stream, total, seed, landed, judge_with=chaos_judge)
+    test_stream_exactly_once._finish_and_judge(
+        spark, stream, total, seed, landed, rows, judge_with=chaos_judge
+    )
