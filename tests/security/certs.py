@@ -33,7 +33,7 @@ def _name(cn: str) -> x509.Name:
     )
 
 
-def _cert(
+def issue_certificate(
     subject: x509.Name,
     key: ec.EllipticCurvePrivateKey,
     issuer: x509.Name,
@@ -42,6 +42,7 @@ def _cert(
     ca: bool,
     sans: list[x509.GeneralName] | None = None,
 ) -> x509.Certificate:
+    """A certificate for ``subject``'s ``key``, signed by ``issuer_key``, valid from 5 minutes ago for 2 days."""
     now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
@@ -65,7 +66,7 @@ def _server_cert(
         x509.DNSName("localhost"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
     ]
-    return _cert(_name("localhost"), key, ca_name, ca_key, ca=False, sans=sans)
+    return issue_certificate(_name("localhost"), key, ca_name, ca_key, ca=False, sans=sans)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None) -> bytes:
@@ -92,11 +93,11 @@ def make_pki(directory: Path, key_password: str = "keypass") -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("pylog test CA")
-    ca_cert = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
+    ca_cert = issue_certificate(ca_name, ca_key, ca_name, ca_key, ca=True)
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_cert = _server_cert(server_key, ca_name, ca_key)
     client_key = ec.generate_private_key(ec.SECP256R1())
-    client_cert = _cert(_name("alice"), client_key, ca_name, ca_key, ca=False)
+    client_cert = issue_certificate(_name("alice"), client_key, ca_name, ca_key, ca=False)
     pem = serialization.Encoding.PEM
 
     def key_bytes(key: ec.EllipticCurvePrivateKey, password: str | None) -> bytes:

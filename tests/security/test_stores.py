@@ -6,7 +6,6 @@ line naming the setting. Stores are made here: PKCS12 with ``cryptography``, JKS
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import os
 import pickle
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
@@ -30,6 +29,7 @@ from broker_runtime.security import tls as tls_module
 from broker_runtime.security.keystores import KEYTOOL_JVM_OPTIONS, keytool
 from broker_runtime.server.config import BrokerConfig
 from spark_kafka_log.common.kafka_configs import security_options
+from tests.security.certs import issue_certificate
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,20 +60,8 @@ def _cert(
     ca: bool,
     sans: list[x509.GeneralName] | None = None,
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return issue_certificate(subject, key, issuer, issuer_key, ca=ca, sans=sans)
 
 
 def _p12(path: Path, name: str, key: Any, chain: list[x509.Certificate], password: str | None) -> Path:
