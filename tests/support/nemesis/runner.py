@@ -1,0 +1,153 @@
+"""One nemesis run: workloads on a local process cluster, a seeded schedule of faults, healing, then checkers.
+
+:func:`run` on a running :class:`~broker_runtime.launch.BrokerCluster` (started with :data:`OVERRIDES` on top of
+the caller's settings; its topics, transactional id and group are named after ``name``, so several runs can share
+one cluster):
+
+1. creates two topics of ``PARTITIONS`` partitions, replication factor 3, ``min.insync.replicas=2``;
+2. starts the workloads (:mod:`.workload`) and waits until the idempotent producer has an acknowledgement;
+3. runs the schedule (:mod:`.schedule`, :func:`~.faults.inflict`), step after step;
+4. heals: every node runs, every node's metadata lists every broker unfenced and every partition led with its
+   full ISR, and one node holds the controller role, within :data:`HEAL_BOUND_S` (a failure otherwise);
+5. lets the workloads run one more second on the healed cluster, stops them (producers drain), and
+6. runs every checker of :mod:`.checkers`.
+
+The :class:`Report` says what happened (the seed, the schedule, what each step hit, client error counts, how long
+healing took) and lists the failures; :meth:`Report.summary` is what a failing test prints, enough to run the
+same schedule again from its seed.
+
+Threading: the caller's thread drives the faults and checks; the workloads run in their own threads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from broker_runtime.launch import BrokerCluster
+from tests.support.cluster import FAST, cluster_metadata, create_replicated, heal
+from tests.support.nemesis import checkers
+from tests.support.nemesis.faults import Event, inflict
+from tests.support.nemesis.schedule import KINDS, Step, describe, make_schedule
+from tests.support.nemesis.workload import DRAIN_S, FINISH_S, GroupMember, Idempotent, Transactional
+
+__all__ = ["HEAL_BOUND_S", "OVERRIDES", "PARTITIONS", "Report", "run"]
+
+PARTITIONS = 3
+#: The cluster settings a nemesis run assumes: the tests' short timings (a killed or stopped node fenced within
+#: 1.5 s), few internal partitions (quick to create), transactions of dead producers aborted within a second of
+#: their timeout, no initial rebalance delay.
+OVERRIDES = {
+    **FAST,
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+}
+#: How long a cluster may take to be whole again after the last fault was undone (the bound the README states).
+HEAL_BOUND_S = 30.0
+#: How long the last stable offset may take to reach the high watermark once the producers stopped: the
+#: transaction timeout (15 s) of a producer that died mid-transaction, plus the abort check's period and margin.
+STABLE_BOUND_S = 20.0
+
+
+@dataclass
+class Report:
+    seed: int
+    schedule: list[Step]
+    events: list[Event] = field(default_factory=list)
+    heal_s: float | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [describe(self.seed, self.schedule), "what each step hit:"]
+        lines += [f"  {event}" for event in self.events]
+        healed = "not healed" if self.heal_s is None else f"healed in {self.heal_s:.1f} s"
+        lines.append(f"{healed}; workloads: {self.counts}")
+        lines.append(f"client errors by kind: {self.errors}")
+        lines.append(f"{len(self.failures)} checker failure(s)" + (":" if self.failures else ""))
+        lines += [f"  - {failure}" for failure in self.failures]
+        return "\n".join(lines)
+
+    def fault_counts(self) -> dict[str, int]:
+        return dict(Counter(event.step.kind for event in self.events if event.nodes))
+
+
+def _whole(cluster: BrokerCluster, bound_s: float) -> float:
+    """Seconds until the cluster is whole and has one live controller; AssertionError past ``bound_s``."""
+    start = time.monotonic()
+    heal(cluster, timeout_s=bound_s)
+    while True:
+        meta = cluster_metadata(cluster)
+        holder = meta.controller_holder
+        if holder in meta.unfenced() and cluster.nodes[holder].running:
+            return time.monotonic() - start
+        if time.monotonic() - start > bound_s:
+            raise AssertionError(f"no live controller {bound_s:g} s after the last fault (holder {holder})")
+        time.sleep(0.05)
+
+
+def run(
+    cluster: BrokerCluster, seed: int, steps: int, *, name: str = "nemesis", kinds: tuple[str, ...] = KINDS
+) -> Report:
+    """One run of ``steps`` faults drawn from ``seed``; see the module docstring."""
+    report = Report(
+        seed, make_schedule(seed, steps, nodes=len(cluster.nodes), partitions=PARTITIONS, kinds=kinds)
+    )
+    print(describe(seed, report.schedule), flush=True)
+    idem, txn = f"{name}-idempotent", f"{name}-transactional"
+    for topic in (idem, txn):
+        create_replicated(cluster, topic, PARTITIONS, configs={"min.insync.replicas": "2"})
+    producer = Idempotent(cluster.bootstrap, idem, PARTITIONS)
+    transactional = Transactional(cluster.bootstrap, txn, PARTITIONS, seed, f"{name}-txn")
+    member = GroupMember(cluster.bootstrap, idem, PARTITIONS, f"{name}-group")
+    workloads = (producer, transactional, member)
+    for workload in workloads:
+        workload.start()
+    try:
+        warm = time.monotonic() + 30
+        while not producer.acked and time.monotonic() < warm:
+            time.sleep(0.05)
+        began = time.monotonic()
+        for step in report.schedule:
+            report.events.append(inflict(cluster, step, idem, began))
+            time.sleep(step.gap_s)
+        try:
+            report.heal_s = _whole(cluster, HEAL_BOUND_S)
+        except AssertionError as exc:
+            report.failures.append(f"heal: {exc}")
+            heal(cluster, timeout_s=60)  # the checks below still need a cluster to read from
+        time.sleep(1.0)
+    finally:
+        for workload in workloads:
+            workload.stop()
+        for workload in workloads:
+            workload.join(DRAIN_S + FINISH_S + 10)
+    stuck = [w.name_prefix for w in workloads if w.is_alive()]
+    if stuck:
+        report.failures.append(f"workloads {stuck} did not stop")
+        return report
+    outcomes = Counter(outcome for _, outcome in transactional.transactions.values())
+    report.counts = {
+        "sent": producer.sent,
+        "acked": len(producer.acked),
+        **{f"txn_{k}": v for k, v in sorted(outcomes.items())},
+        "commits": len(member.commits),
+    }
+    report.errors = checkers.error_counts(workloads)
+    report.failures += checkers.client_errors(workloads)
+    bootstrap = cluster.bootstrap
+    report.failures += checkers.stable(bootstrap, txn, PARTITIONS, STABLE_BOUND_S)
+    report.failures += checkers.acknowledged(
+        producer, checkers.read(bootstrap, idem, PARTITIONS, "read_uncommitted")
+    )
+    report.failures += checkers.transactions(
+        transactional, checkers.read(bootstrap, txn, PARTITIONS, "read_committed")
+    )
+    committed = checkers.committed_offsets(bootstrap, member.group, idem, PARTITIONS)
+    report.failures += checkers.group_offsets(member, committed)
+    report.failures += checkers.replicas(cluster, [(idem, PARTITIONS), (txn, PARTITIONS)])
+    return report
