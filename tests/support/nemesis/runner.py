@@ -30,7 +30,14 @@ from tests.support.cluster import FAST, cluster_metadata, create_replicated, hea
 from tests.support.nemesis import checkers
 from tests.support.nemesis.faults import Event, inflict
 from tests.support.nemesis.schedule import KINDS, Step, describe, make_schedule
-from tests.support.nemesis.workload import DRAIN_S, FINISH_S, GroupMember, Idempotent, Transactional
+from tests.support.nemesis.workload import (
+    DRAIN_S,
+    FINISH_S,
+    LIBRDKAFKA_TAIL,
+    GroupMember,
+    Idempotent,
+    Transactional,
+)
 
 __all__ = ["HEAL_BOUND_S", "OVERRIDES", "PARTITIONS", "Report", "run"]
 
@@ -70,6 +77,9 @@ class Report:
         lines.append(f"client errors by kind: {self.errors}")
         lines.append(f"{len(self.failures)} checker failure(s)" + (":" if self.failures else ""))
         lines += [f"  - {failure}" for failure in self.failures]
+        if self.failures:
+            lines.append("librdkafka's last log lines:")
+            lines += [f"  {line}" for line in LIBRDKAFKA_TAIL]
         return "\n".join(lines)
 
     def fault_counts(self) -> dict[str, int]:

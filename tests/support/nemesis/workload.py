@@ -29,6 +29,7 @@ close its client; ``join`` waits. The recorded lists are read only after ``join`
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import threading
@@ -43,6 +44,17 @@ __all__ = ["ClientError", "GroupMember", "Idempotent", "Transactional"]
 #: librdkafka's own log lines (a connection refused by every restarted node's old port, hundreds per run) go
 #: to this logger, which pytest captures, instead of stderr.
 LIBRDKAFKA_LOG = logging.getLogger("tests.nemesis.librdkafka")
+LIBRDKAFKA_LOG.propagate = False
+#: The last of those lines, printed by a failing run (:meth:`.runner.Report.summary`).
+LIBRDKAFKA_TAIL: collections.deque[str] = collections.deque(maxlen=40)
+
+
+class _Tail(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        LIBRDKAFKA_TAIL.append(f"{record.levelname} {record.getMessage()}")
+
+
+LIBRDKAFKA_LOG.addHandler(_Tail(logging.DEBUG))
 
 #: How long a stopping producer may take to get every outstanding record answered.
 DRAIN_S = 60.0
