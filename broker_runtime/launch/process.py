@@ -26,8 +26,10 @@ lists only the nodes whose process runs. When the ``with`` ends every process th
 runs is stopped.
 
 Placement (tests of network partitions): ``cluster_process(..., placement=f)`` runs node ``i`` as
-``f(i) = (prefix, host)`` says: its command after ``prefix`` (e.g. ``["ip", "netns", "exec", "ns-i"]``, which
-execs, so the node's pid stays the broker's) and its listeners bound on ``host`` instead of loopback.
+``f(i) = (prefix, host, port)`` says: its command after ``prefix`` (e.g. ``["ip", "netns", "exec", "ns-i"]``,
+which execs, so the node's pid stays the broker's), its listeners bound on ``host`` instead of loopback, the first
+on ``port`` unless 0 (a node with an address of its own can keep its port across restarts, as a Kafka broker
+does, so clients that knew it still find it).
 
 Start: each child runs :func:`~broker_runtime.launch.command.start_command`; the bootstrap address is read from
 its ``listening on HOST:PORT`` stdout line; then a thread keeps draining stdout so the child never blocks. A
@@ -78,12 +80,13 @@ _log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_S = 30.0
 
-#: Where node ``i`` of a cluster runs: a command prefix and the host its listeners bind (module docstring).
-Placement = Callable[[int], tuple[Sequence[str], str]]
+#: Where node ``i`` of a cluster runs: a command prefix, the host its listeners bind and the first one's port
+#: (0: a free one); see the module docstring.
+Placement = Callable[[int], tuple[Sequence[str], str, int]]
 
 
-def _loopback(_node_id: int) -> tuple[Sequence[str], str]:
-    return (), "127.0.0.1"
+def _loopback(_node_id: int) -> tuple[Sequence[str], str, int]:
+    return (), "127.0.0.1", 0
 
 
 @dataclass
@@ -162,8 +165,8 @@ class BrokerCluster:
         node = self.nodes[node_id]
         if node.running:
             raise IllegalStateError(f"node {node_id} (pid {node.pid}) is running; stop or kill it first")
-        prefix, host = self.placement(node_id)
-        overrides = cluster_node_overrides(self._base_dir, node_id, self.listeners, host)
+        prefix, host, port = self.placement(node_id)
+        overrides = cluster_node_overrides(self._base_dir, node_id, self.listeners, host, port)
         child = _spawn(self._config_file, overrides, node.log_path, prefix)
         self._procs.append(child.proc)
         node.proc = child.proc
@@ -304,8 +307,8 @@ def cluster_process(
         children = []
         for node_id in range(nodes):
             log_path = data / f"broker-{node_id}.log"
-            prefix, host = placement(node_id)
-            overrides = cluster_node_overrides(base, node_id, names, host)
+            prefix, host, port = placement(node_id)
+            overrides = cluster_node_overrides(base, node_id, names, host, port)
             children.append(_spawn(config_file, overrides, log_path, prefix))
             cluster._procs.append(children[-1].proc)
         for node_id, child in enumerate(children):
