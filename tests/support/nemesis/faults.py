@@ -10,6 +10,9 @@ the process is really stopped (``/proc``'s state ``T``) before the hold starts. 
 :meth:`~broker_runtime.launch.BrokerCluster.start`: the same command as ``pylog-broker cluster`` runs, same node
 id, settings and log dir, a new port.
 
+Network steps (``isolate``, ``leader_cut``, ``bridge``) cut links of the cluster's :class:`~.network.Network`
+and heal them after the hold; they need one (the cluster's nodes placed in its namespaces).
+
 Threading: called from the runner's thread only (the cluster handle belongs to it).
 """
 
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 
 from broker_runtime.launch import BrokerCluster
 from tests.support.cluster import cluster_metadata, wait_for
-from tests.support.nemesis.schedule import Step
+from tests.support.nemesis.network import CLIENTS, Network
+from tests.support.nemesis.schedule import NETWORK_KINDS, Step
 from tests.support.processes import process_state
 
 __all__ = ["Event", "inflict"]
@@ -65,10 +69,34 @@ def _stop(pid: int) -> None:
     wait_for(lambda: process_state(pid) in ("T", "t"), timeout_s=5, what=f"process {pid} stopped")
 
 
-def inflict(cluster: BrokerCluster, step: Step, topic: str, began: float) -> Event:
+def _cut(network: Network, step: Step, nodes: tuple[int, ...], everyone: int) -> None:
+    if step.kind == "bridge":
+        network.cut(nodes[0], nodes[1])
+        return
+    for other in range(everyone):
+        if other != nodes[0]:
+            network.cut(nodes[0], other)
+    if step.kind == "isolate":
+        network.cut(nodes[0], CLIENTS)
+
+
+def inflict(
+    cluster: BrokerCluster, step: Step, topic: str, began: float, network: Network | None = None
+) -> Event:
     """Do ``step`` to ``cluster``, hold it, undo it; ``topic`` is the topic whose leaders targeted steps aim at."""
     nodes, note = _targets(cluster, step, topic)
     event = Event(step, nodes, time.monotonic() - began, note)
+    if step.kind in NETWORK_KINDS:
+        if network is None:
+            raise ValueError(f"a {step.kind} step needs the cluster's nodes in a Network of their own")
+        if not nodes:
+            return event
+        try:
+            _cut(network, step, nodes, len(cluster.nodes))
+            time.sleep(step.hold_s)
+        finally:
+            network.heal()
+        return event
     nodes = tuple(n for n in nodes if cluster.nodes[n].running)
     killed: list[int] = []
     stopped: list[int] = []

@@ -9,8 +9,9 @@
                        each transaction as the client learnt it: ``committed``, ``aborted`` or ``unknown`` (the
                        call never answered, or the producer died fatally)
 :class:`GroupMember`   a consumer of the idempotent topic in a group of its own (one member, so it is the stable
-                       member), committing its position synchronously after every batch it consumes; every
-                       successful commit is recorded ``(partition, offset)`` in order
+                       member), committing its position after every batch it consumes (asynchronously:
+                       librdkafka's synchronous commit has no bound); every successful commit is recorded
+                       ``(partition, offset)`` in the order the answers came
 =====================  =========================================================================================
 
 Every error a client reports (an exception, a delivery report, librdkafka's ``error_cb``) is kept as a
@@ -19,9 +20,13 @@ checkers (:mod:`.checkers`) can fail on what Kafka would not answer in the same 
 is ever fenced (one producer per transactional id, one member per group), so a fatal error is always a failure.
 
 Timings are the clients' own: ``message.timeout.ms`` 120 s (longer than any fault a schedule holds, so an
-acknowledged-or-failed record is the broker's answer, not the client giving up), ``transaction.timeout.ms`` 15 s
-(a transaction whose producer died is aborted by the coordinator soon; librdkafka wants ``message.timeout.ms`` no
-longer for a transactional producer), group ``session.timeout.ms`` 6 s.
+acknowledged-or-failed record is the broker's answer, not the client giving up), ``transaction.timeout.ms`` 30 s
+with ``message.timeout.ms`` 20 s for the transactional producer (a record timing out makes the transaction
+abortable; were the two equal, the coordinator could abort the transaction on its timeout first, bumping the
+epoch, and the client's abort would be fenced -- fatal, with Kafka too), group ``session.timeout.ms`` 6 s.
+
+Bootstrap: each client is made with the addresses the cluster has when it is made (``bootstrap()``): nodes come
+back on new ports, so a producer made again late in a run would find none of the first ones listening.
 
 Threading: each workload runs in its own thread; ``stop()`` asks it to finish its current operation, drain and
 close its client; ``join`` waits. The recorded lists are read only after ``join``.
@@ -30,14 +35,17 @@ close its client; ``join`` waits. The recorded lists are read only after ``join`
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
+import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 __all__ = ["ClientError", "GroupMember", "Idempotent", "Transactional"]
 
@@ -45,6 +53,7 @@ __all__ = ["ClientError", "GroupMember", "Idempotent", "Transactional"]
 #: to this logger, which pytest captures, instead of stderr.
 LIBRDKAFKA_LOG = logging.getLogger("tests.nemesis.librdkafka")
 LIBRDKAFKA_LOG.propagate = False
+LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
 #: The last of those lines, printed by a failing run (:meth:`.runner.Report.summary`).
 LIBRDKAFKA_TAIL: collections.deque[str] = collections.deque(maxlen=40)
 
@@ -55,6 +64,10 @@ class _Tail(logging.Handler):
 
 
 LIBRDKAFKA_LOG.addHandler(_Tail(logging.DEBUG))
+
+#: ``PYLOG_NEMESIS_DEBUG``: librdkafka's ``debug`` contexts for every workload's client (e.g. ``eos,cgrp,protocol``),
+#: to see what it sent and was answered when a run fails.
+DEBUG = os.environ.get("PYLOG_NEMESIS_DEBUG", "")
 
 #: How long a stopping producer may take to get every outstanding record answered.
 DRAIN_S = 60.0
@@ -86,7 +99,7 @@ class ClientError:
 class _Workload(threading.Thread):
     name_prefix = "workload"
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: Callable[[], str], topic: str, partitions: int) -> None:
         super().__init__(name=f"nemesis-{self.name_prefix}", daemon=True)
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.errors: list[ClientError] = []
@@ -112,7 +125,9 @@ class _Workload(threading.Thread):
 class Idempotent(_Workload):
     name_prefix = "idempotent"
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate_per_s: float = 200) -> None:
+    def __init__(
+        self, bootstrap: Callable[[], str], topic: str, partitions: int, rate_per_s: float = 200
+    ) -> None:
         super().__init__(bootstrap, topic, partitions)
         self.interval_s = 1 / rate_per_s
         self.acked: dict[int, tuple[int, int]] = {}
@@ -128,11 +143,12 @@ class Idempotent(_Workload):
     def work(self) -> None:
         producer = Producer(
             {
-                "bootstrap.servers": self.bootstrap,
+                "bootstrap.servers": self.bootstrap(),
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
                 "message.timeout.ms": 120000,
+                **({"debug": DEBUG} if DEBUG else {}),
                 "error_cb": self._error_cb,
                 "logger": LIBRDKAFKA_LOG,
             }
@@ -161,7 +177,9 @@ class _Fatal(Exception):
 class Transactional(_Workload):
     name_prefix = "transactional"
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, seed: int, transactional_id: str) -> None:
+    def __init__(
+        self, bootstrap: Callable[[], str], topic: str, partitions: int, seed: int, transactional_id: str
+    ) -> None:
         super().__init__(bootstrap, topic, partitions)
         self.rng = random.Random(seed)
         self.transactional_id = transactional_id
@@ -172,10 +190,13 @@ class Transactional(_Workload):
     def _producer(self) -> Producer:
         producer = Producer(
             {
-                "bootstrap.servers": self.bootstrap,
+                "bootstrap.servers": self.bootstrap(),
                 "transactional.id": self.transactional_id,
-                "transaction.timeout.ms": 15000,
-                "message.timeout.ms": 15000,  # librdkafka: at most the transaction timeout
+                **({"debug": DEBUG} if DEBUG else {}),
+                "transaction.timeout.ms": 30000,
+                # under the transaction timeout (librdkafka wants no more) with a margin: a record that times out
+                # must leave the transaction abortable, not already aborted and fenced by the coordinator
+                "message.timeout.ms": 20000,
                 "error_cb": self._error_cb,
                 "logger": LIBRDKAFKA_LOG,
             }
@@ -254,7 +275,7 @@ class Transactional(_Workload):
 class GroupMember(_Workload):
     name_prefix = "group"
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, group: str) -> None:
+    def __init__(self, bootstrap: Callable[[], str], topic: str, partitions: int, group: str) -> None:
         super().__init__(bootstrap, topic, partitions)
         self.group = group
         #: every successful commit in order: (partition, offset)
@@ -262,17 +283,32 @@ class GroupMember(_Workload):
         self.consumed = 0
         self.rebalances: list[str] = []
 
+    def _committed(self, err: KafkaError | None, parts: list[TopicPartition]) -> None:
+        """librdkafka's answer to a commit (served by ``consume``): the offsets the coordinator accepted."""
+        if err is not None:
+            self.errors.append(ClientError.of(self.name_prefix, "commit", err))
+            return
+        for part in parts:
+            if part.error is None and part.offset >= 0:
+                self.commits.append((part.partition, part.offset))
+            elif part.error is not None:
+                self.errors.append(
+                    ClientError.of(self.name_prefix, f"commit of {part.partition}", part.error)
+                )
+
     def work(self) -> None:
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                "bootstrap.servers": self.bootstrap(),
                 "group.id": self.group,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 500,
+                "on_commit": self._committed,
                 "error_cb": self._error_cb,
                 "logger": LIBRDKAFKA_LOG,
+                **({"debug": DEBUG} if DEBUG else {}),
             }
         )
 
@@ -287,20 +323,13 @@ class GroupMember(_Workload):
         try:
             while not self._stop_event.is_set():
                 messages = consumer.consume(200, 0.2)
-                self.consumed += sum(1 for m in messages if m.error() is None)
-                if not any(m.error() is None for m in messages):
-                    continue
-                try:
-                    answered = consumer.commit(asynchronous=False)
-                except KafkaException as exc:
-                    self.errors.append(ClientError.of(self.name_prefix, "commit", exc.args[0]))
-                    continue
-                for part in answered or []:
-                    if part.error is None and part.offset >= 0:
-                        self.commits.append((part.partition, part.offset))
-                    elif part.error is not None:
-                        self.errors.append(
-                            ClientError.of(self.name_prefix, f"commit of {part.partition}", part.error)
-                        )
+                consumed = sum(1 for m in messages if m.error() is None)
+                self.consumed += consumed
+                if consumed:
+                    # asynchronous: a synchronous commit waits without a bound while the coordinator is away;
+                    # its answer comes through on_commit, served by consume
+                    with contextlib.suppress(KafkaException):  # nothing to commit (e.g. just revoked)
+                        consumer.commit(asynchronous=True)
+            consumer.consume(0, 1.0)  # the last commits' answers
         finally:
             consumer.close()
