@@ -34,9 +34,11 @@ The state is in :mod:`.consumer_state`, the assignors in :mod:`.assignors`.
 * The answer carries the assignment when the request was a full one (epoch 0, or with rebalance timeout,
   subscription and owned partitions all given) or when the member's assigned partitions changed.
 
-Every change is written to ``__consumer_offsets`` in Kafka's records (:meth:`ConsumerGroups.records_of`,
-:mod:`.log_format`) before the answer; the loader replays them and :meth:`ConsumerGroups.activate` restarts the
-session timers of the members of a loaded group.
+Persistence: not yet. Kafka writes every change as its ``ConsumerGroup*`` records of ``__consumer_offsets``;
+pylog calls the coordinator's ``store`` at each change (the one place to write them) but it writes nothing yet, so
+a restart or a coordinator failover forgets the members and epochs (committed offsets stay); the members are
+answered UNKNOWN_MEMBER_ID there and join again at epoch 0. :meth:`ConsumerGroups.activate` restarts the timers
+of the members of a loaded group for when the records are replayed.
 
 Thread-safety: event-loop thread only (timer tasks run on it too).
 """
@@ -204,11 +206,18 @@ class ConsumerGroups:
         self._timer = timer
         self._topic_partitions = topic_partitions
         self._store = store
+        #: Which existing topics can be assigned (the handler's: those with a topic id); kept for the timers.
+        self._assignable: Callable[[str], bool] = lambda _: True
 
     # -- requests --------------------------------------------------------------------------------------------
 
-    def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat: see the module docstring."""
+    def heartbeat(
+        self, req: HeartbeatRequest, assignable: Callable[[str], bool] | None = None
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: see the module docstring. ``assignable(topic)``: can the topic's partitions
+        be named to the member (the handler's: it has a topic id); a topic that cannot counts as missing."""
+        if assignable is not None:
+            self._assignable = assignable
         try:
             self._validate(req)
             if self._owner_error(req.group_id) != ErrorCode.NONE:
@@ -505,7 +514,7 @@ class ConsumerGroups:
         found = {}
         for topic in cg.subscribed_topics():
             count = self._topic_partitions(topic)
-            if count is not None:
+            if count is not None and self._assignable(topic):
                 found[topic] = count
         return found
 

@@ -227,6 +227,10 @@ class GroupCoordinator:
         return result
 
     def _store_consumer(self, group: Group, cg: ConsumerGroupState, changed: object) -> ErrorCode:
+        """Where a consumer group's change is written. Not yet: Kafka's ConsumerGroup* records are not written,
+        so a restart or a failover forgets the group's members and epochs (its committed offsets stay: they are
+        offset records); its members are answered UNKNOWN_MEMBER_ID there and join again at epoch 0, as after a
+        fencing. The README's group coordinator section says so."""
         return ErrorCode.NONE
 
     def shutdown(self) -> None:
