@@ -124,6 +124,8 @@ def test_partitions_move_only_after_the_old_owner_revoked_them(node: Node) -> No
     # a is asked to give up two partitions: it stays at epoch 1 with the two it keeps
     a2 = node.hb("a", 1, owned=owned_a)
     assert a2.member_epoch == 1 and len(parts(a2)) == 2
+    # a heartbeat that does not list its owned partitions is no ack
+    assert node.hb("a", 1).member_epoch == 1
     # b still waits: a has not acked
     b2 = node.hb("b", 2, owned={})
     assert b2.assignment is None and b2.member_epoch == 2
