@@ -262,7 +262,7 @@ def records_page(page: RecordPage, how: str) -> str:
     rows = []
     for r in page.records:
         headers = (
-            "".join(f"<div>{esc(k)}: <pre>{esc(render_bytes(v, how)[1])}</pre></div>" for k, v in r.headers)
+            "".join(f"<div>{esc(k)}: <code>{esc(render_bytes(v, how)[1])}</code></div>" for k, v in r.headers)
             or ""
         )
         rows.append(
