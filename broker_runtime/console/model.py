@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker_runtime.client import KafkaClient
+from broker_runtime.client import ConfigEntry, KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import (
     EARLIEST_TIMESTAMP,
@@ -59,6 +59,7 @@ __all__ = [
     "Transactions",
     "TxnRow",
     "cluster",
+    "config_row",
     "group",
     "groups",
     "hanging",
@@ -272,6 +273,12 @@ def _offsets(
     )
 
 
+def config_row(entry: ConfigEntry) -> ConfigRow:
+    """A config as the console keeps it: a sensitive value is never kept, whatever the broker sent (Kafka's
+    brokers send null for it)."""
+    return ConfigRow(entry.name, None if entry.sensitive else entry.value, entry.sensitive, entry.source)
+
+
 def topic(client: KafkaClient, name: str) -> TopicDetail:
     md = client.metadata([name])
     t = md.topics.get(name)
@@ -295,10 +302,10 @@ def topic(client: KafkaClient, name: str) -> TopicDetail:
     configs: list[ConfigRow] = []
     configs_error = None
     try:
-        for entry in client.admin.describe_config_entries(describe_configs.RESOURCE_TOPIC, name):
-            # A sensitive value is never kept, whatever the broker sent (Kafka's brokers send null).
-            value = None if entry.sensitive else entry.value
-            configs.append(ConfigRow(entry.name, value, entry.sensitive, entry.source))
+        configs = [
+            config_row(entry)
+            for entry in client.admin.describe_config_entries(describe_configs.RESOURCE_TOPIC, name)
+        ]
     except KafkaError as exc:
         configs_error = str(exc)
     return TopicDetail(name, partitions, sorted(configs, key=lambda c: c.name), configs_error)
