@@ -9,7 +9,7 @@ The data (:func:`write_demo_data`), on any Kafka-protocol cluster:
   holds hostile records (a value ``<script>...`` and markup in a key and a header name), a binary value and a
   null value.
 - ``payments``, 1 partition: a committed transaction (3 records, offsets 0-2, its COMMIT marker at 3), then an
-  aborted one (2 records, offsets 4-5, its ABORT marker at 6).
+  aborted one (2 records, offsets 4-5, its batch over 1 KiB, its ABORT marker at 6).
 
 The browser (:func:`chromium_driver`): Debian's ``chromium`` driven through its ``chromium-driver`` by selenium,
 headless, a fixed window; the caller quits it.
@@ -106,7 +106,9 @@ def write_demo_data(client: KafkaClient) -> DemoData:
     _produce(client, data.orders, 1, odd.build())
     for txn_id, values, commit in (
         ("demo-payments-ok", [b'{"paid": 1}', b'{"paid": 2}', b'{"paid": 3}'], True),
-        ("demo-payments-bad", [b'{"paid": -1}', b'{"paid": -2}'], False),
+        # The aborted transaction's batch is over 1 KiB, so a 1 KiB page from offset 4 holds its batch
+        # but not its ABORT marker (the page then learns the outcome from Fetch's aborted transactions).
+        ("demo-payments-bad", [b'{"paid": -1, "note": "%s"}' % (b"x" * 1200), b'{"paid": -2}'], False),
     ):
         pid, epoch = client.transactions.init_producer_id(txn_id, 60000)
         client.transactions.add_partitions_to_txn(txn_id, pid, epoch, [(data.payments, 0)])

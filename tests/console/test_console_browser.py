@@ -148,6 +148,10 @@ def test_transaction_markers_and_aborted_records(browser: Any, console: str, sho
         ("5", "aborted"),
         ("6", "ABORT marker"),
     ], marks
+    # A page too small for the ABORT marker: the outcome comes from Fetch's aborted-transactions list.
+    browser.get(console + "/topics/payments/0?offset=4&max_bytes=1024")
+    marks = [(row[0], row[5].split(" pid")[0]) for row in _cells(browser, "records")]
+    assert marks == [("4", "aborted"), ("5", "aborted")], marks
     browser.get(console + "/topics/payments/0?isolation=read_committed")
     shown = [row[0] for row in _cells(browser, "records")]
     assert shown == ["0", "1", "2", "3", "6"], shown  # the aborted records are not read_committed's
