@@ -84,6 +84,8 @@ STARTERS: dict[str, str] = {
     "check_worker_python": "process",  # spark_compat: runs the worker interpreter to look for pylog's modules
     # the shared Spark session
     "SparkSession": "spark",
+    # selenium's webdriver.Chrome: chromedriver and a headless chromium (the console's browser tests)
+    "Chrome": "peers",
 }
 #: ``subprocess.run``: both names in one code object.
 SUBPROCESS_RUN = ("subprocess", "run")
