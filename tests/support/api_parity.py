@@ -105,7 +105,11 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     55: ApiDifference(
         (0, 2), None, "pylog's controller is not a KRaft quorum: there is no quorum to describe"
     ),
-    57: ApiDifference((0, 2), None, "pylog has no feature levels to update (see the features below)"),
+    57: ApiDifference(
+        (0, 2),
+        None,
+        "pylog's feature levels are fixed by its release (see the features below): none to update",
+    ),
     60: ApiDifference((0, 2), (0, 1), "2 can list fenced brokers (KIP-1073): not yet answered"),
     64: ApiDifference(
         (0, 0), None, "pylog's brokers are registered by its own controller, not through this API"
@@ -142,32 +146,36 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     ),
 }
 
-_NO_FEATURES = "pylog answers no feature levels in ApiVersions"
+#: pylog's feature levels are declared in broker_runtime/server/features.py; a feature it lists nowhere is answered
+#: neither supported nor finalized (level 0: Kafka's behaviour before the feature).
+_LEVEL_0 = "pylog implements level 0 only (not answered)"
 FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
     "eligible.leader.replicas.version": FeatureDifference(
         ((0, 1), (1, 1)),
         (None, None),
-        f"{_NO_FEATURES}; eligible leader replicas (KIP-966) are not implemented",
+        f"{_LEVEL_0}: eligible leader replicas (KIP-966) are not implemented",
     ),
     "group.version": FeatureDifference(
         ((0, 1), (1, 1)),
         (None, None),
-        f"{_NO_FEATURES}; the consumer group protocol (KIP-848) is not implemented yet",
+        f"{_LEVEL_0}: the consumer group protocol (KIP-848) is not implemented yet",
     ),
     "kraft.version": FeatureDifference(
-        ((0, 1), None), (None, None), f"{_NO_FEATURES}; pylog's controller is not a KRaft quorum"
+        ((0, 1), None), (None, None), f"{_LEVEL_0}: pylog's controller is not a KRaft quorum"
     ),
     "metadata.version": FeatureDifference(
         ((7, 33), (33, 33)),
         (None, None),
-        f"{_NO_FEATURES}; pylog's cluster metadata is not KRaft's metadata log",
+        "not answered: it versions KRaft's metadata log, which pylog's cluster metadata is not",
     ),
-    "share.version": FeatureDifference(((0, 2), (2, 2)), (None, None), f"{_NO_FEATURES}; {SHARE}"),
-    "streams.version": FeatureDifference(((0, 1), (1, 1)), (None, None), f"{_NO_FEATURES}; {STREAMS}"),
+    "share.version": FeatureDifference(((0, 2), (2, 2)), (None, None), f"{_LEVEL_0}: {SHARE}"),
+    "streams.version": FeatureDifference(((0, 1), (1, 1)), (None, None), f"{_LEVEL_0}: {STREAMS}"),
     "transaction.version": FeatureDifference(
         ((0, 2), (2, 2)),
         (None, None),
-        f"{_NO_FEATURES}; {TXN_V2}: without the feature, Kafka's 4.x producer uses transactions v1",
+        f"{_LEVEL_0} (v0 transaction state records, one producer epoch per InitProducerId): level 1 (flexible "
+        f"state records) gives clients nothing, and {TXN_V2}; without level 2 Kafka's 4.x producer runs "
+        "transactions v1 (AddPartitionsToTxn, EndTxn v4), which pylog serves",
     ),
 }
 
