@@ -71,12 +71,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     19: ApiDifference((2, 7), (0, 7), OLD),
     20: ApiDifference((1, 6), (0, 6), OLD),
     23: ApiDifference((2, 4), (0, 4), OLD),
-    24: ApiDifference(
-        (0, 5),
-        (0, 3),
-        "4+ are the broker-to-broker form that verifies a partition is in the transaction (KIP-890 part 1): "
-        "pylog's partition leaders do not verify with the coordinator",
-    ),
     26: ApiDifference((0, 5), (0, 4), f"5 bumps the producer epoch on every transaction: {TXN_V2}"),
     27: ApiDifference(
         (1, 2),
