@@ -59,7 +59,7 @@ from broker_runtime.security.async_client import open_connection
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult, VerificationGuard
 
-__all__ = ["REQUEST_TIMEOUT_S", "Candidate", "verify_then"]
+__all__ = ["REQUEST_TIMEOUT_S", "Candidate", "verify_partition_then", "verify_then"]
 
 _log = logging.getLogger(__name__)
 
@@ -104,10 +104,11 @@ def _to_verify(
     return out, len(set(out.values())) > 1
 
 
-def _answer(code: ErrorCode, produce_version: int) -> AppendResult:
-    """The produce partition's answer for the coordinator's ``code`` (the module's table)."""
+def _answer(code: ErrorCode, abortable: bool) -> AppendResult:
+    """The partition's answer for the coordinator's ``code`` (the module's table); ``abortable``: the request's
+    version handles TRANSACTION_ABORTABLE."""
     if code == ErrorCode.TRANSACTION_ABORTABLE:
-        if produce_version >= _ABORTABLE_SINCE:
+        if abortable:
             return AppendResult(code, message="The partition was not added to the transaction")
         code = ErrorCode.INVALID_TXN_STATE
     if code == ErrorCode.INVALID_TXN_STATE:
@@ -129,9 +130,9 @@ def verify_then(
     candidates: list[Candidate],
     append: Callable[[dict[TopicPartition, AppendResult]], Any],
 ) -> Any:
-    """``append(refused)`` once the partitions of ``candidates`` that need it are verified (``refused``: the
-    answer of each that failed); at once when none needs it or the coordinator is this node, else a task whose
-    result is ``append``'s (awaited when that is a future)."""
+    """Produce: ``append(refused)`` once the partitions of ``candidates`` that need it are verified (``refused``:
+    the answer of each that failed); at once when none needs it or the coordinator is this node, else a task
+    whose result is ``append``'s (awaited when that is a future)."""
     if transactional_id is None or not ctx.config.transaction_partition_verification_enable:
         return append({})
     wanted, mixed = _to_verify(ctx, candidates)
@@ -144,27 +145,66 @@ def verify_then(
         )
         return append(dict.fromkeys(wanted, refused))
     producer_id, epoch = next(iter(wanted.values()))
-    partitions = sorted(wanted)
-    coordinator = ctx.txn_coordinator
-    if coordinator.owner_error(transactional_id) == ErrorCode.NONE:
-        codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
-        return append(_refused(codes, produce_version))
-    replicas = ctx.replicas
-    guards = {tp: replicas.begin_verification(tp[0], tp[1], producer_id) for tp in partitions}
-    return ctx.loop.create_task(
-        _verify_remotely(ctx, produce_version, transactional_id, producer_id, epoch, guards, append)
+    return _verify(
+        ctx, transactional_id, producer_id, epoch, sorted(wanted), produce_version >= _ABORTABLE_SINCE, append
     )
 
 
-def _refused(
-    codes: dict[TopicPartition, ErrorCode], produce_version: int
-) -> dict[TopicPartition, AppendResult]:
-    return {tp: _answer(code, produce_version) for tp, code in codes.items() if code != ErrorCode.NONE}
+def verify_partition_then(
+    ctx: BrokerContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partition: TopicPartition,
+    abortable: bool,
+    then: Callable[[AppendResult | None], Any],
+) -> Any:
+    """TxnOffsetCommit (Kafka's group coordinator verifies its ``__consumer_offsets`` partition the same way):
+    ``then(None)`` when ``partition`` needs no verification or passes it, else ``then(the refusal)``; at once or
+    as a task, as :func:`verify_then`."""
+    if (
+        not ctx.config.transaction_partition_verification_enable
+        or ctx.replicas.has_ongoing_transaction(partition[0], partition[1], producer_id) is not False
+    ):
+        return then(None)
+    return _verify(
+        ctx,
+        transactional_id,
+        producer_id,
+        epoch,
+        [partition],
+        abortable,
+        lambda refused: then(refused.get(partition)),
+    )
+
+
+def _verify(
+    ctx: BrokerContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partitions: list[TopicPartition],
+    abortable: bool,
+    then: Callable[[dict[TopicPartition, AppendResult]], Any],
+) -> Any:
+    coordinator = ctx.txn_coordinator
+    if coordinator.owner_error(transactional_id) == ErrorCode.NONE:
+        codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        return then(_refused(codes, abortable))
+    replicas = ctx.replicas
+    guards = {tp: replicas.begin_verification(tp[0], tp[1], producer_id) for tp in partitions}
+    return ctx.loop.create_task(
+        _verify_remotely(ctx, abortable, transactional_id, producer_id, epoch, guards, then)
+    )
+
+
+def _refused(codes: dict[TopicPartition, ErrorCode], abortable: bool) -> dict[TopicPartition, AppendResult]:
+    return {tp: _answer(code, abortable) for tp, code in codes.items() if code != ErrorCode.NONE}
 
 
 async def _verify_remotely(
     ctx: BrokerContext,
-    produce_version: int,
+    abortable: bool,
     transactional_id: str,
     producer_id: int,
     epoch: int,
@@ -174,7 +214,7 @@ async def _verify_remotely(
     replicas = ctx.replicas
     try:
         codes = await _ask_coordinator(ctx, transactional_id, producer_id, epoch, sorted(guards))
-        refused = _refused(codes, produce_version)
+        refused = _refused(codes, abortable)
         for tp, guard in guards.items():
             if tp in refused or guard.alive:
                 continue

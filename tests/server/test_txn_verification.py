@@ -296,3 +296,65 @@ def test_a_marker_written_while_a_partition_is_verified_kills_the_verification(t
     assert replicas.begin_verification("data", 0, pid + 1) is not other  # the last user removed it
     assert replicas.has_ongoing_transaction("data", 7, pid) is None  # not led here
     logs.shutdown()
+
+
+def test_a_txn_offset_commit_after_its_transaction_was_aborted_leaves_nothing_pending(single: str) -> None:
+    """The group's ``__consumer_offsets`` partition is verified as a produced partition is: a late TxnOffsetCommit
+    is refused, so no pending offsets wait for a marker that will never come (read_committed consumers would get
+    UNSTABLE_OFFSET_COMMIT from OffsetFetch until then)."""
+    group = "late-offsets-group"
+    with RawConnection(single) as conn:
+        txn = Txn(conn, conn, "late-offsets", "late", 0)
+        add = {
+            "TransactionalId": txn.txn_id,
+            "ProducerId": txn.pid,
+            "ProducerEpoch": txn.epoch,
+            "GroupId": group,
+        }
+
+        def commit(version: int) -> int:
+            body = {
+                "TransactionalId": txn.txn_id,
+                "GroupId": group,
+                "ProducerId": txn.pid,
+                "ProducerEpoch": txn.epoch,
+                "GenerationId": -1,
+                "MemberId": "",
+                "GroupInstanceId": None,
+                "Topics": [
+                    {
+                        "Name": "late",
+                        "Partitions": [
+                            {
+                                "PartitionIndex": 0,
+                                "CommittedOffset": 42,
+                                "CommittedLeaderEpoch": -1,
+                                "CommittedMetadata": "",
+                            }
+                        ],
+                    }
+                ],
+            }
+            code: int = conn.call(ApiKey.TXN_OFFSET_COMMIT, version, body)["Topics"][0]["Partitions"][0][
+                "ErrorCode"
+            ]
+            return code
+
+        def stable_offset() -> tuple[int, int]:
+            body = {
+                "GroupId": group,
+                "Topics": [{"Name": "late", "PartitionIndexes": [0]}],
+                "RequireStable": True,
+            }
+            part = conn.call(ApiKey.OFFSET_FETCH, 7, body)["Topics"][0]["Partitions"][0]
+            return part["ErrorCode"], part["CommittedOffset"]
+
+        assert conn.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, add)["ErrorCode"] == 0
+        assert commit(3) == ErrorCode.NONE
+        txn.end(commit=False)
+        assert stable_offset() == (ErrorCode.NONE, -1)
+        assert commit(3) == ErrorCode.INVALID_TXN_STATE
+        assert commit(4) == ErrorCode.TRANSACTION_ABORTABLE
+        assert stable_offset() == (ErrorCode.NONE, -1), (
+            "a late commit left offsets pending: a hanging transaction"
+        )
