@@ -482,6 +482,16 @@ class BrokerConfig:
         "a producer's `transaction.timeout.ms` above this gets INVALID_TRANSACTION_TIMEOUT",
         minimum=1,
     )
+    transaction_partition_verification_enable: bool = _field(
+        "transaction.partition.verification.enable",
+        _BOOLEAN,
+        "true",
+        "transactions",
+        "a partition leader asks the transaction coordinator whether a partition is in the producer's transaction "
+        "before the producer's first transactional batch there, and refuses it otherwise (KIP-890 part 1: no "
+        "hanging transaction from a late produce)",
+        restart_reason="pylog reads it when the broker starts",
+    )
     transactional_id_expiration_ms: int = _field(
         "transactional.id.expiration.ms",
         _INT,

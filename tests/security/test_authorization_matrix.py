@@ -54,6 +54,8 @@ class Case:
     body: dict[str, Any]
     observe: Callable[[dict[str, Any]], Any]
     expected: Any
+    #: The version sent, when not the highest the broker serves (an API whose versions differ in authorization).
+    version: int | None = None
 
 
 def _part(answer: dict[str, Any], topics: str, parts: str, code: str = "ErrorCode") -> Any:
@@ -297,7 +299,23 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ],
     ApiKey.ADD_PARTITIONS_TO_TXN: [
         Case(
-            "WRITE on the transactional id",
+            "v4+ (brokers verifying, KIP-890): CLUSTER_ACTION on the cluster",
+            {
+                "Transactions": [
+                    {
+                        "TransactionalId": TXN,
+                        "ProducerId": 0,
+                        "ProducerEpoch": 0,
+                        "VerifyOnly": True,
+                        "Topics": [{"Name": TOPIC, "Partitions": [0]}],
+                    }
+                ]
+            },
+            lambda a: (a["ErrorCode"], a["ResultsByTransaction"]),
+            (CLUSTER_DENIED, []),
+        ),
+        Case(
+            "v0-3 (clients): WRITE on the transactional id",
             {
                 "V3AndBelowTransactionalId": TXN,
                 "V3AndBelowProducerId": 0,
@@ -306,7 +324,8 @@ DECISIONS: dict[ApiKey, list[Case]] = {
             },
             lambda a: a["ResultsByTopicV3AndBelow"][0]["ResultsByPartition"][0]["PartitionErrorCode"],
             TXN_DENIED,
-        )
+            version=3,
+        ),
     ],
     ApiKey.ADD_OFFSETS_TO_TXN: [
         Case(
@@ -620,9 +639,9 @@ def test_every_api_decides_authorization(matrix: MatrixBroker, listener: str, ke
         f"add an authorization decision for {ApiKey(key).name} to DECISIONS: what does Kafka answer a principal "
         "without ACLs (KafkaApis)?"
     )
-    version = supported_versions()[key][1]
     with matrix.connect(listener) as conn:
         for case in cases:
+            version = case.version if case.version is not None else supported_versions()[key][1]
             answer = conn.call(key, version, case.body)
             assert case.observe(answer) == case.expected, (
                 f"{ApiKey(key).name} v{version} on {listener} ({case.what}): {answer}"
