@@ -295,6 +295,7 @@ class Broker:
             cfg.connections_max_idle_ms,
         )
         ctx.reconfiguration.attach_quotas(quotas)  # the dynamic limits, if any
+        quotas.creation_throttle = ctx.client_quotas.connection_throttle_ms
         servers = await self._bind_listeners(loop, ctx)
         deployment.store.register(ctx.advertised_host, ctx.advertised_port, dict(ctx.advertised_endpoints))
         ctx.refresh_cluster()
