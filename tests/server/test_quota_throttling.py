@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from broker_runtime.client import KafkaClient
 from broker_runtime.protocol.messages import ApiKey
-from tests.server.rawclient import RawConnection
+from tests.server.rawclient import RawConnection, fetch_body
 from tests.support.brokers import start_broker
 
 pytestmark = pytest.mark.timeout(90)
@@ -139,6 +139,24 @@ def test_consumer_byte_rate_holds_a_consumer(broker: Any, admin: KafkaClient) ->
     finally:
         consumer.close()
         _set(admin, {"client-id": "reader"}, consumer_byte_rate=None)
+
+
+def test_a_fetch_takes_one_window_of_quota_and_a_throttled_fetch_is_empty(
+    broker: Any, admin: KafkaClient
+) -> None:
+    """Kafka's fetch under a consumer_byte_rate: at most quota x (quota.window.num - 1) x window bytes per fetch;
+    the fetch that takes the rate over is answered with no partitions, ThrottleTimeMs set (reads the topic the
+    consumer test wrote)."""
+    _set(admin, {"client-id": "raw-test"}, consumer_byte_rate=QUOTA)
+    try:
+        with RawConnection(broker.bootstrap) as conn:
+            first = conn.call(ApiKey.FETCH, 11, fetch_body("quota-fetch", 0, 0, max_bytes=10 << 20))
+            records = first["Responses"][0]["Partitions"][0]["Records"]
+            assert 0 < len(records) <= QUOTA + 16384 + 1024, len(records)
+            second = conn.call(ApiKey.FETCH, 11, fetch_body("quota-fetch", 0, 0, max_bytes=10 << 20))
+            assert second["Responses"] == [] and second["ThrottleTimeMs"] > 0, second
+    finally:
+        _set(admin, {"client-id": "raw-test"}, consumer_byte_rate=None)
 
 
 def test_request_percentage_answers_throttle_time_and_mutes_the_connection(
