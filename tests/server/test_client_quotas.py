@@ -15,6 +15,7 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.server.client_quotas import entity_of, resolve
+from broker_runtime.server.quota_manager import QuotaSensors
 from tests.support.brokers import start_broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,6 +54,19 @@ def test_the_most_specific_entity_sets_the_quota() -> None:
     assert limit("alice", "app") == (("alice", "app"), 1)
     assert limit("alice", "other") == (("alice", "other"), 2)
     assert resolve(quotas, "consumer_byte_rate", "alice", "app") is None
+
+
+def test_rates_kept_are_bounded_and_throttle_as_kafka_computes() -> None:
+    """Client ids are the client's choice: at most ``max_sensors`` rates per quota, the least recently used
+    dropped (and counted); a rate over its quota throttles for (rate - quota) / quota * window ms."""
+    sensors = QuotaSensors("producer_byte_rate", samples=2, window_s=1, max_sensors=3)
+    sensors.update({entity_of([("client-id", None)]): {"producer_byte_rate": 1000.0}})
+    for i in range(10):
+        assert sensors.record("", f"client-{i}", 500, now_ms=0.0) == 0  # 500 B over a 1 s window: within
+    assert len(sensors.snapshot(0.0)) == 3 and sensors.evicted == 7
+    # 500 + 1500 = 2000 B over 1 s: twice the quota -> (2000 - 1000) / 1000 * 1000 ms
+    assert sensors.record("", "client-9", 1500, now_ms=0.0) == 1000
+    assert sensors.record("", "client-9", 100_000, now_ms=0.0) == 2000  # capped at the whole window
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +35,12 @@ VALUE = b"v" * 1000
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     started = start_broker(
         tmp_path_factory.mktemp("quota-throttle"),
-        {"quota.window.num": "2", "quota.window.size.seconds": "1", "num.partitions": "1"},
+        {
+            "quota.window.num": "2",
+            "quota.window.size.seconds": "1",
+            "num.partitions": "1",
+            "pylog.metrics.listener": "127.0.0.1:0",
+        },
     )
     yield started
     started.stop()
@@ -91,6 +97,10 @@ def test_producer_byte_rate_holds_a_greedy_producer_then_lets_go(broker: Any, ad
         assert 0.3 * QUOTA < held < 1.8 * QUOTA, f"{held:.0f} B/s with a quota of {QUOTA} B/s"
         throttles = [b["throttle"]["max"] for s in stats for b in s["brokers"].values() if "throttle" in b]
         assert max(throttles, default=0) > 0, "librdkafka saw no throttle time"
+        scraped = urllib.request.urlopen(f"http://{broker.metrics_address}/metrics").read().decode()
+        samples = dict(line.rsplit(" ", 1) for line in scraped.splitlines() if not line.startswith("#"))
+        assert float(samples['kafka_server_produce_throttle_time{client_id="greedy",user=""}']) > 0
+        assert float(samples['kafka_server_produce_byte_rate{client_id="greedy",user=""}']) > 0
         _set(admin, {"client-id": "greedy"}, producer_byte_rate=None)
         _produce_for(producer, topic, 2.2)  # the last mute (at most 2 s) ends
         before, t0 = _log_bytes(admin, topic), time.monotonic()
@@ -101,14 +111,18 @@ def test_producer_byte_rate_holds_a_greedy_producer_then_lets_go(broker: Any, ad
         producer.flush(10)
 
 
-def test_consumer_byte_rate_holds_a_consumer(broker: Any, admin: KafkaClient) -> None:
-    topic = "quota-fetch"
+def _fill(broker: Any, topic: str, records: int) -> None:
     # batches well below what one fetch may take under the quota (a larger first batch is always sent whole)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384})
-    for _ in range(3000):  # 3 MB
+    for _ in range(records):
         producer.produce(topic, VALUE)
         producer.poll(0)
     assert producer.flush(30) == 0
+
+
+def test_consumer_byte_rate_holds_a_consumer(broker: Any, admin: KafkaClient) -> None:
+    topic = "quota-fetch"
+    _fill(broker, topic, 3000)  # 3 MB
     _set(admin, {"client-id": "reader"}, consumer_byte_rate=QUOTA)
     stats: list[dict[str, Any]] = []
     consumer = Consumer(
@@ -145,15 +159,15 @@ def test_a_fetch_takes_one_window_of_quota_and_a_throttled_fetch_is_empty(
     broker: Any, admin: KafkaClient
 ) -> None:
     """Kafka's fetch under a consumer_byte_rate: at most quota x (quota.window.num - 1) x window bytes per fetch;
-    the fetch that takes the rate over is answered with no partitions, ThrottleTimeMs set (reads the topic the
-    consumer test wrote)."""
+    the fetch that takes the rate over is answered with no partitions, ThrottleTimeMs set."""
+    _fill(broker, "quota-window", 600)
     _set(admin, {"client-id": "raw-test"}, consumer_byte_rate=QUOTA)
     try:
         with RawConnection(broker.bootstrap) as conn:
-            first = conn.call(ApiKey.FETCH, 11, fetch_body("quota-fetch", 0, 0, max_bytes=10 << 20))
+            first = conn.call(ApiKey.FETCH, 11, fetch_body("quota-window", 0, 0, max_bytes=10 << 20))
             records = first["Responses"][0]["Partitions"][0]["Records"]
             assert 0 < len(records) <= QUOTA + 16384 + 1024, len(records)
-            second = conn.call(ApiKey.FETCH, 11, fetch_body("quota-fetch", 0, 0, max_bytes=10 << 20))
+            second = conn.call(ApiKey.FETCH, 11, fetch_body("quota-window", 0, 0, max_bytes=10 << 20))
             assert second["Responses"] == [] and second["ThrottleTimeMs"] > 0, second
     finally:
         _set(admin, {"client-id": "raw-test"}, consumer_byte_rate=None)
