@@ -235,3 +235,29 @@ def test_configs_tool_sets_shows_and_removes_quotas(
         == 0
     )
     assert tool("--entity-type", "clients", "--describe") == (0, "")
+
+
+def test_a_quota_set_on_one_broker_reaches_the_others(tmp_path: Path) -> None:
+    """In a cluster the quotas live in the cluster metadata: set through node 0, node 1 describes and enforces
+    them once it sees the change."""
+    from tests.support.brokers import start_node_brokers
+    from tests.support.cluster import FAST, wait_for
+
+    props = {
+        **FAST,
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "pylog.cluster.dir": str(tmp_path / "cluster"),
+        "offsets.topic.num.partitions": "1",
+        "transaction.state.log.num.partitions": "1",
+    }
+    brokers = start_node_brokers(tmp_path, props)
+    try:
+        with KafkaClient(brokers[0].bootstrap) as c:
+            assert c.admin.alter_client_quotas([({"user": None}, {"producer_byte_rate": 5000})]) == [None]
+        wait_for(lambda: brokers[1].ctx.client_quotas.produce.enabled, what="node 1 enforcing the quota")
+        assert brokers[1].ctx.client_quotas.produce.limit("anyone", "app") == (("anyone", ""), 5000.0)
+        with KafkaClient(brokers[1].bootstrap) as c:
+            assert c.admin.describe_client_quotas() == [({"user": None}, {"producer_byte_rate": 5000.0})]
+    finally:
+        for broker in brokers:
+            broker.stop()
