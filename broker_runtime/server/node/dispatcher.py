@@ -28,10 +28,11 @@ socket without being copied into one response buffer, and a Fetch answer's recor
 Event-loop thread only.
 
 Client quotas (Kafka's ``KafkaApis`` with its quota managers, KIP-219; :mod:`~broker_runtime.server.quota_manager`):
-while some quota is set, each request of an authenticated connection is recorded when its answer is ready: a
-Produce's request size in the producer byte rate, a consumer Fetch's response bytes in the consumer byte rate,
-the handler's time in the request percentage (follower fetches and WriteTxnMarkers are exempt, as Kafka's
-cluster actions). The largest throttle time they give is answered in ``ThrottleTimeMs`` (every response that has
+while some quota is set, each request of an authenticated connection is recorded: a Produce's request size in
+the producer byte rate and the handler's time in the request percentage as soon as the handler returned (so the
+mute stops a pipelining client's next frames, as Kafka reads a channel's next request only once the previous one
+was answered), a consumer Fetch's response bytes in the consumer byte rate when its answer is ready (follower
+fetches and WriteTxnMarkers are exempt from all of it, as Kafka's cluster actions). The largest throttle time they give is answered in ``ThrottleTimeMs`` (every response that has
 the field), and the connection is muted for that long (:meth:`~broker_runtime.server.network.Connection.throttle`;
 an acks=0 produce is muted without an answer). A throttled Fetch is answered without records and its bytes are
 taken back from the rate, as Kafka answers it. Kafka delays the answer instead of sending it at once to clients
