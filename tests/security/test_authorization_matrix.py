@@ -206,6 +206,22 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.HEARTBEAT: [
         Case("READ on the group", {"GroupId": GROUP, "MemberId": "m"}, lambda a: a["ErrorCode"], GROUP_DENIED)
     ],
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: [
+        Case(
+            "READ on the group",
+            {"GroupId": GROUP, "MemberId": "m", "MemberEpoch": 0, "SubscribedTopicNames": [TOPIC]},
+            lambda a: a["ErrorCode"],
+            GROUP_DENIED,
+        )
+    ],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [
+        Case(
+            "DESCRIBE on the group",
+            {"GroupIds": [GROUP]},
+            lambda a: a["Groups"][0]["ErrorCode"],
+            GROUP_DENIED,
+        )
+    ],
     ApiKey.LEAVE_GROUP: [
         Case(
             "READ on the group",

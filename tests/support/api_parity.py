@@ -110,12 +110,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
         (0, 0), None, "pylog's brokers are registered by its own controller, not through this API"
     ),
     66: ApiDifference((0, 2), (0, 1), "2 filters by a transactional id pattern (KIP-1152): not yet answered"),
-    68: ApiDifference(
-        (0, 1), None, "the consumer group protocol (KIP-848) is not implemented yet (issue #33)"
-    ),
-    69: ApiDifference(
-        (0, 1), None, "the consumer group protocol (KIP-848) is not implemented yet (issue #33)"
-    ),
     74: ApiDifference((0, 1), None, "listing config resources (KIP-1142) is not implemented"),
     76: ApiDifference((1, 1), None, SHARE),
     77: ApiDifference((1, 1), None, SHARE),
@@ -151,7 +145,8 @@ FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
     "group.version": FeatureDifference(
         ((0, 1), (1, 1)),
         (None, None),
-        f"{_NO_FEATURES}; the consumer group protocol (KIP-848) is not implemented yet",
+        f"{_NO_FEATURES}; the consumer group protocol (KIP-848) is served whatever the level (its groups are "
+        "not yet written to __consumer_offsets)",
     ),
     "kraft.version": FeatureDifference(
         ((0, 1), None), (None, None), f"{_NO_FEATURES}; pylog's controller is not a KRaft quorum"

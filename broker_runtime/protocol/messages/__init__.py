@@ -37,6 +37,7 @@ from broker_runtime.protocol.messages import (
     alter_configs,
     api_versions,
     client_quotas,
+    consumer_group,
     create_partitions,
     create_topics,
     delete_groups,
@@ -192,6 +193,8 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(client_quotas.ALTER_REQUEST, client_quotas.ALTER_RESPONSE),
         ApiSpec(scram_credentials.DESCRIBE_REQUEST, scram_credentials.DESCRIBE_RESPONSE),
         ApiSpec(scram_credentials.ALTER_REQUEST, scram_credentials.ALTER_RESPONSE),
+        ApiSpec(consumer_group.HEARTBEAT_REQUEST, consumer_group.HEARTBEAT_RESPONSE),
+        ApiSpec(consumer_group.DESCRIBE_REQUEST, consumer_group.DESCRIBE_RESPONSE),
     )
 }
 

@@ -20,6 +20,8 @@ from broker_runtime.server.handlers import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -113,6 +115,8 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 

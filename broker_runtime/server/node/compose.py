@@ -31,6 +31,7 @@ from typing import Any
 
 from broker_runtime.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
+    ConsumerGroupConfig,
     CoordinatorTimer,
     GroupConfig,
     GroupCoordinator,
@@ -189,6 +190,12 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
             offsets_retention_ms=cfg.offsets_retention_minutes * 60_000,
+            consumer=ConsumerGroupConfig(
+                assignors=cfg.group_consumer_assignors,
+                heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+                session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+                max_size=cfg.group_consumer_max_size,
+            ),
         ),
         offsets.log,
         ctx.loop,
