@@ -530,6 +530,14 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [
         Case("DESCRIBE_CONFIGS on the cluster", {"Components": []}, lambda a: a["ErrorCode"], CLUSTER_DENIED)
     ],
+    ApiKey.ALTER_CLIENT_QUOTAS: [
+        Case(
+            "ALTER_CONFIGS on the cluster",
+            {"Entries": [{"Entity": [{"EntityType": "user", "EntityName": "alice"}], "Ops": []}]},
+            lambda a: [e["ErrorCode"] for e in a["Entries"]],
+            [CLUSTER_DENIED],
+        )
+    ],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [
         Case(
             "DESCRIBE on the cluster",

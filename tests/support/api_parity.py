@@ -95,7 +95,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     41: ApiDifference((1, 3), None, "delegation tokens (KIP-48) are not implemented"),
     45: ApiDifference((0, 1), None, "partition reassignment (KIP-455) is not implemented"),
     46: ApiDifference((0, 0), None, "partition reassignment (KIP-455) is not implemented"),
-    49: ApiDifference((0, 1), None, "client quotas are not implemented yet (issue #33)"),
     55: ApiDifference(
         (0, 2), None, "pylog's controller is not a KRaft quorum: there is no quorum to describe"
     ),
