@@ -161,6 +161,14 @@ class ErrorCode(enum.IntEnum):
     UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_TOPIC_ID = 100
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    #: KIP-848: the member's epoch is not the coordinator's; it gives up its partitions and rejoins
+    FENCED_MEMBER_EPOCH = 110
+    #: KIP-848: a static member's instance id is still held by a member that did not leave with epoch -2
+    UNRELEASED_INSTANCE_ID = 111
+    #: KIP-848: the ServerAssignor asked for is not in group.consumer.assignors
+    UNSUPPORTED_ASSIGNOR = 112
+    #: KIP-848: an offset commit from a consumer group member at another epoch than its own
+    STALE_MEMBER_EPOCH = 113
     #: KIP-890: the producer must abort its transaction (never answered by pylog; Apache Kafka may send it)
     TRANSACTION_ABORTABLE = 120
 

@@ -1,6 +1,7 @@
 """The cluster metadata, typed: brokers, topics and their partitions, the controller role, dynamic configs, ACL
 rows, the producer-id counter (Kafka's metadata records, without the log: ``RegisterBrokerRecord``,
-``TopicRecord``, ``PartitionRecord``, ``ConfigRecord``, ``AccessControlEntryRecord``, ``ProducerIdsRecord``).
+``TopicRecord``, ``PartitionRecord``, ``ConfigRecord``, ``AccessControlEntryRecord``, ``ProducerIdsRecord``,
+``ClientQuotaRecord``).
 
 The records are frozen dataclasses; :class:`ClusterMetadata`, the whole document, is mutable and only ever changed
 by the controller's operations (:mod:`.cluster_control`, :mod:`.replication_control`) inside one update of the
@@ -19,12 +20,14 @@ optional as the earliest files had them, and :meth:`ClusterMetadata.to_json` wri
      "next_producer_id": 2000,
      "broker_configs": {"": {"log.retention.ms": "..."}, "1": {...}},
      "acls": [["TOPIC", "events", "LITERAL", "User:alice", "*", "WRITE", "ALLOW"], ...],
+     "client_quotas": [{"entity": [["user", "alice"]], "quotas": {"producer_byte_rate": 1048576.0}}, ...],
      "deleted_topics": ["old-topic"]}
 
 Top-level keys this version does not know are kept as they are (``extra``), so a file written by a newer broker
 loses nothing when an older one writes it. A document of a later format version is refused (:class:`ConfigError`
-naming the file's version), never half-read. The ACL rows stay rows here (the controller does not interpret
-them; :class:`~broker_runtime.security.acl.AclBinding` parses them on the broker side).
+naming the file's version), never half-read. The ACL rows and the client quota rows stay rows here (the
+controller does not interpret them; :class:`~broker_runtime.security.acl.AclBinding` and
+:mod:`broker_runtime.server.client_quotas` parse them on the broker side).
 
 No I/O, no clock; safe anywhere.
 """
@@ -66,6 +69,7 @@ _KNOWN_KEYS = frozenset(
         "next_producer_id",
         "broker_configs",
         "acls",
+        "client_quotas",
         "deleted_topics",
     }
 )
@@ -129,6 +133,8 @@ class ClusterMetadata:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     #: ACL bindings as JSON rows (:meth:`~broker_runtime.security.acl.AclBinding.to_json`), in creation order.
     acls: list[list[Any]] = field(default_factory=list)
+    #: Client quotas as JSON rows (``{"entity": [[type, name-or-null], ...], "quotas": {key: value}}``).
+    client_quotas: list[dict[str, Any]] = field(default_factory=list)
     #: Topics deleted through DeleteTopics and not created again since, sorted.
     deleted_topics: list[str] = field(default_factory=list)
     #: Top-level keys of a newer format, kept untouched.
@@ -185,6 +191,7 @@ class ClusterMetadata:
                     for k, v in (doc.get("broker_configs") or {}).items()
                 },
                 acls=[list(row) for row in doc.get("acls") or ()],
+                client_quotas=[dict(row) for row in doc.get("client_quotas") or ()],
                 deleted_topics=sorted(str(t) for t in doc.get("deleted_topics") or ()),
                 extra={k: v for k, v in doc.items() if k not in _KNOWN_KEYS},
             )
@@ -208,6 +215,8 @@ class ClusterMetadata:
             doc["broker_configs"] = {k: dict(v) for k, v in self.broker_configs.items()}
         if self.acls:
             doc["acls"] = [list(row) for row in self.acls]
+        if self.client_quotas:
+            doc["client_quotas"] = [dict(row) for row in self.client_quotas]
         if self.deleted_topics:
             doc["deleted_topics"] = list(self.deleted_topics)
         return doc

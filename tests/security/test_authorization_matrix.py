@@ -54,6 +54,8 @@ class Case:
     body: dict[str, Any]
     observe: Callable[[dict[str, Any]], Any]
     expected: Any
+    #: The version sent, when not the highest the broker serves (an API whose versions differ in authorization).
+    version: int | None = None
 
 
 def _part(answer: dict[str, Any], topics: str, parts: str, code: str = "ErrorCode") -> Any:
@@ -206,6 +208,22 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.HEARTBEAT: [
         Case("READ on the group", {"GroupId": GROUP, "MemberId": "m"}, lambda a: a["ErrorCode"], GROUP_DENIED)
     ],
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: [
+        Case(
+            "READ on the group",
+            {"GroupId": GROUP, "MemberId": "m", "MemberEpoch": 0, "SubscribedTopicNames": [TOPIC]},
+            lambda a: a["ErrorCode"],
+            GROUP_DENIED,
+        )
+    ],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [
+        Case(
+            "DESCRIBE on the group",
+            {"GroupIds": [GROUP]},
+            lambda a: a["Groups"][0]["ErrorCode"],
+            GROUP_DENIED,
+        )
+    ],
     ApiKey.LEAVE_GROUP: [
         Case(
             "READ on the group",
@@ -281,7 +299,23 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ],
     ApiKey.ADD_PARTITIONS_TO_TXN: [
         Case(
-            "WRITE on the transactional id",
+            "v4+ (brokers verifying, KIP-890): CLUSTER_ACTION on the cluster",
+            {
+                "Transactions": [
+                    {
+                        "TransactionalId": TXN,
+                        "ProducerId": 0,
+                        "ProducerEpoch": 0,
+                        "VerifyOnly": True,
+                        "Topics": [{"Name": TOPIC, "Partitions": [0]}],
+                    }
+                ]
+            },
+            lambda a: (a["ErrorCode"], a["ResultsByTransaction"]),
+            (CLUSTER_DENIED, []),
+        ),
+        Case(
+            "v0-3 (clients): WRITE on the transactional id",
             {
                 "V3AndBelowTransactionalId": TXN,
                 "V3AndBelowProducerId": 0,
@@ -290,7 +324,8 @@ DECISIONS: dict[ApiKey, list[Case]] = {
             },
             lambda a: a["ResultsByTopicV3AndBelow"][0]["ResultsByPartition"][0]["PartitionErrorCode"],
             TXN_DENIED,
-        )
+            version=3,
+        ),
     ],
     ApiKey.ADD_OFFSETS_TO_TXN: [
         Case(
@@ -495,6 +530,14 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [
         Case("DESCRIBE_CONFIGS on the cluster", {"Components": []}, lambda a: a["ErrorCode"], CLUSTER_DENIED)
     ],
+    ApiKey.ALTER_CLIENT_QUOTAS: [
+        Case(
+            "ALTER_CONFIGS on the cluster",
+            {"Entries": [{"Entity": [{"EntityType": "user", "EntityName": "alice"}], "Ops": []}]},
+            lambda a: [e["ErrorCode"] for e in a["Entries"]],
+            [CLUSTER_DENIED],
+        )
+    ],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [
         Case(
             "DESCRIBE on the cluster",
@@ -604,9 +647,9 @@ def test_every_api_decides_authorization(matrix: MatrixBroker, listener: str, ke
         f"add an authorization decision for {ApiKey(key).name} to DECISIONS: what does Kafka answer a principal "
         "without ACLs (KafkaApis)?"
     )
-    version = supported_versions()[key][1]
     with matrix.connect(listener) as conn:
         for case in cases:
+            version = case.version if case.version is not None else supported_versions()[key][1]
             answer = conn.call(key, version, case.body)
             assert case.observe(answer) == case.expected, (
                 f"{ApiKey(key).name} v{version} on {listener} ({case.what}): {answer}"

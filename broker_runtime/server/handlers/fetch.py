@@ -4,7 +4,8 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
   * sessionless only: SessionId 0 is answered with SessionId 0 ("no session"), so clients keep sending full
     fetches; any other SessionId gets FETCH_SESSION_ID_NOT_FOUND;
   * partitions are read in request order; each reads at most ``PartitionMaxBytes`` and the whole response at
-    most ``MaxBytes``, except that the first partition returning data returns at least one whole batch
+    most ``MaxBytes`` (for a consumer with a ``consumer_byte_rate`` quota, at most what the quota allows in one
+    quota window, as Kafka limits it; the dispatcher throttles the answer), except that the first partition returning data returns at least one whole batch
     (``min_one_batch``), so a batch larger than the limits never blocks a consumer;
   * reads stop at the high watermark; with IsolationLevel 1 (read_committed) at the last stable offset, and
     AbortedTransactions lists (producer id, first offset) of the aborted transactions overlapping the returned
@@ -50,6 +51,7 @@ from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.network import SENDFILE_MIN_BYTES
+from broker_runtime.server.quota_manager import user_of
 from broker_runtime.server.replica_manager import ReadResult
 
 _log = logging.getLogger(__name__)
@@ -305,6 +307,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     min_bytes = body["MinBytes"]
     max_wait = body["MaxWaitMs"]
     replica_id = body["ReplicaId"]
+    if replica_id < 0 and ctx.client_quotas.fetch.enabled:
+        # Kafka's KafkaApis: a consumer fetches at most what its consumer_byte_rate allows in one quota window
+        window_bytes = ctx.client_quotas.fetch.max_value_in_window(
+            user_of(ctx.request_session.principal), header.client_id or ""
+        )
+        if window_bytes is not None:
+            max_bytes = max(0, min(max_bytes, int(window_bytes)))
     slice_min = _slice_min_bytes(ctx)
     if ctx.authorizer is not None:
         denied = _denied_topics(ctx, parts, replica_id)
