@@ -9,9 +9,9 @@
                        each transaction as the client learnt it: ``committed``, ``aborted`` or ``unknown`` (the
                        call never answered, or the producer died fatally)
 :class:`GroupMember`   a consumer of the idempotent topic in a group of its own (one member, so it is the stable
-                       member), committing its position after every batch it consumes (asynchronously:
-                       librdkafka's synchronous commit has no bound); every successful commit is recorded
-                       ``(partition, offset)`` in the order the answers came
+                       member), committing its position after a batch it consumes (asynchronously, as librdkafka's
+                       synchronous commit has no bound, and one at a time, so answers come in commit order);
+                       every successful commit is recorded ``(partition, offset)`` in that order
 =====================  =========================================================================================
 
 Every error a client reports (an exception, a delivery report, librdkafka's ``error_cb``) is kept as a
@@ -35,7 +35,6 @@ close its client; ``join`` waits. The recorded lists are read only after ``join`
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import os
 import random
@@ -282,9 +281,11 @@ class GroupMember(_Workload):
         self.commits: list[tuple[int, int]] = []
         self.consumed = 0
         self.rebalances: list[str] = []
+        self._answered = True  # no commit of this member awaits its answer
 
     def _committed(self, err: KafkaError | None, parts: list[TopicPartition]) -> None:
         """librdkafka's answer to a commit (served by ``consume``): the offsets the coordinator accepted."""
+        self._answered = True
         if err is not None:
             self.errors.append(ClientError.of(self.name_prefix, "commit", err))
             return
@@ -325,11 +326,15 @@ class GroupMember(_Workload):
                 messages = consumer.consume(200, 0.2)
                 consumed = sum(1 for m in messages if m.error() is None)
                 self.consumed += consumed
-                if consumed:
-                    # asynchronous: a synchronous commit waits without a bound while the coordinator is away;
-                    # its answer comes through on_commit, served by consume
-                    with contextlib.suppress(KafkaException):  # nothing to commit (e.g. just revoked)
+                if consumed and self._answered:
+                    # asynchronous (a synchronous commit waits without a bound while the coordinator is away),
+                    # one at a time: librdkafka retries a commit cut off by a coordinator change, so a later one
+                    # could be answered (and written) first; its answer comes through on_commit, served by consume
+                    try:
                         consumer.commit(asynchronous=True)
+                        self._answered = False
+                    except KafkaException:  # nothing to commit (e.g. just revoked)
+                        pass
             consumer.consume(0, 1.0)  # the last commits' answers
         finally:
             consumer.close()
