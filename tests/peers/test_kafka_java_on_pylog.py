@@ -449,7 +449,9 @@ def test_java_admin_topics(pylog: str, admin_run: dict[str, Any]) -> None:
         "cleanup.policy": "delete",
     }
     # KIP-516: the ids Kafka's admin client got from CreateTopics are the ones pylog answers (b deleted since)
-    assert created[a]["topic_id"] == format_topic_id(meta.topics[a].topic_id) != format_topic_id(ZERO_TOPIC_ID)
+    assert (
+        created[a]["topic_id"] == format_topic_id(meta.topics[a].topic_id) != format_topic_id(ZERO_TOPIC_ID)
+    )
     assert created[b]["topic_id"] not in (created[a]["topic_id"], format_topic_id(ZERO_TOPIC_ID))
     exists = admin_run["calls"]["createTopics.exists"]
     assert exists["error"] == "TopicExistsException" and a in exists["message"]

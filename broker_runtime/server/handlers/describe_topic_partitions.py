@@ -14,6 +14,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_topic_partitions
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import topic_name_error
@@ -41,7 +42,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         out: dict[str, Any] = {
             "ErrorCode": ErrorCode.NONE,
             "Name": name,
-            "TopicId": view.topic_id(name),
+            "TopicId": ZERO_TOPIC_ID,  # set below once the principal may DESCRIBE the topic
             "IsInternal": name.startswith("__"),
             "Partitions": [],
         }
@@ -51,6 +52,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 out["ErrorCode"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 topics.append(out)
             continue
+        out["TopicId"] = view.topic_id(name)
         if info is None:
             problem = topic_name_error(name)
             out["ErrorCode"] = (

@@ -70,7 +70,8 @@ def _topic(
     return {
         "ErrorCode": code,
         "Name": name,
-        "TopicId": topic_id if topic_id is not None else view.topic_id(name),
+        # the id of a topic answered with an error is not revealed (Kafka answers the zero id then)
+        "TopicId": topic_id if topic_id is not None else view.topic_id(name if info is not None else None),
         "IsInternal": name in INTERNAL_TOPICS,
         "Partitions": partitions,
         "TopicAuthorizedOperations": _NO_OPERATIONS,
