@@ -188,6 +188,14 @@ def test_epoch_errors_as_kafka_answers_them(node: Node) -> None:
     assert node.hb("", 0).error == ErrorCode.INVALID_REQUEST  # v1: the client makes its member id
     assert node.hb("c", 0, server_assignor="sticky").error == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert node.hb("c", 0, subscribed_topic_regex="t.*").error == ErrorCode.INVALID_REQUEST
+    # Kafka: an empty regex (librdkafka sends one with its names) or an empty list of names subscribes to
+    # nothing and is accepted; only a join naming neither is refused
+    assert node.hb("d", 0, subscribed_topic_regex="").error == ErrorCode.NONE
+    join = {"owned": {}, "rebalance_timeout_ms": REBALANCE_MS}
+    empty = HeartbeatRequest("g", "e", 0, subscribed_topic_names=(), **join)  # type: ignore[arg-type]
+    assert node.coordinator.consumer_heartbeat(empty).error == ErrorCode.NONE
+    neither = HeartbeatRequest("g", "f", 0, subscribed_topic_names=None, **join)  # type: ignore[arg-type]
+    assert node.coordinator.consumer_heartbeat(neither).error == ErrorCode.INVALID_REQUEST
 
 
 def test_static_members_leave_for_a_while_and_come_back(node: Node) -> None:

@@ -238,7 +238,7 @@ class ConsumerGroups:
             raise invalid("InstanceId can't be empty.")
         if req.rack_id is not None and not req.rack_id:
             raise invalid("RackId can't be empty.")
-        if req.subscribed_topic_regex is not None:
+        if req.subscribed_topic_regex:  # an empty regex subscribes to nothing (librdkafka sends one)
             raise invalid(
                 "SubscribedTopicRegex is not supported by pylog: subscribe by topic names "
                 "(or use group.protocol=classic for a pattern subscription)."
@@ -254,8 +254,11 @@ class ConsumerGroups:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if req.owned is None or req.owned:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if not req.subscribed_topic_names:
-                raise invalid("SubscribedTopicNames must be set in first request.")
+            # Kafka accepts an empty list of names or an empty regex: a member subscribed to no topic
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not req.member_id:
                 raise invalid("MemberId can't be empty.")
