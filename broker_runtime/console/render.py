@@ -57,6 +57,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}pre{margin:0;white-spa
 .open{color:#1d2433;background:#f6c343;padding:1px 6px;border-radius:3px}
 .aborted{color:#fff;background:#8e44ad;padding:1px 6px;border-radius:3px}
 .control{color:#fff;background:#566;padding:1px 6px;border-radius:3px}
+.short{background:#fff3cd;border:1px solid #c0392b;padding:6px;font-weight:600}
 .kind{color:#889;font-size:11px}.note{color:#556}form{margin:8px 0}
 """
 _NAV = (
@@ -301,7 +302,7 @@ def _scan_note(scan: FilterScan) -> str:
         "are not searched (next page continues there)",
         "rows": f"a page of {MAX_FILTER_ROWS} matches is full: the next page continues from {scan.stopped_at}",
     }[scan.reason]
-    cls = "note flag" if scan.reason == "bytes" else "note"
+    cls = "short" if scan.reason == "bytes" else "note"
     scanned = (
         f"scanned offsets {scan.start} to {scan.stopped_at - 1}"
         if scan.stopped_at > scan.start

@@ -234,7 +234,10 @@ class ConsoleServer:
     # --- lifecycle ----------------------------------------------------------------------------------------------
 
     def start(self) -> ConsoleServer:
-        """Serve from a thread of its own; returns when the socket listens (:attr:`url` set)."""
+        """Serve from a thread of its own; returns when the socket listens (:attr:`url` set). Once: a started
+        server (e.g. one ``start_console`` returned, then used in a ``with``) is returned as it is."""
+        if self._thread is not None:
+            return self
         ready = threading.Event()
         failure: list[BaseException] = []
 
