@@ -20,6 +20,7 @@ and never sent.
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,6 +165,29 @@ class AdminClient:
         else to any broker."""
         _, body = self._router.controller_connection().request(api_key, request)
         return body
+
+    def delete_topics_by_id(
+        self, topic_ids: Sequence[uuid.UUID], *, timeout_ms: int = 30000
+    ) -> dict[uuid.UUID, KafkaError | None]:
+        """Delete topics by topic id (DeleteTopics v6); per id None (deleted) or the broker's error
+        (UNKNOWN_TOPIC_ID for an id no topic has, e.g. one of a topic deleted and created again)."""
+        version, body = self._router.controller_connection().request(
+            ApiKey.DELETE_TOPICS,
+            {"Topics": [{"Name": None, "TopicId": i} for i in topic_ids], "TimeoutMs": timeout_ms},
+        )
+        if version < 6:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"the broker answers DeleteTopics up to v{version}; deletion by topic id needs v6",
+            )
+        return {
+            r["TopicId"]: KafkaError(
+                r["ErrorCode"], r.get("ErrorMessage") or f"delete topic id {r['TopicId']}"
+            )
+            if r["ErrorCode"]
+            else None
+            for r in body["Responses"]
+        }
 
     def delete_topics(self, names: Sequence[str], *, timeout_ms: int = 30000) -> dict[str, KafkaError | None]:
         """Delete topics; per name None (deleted) or the broker's error."""
