@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_runtime.coordinator.group import consumer_records
 from broker_runtime.coordinator.group.log_format import (
     OffsetRecord,
     encode_group_key,
@@ -284,9 +285,14 @@ class OffsetManager:
         return removed
 
     def _forget(self, group: Group) -> None:
-        """Tombstone the group's metadata and drop it (it has no member and no offset left)."""
+        """Tombstone the group's metadata (a consumer group's records) and drop it (it has no member and no
+        offset left)."""
+        if group.consumer is not None:
+            records = consumer_records.deletion(group.group_id, group.consumer.written)
+        else:
+            records = [(encode_group_key(group.group_id), None)]
         try:
-            self._writer.append(group.group_id, [(encode_group_key(group.group_id), None)])
+            self._writer.append(group.group_id, records)
         except Exception as exc:
             _log.warning(
                 "group %r: cannot write its removal (it may reappear after a restart): %s",
