@@ -1,6 +1,6 @@
 """A consumer group (KIP-848) survives a restart of the broker, over real sockets with the project's codec:
-ConsumerGroupDescribe answers the same before and after, the member goes on heartbeating at its epoch, and its
-committed offsets stay. The record-level cases (mid-revocation, fencing after the restart, tombstones, unknown
+ConsumerGroupDescribe answers the same before and after, the member goes on heartbeating at its epoch, and
+OffsetFetch v9 checks its member id and epoch as Kafka does. The record-level cases (mid-revocation, fencing after the restart, tombstones, unknown
 record types) run on a manual clock in tests/coordinator/test_consumer_group_persistence.py."""
 
 from __future__ import annotations
@@ -69,5 +69,16 @@ def test_a_restart_keeps_the_consumer_group(tmp_path: Path) -> None:
             again = conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, beat)
             assert (again["ErrorCode"], again["MemberEpoch"]) == (ErrorCode.NONE, joined["MemberEpoch"])
             assert _describe(conn) == before
+
+            def fetch(member_id: str | None, epoch: int) -> Any:
+                group = {"GroupId": "g", "MemberId": member_id, "MemberEpoch": epoch, "Topics": None}
+                body = {"Groups": [group], "RequireStable": False}
+                return conn.call(ApiKey.OFFSET_FETCH, 9, body)["Groups"][0]["ErrorCode"]
+
+            epoch = joined["MemberEpoch"]
+            assert fetch("m1", epoch) == ErrorCode.NONE
+            assert fetch(None, -1) == ErrorCode.NONE  # an admin client
+            assert fetch("m1", epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
+            assert fetch("nobody", epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         broker.stop()

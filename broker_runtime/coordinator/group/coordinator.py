@@ -134,6 +134,7 @@ class GroupCoordinator:
         self.complete_txn = self.offsets.complete_txn
         self.pending_offsets = self.offsets.pending
         self.fetch_offsets = self.offsets.fetch
+        self.validate_offset_fetch = self.offsets.validate_fetch
         self.expire_offsets = self.offsets.expire
         self.delete_offsets = self.offsets.delete
 
