@@ -333,6 +333,23 @@ class BrokerConfig:
         "a connection stops reading while this many of its requests wait to be handled",
         minimum=1,
     )
+    quota_window_num: int = _field(
+        "quota.window.num",
+        _INT,
+        "11",
+        "connections",
+        "client quotas: how many samples a rate is measured over (the current one included); see "
+        "[Client quotas](#client-quotas)",
+        minimum=1,
+    )
+    quota_window_size_seconds: int = _field(
+        "quota.window.size.seconds",
+        _INT,
+        "1",
+        "connections",
+        "client quotas: the time span of one sample",
+        minimum=1,
+    )
     log_retention_check_interval_ms: int = _field(
         "log.retention.check.interval.ms",
         _LONG,

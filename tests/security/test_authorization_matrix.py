@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ssl
 import struct
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID
 from broker_runtime.server.handlers import handler_table, supported_versions
 from tests.security.certs import Pki, make_pki
 from tests.security.conftest import secured_props
@@ -530,6 +532,14 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [
         Case("DESCRIBE_CONFIGS on the cluster", {"Components": []}, lambda a: a["ErrorCode"], CLUSTER_DENIED)
     ],
+    ApiKey.ALTER_CLIENT_QUOTAS: [
+        Case(
+            "ALTER_CONFIGS on the cluster",
+            {"Entries": [{"Entity": [{"EntityType": "user", "EntityName": "alice"}], "Ops": []}]},
+            lambda a: [e["ErrorCode"] for e in a["Entries"]],
+            [CLUSTER_DENIED],
+        )
+    ],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [
         Case(
             "DESCRIBE on the cluster",
@@ -557,6 +567,8 @@ def _served() -> list[int]:
 class MatrixBroker:
     broker: Any
     pki: Pki
+    #: The id of TOPIC (Fetch v13+ names topics by id).
+    topic_id: uuid.UUID
 
     def connect(self, listener: str, *, login: bool = True) -> RawConnection:
         """A connection to ``listener`` as the principal without ACLs (``login=False``: SASL not started)."""
@@ -592,7 +604,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixBroker]:
             RawConnection(broker.listener_bootstrap("SASL_PLAINTEXT")), "admin", "admin-secret"
         ) as admin:
             _setup(admin)
-        yield MatrixBroker(broker, pki)
+            meta = admin.call(ApiKey.METADATA, 12, {"Topics": [{"Name": TOPIC, "TopicId": ZERO_TOPIC_ID}]})
+        yield MatrixBroker(broker, pki, meta["Topics"][0]["TopicId"])
     finally:
         broker.stop()
 
@@ -642,7 +655,10 @@ def test_every_api_decides_authorization(matrix: MatrixBroker, listener: str, ke
     with matrix.connect(listener) as conn:
         for case in cases:
             version = case.version if case.version is not None else supported_versions()[key][1]
-            answer = conn.call(key, version, case.body)
+            body = case.body
+            if key == ApiKey.FETCH and version >= 13:  # the same request, naming the topic by its id
+                body = {**body, "Topics": [{**t, "TopicId": matrix.topic_id} for t in body["Topics"]]}
+            answer = conn.call(key, version, body)
             assert case.observe(answer) == case.expected, (
                 f"{ApiKey(key).name} v{version} on {listener} ({case.what}): {answer}"
             )

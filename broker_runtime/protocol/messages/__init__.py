@@ -190,6 +190,7 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(acls.CREATE_REQUEST, acls.CREATE_RESPONSE),
         ApiSpec(acls.DELETE_REQUEST, acls.DELETE_RESPONSE),
         ApiSpec(client_quotas.DESCRIBE_REQUEST, client_quotas.DESCRIBE_RESPONSE),
+        ApiSpec(client_quotas.ALTER_REQUEST, client_quotas.ALTER_RESPONSE),
         ApiSpec(scram_credentials.DESCRIBE_REQUEST, scram_credentials.DESCRIBE_RESPONSE),
         ApiSpec(scram_credentials.ALTER_REQUEST, scram_credentials.ALTER_RESPONSE),
         ApiSpec(consumer_group.HEARTBEAT_REQUEST, consumer_group.HEARTBEAT_RESPONSE),

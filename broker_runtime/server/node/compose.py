@@ -54,6 +54,7 @@ from broker_runtime.server.handlers import supported_versions
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.node.local_cluster import LocalCluster
 from broker_runtime.server.node.single_node import PRODUCER_ID_STATE_FILE, SingleNode
+from broker_runtime.server.quota_manager import ClientQuotas
 from broker_runtime.server.reconfigure import Reconfiguration
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -100,6 +101,7 @@ def compose(
         api_versions=supported_versions(),
     )
     ctx.reconfiguration = Reconfiguration(cfg, topics, logs)
+    ctx.client_quotas = ClientQuotas(cfg.quota_window_num, cfg.quota_window_size_seconds)
     ctx.group_coordinator = group_coordinator(ctx)
     timer.add(ctx.group_coordinator.timer)
     ctx.txn_markers = deployment.marker_sender(ctx)
