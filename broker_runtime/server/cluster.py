@@ -55,6 +55,7 @@ import contextlib
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,7 @@ from broker_runtime.controller import (
 )
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.fsutil import write_atomically
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID
 from broker_runtime.replication.assignment import assign_replicas
 from broker_runtime.security.acl import AclBinding
 from broker_runtime.server.client_quotas import Entity, QuotaMap, from_rows, to_rows
@@ -121,6 +123,15 @@ class ClusterView:
     acls: tuple[AclBinding, ...] = ()
     #: The client quotas (AlterClientQuotas): entity -> key -> value (:mod:`.client_quotas`).
     client_quotas: QuotaMap = field(default_factory=dict)
+
+    def topic_id(self, name: str | None) -> uuid.UUID:
+        """The topic's id; the zero id (Kafka's "none") for an unknown topic."""
+        info = self.topics.get(name) if name is not None else None
+        return ZERO_TOPIC_ID if info is None or info.topic_id is None else info.topic_id
+
+    def names_by_id(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name, for requests that name topics by id (Metadata v12+, Fetch v13+, DeleteTopics v6)."""
+        return {t.topic_id: name for name, t in self.topics.items() if t.topic_id is not None}
 
 
 class ClusterStore(Protocol):
@@ -245,7 +256,11 @@ class SingleNodeCluster:
         node = self.node_id
         only = PartitionInfo((node,), node, 0, (node,))
         topics = {
-            name: TopicInfo(name, (only,) * (self._topics.partition_count(name) or 0))
+            name: TopicInfo(
+                name,
+                (only,) * (self._topics.partition_count(name) or 0),
+                topic_id=self._topics.topic_id(name),
+            )
             for name in self._topics.names()
         }
         return ClusterView(

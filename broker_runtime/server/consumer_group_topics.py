@@ -29,9 +29,8 @@ def topic_ids(ctx: BrokerContext) -> dict[str, uuid.UUID]:
     """Every topic's id by name (topics without an id left out, logged once)."""
     found: dict[str, uuid.UUID] = {}
     for name, info in ctx.cluster.view.topics.items():
-        topic_id = getattr(info, "topic_id", None)
-        if isinstance(topic_id, uuid.UUID):
-            found[name] = topic_id
+        if info.topic_id is not None:
+            found[name] = info.topic_id
         elif name not in _warned:
             _warned.add(name)
             _log.warning(

@@ -244,7 +244,9 @@ class ReplicaManager:
                     # make_leader turns HW = LEO back on for a single replica. A log not made yet is made on the
                     # partition-load thread; the partition is not served until then, and the view of that
                     # moment (the latest) is applied once it is registered.
-                    log = self._topics.hosted_or_load(name, index, topic.configs, self._partition_loaded)
+                    log = self._topics.hosted_or_load(
+                        name, index, topic.configs, self._partition_loaded, topic.topic_id
+                    )
                     if log is None:
                         continue
                     partition = Partition(name, index, log, me, self._alter_isr)

@@ -6,7 +6,8 @@ checked against the member epoch, classic and consumer groups side by side, and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,12 @@ TOPICS = {"t": 4, "u": 2}
 
 
 class Node:
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        root: Path,
+        loop: asyncio.AbstractEventLoop,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] | None = None,
+    ) -> None:
         self.clock = ManualClock(1_000)
         self.logs: dict[int, PartitionLog] = {}
         self.root = root
@@ -55,6 +61,7 @@ class Node:
             timer=CoordinatorTimer(self.clock),
             append_records=local_appender(self._log),
             await_replication=lambda partition, then: then(None),
+            topic_ids=topic_ids,
         )
         self.coordinator.load()
 
@@ -188,6 +195,14 @@ def test_epoch_errors_as_kafka_answers_them(node: Node) -> None:
     assert node.hb("", 0).error == ErrorCode.INVALID_REQUEST  # v1: the client makes its member id
     assert node.hb("c", 0, server_assignor="sticky").error == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert node.hb("c", 0, subscribed_topic_regex="t.*").error == ErrorCode.INVALID_REQUEST
+    # Kafka: an empty regex (librdkafka sends one with its names) or an empty list of names subscribes to
+    # nothing and is accepted; only a join naming neither is refused
+    assert node.hb("d", 0, subscribed_topic_regex="").error == ErrorCode.NONE
+    join = {"owned": {}, "rebalance_timeout_ms": REBALANCE_MS}
+    empty = HeartbeatRequest("g", "e", 0, subscribed_topic_names=(), **join)  # type: ignore[arg-type]
+    assert node.coordinator.consumer_heartbeat(empty).error == ErrorCode.NONE
+    neither = HeartbeatRequest("g", "f", 0, subscribed_topic_names=None, **join)  # type: ignore[arg-type]
+    assert node.coordinator.consumer_heartbeat(neither).error == ErrorCode.INVALID_REQUEST
 
 
 def test_static_members_leave_for_a_while_and_come_back(node: Node) -> None:

@@ -49,10 +49,10 @@ def test_a_member_joins_is_described_and_leaves(bootstrap: str, broker: Any) -> 
         joined = _join(conn, "g", "m1")
         assert (joined["ErrorCode"], joined["MemberId"], joined["MemberEpoch"]) == (ErrorCode.NONE, "m1", 1)
         assert joined["HeartbeatIntervalMs"] == 200
-        # every partition when the topic has an id (KIP-516), none while it has not (a WARNING names it)
-        topic_id = getattr(broker.ctx.cluster.view.topics["t"], "topic_id", None)
-        expected = [] if topic_id is None else [{"TopicId": topic_id, "Partitions": [0, 1, 2]}]
-        assert joined["Assignment"]["TopicPartitions"] == expected
+        # every partition, named by the topic's id (KIP-516)
+        topic_id = broker.ctx.cluster.view.topics["t"].topic_id
+        assert topic_id is not None
+        assert joined["Assignment"]["TopicPartitions"] == [{"TopicId": topic_id, "Partitions": [0, 1, 2]}]
 
         described = conn.call(
             ApiKey.CONSUMER_GROUP_DESCRIBE,

@@ -32,7 +32,7 @@ Range = tuple[int, int]
 
 #: Why versions below Apache Kafka 4's minimum still answer (KIP-896 removed them from Kafka 4.0).
 OLD = "the versions below Kafka's minimum are those Kafka 4.0 removed (KIP-896), kept for clients older than Kafka 2.1"
-TOPIC_IDS = "pylog's topics have no topic ids yet (KIP-516)"
+TOPIC_IDS = "pylog's topics have topic ids (KIP-516), but this API does not take them yet"
 TXN_V2 = "transactions v2 (KIP-890 part 2, feature transaction.version 2) are not implemented"
 SHARE = "share groups (KIP-932) are not implemented"
 STREAMS = "the streams group protocol (KIP-1071) is not implemented"
@@ -56,7 +56,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     0: ApiDifference(
         (0, 13), (0, 11), f"12 is the transactions v2 form: {TXN_V2}; 13 names topics by id: {TOPIC_IDS}"
     ),
-    1: ApiDifference((4, 18), (4, 12), f"13+ name topics by id: {TOPIC_IDS}"),
     2: ApiDifference(
         (1, 11),
         (0, 8),
@@ -145,8 +144,8 @@ FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
     "group.version": FeatureDifference(
         ((0, 1), (1, 1)),
         (None, None),
-        f"{_LEVEL_0}; the consumer group protocol (KIP-848) is served whatever the level (its groups are "
-        "not yet written to __consumer_offsets)",
+        f"{_LEVEL_0}; the consumer group protocol (KIP-848) is served, and its groups written to "
+        "__consumer_offsets, whatever the level",
     ),
     "kraft.version": FeatureDifference(
         ((0, 1), None), (None, None), f"{_LEVEL_0}: pylog's controller is not a KRaft quorum"
