@@ -180,10 +180,15 @@ def test_validate_only_and_refusals(client: KafkaClient) -> None:
             ({}, {"producer_byte_rate": 5}),
             ({"client-id": "c"}, {"controller_mutation_rate": 5}),  # not enforced: refused, never kept
             ({"client-id": "d"}, {"consumer_byte_rate": -1}),
+            ({"client-id": "e"}, {"producer_byte_rate": float("inf")}),  # round(inf) raised: connection lost
+            ({"client-id": "f"}, {"request_percentage": float("inf")}),  # was kept, written as "Infinity"
+            ({"client-id": "g"}, {"request_percentage": float("nan")}),
+            ({"ip": "127.0.0.1"}, {"connection_creation_rate": float("-inf")}),
             ({"client-id": "ok"}, {"consumer_byte_rate": 100}),
         ]
     )
-    assert _codes(refused) == [E.INVALID_REQUEST] * 10 + [0]
+    assert _codes(refused) == [E.INVALID_REQUEST] * 14 + [0]
+    assert "Quota producer_byte_rate must be a finite number, not inf" in str(refused[10])
     assert "must be a Long value" in str(refused[0])
     assert "Invalid configuration key connection_creation_rate" in str(refused[1])
     assert "not enforced by pylog" in str(refused[8])
