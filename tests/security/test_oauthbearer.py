@@ -306,3 +306,30 @@ def test_a_jwks_file_is_read_at_start(tmp_path: Path, idp: IdentityProvider) -> 
             "127.0.0.1",
             start=True,
         )
+
+
+def test_each_layer_refuses_key_confusion_on_its_own(tmp_path: Path, idp: IdentityProvider) -> None:
+    """The algorithm allow-list refuses HMAC and ``none`` before any key is looked up; the key set refuses a key
+    whose type or ``alg`` does not fit the token's algorithm (PyJWT's own key check is a third layer)."""
+    from broker_runtime.security.jwks import JwksKeys
+    from broker_runtime.security.oauthbearer import InvalidToken, JwtValidator
+
+    class NoKeys:
+        def resolve(self, kid: str | None, algorithm: str) -> Any:
+            raise AssertionError(f"a key was looked up for {algorithm}")
+
+    validator = JwtValidator(NoKeys(), audiences=[AUDIENCE])
+    for token in (_hs256_with_public_key(idp), unsigned({"sub": "x", "exp": time.time() + 60})):
+        with pytest.raises(InvalidToken, match="is not allowed"):
+            validator.validate(token)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(idp.jwks))
+    keys = JwksKeys(jwks.as_uri()).start()
+    try:
+        with pytest.raises(InvalidToken, match="is an RSA key, ES256 needs EC"):
+            keys.resolve("k1", "ES256")
+        with pytest.raises(InvalidToken, match="is for RS256, the token says PS256"):
+            keys.resolve("k1", "PS256")
+        assert keys.resolve("k1", "RS256").key_type == "RSA"
+    finally:
+        keys.close()
