@@ -333,3 +333,152 @@ def test_each_layer_refuses_key_confusion_on_its_own(tmp_path: Path, idp: Identi
         assert keys.resolve("k1", "RS256").key_type == "RSA"
     finally:
         keys.close()
+
+
+# -- clients: pylog's own and librdkafka -----------------------------------------------------------------------
+
+OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+
+
+def _client_props(idp: IdentityProvider, **extra: str) -> dict[str, str]:
+    props = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": OAUTH_JAAS,
+        "sasl.login.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+        ),
+        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+        "sasl.oauthbearer.client.credentials.client.id": "pylog-client",
+        "sasl.oauthbearer.client.credentials.client.secret": "client-secret",
+    }
+    props.update(extra)
+    return props
+
+
+def test_pylog_client_logs_in_with_client_credentials_and_reuses_its_token(
+    broker: Any, idp: IdentityProvider
+) -> None:
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.protocol.records import read_batches
+    from broker_runtime.security import ClientSecurity
+    from broker_runtime.security.oauthbearer_login import token_source
+    from tests.server.rawclient import build_batch
+
+    security = ClientSecurity.from_properties(_client_props(idp, **{"sasl.oauthbearer.scope": "kafka.write"}))
+    assert "client-secret" not in repr(security)
+    asked = idp.token_requests
+    topic = "oauth-client"
+    with KafkaClient(broker.listener_bootstrap("OAUTH"), security=security) as client:
+        meta = client.metadata([topic], allow_auto_create=True)
+        leader = meta.topics[topic].partitions[0].leader
+        answer = client.produce(leader, {(topic, 0): bytes(build_batch(3))}, acks=-1, timeout_ms=5000)
+        assert answer is not None and answer[(topic, 0)].error == 0
+        fetched = client.fetch({(topic, 0): 0}, max_wait_ms=10)[(topic, 0)]
+        assert fetched.records is not None and [b.next_offset for b in read_batches(fetched.records)] == [3]
+        assert "User:svc-pylog" in _principals(broker)  # the token's subject
+    assert idp.scopes_asked[-1] == "kafka.write"
+    # A second client of the process reuses the token (renewed only past 80-85 % of its lifetime).
+    with KafkaClient(broker.listener_bootstrap("OAUTH"), security=security) as client:
+        client.metadata([])
+    assert idp.token_requests == asked + 1
+    assert token_source(security.oauth).obtained == 1  # type: ignore[arg-type]
+
+
+def test_pylog_client_errors_name_the_cause(broker: Any, idp: IdentityProvider, tmp_path: Path) -> None:
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.errors import KafkaError
+    from broker_runtime.security import ClientSecurity
+
+    wrong = ClientSecurity.from_properties(
+        _client_props(idp, **{"sasl.oauthbearer.client.credentials.client.secret": "nope"})
+    )
+    with (
+        pytest.raises(KafkaError, match="HTTP 401.*client id and secret") as info,
+        KafkaClient(broker.listener_bootstrap("OAUTH"), security=wrong) as client,
+    ):
+        client.metadata([])
+    assert "nope" not in str(info.value)
+    # A token the broker refuses (issued for another audience) fails with Kafka's answer.
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(idp.token("alice", aud="elsewhere"))
+    refused = ClientSecurity.from_properties(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": OAUTH_JAAS,
+            "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
+        }
+    )
+    with (
+        pytest.raises(KafkaError) as refusal,
+        KafkaClient(broker.listener_bootstrap("OAUTH"), security=refused) as client,
+    ):
+        client.metadata([])
+    assert refusal.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert '{"status":"invalid_token"}' in str(refusal.value)
+    for bad, match in (
+        ({"sasl.login.callback.handler.class": "com.acme.Login"}, "runs no Java callback handlers"),
+        ({"sasl.oauthbearer.client.credentials.client.id": ""}, "client.credentials.client.id"),
+        ({"sasl.oauthbearer.token.endpoint.url": "ldap://idp"}, "must be https, http"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            ClientSecurity.from_properties(_client_props(idp, **bad))
+
+
+def test_unsecured_login_against_the_development_listener(broker: Any) -> None:
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.security import ClientSecurity
+
+    security = ClientSecurity.from_properties(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": OAUTH_JAAS.replace(
+                " required;", ' required unsecuredLoginStringClaim_sub="dev";'
+            ),
+        }
+    )
+    with KafkaClient(broker.listener_bootstrap("DEV"), security=security) as client:
+        assert client.metadata([]).brokers
+    with pytest.raises(ConfigError, match="unsecuredLoginStringClaim_sub"):
+        ClientSecurity.from_properties(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.jaas.config": OAUTH_JAAS,
+            }
+        )
+
+
+def test_librdkafka_oidc_produces_and_consumes(broker: Any, idp: IdentityProvider) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    conf = {
+        "bootstrap.servers": broker.listener_bootstrap("OAUTH"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.token.endpoint.url": idp.token_url,
+        "sasl.oauthbearer.client.id": "pylog-client",
+        "sasl.oauthbearer.client.secret": "client-secret",
+    }
+    errors: list[Any] = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    for i in range(5):
+        producer.produce("oauth-rdkafka", str(i).encode())
+    assert producer.flush(20) == 0
+    assert "User:svc-pylog" in _principals(broker)
+    consumer = Consumer({**conf, "group.id": "oauth-g", "error_cb": errors.append})
+    try:
+        consumer.assign([TopicPartition("oauth-rdkafka", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert sorted(got) == [str(i).encode() for i in range(5)]
+    finally:
+        consumer.close()
+    assert not errors, errors
