@@ -28,7 +28,10 @@ Mechanisms: PLAIN (RFC 4616: ``authzid NUL authcid NUL password``; the users are
 ``user_<name>="<password>"`` JAAS options; an authzid other than the user is refused, as Kafka) and
 SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, two rounds, :mod:`.scram_server`: Kafka's message grammar, no SASLprep,
 an authzid equal to the user accepted; credentials from the salted credentials file, whose failure to be read
-fails the login with a WARNING, never the connection as an internal error). Error texts are Kafka's in substance
+fails the login with a WARNING, never the connection as an internal error) and OAUTHBEARER (RFC 7628,
+:mod:`.oauthbearer`: the listener's token validator decides; a refused token is answered with Kafka's
+``{"status":"invalid_token"}`` challenge and the client's next message fails the login with it; the session
+never outlives the token, whatever ``connections.max.reauth.ms`` says, as Kafka's ``CREDENTIAL.LIFETIME.MS``). Error texts are Kafka's in substance
 and never say whether the user or the password was wrong. Cost: a token is at most ``sasl.server.max.receive.size``
 bytes (the connection enforces it from the size prefix) and every mechanism's parsing is linear C-level work on
 it (splitting, decoding, one regular expression); no per-character Python code runs on an unauthenticated

@@ -48,16 +48,12 @@ __all__ = ["OAUTHBEARER_SETTINGS", "oauthbearer_validator"]
 
 _PREFIX = "listener.name."
 _STRING, _LONG, _INT, _LIST = ConfigType.STRING, ConfigType.LONG, ConfigType.INT, ConfigType.LIST
-_RESTART = (
-    "Kafka changes it at runtime only for a listener added at runtime (an existing listener's is refused), and "
-    "pylog binds its listeners at start"
-)
 _PER = "; per listener: `listener.name.<l>.oauthbearer.<key>`"
 _SEE = " (see [SASL/OAUTHBEARER](#sasloauthbearer))"
 
 
 def _key(name: str, type: ConfigType, default: str | None, doc: str, **kw: Any) -> ConfigKey:
-    return define(name, type, default, doc + _PER, group="security", restart_reason=_RESTART, **kw)
+    return define(name, type, default, doc + _PER, group="security", **kw)
 
 
 JWKS_URL = _key(
@@ -141,7 +137,6 @@ UNSECURED_NON_LOOPBACK = define(
     "non-loopback address; per listener: `listener.name.<l>.pylog.sasl.oauthbearer.unsecured.allow.non.loopback`",
     group="security",
     parse=boolean,
-    restart_reason=_RESTART,
 )
 
 OAUTHBEARER_SETTINGS: tuple[ConfigKey, ...] = (
