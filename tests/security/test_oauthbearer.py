@@ -45,8 +45,11 @@ def unsigned(claims: dict[str, Any]) -> str:
 
 def oauth_props(data: Path, idp: IdentityProvider) -> dict[str, str]:
     return {
-        "listeners": "PLAINTEXT://127.0.0.1:0,OAUTH://127.0.0.1:0,DEV://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT,DEV:SASL_PLAINTEXT",
+        "listeners": "PLAINTEXT://127.0.0.1:0,OAUTH://127.0.0.1:0,DEV://127.0.0.1:0,DOWN://127.0.0.1:0",
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT,DEV:SASL_PLAINTEXT,DOWN:SASL_PLAINTEXT"
+        ),
+        "pylog.metrics.listener": "127.0.0.1:0",
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(data / "logs"),
         "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
@@ -57,6 +60,9 @@ def oauth_props(data: Path, idp: IdentityProvider) -> dict[str, str]:
         "listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience": f"other,{AUDIENCE}",
         "listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer": ISSUER,
         "listener.name.dev.sasl.enabled.mechanisms": "OAUTHBEARER",
+        # An identity provider whose JWKS endpoint is down.
+        "listener.name.down.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.down.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": f"{idp.base_url}/jwks-broken",
         "listener.name.dev.oauthbearer.sasl.server.callback.handler.class": UNSECURED_VALIDATOR_CLASS,
     }
 
@@ -223,6 +229,25 @@ def test_unsecured_validator_on_a_loopback_development_listener(broker: Any, idp
         assert _login(conn, unsigned({"sub": "dev-user", "exp": time.time() - 5}))["AuthBytes"] == INVALID
     with RawConnection(broker.listener_bootstrap("DEV")) as conn:
         assert _login(conn, idp.token("alice"))["AuthBytes"] == INVALID
+
+
+def test_a_jwks_that_cannot_be_read_fails_logins_and_is_counted(broker: Any, idp: IdentityProvider) -> None:
+    import urllib.request
+
+    with RawConnection(broker.listener_bootstrap("DOWN")) as conn:
+        assert _login(conn, idp.token("alice"))["AuthBytes"] == INVALID
+    text = urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=10).read().decode()
+    samples = {
+        line.split("{", 1)[0] + "{" + line.split("{", 1)[1].split("}", 1)[0] + "}": float(
+            line.rsplit(" ", 1)[1]
+        )
+        for line in text.splitlines()
+        if line.startswith("pylog_oauthbearer_jwks_")
+    }
+    assert samples['pylog_oauthbearer_jwks_refresh_failures_total{listener="DOWN"}'] >= 1
+    assert samples['pylog_oauthbearer_jwks_refreshes_total{listener="DOWN"}'] == 0
+    assert samples['pylog_oauthbearer_jwks_refresh_failures_total{listener="OAUTH"}'] == 0
+    assert samples['pylog_oauthbearer_jwks_refreshes_total{listener="OAUTH"}'] >= 1
 
 
 def test_malformed_client_first_messages_fail_at_once(broker: Any) -> None:

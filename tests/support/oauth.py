@@ -8,7 +8,7 @@
 
 ``clients`` maps client id -> (secret, subject); the token endpoint answers ``{"access_token", "token_type",
 "expires_in"}`` for a known client and 401 otherwise, and counts its calls (``token_requests``) and the JWKS'
-(``jwks_requests``). ``lifetime_s`` sets the tokens' lifetime. The server runs in one daemon thread; everything
+(``jwks_requests``); ``/jwks-broken`` always answers 500. ``lifetime_s`` sets the tokens' lifetime. The server runs in one daemon thread; everything
 it reads is set before it starts or replaced by one assignment.
 """
 
@@ -118,6 +118,8 @@ class IdentityProvider:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
+                if self.path == "/jwks-broken":
+                    return self._answer(500, {"error": "down"})
                 if self.path != "/jwks":
                     return self._answer(404, {"error": "not found"})
                 idp.jwks_requests += 1

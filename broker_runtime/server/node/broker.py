@@ -96,8 +96,8 @@ class Broker:
         self._startup_error: BaseException | None = None
         self._host = config.listener.host
         self._scram_store = ScramCredentialStore(credentials_path(config.log_dirs, config.cluster_dir))
-        #: The OAUTHBEARER listeners' JWKS (each with its refresher thread, closed at stop).
-        self._jwks: list[JwksKeys] = []
+        #: listener -> its OAUTHBEARER JWKS (each with its refresher thread, closed at stop).
+        self._jwks: dict[str, JwksKeys] = {}
         self._port = -1
         self._connections: set[Connection] = set()
         #: listener -> sendfile sends cut short because their segment file shrank (loop thread).
@@ -181,7 +181,7 @@ class Broker:
             # Reads the JWKS now (a blocking read, before this listener serves) and starts its refresher.
             oauth_validator, jwks = oauthbearer_validator(cfg.props, listener.name, listener.host, start=True)
             if jwks is not None:
-                self._jwks.append(jwks)
+                self._jwks[listener.name] = jwks
         quotas = self.quotas
         assert quotas is not None
 
@@ -365,7 +365,7 @@ class Broker:
             ctx.topics.stop_loads()  # likewise a partition load
             logs.shutdown()
             deployment.close()
-            for jwks in self._jwks:
+            for jwks in self._jwks.values():
                 jwks.close()
             _log.info("broker %d stopped cleanly", cfg.node_id)
 
@@ -473,6 +473,8 @@ class Broker:
             periodic_failures=dict(logs.periodic_failures),
             roll_flush_failures=dict(logs.roll_flush_failures),
             sendfile_short_sends=dict(self._short_sends),
+            jwks_refresh_failures={name: k.refresh_failures for name, k in self._jwks.items()},
+            jwks_refreshes={name: k.refreshes for name, k in self._jwks.items()},
             recovery_truncations=logs.recovery_truncations,
             partition_load_failures=ctx.topics.load_failures,
             recovery_bytes_dropped=logs.recovery_bytes_dropped,
