@@ -6,7 +6,8 @@
         idp.token_url                    # http://127.0.0.1:<port>/token (Basic auth: client id and secret)
         idp.token(sub="alice")           # a signed JWT (RS256, kid "k1", aud AUDIENCE, iss ISSUER, 5 minutes)
 
-``clients`` maps client id -> (secret, subject); the token endpoint answers ``{"access_token", "token_type",
+Used without ``with``, nothing is served (its keys and :meth:`token` still work; write ``jwks`` to a file for a
+``file:`` JWKS URL). ``clients`` maps client id -> (secret, subject); the token endpoint answers ``{"access_token", "token_type",
 "expires_in"}`` for a known client and 401 otherwise, and counts its calls (``token_requests``) and the JWKS'
 (``jwks_requests``); ``/jwks-broken`` always answers 500. ``lifetime_s`` sets the tokens' lifetime. The server runs in one daemon thread; everything
 it reads is set before it starts or replaced by one assignment.
@@ -49,14 +50,15 @@ class IdentityProvider:
         self.token_requests = 0
         self.jwks_requests = 0
         self.scopes_asked: list[str | None] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="test-idp", daemon=True)
+        #: The HTTP server, from ``__enter__`` on (without it the keys and ``token`` still work).
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        assert self._server is not None, "the identity provider serves only inside its with block"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     @property
     def jwks_url(self) -> str:
@@ -94,10 +96,14 @@ class IdentityProvider:
         return jwt.encode(payload, key if key is not None else self.key, algorithm=algorithm, headers=headers)
 
     def __enter__(self) -> IdentityProvider:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="test-idp", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        assert self._server is not None and self._thread is not None
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
@@ -140,8 +146,7 @@ class IdentityProvider:
                     return self._answer(401, {"error": "invalid_client"})
                 scope = form.get("scope", [None])[0]
                 idp.scopes_asked.append(scope)
-                extra = {"scope": scope} if scope else {}
-                token = idp.token(known[1], **extra)
+                token = idp.token(known[1], scope=scope) if scope else idp.token(known[1])
                 self._answer(
                     200, {"access_token": token, "token_type": "Bearer", "expires_in": idp.lifetime_s}
                 )
