@@ -136,7 +136,10 @@ class SingleHostMetadataStore:
             yield metadata
             after = metadata.to_json()
             if after != before:
-                write_atomically(self.path, json.dumps(after, indent=1, sort_keys=True).encode("utf-8"))
+                # 0600: the dynamic broker configs in it may hold a listener key store's password.
+                write_atomically(
+                    self.path, json.dumps(after, indent=1, sort_keys=True).encode("utf-8"), mode=0o600
+                )
         finally:
             lock.release()
 

@@ -330,7 +330,10 @@ class SingleNodeCluster:
         else:
             updated.pop(resource, None)
         if self._dynamic_path is not None:
-            write_atomically(self._dynamic_path, json.dumps(updated, indent=1, sort_keys=True).encode())
+            # 0600: a dynamic listener key store's password is among these values.
+            write_atomically(
+                self._dynamic_path, json.dumps(updated, indent=1, sort_keys=True).encode(), mode=0o600
+            )
         self._broker_configs = updated
 
     def update_acls(self, change: AclChange) -> None:
