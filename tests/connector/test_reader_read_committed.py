@@ -8,9 +8,9 @@ keys and values), and never a control record.
 
 Offset gaps with splits (Spark's rule, ``KafkaDataConsumer.fetchRecord``: an offset at or above the earliest one
 whose record is not there -- compacted away, a transaction marker, an aborted record -- is skipped, never data
-loss): a compacted topic (the broker's cleaner runs every 100 ms) and the interleaved transactions read in batch
-with ``minPartitions`` / ``maxRecordsPerPartition`` splits and in an AvailableNow stream, ``failOnDataLoss=true``,
-equal the consumer's records.
+loss): a compacted topic (the broker's cleaner runs every 100 ms) read in batch with ``maxRecordsPerPartition``
+splits, the interleaved transactions with ``minPartitions`` splits (above), and both in one AvailableNow stream
+with ``minPartitions`` splits, ``failOnDataLoss=true``, equal the consumer's records.
 """
 
 from __future__ import annotations
@@ -330,37 +330,19 @@ def _gaps(rows: list[Row]) -> int:
     return sum(b[1] - a[1] - 1 for a, b in zip(rows, rows[1:], strict=False) if a[0] == b[0])
 
 
-@pytest.mark.parametrize("splits", [{"minPartitions": "5"}, {"maxRecordsPerPartition": "40"}], ids=str)
 def test_compacted_topic_with_splits_and_fail_on_data_loss(
-    spark: Any, txn_broker: tuple[str, str], compacted: str, splits: dict[str, str], tmp_path: Path
+    spark: Any, txn_broker: tuple[str, str], compacted: str, tmp_path: Path
 ) -> None:
+    """maxRecordsPerPartition splits (minPartitions ones: the stream below, and the interleaved transactions'
+    read_committed batch above)."""
     bootstrap, log_dir = txn_broker
     expected = _reference(bootstrap, compacted, "read_uncommitted", COMPACTED_PARTITIONS)
     assert _gaps(expected) > 0, "no compaction gaps to read across"
-    got, tasks = _read(spark, bootstrap, log_dir, compacted, tmp_path, failOnDataLoss="true", **splits)
-    assert got == expected
-    assert len(tasks) >= 5, f"the splits were not made: {len(tasks)} tasks"
-
-
-def test_read_committed_with_max_records_per_partition_splits(
-    spark: Any, txn_broker: tuple[str, str], interleaved: str, tmp_path: Path
-) -> None:
-    bootstrap, log_dir = txn_broker
-    expected = _reference(bootstrap, interleaved, "read_committed")
     got, tasks = _read(
-        spark,
-        bootstrap,
-        log_dir,
-        interleaved,
-        tmp_path,
-        **{
-            "kafka.isolation.level": "read_committed",
-            "maxRecordsPerPartition": "10",
-            "failOnDataLoss": "true",
-        },
+        spark, bootstrap, log_dir, compacted, tmp_path, failOnDataLoss="true", maxRecordsPerPartition="40"
     )
     assert got == expected
-    assert len(tasks) >= 2 * PARTITIONS, f"the splits were not made: {len(tasks)} tasks"
+    assert len(tasks) >= 5, f"the splits were not made: {len(tasks)} tasks"
 
 
 def test_stream_over_compaction_and_transaction_gaps(
@@ -373,7 +355,7 @@ def test_stream_over_compaction_and_transaction_gaps(
         .option("subscribe", f"{compacted},{interleaved}")
         .option("pylog.logDirs", log_dir)
         .option("kafka.isolation.level", "read_committed")
-        .option("minPartitions", "8")
+        .option("minPartitions", "6")  # 5 topic-partitions: the largest ones are split
         .option("failOnDataLoss", "true")
         .option("startingOffsets", "earliest")
         .load()
