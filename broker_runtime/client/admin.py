@@ -285,9 +285,13 @@ class AdminClient:
             if r["ErrorCode"]:
                 raise KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"alter configs of {name}")
 
-    def describe_config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
-        """Every config of one topic or broker with its value, source and synonyms (DescribeConfigs)."""
-        _, body = self._router.any_connection().request(
+    def describe_config_entries(
+        self, resource_type: int, name: str, *, node: int | None = None
+    ) -> list[ConfigEntry]:
+        """Every config of one topic or broker with its value, source and synonyms (DescribeConfigs); sent to
+        ``node`` when given (a broker's own configs are answered by that broker only, as Kafka's are)."""
+        conn = self._router.any_connection() if node is None else self._router.connection(node)
+        _, body = conn.request(
             ApiKey.DESCRIBE_CONFIGS,
             {
                 "Resources": [
@@ -433,9 +437,20 @@ class AdminClient:
             for r in body["Entries"]
         ]
 
-    def describe_log_dirs(self, node: int) -> list[dict[str, Any]]:
-        """DescribeLogDirs of one broker: per log directory its partitions and their sizes."""
-        _, body = self._router.connection(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": None})
+    def describe_log_dirs(
+        self, node: int, topics: Mapping[str, Iterable[int]] | None = None
+    ) -> list[dict[str, Any]]:
+        """DescribeLogDirs of one broker: per log directory its partitions (all, or those of ``topics``: name ->
+        partitions) and their sizes; raises KafkaError on the answer's top-level error (v3+, e.g.
+        CLUSTER_AUTHORIZATION_FAILED)."""
+        wanted = (
+            None
+            if topics is None
+            else [{"Topic": t, "Partitions": sorted(parts)} for t, parts in sorted(topics.items())]
+        )
+        _, body = self._router.connection(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": wanted})
+        if body.get("ErrorCode"):
+            raise KafkaError(body["ErrorCode"], f"describe log dirs of node {node}")
         results: list[dict[str, Any]] = body["Results"]
         return results
 

@@ -6,10 +6,12 @@ Usage::
     pylog-broker console --bootstrap-server H:P [--listen 127.0.0.1:8080] [--command-config FILE]
         [--max-transaction-timeout MINUTES]
 
-Pages (server-rendered HTML, no script): ``/`` the cluster (nodes, controller, API versions), ``/topics`` and
-``/topics/T`` (partitions: leader, replicas, ISR, log start, high watermark, last stable offset; configs with
-sensitive values hidden), ``/topics/T/P`` a record browser (``offset=`` or ``timestamp=`` ms / ISO-8601,
-``max_bytes=`` one bounded Fetch, ``isolation=``, ``render=auto|text|json|hex``), ``/groups`` and ``/groups/G``
+Pages (server-rendered HTML, no script): ``/`` the cluster (nodes, their listeners, controller, API versions),
+``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
+replicas, ISR, log start, high watermark, last stable offset, size on disk; configs with sensitive values hidden),
+``/topics/T/P`` a record browser (``offset=`` or ``timestamp=`` ms / ISO-8601, ``max_bytes=`` one bounded Fetch,
+``isolation=``, ``render=auto|text|json|hex``, ``filter=`` a key or value substring over at most ``scan_bytes=``),
+``/groups`` and ``/groups/G``
 (members, assignment, committed offsets, lag), ``/transactions`` (the coordinators' transactions with their age,
 open transactions on partitions, hanging ones flagged by Kafka's ``find-hanging`` rule).
 

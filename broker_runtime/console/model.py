@@ -2,17 +2,20 @@
 pylog's broker and Apache Kafka alike. Synchronous: every function takes the :class:`KafkaClient` of the
 console's one worker thread (the client is not thread-safe) and returns plain frozen dataclasses that the
 renderer turns into HTML. Nothing here changes the cluster: the requests are Metadata, ApiVersions,
-DescribeCluster, DescribeConfigs, ListOffsets, Fetch, ListGroups, DescribeGroups, OffsetFetch, ListTransactions,
-DescribeTransactions and DescribeProducers.
+DescribeCluster, DescribeConfigs (topics, and each broker's own, sent to it), DescribeLogDirs, ListOffsets, Fetch,
+ListGroups, DescribeGroups, OffsetFetch, ListTransactions, DescribeTransactions and DescribeProducers.
 
 Errors: a broker's error code raises :class:`KafkaError` (the page shows it as an error, never as an empty page);
 per-item errors (a topic the principal may not describe) are kept on the item and shown beside it.
 
 The record browser reads ONE bounded page: a single Fetch of at most ``max_bytes`` from the partition's leader
-(``PartitionMaxBytes``), no wait. Under read_uncommitted every batch is shown; a control batch is shown as its
-marker (COMMIT / ABORT) and a transactional batch is marked by its transaction's outcome: the marker of the same
-producer later in the page, else the aborted-transactions list of a read_committed Fetch of the same range (Kafka's
-consumer's source for it), else ``open`` (its marker is not written yet, or lies past the page).
+(``PartitionMaxBytes``), no wait. A filtered page (key or value substring) reads successive such Fetches from the
+seek position, bounded by the bytes it scans and the matches it shows, and says where and why it stopped
+(:class:`FilterScan`). Under read_uncommitted every batch is shown; a control batch is shown as its marker (COMMIT /
+ABORT) and a transactional batch is marked by its transaction's outcome: the marker of the same producer later in
+the page (in a filtered scan: in the same Fetch), else the aborted-transactions list of a read_committed Fetch of
+the same range (Kafka's consumer's source for it), else ``open`` (its marker is not written yet, or lies past the
+page).
 
 Hanging transactions follow Kafka's ``kafka-transactions find-hanging``: a producer with an open transaction on a
 partition (DescribeProducers ``CurrentTxnStartOffset`` >= 0) whose last write is older than the maximum
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker_runtime.client import ConfigEntry, KafkaClient
-from broker_runtime.errors import ErrorCode, KafkaError
+from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError
 from broker_runtime.protocol.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -45,11 +48,17 @@ from broker_runtime.tools.consumer_groups import decode_assignment
 
 __all__ = [
     "DEFAULT_PAGE_BYTES",
+    "DEFAULT_SCAN_BYTES",
+    "MAX_FILTER_ROWS",
     "MAX_PAGE_BYTES",
+    "MAX_SCAN_BYTES",
+    "BrokerConfigs",
     "Cluster",
     "ConfigRow",
+    "FilterScan",
     "GroupDetail",
     "GroupRow",
+    "Listeners",
     "OpenTxn",
     "PartitionRow",
     "RecordPage",
@@ -58,11 +67,13 @@ __all__ = [
     "TopicRow",
     "Transactions",
     "TxnRow",
+    "broker_configs",
     "cluster",
     "config_row",
     "group",
     "groups",
     "hanging",
+    "matches",
     "record_page",
     "render_bytes",
     "topic",
@@ -73,17 +84,40 @@ __all__ = [
 #: The record browser's page: bytes of one Fetch (the broker returns at least one whole batch, as Kafka's does).
 DEFAULT_PAGE_BYTES = 65536
 MAX_PAGE_BYTES = 1048576
+#: The filter's scan: bytes fetched from the seek position at most (by default; the bound a request may ask).
+DEFAULT_SCAN_BYTES = 8 * 1048576
+MAX_SCAN_BYTES = 64 * 1048576
+#: The filter's page: matches shown at most (the next page continues after the last one).
+MAX_FILTER_ROWS = 500
 #: Kafka's transaction.max.timeout.ms default (15 minutes), ``kafka-transactions find-hanging``'s default bound.
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900000
+
+
+@dataclass(frozen=True)
+class Listeners:
+    """A broker's ``listeners`` and ``advertised.listeners`` (its DescribeConfigs), or why they are missing."""
+
+    listeners: str | None
+    advertised: str | None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
 class Cluster:
     cluster_id: str | None
     controller_id: int
+    #: (node, host, port, rack): the endpoint of the listener the console connected through (DescribeCluster)
     brokers: list[tuple[int, str, int, str | None]]
     #: api key name -> (min, max) of the broker the console is connected to
     api_versions: list[tuple[str, int, int]]
+    #: node -> its listeners (every listener: DescribeCluster names only the one the console uses)
+    listeners: dict[int, Listeners] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BrokerConfigs:
+    node: int
+    configs: list[ConfigRow]
 
 
 @dataclass(frozen=True)
@@ -124,6 +158,11 @@ class TopicDetail:
     configs: list[ConfigRow]
     #: why the configs are missing (e.g. TOPIC_AUTHORIZATION_FAILED), else None
     configs_error: str | None
+    #: partition -> [(node, bytes on disk of its replica there)] (DescribeLogDirs; a future replica left out)
+    sizes: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    #: why some sizes are missing (e.g. CLUSTER_AUTHORIZATION_FAILED: DescribeLogDirs needs DESCRIBE on the
+    #: cluster), else None
+    sizes_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +180,20 @@ class RecordRow:
 
 
 @dataclass(frozen=True)
+class FilterScan:
+    """What a filtered page scanned: offsets ``[start, stopped_at)``, ``bytes`` fetched of at most ``limit``;
+    ``reason`` why it stopped: "end" (the end of what the isolation level reads), "bytes" (the scan limit:
+    the rest is not searched) or "rows" (a page of matches is full)."""
+
+    contains: str
+    start: int
+    stopped_at: int
+    bytes: int
+    limit: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class RecordPage:
     topic: str
     partition: int
@@ -155,6 +208,8 @@ class RecordPage:
     next_offset: int
     #: how the start was found (e.g. "timestamp 1700000000000 -> offset 42")
     seek_note: str = ""
+    #: the filter's scan, when the page is filtered
+    scan: FilterScan | None = None
 
 
 @dataclass(frozen=True)
@@ -224,12 +279,60 @@ def cluster(client: KafkaClient) -> Cluster:
         except ValueError:
             name = f"API_{key}"
         names.append((name, low, high))
-    return Cluster(
-        described["ClusterId"],
-        described["ControllerId"],
-        sorted((b["BrokerId"], b["Host"], b["Port"], b["Rack"]) for b in described["Brokers"]),
-        names,
-    )
+    brokers = sorted((b["BrokerId"], b["Host"], b["Port"], b["Rack"]) for b in described["Brokers"])
+    listeners: dict[int, Listeners] = {}
+    for node, *_ in brokers:
+        try:
+            entries = {
+                e.name: e
+                for e in client.admin.describe_config_entries(
+                    describe_configs.RESOURCE_BROKER, str(node), node=node
+                )
+            }
+        except (KafkaError, BrokerConnectionError) as exc:
+            listeners[node] = Listeners(None, None, str(exc))
+            continue
+        shown = {k: config_row(e).value for k, e in entries.items()}
+        listeners[node] = Listeners(shown.get("listeners"), shown.get("advertised.listeners"))
+    return Cluster(described["ClusterId"], described["ControllerId"], brokers, names, listeners)
+
+
+def broker_configs(client: KafkaClient, node: int) -> BrokerConfigs:
+    """Every config of broker ``node`` (DescribeConfigs on its BROKER resource, sent to it); a sensitive value is
+    never kept (:func:`config_row`)."""
+    if node not in client.metadata([]).brokers:
+        raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"no broker {node} in the cluster")
+    entries = client.admin.describe_config_entries(describe_configs.RESOURCE_BROKER, str(node), node=node)
+    return BrokerConfigs(node, sorted((config_row(e) for e in entries), key=lambda c: c.name))
+
+
+def _sizes(
+    client: KafkaClient, name: str, replicas: Mapping[int, tuple[int, ...]]
+) -> tuple[dict[int, list[tuple[int, int]]], str | None]:
+    """partition -> [(node, size)] from DescribeLogDirs on every node holding a replica of topic ``name``."""
+    by_node: dict[int, list[int]] = {}
+    for partition, nodes in replicas.items():
+        for node in nodes:
+            by_node.setdefault(node, []).append(partition)
+    sizes: dict[int, list[tuple[int, int]]] = {}
+    errors: list[str] = []
+    for node, partitions in sorted(by_node.items()):
+        try:
+            dirs = client.admin.describe_log_dirs(node, {name: partitions})
+        except (KafkaError, BrokerConnectionError) as exc:
+            errors.append(f"node {node}: {exc}")
+            continue
+        for d in dirs:
+            if d["ErrorCode"]:
+                errors.append(f"node {node} log dir {d['LogDir']}: {KafkaError(d['ErrorCode'])}")
+                continue
+            for t in d["Topics"]:
+                if t["Name"] != name:
+                    continue
+                for p in t["Partitions"]:
+                    if not p["IsFutureKey"]:
+                        sizes.setdefault(p["PartitionIndex"], []).append((node, p["PartitionSize"]))
+    return {p: sorted(v) for p, v in sizes.items()}, "; ".join(errors) or None
 
 
 def _error_name(code: int) -> str:
@@ -308,7 +411,10 @@ def topic(client: KafkaClient, name: str) -> TopicDetail:
         ]
     except KafkaError as exc:
         configs_error = str(exc)
-    return TopicDetail(name, partitions, sorted(configs, key=lambda c: c.name), configs_error)
+    sizes, sizes_error = _sizes(client, name, {p.partition: p.replicas for p in t.partitions.values()})
+    return TopicDetail(
+        name, partitions, sorted(configs, key=lambda c: c.name), configs_error, sizes, sizes_error
+    )
 
 
 # --- records --------------------------------------------------------------------------------------------------
@@ -344,32 +450,11 @@ def _batch_outcomes(
     return outcome
 
 
-def record_page(
-    client: KafkaClient,
-    topic_name: str,
-    partition: int,
-    *,
-    offset: int | None = None,
-    timestamp_ms: int | None = None,
-    max_bytes: int = DEFAULT_PAGE_BYTES,
-    read_committed: bool = False,
-) -> RecordPage:
-    """One page of records of a partition from ``offset`` (default: the log start), or from the first offset
-    whose timestamp is at or after ``timestamp_ms`` (ListOffsets); at most ``max_bytes`` fetched."""
-    max_bytes = max(1024, min(int(max_bytes), MAX_PAGE_BYTES))
-    tp = (topic_name, partition)
-    start_map, end_map, stable_map = _offsets(client, [tp])
-    log_start, high, stable = start_map[tp], end_map[tp], stable_map[tp]
-    note = ""
-    if timestamp_ms is not None:
-        found, found_ts = client.list_offsets({tp: timestamp_ms})[tp]
-        if found < 0:
-            note = f"no record with a timestamp at or after {timestamp_ms}: showing the end of the log"
-            offset = high
-        else:
-            note = f"timestamp {timestamp_ms} -> offset {found} (its record's timestamp {found_ts})"
-            offset = found
-    start = log_start if offset is None else offset
+def _read_chunk(
+    client: KafkaClient, tp: TopicPartition, start: int, max_bytes: int, read_committed: bool, stable: int
+) -> tuple[list[RecordRow], int, int]:
+    """One bounded Fetch from ``start``: its rows (control and transactional batches marked, see the module
+    docstring), the offset after it, and the bytes it returned."""
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
     answer = client.fetch(
         {tp: start},
@@ -379,10 +464,9 @@ def record_page(
         isolation_level=isolation,
     )[tp]
     if answer.error:
-        raise KafkaError(answer.error, f"fetch {topic_name}-{partition} at offset {start}")
-    batches = [
-        b for b in read_batches(answer.records or b"", allow_partial_tail=True) if b.next_offset > start
-    ]
+        raise KafkaError(answer.error, f"fetch {tp[0]}-{tp[1]} at offset {start}")
+    data = answer.records or b""
+    batches = [b for b in read_batches(data, allow_partial_tail=True) if b.next_offset > start]
     aborted = answer.aborted_transactions
     if (
         not read_committed
@@ -440,6 +524,78 @@ def record_page(
                     verdict,
                 )
             )
+    return rows, next_offset, len(data)
+
+
+def matches(row: RecordRow, needle: bytes) -> bool:
+    """The filter's rule: ``needle`` is a substring of the record's key or value bytes (a marker never matches)."""
+    if row.txn.startswith("control:"):
+        return False
+    return (row.key is not None and needle in row.key) or (row.value is not None and needle in row.value)
+
+
+def record_page(
+    client: KafkaClient,
+    topic_name: str,
+    partition: int,
+    *,
+    offset: int | None = None,
+    timestamp_ms: int | None = None,
+    max_bytes: int = DEFAULT_PAGE_BYTES,
+    read_committed: bool = False,
+    contains: str | None = None,
+    scan_bytes: int = DEFAULT_SCAN_BYTES,
+) -> RecordPage:
+    """One page of records of a partition from ``offset`` (default: the log start), or from the first offset
+    whose timestamp is at or after ``timestamp_ms`` (ListOffsets); at most ``max_bytes`` fetched.
+
+    With ``contains`` (the filter), only records whose key or value holds it (UTF-8 bytes) are kept, and
+    Fetches of ``max_bytes`` follow one another from the start until the first of: ``scan_bytes`` fetched
+    (bounded by :data:`MAX_SCAN_BYTES`), :data:`MAX_FILTER_ROWS` matches, the end of what the isolation level
+    may read; :attr:`RecordPage.scan` says which, and the next page starts where the scan stopped."""
+    max_bytes = max(1024, min(int(max_bytes), MAX_PAGE_BYTES))
+    scan_bytes = max(max_bytes, min(int(scan_bytes), MAX_SCAN_BYTES))
+    tp = (topic_name, partition)
+    start_map, end_map, stable_map = _offsets(client, [tp])
+    log_start, high, stable = start_map[tp], end_map[tp], stable_map[tp]
+    note = ""
+    if timestamp_ms is not None:
+        found, found_ts = client.list_offsets({tp: timestamp_ms})[tp]
+        if found < 0:
+            note = f"no record with a timestamp at or after {timestamp_ms}: showing the end of the log"
+            offset = high
+        else:
+            note = f"timestamp {timestamp_ms} -> offset {found} (its record's timestamp {found_ts})"
+            offset = found
+    start = log_start if offset is None else offset
+    if not contains:
+        rows, next_offset, _ = _read_chunk(client, tp, start, max_bytes, read_committed, stable)
+        scan = None
+    else:
+        needle = contains.encode("utf-8")
+        end = stable if read_committed else high
+        rows, next_offset, scanned = [], start, 0
+        reason = "end"
+        while next_offset < end:
+            if scanned >= scan_bytes:
+                reason = "bytes"
+                break
+            if len(rows) >= MAX_FILTER_ROWS:
+                reason = "rows"
+                break
+            chunk, after, size = _read_chunk(
+                client, tp, next_offset, min(max_bytes, scan_bytes - scanned), read_committed, stable
+            )
+            scanned += size
+            rows += [r for r in chunk if matches(r, needle)]
+            if after <= next_offset:  # nothing more to read below the end (e.g. the LSO moved): stop here
+                break
+            next_offset = after
+        if len(rows) > MAX_FILTER_ROWS:
+            next_offset = rows[MAX_FILTER_ROWS].offset
+            rows = rows[:MAX_FILTER_ROWS]
+            reason = "rows"
+        scan = FilterScan(contains, start, next_offset, scanned, scan_bytes, reason)
     return RecordPage(
         topic_name,
         partition,
@@ -452,6 +608,7 @@ def record_page(
         rows,
         next_offset,
         note,
+        scan,
     )
 
 

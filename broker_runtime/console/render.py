@@ -15,7 +15,12 @@ from collections.abc import Iterable, Sequence
 from urllib.parse import quote, urlencode
 
 from broker_runtime.console.model import (
+    DEFAULT_SCAN_BYTES,
+    MAX_FILTER_ROWS,
+    BrokerConfigs,
     Cluster,
+    ConfigRow,
+    FilterScan,
     GroupDetail,
     GroupRow,
     RecordPage,
@@ -24,8 +29,10 @@ from broker_runtime.console.model import (
     Transactions,
     render_bytes,
 )
+from broker_runtime.protocol.messages.describe_configs import ConfigSource
 
 __all__ = [
+    "broker_configs_page",
     "cluster_page",
     "error_page",
     "esc",
@@ -50,6 +57,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}pre{margin:0;white-spa
 .open{color:#1d2433;background:#f6c343;padding:1px 6px;border-radius:3px}
 .aborted{color:#fff;background:#8e44ad;padding:1px 6px;border-radius:3px}
 .control{color:#fff;background:#566;padding:1px 6px;border-radius:3px}
+.short{background:#fff3cd;border:1px solid #c0392b;padding:6px;font-weight:600}
 .kind{color:#889;font-size:11px}.note{color:#556}form{margin:8px 0}
 """
 _NAV = (
@@ -123,9 +131,18 @@ def error_page(title: str, message: str, status_hint: str = "") -> str:
     return _page(title, body)
 
 
+def _listeners(c: Cluster, node: int) -> list[str]:
+    found = c.listeners.get(node)
+    if found is None:
+        return [_td("-"), _td("-")]
+    if found.error:
+        return [_td(f'<span class="kind">{esc(found.error)}</span>'), _td("-")]
+    return [_td(esc(found.listeners or "-")), _td(esc(found.advertised or "-"))]
+
+
 def cluster_page(c: Cluster) -> str:
     brokers = _table(
-        ["node", "host", "port", "rack", "role"],
+        ["node", "host", "port", "rack", "role", "listeners", "advertised listeners", "configs"],
         (
             [
                 _num(n),
@@ -133,6 +150,8 @@ def cluster_page(c: Cluster) -> str:
                 _num(p),
                 _td(esc(r or "-")),
                 _td("controller" if n == c.controller_id else "broker"),
+                *_listeners(c, n),
+                _td(_a(link("brokers", n), "configs")),
             ]
             for n, h, p, r in c.brokers
         ),
@@ -178,6 +197,7 @@ def topic_page(t: TopicDetail) -> str:
             "log start",
             "high watermark",
             "last stable offset",
+            "size on disk",
             "records",
         ],
         (
@@ -189,32 +209,74 @@ def topic_page(t: TopicDetail) -> str:
                 _num(p.log_start),
                 _num(p.high_watermark),
                 _num(p.last_stable),
+                _td(esc(_sizes(t.sizes.get(p.partition), len(p.replicas))), "num"),
                 _td(_a(link("topics", t.name, p.partition), "browse")),
             ]
             for p in t.partitions
         ),
         "partitions",
     )
+    if t.sizes_error:
+        parts += f'<div class="error" id="sizes-error">size on disk: {esc(t.sizes_error)}</div>'
     if t.configs_error:
         configs = f'<div class="error" id="configs-error">{esc(t.configs_error)}</div>'
     else:
-        configs = _table(
-            ["config", "value", "source"],
-            (
-                [
-                    _td(esc(c.name)),
-                    _td(
-                        "<em>[hidden: sensitive]</em>"
-                        if c.sensitive
-                        else esc("" if c.value is None else c.value)
-                    ),
-                    _num(c.source),
-                ]
-                for c in t.configs
-            ),
-            "configs",
-        )
+        configs = _configs(t.configs)
     return _page(f"Topic {t.name}", f"<h2>Partitions</h2>{parts}<h2>Configs</h2>{configs}")
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def _sizes(found: list[tuple[int, int]] | None, replicas: int) -> str:
+    """One size when every replica holds the same bytes (or one replica), else node: size each."""
+    if not found:
+        return "-"
+    if len({size for _, size in found}) == 1 and len(found) == replicas:
+        return _size(found[0][1])
+    return ", ".join(f"{node}: {_size(size)}" for node, size in found)
+
+
+def _source(code: int) -> str:
+    try:
+        return ConfigSource(code).name
+    except ValueError:
+        return str(code)
+
+
+def _configs(rows: list[ConfigRow]) -> str:
+    """Configs as DescribeConfigs answered them; a sensitive one shows ``[hidden: sensitive]``, its value never
+    kept (:func:`broker_runtime.console.model.config_row`)."""
+    return _table(
+        ["config", "value", "source"],
+        (
+            [
+                _td(esc(c.name)),
+                _td(
+                    "<em>[hidden: sensitive]</em>" if c.sensitive else esc("" if c.value is None else c.value)
+                ),
+                _td(esc(_source(c.source))),
+            ]
+            for c in rows
+        ),
+        "configs",
+    )
+
+
+def broker_configs_page(b: BrokerConfigs) -> str:
+    return _page(
+        f"Broker {b.node} configs",
+        f"<p>{len(b.configs)} configs of broker {esc(b.node)} (DescribeConfigs on its broker resource).</p>"
+        + _configs(b.configs),
+    )
 
 
 def _bytes(data: bytes | None, how: str) -> str:
@@ -232,6 +294,26 @@ def _txn_mark(txn: str) -> str:
     return esc(txn)
 
 
+def _scan_note(scan: FilterScan) -> str:
+    """Where a filtered page's scan stopped and why: the rows shown are all the matches of that range only."""
+    why = {
+        "end": "reached the end of the log: no more matches",
+        "bytes": f"STOPPED SHORT at the scan limit ({scan.limit} bytes): offsets from {scan.stopped_at} on "
+        "are not searched (next page continues there)",
+        "rows": f"a page of {MAX_FILTER_ROWS} matches is full: the next page continues from {scan.stopped_at}",
+    }[scan.reason]
+    cls = "short" if scan.reason == "bytes" else "note"
+    scanned = (
+        f"scanned offsets {scan.start} to {scan.stopped_at - 1}"
+        if scan.stopped_at > scan.start
+        else f"nothing to scan from offset {scan.start}"
+    )
+    return (
+        f'<p class="{cls}" id="scan-note" data-reason="{esc(scan.reason)}">key or value contains '
+        f"<code>{esc(scan.contains)}</code>: {esc(scanned)} ({esc(scan.bytes)} bytes fetched); {esc(why)}</p>"
+    )
+
+
 def records_page(page: RecordPage, how: str) -> str:
     here = ("topics", page.topic, page.partition)
     form = (
@@ -239,6 +321,10 @@ def records_page(page: RecordPage, how: str) -> str:
         f'offset <input name="offset" id="offset" size="10"> or time (ms or ISO-8601 UTC) '
         f'<input name="timestamp" id="timestamp" size="24"> '
         f'bytes <input name="max_bytes" id="max_bytes" size="8" value="{esc(page.max_bytes)}"> '
+        f'key or value contains <input name="filter" id="filter" size="16" '
+        f'value="{esc(page.scan.contains if page.scan else "")}"> '
+        f'scanning at most <input name="scan_bytes" id="scan_bytes" size="9" '
+        f'value="{esc(page.scan.limit if page.scan else DEFAULT_SCAN_BYTES)}"> bytes '
         f'<select name="isolation" id="isolation">'
         + "".join(
             f'<option value="{v}"{" selected" if v == page.isolation else ""}>{v}</option>'
@@ -259,6 +345,8 @@ def records_page(page: RecordPage, how: str) -> str:
     )
     if page.seek_note:
         info += f'<p class="note" id="seek-note">{esc(page.seek_note)}</p>'
+    if page.scan:
+        info += _scan_note(page.scan)
     rows = []
     for r in page.records:
         headers = (
@@ -283,13 +371,15 @@ def records_page(page: RecordPage, how: str) -> str:
         )
     table = _table(["offset", "timestamp", "key", "value", "headers", "transaction"], rows, "records")
     nxt = ""
-    if page.next_offset > page.start:
-        query = {
+    if page.next_offset > page.start and not (page.scan and page.scan.reason == "end"):
+        query: dict[str, object] = {
             "offset": page.next_offset,
             "max_bytes": page.max_bytes,
             "isolation": page.isolation,
             "render": how,
         }
+        if page.scan:
+            query.update(filter=page.scan.contains, scan_bytes=page.scan.limit)
         nxt = f"<p>{_a(link(*here, query=query), 'next page', 'next')}</p>"
     back = _a(link("topics", page.topic), f"topic {page.topic}")
     return _page(f"Records of {page.topic}-{page.partition}", f"<p>{back}</p>{form}{info}{table}{nxt}")

@@ -42,7 +42,11 @@ _FORBIDDEN = {
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
-_NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND}
+_NOT_FOUND = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.BROKER_NOT_AVAILABLE,
+}
 
 
 class _BadRequest(Exception):
@@ -132,6 +136,7 @@ class ConsoleServer:
         app.add_routes(
             [
                 web.get("/", self._cluster),
+                web.get("/brokers/{node}", self._broker),
                 web.get("/topics", self._topics),
                 web.get("/topics/{topic}", self._topic),
                 web.get("/topics/{topic}/{partition}", self._records),
@@ -168,6 +173,13 @@ class ConsoleServer:
     async def _cluster(self, request: web.Request) -> web.StreamResponse:
         return _html(render.cluster_page(await self._kafka(model.cluster)))
 
+    async def _broker(self, request: web.Request) -> web.StreamResponse:
+        try:
+            node = int(request.match_info["node"])
+        except ValueError:
+            raise _BadRequest(f"broker {request.match_info['node']!r}: expected a node id") from None
+        return _html(render.broker_configs_page(await self._kafka(lambda c: model.broker_configs(c, node))))
+
     async def _topics(self, request: web.Request) -> web.StreamResponse:
         return _html(render.topics_page(await self._kafka(model.topics)))
 
@@ -191,6 +203,8 @@ class ConsoleServer:
         how = request.query.get("render", "auto")
         if how not in ("auto", "text", "json", "hex"):
             raise _BadRequest(f"render={how!r}: expected auto, text, json or hex")
+        contains = request.query.get("filter", "") or None
+        scan_bytes = _int_arg(request, "scan_bytes") or model.DEFAULT_SCAN_BYTES
         page = await self._kafka(
             lambda c: model.record_page(
                 c,
@@ -200,6 +214,8 @@ class ConsoleServer:
                 timestamp_ms=timestamp_ms,
                 max_bytes=max_bytes,
                 read_committed=isolation == "read_committed",
+                contains=contains,
+                scan_bytes=scan_bytes,
             )
         )
         return _html(render.records_page(page, how))
@@ -218,7 +234,10 @@ class ConsoleServer:
     # --- lifecycle ----------------------------------------------------------------------------------------------
 
     def start(self) -> ConsoleServer:
-        """Serve from a thread of its own; returns when the socket listens (:attr:`url` set)."""
+        """Serve from a thread of its own; returns when the socket listens (:attr:`url` set). Once: a started
+        server (e.g. one ``start_console`` returned, then used in a ``with``) is returned as it is."""
+        if self._thread is not None:
+            return self
         ready = threading.Event()
         failure: list[BaseException] = []
 

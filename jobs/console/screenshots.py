@@ -3,8 +3,8 @@
 
 Starts a pylog broker in this process under a temporary directory, writes the demo data of
 :mod:`jobs.console.demo`, gives the group ``billing`` committed offsets and leaves one transaction open, serves
-the console on a free loopback port and saves one PNG per main page (cluster, topics, topic, records, group,
-transactions) from a headless chromium into ``jobs/console/screenshots/`` (quantized to 64 colours to stay small).
+the console on a free loopback port and saves one PNG per main page (cluster, topics, topic, records, a
+filtered scan stopped short, broker configs, group, transactions) from a headless chromium into ``jobs/console/screenshots/`` (quantized to 64 colours to stay small).
 Needs chromium and chromedriver (Debian: ``apt-get install chromium chromium-driver``).
 """
 
@@ -28,6 +28,8 @@ PAGES = (
     ("topics", "/topics"),
     ("topic", "/topics/orders"),
     ("records", "/topics/orders/0"),
+    ("filter", "/topics/payments/0?filter=paid&max_bytes=1024&scan_bytes=1024"),
+    ("broker", "/brokers/0"),
     ("group", "/groups/billing"),
     ("transactions", "/transactions"),
 )

@@ -81,6 +81,7 @@ def test_cluster_page(browser: Any, console: str, shots: Path) -> None:
     assert browser.find_element(_by("ID"), "controller").text == "0"
     brokers = _cells(browser, "brokers")
     assert len(brokers) == 1 and brokers[0][0] == "0" and brokers[0][4] == "controller"
+    assert brokers[0][5].startswith("PLAINTEXT://127.0.0.1:"), brokers  # its listeners (DescribeConfigs)
     apis = {row[0] for row in _cells(browser, "versions")}
     assert {"FETCH", "LIST_OFFSETS", "DESCRIBE_PRODUCERS"} <= apis
     browser.save_screenshot(str(shots / "cluster.png"))
@@ -95,6 +96,10 @@ def test_click_topic_partition_record(browser: Any, console: str, shots: Path) -
     # partition, leader, replicas, ISR, log start, high watermark, last stable offset
     assert partitions[0][:7] == ["0", "0", "0", "0", "0", "10", "10"], partitions
     assert partitions[1][5] == "3"
+    # size on disk (DescribeLogDirs): ten JSON records with headers in one batch, three odd ones in another
+    assert [row[7].split(" ")[1] for row in partitions] == ["B", "B"] and int(
+        partitions[0][7].split()[0]
+    ) > 300
     configs = {row[0]: row[1] for row in _cells(browser, "configs")}
     assert "cleanup.policy" in configs and "retention.ms" in configs
     browser.save_screenshot(str(shots / "topic.png"))
@@ -117,6 +122,34 @@ def test_seek_by_timestamp(browser: Any, console: str, cluster: tuple[str, DemoD
     assert browser.find_element(_by("ID"), "page-start").text == "6"
     assert [row[0] for row in _cells(browser, "records")] == ["6", "7", "8", "9"]
     assert "-> offset 6" in browser.find_element(_by("ID"), "seek-note").text
+
+
+def test_filter_by_key_or_value_substring_is_bounded_and_says_where_it_stopped(
+    browser: Any, console: str, shots: Path
+) -> None:
+    browser.get(console + "/topics/orders/0")
+    browser.find_element(_by("ID"), "filter").send_keys("order-7")
+    browser.find_element(_by("ID"), "go").click()
+    _no_error(browser)
+    assert [row[0] for row in _cells(browser, "records")] == ["7"]
+    note = browser.find_element(_by("ID"), "scan-note")
+    assert note.get_attribute("data-reason") == "end" and "scanned offsets 0 to 9" in note.text, note.text
+    browser.save_screenshot(str(shots / "filter.png"))
+    # The value's bytes match too; the aborted transaction's batch (over 1 KiB) lies past a 1 KiB scan's first
+    # Fetch: the scan takes it whole (a Fetch returns at least one batch), then stops short of the ABORT marker.
+    browser.get(console + '/topics/payments/0?filter="paid": -&max_bytes=1024&scan_bytes=1024')
+    _no_error(browser)
+    marks = [(row[0], row[5].split(" pid")[0]) for row in _cells(browser, "records")]
+    assert marks == [("4", "aborted"), ("5", "aborted")], marks
+    note = browser.find_element(_by("ID"), "scan-note")
+    assert note.get_attribute("data-reason") == "bytes", note.text
+    assert "STOPPED SHORT" in note.text and "offsets from 6 on are not searched" in note.text, note.text
+    browser.find_element(_by("CLASS_NAME"), "next").click()
+    assert browser.find_element(_by("ID"), "page-start").text == "6"
+    assert (
+        _cells(browser, "records") == []
+        and "reached the end" in browser.find_element(_by("ID"), "scan-note").text
+    )
 
 
 def test_hostile_record_contents_are_shown_as_text(browser: Any, console: str) -> None:
@@ -247,11 +280,13 @@ def test_the_same_pages_on_apache_kafka(browser: Any, apache_kafka: Any, shots: 
         url = server.url.rstrip("/")
         browser.get(url + "/")
         _no_error(browser)
-        assert len(_cells(browser, "brokers")) == 1
+        brokers = _cells(browser, "brokers")
+        assert len(brokers) == 1 and "://" in brokers[0][5], brokers  # listeners from Kafka's DescribeConfigs
         browser.get(url + "/topics")
         browser.find_element(_by("LINK_TEXT"), "console-peer").click()
         _no_error(browser)
-        assert _cells(browser, "partitions")[0][4:7] == ["0", "3", "3"]
+        partitions = _cells(browser, "partitions")
+        assert partitions[0][4:7] == ["0", "3", "3"] and partitions[0][7].endswith(" B"), partitions
         browser.find_element(_by("LINK_TEXT"), "0").click()
         records = _cells(browser, "records")
         assert [row[0] for row in records] == ["0", "1", "2"] and '"n": 2' in records[2][3]

@@ -28,9 +28,11 @@ pytestmark = pytest.mark.timeout(60)
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ALICE_PASSWORD = "alice-pw-do-not-show"
+ADMIN_PASSWORD = "admin-pw-do-not-show"
+KEYSTORE_PASSWORD = "keystore-pw-do-not-show"
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    f'user_admin="admin-pw" user_alice="{ALICE_PASSWORD}";'
+    f'user_admin="{ADMIN_PASSWORD}" user_alice="{ALICE_PASSWORD}";'
 )
 
 
@@ -56,11 +58,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
             "authorizer.class.name": STANDARD,
             "super.users": "User:admin;User:ANONYMOUS",
+            "ssl.keystore.password": KEYSTORE_PASSWORD,
         },
     )
     bootstrap = broker.listener_bootstrap("SASL_PLAINTEXT")
     try:
-        with KafkaClient(bootstrap, security=_security("admin", "admin-pw")) as admin:
+        with KafkaClient(bootstrap, security=_security("admin", ADMIN_PASSWORD)) as admin:
             admin.admin.create_topics({"visible": (1, 1), "secret": (1, 1)})
             answer = admin.admin.acl_request(
                 ApiKey.CREATE_ACLS,
@@ -96,6 +99,12 @@ def alice_console(secured: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield server.url.rstrip("/")
 
 
+@pytest.fixture(scope="module")
+def admin_console(secured: str) -> Iterator[str]:
+    with ConsoleServer(secured, security=_security("admin", ADMIN_PASSWORD)) as server:
+        yield server.url.rstrip("/")
+
+
 def _get(url: str, method: str = "GET") -> tuple[int, str, Any]:
     request = urllib.request.Request(url, method=method)
     try:
@@ -123,6 +132,11 @@ def test_a_principal_sees_what_it_may_describe_and_errors_for_the_rest(
     # The partitions are shown; the configs alice may not describe are an error, not an empty table.
     assert status == 200 and 'id="partitions"' in body
     assert 'id="configs-error"' in body and "TOPIC_AUTHORIZATION_FAILED" in body
+    # DescribeLogDirs needs DESCRIBE on the cluster: the sizes are an error beside the partitions.
+    assert 'id="sizes-error"' in body and "CLUSTER_AUTHORIZATION_FAILED" in body
+    status, body, _ = _get(alice_console + "/brokers/0")
+    pages["broker"] = body
+    assert status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in body
     status, body, _ = _get(alice_console + "/groups/somebody-elses")
     pages["group"] = body
     assert status == 403 and "GROUP_AUTHORIZATION_FAILED" in body
@@ -134,6 +148,32 @@ def test_a_principal_sees_what_it_may_describe_and_errors_for_the_rest(
     for name, page in pages.items():
         assert ALICE_PASSWORD not in page, f"the password shows on the {name} page"
     assert ALICE_PASSWORD not in caplog.text
+
+
+def test_secrets_never_appear_in_any_page(admin_console: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A super user reads every page, the broker's configs too: the keystore password and the JAAS config (its
+    users' passwords) are configured on the broker, and DescribeConfigs marks them sensitive."""
+    caplog.set_level(logging.DEBUG)
+    status, cluster_page, _ = _get(admin_console + "/")
+    assert status == 200 and "SASL_PLAINTEXT://127.0.0.1:" in cluster_page, cluster_page
+    status, configs, _ = _get(admin_console + "/brokers/0")
+    assert status == 200 and 'id="configs"' in configs
+    for name in ("ssl.keystore.password", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        row = configs.split(f"<td>{name}</td>", 1)[1].split("</tr>", 1)[0]
+        assert "[hidden: sensitive]" in row, (name, row)
+    status, topic, _ = _get(admin_console + "/topics/visible")
+    assert status == 200 and 'id="sizes-error"' not in topic
+    status, missing, _ = _get(admin_console + "/brokers/7")
+    assert status == 404 and "no broker 7" in missing
+    pages = [cluster_page, configs, topic, missing]
+    for path in ("/topics", "/topics/secret/0", "/groups", "/transactions"):
+        status, body, _ = _get(admin_console + path)
+        assert status == 200, (path, body)
+        pages.append(body)
+    for secret in (KEYSTORE_PASSWORD, ADMIN_PASSWORD, ALICE_PASSWORD):
+        for page in pages:
+            assert secret not in page
+        assert secret not in caplog.text
 
 
 def test_only_get_is_served(alice_console: str) -> None:
