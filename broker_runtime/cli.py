@@ -31,7 +31,7 @@ stderr. These lines are built and parsed by :mod:`broker_runtime.launch.command`
 free loopback ports, the shared cluster metadata in ``<log.dirs>/cluster.json``; see
 ``broker_runtime.server.cluster``). It prints one ``listening on HOST:PORT`` line per node, in node order,
 then ``bootstrap servers: h:p,h:p,...``, and nothing more on stdout. A node that dies is restarted (same node
-id, config and log dir, a new port) after a back-off (``--restart-backoff-ms``, doubled per death in a row up to
+id, config and log dir, the same ports) after a back-off (``--restart-backoff-ms``, doubled per death in a row up to
 ``--restart-backoff-max-ms``, reset after ``--restart-reset-s`` up), each death and restart announced by one
 stderr line; a node that dies more than ``--restart-limit`` times within ``--restart-window-s`` is given up
 (one warning line; the others keep running; exit 1 once every node is given up). SIGINT/SIGTERM stop every node

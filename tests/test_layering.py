@@ -6,7 +6,7 @@ A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kaf
     server, tools, console <- cli <- __main__;  tools <- client, protocol, security, storage (read-only: dump-log)
     console <- tools (their arguments, --command-config), client, protocol, security
     coordinator.placement, coordinator.ownership, coordinator.internal_topic <- coordinator.group, coordinator.transaction
-    purgatory <- replication;  client <- protocol, security;  launch <- client, protocol
+    purgatory <- replication;  client <- protocol, security;  launch <- client, protocol, controller
     security <- protocol (TLS, SASL, SCRAM credentials) <- replication, server, client, cli, spark_kafka_log
     spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch, console
     spark_kafka_log: common <- read;  common <- exactly_once <- write <- stream;  the top modules <- all of them
@@ -88,7 +88,11 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.purgatory",
     },
     "broker_runtime.client": {"broker_runtime.protocol", "broker_runtime.security"},
-    "broker_runtime.launch": {"broker_runtime.client", "broker_runtime.protocol"},
+    "broker_runtime.launch": {
+        "broker_runtime.client",
+        "broker_runtime.protocol",
+        "broker_runtime.controller",
+    },
     "broker_runtime.server": {
         "broker_runtime.security",
         "broker_runtime.controller",

@@ -10,15 +10,16 @@ Layout::
 ``pylog-broker cluster`` applies :func:`cluster_node_overrides` under its own ``log.dirs``. Listeners: every
 node of a cluster on one machine binds each listener of the shared configuration, by the same name (so its
 ``listener.security.protocol.map`` entry, ``listener.name.<name>.*`` settings and
-``inter.broker.listener.name`` still apply), on a free loopback port; ``advertised.listeners`` is cleared, so
-each node advertises the ports it bound. The first listener is the one a node announces on stdout (the
+``inter.broker.listener.name`` still apply), on a free loopback port at its first start and, when restarted, on
+the ports it had (``ports``, as a Kafka broker keeps its configured ports); ``advertised.listeners`` is cleared,
+so each node advertises the ports it bound. The first listener is the one a node announces on stdout (the
 bootstrap address printed by ``cluster``): list the client listener first. Pure functions.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -51,12 +52,18 @@ def listener_names(listeners: str) -> tuple[str, ...]:
     return tuple(entry.split("://", 1)[0].strip().upper() for entry in listeners.split(",") if "://" in entry)
 
 
-def loopback_listeners(names: Sequence[str], host: str = "127.0.0.1", port: int = 0) -> str:
+def loopback_listeners(
+    names: Sequence[str], host: str = "127.0.0.1", port: int = 0, ports: Mapping[str, int] | None = None
+) -> str:
     """``listeners`` binding each of ``names`` on a free loopback port: ``A://127.0.0.1:0,B://127.0.0.1:0``
     (``host``: another address of this machine instead, e.g. a network namespace's own; ``port``: the first
-    listener's port instead of a free one, the others' stay free)."""
+    listener's port instead of a free one; ``ports``: listener name -> its port, e.g. the ones a restarted node
+    had; a listener named in neither binds a free one)."""
     names = names or ("PLAINTEXT",)
-    return ",".join(f"{name}://{host}:{port if i == 0 else 0}" for i, name in enumerate(names))
+    chosen = dict(ports or {})
+    return ",".join(
+        f"{name}://{host}:{chosen.get(name, port if i == 0 else 0)}" for i, name in enumerate(names)
+    )
 
 
 def cluster_node_overrides(
@@ -65,14 +72,16 @@ def cluster_node_overrides(
     listeners: Sequence[str] = ("PLAINTEXT",),
     host: str = "127.0.0.1",
     port: int = 0,
+    ports: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
     """The properties that make a broker node ``node_id`` of the cluster living under ``base_dir``, binding the
-    listeners named ``listeners`` (the shared configuration's, see the module docstring) on ``host`` (the first on ``port``, 0: a free one)."""
+    listeners named ``listeners`` (the shared configuration's, see the module docstring) on ``host`` (the first on
+    ``port``, each named in ``ports`` on its port there, 0: a free one)."""
     base = Path(base_dir)
     return {
         "node.id": str(node_id),
         "log.dirs": str(base / f"node-{node_id}"),
         "pylog.cluster.dir": str(base),
-        "listeners": loopback_listeners(listeners, host, port),
+        "listeners": loopback_listeners(listeners, host, port, ports),
         "advertised.listeners": "",
     }

@@ -12,8 +12,16 @@ Use::
 Nodes: node ``i`` runs :func:`~broker_runtime.launch.command.start_command` with the shared config file, the
 common overrides, then :func:`~broker_runtime.launch.layout.cluster_node_overrides` (node.id ``i``, log dir
 ``<cluster dir>/node-i``, each listener of the configuration by its name on a free loopback port, so secured
-client and inter-broker listeners stay secured). A restarted node is the same command: same node id, config and
-log dir, a new port (it registers its new address in ``cluster.json`` itself when it starts).
+client and inter-broker listeners stay secured). A restarted node (after a death, or ``node start``) is the same
+command: same node id, config and log dir, and the same port for every listener, as a Kafka broker keeps its
+configured ports, so a client that knows only the old addresses (its bootstrap list, metadata it has not
+refreshed) finds the node again even when every node has restarted. The ports are the ones the node registered
+in ``cluster.json`` (its endpoints, read once it listens; the listening line's for the first listener when the
+file cannot be read). Before a restart the supervisor tries to bind each old port itself (with SO_REUSEADDR, as
+the broker binds); a port another process holds is not retried: that listener binds a free port and, once the
+node listens, one warning line names the old and the new address::
+
+    pylog-broker: warning: node N could not bind its PLAINTEXT port again: 127.0.0.1:OLD is taken (CAUSE); it listens on 127.0.0.1:NEW instead: give clients that name 127.0.0.1:OLD in bootstrap.servers the new address
 
 States of a node (``state`` in supervisor.json)::
 
@@ -76,6 +84,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -86,7 +95,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from broker_runtime.errors import ClusterSupervisorError, InvalidArgumentError
+from broker_runtime.controller.store import SingleHostMetadataStore
+from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError
 from broker_runtime.fsutil import FileLock, write_atomically
 from broker_runtime.launch.command import (
     WARNING_PREFIX,
@@ -130,6 +140,9 @@ RESTARTING = "restarting"
 STOPPING = "stopping"
 STOPPED = "stopped"
 FAILED = "failed"
+
+#: Where every node of the cluster listens (:func:`~broker_runtime.launch.layout.cluster_node_overrides`).
+_LOOPBACK = "127.0.0.1"
 
 #: How long a starting supervisor retries its lock (a ``node`` command's probe holds it for an instant).
 _LOCK_RETRY_S = 2.0
@@ -282,6 +295,10 @@ class _Node:
     restarts: int = 0
     last_exit: str | None = None
     on_request: bool = False  # the current start or stop was asked for by an operator
+    ports: dict[str, int] = field(
+        default_factory=dict
+    )  # listener name -> the port it had; bound again on restart
+    moved: dict[str, tuple[int, str]] = field(default_factory=dict)  # this start: name -> (old port, why not)
     waiting: list[str] = field(default_factory=list)  # request ids answered when the current action ends
 
 
@@ -366,7 +383,14 @@ class ClusterSupervisor:
             lock.release()
 
     def _spawn(self, node: _Node) -> None:
-        node_overrides = cluster_node_overrides(self._dir, node.node_id, self._listeners)
+        ports = dict(node.ports)
+        node.moved = {}
+        for name, port in node.ports.items():
+            taken = _port_taken(_LOOPBACK, port)
+            if taken is not None:
+                node.moved[name] = (port, taken)
+                del ports[name]
+        node_overrides = cluster_node_overrides(self._dir, node.node_id, self._listeners, ports=ports)
         overrides = [*self._overrides, *node_overrides.items()]
         node.child = _Child(
             start_command(self._config_file, overrides, log_level=self._log_level), self._err, self._err_lock
@@ -375,6 +399,32 @@ class ClusterSupervisor:
         node.address = None
         node.restart_at = None
         node.stop_deadline = None
+
+    def _learn_ports(self, node: _Node, address: str) -> None:
+        """Record the ports the listening node bound (its start binds them again); warn of any that moved."""
+        ports = {self._listeners[0] if self._listeners else "PLAINTEXT": int(address.rsplit(":", 1)[1])}
+        try:
+            broker = SingleHostMetadataStore(self._dir).read().brokers.get(node.node_id)
+        except (OSError, ValueError, ConfigError) as exc:
+            broker = None
+            self._say(
+                f"cannot read node {node.node_id}'s endpoints from {self._dir} ({exc}); only its first listener "
+                "keeps its port when it restarts",
+                warning=True,
+            )
+        if broker is not None:
+            ports.update({name: port for name, (_host, port) in broker.endpoints if name in self._listeners})
+        for name, (old, why) in sorted(node.moved.items()):
+            new = ports.get(name)
+            now = f"{_LOOPBACK}:{new}" if new is not None else "a free port"
+            self._say(
+                f"node {node.node_id} could not bind its {name} port again: {_LOOPBACK}:{old} is taken ({why}); "
+                f"it listens on {now} instead: give clients that name {_LOOPBACK}:{old} in bootstrap.servers "
+                "the new address",
+                warning=True,
+            )
+        node.moved = {}
+        node.ports = ports
 
     def _start_all(self) -> int | None:
         """Start every node and print the startup lines; an exit status when the cluster cannot start."""
@@ -402,6 +452,7 @@ class ClusterSupervisor:
             assert child.address is not None
             node.state = RUNNING
             node.address = child.address
+            self._learn_ports(node, child.address)
             addresses.append(child.address)
             print(listening_line(child.address), file=self._out, flush=True)
         print(f"bootstrap servers: {','.join(addresses)}", file=self._out, flush=True)
@@ -428,6 +479,8 @@ class ClusterSupervisor:
         if child is not None and node.state == STARTING and child.listening.is_set():
             node.state = RUNNING
             node.address = child.address
+            assert child.address is not None
+            self._learn_ports(node, child.address)
             how = "started on request" if node.on_request else "restarted"
             message = f"node {node.node_id} {how} (pid {child.pid}), listening on {child.address}"
             self._say(message, warning=False)
@@ -648,6 +701,21 @@ class ClusterSupervisor:
         line = WARNING_PREFIX + " ".join(text.split()) if warning else error_line(text)
         with self._err_lock:
             print(line, file=self._err, flush=True)
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound now (another process listens there), or None when it can.
+
+    Binds with SO_REUSEADDR, as the broker does, so the closing connections of a node that just died do not
+    count; the socket is closed at once.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 # --- the node commands' side -------------------------------------------------------------------------------

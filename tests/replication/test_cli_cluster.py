@@ -9,15 +9,17 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from broker_runtime.launch import broker_process, create_topic
 from tests.support.cluster import metadata, wait_for
@@ -177,7 +179,7 @@ def test_a_killed_node_is_restarted_while_the_others_keep_serving(tmp_path: Path
             assert set(_brokers(address)) >= {0, 2}
         restarted = cluster.wait_line(r"pylog-broker: node 1 restarted \(pid (\d+)\), listening on (\S+)\n")
         pid, address = int(restarted[1]), restarted[2]
-        assert address != cluster.addresses[1]
+        assert address == cluster.addresses[1]  # its old port, as a Kafka broker keeps its configured port
         assert _brokers(address)[1] == address
         wait_for(
             lambda: _brokers(cluster.addresses[0]).get(1) == address, what="node 0 sees node 1's new address"
@@ -221,16 +223,33 @@ def test_a_node_that_keeps_dying_hits_the_restart_limit_and_the_rest_keeps_runni
         # Repaired, the operator starts it again.
         log_dir.unlink()
         (cluster.dir / "node-2.moved").rename(log_dir)
-        started = cluster.node("start", "--node-id", "2")
-        assert started.returncode == 0, started.stderr
+        # Another process has taken node 2's port meanwhile: it starts on a free one, once, and says so.
+        old_host, old_port = cluster.addresses[2].rsplit(":", 1)
+        with socket.socket() as squatter:
+            squatter.bind((old_host, int(old_port)))
+            squatter.listen()
+            started = cluster.node("start", "--node-id", "2")
+        assert started.returncode == 0, (started.stderr, cluster.stderr())
         address = started.stdout.strip().rsplit(" ", 1)[-1]
         assert started.stdout.startswith("node 2 started on request (pid ")
+        assert address != cluster.addresses[2]
+        moved = [line for line in cluster.stderr().splitlines() if "could not bind" in line]
+        assert moved == [
+            f"pylog-broker: warning: node 2 could not bind its PLAINTEXT port again: {cluster.addresses[2]} is "
+            f"taken (Address already in use); it listens on {address} instead: give clients that name "
+            f"{cluster.addresses[2]} in bootstrap.servers the new address"
+        ], cluster.stderr()
         assert _brokers(address)[2] == address
         assert cluster.stop() == 0
 
 
 def test_node_stop_is_not_restarted_until_node_start(tmp_path: Path) -> None:
-    with _cluster(tmp_path, 3, "--restart-backoff-ms", "100") as cluster:
+    with (
+        _cluster(tmp_path, 3, "--restart-backoff-ms", "100") as cluster,
+        _producer(cluster.addresses) as produce,
+    ):
+        create_topic(cluster.addresses[0], "kept", 3)
+        produce("kept", 3)
         pid = cluster.status()[1]["pid"]
         stopped = cluster.node("stop", "--node-id", "1")
         assert stopped.returncode == 0, stopped.stderr
@@ -249,10 +268,54 @@ def test_node_stop_is_not_restarted_until_node_start(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr
         found = re.fullmatch(r"node 1 started on request \(pid (\d+)\), listening on (\S+)\n", started.stdout)
         assert found is not None, started.stdout
+        assert found[2] == cluster.addresses[1]  # its old port again
         assert _brokers(found[2])[1] == found[2]
-        node = cluster.status()[1]
-        assert (node["state"], node["pid"], node["address"]) == ("running", int(found[1]), found[2])
+        nodes = cluster.status()
+        assert (nodes[1]["state"], nodes[1]["pid"], nodes[1]["address"]) == (
+            "running",
+            int(found[1]),
+            found[2],
+        )
+        # Every node dies, one after another, before the producer could learn anything new: it knows only the
+        # old addresses (its bootstrap list and metadata), and keeps producing because the nodes come back there.
+        for node in nodes:
+            os.kill(node["pid"], signal.SIGKILL)
+        for node_id in range(3):
+            cluster.wait_line(rf"pylog-broker: node {node_id} restarted \(pid \d+\), listening on ")
+        produce("kept", 3)
         assert cluster.stop() == 0
+
+
+@contextlib.contextmanager
+def _producer(bootstrap: list[str]) -> Iterator[Callable[[str, int], None]]:
+    """A librdkafka producer of ``bootstrap``; ``produce(topic, n)`` sends one record to each of ``n``
+    partitions and waits (bounded) until every one is acknowledged."""
+    producer = Producer(
+        {
+            "bootstrap.servers": ",".join(bootstrap),
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 200,
+            "retry.backoff.ms": 50,
+            "message.timeout.ms": 20000,
+        }
+    )
+    acked: list[Any] = []
+
+    def produce(topic: str, partitions: int) -> None:
+        acked.clear()
+        for partition in range(partitions):
+            producer.produce(
+                topic, b"v", partition=partition, on_delivery=lambda err, _msg: acked.append(err)
+            )
+        deadline = time.monotonic() + 25
+        while len(acked) < partitions and time.monotonic() < deadline:
+            producer.poll(0.1)
+        assert acked == [None] * partitions, f"{partitions} records to {bootstrap}: delivery reports {acked}"
+
+    try:
+        yield produce
+    finally:
+        producer.flush(0)
 
 
 def test_node_commands_without_a_running_cluster_exit_3_with_one_line(tmp_path: Path) -> None:
