@@ -82,7 +82,7 @@ from types import FrameType
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
 
-__all__ = ["TOOLS", "build_parser", "main"]
+__all__ = ["PACKAGES", "TOOLS", "build_parser", "main"]
 
 _log = logging.getLogger("broker_runtime.cli")
 
@@ -100,10 +100,15 @@ TOOLS = (
     "acls",
 )
 _OWN_COMMANDS = ("start", "cluster", "node", "status", "stop", "users")
+#: Commands with a package of their own (imported only when a command line names one, or for help): the web
+#: console (``broker_runtime.console``, the ``console`` extra).
+PACKAGES = {"console": "broker_runtime.console"}
 
 
-def build_parser(tools: Sequence[str] = TOOLS) -> argparse.ArgumentParser:
-    """The ``pylog-broker`` parser, with the subcommands of ``tools`` (default: all of them)."""
+def build_parser(
+    tools: Sequence[str] = TOOLS, packages: Sequence[str] = tuple(PACKAGES)
+) -> argparse.ArgumentParser:
+    """The ``pylog-broker`` parser, with the subcommands of ``tools`` and ``packages`` (default: all of them)."""
     parser = argparse.ArgumentParser(prog="pylog-broker", description="pylog's Kafka-protocol broker")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     start = sub.add_parser("start", help="run a broker in the foreground until SIGINT/SIGTERM")
@@ -206,6 +211,8 @@ def build_parser(tools: Sequence[str] = TOOLS) -> argparse.ArgumentParser:
     stop.set_defaults(func=_stop)
     for name in tools:
         importlib.import_module(f"broker_runtime.tools.{name}").add_parser(sub)
+    for name in packages:
+        importlib.import_module(PACKAGES[name]).add_parser(sub)
 
     users = sub.add_parser("users", help="add, delete or list SCRAM users (the salted credentials file)")
     users_sub = users.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -471,15 +478,25 @@ def _tools_for(argv: Sequence[str]) -> Sequence[str]:
     """The tools a command line needs: none for the broker's own commands, the one it names, else (help, a typo
     whose error lists the choices) all."""
     command = argv[0] if argv else ""
-    if command in _OWN_COMMANDS:
+    if command in _OWN_COMMANDS or command in PACKAGES:
         return ()
     named = command.replace("-", "_")
     return (named,) if named in TOOLS and "_" not in command else TOOLS
 
 
+def _packages_for(argv: Sequence[str]) -> Sequence[str]:
+    """The command packages a command line needs, as :func:`_tools_for` chooses tools: the one it names, none for
+    another known command, else (help, a typo) all."""
+    command = argv[0] if argv else ""
+    if command in PACKAGES:
+        return (command,)
+    known = command in _OWN_COMMANDS or (command.replace("-", "_") in TOOLS and "_" not in command)
+    return () if known else tuple(PACKAGES)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_tools_for(arguments))
+    parser = build_parser(_tools_for(arguments), _packages_for(arguments))
     args = parser.parse_args(arguments)
     result: int = args.func(args)
     return result

@@ -142,6 +142,8 @@ class ErrorCode(enum.IntEnum):
     REASSIGNMENT_IN_PROGRESS = 60
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
     FENCED_LEADER_EPOCH = 74
@@ -160,7 +162,17 @@ class ErrorCode(enum.IntEnum):
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_TOPIC_ID = 100
+    INCONSISTENT_TOPIC_ID = 103
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    FETCH_SESSION_TOPIC_ID_ERROR = 106
+    #: KIP-848: the member's epoch is not the coordinator's; it gives up its partitions and rejoins
+    FENCED_MEMBER_EPOCH = 110
+    #: KIP-848: a static member's instance id is still held by a member that did not leave with epoch -2
+    UNRELEASED_INSTANCE_ID = 111
+    #: KIP-848: the ServerAssignor asked for is not in group.consumer.assignors
+    UNSUPPORTED_ASSIGNOR = 112
+    #: KIP-848: an offset commit from a consumer group member at another epoch than its own
+    STALE_MEMBER_EPOCH = 113
     #: KIP-890: the producer must abort its transaction (never answered by pylog; Apache Kafka may send it)
     TRANSACTION_ABORTABLE = 120
 
@@ -189,6 +201,11 @@ _RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
     }
 )
 
@@ -232,6 +249,11 @@ class CorrelationIdMismatchError(ProtocolError):
 
 class StorageError(PylogError):
     """The partition log could not perform the requested operation."""
+
+
+class InconsistentTopicIdError(StorageError):
+    """A partition directory's ``partition.metadata`` names another topic id than the one its topic has (Kafka's
+    ``InconsistentTopicIdException``): the directory belongs to another incarnation of the topic."""
 
 
 class OffsetOutOfRangeError(StorageError):

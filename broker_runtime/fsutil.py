@@ -116,21 +116,26 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def write_synced(path: str | os.PathLike[str], data: bytes) -> None:
+def write_synced(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> None:
     """Create (or overwrite) ``path`` with ``data`` and fsync the file (not its directory: the caller renames it
-    into place, then fsyncs the directory)."""
-    with open(path, "wb") as f:
+    into place, then fsyncs the directory). ``mode`` (e.g. ``0o600`` for a file holding secrets) is the file's
+    permission bits from its creation on, never a chmod after the data is in it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    with open(fd, "wb") as f:
+        if mode is not None:
+            os.fchmod(f.fileno(), mode)  # an older file of that name kept its own bits
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace ``path`` with ``data``: write a temporary file, fsync it, rename it over ``path``, fsync the dir."""
+def write_atomically(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data``: write a temporary file, fsync it, rename it over ``path``, fsync the dir.
+    ``mode``: as :func:`write_synced` (the temporary file has it before it holds the data)."""
     target = Path(path)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
-        write_synced(tmp, data)
+        write_synced(tmp, data, mode)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -9,6 +9,7 @@
 #   bash jobs/dev.sh soak  [args]   the long forms of the chaos, fuzz and soak loops (tests marked soak)
 #   bash jobs/dev.sh bench [args]   set up .venv if needed, then the benchmark suite (python -m jobs.bench)
 #   bash jobs/dev.sh compat [args]  run the tests with compat marks, regenerate the README's compatibility matrix
+#   bash jobs/dev.sh console-screenshots  the README's screenshots of the web console (jobs/console/screenshots/)
 #   bash jobs/dev.sh setup          only create / refresh .venv
 #
 # Idempotent: the virtualenv is (re)installed only when pyproject.toml or a C source of the compiled record walk
@@ -141,5 +142,6 @@ case "$command" in
     soak) check_java; setup; echo "== pytest: the soak forms"; pytest_run --soak "$@" ;;
     bench) check_java; setup; exec "$VENV/bin/python" -m jobs.bench "$@" ;;
     compat) check_java; setup; exec "$VENV/bin/python" -m tests.support.compat_matrix "$@" ;;
-    *) die "usage: bash jobs/dev.sh {main|test [fast]|soak|bench|compat|setup} [args...]" ;;
+    console-screenshots) setup; exec "$VENV/bin/python" -m jobs.console.screenshots "$@" ;;
+    *) die "usage: bash jobs/dev.sh {main|test [fast]|soak|bench|compat|console-screenshots|setup} [args...]" ;;
 esac

@@ -22,7 +22,8 @@ whose functions are re-exported here): :func:`ensure_embedded_broker` runs on th
 ``DataSource.writer()`` / ``reader()``, so the broker is up before any task starts; **executors** only look it
 up with :func:`embedded_broker_address` and fall back to the address the driver resolved -- they never start a
 broker (an executor on another machine has no such broker). The broker OUTLIVES the Spark job;
-:func:`stop_embedded_broker` (or ``pylog-broker stop --data-dir DIR``) stops it.
+:func:`stop_embedded_broker` (or ``pylog-broker stop --data-dir DIR``) stops it. :func:`start_console`
+(:mod:`spark_kafka_log.console`) serves the read-only web console of that broker on loopback and prints its URL.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from broker_runtime.launch import (
     stop_embedded_broker,
 )
 from spark_kafka_log.common.spark_compat import check_worker_python
+from spark_kafka_log.console import start_console
 from spark_kafka_log.datasource import PylogDataSource
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "embedded_broker_status",
     "ensure_embedded_broker",
     "register",
+    "start_console",
     "stop_embedded_broker",
 ]
 

@@ -3,11 +3,12 @@
 A unit is a package or a top-level module of ``broker_runtime``, the ``spark_kafka_log`` package or ``jobs``::
 
     protocol <- storage <- (controller, replication, coordinator.group, coordinator.transaction) <- server
-    server, tools <- cli <- __main__;  tools <- client, protocol, security, storage (read-only: dump-log)
+    server, tools, console <- cli <- __main__;  tools <- client, protocol, security, storage (read-only: dump-log)
+    console <- tools (their arguments, --command-config), client, protocol, security
     coordinator.placement, coordinator.ownership, coordinator.internal_topic <- coordinator.group, coordinator.transaction
     purgatory <- replication;  client <- protocol, security;  launch <- client, protocol
     security <- protocol (TLS, SASL, SCRAM credentials) <- replication, server, client, cli, spark_kafka_log
-    spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch
+    spark_kafka_log <- protocol, client, storage (read-only: the direct segment scan), launch, console
     spark_kafka_log: common <- read;  common <- exactly_once <- write <- stream;  the top modules <- all of them
     jobs <- anything
 
@@ -105,14 +106,23 @@ ALLOWED: dict[str, set[str]] = {
         "broker_runtime.storage",
         "broker_runtime.security",  # the ACL model (acls tool) and client security (--command-config)
     },
+    # The web console: the Kafka protocol through the client only (it reads Apache Kafka too).
+    "broker_runtime.console": {
+        "broker_runtime.tools",
+        "broker_runtime.client",
+        "broker_runtime.protocol",
+        "broker_runtime.security",
+    },
     "broker_runtime.cli": {
         "broker_runtime.server",
         "broker_runtime.launch",
         "broker_runtime.tools",
+        "broker_runtime.console",
         "broker_runtime.security",
     },
     "broker_runtime.__main__": {"broker_runtime.cli"},
-    "spark_kafka_log": CONNECTOR_USES,  # the top: register, datasource, the transactions tool (and discovery)
+    # the top: register, datasource, the transactions tool (and discovery), start_console (the web console)
+    "spark_kafka_log": {*CONNECTOR_USES, "broker_runtime.console"},
     # The connector's packages by role: common <- read; common <- exactly_once <- write <- stream.
     "spark_kafka_log.common": CONNECTOR_USES,
     "spark_kafka_log.read": {"spark_kafka_log.common", *CONNECTOR_USES},

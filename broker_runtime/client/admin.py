@@ -20,6 +20,7 @@ and never sent.
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +166,29 @@ class AdminClient:
         _, body = self._router.controller_connection().request(api_key, request)
         return body
 
+    def delete_topics_by_id(
+        self, topic_ids: Sequence[uuid.UUID], *, timeout_ms: int = 30000
+    ) -> dict[uuid.UUID, KafkaError | None]:
+        """Delete topics by topic id (DeleteTopics v6); per id None (deleted) or the broker's error
+        (UNKNOWN_TOPIC_ID for an id no topic has, e.g. one of a topic deleted and created again)."""
+        version, body = self._router.controller_connection().request(
+            ApiKey.DELETE_TOPICS,
+            {"Topics": [{"Name": None, "TopicId": i} for i in topic_ids], "TimeoutMs": timeout_ms},
+        )
+        if version < 6:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"the broker answers DeleteTopics up to v{version}; deletion by topic id needs v6",
+            )
+        return {
+            r["TopicId"]: KafkaError(
+                r["ErrorCode"], r.get("ErrorMessage") or f"delete topic id {r['TopicId']}"
+            )
+            if r["ErrorCode"]
+            else None
+            for r in body["Responses"]
+        }
+
     def delete_topics(self, names: Sequence[str], *, timeout_ms: int = 30000) -> dict[str, KafkaError | None]:
         """Delete topics; per name None (deleted) or the broker's error."""
         body = self._admin_request(
@@ -261,9 +285,13 @@ class AdminClient:
             if r["ErrorCode"]:
                 raise KafkaError(r["ErrorCode"], r["ErrorMessage"] or f"alter configs of {name}")
 
-    def describe_config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
-        """Every config of one topic or broker with its value, source and synonyms (DescribeConfigs)."""
-        _, body = self._router.any_connection().request(
+    def describe_config_entries(
+        self, resource_type: int, name: str, *, node: int | None = None
+    ) -> list[ConfigEntry]:
+        """Every config of one topic or broker with its value, source and synonyms (DescribeConfigs); sent to
+        ``node`` when given (a broker's own configs are answered by that broker only, as Kafka's are)."""
+        conn = self._router.any_connection() if node is None else self._router.connection(node)
+        _, body = conn.request(
             ApiKey.DESCRIBE_CONFIGS,
             {
                 "Resources": [
@@ -356,9 +384,73 @@ class AdminClient:
             for r in body["Results"]
         }
 
-    def describe_log_dirs(self, node: int) -> list[dict[str, Any]]:
-        """DescribeLogDirs of one broker: per log directory its partitions and their sizes."""
-        _, body = self._router.connection(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": None})
+    def describe_client_quotas(
+        self, components: Sequence[tuple[str, int, str | None]] = (), *, strict: bool = False
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """DescribeClientQuotas (any broker): each filter component is ``(entity type, match type, name)``
+        (match 0 exact, 1 the default entity, 2 any); per matching entity ``({type: name or None}, {key:
+        value})``. Raises KafkaError for an error of the request (an invalid filter, CLUSTER_AUTHORIZATION_FAILED)."""
+        _, body = self._router.any_connection().request(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            {
+                "Components": [{"EntityType": t, "MatchType": m, "Match": n} for t, m, n in components],
+                "Strict": strict,
+            },
+        )
+        if body["ErrorCode"]:
+            raise KafkaError(body["ErrorCode"], body["ErrorMessage"] or "describe client quotas")
+        return [
+            (
+                {e["EntityType"]: e["EntityName"] for e in entry["Entity"]},
+                {v["Key"]: v["Value"] for v in entry["Values"]},
+            )
+            for entry in body["Entries"] or ()
+        ]
+
+    def alter_client_quotas(
+        self,
+        alterations: Sequence[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        *,
+        validate_only: bool = False,
+    ) -> list[KafkaError | None]:
+        """AlterClientQuotas (the controller when known, else any broker): each alteration is ``({entity type:
+        name or None for the default}, {key: value, or None to remove it})``; per alteration None (done) or the
+        broker's error."""
+        body = self._admin_request(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            {
+                "Entries": [
+                    {
+                        "Entity": [{"EntityType": t, "EntityName": n} for t, n in entity.items()],
+                        "Ops": [
+                            {"Key": k, "Value": 0.0 if v is None else float(v), "Remove": v is None}
+                            for k, v in ops.items()
+                        ],
+                    }
+                    for entity, ops in alterations
+                ],
+                "ValidateOnly": validate_only,
+            },
+        )
+        return [
+            KafkaError(r["ErrorCode"], r["ErrorMessage"] or "alter client quotas") if r["ErrorCode"] else None
+            for r in body["Entries"]
+        ]
+
+    def describe_log_dirs(
+        self, node: int, topics: Mapping[str, Iterable[int]] | None = None
+    ) -> list[dict[str, Any]]:
+        """DescribeLogDirs of one broker: per log directory its partitions (all, or those of ``topics``: name ->
+        partitions) and their sizes; raises KafkaError on the answer's top-level error (v3+, e.g.
+        CLUSTER_AUTHORIZATION_FAILED)."""
+        wanted = (
+            None
+            if topics is None
+            else [{"Topic": t, "Partitions": sorted(parts)} for t, parts in sorted(topics.items())]
+        )
+        _, body = self._router.connection(node).request(ApiKey.DESCRIBE_LOG_DIRS, {"Topics": wanted})
+        if body.get("ErrorCode"):
+            raise KafkaError(body["ErrorCode"], f"describe log dirs of node {node}")
         results: list[dict[str, Any]] = body["Results"]
         return results
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -93,8 +94,9 @@ COORDINATOR_ERRORS = frozenset(
 _DEFAULT_MIN_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 3}
 #: Client-side ceilings: AddPartitionsToTxn v4+ is the broker-to-coordinator batch (KIP-890), and EndTxn v5
 #: switches the coordinator to transaction version 2 (an epoch bump per transaction), which would break the
-#: retry of a completed EndTxn this client relies on. Every Kafka broker with transactions serves these.
-DEFAULT_MAX_VERSIONS: dict[int, int] = {ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4}
+#: retry of a completed EndTxn this client relies on. Fetch v13+ names topics by id, and this client (and the
+#: connector's readers on it) fetch by name. Every Kafka broker with transactions serves these.
+DEFAULT_MAX_VERSIONS: dict[int, int] = {ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4, ApiKey.FETCH: 12}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,8 @@ class TopicMetadata:
     error: int
     is_internal: bool
     partitions: dict[int, PartitionMetadata]
+    #: The topic's id (KIP-516; Metadata v10+); the zero UUID when the broker keeps none.
+    topic_id: uuid.UUID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +471,9 @@ class ClientRouter:
                     self._leader_epochs[(name, pm.partition)] = pm.leader_epoch
                 else:
                     self._forget_leader((name, pm.partition))
-            result_topics[name] = TopicMetadata(name, t["ErrorCode"], t["IsInternal"], partitions)
+            result_topics[name] = TopicMetadata(
+                name, t["ErrorCode"], t["IsInternal"], partitions, t.get("TopicId", uuid.UUID(int=0))
+            )
         self._update_brokers(brokers)
         self._controller_id = body["ControllerId"]
         return ClusterMetadata(body["ClusterId"], body["ControllerId"], brokers, result_topics)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterator, Mapping
 
 from broker_runtime.controller import cluster_control, replication_control
-from broker_runtime.controller.cluster_control import AclRowsChange
+from broker_runtime.controller.cluster_control import AclRowsChange, QuotaRowsChange
 from broker_runtime.controller.metadata import ClusterMetadata
 from broker_runtime.controller.replication_control import TopicRules
 from broker_runtime.controller.store import LOCK_TIMEOUT_S, MetadataStore, Session
@@ -171,6 +171,10 @@ class ControllerChannel:
     def update_acl_rows(self, change: AclRowsChange) -> None:
         with self._request() as meta:
             cluster_control.update_acl_rows(meta, change)
+
+    def update_client_quota_rows(self, change: QuotaRowsChange) -> None:
+        with self._request() as meta:
+            cluster_control.update_client_quota_rows(meta, change)
 
     def allocate_producer_ids(self, floor: int, block_size: int) -> tuple[int, int]:
         with self._request() as meta:

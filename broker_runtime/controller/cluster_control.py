@@ -1,7 +1,7 @@
 """The controller's broker and cluster-wide operations (Kafka's ``ClusterControlManager``, with the small
 managers beside it: ``ConfigurationControlManager`` for dynamic broker configs, ``AclControlManager``,
-``ProducerIdControlManager``): registering a broker, fencing and unfencing it, the controller role itself,
-dynamic broker configs, the ACL rows and producer-id blocks.
+``ProducerIdControlManager``, ``ClientQuotaControlManager``): registering a broker, fencing and unfencing it,
+the controller role itself, dynamic broker configs, the ACL rows, the client quota rows and producer-id blocks.
 
 As :mod:`.replication_control`, every function changes a :class:`~.metadata.ClusterMetadata` in place inside one
 ``MetadataStore.update()``; refusals raise before anything changes.
@@ -26,6 +26,7 @@ from broker_runtime.errors import ConfigError
 
 __all__ = [
     "AclRowsChange",
+    "QuotaRowsChange",
     "allocate_producer_ids",
     "claim_controller",
     "fence",
@@ -33,12 +34,15 @@ __all__ = [
     "set_broker_configs",
     "unfence",
     "update_acl_rows",
+    "update_client_quota_rows",
 ]
 
 _log = logging.getLogger(__name__)
 
 #: A read-modify-write of the ACL rows: the current rows in, the new ones out.
 AclRowsChange = Callable[[list[list[Any]]], list[list[Any]]]
+#: A read-modify-write of the client quota rows (checked by the asking broker): the current rows in, the new out.
+QuotaRowsChange = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
 
 def fence(
@@ -133,6 +137,11 @@ def set_broker_configs(meta: ClusterMetadata, resource: str, configs: Mapping[st
 def update_acl_rows(meta: ClusterMetadata, change: AclRowsChange) -> None:
     """CreateAcls / DeleteAcls: ``change`` the rows (see :data:`AclRowsChange`)."""
     meta.acls = [list(row) for row in change([list(row) for row in meta.acls])]
+
+
+def update_client_quota_rows(meta: ClusterMetadata, change: QuotaRowsChange) -> None:
+    """AlterClientQuotas: ``change`` the rows (see :data:`QuotaRowsChange`)."""
+    meta.client_quotas = [dict(row) for row in change([dict(row) for row in meta.client_quotas])]
 
 
 def allocate_producer_ids(meta: ClusterMetadata, floor: int, block_size: int) -> tuple[int, int]:

@@ -1,41 +1,53 @@
 """The cluster metadata, typed: brokers, topics and their partitions, the controller role, dynamic configs, ACL
 rows, the producer-id counter (Kafka's metadata records, without the log: ``RegisterBrokerRecord``,
-``TopicRecord``, ``PartitionRecord``, ``ConfigRecord``, ``AccessControlEntryRecord``, ``ProducerIdsRecord``).
+``TopicRecord``, ``PartitionRecord``, ``ConfigRecord``, ``AccessControlEntryRecord``, ``ProducerIdsRecord``,
+``ClientQuotaRecord``).
 
 The records are frozen dataclasses; :class:`ClusterMetadata`, the whole document, is mutable and only ever changed
 by the controller's operations (:mod:`.cluster_control`, :mod:`.replication_control`) inside one update of the
 store (:mod:`.store`); readers get a fresh :class:`ClusterMetadata` per read and never change it.
 
-On disk (format ``version`` 1, one JSON document; :meth:`ClusterMetadata.from_json` reads it, with every field
+On disk (format ``version`` 2, one JSON document; :meth:`ClusterMetadata.from_json` reads it, with every field
 optional as the earliest files had them, and :meth:`ClusterMetadata.to_json` writes it back in the same shape)::
 
     {"version": 1, "cluster_id": "...",
      "controller": {"id": 0, "epoch": 2}, "controller_id": 0,
      "brokers": {"0": {"host": "127.0.0.1", "port": 40001, "broker_epoch": 3, "fenced": false,
                        "endpoints": {"INTERNAL": ["127.0.0.1", 40002]}}, ...},
-     "topics": {"events": {"configs": {...},
+     "topics": {"events": {"topic_id": "tIjFfDlXRtuWtHbbhiUEfA", "configs": {...},
                            "partitions": [{"replicas": [0, 1, 2], "leader": 0, "leader_epoch": 4,
                                            "isr": [0, 1, 2], "partition_epoch": 9}, ...]}},
      "next_producer_id": 2000,
      "broker_configs": {"": {"log.retention.ms": "..."}, "1": {...}},
      "acls": [["TOPIC", "events", "LITERAL", "User:alice", "*", "WRITE", "ALLOW"], ...],
+     "client_quotas": [{"entity": [["user", "alice"]], "quotas": {"producer_byte_rate": 1048576.0}}, ...],
      "deleted_topics": ["old-topic"]}
+
+Versions: 2 added each topic's ``topic_id`` (KIP-516, Kafka's text form, :mod:`broker_runtime.protocol.topic_id`).
+A version-1 document still opens: its topics have no id (``TopicInfo.topic_id`` None) until the controller's
+first update gives each a new one (:func:`~.cluster_control.assign_missing_topic_ids`, logged at WARNING) and
+writes version 2; a pylog that reads only version 1 refuses the upgraded file instead of writing it back without
+the ids (which would give the topics new ids and make every partition directory's ``partition.metadata``
+disagree).
 
 Top-level keys this version does not know are kept as they are (``extra``), so a file written by a newer broker
 loses nothing when an older one writes it. A document of a later format version is refused (:class:`ConfigError`
-naming the file's version), never half-read. The ACL rows stay rows here (the controller does not interpret
-them; :class:`~broker_runtime.security.acl.AclBinding` parses them on the broker side).
+naming the file's version), never half-read. The ACL rows and the client quota rows stay rows here (the
+controller does not interpret them; :class:`~broker_runtime.security.acl.AclBinding` and
+:mod:`broker_runtime.server.client_quotas` parse them on the broker side).
 
 No I/O, no clock; safe anywhere.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker_runtime.errors import ConfigError
+from broker_runtime.protocol.topic_id import format_topic_id, parse_topic_id
 
 __all__ = [
     "FORMAT_VERSION",
@@ -48,8 +60,8 @@ __all__ = [
     "TopicInfo",
 ]
 
-#: The format this code writes, and the newest it reads.
-FORMAT_VERSION = 1
+#: The format this code writes, and the newest it reads (see the module docstring for what each added).
+FORMAT_VERSION = 2
 #: ``ControllerId`` when no broker holds the controller role (Kafka's MetadataResponse answers -1 then too).
 NO_CONTROLLER = -1
 #: The leader of a partition no eligible replica can lead (Kafka's ``LeaderConstants.NO_LEADER``).
@@ -66,6 +78,7 @@ _KNOWN_KEYS = frozenset(
         "next_producer_id",
         "broker_configs",
         "acls",
+        "client_quotas",
         "deleted_topics",
     }
 )
@@ -103,6 +116,9 @@ class TopicInfo:
     name: str
     partitions: tuple[PartitionInfo, ...]
     configs: Mapping[str, str] = field(default_factory=dict)
+    #: Drawn when the topic is created, never reused (KIP-516); None only for a topic of a version-1 document
+    #: not yet given one (see the module docstring).
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,8 @@ class ClusterMetadata:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     #: ACL bindings as JSON rows (:meth:`~broker_runtime.security.acl.AclBinding.to_json`), in creation order.
     acls: list[list[Any]] = field(default_factory=list)
+    #: Client quotas as JSON rows (``{"entity": [[type, name-or-null], ...], "quotas": {key: value}}``).
+    client_quotas: list[dict[str, Any]] = field(default_factory=list)
     #: Topics deleted through DeleteTopics and not created again since, sorted.
     deleted_topics: list[str] = field(default_factory=list)
     #: Top-level keys of a newer format, kept untouched.
@@ -156,7 +174,7 @@ class ClusterMetadata:
         info = self.topics[topic]
         parts = list(info.partitions)
         parts[index] = partition
-        self.topics[topic] = TopicInfo(info.name, tuple(parts), info.configs)
+        self.topics[topic] = TopicInfo(info.name, tuple(parts), info.configs, info.topic_id)
 
     # -- the document ---------------------------------------------------------------------------------------
 
@@ -185,6 +203,7 @@ class ClusterMetadata:
                     for k, v in (doc.get("broker_configs") or {}).items()
                 },
                 acls=[list(row) for row in doc.get("acls") or ()],
+                client_quotas=[dict(row) for row in doc.get("client_quotas") or ()],
                 deleted_topics=sorted(str(t) for t in doc.get("deleted_topics") or ()),
                 extra={k: v for k, v in doc.items() if k not in _KNOWN_KEYS},
             )
@@ -208,6 +227,8 @@ class ClusterMetadata:
             doc["broker_configs"] = {k: dict(v) for k, v in self.broker_configs.items()}
         if self.acls:
             doc["acls"] = [list(row) for row in self.acls]
+        if self.client_quotas:
+            doc["client_quotas"] = [dict(row) for row in self.client_quotas]
         if self.deleted_topics:
             doc["deleted_topics"] = list(self.deleted_topics)
         return doc
@@ -242,11 +263,18 @@ def _topic(name: str, v: Mapping[str, Any]) -> TopicInfo:
         )
         for p in v["partitions"]
     )
-    return TopicInfo(name, parts, {str(a): str(b) for a, b in (v.get("configs") or {}).items()})
+    topic_id = v.get("topic_id")
+    return TopicInfo(
+        name,
+        parts,
+        {str(a): str(b) for a, b in (v.get("configs") or {}).items()},
+        None if topic_id is None else parse_topic_id(str(topic_id)),
+    )
 
 
 def _topic_json(t: TopicInfo) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {} if t.topic_id is None else {"topic_id": format_topic_id(t.topic_id)}
+    return out | {
         "configs": dict(t.configs),
         "partitions": [
             {

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from broker_runtime.controller.election import Election, preferred_election, unfence_broker
 from broker_runtime.controller.metadata import NO_LEADER, ClusterMetadata, PartitionInfo, TopicInfo
 from broker_runtime.errors import ErrorCode, TopicError
+from broker_runtime.protocol.topic_id import format_topic_id, new_topic_id
 
 __all__ = [
     "AlterPartitionRejected",
     "TopicRules",
     "alter_partition",
+    "assign_missing_topic_ids",
     "apply_elections",
     "check_new_count",
     "create_partitions",
@@ -193,11 +195,30 @@ def create_topic(
     rules.check_config(name, partitions, configs)
     if not validate_only:
         meta.topics[name] = TopicInfo(
-            name, tuple(new_partition(ids, unfenced) for ids in replica_lists), dict(configs)
+            name,
+            tuple(new_partition(ids, unfenced) for ids in replica_lists),
+            dict(configs),
+            new_topic_id(),
         )
         if name in meta.deleted_topics:
             meta.deleted_topics = [t for t in meta.deleted_topics if t != name]
     return partitions, replication_factor
+
+
+def assign_missing_topic_ids(meta: ClusterMetadata, where: object = "the cluster metadata") -> list[str]:
+    """Give every topic without an id (a version-1 document, see :mod:`.metadata`) a new one, each logged at
+    WARNING; the names of those topics."""
+    missing = sorted(name for name, topic in meta.topics.items() if topic.topic_id is None)
+    for name in missing:
+        topic = meta.topics[name]
+        meta.topics[name] = TopicInfo(name, topic.partitions, topic.configs, new_topic_id())
+        _log.warning(
+            "%s: topic %s had no topic id (written before pylog had topic ids): assigned %s",
+            where,
+            name,
+            format_topic_id(meta.topics[name].topic_id),  # type: ignore[arg-type]
+        )
+    return missing
 
 
 def delete_topic(meta: ClusterMetadata, name: str) -> None:
@@ -270,7 +291,7 @@ def create_partitions(
         new = rules.place(unfenced, count, replication)[len(parts) :]
     if not validate_only:
         added = tuple(new_partition(ids, unfenced) for ids in new)
-        meta.topics[name] = TopicInfo(name, parts + added, topic.configs)
+        meta.topics[name] = TopicInfo(name, parts + added, topic.configs, topic.topic_id)
 
 
 def set_topic_configs(meta: ClusterMetadata, name: str, configs: Mapping[str, str]) -> None:
@@ -278,7 +299,7 @@ def set_topic_configs(meta: ClusterMetadata, name: str, configs: Mapping[str, st
     topic = meta.topics.get(name)
     if topic is None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-    meta.topics[name] = TopicInfo(name, topic.partitions, dict(configs))
+    meta.topics[name] = TopicInfo(name, topic.partitions, dict(configs), topic.topic_id)
 
 
 def alter_partition(

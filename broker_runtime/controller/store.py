@@ -7,7 +7,8 @@ storage, and where a multi-host metadata store would plug in.
 * ``version()`` -- an opaque token that changes whenever the metadata changes (a cheap check, polled; each reader
   keeps the token it last read at, so several readers may share one store);
 * ``update(timeout_s)`` -- a context manager yielding the current metadata for a read-modify-write; the block's
-  changes are written when it ends without an exception, and no other update runs in between (linearizable).
+  changes are written when it ends without an exception, and no other update runs in between (linearizable);
+  the topics of a version-1 document get their topic ids in the first update (see :mod:`.metadata`).
   Only the controller's operations (:mod:`.cluster_control`, :mod:`.replication_control`) call it;
 * ``session(node_id)`` -- this broker's side of its liveness: a :class:`Session` it acquires at start, beats
   every ``broker.heartbeat.interval.ms`` and releases at the end (Kafka's broker heartbeats);
@@ -42,6 +43,7 @@ from typing import Protocol
 
 from broker_runtime.controller.liveness import SingleHostSession, session_state
 from broker_runtime.controller.metadata import ClusterMetadata
+from broker_runtime.controller.replication_control import assign_missing_topic_ids
 from broker_runtime.errors import WaitTimeoutError
 from broker_runtime.fsutil import FileLock, write_atomically
 
@@ -133,10 +135,14 @@ class SingleHostMetadataStore:
         try:
             metadata = self.read()
             before = metadata.to_json()
+            assign_missing_topic_ids(metadata, self.path)  # a version-1 document: upgraded by this write
             yield metadata
             after = metadata.to_json()
             if after != before:
-                write_atomically(self.path, json.dumps(after, indent=1, sort_keys=True).encode("utf-8"))
+                # 0600: the dynamic broker configs in it may hold a listener key store's password.
+                write_atomically(
+                    self.path, json.dumps(after, indent=1, sort_keys=True).encode("utf-8"), mode=0o600
+                )
         finally:
             lock.release()
 

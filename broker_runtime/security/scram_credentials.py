@@ -139,8 +139,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(data, indent=1, sort_keys=True).encode())
-    os.chmod(path, 0o600)
+    write_atomically(path, json.dumps(data, indent=1, sort_keys=True).encode(), mode=0o600)
 
 
 class _Locked:

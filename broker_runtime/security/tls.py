@@ -215,6 +215,14 @@ def _load_truststore(ctx: ssl.SSLContext, props: Mapping[str, str], listener: st
     certs_name, certs = _get(props, "ssl.truststore.certificates", listener)
     _no_inline_with(props, "truststore", ("ssl.truststore.certificates",), listener)
     fmt = _store_format(props, "truststore", location, listener) if location else "PEM"
+    pw_name, pw = _get(props, "ssl.truststore.password", listener)
+    if fmt == "PEM" and pw and (location or certs):
+        # Kafka's clients and brokers refuse this too: a PEM trust store has no password, and accepting one would
+        # let a user believe a JKS/PKCS12 store (or its integrity check) is in force.
+        raise ConfigError(
+            f"{pw_name} is set but the trust store is PEM ({loc_name if location else certs_name}), which has no "
+            "password: remove the password, or point ssl.truststore.location at a JKS or PKCS12 store"
+        )
     try:
         if location and fmt != "PEM":
             _, password = _get(props, "ssl.truststore.password", listener)

@@ -35,6 +35,8 @@ Two implementations of one small interface (:class:`ClusterStore`):
   * CreateAcls / DeleteAcls on any broker rewrite the ACL rows (:class:`~broker_runtime.security.acl.AclBinding`
     rows, :meth:`~broker_runtime.security.acl.AclBinding.to_json`); every broker authorizes against the list
     of its latest view (a single node keeps the same rows in ``acls.json`` in its first log directory);
+  * AlterClientQuotas on any broker rewrites the client quota rows (:mod:`.client_quotas`); every broker
+    enforces the quotas of its latest view (a single node keeps them in ``client-quotas.json``);
   * a broker that needs producer ids takes the next block of the cluster's counter (Kafka's
     AllocateProducerIds), so producer ids are unique across the cluster.
 
@@ -53,6 +55,7 @@ import contextlib
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,8 +80,10 @@ from broker_runtime.controller import (
 )
 from broker_runtime.errors import ConfigError, ErrorCode
 from broker_runtime.fsutil import write_atomically
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID
 from broker_runtime.replication.assignment import assign_replicas
 from broker_runtime.security.acl import AclBinding
+from broker_runtime.server.client_quotas import Entity, QuotaMap, from_rows, to_rows
 from broker_runtime.server.topics import TopicError, TopicManager, topic_name_error
 
 __all__ = [
@@ -116,6 +121,17 @@ class ClusterView:
     deleted_topics: frozenset[str] = frozenset()
     #: The ACL bindings (CreateAcls / DeleteAcls), in creation order.
     acls: tuple[AclBinding, ...] = ()
+    #: The client quotas (AlterClientQuotas): entity -> key -> value (:mod:`.client_quotas`).
+    client_quotas: QuotaMap = field(default_factory=dict)
+
+    def topic_id(self, name: str | None) -> uuid.UUID:
+        """The topic's id; the zero id (Kafka's "none") for an unknown topic."""
+        info = self.topics.get(name) if name is not None else None
+        return ZERO_TOPIC_ID if info is None or info.topic_id is None else info.topic_id
+
+    def names_by_id(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name, for requests that name topics by id (Metadata v12+, Fetch v13+, DeleteTopics v6)."""
+        return {t.topic_id: name for name, t in self.topics.items() if t.topic_id is not None}
 
 
 class ClusterStore(Protocol):
@@ -161,6 +177,12 @@ class ClusterStore(Protocol):
 
     def update_acls(self, change: AclChange) -> None: ...
 
+    def update_client_quotas(self, change: QuotaChange) -> None: ...
+
+
+#: A read-modify-write of the client quotas (checked by the caller): the current ones in, the new ones out
+#: (under the store's lock in a cluster, as :data:`AclChange`).
+QuotaChange = Callable[[QuotaMap], dict[Entity, dict[str, float]]]
 
 #: A read-modify-write of the ACL list: the current bindings in, the new ones out (called under the store's
 #: lock in a cluster, so two brokers' changes never overwrite each other).
@@ -191,8 +213,18 @@ class SingleNodeCluster:
         topics: TopicManager,
         dynamic_configs_path: Path | None = None,
         acls_path: Path | None = None,
+        client_quotas_path: Path | None = None,
     ) -> None:
         self.node_id = node_id
+        #: Where the client quotas persist (JSON rows of :func:`~.client_quotas.to_rows`), if anywhere.
+        self._quotas_path = client_quotas_path
+        self._client_quotas: dict[Entity, dict[str, float]] = {}
+        if client_quotas_path is not None and client_quotas_path.exists():
+            try:
+                quota_rows = json.loads(client_quotas_path.read_text())
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{client_quotas_path}: unreadable client quotas ({exc})") from None
+            self._client_quotas = from_rows(quota_rows, client_quotas_path)
         #: Where the ACL bindings persist (JSON list of :meth:`AclBinding.to_json` rows), if anywhere.
         self._acls_path = acls_path
         self._acls: tuple[AclBinding, ...] = ()
@@ -224,7 +256,11 @@ class SingleNodeCluster:
         node = self.node_id
         only = PartitionInfo((node,), node, 0, (node,))
         topics = {
-            name: TopicInfo(name, (only,) * (self._topics.partition_count(name) or 0))
+            name: TopicInfo(
+                name,
+                (only,) * (self._topics.partition_count(name) or 0),
+                topic_id=self._topics.topic_id(name),
+            )
             for name in self._topics.names()
         }
         return ClusterView(
@@ -233,6 +269,7 @@ class SingleNodeCluster:
             node,
             broker_configs=self._broker_configs,
             acls=self._acls,
+            client_quotas=self._client_quotas,
         )
 
     def refresh(self) -> bool:
@@ -330,7 +367,10 @@ class SingleNodeCluster:
         else:
             updated.pop(resource, None)
         if self._dynamic_path is not None:
-            write_atomically(self._dynamic_path, json.dumps(updated, indent=1, sort_keys=True).encode())
+            # 0600: a dynamic listener key store's password is among these values.
+            write_atomically(
+                self._dynamic_path, json.dumps(updated, indent=1, sort_keys=True).encode(), mode=0o600
+            )
         self._broker_configs = updated
 
     def update_acls(self, change: AclChange) -> None:
@@ -341,6 +381,13 @@ class SingleNodeCluster:
             write_atomically(self._acls_path, json.dumps(rows, indent=1).encode())
         self._acls = updated
 
+    def update_client_quotas(self, change: QuotaChange) -> None:
+        """Apply ``change`` and persist the result (atomic rename) before it takes effect."""
+        updated = {entity: dict(values) for entity, values in change(self._client_quotas).items() if values}
+        if self._quotas_path is not None:
+            write_atomically(self._quotas_path, json.dumps(to_rows(updated), indent=1).encode())
+        self._client_quotas = updated
+
 
 def _view_of(meta: ClusterMetadata, where: object) -> ClusterView:
     return ClusterView(
@@ -350,6 +397,7 @@ def _view_of(meta: ClusterMetadata, where: object) -> ClusterView:
         broker_configs=meta.broker_configs,
         deleted_topics=frozenset(meta.deleted_topics),
         acls=_parse_acls(meta.acls, where),
+        client_quotas=from_rows(meta.client_quotas, where),
     )
 
 
@@ -511,6 +559,15 @@ class SingleHostCluster:
 
         with self._timeouts_refused():
             self._channel.update_acl_rows(rows)
+
+    def update_client_quotas(self, change: QuotaChange) -> None:
+        """Apply ``change`` to the cluster's client quotas inside one controller write (see :data:`QuotaChange`)."""
+
+        def rows(current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return to_rows(change(from_rows(current, self.path)))
+
+        with self._timeouts_refused():
+            self._channel.update_client_quota_rows(rows)
 
     def alter_isr(self, topic: str, partition: int, isr: list[int], leader_epoch: int) -> bool:
         """The leader's ISR change (Kafka's AlterPartition); False (and a log line) when it is refused or cannot

@@ -138,6 +138,29 @@ def _one_cleaner_thread(name: str, raw: str) -> int:
     return value
 
 
+#: Kafka's class names of the consumer group assignors, by the short names pylog answers them under.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _assignors(name: str, raw: str) -> tuple[str, ...]:
+    found = []
+    for item in (part.strip() for part in raw.split(",")):
+        short = _ASSIGNOR_CLASSES.get(item, item)
+        if short not in ("uniform", "range"):
+            raise ConfigError(
+                f"{name}: assignor {item!r} is not served by pylog; use uniform and/or range (or Kafka's class "
+                "names of the two)"
+            )
+        if short not in found:
+            found.append(short)
+    if not found:
+        raise ConfigError(f"{name} is empty: name at least one of uniform, range")
+    return tuple(found)
+
+
 _LISTENERS_DEFAULT = "PLAINTEXT://127.0.0.1:9092"
 _SEE_SECURITY = "(see [Security](#security))"
 _SEE_HARDENING = "see [Hardening](#hardening-limits-and-what-happens-when-one-is-hit)"
@@ -310,6 +333,23 @@ class BrokerConfig:
         "a connection stops reading while this many of its requests wait to be handled",
         minimum=1,
     )
+    quota_window_num: int = _field(
+        "quota.window.num",
+        _INT,
+        "11",
+        "connections",
+        "client quotas: how many samples a rate is measured over (the current one included); see "
+        "[Client quotas](#client-quotas)",
+        minimum=1,
+    )
+    quota_window_size_seconds: int = _field(
+        "quota.window.size.seconds",
+        _INT,
+        "1",
+        "connections",
+        "client quotas: the time span of one sample",
+        minimum=1,
+    )
     log_retention_check_interval_ms: int = _field(
         "log.retention.check.interval.ms",
         _LONG,
@@ -459,6 +499,16 @@ class BrokerConfig:
         "a producer's `transaction.timeout.ms` above this gets INVALID_TRANSACTION_TIMEOUT",
         minimum=1,
     )
+    transaction_partition_verification_enable: bool = _field(
+        "transaction.partition.verification.enable",
+        _BOOLEAN,
+        "true",
+        "transactions",
+        "a partition leader asks the transaction coordinator whether a partition is in the producer's transaction "
+        "before the producer's first transactional batch there, and refuses it otherwise (KIP-890 part 1: no "
+        "hanging transaction from a late produce)",
+        restart_reason="pylog reads it when the broker starts",
+    )
     transactional_id_expiration_ms: int = _field(
         "transactional.id.expiration.ms",
         _INT,
@@ -557,6 +607,39 @@ class BrokerConfig:
         "a group with no member waits this long (extended by each new member, at most its rebalance timeout) "
         "before its first generation",
         minimum=0,
+    )
+    group_consumer_heartbeat_interval_ms: int = _field(
+        "group.consumer.heartbeat.interval.ms",
+        _INT,
+        "5000",
+        "groups",
+        "how often a member of a consumer group (KIP-848, `group.protocol=consumer`) is told to heartbeat",
+        minimum=1,
+    )
+    group_consumer_session_timeout_ms: int = _field(
+        "group.consumer.session.timeout.ms",
+        _INT,
+        "45000",
+        "groups",
+        "a consumer group member without a heartbeat for this long is fenced and its partitions move",
+        minimum=1,
+    )
+    group_consumer_assignors: tuple[str, ...] = _field(
+        "group.consumer.assignors",
+        ConfigType.LIST,
+        "uniform,range",
+        "groups",
+        "the server-side assignors of consumer groups, the first the default (`uniform`, `range`, or Kafka's "
+        "class names of the two)",
+        parse=_assignors,
+    )
+    group_consumer_max_size: int = _field(
+        "group.consumer.max.size",
+        _INT,
+        "2147483647",
+        "groups",
+        "the most members a consumer group admits (GROUP_MAX_SIZE_REACHED above it)",
+        minimum=1,
     )
     max_partitions_per_topic: int = _field(
         "pylog.max.partitions.per.topic",

@@ -6,7 +6,12 @@ Settings (Kafka's names and defaults):
     (``host:limit,...``; a host name is resolved to every address it has when the limits are set);
   * the three are dynamic (:meth:`ConnectionQuotas.update`): open connections stay, new ones meet the new limits;
   * ``connections.max.idle.ms`` (default 600000): a connection without a read, a write or a request in flight for
-    this long is closed (Kafka's Selector idle expiry).
+    this long is closed (Kafka's Selector idle expiry);
+  * the client quota ``connection_creation_rate`` of the address (an ``ip`` entity, or the default ip; see
+    :mod:`.quota_manager`), checked first, on every listener (as Kafka's ``recordIpConnectionMaybeThrottle``): a connection
+    over the rate is counted in ``refused`` under that key, nothing is read from it, and it is closed after
+    the throttle time (Kafka's acceptor delays the close of a throttled socket the same way), so a client
+    reconnecting in a loop is slowed down rather than answered faster.
 
 A connection is counted from the moment its TCP socket is accepted (on TLS listeners before the handshake, see
 :mod:`.network`) until it is closed, as Kafka's acceptor counts it. What happens when a limit is hit: a connection over ``max.connections.per.ip`` is accepted and closed at once, as
@@ -28,7 +33,7 @@ import ipaddress
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from broker_runtime.server.network import Connection
 
@@ -88,6 +93,8 @@ class ConnectionQuotas:
         self.idle_closed = 0
         self._last_log = -LOG_INTERVAL_S
         self._refused_since_log = 0
+        #: address -> throttle ms of a new connection from it (``connection_creation_rate``); None: no quota.
+        self.creation_throttle: Callable[[str], int] | None = None
 
     def update(
         self, max_connections: int, max_connections_per_ip: int, per_ip_overrides: Mapping[str, int] | None
@@ -114,7 +121,14 @@ class ConnectionQuotas:
         """Count ``conn`` in, or refuse it (False: the connection closes itself) with a counted WARNING."""
         ip = _normalize(conn.peer_host)
         limit = self.limit_for(ip)
-        if self._per_ip[ip] >= limit:
+        throttle = 0
+        if self.creation_throttle is not None:
+            throttle = self.creation_throttle(ip)
+        if throttle:
+            key = "connection_creation_rate"
+            detail = f"{ip} is over its {key} client quota; closing it in {throttle} ms"
+            conn.refused_close_delay_s = throttle / 1000
+        elif self._per_ip[ip] >= limit:
             key = "max.connections.per.ip"
             detail = f"{ip} already has the configured maximum of {limit} connection(s) ({key})"
         elif len(self._open) >= self.max_connections:

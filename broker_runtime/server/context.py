@@ -64,6 +64,7 @@ from broker_runtime.server.cluster import ClusterStore
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
+from broker_runtime.server.quota_manager import ClientQuotas
 from broker_runtime.server.reconfigure import Reconfiguration
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.session import Session
@@ -271,6 +272,9 @@ class BrokerContext:
     txn_markers: MarkerChannel = field(init=False)
     #: What dynamic broker configs change at runtime (set by the composition, likewise).
     reconfiguration: Reconfiguration = field(init=False)
+    #: The client quotas' rates and throttles (set by the composition, likewise; its quotas follow the cluster
+    #: metadata through :meth:`apply_broker_configs`).
+    client_quotas: ClientQuotas = field(init=False)
 
     @property
     def cluster(self) -> ClusterStore:
@@ -284,9 +288,12 @@ class BrokerContext:
 
     def apply_broker_configs(self, named: Sequence[str] = ()) -> None:
         """The dynamic broker configs of the metadata -> this broker's reconfigurable parts (the log defaults of
-        every open log, connection limits, listener key stores: :mod:`~broker_runtime.server.reconfigure`);
-        ``named``: the keys an AlterConfigs just set (a listener key store named is reloaded even if unchanged)."""
-        self.reconfiguration.apply(self.cluster.view.broker_configs, named)
+        every open log, connection limits, listener key stores: :mod:`~broker_runtime.server.reconfigure`) and
+        its client quotas to the rates (:mod:`~broker_runtime.server.quota_manager`); ``named``: the keys an
+        AlterConfigs just set (a listener key store named is reloaded even if unchanged)."""
+        view = self.cluster.view
+        self.reconfiguration.apply(view.broker_configs, named)
+        self.client_quotas.update(view.client_quotas)
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May the current request's principal, from its host, do ``operation`` on the resource? Always True

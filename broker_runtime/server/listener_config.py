@@ -298,7 +298,7 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
         "ssl.truststore.password",
         _PASSWORD,
         "the trust store's password: optional (without it, as in Kafka, the store's integrity is not checked and "
-        "a PKCS12 store with encrypted certificates cannot be read); a PEM trust store needs none; sensitive",
+        "a PKCS12 store with encrypted certificates cannot be read); a PEM trust store has none and is refused with one, as Kafka refuses it; sensitive",
     ),
     _ssl(
         "ssl.client.auth",

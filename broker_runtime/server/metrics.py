@@ -48,6 +48,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.server.group_lag import GroupLagSnapshot, group_lag_families
+from broker_runtime.server.quota_manager import SensorSnapshot
 
 __all__ = [
     "SNAPSHOT_TIMEOUT_S",
@@ -133,6 +134,9 @@ class Snapshot:
     expired_connections_killed: Mapping[str, int] = field(default_factory=dict)
     #: The consumer groups' offsets and lag (None: a snapshot taken without them).
     group_lag: GroupLagSnapshot | None = None
+    #: Client quotas: quota key -> its rates (at most ``quota_manager.MAX_SENSORS``), and rates dropped for others.
+    client_quotas: Mapping[str, list[SensorSnapshot]] = field(default_factory=dict)
+    quota_sensors_evicted: Mapping[str, int] = field(default_factory=dict)
 
 
 class RequestTiming:
@@ -526,6 +530,7 @@ class BrokerMetrics:
         )
         dropped.add_metric([], snap.recovery_bytes_dropped)
         yield dropped
+        yield from _quota_families(snap)
         refused = CounterMetricFamily(
             "pylog_connections_refused",
             "Connections closed at once because a limit was reached, by the limit's key",
@@ -607,3 +612,44 @@ def _counter_by(
     for value, count in sorted(counts.items()):
         family.add_metric([value], count)
     return family
+
+
+#: Quota key -> the (rate, throttle-time) gauge names Kafka's quota sensors get from the JMX exporter
+#: (``kafka.server:type=Produce|Fetch|Request,user=U,client-id=C`` ``byte-rate`` / ``request-time`` and
+#: ``throttle-time``); an address's connection rate has no Kafka MBean of that shape.
+_QUOTA_GAUGES = {
+    "producer_byte_rate": ("kafka_server_produce_byte_rate", "kafka_server_produce_throttle_time"),
+    "consumer_byte_rate": ("kafka_server_fetch_byte_rate", "kafka_server_fetch_throttle_time"),
+    "request_percentage": ("kafka_server_request_request_time", "kafka_server_request_throttle_time"),
+}
+
+
+def _quota_families(snap: Snapshot) -> Iterator[Metric]:
+    """The client quotas' rates and throttle times per entity, the address connection rates, the evictions."""
+    labels = ["user", "client_id"]
+    for key, (rate_name, throttle_name) in _QUOTA_GAUGES.items():
+        rate = GaugeMetricFamily(rate_name, f"Rate {key} measures, per quota entity", labels=labels)
+        throttle = GaugeMetricFamily(
+            throttle_name, "Average throttle time (ms) of the last minute, per quota entity", labels=labels
+        )
+        for s in snap.client_quotas.get(key, ()):
+            rate.add_metric([s.user, s.client_id], s.rate)
+            throttle.add_metric([s.user, s.client_id], s.throttle_time_ms)
+        yield rate
+        yield throttle
+    connections = GaugeMetricFamily(
+        "pylog_quota_connection_creation_rate",
+        "New connections per second from an address with a connection_creation_rate quota",
+        labels=["ip"],
+    )
+    for s in snap.client_quotas.get("connection_creation_rate", ()):
+        connections.add_metric([s.client_id], s.rate)
+    yield connections
+    evicted = CounterMetricFamily(
+        "pylog_quota_sensors_evicted",
+        "Quota rates dropped because more entities than the bound were active (the least recently used first)",
+        labels=["quota"],
+    )
+    for key, count in sorted(snap.quota_sensors_evicted.items()):
+        evicted.add_metric([key], count)
+    yield evicted

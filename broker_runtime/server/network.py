@@ -37,6 +37,11 @@ Design (Kafka's ``SocketServer`` processor, single-threaded):
     counted and expires as idle like any other (it has read nothing into the connection yet); a handshake that
     fails or exceeds :data:`TLS_HANDSHAKE_TIMEOUT_S` ends the connection like a lost one (counted out, one
     INFO line);
+  * client quotas (KIP-219): when a quota throttles a client, the dispatcher answers at once with the throttle
+    time in ``ThrottleTimeMs`` and mutes the connection for that long (:meth:`Connection.throttle`): nothing is
+    read or dispatched meanwhile (requests already dispatched still complete and are answered), as Kafka mutes a
+    throttled channel after its response; a refused connection may be held open, unread, before its close
+    (``refused_close_delay_s``: a connection over its ``connection_creation_rate``);
   * bad input (garbage, truncated or oversized frames, unknown API key or version) is the dispatcher's to judge:
     it answers an error or tells the connection to close. Either way exactly that one connection is affected
     and one log line says why.
@@ -224,6 +229,11 @@ class Connection(asyncio.Protocol):
         self._handshake: asyncio.Task[None] | None = None
         self._early: list[bytes] = []
         self._lost = False
+        #: Set by ``admit`` when it refuses: the socket is closed this much later (nothing is read meanwhile).
+        self.refused_close_delay_s = 0.0
+        #: Client quotas (KIP-219): nothing is read or dispatched until this monotonic time (see :meth:`throttle`).
+        self._muted_until = 0.0
+        self._unmute: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -237,7 +247,11 @@ class Connection(asyncio.Protocol):
         self.session.client_address = self.peer
         if self._admit is not None and not self._admit(self):
             self._closing = True  # refused (the admission hook logged why): nothing is read or answered
-            transport.close()
+            if self.refused_close_delay_s > 0:
+                transport.pause_reading()
+                asyncio.get_running_loop().call_later(self.refused_close_delay_s, transport.close)
+            else:
+                transport.close()
             return
         if self._ssl_context is not None:
             transport.pause_reading()  # nothing is read until the TLS layer owns the socket
@@ -341,6 +355,9 @@ class Connection(asyncio.Protocol):
         self._backlog.clear()
         slots, self._slots = self._slots, deque()
         self._timings.clear()
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
         for slot in slots:
             if isinstance(slot, asyncio.Future) and not slot.done():
                 # Nobody will read the answer: cancelling lets the delayed operation finish at its next check.
@@ -379,6 +396,33 @@ class Connection(asyncio.Protocol):
     def reading_paused(self) -> bool:
         return self._read_paused
 
+    @property
+    def muted(self) -> bool:
+        """Throttled by a client quota: nothing is read or dispatched now (see :meth:`throttle`)."""
+        return self._unmute is not None
+
+    def throttle(self, seconds: float) -> None:
+        """Mute this connection for ``seconds`` (a client quota's throttle time, KIP-219): the answers already
+        resolved still leave, but no further frame is dispatched and nothing is read until then, as Kafka mutes
+        the channel of a throttled client after sending its response. A longer throttle extends a shorter one."""
+        if seconds <= 0 or self._closing:
+            return
+        until = time.monotonic() + seconds
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = asyncio.get_running_loop().call_later(seconds, self._unmuted)
+        self._update_reading()
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        if self._closing:
+            return
+        self._update_reading()
+        self._process()
+
     def idle_seconds(self, now: float) -> float:
         """Seconds since the last read or write; 0 while a request is queued or awaits its answer."""
         if self._slots or self._queue:
@@ -416,6 +460,7 @@ class Connection(asyncio.Protocol):
             and not self._closing
             and not self._write_paused
             and self._sender is None
+            and self._unmute is None
         ):
             frame, self.received_ns = self._queue.popleft()
             self.request_timing = None
@@ -577,7 +622,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._queue) >= self._max_queued
+        should_pause = self._write_paused or len(self._queue) >= self._max_queued or self._unmute is not None
         if should_pause and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()

@@ -54,7 +54,7 @@ from broker_runtime.server.validation import BatchPolicy, Rejection, validate_pr
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.file_handle import FileSlice
 
-__all__ = ["LEADER_EPOCH", "AppendResult", "ReadResult", "ReplicaManager"]
+__all__ = ["LEADER_EPOCH", "AppendResult", "ReadResult", "ReplicaManager", "VerificationGuard"]
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +75,17 @@ class AppendResult:
     required_offset: int = -1
     #: KIP-467 RecordErrors: (batch index, message) of the records to blame for ``error``.
     record_errors: tuple[tuple[int, str | None], ...] = ()
+
+
+class VerificationGuard:
+    """One transaction verification in flight on a partition for a producer (see
+    :meth:`ReplicaManager.begin_verification`)."""
+
+    __slots__ = ("alive", "users")
+
+    def __init__(self) -> None:
+        self.alive = True
+        self.users = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +168,9 @@ class ReplicaManager:
         self._view: Any = None
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._on_loaded: Callable[[], None] | None = None
+        #: (topic, partition, producer id) -> the guard of a transaction verification in flight there
+        #: (:meth:`begin_verification`); a marker of that producer on that partition kills it.
+        self._verifications: dict[tuple[str, int, int], VerificationGuard] = {}
 
     def set_high_watermark_listener(self, listener: Callable[[str, int], None]) -> None:
         """Called after the high watermark of (topic, partition) moved (wakes delayed produces and fetches)."""
@@ -230,7 +244,9 @@ class ReplicaManager:
                     # make_leader turns HW = LEO back on for a single replica. A log not made yet is made on the
                     # partition-load thread; the partition is not served until then, and the view of that
                     # moment (the latest) is applied once it is registered.
-                    log = self._topics.hosted_or_load(name, index, topic.configs, self._partition_loaded)
+                    log = self._topics.hosted_or_load(
+                        name, index, topic.configs, self._partition_loaded, topic.topic_id
+                    )
                     if log is None:
                         continue
                     partition = Partition(name, index, log, me, self._alter_isr)
@@ -371,6 +387,36 @@ class ReplicaManager:
             required_offset=info.last_offset + 1,
         )
 
+    # -- transaction verification (KIP-890 part 1, see broker_runtime/server/txn_verification.py) ----------------
+
+    def has_ongoing_transaction(self, topic: str, partition: int, producer_id: int) -> bool | None:
+        """Has ``producer_id`` an open transaction on this leader's ``topic-partition``? None when this node does
+        not lead it (the append answers why)."""
+        replica = self.partition(topic, partition)
+        if replica is None or not replica.is_leader:
+            return None
+        return producer_id in replica.log.producer_state.ongoing_transactions
+
+    def begin_verification(self, topic: str, partition: int, producer_id: int) -> VerificationGuard:
+        """The guard of a verification about to ask the coordinator whether the partition is in the producer's
+        transaction (Kafka's ``VerificationGuard``): requests of the same producer verifying at once share it; a
+        marker of the producer on the partition kills it, so a batch verified before that marker is refused
+        (its transaction ended meanwhile). Pair with :meth:`end_verification`."""
+        key = (topic, partition, producer_id)
+        guard = self._verifications.get(key)
+        if guard is None:
+            guard = self._verifications[key] = VerificationGuard()
+        guard.users += 1
+        return guard
+
+    def end_verification(
+        self, topic: str, partition: int, producer_id: int, guard: VerificationGuard
+    ) -> None:
+        guard.users -= 1
+        key = (topic, partition, producer_id)
+        if guard.users <= 0 and self._verifications.get(key) is guard:
+            del self._verifications[key]
+
     def write_txn_marker(
         self,
         topic: str,
@@ -402,6 +448,9 @@ class ReplicaManager:
             code, why = replica.check_min_isr(self._policy_for(topic)[0].min_insync_replicas)
             if code != ErrorCode.NONE:
                 return AppendResult(code, message=why)
+        guard = self._verifications.pop((topic, partition, producer_id), None)
+        if guard is not None:
+            guard.alive = False
         batch = build_control_batch(
             control_type,
             coordinator_epoch,

@@ -29,6 +29,15 @@ or is not hosted (cluster, NOT_LEADER_OR_FOLLOWER), and clients retry, as they d
 new metadata. The coordinators' first use of ``__consumer_offsets`` / ``__transaction_state`` on a single node
 still creates them with :meth:`create`, on the loop.
 
+Topic ids (KIP-516): every topic has one, a random UUID drawn when it is created
+(:func:`~broker_runtime.protocol.topic_id.new_topic_id`) and written to each of its partition directories as
+``partition.metadata`` (:mod:`broker_runtime.storage.partition_metadata`). Single node: those files are the truth;
+:meth:`load` refuses (:class:`~broker_runtime.errors.InconsistentTopicIdError`, the broker does not start) a topic
+whose partition directories name different ids, and gives a topic whose directories have none (written before
+pylog had topic ids) a new id, written to each, saying so at WARNING. Cluster: the metadata's id is the truth; a
+hosted partition's directory without a file gets it, one naming another id is refused (the partition is not
+served, an ERROR line and ``load_failures``), as Kafka marks such a partition offline.
+
 Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
 Thread-safety: event-loop thread only (the file work of a load runs on the partition-load thread through the
 thread-safe :class:`LogManager`).
@@ -39,11 +48,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from broker_runtime.errors import ConfigError, ErrorCode, TopicError
+from broker_runtime.errors import ConfigError, ErrorCode, InconsistentTopicIdError, TopicError
+from broker_runtime.protocol.topic_id import format_topic_id, new_topic_id
 from broker_runtime.security.secrets import is_sensitive, redacted
 from broker_runtime.storage.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker_runtime.storage.log_manager import LogManager
@@ -52,6 +63,9 @@ from broker_runtime.storage.partition_log import PartitionLog
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
 
 _log = logging.getLogger(__name__)
+
+#: What the cluster metadata says of a topic: (partition count, configs, topic id).
+ClusterTopic = tuple[int, Mapping[str, str], "uuid.UUID | None"]
 
 
 def sensitive_topic_config(name: str, value: str | None) -> bool:
@@ -91,27 +105,71 @@ class TopicManager:
         self._partitions: dict[str, int] = {}
         self._configs: dict[str, LogConfig] = {}
         self._logs_by_tp: dict[tuple[str, int], PartitionLog] = {}
-        self._cluster_topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]] | None = None
+        #: Single node: each topic's id (read from, or written to, its partition directories).
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._cluster_topics: Callable[[], Mapping[str, ClusterTopic]] | None = None
         #: Loads in progress on the partition-load thread, by topic: single node, the topic being created
         #: (count, future); cluster, each partition being loaded (``(topic, partition)`` keys).
         self._creating: dict[str, tuple[int, asyncio.Future[None]]] = {}
         self._loading: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self._adding: dict[str, asyncio.Future[None]] = {}
         self._loader: ThreadPoolExecutor | None = None
+        #: Cluster: hosted partitions whose directory names another topic id than the metadata's (not served).
+        self._refused: set[tuple[str, int]] = set()
         #: Partition loads that failed (each also an ERROR line), for the metrics.
         self.load_failures = 0
 
-    def use_cluster(self, topics: Callable[[], Mapping[str, tuple[int, Mapping[str, str]]]]) -> None:
-        """Take names, partition counts and overrides from the cluster metadata (name -> (count, configs))."""
+    def use_cluster(self, topics: Callable[[], Mapping[str, ClusterTopic]]) -> None:
+        """Take names, partition counts, overrides and topic ids from the cluster metadata (see
+        :data:`ClusterTopic`)."""
         self._cluster_topics = topics
 
     def load(self) -> None:
         """Rebuild the topic map from the logs the storage recovered."""
         self._partitions.clear()
         self._logs_by_tp.clear()
+        self._topic_ids.clear()
+        by_topic: dict[str, list[PartitionLog]] = {}
         for log in self._logs.all_logs().values():
             self._logs_by_tp[(log.topic, log.partition)] = log
             self._partitions[log.topic] = max(self._partitions.get(log.topic, 0), log.partition + 1)
+            by_topic.setdefault(log.topic, []).append(log)
+        if self._cluster_topics is None:
+            for name, logs in sorted(by_topic.items()):
+                self._topic_ids[name] = self._single_node_topic_id(name, logs)
+
+    def _single_node_topic_id(self, name: str, logs: list[PartitionLog]) -> uuid.UUID:
+        """The id the partition directories of ``name`` agree on; assigned (and said) when none has one."""
+        found = {log.topic_id for log in logs if log.topic_id is not None}
+        if len(found) > 1:
+            listed = ", ".join(
+                f"{log.name}: {format_topic_id(log.topic_id) if log.topic_id else 'none'}"
+                for log in sorted(logs, key=lambda lg: lg.partition)
+            )
+            raise InconsistentTopicIdError(
+                f"the partition directories of topic {name} name different topic ids in their "
+                f"partition.metadata ({listed}): some belong to another topic of that name; move those away"
+            )
+        topic_id = found.pop() if found else new_topic_id()
+        missing = [log for log in logs if log.topic_id is None]
+        for log in missing:
+            self._logs.assign_topic_id(log, topic_id)
+        if missing and len(missing) == len(logs):
+            _log.warning(
+                "topic %s had no topic id (its partition directories predate topic ids): assigned %s, "
+                "written to partition.metadata of its %d partition(s)",
+                name,
+                format_topic_id(topic_id),
+                len(logs),
+            )
+        return topic_id
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The topic's id, or None for an unknown topic (or, in a cluster, a topic the metadata has no id for)."""
+        if self._cluster_topics is not None:
+            found = self._cluster_topics().get(name)
+            return None if found is None else found[2]
+        return self._topic_ids.get(name)
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -180,10 +238,12 @@ class TopicManager:
         """Create the topic's partition logs (validated first); raises :class:`TopicError`."""
         overrides = dict(overrides or {})
         self.check_new(name, num_partitions, overrides)
+        topic_id = new_topic_id()
         for partition in range(num_partitions):
-            log = self._logs.create_log(name, partition, overrides)
+            log = self._logs.create_log(name, partition, overrides, topic_id=topic_id)
             self._logs_by_tp[(name, partition)] = log
         self._partitions[name] = num_partitions
+        self._topic_ids[name] = topic_id
         self._configs.pop(name, None)
         _log.info("created topic %s with %d partition(s) %s", name, num_partitions, _loggable(overrides))
 
@@ -195,13 +255,13 @@ class TopicManager:
         return self._loader
 
     def _create_logs(
-        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str]
+        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str], topic_id: uuid.UUID | None
     ) -> list[PartitionLog]:
         """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made)."""
         made: list[PartitionLog] = []
         try:
             for partition in partitions:
-                made.append(self._logs.create_log(name, partition, dict(overrides)))
+                made.append(self._logs.create_log(name, partition, dict(overrides), topic_id=topic_id))
         except BaseException:
             for log in made:
                 try:
@@ -214,11 +274,11 @@ class TopicManager:
         return made
 
     def _start_load(
-        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str]
+        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str], topic_id: uuid.UUID | None
     ) -> asyncio.Future[list[PartitionLog]]:
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(
-            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides)
+            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides), topic_id
         )
 
     def _load_failed(self, name: str, partitions: Sequence[int], exc: BaseException) -> TopicError:
@@ -235,7 +295,8 @@ class TopicManager:
         registered at once. A failure (the future's :class:`TopicError`, KAFKA_STORAGE_ERROR) leaves no log."""
         overrides = dict(overrides or {})
         self.check_new(name, num_partitions, overrides)
-        loading = self._start_load(name, range(num_partitions), overrides)
+        topic_id = new_topic_id()
+        loading = self._start_load(name, range(num_partitions), overrides, topic_id)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._creating[name] = (num_partitions, done)
 
@@ -248,6 +309,7 @@ class TopicManager:
             for log in loaded.result():
                 self._logs_by_tp[(name, log.partition)] = log
             self._partitions[name] = num_partitions
+            self._topic_ids[name] = topic_id
             self._configs.pop(name, None)
             _log.info("created topic %s with %d partition(s) %s", name, num_partitions, _loggable(overrides))
             done.set_result(None)
@@ -261,7 +323,7 @@ class TopicManager:
         current = self._partitions.get(name, 0)
         overrides = self.overrides(name)
         new = range(current, count)
-        loading = self._start_load(name, new, overrides)
+        loading = self._start_load(name, new, overrides, self.topic_id(name))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._adding[name] = done
 
@@ -281,22 +343,39 @@ class TopicManager:
         return done
 
     def hosted_or_load(
-        self, name: str, partition: int, overrides: Mapping[str, str], on_loaded: Callable[[], None]
+        self,
+        name: str,
+        partition: int,
+        overrides: Mapping[str, str],
+        on_loaded: Callable[[], None],
+        topic_id: uuid.UUID | None = None,
     ) -> PartitionLog | None:
         """Cluster mode: the local log of a partition this broker hosts, or None while it is being created on
         the partition-load thread (started here when absent); ``on_loaded`` runs on the loop once it is
         registered, so the caller can apply the latest metadata to it. A topic the metadata no longer has by
         then is deleted again instead; a failed load is logged, counted and retried at the next call. Off an
-        event loop (tools, unit tests) the log is made at once."""
+        event loop (tools, unit tests) the log is made at once. With ``topic_id`` (the metadata's), a log whose
+        ``partition.metadata`` names another id is refused: None, an ERROR line and ``load_failures``, once per
+        such log (see the module docstring)."""
         key = (name, partition)
         log = self._logs_by_tp.get(key)
+        if log is not None and topic_id is not None and log.topic_id != topic_id:
+            if key in self._refused:
+                return None
+            try:
+                self._logs.assign_topic_id(log, topic_id)
+            except InconsistentTopicIdError as exc:
+                self._refused.add(key)
+                self.load_failures += 1
+                _log.error("partition %s-%d not served: %s", name, partition, exc)
+                return None
         if log is not None or key in self._loading:
             return log
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop (tools, unit tests): made here and now
-            return self.ensure_partition(name, partition, overrides)
-        loading = self._start_load(name, [partition], overrides)
+            return self.ensure_partition(name, partition, overrides, topic_id)
+        loading = self._start_load(name, [partition], overrides, topic_id)
         self._loading[key] = loading
 
         def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:
@@ -330,11 +409,13 @@ class TopicManager:
             self._loader.shutdown(wait=True)
             self._loader = None
 
-    def ensure_partition(self, name: str, partition: int, overrides: Mapping[str, str]) -> PartitionLog:
+    def ensure_partition(
+        self, name: str, partition: int, overrides: Mapping[str, str], topic_id: uuid.UUID | None = None
+    ) -> PartitionLog:
         """The local log of a partition this broker hosts, created when absent (cluster mode)."""
         log = self._logs_by_tp.get((name, partition))
         if log is None:
-            log = self._logs.create_log(name, partition, dict(overrides))
+            log = self._logs.create_log(name, partition, dict(overrides), topic_id=topic_id)
             self._logs_by_tp[(name, partition)] = log
             self._partitions[name] = max(self._partitions.get(name, 0), partition + 1)
             self._configs.pop(name, None)
@@ -352,6 +433,8 @@ class TopicManager:
                 del self._logs_by_tp[(topic, partition)]
         self._partitions.pop(name, None)
         self._configs.pop(name, None)
+        self._topic_ids.pop(name, None)
+        self._refused = {key for key in self._refused if key[0] != name}
         if deleted:
             _log.info("deleted topic %s (%d local partition(s))", name, deleted)
         return deleted
@@ -361,7 +444,9 @@ class TopicManager:
         current = self._partitions.get(name, 0)
         overrides = self.overrides(name)
         for partition in range(current, count):
-            self._logs_by_tp[(name, partition)] = self._logs.create_log(name, partition, overrides)
+            self._logs_by_tp[(name, partition)] = self._logs.create_log(
+                name, partition, overrides, topic_id=self.topic_id(name)
+            )
         self._partitions[name] = max(current, count)
         _log.info("topic %s: partitions %d -> %d", name, current, count)
 

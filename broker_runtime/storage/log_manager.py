@@ -17,6 +17,7 @@ Layout of each directory in ``log.dirs``::
             topic.config                    pylog: the topic's config overrides, ``key=value`` lines
                                             (written atomically; Kafka keeps these in its metadata log and
                                             ignores unknown files in partition directories)
+            partition.metadata              the topic id (Kafka's file and format, :mod:`.partition_metadata`)
 
 Startup: per directory, take the lock, drop ``*-delete`` directories (Kafka's name for a topic deletion in
 progress), read the checkpoints, load every partition directory (recovering from its recovery point when the
@@ -32,6 +33,12 @@ keeps the high watermark of ``replication-offset-checkpoint`` (0 when absent) an
 :meth:`LogManager.create_log` can choose per log. Shutdown: close every log (flush, producer snapshot, final index
 entries, trim), write the checkpoints, write the marker, release the lock. A new partition goes to the directory
 holding the fewest.
+
+Topic ids: a loaded log carries the id of its ``partition.metadata`` (``PartitionLog.topic_id``, None for a
+directory written before pylog had topic ids); :meth:`LogManager.create_log` given a ``topic_id`` writes it with
+a new log, and :meth:`LogManager.assign_topic_id` records it for an existing one -- or refuses, with
+:class:`~broker_runtime.errors.InconsistentTopicIdError`, a log whose file names another id (Kafka's
+``InconsistentTopicIdException``: the directory belongs to another incarnation of the topic).
 
 Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
 ``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
@@ -62,8 +69,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from broker_runtime.errors import ConfigError, StorageError
+from broker_runtime.errors import ConfigError, InconsistentTopicIdError, StorageError
 from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
+from broker_runtime.protocol.topic_id import format_topic_id
 from broker_runtime.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -74,6 +82,7 @@ from broker_runtime.storage.checkpoint import (
 from broker_runtime.storage.cleaner import CleanResult, clean_log
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
+from broker_runtime.storage.partition_metadata import read_topic_id, write_topic_id
 from broker_runtime.storage.retention import run_retention
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
@@ -119,6 +128,14 @@ def _write_topic_config(path: Path, overrides: Mapping[str, str]) -> None:
     write_atomically(path, body.encode())
 
 
+def _inconsistent(topic: str, partition: int, wanted: uuid.UUID, found: uuid.UUID) -> str:
+    return (
+        f"Tried to assign topic ID {format_topic_id(wanted)} to log for topic partition {topic}-{partition}, but "
+        f"its directory's partition.metadata contains topic ID {format_topic_id(found)}: the directory belongs "
+        "to another topic of that name (deleted and created again?); move it away if its data is not needed"
+    )
+
+
 class LogManager:
     """Creates, loads, checkpoints, retains and deletes the partition logs of one broker."""
 
@@ -140,7 +157,7 @@ class LogManager:
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
         #: Serializes log creations (held across their file work; the manager lock is not, see create_log).
-        self._create_lock = threading.Lock()
+        self._create_lock = threading.RLock()
         self._cleaner_lock = threading.Lock()
         self._cleaner_thread: threading.Thread | None = None
         self._cleaner_stop = threading.Event()
@@ -225,6 +242,7 @@ class LogManager:
             part_dir = Path(entry.path)
             topic, partition = parsed
             overrides = _read_topic_config(part_dir / TOPIC_CONFIG_FILE)
+            topic_id = read_topic_id(part_dir)
             log = PartitionLog.load(
                 part_dir,
                 topic,
@@ -237,6 +255,7 @@ class LogManager:
                 needs_recovery=not clean,
                 hw_follows_leo=self.hw_follows_leo,
             )
+            log.topic_id = topic_id
             self.recovery_truncations += log.recovery_truncations
             self.recovery_bytes_dropped += log.recovery_bytes_dropped
             log.on_roll = self._persist_recovery_point
@@ -351,11 +370,13 @@ class LogManager:
         overrides: Mapping[str, str] | None = None,
         *,
         hw_follows_leo: bool | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> PartitionLog:
         """The log of ``topic``-``partition``, created (with ``overrides`` persisted) if absent. Idempotent.
 
         ``hw_follows_leo`` (default: the manager's setting) applies to a log created here; an existing log
-        is returned unchanged.
+        is returned unchanged. ``topic_id``, when given, is written to a new log's ``partition.metadata`` and
+        checked against an existing one's (:meth:`assign_topic_id`).
         """
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise StorageError(f"topic name {topic!r} is not legal (1-249 of a-z A-Z 0-9 . _ -)")
@@ -366,8 +387,11 @@ class LogManager:
             with self._lock:
                 self._ensure_started()
                 existing = self._logs.get(key)
-                if existing is not None:
-                    return existing
+            if existing is not None:
+                if topic_id is not None:
+                    self.assign_topic_id(existing, topic_id)
+                return existing
+            with self._lock:
                 if overrides is None:
                     overrides = self.topic_overrides(topic)
                 config = self.config.with_topic_overrides(overrides)
@@ -383,6 +407,11 @@ class LogManager:
             try:
                 if overrides:
                     _write_topic_config(part_dir / TOPIC_CONFIG_FILE, overrides)
+                found_id = read_topic_id(part_dir)  # a directory left without a log (a failed start)
+                if topic_id is not None and found_id is not None and found_id != topic_id:
+                    raise InconsistentTopicIdError(_inconsistent(topic, partition, topic_id, found_id))
+                if topic_id is not None and found_id is None:
+                    write_topic_id(part_dir, topic_id)
                 follows = self.hw_follows_leo if hw_follows_leo is None else hw_follows_leo
                 log = PartitionLog.load(
                     part_dir,
@@ -404,6 +433,7 @@ class LogManager:
                 if made_dir:
                     shutil.rmtree(part_dir, ignore_errors=True)
                 raise
+            log.topic_id = topic_id if topic_id is not None else found_id
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
             log.on_flush_failure = self._roll_flush_failed
@@ -417,6 +447,19 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
+
+    def assign_topic_id(self, log: PartitionLog, topic_id: uuid.UUID) -> None:
+        """Give ``log`` the id of its topic: written to its ``partition.metadata`` when it has none yet;
+        :class:`InconsistentTopicIdError` when the file names another (the log belongs to another incarnation of
+        the topic; Kafka refuses such a log the same way)."""
+        with self._create_lock:
+            current = log.topic_id
+            if current == topic_id:
+                return
+            if current is not None:
+                raise InconsistentTopicIdError(_inconsistent(log.topic, log.partition, topic_id, current))
+            write_topic_id(log.dir, topic_id)
+            log.topic_id = topic_id
 
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
         with self._lock:

@@ -69,6 +69,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -170,6 +171,9 @@ class PartitionLog:
         self.partition = partition
         #: ``<topic>-<partition>``, for messages.
         self.name = f"{topic}-{partition}"
+        #: The topic id of the directory's ``partition.metadata`` (:mod:`.partition_metadata`); None while the
+        #: directory has none (written before pylog had topic ids, until the log manager assigns one).
+        self.topic_id: uuid.UUID | None = None
         self.config = config
         #: Milliseconds now (wall clock unless given).
         self.clock = clock or default_clock

@@ -1,5 +1,6 @@
 """``pylog-broker configs``: Kafka's ``kafka-configs`` for topics and brokers -- describe and alter (users'
-SCRAM credentials: :mod:`broker_runtime.tools.user_configs`).
+SCRAM credentials: :mod:`broker_runtime.tools.user_configs`; users' and clients' quotas:
+:mod:`broker_runtime.tools.quota_configs`).
 
     pylog-broker configs --bootstrap-server H:P --entity-type topics|brokers (--entity-name N | --entity-default)
                          --describe [--all]
@@ -23,7 +24,7 @@ from typing import Any
 
 from broker_runtime.client import ConfigEntry
 from broker_runtime.protocol.messages import describe_configs
-from broker_runtime.tools import user_configs
+from broker_runtime.tools import quota_configs, user_configs
 from broker_runtime.tools.common import (
     EXIT_USAGE,
     ToolError,
@@ -48,17 +49,26 @@ _TYPES = {"topics": describe_configs.RESOURCE_TOPIC, "brokers": describe_configs
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "configs",
-        help="describe and alter topic and broker configs and users' SCRAM credentials (as kafka-configs)",
+        help="describe and alter topic and broker configs, client quotas and users' SCRAM credentials (as "
+        "kafka-configs)",
     )
     add_bootstrap(p)
     p.add_argument(
-        "--entity-type", required=True, choices=sorted([*_TYPES, "users"]), help="topics, brokers or users"
+        "--entity-type",
+        required=True,
+        choices=sorted([*_TYPES, "users", "clients"]),
+        help="topics, brokers, users or clients",
     )
     name = p.add_mutually_exclusive_group()
     name.add_argument(
-        "--entity-name", help="the topic name, broker id or user (users: every user if left out)"
+        "--entity-name",
+        help="the topic name, broker id, user or client id (users, clients: every one if left out)",
     )
-    name.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide defaults")
+    name.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="brokers: the cluster-wide defaults; users, clients: the default quota entity",
+    )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="show the configs")
     action.add_argument("--alter", action="store_true", help="change the configs")
@@ -87,6 +97,17 @@ def run(args: argparse.Namespace) -> int:
     def body() -> int:
         if args.entity_type == "users":
             return user_configs.run(args)
+        if args.entity_type == "clients":
+            if args.describe:
+                for line in quota_configs.describe(args):
+                    print(line)
+                return 0
+            added = parse_pairs(args.add_config, "--add-config")
+            deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
+            if not added and not deleted:
+                raise ToolError("--alter needs --add-config and/or --delete-config", EXIT_USAGE)
+            print(quota_configs.alter(args, added, deleted))
+            return 0
         if not args.entity_name and not args.entity_default:
             raise ToolError(
                 f"--entity-type {args.entity_type} needs --entity-name or --entity-default", EXIT_USAGE

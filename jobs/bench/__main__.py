@@ -27,6 +27,7 @@ SECTIONS = [
     "failover",
     "transactions",
     "groups",
+    "quotas",
     "writer",
     "reader",
     "sink",

@@ -22,6 +22,7 @@ from broker_runtime.controller import (
     TopicRules,
 )
 from broker_runtime.errors import ConfigError
+from broker_runtime.protocol.topic_id import format_topic_id, parse_topic_id
 from broker_runtime.replication import assign_replicas
 
 #: A document as the untyped code (before the typed metadata) wrote it, every field present.
@@ -82,11 +83,37 @@ def test_a_document_of_the_untyped_code_reads_typed_and_writes_back_the_same(tmp
     assert meta.topics["events"].configs == {"cleanup.policy": "compact"}
     assert (meta.next_producer_id, meta.deleted_topics, meta.unfenced()) == (2000, ["old"], [0])
     assert meta.broker_configs[""] == {"log.retention.ms": "1000"}
-    assert meta.to_json() == WRITTEN_BEFORE, "the earlier code reads what this code writes"
+    assert meta.topics["events"].topic_id is None, "a version-1 document has no topic ids"
+    assert meta.to_json() == dict(WRITTEN_BEFORE, version=2), "written back in the same shape, as version 2"
+    with SingleHostMetadataStore(tmp_path).update():
+        pass
+    upgraded = json.loads(path.read_text())
+    given = upgraded["topics"]["events"].pop("topic_id")
+    assert upgraded == dict(WRITTEN_BEFORE, version=2), "the first update adds the topic ids and nothing else"
+    assert SingleHostMetadataStore(tmp_path).read().topics["events"].topic_id == parse_topic_id(given)
     inode = os.stat(path).st_ino
     with SingleHostMetadataStore(tmp_path).update():
         pass
     assert os.stat(path).st_ino == inode, "an update that changes nothing does not rewrite the file"
+    assert json.loads(path.read_text())["topics"]["events"]["topic_id"] == given, "an id is never redrawn"
+
+
+def test_a_topic_id_is_drawn_at_creation_and_never_reused_by_a_new_topic_of_the_same_name(
+    tmp_path: Path,
+) -> None:
+    store = SingleHostMetadataStore(tmp_path)
+    channel = ControllerChannel(store, store.session(0), "c1", RULES)
+    channel.register("127.0.0.1", 1)
+    channel.create_topic("t", 2, 1, {}, None)
+    first = store.read().topics["t"].topic_id
+    channel.delete_topic("t")
+    channel.create_topic("t", 2, 1, {}, None)
+    second = store.read().topics["t"].topic_id
+    channel.close()
+    assert first is not None and second is not None and first != second
+    assert json.loads((tmp_path / "cluster.json").read_text())["topics"]["t"]["topic_id"] == format_topic_id(
+        second
+    )
 
 
 def test_the_earliest_shape_reads_with_defaults_and_a_change_keeps_a_newer_formats_keys(
@@ -106,14 +133,16 @@ def test_the_earliest_shape_reads_with_defaults_and_a_change_keeps_a_newer_forma
     channel = ControllerChannel(store, store.session(0), "c1", RULES)
     channel.set_broker_configs("", {"log.retention.ms": "5"})
     doc = json.loads((tmp_path / "cluster.json").read_text())
-    assert doc["future_key"] == {"kept": True} and doc["cluster_id"] == "c1" and doc["version"] == 1
+    assert doc["future_key"] == {"kept": True} and doc["cluster_id"] == "c1" and doc["version"] == 2
     assert doc["topics"]["t"]["partitions"][0]["partition_epoch"] == 0
+    assert parse_topic_id(doc["topics"]["t"]["topic_id"]) == store.read().topics["t"].topic_id
+    channel.close()
     assert store.read().broker_configs == {"": {"log.retention.ms": "5"}}
 
 
 def test_a_newer_format_version_is_refused_by_name(tmp_path: Path) -> None:
-    _write(tmp_path, dict(WRITTEN_BEFORE, version=2))
-    with pytest.raises(ConfigError, match=r"cluster.json: cluster metadata format version 2; .* up to 1"):
+    _write(tmp_path, dict(WRITTEN_BEFORE, version=3))
+    with pytest.raises(ConfigError, match=r"cluster.json: cluster metadata format version 3; .* up to 2"):
         SingleHostMetadataStore(tmp_path).read()
 
 

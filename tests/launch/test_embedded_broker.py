@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from broker_runtime.errors import ConfigError
+import spark_kafka_log
+from broker_runtime.errors import ConfigError, EmbeddedBrokerError
 from broker_runtime.launch import (
     broker_log_dir,
     create_topic,
@@ -56,9 +58,17 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         stop_embedded_broker(path, timeout_s=5)
 
 
-def test_status_and_stop_through_the_cli(data_dir: Path) -> None:
+def test_status_and_stop_through_the_cli(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bootstrap = ensure_embedded_broker(data_dir, overrides={"num.partitions": "2"})
     create_topic(bootstrap, "cli-topic", 2)
+    # The connector's helper serves the web console of this broker on loopback and prints its URL.
+    with spark_kafka_log.start_console(data_dir) as console:
+        assert console.url.startswith("http://127.0.0.1:")
+        assert f"pylog console at {console.url} (the embedded broker of {data_dir} at {bootstrap})" in (
+            capsys.readouterr().out
+        )
+        with urllib.request.urlopen(console.url + "topics/cli-topic", timeout=30) as page:
+            assert page.status == 200 and 'id="partitions"' in page.read().decode()
     info = embedded_broker_status(data_dir)
     assert info is not None and info["bootstrap"] == bootstrap
     pid = int(info["pid"])
@@ -86,6 +96,17 @@ def test_status_and_stop_through_the_cli(data_dir: Path) -> None:
     assert again.returncode == 0 and again.stdout.strip() == f"no broker running for {data_dir}"
     gone = _cli("status", "--data-dir", str(data_dir))
     assert gone.returncode == 3 and gone.stdout.strip() == f"no broker running for {data_dir}"
+
+
+def test_start_console_says_what_it_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(EmbeddedBrokerError, match="no embedded broker runs for .*ensure_embedded_broker"):
+        spark_kafka_log.start_console(tmp_path / "never-used")
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # the console extra not installed
+    monkeypatch.delitem(sys.modules, "broker_runtime.console.server", raising=False)
+    with pytest.raises(
+        ConfigError, match=r"console extra \(aiohttp is missing\): pip install 'pylog\[console\]'"
+    ):
+        spark_kafka_log.start_console(tmp_path / "never-used")
 
 
 def test_cli_on_a_directory_without_a_broker(tmp_path: Path) -> None:

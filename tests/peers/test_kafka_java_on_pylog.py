@@ -36,6 +36,7 @@ from broker_runtime.protocol.compression import CODEC_NAMES
 from broker_runtime.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker_runtime.protocol.messages.common import IsolationLevel
 from broker_runtime.protocol.records import RecordBatch, RecordBatchBuilder, read_batches
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID, format_topic_id
 from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.tools.configs import SOURCE_NAMES  # the Java ConfigEntry.ConfigSource names too
 from tests.support.apache_kafka import (
@@ -380,13 +381,12 @@ def test_java_consumer_seek_and_offsets_for_times(pylog: str, consumer_run: dict
 @pytest.mark.compat(
     "kafka-java",
     "consumer: group.protocol=consumer (KIP-848)",
-    differs="pylog does not answer ConsumerGroupHeartbeat yet (KIP-848): the Java consumer's poll fails with "
-    "UnsupportedVersionException; group.protocol=classic works",
+    differs="pylog serves ConsumerGroupHeartbeat (KIP-848) and the consumer joins without error; its assignment "
+    "names topics by topic id, so it is given partitions only once pylog's topics have ids (KIP-516)",
 )
-def test_java_consumer_group_protocol_consumer_is_refused(consumer_run: dict[str, Any]) -> None:
+def test_java_consumer_group_protocol_consumer_joins(consumer_run: dict[str, Any]) -> None:
     line = consumer_run["lines"]["kip848"]
-    assert line["error"] == "org.apache.kafka.common.errors.UnsupportedVersionException", line
-    assert line["message"].startswith("The cluster does not support the new CONSUMER group protocol."), line
+    assert line["error"] is None, line
 
 
 # ---------------------------------------------------------------------------------------------- admin
@@ -417,7 +417,6 @@ def _result(admin_run: dict[str, Any], call: str) -> Any:
 @pytest.mark.compat(
     "kafka-java",
     "AdminClient: describeCluster, createTopics, createPartitions, listTopics, describeTopics, deleteTopics",
-    differs="topic ids are zero (Uuid.ZERO_UUID) in every answer: pylog keeps no topic ids yet (KIP-516)",
 )
 def test_java_admin_topics(pylog: str, admin_run: dict[str, Any]) -> None:
     prefix, data = admin_run["prefix"], admin_run["data"]
@@ -448,12 +447,17 @@ def test_java_admin_topics(pylog: str, admin_run: dict[str, Any]) -> None:
         "retention.ms": "604800000",
         "cleanup.policy": "delete",
     }
-    assert {c["topic_id"] for c in created.values()} == {"AAAAAAAAAAAAAAAAAAAAAA"}  # differs: no topic ids
+    # KIP-516: the ids Kafka's admin client got from CreateTopics are the ones pylog answers (b deleted since)
+    assert (
+        created[a]["topic_id"] == format_topic_id(meta.topics[a].topic_id) != format_topic_id(ZERO_TOPIC_ID)
+    )
+    assert created[b]["topic_id"] not in (created[a]["topic_id"], format_topic_id(ZERO_TOPIC_ID))
     exists = admin_run["calls"]["createTopics.exists"]
     assert exists["error"] == "TopicExistsException" and a in exists["message"]
     assert {a, b, data} <= set(_result(admin_run, "listTopics"))
     topics = _result(admin_run, "describeTopics")
     assert len(topics[b]["partitions"]) == 3  # createPartitions took b from 1 to 3
+    assert topics[a]["topic_id"] == created[a]["topic_id"]  # describeTopics shows the id pylog stores
     for name in (a, data):
         assert topics[name]["partitions"] == [
             {"partition": p, "leader": m.leader, "replicas": list(m.replicas), "isr": list(m.isr)}

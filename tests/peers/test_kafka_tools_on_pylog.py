@@ -588,3 +588,54 @@ def test_kafka_configs_alters_live_broker_configs(pylog: str, tools: ToolRunner)
         assert "broker id must be specified" in refused.stdout + refused.stderr
     finally:
         tools.run("kafka-configs", *as_node, "--alter", "--delete-config", relogin)
+
+
+@pytest.mark.compat(
+    "kafka-tools",
+    "kafka-configs: client quotas of users, clients, user+client and defaults added, described and removed",
+)
+def test_kafka_configs_manages_client_quotas(pylog: str, tools: ToolRunner) -> None:
+    """kafka-configs --entity-type users|clients (AlterClientQuotas, DescribeClientQuotas): what it sets is what
+    pylog holds, it describes each entity as Kafka's broker answers it, and removes them again."""
+    server = ("--bootstrap-server", pylog)
+    user = ("--entity-type", "users", "--entity-name", "alice")
+    client = ("--entity-type", "clients", "--entity-name", "etl")
+    default_client = ("--entity-type", "clients", "--entity-default")
+    both = (*user, *client)
+    for entity, config in (
+        (user, "producer_byte_rate=204800,request_percentage=50"),
+        (client, "consumer_byte_rate=1048576"),
+        (default_client, "producer_byte_rate=1000000"),
+        (both, "producer_byte_rate=1024"),
+    ):
+        done = tools.run("kafka-configs", *server, *entity, "--alter", "--add-config", config)
+        assert done.stdout.strip().startswith("Completed updating"), done.stdout
+    try:
+        with KafkaClient(pylog) as c:
+            held = {tuple(sorted(e.items())): v for e, v in c.admin.describe_client_quotas()}
+        assert held == {
+            (("user", "alice"),): {"producer_byte_rate": 204800.0, "request_percentage": 50.0},
+            (("client-id", "etl"),): {"consumer_byte_rate": 1048576.0},
+            (("client-id", None),): {"producer_byte_rate": 1000000.0},
+            (("client-id", "etl"), ("user", "alice")): {"producer_byte_rate": 1024.0},
+        }
+        shown = tools.run("kafka-configs", *server, *user, "--describe").stdout
+        assert "Quota configs for user-principal 'alice' are " in shown
+        assert "producer_byte_rate=204800.0" in shown and "request_percentage=50.0" in shown
+        shown = tools.run("kafka-configs", *server, *both, "--describe").stdout
+        assert (
+            "Quota configs for user-principal 'alice', client-id 'etl' are producer_byte_rate=1024.0" in shown
+        )
+        shown = tools.run("kafka-configs", *server, "--entity-type", "clients", "--describe").stdout
+        assert "Quota configs for client-id 'etl' are consumer_byte_rate=1048576.0" in shown
+        assert "Quota configs for the default client-id are producer_byte_rate=1000000.0" in shown
+    finally:
+        for entity, keys in (
+            (user, "producer_byte_rate,request_percentage"),
+            (client, "consumer_byte_rate"),
+            (default_client, "producer_byte_rate"),
+            (both, "producer_byte_rate"),
+        ):
+            tools.run("kafka-configs", *server, *entity, "--alter", "--delete-config", keys)
+    with KafkaClient(pylog) as c:
+        assert c.admin.describe_client_quotas() == []

@@ -293,7 +293,7 @@ def test_api_versions_future_version_is_answerable() -> None:
 
 def test_encoding_unknown_version_raises() -> None:
     with pytest.raises(UnsupportedVersionError):
-        encode_request(1, 13, 1, "c", {})
+        encode_request(1, 19, 1, "c", {})
     with pytest.raises(UnsupportedVersionError):
         encode_response(1234, 0, 1, {})
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ssl
 import struct
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID
 from broker_runtime.server.handlers import handler_table, supported_versions
 from tests.security.certs import Pki, make_pki
 from tests.security.conftest import secured_props
@@ -54,6 +56,8 @@ class Case:
     body: dict[str, Any]
     observe: Callable[[dict[str, Any]], Any]
     expected: Any
+    #: The version sent, when not the highest the broker serves (an API whose versions differ in authorization).
+    version: int | None = None
 
 
 def _part(answer: dict[str, Any], topics: str, parts: str, code: str = "ErrorCode") -> Any:
@@ -206,6 +210,22 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.HEARTBEAT: [
         Case("READ on the group", {"GroupId": GROUP, "MemberId": "m"}, lambda a: a["ErrorCode"], GROUP_DENIED)
     ],
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: [
+        Case(
+            "READ on the group",
+            {"GroupId": GROUP, "MemberId": "m", "MemberEpoch": 0, "SubscribedTopicNames": [TOPIC]},
+            lambda a: a["ErrorCode"],
+            GROUP_DENIED,
+        )
+    ],
+    ApiKey.CONSUMER_GROUP_DESCRIBE: [
+        Case(
+            "DESCRIBE on the group",
+            {"GroupIds": [GROUP]},
+            lambda a: a["Groups"][0]["ErrorCode"],
+            GROUP_DENIED,
+        )
+    ],
     ApiKey.LEAVE_GROUP: [
         Case(
             "READ on the group",
@@ -281,7 +301,23 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ],
     ApiKey.ADD_PARTITIONS_TO_TXN: [
         Case(
-            "WRITE on the transactional id",
+            "v4+ (brokers verifying, KIP-890): CLUSTER_ACTION on the cluster",
+            {
+                "Transactions": [
+                    {
+                        "TransactionalId": TXN,
+                        "ProducerId": 0,
+                        "ProducerEpoch": 0,
+                        "VerifyOnly": True,
+                        "Topics": [{"Name": TOPIC, "Partitions": [0]}],
+                    }
+                ]
+            },
+            lambda a: (a["ErrorCode"], a["ResultsByTransaction"]),
+            (CLUSTER_DENIED, []),
+        ),
+        Case(
+            "v0-3 (clients): WRITE on the transactional id",
             {
                 "V3AndBelowTransactionalId": TXN,
                 "V3AndBelowProducerId": 0,
@@ -290,7 +326,8 @@ DECISIONS: dict[ApiKey, list[Case]] = {
             },
             lambda a: a["ResultsByTopicV3AndBelow"][0]["ResultsByPartition"][0]["PartitionErrorCode"],
             TXN_DENIED,
-        )
+            version=3,
+        ),
     ],
     ApiKey.ADD_OFFSETS_TO_TXN: [
         Case(
@@ -495,6 +532,14 @@ DECISIONS: dict[ApiKey, list[Case]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: [
         Case("DESCRIBE_CONFIGS on the cluster", {"Components": []}, lambda a: a["ErrorCode"], CLUSTER_DENIED)
     ],
+    ApiKey.ALTER_CLIENT_QUOTAS: [
+        Case(
+            "ALTER_CONFIGS on the cluster",
+            {"Entries": [{"Entity": [{"EntityType": "user", "EntityName": "alice"}], "Ops": []}]},
+            lambda a: [e["ErrorCode"] for e in a["Entries"]],
+            [CLUSTER_DENIED],
+        )
+    ],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [
         Case(
             "DESCRIBE on the cluster",
@@ -522,6 +567,8 @@ def _served() -> list[int]:
 class MatrixBroker:
     broker: Any
     pki: Pki
+    #: The id of TOPIC (Fetch v13+ names topics by id).
+    topic_id: uuid.UUID
 
     def connect(self, listener: str, *, login: bool = True) -> RawConnection:
         """A connection to ``listener`` as the principal without ACLs (``login=False``: SASL not started)."""
@@ -557,7 +604,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixBroker]:
             RawConnection(broker.listener_bootstrap("SASL_PLAINTEXT")), "admin", "admin-secret"
         ) as admin:
             _setup(admin)
-        yield MatrixBroker(broker, pki)
+            meta = admin.call(ApiKey.METADATA, 12, {"Topics": [{"Name": TOPIC, "TopicId": ZERO_TOPIC_ID}]})
+        yield MatrixBroker(broker, pki, meta["Topics"][0]["TopicId"])
     finally:
         broker.stop()
 
@@ -604,10 +652,13 @@ def test_every_api_decides_authorization(matrix: MatrixBroker, listener: str, ke
         f"add an authorization decision for {ApiKey(key).name} to DECISIONS: what does Kafka answer a principal "
         "without ACLs (KafkaApis)?"
     )
-    version = supported_versions()[key][1]
     with matrix.connect(listener) as conn:
         for case in cases:
-            answer = conn.call(key, version, case.body)
+            version = case.version if case.version is not None else supported_versions()[key][1]
+            body = case.body
+            if key == ApiKey.FETCH and version >= 13:  # the same request, naming the topic by its id
+                body = {**body, "Topics": [{**t, "TopicId": matrix.topic_id} for t in body["Topics"]]}
+            answer = conn.call(key, version, body)
             assert case.observe(answer) == case.expected, (
                 f"{ApiKey(key).name} v{version} on {listener} ({case.what}): {answer}"
             )

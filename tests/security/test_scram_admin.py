@@ -8,7 +8,7 @@ old one (the old is refused), a deleted user cannot log in; a principal without 
 is refused and changes nothing; Kafka's per-user validation (iterations out of 4096-16384, unknown mechanism,
 empty name, one user altered twice, deleting what is not stored, describing a user twice or an unknown one);
 no password, salted password or key appears in the broker's logs (DEBUG) or answers; DescribeClientQuotas
-answers no quotas and validates its filter; ``pylog-broker configs --entity-type users`` in kafka-configs'
+answers no quotas while none is set and validates its filter; ``pylog-broker configs --entity-type users`` in kafka-configs'
 shape. The stored keys match what ``scramp`` derives from the password.
 """
 
@@ -271,7 +271,7 @@ def test_no_secret_in_logs_or_answers(cluster: Cluster, caplog: pytest.LogCaptur
 
 
 def test_describe_client_quotas_answers_none_and_checks_the_filter(cluster: Cluster) -> None:
-    """pylog enforces no client quotas: a valid filter matches nothing; a filter Kafka refuses is refused."""
+    """With no client quota set, a valid filter matches nothing; a filter Kafka refuses is refused."""
     with cluster.admin() as admin:
         conn = admin.any_connection()
 

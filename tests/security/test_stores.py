@@ -254,6 +254,10 @@ def _jks_magic(path: Path, magic: bytes) -> Path:
             {"ssl.truststore.location": "{dir}/fake.jks"},
             "is a JKS store, which pylog reads through the Java runtime",
         ),
+        (
+            {"ssl.truststore.location": "{dir}/client.pem"},
+            "ssl.truststore.password is set but the trust store is PEM (ssl.truststore.location), which has no",
+        ),
     ],
     ids=[
         "wrong-password",
@@ -268,6 +272,7 @@ def _jks_magic(path: Path, magic: bytes) -> Path:
         "not-a-store",
         "inline-pem-with-pkcs12",
         "jks-without-keytool",
+        "pem-truststore-with-password",
     ],
 )
 def test_store_errors_name_the_setting(

@@ -32,7 +32,7 @@ Range = tuple[int, int]
 
 #: Why versions below Apache Kafka 4's minimum still answer (KIP-896 removed them from Kafka 4.0).
 OLD = "the versions below Kafka's minimum are those Kafka 4.0 removed (KIP-896), kept for clients older than Kafka 2.1"
-TOPIC_IDS = "pylog's topics have no topic ids yet (KIP-516)"
+TOPIC_IDS = "pylog's topics have topic ids (KIP-516), but this API does not take them yet"
 TXN_V2 = "transactions v2 (KIP-890 part 2, feature transaction.version 2) are not implemented"
 SHARE = "share groups (KIP-932) are not implemented"
 STREAMS = "the streams group protocol (KIP-1071) is not implemented"
@@ -56,7 +56,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     0: ApiDifference(
         (0, 13), (0, 11), f"12 is the transactions v2 form: {TXN_V2}; 13 names topics by id: {TOPIC_IDS}"
     ),
-    1: ApiDifference((4, 18), (4, 12), f"13+ name topics by id: {TOPIC_IDS}"),
     2: ApiDifference(
         (1, 11),
         (0, 8),
@@ -71,12 +70,6 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     19: ApiDifference((2, 7), (0, 7), OLD),
     20: ApiDifference((1, 6), (0, 6), OLD),
     23: ApiDifference((2, 4), (0, 4), OLD),
-    24: ApiDifference(
-        (0, 5),
-        (0, 3),
-        "4+ are the broker-to-broker form that verifies a partition is in the transaction (KIP-890 part 1): "
-        "pylog's partition leaders do not verify with the coordinator",
-    ),
     26: ApiDifference((0, 5), (0, 4), f"5 bumps the producer epoch on every transaction: {TXN_V2}"),
     27: ApiDifference(
         (1, 2),
@@ -101,22 +94,19 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     41: ApiDifference((1, 3), None, "delegation tokens (KIP-48) are not implemented"),
     45: ApiDifference((0, 1), None, "partition reassignment (KIP-455) is not implemented"),
     46: ApiDifference((0, 0), None, "partition reassignment (KIP-455) is not implemented"),
-    49: ApiDifference((0, 1), None, "client quotas are not implemented yet (issue #33)"),
     55: ApiDifference(
         (0, 2), None, "pylog's controller is not a KRaft quorum: there is no quorum to describe"
     ),
-    57: ApiDifference((0, 2), None, "pylog has no feature levels to update (see the features below)"),
+    57: ApiDifference(
+        (0, 2),
+        None,
+        "pylog's feature levels are fixed by its release (see the features below): none to update",
+    ),
     60: ApiDifference((0, 2), (0, 1), "2 can list fenced brokers (KIP-1073): not yet answered"),
     64: ApiDifference(
         (0, 0), None, "pylog's brokers are registered by its own controller, not through this API"
     ),
     66: ApiDifference((0, 2), (0, 1), "2 filters by a transactional id pattern (KIP-1152): not yet answered"),
-    68: ApiDifference(
-        (0, 1), None, "the consumer group protocol (KIP-848) is not implemented yet (issue #33)"
-    ),
-    69: ApiDifference(
-        (0, 1), None, "the consumer group protocol (KIP-848) is not implemented yet (issue #33)"
-    ),
     74: ApiDifference((0, 1), None, "listing config resources (KIP-1142) is not implemented"),
     76: ApiDifference((1, 1), None, SHARE),
     77: ApiDifference((1, 1), None, SHARE),
@@ -142,32 +132,37 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     ),
 }
 
-_NO_FEATURES = "pylog answers no feature levels in ApiVersions"
+#: pylog's feature levels are declared in broker_runtime/server/features.py; a feature it lists nowhere is answered
+#: neither supported nor finalized (level 0: Kafka's behaviour before the feature).
+_LEVEL_0 = "pylog implements level 0 only (not answered)"
 FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
     "eligible.leader.replicas.version": FeatureDifference(
         ((0, 1), (1, 1)),
         (None, None),
-        f"{_NO_FEATURES}; eligible leader replicas (KIP-966) are not implemented",
+        f"{_LEVEL_0}: eligible leader replicas (KIP-966) are not implemented",
     ),
     "group.version": FeatureDifference(
         ((0, 1), (1, 1)),
         (None, None),
-        f"{_NO_FEATURES}; the consumer group protocol (KIP-848) is not implemented yet",
+        f"{_LEVEL_0}; the consumer group protocol (KIP-848) is served whatever the level (its groups are "
+        "not yet written to __consumer_offsets)",
     ),
     "kraft.version": FeatureDifference(
-        ((0, 1), None), (None, None), f"{_NO_FEATURES}; pylog's controller is not a KRaft quorum"
+        ((0, 1), None), (None, None), f"{_LEVEL_0}: pylog's controller is not a KRaft quorum"
     ),
     "metadata.version": FeatureDifference(
         ((7, 33), (33, 33)),
         (None, None),
-        f"{_NO_FEATURES}; pylog's cluster metadata is not KRaft's metadata log",
+        "not answered: it versions KRaft's metadata log, which pylog's cluster metadata is not",
     ),
-    "share.version": FeatureDifference(((0, 2), (2, 2)), (None, None), f"{_NO_FEATURES}; {SHARE}"),
-    "streams.version": FeatureDifference(((0, 1), (1, 1)), (None, None), f"{_NO_FEATURES}; {STREAMS}"),
+    "share.version": FeatureDifference(((0, 2), (2, 2)), (None, None), f"{_LEVEL_0}: {SHARE}"),
+    "streams.version": FeatureDifference(((0, 1), (1, 1)), (None, None), f"{_LEVEL_0}: {STREAMS}"),
     "transaction.version": FeatureDifference(
         ((0, 2), (2, 2)),
         (None, None),
-        f"{_NO_FEATURES}; {TXN_V2}: without the feature, Kafka's 4.x producer uses transactions v1",
+        f"{_LEVEL_0} (v0 transaction state records, one producer epoch per InitProducerId): level 1 (flexible "
+        f"state records) gives clients nothing, and {TXN_V2}; without level 2 Kafka's 4.x producer runs "
+        "transactions v1 (AddPartitionsToTxn, EndTxn v4), which pylog serves",
     ),
 }
 

@@ -9,7 +9,7 @@ broker      in-process brokers (``Broker(...).start()``, their event loop in a t
 process     child processes: brokers and clusters in processes, the CLI as a subprocess, signals
 spark       the suite's shared Spark session (the ``spark`` fixture: one JVM per pytest process)
 spark_app   a Spark driver of its own (a Python script that builds a ``SparkSession``, run as a child)
-peers       external programs that are not Python: kcat, node/kafkajs, Go or Java tools (Apache Kafka)
+peers       external programs that are not Python: kcat, node/kafkajs, Go or Java tools (Apache Kafka), chromium
 ==========  =========================================================================================
 
 How a tier is found (:func:`tier_of_item`): the code of the test function and of every fixture it uses (each
@@ -84,12 +84,24 @@ STARTERS: dict[str, str] = {
     "check_worker_python": "process",  # spark_compat: runs the worker interpreter to look for pylog's modules
     # the shared Spark session
     "SparkSession": "spark",
+    # selenium's webdriver.Chrome: chromedriver and a headless chromium (the console's browser tests)
+    "Chrome": "peers",
 }
 #: ``subprocess.run``: both names in one code object.
 SUBPROCESS_RUN = ("subprocess", "run")
 #: argv[0] of programs that are not Python: a string constant of a code object that also looks the program up
 #: (``shutil.which``), as every fixture providing such a program does ("node" alone is also a pylog-broker command).
-PEER_PROGRAMS = {"kcat", "node", "npm", "java", "go", "kafka-server-start.sh", "kafka-storage.sh"}
+PEER_PROGRAMS = {
+    "kcat",
+    "node",
+    "npm",
+    "java",
+    "go",
+    "kafka-server-start.sh",
+    "kafka-storage.sh",
+    "chromium",  # the console's browser tests (and its chromedriver)
+    "chromedriver",
+}
 _SCRIPT = re.compile(r"[\w.-]+\.py$")
 _ROOT = Path(__file__).resolve().parents[2]
 _FOLLOWED = ("tests", "jobs")

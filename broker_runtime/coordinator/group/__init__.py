@@ -1,6 +1,8 @@
-"""Kafka's classic group coordinator: consumer group membership, rebalances, generations and committed offsets
+"""Kafka's group coordinator (classic groups, and consumer groups of KIP-848): consumer group membership, rebalances, generations and committed offsets
 kept in ``__consumer_offsets`` (see :mod:`.coordinator` for its parts)."""
 
+from broker_runtime.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
+from broker_runtime.coordinator.group.consumer_state import ConsumerGroupConfig
 from broker_runtime.coordinator.group.coordinator import GroupCoordinator
 from broker_runtime.coordinator.group.log_format import CONSUMER_OFFSETS_TOPIC, partition_for
 from broker_runtime.coordinator.group.offsets import Committer
@@ -12,11 +14,14 @@ __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
     "Committer",
     "CommittedOffset",
+    "ConsumerGroupConfig",
     "CoordinatorTimer",
     "Group",
     "GroupConfig",
     "GroupCoordinator",
     "GroupState",
+    "HeartbeatRequest",
+    "HeartbeatResult",
     "Member",
     "OffsetsLog",
     "local_appender",

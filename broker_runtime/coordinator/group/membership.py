@@ -17,6 +17,8 @@ Answers are Kafka's response bodies, some as futures resolved later on the event
   the previous holder (whose pending answers get FENCED_INSTANCE_ID); in a Stable group with unchanged protocols
   it takes over the assignment without a rebalance. A request naming an instance id with another member id is
   FENCED_INSTANCE_ID. Static members are removed only by session timeout or LeaveGroup.
+* A consumer group (KIP-848, :mod:`.consumer`) with members answers a JoinGroup INCONSISTENT_GROUP_PROTOCOL
+  (pylog does not let classic members into it); an empty one becomes a classic group, keeping its offsets.
 * :meth:`GroupMembership.sync`: followers wait for the leader's assignments; the members' answers wait for the
   replication of the leader's assignment (the group stays CompletingRebalance meanwhile); then every member gets
   its own and the group is Stable. If the assignment cannot be stored every member gets the error and the group
@@ -340,6 +342,13 @@ class GroupMembership:
         group = self._groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             group = self._groups[group_id] = Group(group_id)
+        if group.consumer is not None:
+            if group.consumer.members:
+                # a consumer group (KIP-848) with members: pylog does not mix classic members into it
+                return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            _log.info("group %r: empty consumer group becomes a classic group", group_id)
+            group.consumer = None
+            group.protocol_type = None
         if not group.supports(req.protocol_type, req.protocols):
             return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()

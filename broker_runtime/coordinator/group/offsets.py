@@ -128,7 +128,11 @@ class OffsetManager:
             return refused
         generation, member_id = committer.generation, committer.member_id
         group = self._live(group_id)
-        if generation < 0 and not member_id:
+        if group is not None and group.consumer is not None:
+            code = self._check_consumer_member(group, committer)
+            if code != ErrorCode.NONE:
+                return dict.fromkeys(offsets, code)
+        elif generation < 0 and not member_id:
             if group is not None and group.members:
                 return dict.fromkeys(
                     offsets, ErrorCode.ILLEGAL_GENERATION
@@ -158,6 +162,22 @@ class OffsetManager:
             group.offsets.update(accepted)
             result.update(dict.fromkeys(accepted, ErrorCode.NONE))
         return result
+
+    @staticmethod
+    def _check_consumer_member(group: Group, committer: Committer) -> ErrorCode:
+        """A commit into a consumer group (KIP-848, Kafka's ``ConsumerGroup.validateOffsetCommit``): without a
+        member (epoch < 0) only while the group has no member; else the member must be known
+        (UNKNOWN_MEMBER_ID) and commit at its own member epoch (STALE_MEMBER_EPOCH)."""
+        cg = group.consumer
+        assert cg is not None
+        if committer.generation < 0 and not cg.members:
+            return ErrorCode.NONE
+        member = cg.members.get(committer.member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if committer.generation != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
 
     def txn_commit(
         self, group_id: str, producer: tuple[int, int], committer: Committer, offsets: Offsets
@@ -233,7 +253,7 @@ class OffsetManager:
         now = self._now_ms()
         removed = 0
         for group in list(self._groups.values()):
-            if group.members or group.state not in (GroupState.EMPTY, GroupState.DEAD):
+            if group.has_members or group.state not in (GroupState.EMPTY, GroupState.DEAD):
                 continue
             expired = [
                 tp
@@ -285,7 +305,7 @@ class OffsetManager:
         group = self._live(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if group.members and group.protocol_type != "consumer":
+        if group.members and group.protocol_type != "consumer":  # a consumer group: its subscriptions decide
             return ErrorCode.NON_EMPTY_GROUP, {}
         subscribed = group.subscribed_topics()
         result: dict[TopicPartition, ErrorCode] = {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from broker_runtime.coordinator.group.consumer_state import ConsumerGroupConfig, ConsumerGroupState
 from broker_runtime.purgatory.timing_wheel import TimerTask
 
 __all__ = ["CommittedOffset", "Group", "GroupConfig", "GroupState", "Member"]
@@ -39,6 +40,8 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    #: The ``group.consumer.*`` settings of KIP-848 groups.
+    consumer: ConsumerGroupConfig = ConsumerGroupConfig()
 
 
 class GroupState(Enum):
@@ -112,6 +115,19 @@ class Group:
     #: While the initial delay runs: the deadline (clock ms) it may not extend past (None otherwise).
     initial_deadline_ms: int | None = None
     state_timestamp_ms: int = -1
+    #: Set while the group is of type ``consumer`` (KIP-848, :mod:`.consumer_state`): its members are there and
+    #: ``members`` (the classic ones) is empty.
+    consumer: ConsumerGroupState | None = None
+
+    @property
+    def group_type(self) -> str:
+        """Kafka's ``GroupType`` name: ``consumer`` (KIP-848) or ``classic``."""
+        return "consumer" if self.consumer is not None else "classic"
+
+    @property
+    def has_members(self) -> bool:
+        """Members of either protocol."""
+        return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
 
     def all_joined(self) -> bool:
         return all(m.join_future is not None and not m.join_future.done() for m in self.members.values())
@@ -150,6 +166,8 @@ class Group:
         ConsumerProtocolSubscription: int16 version, then an int32 count of int16-length topic names); a
         metadata that does not parse counts as no topic."""
         topics: set[str] = set()
+        if self.consumer is not None:
+            return self.consumer.subscribed_topics()
         if self.protocol_type != "consumer":
             return topics
         for m in self.members.values():

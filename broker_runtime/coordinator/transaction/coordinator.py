@@ -25,6 +25,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   Prepare states -> CONCURRENT_TRANSACTIONS; otherwise the partitions join and the state is Ongoing (the
   transaction timer starts with the first partition). A partition of an unknown topic fails the request:
   UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the others, as Kafka.
+* :meth:`verify_partitions`: KIP-890 part 1, asked by a partition leader before the first transactional batch of
+  a producer there: is the partition in its open transaction (nothing written)?
 * :meth:`add_offsets`: as add_partitions with the group's ``__consumer_offsets`` partition (Kafka's
   ``handleAddPartitionsToTransaction`` for offsets); the caller names that partition (in a cluster this node
   need not coordinate the group: the marker reaches the partition's leader like any other).
@@ -496,6 +498,29 @@ class TransactionCoordinator:
             }
         code = self._join(self._txns[transactional_id], set(partitions))
         return dict.fromkeys(partitions, code)
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn v4+ with ``VerifyOnly`` (KIP-890 part 1, Kafka's
+        ``handleVerifyPartitionsInTransaction``): is each partition in the producer's open transaction? NONE for
+        those that are, TRANSACTION_ABORTABLE for the others (a partition leader then refuses the batch); the
+        producer's errors of :meth:`add_partitions` (NOT_COORDINATOR, INVALID_PRODUCER_ID_MAPPING,
+        PRODUCER_FENCED, CONCURRENT_TRANSACTIONS in a Prepare state) for every partition. Writes nothing."""
+        owner = self.owner_error(transactional_id)
+        if owner != ErrorCode.NONE:
+            return dict.fromkeys(partitions, owner)
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD or meta.producer_id != producer_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != epoch:
+            return dict.fromkeys(partitions, ErrorCode.PRODUCER_FENCED)
+        if meta.in_prepare:
+            return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
+        return {
+            tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE
+            for tp in partitions
+        }
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, epoch: int, offsets_partition: tuple[str, int]

@@ -37,6 +37,7 @@ from broker_runtime.protocol.messages import (
     alter_configs,
     api_versions,
     client_quotas,
+    consumer_group,
     create_partitions,
     create_topics,
     delete_groups,
@@ -189,8 +190,11 @@ API_KEYS: dict[int, ApiSpec] = {
         ApiSpec(acls.CREATE_REQUEST, acls.CREATE_RESPONSE),
         ApiSpec(acls.DELETE_REQUEST, acls.DELETE_RESPONSE),
         ApiSpec(client_quotas.DESCRIBE_REQUEST, client_quotas.DESCRIBE_RESPONSE),
+        ApiSpec(client_quotas.ALTER_REQUEST, client_quotas.ALTER_RESPONSE),
         ApiSpec(scram_credentials.DESCRIBE_REQUEST, scram_credentials.DESCRIBE_RESPONSE),
         ApiSpec(scram_credentials.ALTER_REQUEST, scram_credentials.ALTER_RESPONSE),
+        ApiSpec(consumer_group.HEARTBEAT_REQUEST, consumer_group.HEARTBEAT_RESPONSE),
+        ApiSpec(consumer_group.DESCRIBE_REQUEST, consumer_group.DESCRIBE_RESPONSE),
     )
 }
 

@@ -1,9 +1,12 @@
-"""DescribeClientQuotas (API key 48): the client quotas matching a filter.
+"""DescribeClientQuotas (API key 48): the client quotas matching a filter; AlterClientQuotas (API key 49): set
+and remove client quotas.
 
-Versions 0-1; flexible from 1. A filter component names an entity type (``user``, ``client-id``, ``ip``) and a
-match type (:data:`MATCH_EXACT` with a name, :data:`MATCH_DEFAULT` and :data:`MATCH_SPECIFIED` without one).
-Definitions mirror Kafka's DescribeClientQuotasRequest.json / DescribeClientQuotasResponse.json. Immutable;
-thread-safe.
+Versions 0-1 of both; flexible from 1. A filter component names an entity type (``user``, ``client-id``,
+``ip``) and a match type (:data:`MATCH_EXACT` with a name, :data:`MATCH_DEFAULT` and :data:`MATCH_SPECIFIED`
+without one). An entity is a list of (type, name) pairs, a null name meaning the type's default entity; an
+alteration's op sets ``Key`` to ``Value`` or, with ``Remove``, removes it. Definitions mirror Kafka's
+DescribeClientQuotasRequest.json / DescribeClientQuotasResponse.json / AlterClientQuotasRequest.json /
+AlterClientQuotasResponse.json. Immutable; thread-safe.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from broker_runtime.protocol.messages.api_keys import ApiKey
 from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = [
+    "ALTER_REQUEST",
+    "ALTER_RESPONSE",
     "DESCRIBE_REQUEST",
     "DESCRIBE_RESPONSE",
     "ENTITY_TYPES",
@@ -74,6 +79,64 @@ DESCRIBE_RESPONSE = Message(
                     "0+",
                     fields=[Field("Key", "string", "0+"), Field("Value", "float64", "0+")],
                 ),
+            ],
+        ),
+    ],
+)
+
+_ENTITY = Field(
+    "Entity",
+    "[]EntityData",
+    "0+",
+    fields=[
+        Field("EntityType", "string", "0+"),
+        Field("EntityName", "string", "0+", nullable="0+", default=None),
+    ],
+)
+
+ALTER_REQUEST = Message(
+    "AlterClientQuotasRequest",
+    api_key=ApiKey.ALTER_CLIENT_QUOTAS,
+    versions="0-1",
+    flexible="1+",
+    fields=[
+        Field(
+            "Entries",
+            "[]EntryData",
+            "0+",
+            fields=[
+                _ENTITY,
+                Field(
+                    "Ops",
+                    "[]OpData",
+                    "0+",
+                    fields=[
+                        Field("Key", "string", "0+"),
+                        Field("Value", "float64", "0+"),
+                        Field("Remove", "bool", "0+"),
+                    ],
+                ),
+            ],
+        ),
+        Field("ValidateOnly", "bool", "0+"),
+    ],
+)
+
+ALTER_RESPONSE = Message(
+    "AlterClientQuotasResponse",
+    api_key=ApiKey.ALTER_CLIENT_QUOTAS,
+    versions="0-1",
+    flexible="1+",
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field(
+            "Entries",
+            "[]EntryData",
+            "0+",
+            fields=[
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                _ENTITY,
             ],
         ),
     ],

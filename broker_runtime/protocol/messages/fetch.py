@@ -1,10 +1,15 @@
 """Fetch (API key 1): read record batches from topic partitions (consumers and follower replicas).
 
-Versions 0-12 (13+ address topics by id and are not spoken); flexible from 12. ``MaxBytes`` from v3,
+Versions 0-18; flexible from 12. ``MaxBytes`` from v3,
 ``IsolationLevel`` and per-partition ``LastStableOffset``/``AbortedTransactions`` from v4, ``LogStartOffset``
 from v5, fetch sessions (``SessionId``/``SessionEpoch``, ``ForgottenTopicsData``) from v7 (a broker without
 sessions answers ``SessionId`` 0), ``CurrentLeaderEpoch`` from v9, ``RackId`` and ``PreferredReadReplica`` from
-v11, ``LastFetchedEpoch`` and the tagged ``DivergingEpoch``/``CurrentLeader``/``SnapshotId`` from v12.
+v11, ``LastFetchedEpoch`` and the tagged ``DivergingEpoch``/``CurrentLeader``/``SnapshotId`` from v12. From v13
+topics are named by ``TopicId`` instead of ``Topic`` (KIP-516), in requests, forgotten topics and responses alike;
+v14 is v13 (KIP-405 changed only the broker's behaviour); v15 moves ``ReplicaId`` into the tagged ``ReplicaState``
+(KIP-903: a consumer leaves it at -1); v16 adds the response's tagged ``NodeEndpoints`` (KIP-951: where the
+``CurrentLeader`` of a NOT_LEADER_OR_FOLLOWER partition is); v17 the tagged ``ReplicaDirectoryId`` (KIP-853); v18
+the tagged per-partition ``HighWatermark`` (KIP-1166: a follower's, Long.MAX_VALUE from a consumer).
 ``Records`` decode as zero-copy memoryviews; on encode they may be a list of buffers (concatenated on the wire).
 Definitions mirror Kafka's FetchRequest.json / FetchResponse.json. Immutable; thread-safe.
 """
@@ -22,11 +27,22 @@ API_KEY = ApiKey.FETCH
 REQUEST = Message(
     "FetchRequest",
     api_key=API_KEY,
-    versions="0-12",
+    versions="0-18",
     flexible="12+",
     fields=[
         Field("ClusterId", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),
         Field("ReplicaId", "int32", "0-14", default=CONSUMER_REPLICA_ID),
+        Field(
+            "ReplicaState",
+            "ReplicaState",
+            "15+",
+            tag=1,
+            tagged="15+",
+            fields=[
+                Field("ReplicaId", "int32", "15+", default=CONSUMER_REPLICA_ID),
+                Field("ReplicaEpoch", "int64", "15+", default=-1),
+            ],
+        ),
         Field("MaxWaitMs", "int32", "0+"),
         Field("MinBytes", "int32", "0+"),
         Field("MaxBytes", "int32", "3+", default=0x7FFFFFFF),
@@ -39,6 +55,7 @@ REQUEST = Message(
             "0+",
             fields=[
                 Field("Topic", "string", "0-12"),
+                Field("TopicId", "uuid", "13+"),
                 Field(
                     "Partitions",
                     "[]FetchPartition",
@@ -50,6 +67,8 @@ REQUEST = Message(
                         Field("LastFetchedEpoch", "int32", "12+", default=-1),
                         Field("LogStartOffset", "int64", "5+", default=-1),
                         Field("PartitionMaxBytes", "int32", "0+"),
+                        Field("ReplicaDirectoryId", "uuid", "17+", tag=0, tagged="17+"),
+                        Field("HighWatermark", "int64", "18+", default=2**63 - 1, tag=1, tagged="18+"),
                     ],
                 ),
             ],
@@ -60,6 +79,7 @@ REQUEST = Message(
             "7+",
             fields=[
                 Field("Topic", "string", "7-12"),
+                Field("TopicId", "uuid", "13+"),
                 Field("Partitions", "[]int32", "7+"),
             ],
         ),
@@ -70,7 +90,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "FetchResponse",
     api_key=API_KEY,
-    versions="0-12",
+    versions="0-18",
     flexible="12+",
     fields=[
         Field("ThrottleTimeMs", "int32", "1+"),
@@ -82,6 +102,7 @@ RESPONSE = Message(
             "0+",
             fields=[
                 Field("Topic", "string", "0-12"),
+                Field("TopicId", "uuid", "13+"),
                 Field(
                     "Partitions",
                     "[]PartitionData",
@@ -139,6 +160,19 @@ RESPONSE = Message(
                         Field("Records", "records", "0+", nullable="0+"),
                     ],
                 ),
+            ],
+        ),
+        Field(
+            "NodeEndpoints",
+            "[]NodeEndpoint",
+            "16+",
+            tag=0,
+            tagged="16+",
+            fields=[
+                Field("NodeId", "int32", "16+"),
+                Field("Host", "string", "16+"),
+                Field("Port", "int32", "16+"),
+                Field("Rack", "string", "16+", nullable="16+", default=None),
             ],
         ),
     ],

@@ -16,9 +16,12 @@ from typing import Any
 from broker_runtime.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -109,8 +112,11 @@ HANDLER_MODULES: tuple[ModuleType, ...] = (
     create_acls,
     delete_acls,
     describe_client_quotas,
+    alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 

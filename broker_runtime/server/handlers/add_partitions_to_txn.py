@@ -1,11 +1,19 @@
-"""AddPartitionsToTxn (key 24, v0-3): a transactional producer adds partitions to its open transaction.
+"""AddPartitionsToTxn (key 24, v0-5): a transactional producer adds partitions to its open transaction (v0-3);
+a partition leader asks whether partitions are in a transaction (v4-5, KIP-890 part 1).
 
-Decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
+v0-3 (clients): decodes, asks the transaction coordinator (:meth:`~broker_runtime.coordinator.transaction.
 TransactionCoordinator.add_partitions`, which holds the rules), encodes one error per partition. A request that
 finds the previous transaction's markers being written waits for them instead of answering
-CONCURRENT_TRANSACTIONS (:mod:`broker_runtime.server.txn_parking`). v4+ (the
-KIP-890 broker-to-coordinator batch and verification) is not advertised. Without a coordinator (a cluster, for
-now) every partition gets COORDINATOR_NOT_AVAILABLE.
+CONCURRENT_TRANSACTIONS (:mod:`broker_runtime.server.txn_parking`). Authorization: WRITE on the transactional id
+and on every topic.
+
+v4-5 (brokers; Kafka's client builder never sends them): a batch of transactions. Authorization, as Kafka's
+``handleAddPartitionsToTxnRequest``: CLUSTER_ACTION on the cluster, else the top-level CLUSTER_AUTHORIZATION_FAILED.
+A transaction with ``VerifyOnly`` is answered by :meth:`~broker_runtime.coordinator.transaction.
+TransactionCoordinator.verify_partitions` (nothing written; a partition leader asks it before the first
+transactional batch of a producer, :mod:`broker_runtime.server.txn_verification`); one without adds its
+partitions as v0-3 do (no request parking: the asking broker retries). v5 only adds TRANSACTION_ABORTABLE to the
+errors a v4 asker may get; both are answered alike.
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 REQUEST = add_partitions_to_txn.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 5
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
+    if header.api_version >= 4:
+        return _handle_batch(ctx, body)
     partitions = [(t["Name"], p) for t in body["V3AndBelowTopics"] for p in t["Partitions"]]
     coordinator = ctx.txn_coordinator
     txn_id = body["V3AndBelowTransactionalId"]
@@ -67,4 +77,49 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         )
         if parked is not None:
             return parked
+    return answer_after_state_write(ctx, answer)
+
+
+def _handle_batch(ctx: BrokerContext, body: dict[str, Any]) -> Any:
+    """v4+: the transactions of a partition leader's verification (or addition), one result each."""
+    transactions = body["Transactions"]
+    if not ctx.inter_broker_allowed():
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "ResultsByTransaction": [],
+        }
+    coordinator = ctx.txn_coordinator
+    coordinator.take_appended()  # only this request's state writes are waited for
+    results: list[tuple[str, dict[tuple[str, int], ErrorCode]]] = []
+    for txn in transactions:
+        partitions = [(t["Name"], p) for t in txn["Topics"] for p in t["Partitions"]]
+        if not txn["TransactionalId"]:
+            codes = dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
+        elif txn["VerifyOnly"]:
+            codes = coordinator.verify_partitions(
+                txn["TransactionalId"], txn["ProducerId"], txn["ProducerEpoch"], partitions
+            )
+        else:
+            codes = coordinator.add_partitions(
+                txn["TransactionalId"], txn["ProducerId"], txn["ProducerEpoch"], partitions
+            )
+        results.append((txn["TransactionalId"], codes))
+
+    def answer(failed: ErrorCode | None) -> dict[str, Any]:
+        out = []
+        for txn_id, codes in results:
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for (topic, partition), code in codes.items():
+                topics.setdefault(topic, []).append(
+                    {"PartitionIndex": partition, "PartitionErrorCode": failed or code}
+                )
+            out.append(
+                {
+                    "TransactionalId": txn_id,
+                    "TopicResults": [{"Name": t, "ResultsByPartition": ps} for t, ps in topics.items()],
+                }
+            )
+        return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "ResultsByTransaction": out}
+
     return answer_after_state_write(ctx, answer)

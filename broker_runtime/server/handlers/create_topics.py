@@ -154,6 +154,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
     def answer(failures: dict[str, BaseException]) -> dict[str, Any]:
         for r in results:
             exc = failures.get(r["Name"])
+            if exc is None and r["ErrorCode"] == ErrorCode.NONE and not validate_only:
+                r["TopicId"] = ctx.cluster.view.topic_id(r["Name"])  # v7+
             if exc is not None:  # the log files could not be made: the topic does not exist
                 code = exc.code if isinstance(exc, TopicError) else ErrorCode.KAFKA_STORAGE_ERROR
                 r.update(

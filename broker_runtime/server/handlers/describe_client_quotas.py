@@ -1,11 +1,9 @@
-"""DescribeClientQuotas (key 48, v0-1): the client quotas matching a filter -- none, as pylog enforces none.
+"""DescribeClientQuotas (key 48, v0-1): the client quotas (set by AlterClientQuotas) matching a filter.
 
-pylog has no client quotas (``ThrottleTimeMs`` is always 0; AlterClientQuotas is not served), so every valid
-filter matches no entity and the answer is an empty list: what is true of this broker. It is served because
-Kafka's ``kafka-configs --describe --entity-type users`` asks it before it describes the users' SCRAM
-credentials. Authorized as Kafka's ``KafkaApis``: DESCRIBE_CONFIGS on the cluster, else
-CLUSTER_AUTHORIZATION_FAILED. The filter is validated as Kafka's ``ClientQuotasImage.describe`` validates it:
-an empty or repeated entity type, a match type other than 0-2, a name with MATCH_DEFAULT / MATCH_SPECIFIED or
+The entities of this broker's latest cluster view matching the filter, with their keys and values, matched as
+Kafka's ``ClientQuotasImage.describe`` matches them (:func:`~broker_runtime.server.client_quotas.describe`).
+Authorized as Kafka's ``KafkaApis``: DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+The filter is validated as Kafka's ``ClientQuotasImage.describe`` validates it: an empty or repeated entity type, a match type other than 0-2, a name with MATCH_DEFAULT / MATCH_SPECIFIED or
 none with MATCH_EXACT, and ``ip`` together with ``user`` or ``client-id`` answer INVALID_REQUEST; an entity type
 other than ``user``, ``client-id`` and ``ip`` UNSUPPORTED_VERSION.
 """
@@ -17,6 +15,7 @@ from typing import Any
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, client_quotas
 from broker_runtime.security.acl import AclOperation
+from broker_runtime.server.client_quotas import describe
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -72,4 +71,5 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     problem = _filter_problem(body["Components"])
     if problem is not None:
         return fail(*problem)
-    return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "ErrorMessage": None, "Entries": []}
+    entries = describe(ctx.cluster.view.client_quotas, body["Components"], bool(body["Strict"]))
+    return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "ErrorMessage": None, "Entries": entries}

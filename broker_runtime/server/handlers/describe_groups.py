@@ -2,7 +2,8 @@
 
 In Stable the answer has the chosen protocol and every member's metadata and assignment; in other states the
 protocol is empty and so are the members' metadata and assignment (Kafka's ``GroupMetadata.summary``). An
-unknown group is described as ``Dead`` with no member (v6: GROUP_ID_NOT_FOUND, as Kafka from v6). The client
+unknown group is described as ``Dead`` with no member (v6: GROUP_ID_NOT_FOUND, as Kafka from v6); so is a consumer
+group of KIP-848 ("is not a classic group", as Kafka's; ConsumerGroupDescribe describes it). The client
 host is not recorded (empty). Without a group coordinator each group answers NOT_COORDINATOR, as does, in a
 cluster, a group of a ``__consumer_offsets`` partition this node does not lead.
 """
@@ -31,10 +32,11 @@ def _describe(ctx: BrokerContext, group_id: str, version: int) -> dict[str, Any]
     if coordinator.owner_error(group_id) != ErrorCode.NONE:
         return {"ErrorCode": ErrorCode.NOT_COORDINATOR, "GroupId": group_id}
     group = coordinator.group(group_id)
-    if group is None or group.state == GroupState.DEAD:
+    if group is None or group.state == GroupState.DEAD or group.consumer is not None:
+        what = "not found" if group is None or group.consumer is None else "is not a classic group"
         return {
             "ErrorCode": ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.NONE,
-            "ErrorMessage": f"group {group_id} not found" if version >= 6 else None,
+            "ErrorMessage": f"group {group_id} {what}" if version >= 6 else None,
             "GroupId": group_id,
             "GroupState": GroupState.DEAD.value,
         }

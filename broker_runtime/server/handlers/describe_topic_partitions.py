@@ -3,7 +3,7 @@
 Topics are answered in name order (all of them when the request names none), starting at ``Cursor``; once
 ``ResponsePartitionLimit`` partitions are in the answer, ``NextTopicPartition`` names the next one (Kafka's
 paging). An unknown named topic answers UNKNOWN_TOPIC_OR_PARTITION with no partitions; an illegal name
-INVALID_TOPIC_EXCEPTION. Topic ids are not kept by pylog (the zero id); pylog has no eligible leader replicas,
+INVALID_TOPIC_EXCEPTION. Each topic carries its id (the zero id for an unknown one); pylog has no eligible leader replicas,
 so both ELR fields are empty lists, never null: Kafka's broker always sends lists there, and Kafka's admin client
 (``kafka-topics --describe``) dereferences them without a null check. Offline replicas are the fenced ones.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_topic_partitions
-from broker_runtime.protocol.primitives import wire
+from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.topics import topic_name_error
@@ -42,7 +42,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         out: dict[str, Any] = {
             "ErrorCode": ErrorCode.NONE,
             "Name": name,
-            "TopicId": wire.ZERO_UUID,
+            "TopicId": ZERO_TOPIC_ID,  # set below once the principal may DESCRIBE the topic
             "IsInternal": name.startswith("__"),
             "Partitions": [],
         }
@@ -52,6 +52,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
                 out["ErrorCode"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 topics.append(out)
             continue
+        out["TopicId"] = view.topic_id(name)
         if info is None:
             problem = topic_name_error(name)
             out["ErrorCode"] = (

@@ -1,10 +1,17 @@
-"""Fetch (key 1, v4-12): committed records from the high watermark down, with min bytes / max wait.
+"""Fetch (key 1, v4-18): committed records from the high watermark down, with min bytes / max wait.
 
 Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
+  * v13+ name topics by id (KIP-516; the answer names them by id too): an id the cluster metadata does not know
+    answers UNKNOWN_TOPIC_ID for each of its partitions, and a partition whose local log belongs to another
+    incarnation of the topic (its ``partition.metadata`` names another id) INCONSISTENT_TOPIC_ID, as Kafka's
+    ``Partition.fetchRecords`` does; v15+ take a follower's id from ``ReplicaState``. pylog's own followers
+    (:mod:`broker_runtime.replication.fetcher`) still fetch by name at v12: the names are theirs to resolve from
+    the same metadata, and v13+ adds nothing they use;
   * sessionless only: SessionId 0 is answered with SessionId 0 ("no session"), so clients keep sending full
     fetches; any other SessionId gets FETCH_SESSION_ID_NOT_FOUND;
   * partitions are read in request order; each reads at most ``PartitionMaxBytes`` and the whole response at
-    most ``MaxBytes``, except that the first partition returning data returns at least one whole batch
+    most ``MaxBytes`` (for a consumer with a ``consumer_byte_rate`` quota, at most what the quota allows in one
+    quota window, as Kafka limits it; the dispatcher throttles the answer), except that the first partition returning data returns at least one whole batch
     (``min_one_batch``), so a batch larger than the limits never blocks a consumer;
   * reads stop at the high watermark; with IsolationLevel 1 (read_committed) at the last stable offset, and
     AbortedTransactions lists (producer id, first offset) of the aborted transactions overlapping the returned
@@ -42,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
@@ -50,6 +58,7 @@ from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.network import SENDFILE_MIN_BYTES
+from broker_runtime.server.quota_manager import user_of
 from broker_runtime.server.replica_manager import ReadResult
 
 _log = logging.getLogger(__name__)
@@ -59,14 +68,15 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "DelayedFetch", "handle"]
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = fetch.REQUEST
 MIN_VERSION = 4
-MAX_VERSION = 12
+MAX_VERSION = 18
 
-FETCH_SESSION_ID_NOT_FOUND = 70
+FETCH_SESSION_ID_NOT_FOUND = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 #: Security protocols whose connections write plain socket bytes (so ``sendfile`` can write the records).
 _PLAIN_SOCKETS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
 
 
 class _PartitionFetch(NamedTuple):
+    #: The topic's name ("" for a v13+ topic id the metadata does not know).
     topic: str
     partition: int
     fetch_offset: int
@@ -74,11 +84,19 @@ class _PartitionFetch(NamedTuple):
     current_leader_epoch: int
     last_fetched_epoch: int = -1
     read_committed: bool = False
+    #: v13+: the id the request named the topic by.
+    topic_id: uuid.UUID | None = None
 
 
 def _validate(ctx: BrokerContext, part: _PartitionFetch) -> ReadResult | None:
-    """The answer for a partition refused before reading (fenced or unknown epoch, not the leader, out of range
-    for its last fetched epoch) or whose fetcher's log diverges, else None."""
+    """The answer for a partition refused before reading (unknown or inconsistent topic id, fenced or unknown
+    epoch, not the leader, out of range for its last fetched epoch) or whose fetcher's log diverges, else None."""
+    if part.topic_id is not None:
+        if not part.topic:
+            return ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)
+        log = ctx.topics.get_log(part.topic, part.partition)
+        if log is not None and log.topic_id is not None and log.topic_id != part.topic_id:
+            return ReadResult(ErrorCode.INCONSISTENT_TOPIC_ID)
     code, diverging = ctx.replicas.validate_fetch(
         part.topic, part.partition, part.current_leader_epoch, part.fetch_offset, part.last_fetched_epoch
     )
@@ -159,8 +177,12 @@ def _count_out(
 
 def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResult]) -> dict[str, Any]:
     topics: list[dict[str, Any]] = []
+    by_id = version >= 13
     for part, result in zip(parts, results, strict=True):
-        if not topics or topics[-1]["Topic"] != part.topic:
+        if by_id:
+            if not topics or topics[-1]["TopicId"] != part.topic_id:
+                topics.append({"TopicId": part.topic_id, "Partitions": []})
+        elif not topics or topics[-1]["Topic"] != part.topic:
             topics.append({"Topic": part.topic, "Partitions": []})
         entries: list[dict[str, Any]] = topics[-1]["Partitions"]
         entries.append(
@@ -193,7 +215,7 @@ def _denied_topics(ctx: BrokerContext, parts: list[_PartitionFetch], replica_id:
     """Topics this fetch may not read: a consumer needs READ on each topic; a follower (ReplicaId >= 0) must come
     in on the inter-broker listener or hold CLUSTER_ACTION on the cluster, else every topic is refused (Kafka
     answers a follower fetch without CLUSTER_ACTION with TOPIC_AUTHORIZATION_FAILED for each partition)."""
-    topics = {p.topic for p in parts}
+    topics = {p.topic for p in parts if p.topic}  # "": an unknown topic id, answered UNKNOWN_TOPIC_ID
     if replica_id >= 0:
         if ctx.inter_broker_allowed():
             return set()
@@ -278,6 +300,16 @@ class DelayedFetch(DelayedOperation):
             self._future.set_result(_response(self._version, self._parts, results))
 
 
+def _topic_names(ctx: BrokerContext, topics: list[dict[str, Any]]) -> list[str]:
+    """v13+: the name of each requested topic id ("" when the metadata does not know it, even after a refresh:
+    a topic just created elsewhere may not be in this broker's view yet)."""
+    by_id = ctx.cluster.view.names_by_id()
+    if any(t["TopicId"] not in by_id for t in topics):
+        ctx.refresh_cluster()
+        by_id = ctx.cluster.view.names_by_id()
+    return [by_id.get(t["TopicId"], "") for t in topics]
+
+
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     version = header.api_version
     if body["SessionId"] != 0:
@@ -288,23 +320,32 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             "Responses": [],
         }
     read_committed = body["IsolationLevel"] == IsolationLevel.READ_COMMITTED
+    names = _topic_names(ctx, body["Topics"]) if version >= 13 else [t["Topic"] for t in body["Topics"]]
     parts = [
         _PartitionFetch(
-            t["Topic"],
+            name,
             p["Partition"],
             p["FetchOffset"],
             p["PartitionMaxBytes"],
             p["CurrentLeaderEpoch"],
             p["LastFetchedEpoch"] if version >= 12 else -1,
             read_committed,
+            t["TopicId"] if version >= 13 else None,
         )
-        for t in body["Topics"]
+        for t, name in zip(body["Topics"], names, strict=True)
         for p in t["Partitions"]
     ]
     max_bytes = body["MaxBytes"]
     min_bytes = body["MinBytes"]
     max_wait = body["MaxWaitMs"]
-    replica_id = body["ReplicaId"]
+    replica_id = body["ReplicaState"]["ReplicaId"] if version >= 15 else body["ReplicaId"]
+    if replica_id < 0 and ctx.client_quotas.fetch.enabled:
+        # Kafka's KafkaApis: a consumer fetches at most what its consumer_byte_rate allows in one quota window
+        window_bytes = ctx.client_quotas.fetch.max_value_in_window(
+            user_of(ctx.request_session.principal), header.client_id or ""
+        )
+        if window_bytes is not None:
+            max_bytes = max(0, min(max_bytes, int(window_bytes)))
     slice_min = _slice_min_bytes(ctx)
     if ctx.authorizer is not None:
         denied = _denied_topics(ctx, parts, replica_id)
@@ -318,7 +359,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                 for p in parts
             ]
             return _response(version, parts, results)
-    if any(ctx.topics.partition_count(t) is None for t in {p.topic for p in parts}):
+    if any(ctx.topics.partition_count(t) is None for t in {p.topic for p in parts if p.topic}):
         ctx.refresh_cluster()
     if replica_id >= 0:
         # A follower's fetch offset is its log end offset -- unless its fetch is fenced or its log diverges,

@@ -1,7 +1,8 @@
 """ListGroups (key 16, v0-5): the groups this broker coordinates, with their protocol type, state and type.
 
 ``StatesFilter`` (v4+) keeps groups in the named states (case-insensitive, Kafka's state names);
-``TypesFilter`` (v5+) keeps ``classic`` groups only if it names that type (the only type served).
+``TypesFilter`` (v5+) keeps the groups of the named types (``classic``, ``consumer``: KIP-848). A consumer group's
+state is Kafka's ``ConsumerGroupState`` (Empty, Assigning, Reconciling, Stable).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         {
             "GroupId": g.group_id,
             "ProtocolType": g.protocol_type or "",
-            "GroupState": g.state.value,
-            "GroupType": "classic",
+            "GroupState": state,
+            "GroupType": g.group_type,
         }
         for g in coordinator.list_groups()
-        if (not states or g.state.value.lower() in states)
-        and (not types or "classic" in types)
+        for state in [g.state.value if g.consumer is None else g.consumer.state()]
+        if (not states or state.lower() in states)
+        and (not types or g.group_type in types)
         and (everything or ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id))
     ]
     return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "Groups": groups}

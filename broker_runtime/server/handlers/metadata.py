@@ -7,7 +7,7 @@ metadata cache leaves it out, so clients do not connect to it) and per partition
 epoch, ISR and offline replicas (fenced or unregistered) recorded in the shared metadata. A partition without a
 leader (leader -1: no ISR member is live) answers LEADER_NOT_AVAILABLE; the controller never records a fenced
 broker as leader. The file is re-checked (one ``stat``) on every request, so every broker answers the same and
-a client may ask any of them. Topic ids are not tracked (zero UUID). ``__consumer_offsets`` and
+a client may ask any of them. Every topic carries its id (KIP-516). ``__consumer_offsets`` and
 ``__transaction_state`` are marked internal.
 
 Topics: null (v1+) or an empty list in v0 means all topics. A requested topic that does not exist is created
@@ -15,8 +15,10 @@ here when ``auto.create.topics.enable`` is true and the request allows it (Allow
 earlier versions always allow), with ``num.partitions`` partitions and ``default.replication.factor``
 replicas. Creation is synchronous, so the answer already describes the new topic (Kafka answers
 LEADER_NOT_AVAILABLE first because its creation is async). Illegal names get INVALID_TOPIC_EXCEPTION, and
-so does a null name (a lookup by topic id) in v10-11, whose response cannot carry a null name; v12+ answers it
-UNKNOWN_TOPIC_ID (no topic ids are tracked).
+so does a null name (a lookup by topic id) in v10-11, whose response cannot carry a null name. v12+ looks a
+null-named entry up by its ``TopicId`` (Kafka's ``handleTopicMetadataRequest``): a known id is answered as its
+topic by name (never auto-created), an unknown one UNKNOWN_TOPIC_ID with a null name, and one the principal may
+not DESCRIBE TOPIC_AUTHORIZATION_FAILED with a null name and the id (ids are not secret, names are).
 """
 
 from __future__ import annotations
@@ -39,14 +41,14 @@ REQUEST = metadata.REQUEST
 MIN_VERSION = 0
 MAX_VERSION = 13
 
-UNKNOWN_TOPIC_ID = 100
-_ZERO_UUID = uuid.UUID(int=0)
 _NO_OPERATIONS = -(2**31)
 #: The coordinators' topics, marked ``IsInternal`` as Kafka does (regex subscriptions skip them).
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
-def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
+def _topic(
+    ctx: BrokerContext, name: str | None, code: int, topic_id: uuid.UUID | None = None
+) -> dict[str, Any]:
     view = ctx.cluster.view
     info = view.topics.get(name) if name is not None and code == ErrorCode.NONE else None
 
@@ -68,7 +70,8 @@ def _topic(ctx: BrokerContext, name: str | None, code: int) -> dict[str, Any]:
     return {
         "ErrorCode": code,
         "Name": name,
-        "TopicId": _ZERO_UUID,
+        # the id of a topic answered with an error is not revealed (Kafka answers the zero id then)
+        "TopicId": topic_id if topic_id is not None else view.topic_id(name if info is not None else None),
         "IsInternal": name in INTERNAL_TOPICS,
         "Partitions": partitions,
         "TopicAuthorizedOperations": _NO_OPERATIONS,
@@ -102,6 +105,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
     view = ctx.cluster.view
     #: (name, error code) of each requested topic, the codes of auto-created ones fixed at creation
     entries: list[tuple[str | None, int]] = []
+    #: the ids of entries asked by id and answered without a name (unknown, or not describable)
+    asked_ids: dict[int, uuid.UUID] = {}
     created: list[str] = []
     if requested is None or (version == 0 and not requested):
         # every topic the principal may DESCRIBE; the others are left out, as Kafka does
@@ -115,11 +120,20 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
             name = entry["Name"]
             if name is None:
                 # v10-11 carry topic ids but answer only by name (the name is not nullable in their response):
-                # a null name is an invalid topic there; v12+ would look the id up, and no ids are tracked.
+                # a null name is an invalid topic there; v12+ looks the id up.
                 if version < 12:
                     entries.append(("", ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    continue
+                topic_id = entry["TopicId"]
+                found = view.names_by_id().get(topic_id)
+                if found is None:
+                    asked_ids[len(entries)] = topic_id
+                    entries.append((None, ErrorCode.UNKNOWN_TOPIC_ID))
+                elif not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, found):
+                    asked_ids[len(entries)] = topic_id
+                    entries.append((None, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 else:
-                    entries.append((None, UNKNOWN_TOPIC_ID))
+                    entries.append((found, ErrorCode.NONE))
                 continue
             if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
                 entries.append((name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -141,8 +155,13 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
 
     def answer(failures: dict[str, BaseException]) -> dict[str, Any]:
         topics = [
-            _topic(ctx, name, ErrorCode.KAFKA_STORAGE_ERROR if name in failures and name in created else code)
-            for name, code in entries
+            _topic(
+                ctx,
+                name,
+                ErrorCode.KAFKA_STORAGE_ERROR if name in failures and name in created else code,
+                asked_ids.get(i),
+            )
+            for i, (name, code) in enumerate(entries)
         ]
         view = ctx.cluster.view
         brokers = sorted((b for b in view.brokers.values() if not b.fenced), key=lambda b: b.node_id)

@@ -7,6 +7,10 @@ Per request (Kafka's ``KafkaApis.handleProduceRequest`` + ``ReplicaManager.appen
   * partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka creates topics from Metadata, not
     from Produce);
   * ``acks`` outside {-1, 0, 1}: INVALID_REQUIRED_ACKS for every partition of known topics, nothing appended;
+  * a transactional produce to a partition where its producer has no open transaction yet is first verified
+    with the transaction coordinator (KIP-890 part 1, :mod:`broker_runtime.server.txn_verification`): a partition
+    not in the producer's transaction is refused (INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v11) and
+    nothing is appended to it;
   * otherwise each partition is validated and appended by the ReplicaManager (per batch work only); with
     metrics on, its bytes and records count as the topic's BytesIn / MessagesIn;
   * ``acks=0``: no response at all; if any partition failed, the connection is closed so the client notices
@@ -36,6 +40,7 @@ from broker_runtime.replication.delayed_produce import DelayedProduce, ProducePa
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.replica_manager import AppendResult
+from broker_runtime.server.txn_verification import verify_then
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -91,10 +96,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
     version = header.api_version
     acks = body["Acks"]
     topics = ctx.topics
-    replicas = ctx.replicas
-    metrics = ctx.metrics
-    results: list[tuple[str, list[tuple[int, AppendResult]]]] = []
-    failed: list[str] = []
+    # Per partition: its answer when a check refuses it, else None and its records (appended below).
+    planned: list[tuple[str, list[tuple[int, AppendResult | None, Any]]]] = []
     txn_id = body.get("TransactionalId")
     txn_denied = txn_id is not None and not ctx.authorized(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
@@ -105,9 +108,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         count = None if denied else topics.partition_count(name)
         if count is None and not denied and ctx.refresh_cluster():
             count = topics.partition_count(name)
-        partitions: list[tuple[int, AppendResult]] = []
+        partitions: list[tuple[int, AppendResult | None, Any]] = []
         for pdata in topic_data["PartitionData"]:
             index = pdata["Index"]
+            result: AppendResult | None = None
             if txn_denied:
                 result = AppendResult(
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -131,9 +135,38 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                 result = AppendResult(
                     ErrorCode.INVALID_REQUIRED_ACKS, message=f"acks={acks} is not -1, 0 or 1"
                 )
-            else:
-                records = pdata["Records"]
-                result = replicas.append(name, index, records, version, acks)
+            partitions.append((index, result, pdata["Records"]))
+        planned.append((name, partitions))
+    candidates = [(name, i, records) for name, parts in planned for i, r, records in parts if r is None]
+    return verify_then(
+        ctx,
+        version,
+        txn_id,
+        candidates,
+        lambda refused: _append(ctx, header, body, planned, refused),
+    )
+
+
+def _append(
+    ctx: BrokerContext,
+    header: RequestHeader,
+    body: dict[str, Any],
+    planned: list[tuple[str, list[tuple[int, AppendResult | None, Any]]]],
+    refused: dict[tuple[str, int], AppendResult],
+) -> Any:
+    """Append every partition no check refused (``refused``: those transaction verification refused), then
+    answer (at once, after replication for acks=-1, or not at all for acks=0)."""
+    acks = body["Acks"]
+    replicas = ctx.replicas
+    metrics = ctx.metrics
+    results: list[tuple[str, list[tuple[int, AppendResult]]]] = []
+    failed: list[str] = []
+    for name, parts in planned:
+        partitions: list[tuple[int, AppendResult]] = []
+        for index, planned_result, records in parts:
+            result = planned_result or refused.get((name, index))
+            if result is None:
+                result = replicas.append(name, index, records, header.api_version, acks)
                 if metrics is not None and not result.error:
                     metrics.appended(name, len(records), result.required_offset - result.base_offset)
             if result.error:

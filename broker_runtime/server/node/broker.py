@@ -295,6 +295,7 @@ class Broker:
             cfg.connections_max_idle_ms,
         )
         ctx.reconfiguration.attach_quotas(quotas)  # the dynamic limits, if any
+        quotas.creation_throttle = ctx.client_quotas.connection_throttle_ms
         servers = await self._bind_listeners(loop, ctx)
         deployment.store.register(ctx.advertised_host, ctx.advertised_port, dict(ctx.advertised_endpoints))
         ctx.refresh_cluster()
@@ -461,6 +462,8 @@ class Broker:
             partition_load_failures=ctx.topics.load_failures,
             recovery_bytes_dropped=logs.recovery_bytes_dropped,
             connections_refused=dict(self.quotas.refused) if self.quotas is not None else {},
+            client_quotas={s.key: s.snapshot(ctx.client_quotas.now_ms()) for s in ctx.client_quotas.sensors},
+            quota_sensors_evicted={s.key: s.evicted for s in ctx.client_quotas.sensors},
             connections_idle_closed=self.quotas.idle_closed if self.quotas is not None else 0,
             transaction_state_write_failures=dict(ctx.txn_coordinator.state_write_failures),
             transaction_requests_parked=ctx.txn_coordinator.completion_waits,

@@ -31,6 +31,7 @@ from typing import Any
 
 from broker_runtime.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
+    ConsumerGroupConfig,
     CoordinatorTimer,
     GroupConfig,
     GroupCoordinator,
@@ -52,6 +53,7 @@ from broker_runtime.server.handlers import supported_versions
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.node.local_cluster import LocalCluster
 from broker_runtime.server.node.single_node import PRODUCER_ID_STATE_FILE, SingleNode
+from broker_runtime.server.quota_manager import ClientQuotas
 from broker_runtime.server.reconfigure import Reconfiguration
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -98,6 +100,7 @@ def compose(
         api_versions=supported_versions(),
     )
     ctx.reconfiguration = Reconfiguration(cfg, topics, logs)
+    ctx.client_quotas = ClientQuotas(cfg.quota_window_num, cfg.quota_window_size_seconds)
     ctx.group_coordinator = group_coordinator(ctx)
     timer.add(ctx.group_coordinator.timer)
     ctx.txn_markers = deployment.marker_sender(ctx)
@@ -187,6 +190,12 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
             offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
             offsets_retention_ms=cfg.offsets_retention_minutes * 60_000,
+            consumer=ConsumerGroupConfig(
+                assignors=cfg.group_consumer_assignors,
+                heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+                session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+                max_size=cfg.group_consumer_max_size,
+            ),
         ),
         offsets.log,
         ctx.loop,

@@ -27,6 +27,18 @@ socket without being copied into one response buffer, and a Fetch answer's recor
 (a :class:`~broker_runtime.storage.file_handle.FileSlice`) stay one chunk the connection sends with ``sendfile``.
 Event-loop thread only.
 
+Client quotas (Kafka's ``KafkaApis`` with its quota managers, KIP-219; :mod:`~broker_runtime.server.quota_manager`):
+while some quota is set, each request of an authenticated connection is recorded: a Produce's request size in
+the producer byte rate and the handler's time in the request percentage as soon as the handler returned (so the
+mute stops a pipelining client's next frames, as Kafka reads a channel's next request only once the previous one
+was answered), a consumer Fetch's response bytes in the consumer byte rate when its answer is ready (follower
+fetches and WriteTxnMarkers are exempt from all of it, as Kafka's cluster actions). The largest throttle time they give is answered in ``ThrottleTimeMs`` (every response that has
+the field), and the connection is muted for that long (:meth:`~broker_runtime.server.network.Connection.throttle`;
+an acks=0 produce is muted without an answer). A throttled Fetch is answered without records and its bytes are
+taken back from the rate, as Kafka answers it. Kafka delays the answer instead of sending it at once to clients
+of request versions older than KIP-219; pylog answers every version at once and mutes the connection, which holds
+such a client back the same way (it cannot send its next request meanwhile).
+
 With metrics on (``ctx.metrics``), each handled request gets a
 :class:`~broker_runtime.server.metrics.RequestTiming` left on the connection (``connection.request_timing``),
 which the connection completes when the answer is handed to the socket. Kafka's request names label it
@@ -38,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from broker_runtime.errors import ErrorCode, ProtocolError, UnsupportedVersionError
@@ -47,6 +60,7 @@ from broker_runtime.server.context import CLOSE_CONNECTION, BrokerContext
 from broker_runtime.server.handlers import api_versions, handler_table, supported_versions
 from broker_runtime.server.metrics import RequestTiming
 from broker_runtime.server.network import CLOSE, Connection, RespondThenClose
+from broker_runtime.server.quota_manager import NANOS_TO_PERCENT, user_of
 from broker_runtime.server.session import Session
 
 __all__ = ["Dispatcher"]
@@ -113,22 +127,76 @@ class Dispatcher:
             return self._authenticate(header, body, connection)
         self._ctx.request_session = session
         metrics = self._ctx.metrics
-        if metrics is None:
+        quotas = self._ctx.client_quotas
+        metered = quotas.produce.enabled or quotas.fetch.enabled or quotas.request.enabled
+        if metrics is None and not metered:
             result = handler(self._ctx, header, body)
             if isinstance(result, asyncio.Future):
                 return self._encode_later(header, result)
             return self._encode(header, result)
-        name = _REQUEST_NAMES[header.api_key]
-        if header.api_key == ApiKey.FETCH:
-            name = "FetchFollower" if body.get("ReplicaId", -1) >= 0 else "FetchConsumer"
-        timing = metrics.request_started(name, header.api_version, connection.received_ns)
+        timing: RequestTiming | None = None
+        if metrics is not None:
+            name = _REQUEST_NAMES[header.api_key]
+            if header.api_key == ApiKey.FETCH:
+                name = "FetchFollower" if body.get("ReplicaId", -1) >= 0 else "FetchConsumer"
+            timing = metrics.request_started(name, header.api_version, connection.received_ns)
+        started = time.monotonic_ns()
         result = handler(self._ctx, header, body)
-        timing.local_done = timing.resolved = time.monotonic_ns()
-        connection.request_timing = timing
+        handled = time.monotonic_ns()
+        finish = self._quotas(header, body, len(frame), handled - started, connection) if metered else None
+        if timing is not None:
+            timing.local_done = timing.resolved = handled
+            connection.request_timing = timing
         if isinstance(result, asyncio.Future):
-            return self._encode_later(header, result, timing)
-        timing.result = result
+            return self._encode_later(header, result, timing, finish)
+        if finish is not None:
+            result = finish(result)
+        if timing is not None:
+            timing.result = result
         return self._encode(header, result)
+
+    def _quotas(
+        self, header: RequestHeader, body: dict[str, Any], size: int, handled_ns: int, connection: Connection
+    ) -> Callable[[Any], Any]:
+        """Record a request in the client quotas and throttle it (see the module docstring): the produce bytes
+        and the handling time now, so a pipelining client's next frames wait behind the mute (Kafka reads a
+        channel's next request only after the previous one was answered); a consumer fetch's bytes once its
+        answer is ready. Returns what sets ``ThrottleTimeMs`` (and empties a throttled fetch) on the answer."""
+        quotas = self._ctx.client_quotas
+        user, client_id = user_of(connection.session.principal), header.client_id or ""
+        key = header.api_key
+        follower = key == ApiKey.FETCH and body.get("ReplicaId", -1) >= 0
+        now = quotas.now_ms()
+        produced = quotas.produce.record(user, client_id, size, now) if key == ApiKey.PRODUCE else 0
+        request = 0
+        if not (follower or key == ApiKey.WRITE_TXN_MARKERS):
+            request = quotas.request.record(user, client_id, handled_ns * NANOS_TO_PERCENT, now)
+        if produced or request:
+            sensors = quotas.produce if produced >= request else quotas.request
+            sensors.throttled(user, client_id, max(produced, request), now)
+            connection.throttle(max(produced, request) / 1000)
+        consumer_fetch = key == ApiKey.FETCH and not follower
+
+        def finish(result: Any) -> Any:
+            if not isinstance(result, dict):  # acks=0 (muted without an answer), a closed connection
+                return result
+            throttle = max(produced, request)
+            if consumer_fetch and quotas.fetch.enabled:
+                at, fetched = quotas.now_ms(), _fetched_bytes(result)
+                fetch_throttle = quotas.fetch.record(user, client_id, fetched, at)
+                if fetch_throttle or throttle:
+                    # Kafka's throttled fetch: its bytes taken back, answered without partitions
+                    quotas.fetch.unrecord(user, client_id, fetched, at)
+                    result = {**result, "Responses": []}
+                if fetch_throttle > throttle:
+                    quotas.fetch.throttled(user, client_id, fetch_throttle, at)
+                    connection.throttle(fetch_throttle / 1000)
+                    throttle = fetch_throttle
+            if throttle and "ThrottleTimeMs" in result:
+                result["ThrottleTimeMs"] = throttle
+            return result
+
+        return finish
 
     def _authenticate(self, header: RequestHeader, body: dict[str, Any], connection: Connection) -> Any:
         """A request on a connection that has not authenticated yet (see the module docstring)."""
@@ -244,7 +312,11 @@ class Dispatcher:
         return encode_response_chunks(header.api_key, header.api_version, header.correlation_id, result)
 
     def _encode_later(
-        self, header: RequestHeader, pending: asyncio.Future[Any], timing: RequestTiming | None = None
+        self,
+        header: RequestHeader,
+        pending: asyncio.Future[Any],
+        timing: RequestTiming | None = None,
+        finish: Callable[[Any], Any] | None = None,
     ) -> asyncio.Future[Any]:
         encoded: asyncio.Future[Any] = self._ctx.loop.create_future()
 
@@ -263,7 +335,8 @@ class Dispatcher:
                 encoded.set_exception(exc)
                 return
             try:
-                encoded.set_result(self._encode(header, fut.result()))
+                result = fut.result()
+                encoded.set_result(self._encode(header, result if finish is None else finish(result)))
             except Exception as err:  # encoding bug: surfaces as one closed connection
                 encoded.set_exception(err)
 
@@ -276,3 +349,13 @@ class Dispatcher:
 
         encoded.add_done_callback(abandon)
         return encoded
+
+
+def _fetched_bytes(result: dict[str, Any]) -> int:
+    """The record bytes of a Fetch answer (what the consumer byte rate counts)."""
+    return sum(
+        len(p["Records"])
+        for t in result.get("Responses") or ()
+        for p in t["Partitions"]
+        if p.get("Records") is not None
+    )

@@ -85,7 +85,7 @@ class LocalCluster:
         self._ctx: BrokerContext | None = None
         #: The view last applied to the components.
         self._applied: ClusterView | None = None
-        #: Topic name -> (partition count, configs) of the view ``_topics_of`` last saw (one dict per view).
+        #: Topic name -> (partition count, configs, topic id) of the view ``_topics_of`` last saw (one dict per view).
         self._topics_table: tuple[ClusterView | None, dict[str, Any]] = (None, {})
         topics.use_cluster(self._topics_of)
 
@@ -207,11 +207,11 @@ class LocalCluster:
             self.refresh()
 
     def _topics_of(self) -> dict[str, Any]:
-        """Topic name -> (partition count, configs) of the current view, for the topic manager."""
+        """Topic name -> (partition count, configs, topic id) of the current view, for the topic manager."""
         view = self._store.view
         seen, table = self._topics_table
         if seen is not view:
-            table = {n: (len(t.partitions), t.configs) for n, t in view.topics.items()}
+            table = {n: (len(t.partitions), t.configs, t.topic_id) for n, t in view.topics.items()}
             self._topics_table = (view, table)
         return table
 

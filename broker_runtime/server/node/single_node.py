@@ -2,8 +2,9 @@
 
 Files (in the first log directory): :data:`DYNAMIC_CONFIGS_FILE` (the dynamic broker configs, JSON
 ``{"": {cluster-wide defaults}, "<node id>": {this broker's}}``), :data:`ACLS_FILE` (the ACL bindings, a JSON list
-of ``AclBinding.to_json`` rows), :data:`PRODUCER_ID_STATE_FILE` (the last producer-id block handed out); a
-cluster keeps the first two in its metadata and takes its blocks from there.
+of ``AclBinding.to_json`` rows), :data:`CLIENT_QUOTAS_FILE` (the client quotas, JSON rows of
+:func:`~broker_runtime.server.client_quotas.to_rows`), :data:`PRODUCER_ID_STATE_FILE` (the last producer-id block
+handed out); a cluster keeps the first three in its metadata and takes its blocks from there.
 
 Invariants: this node is the only replica, leader and ISR of every partition at leader epoch 0; it coordinates
 every group and transactional id (every partition of ``__consumer_offsets`` and ``__transaction_state``, at
@@ -29,7 +30,14 @@ from broker_runtime.server.node.internal_topics import LocalInternalTopic
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.storage.producer_state import ProducerIdManager
 
-__all__ = ["ACLS_FILE", "DYNAMIC_CONFIGS_FILE", "PRODUCER_ID_STATE_FILE", "LocalMarkers", "SingleNode"]
+__all__ = [
+    "ACLS_FILE",
+    "CLIENT_QUOTAS_FILE",
+    "DYNAMIC_CONFIGS_FILE",
+    "PRODUCER_ID_STATE_FILE",
+    "LocalMarkers",
+    "SingleNode",
+]
 
 #: File in the first log directory recording the last producer id block handed out.
 PRODUCER_ID_STATE_FILE = "producer-id-block.json"
@@ -39,6 +47,9 @@ DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 #: File in the first log directory holding the ACL bindings of a single node (a cluster keeps them in its
 #: metadata): a JSON list of ``AclBinding.to_json`` rows.
 ACLS_FILE = "acls.json"
+#: File in the first log directory holding the client quotas of a single node (a cluster keeps them in its
+#: metadata).
+CLIENT_QUOTAS_FILE = "client-quotas.json"
 
 
 class SingleNode:
@@ -47,7 +58,9 @@ class SingleNode:
     def __init__(self, cfg: BrokerConfig, topics: TopicManager) -> None:
         first = Path(cfg.log_dirs[0])
         self._node_id = cfg.node_id
-        self._store = SingleNodeCluster(cfg.node_id, topics, first / DYNAMIC_CONFIGS_FILE, first / ACLS_FILE)
+        self._store = SingleNodeCluster(
+            cfg.node_id, topics, first / DYNAMIC_CONFIGS_FILE, first / ACLS_FILE, first / CLIENT_QUOTAS_FILE
+        )
 
     @property
     def store(self) -> SingleNodeCluster:

@@ -1,0 +1,109 @@
+"""``pylog-broker console``: a read-only web console of any Kafka-protocol cluster (pylog's broker or Apache Kafka),
+talking to it only through the Kafka protocol with pylog's client.
+
+Usage::
+
+    pylog-broker console --bootstrap-server H:P [--listen 127.0.0.1:8080] [--command-config FILE]
+        [--max-transaction-timeout MINUTES]
+
+Pages (server-rendered HTML, no script): ``/`` the cluster (nodes, their listeners, controller, API versions),
+``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
+replicas, ISR, log start, high watermark, last stable offset, size on disk; configs with sensitive values hidden),
+``/topics/T/P`` a record browser (``offset=`` or ``timestamp=`` ms / ISO-8601, ``max_bytes=`` one bounded Fetch,
+``isolation=``, ``render=auto|text|json|hex``, ``filter=`` a key or value substring over at most ``scan_bytes=``),
+``/groups`` and ``/groups/G``
+(members, assignment, committed offsets, lag), ``/transactions`` (the coordinators' transactions with their age,
+open transactions on partitions, hanging ones flagged by Kafka's ``find-hanging`` rule).
+
+Security: ``--command-config`` is the client security file every tool takes (:mod:`broker_runtime.tools.common`);
+the console reads as that principal and answers only what it may describe (the broker's errors are shown as
+such); credentials are never shown or logged. It listens on loopback by default and has no login of its own:
+another ``--listen`` address logs a WARNING saying so. Nothing in it changes the cluster (only GET is served).
+
+Layout: this module holds the command line only (no aiohttp import until ``run``); :mod:`.model` reads the
+cluster, :mod:`.render` writes HTML, :mod:`.server` serves it. Needs the ``console`` extra (``pip install
+'pylog[console]'``, aiohttp); without it the command fails with one line saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+from broker_runtime.tools.common import (
+    EXIT_USAGE,
+    ToolError,
+    add_bootstrap,
+    command_config_security,
+    run_tool,
+)
+
+__all__ = ["DEFAULT_LISTEN", "add_parser", "parse_listen", "run"]
+
+TOOL = "console"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(TOOL, help="a read-only web console of the cluster (needs the console extra)")
+    add_bootstrap(p)
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where the console listens; default {DEFAULT_LISTEN} (loopback; port 0: any free port)",
+    )
+    p.add_argument(
+        "--max-transaction-timeout",
+        type=int,
+        default=15,
+        metavar="MINUTES",
+        help="an open transaction older than this, not known to its coordinator for that partition, is "
+        "flagged hanging (kafka-transactions find-hanging's option); default 15",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ToolError(f"--listen {text!r}: expected HOST:PORT (e.g. {DEFAULT_LISTEN})", EXIT_USAGE)
+    return host.strip("[]"), int(port)
+
+
+def run(args: argparse.Namespace) -> int:
+    def body() -> int:
+        host, port = parse_listen(args.listen)
+        if args.max_transaction_timeout < 0:
+            raise ToolError("--max-transaction-timeout: must be 0 or more minutes", EXIT_USAGE)
+        security = command_config_security(args.command_config)
+        try:
+            from broker_runtime.console.server import ConsoleServer
+        except ImportError as exc:
+            raise ToolError(
+                f"the console needs aiohttp ({exc.name or exc}): pip install 'pylog[console]'"
+            ) from None
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            server = ConsoleServer(
+                args.bootstrap_server,
+                security=security,
+                host=host,
+                port=port,
+                request_timeout_ms=args.request_timeout_ms,
+                max_transaction_timeout_ms=args.max_transaction_timeout * 60000,
+            ).start()
+        except OSError as exc:
+            raise ToolError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
+        print(f"console at {server.url} (reading {args.bootstrap_server}; Ctrl-C stops it)", flush=True)
+        try:
+            stop.wait()
+        finally:
+            server.stop()
+        return 0
+
+    return run_tool(TOOL, body)

@@ -1,0 +1,307 @@
+"""The console's web server: an aiohttp application on its own event loop thread, and one worker thread that owns
+the Kafka client.
+
+Threading: aiohttp's handlers run on the server's event loop; every Kafka request runs on ONE worker thread
+(``ThreadPoolExecutor(max_workers=1)``), which creates the client on first use and alone touches it (the client
+is not thread-safe), so pages are answered one Kafka call sequence at a time. :class:`ConsoleServer` starts both
+and stops both (``stop()``: the site, then the worker and its client).
+
+Answers: a page is HTML; a broker's error is a page that names it (status 403 for an authorization failure, 404
+for an unknown topic or group, 502 for any other broker error or an unreachable broker), a bad query 400. Every
+answer carries a Content-Security-Policy that allows no script and no foreign resource (defence in depth behind the
+renderer's escaping) and ``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from broker_runtime.client import KafkaClient
+from broker_runtime.console import model, render
+from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, PylogError
+from broker_runtime.security import ClientSecurity
+
+__all__ = ["ConsoleServer"]
+
+_log = logging.getLogger("broker_runtime.console")
+
+T = TypeVar("T")
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"
+_FORBIDDEN = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+_NOT_FOUND = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.BROKER_NOT_AVAILABLE,
+}
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _int_arg(request: web.Request, name: str) -> int | None:
+    text = request.query.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise _BadRequest(f"{name}={text!r}: expected an integer") from None
+
+
+def parse_time(text: str) -> int:
+    """A time in ms since the epoch, or an ISO-8601 date-time (UTC unless it names its offset)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise _BadRequest(
+            f"timestamp={text!r}: expected ms since the epoch or ISO-8601 (2026-11-27T10:00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
+
+
+class ConsoleServer:
+    """The console on ``host:port`` (0: any free port; :attr:`url` names the bound one) reading the cluster at
+    ``bootstrap`` with ``security``; see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        security: ClientSecurity | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        request_timeout_ms: int = 30000,
+        max_transaction_timeout_ms: int = model.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._security = security
+        self._host, self._port = host, port
+        self._request_timeout_ms = request_timeout_ms
+        self._max_txn_ms = max_transaction_timeout_ms
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="pylog-console-kafka"
+        )
+        self._client: KafkaClient | None = None  # the worker thread's alone
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    # --- the Kafka side (worker thread) -------------------------------------------------------------------------
+
+    def _with_client(self, fn: Callable[[KafkaClient], T]) -> T:
+        if self._client is None:
+            self._client = KafkaClient(
+                self._bootstrap,
+                client_id="pylog-console",
+                request_timeout_ms=self._request_timeout_ms,
+                retries=2,
+                security=self._security,
+            )
+        try:
+            return fn(self._client)
+        except BrokerConnectionError:
+            self._client.close()
+            self._client = None
+            raise
+
+    async def _kafka(self, fn: Callable[[KafkaClient], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, self._with_client, fn)
+
+    # --- pages --------------------------------------------------------------------------------------------------
+
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors])
+        app.add_routes(
+            [
+                web.get("/", self._cluster),
+                web.get("/brokers/{node}", self._broker),
+                web.get("/topics", self._topics),
+                web.get("/topics/{topic}", self._topic),
+                web.get("/topics/{topic}/{partition}", self._records),
+                web.get("/groups", self._groups),
+                web.get("/groups/{group}", self._group),
+                web.get("/transactions", self._transactions),
+            ]
+        )
+        return app
+
+    @web.middleware
+    async def _errors(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        title = request.path
+        try:
+            response = await handler(request)
+        except _BadRequest as exc:
+            response = _html(render.error_page(title, str(exc), "Bad request"), 400)
+        except BrokerConnectionError as exc:
+            response = _html(render.error_page(title, f"cannot reach the cluster: {exc}", "Unreachable"), 502)
+        except KafkaError as exc:
+            code = exc.code
+            status = 403 if code in _FORBIDDEN else 404 if code in _NOT_FOUND else 502
+            hint = "Not authorized" if status == 403 else "Not found" if status == 404 else "Broker error"
+            response = _html(render.error_page(title, str(exc), hint), status)
+        except PylogError as exc:
+            response = _html(render.error_page(title, str(exc), "Error"), 502)
+        response.headers["Content-Security-Policy"] = _CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+    async def _cluster(self, request: web.Request) -> web.StreamResponse:
+        return _html(render.cluster_page(await self._kafka(model.cluster)))
+
+    async def _broker(self, request: web.Request) -> web.StreamResponse:
+        try:
+            node = int(request.match_info["node"])
+        except ValueError:
+            raise _BadRequest(f"broker {request.match_info['node']!r}: expected a node id") from None
+        return _html(render.broker_configs_page(await self._kafka(lambda c: model.broker_configs(c, node))))
+
+    async def _topics(self, request: web.Request) -> web.StreamResponse:
+        return _html(render.topics_page(await self._kafka(model.topics)))
+
+    async def _topic(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["topic"]
+        return _html(render.topic_page(await self._kafka(lambda c: model.topic(c, name))))
+
+    async def _records(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["topic"]
+        try:
+            partition = int(request.match_info["partition"])
+        except ValueError:
+            raise _BadRequest(f"partition {request.match_info['partition']!r}: expected an integer") from None
+        offset = _int_arg(request, "offset")
+        stamp = request.query.get("timestamp", "").strip()
+        timestamp_ms = parse_time(stamp) if stamp and offset is None else None
+        max_bytes = _int_arg(request, "max_bytes") or model.DEFAULT_PAGE_BYTES
+        isolation = request.query.get("isolation", "read_uncommitted")
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise _BadRequest(f"isolation={isolation!r}: expected read_uncommitted or read_committed")
+        how = request.query.get("render", "auto")
+        if how not in ("auto", "text", "json", "hex"):
+            raise _BadRequest(f"render={how!r}: expected auto, text, json or hex")
+        contains = request.query.get("filter", "") or None
+        scan_bytes = _int_arg(request, "scan_bytes") or model.DEFAULT_SCAN_BYTES
+        page = await self._kafka(
+            lambda c: model.record_page(
+                c,
+                name,
+                partition,
+                offset=offset,
+                timestamp_ms=timestamp_ms,
+                max_bytes=max_bytes,
+                read_committed=isolation == "read_committed",
+                contains=contains,
+                scan_bytes=scan_bytes,
+            )
+        )
+        return _html(render.records_page(page, how))
+
+    async def _groups(self, request: web.Request) -> web.StreamResponse:
+        return _html(render.groups_page(await self._kafka(model.groups)))
+
+    async def _group(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["group"]
+        return _html(render.group_page(await self._kafka(lambda c: model.group(c, name))))
+
+    async def _transactions(self, request: web.Request) -> web.StreamResponse:
+        found = await self._kafka(lambda c: model.transactions(c, max_timeout_ms=self._max_txn_ms))
+        return _html(render.transactions_page(found))
+
+    # --- lifecycle ----------------------------------------------------------------------------------------------
+
+    def start(self) -> ConsoleServer:
+        """Serve from a thread of its own; returns when the socket listens (:attr:`url` set). Once: a started
+        server (e.g. one ``start_console`` returned, then used in a ``with``) is returned as it is."""
+        if self._thread is not None:
+            return self
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._open())
+            except BaseException as exc:  # reported to start()'s caller
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._close())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="pylog-console-http", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._worker.shutdown(wait=False)
+            raise failure[0]
+        if self._host not in ("127.0.0.1", "::1", "localhost"):
+            _log.warning(
+                "the console listens on %s, not on loopback: whoever reaches it reads the cluster with the "
+                "console's credentials (it has no login of its own)",
+                self._host,
+            )
+        return self
+
+    async def _open(self) -> None:
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{port}/"
+
+    async def _close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+        self._worker.submit(self._close_client).result(10)
+        self._worker.shutdown(wait=True)
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> ConsoleServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")

@@ -1,0 +1,327 @@
+"""Transaction verification on produce (KIP-890 part 1, Kafka's ``ReplicaManager.handleProduceAppend`` and
+``AddPartitionsToTxnManager``): a partition leader asks the transaction coordinator before it appends a
+producer's first transactional batch to a partition, so a produce that arrives after its transaction ended (a
+request delayed in the network, retried after the abort) cannot open a transaction nobody will end (a "hanging"
+transaction, which would hold the partition's last stable offset, and every read_committed reader, until an
+operator aborts it).
+
+When (``transaction.partition.verification.enable``, default true as in Kafka): a Produce with a transactional id
+whose partition's first batch is transactional, from a producer with no open transaction on that partition (its
+producer state, :meth:`~broker_runtime.server.replica_manager.ReplicaManager.has_ongoing_transaction`). Batches of
+a producer already in a transaction there, and non-transactional produces, are appended as before, with no
+question asked. Authorization and the other checks of Produce come first: an unauthorized or malformed request
+never costs a question to the coordinator.
+
+How: the coordinator's :meth:`~broker_runtime.coordinator.transaction.TransactionCoordinator.verify_partitions`
+answers. On this node (a single node, or the coordinator of the transactional id in a cluster) it is asked
+directly and the batch is appended in the same step of the event loop. Otherwise, AddPartitionsToTxn v4 with
+``VerifyOnly`` goes to the coordinator's node (the leader of the id's ``__transaction_state`` partition; one
+connection per question, on the inter-broker listener's security, at most ``REQUEST_TIMEOUT_S``); meanwhile a
+:class:`~broker_runtime.server.replica_manager.VerificationGuard` watches the partition, and a COMMIT/ABORT marker
+of the producer written there before the answer arrives makes the append fail with INVALID_TXN_STATE (the
+transaction the answer was about is over).
+
+Answers, as Kafka maps the coordinator's (``AddPartitionsToTxnManager`` then ``handleProduceAppend``):
+
+====================================================  ==================================================
+coordinator                                           produce partition
+====================================================  ==================================================
+NONE (the partition is in the transaction)            appended
+TRANSACTION_ABORTABLE (it is not)                     TRANSACTION_ABORTABLE from Produce v11 (the client
+                                                      aborts), INVALID_TXN_STATE below
+PRODUCER_FENCED                                       INVALID_PRODUCER_EPOCH
+INVALID_PRODUCER_ID_MAPPING                           the same
+NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,           NOT_ENOUGH_REPLICAS (retriable, and no metadata
+COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, refresh), "Unable to verify ...: <error>"
+no answer (NETWORK_EXCEPTION)
+CLUSTER_AUTHORIZATION_FAILED (top level)              INVALID_TXN_STATE
+====================================================  ==================================================
+
+Transactional batches of more than one producer in one request: INVALID_PRODUCER_ID_MAPPING for the partitions to
+verify (Kafka refuses such a request). Threading: event-loop thread only; the remote question is a task on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
+from broker_runtime.errors import CorruptRecordError, ErrorCode, PylogError
+from broker_runtime.protocol.batch_header import HEADER_SIZE, parse_header
+from broker_runtime.protocol.client_connection import ClientConnection
+from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.topic_partition import TopicPartition
+from broker_runtime.security.async_client import open_connection
+from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.replica_manager import AppendResult, VerificationGuard
+
+__all__ = ["REQUEST_TIMEOUT_S", "Candidate", "verify_partition_then", "verify_then"]
+
+_log = logging.getLogger(__name__)
+
+#: The longest a remote verification may take before the produce gets the retriable NOT_ENOUGH_REPLICAS (below a
+#: producer's default request.timeout.ms of 30 s, so the client sees the error rather than its own timeout).
+REQUEST_TIMEOUT_S = 15.0
+#: The AddPartitionsToTxn version a partition leader asks with (the first with ``VerifyOnly``).
+_VERIFY_VERSION = 4
+#: The first Produce version whose clients handle TRANSACTION_ABORTABLE (KIP-890).
+_ABORTABLE_SINCE = 11
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+#: A partition the handler is about to append: (topic, partition, its records).
+Candidate = tuple[str, int, Any]
+
+
+def _to_verify(
+    ctx: BrokerContext, candidates: list[Candidate]
+) -> tuple[dict[TopicPartition, tuple[int, int]], bool]:
+    """The partitions whose first batch needs verification -> (producer id, epoch); and whether they come from
+    more than one producer."""
+    out: dict[TopicPartition, tuple[int, int]] = {}
+    for topic, partition, records in candidates:
+        if records is None or len(records) < HEADER_SIZE:
+            continue
+        try:
+            header = parse_header(memoryview(records))
+        except (CorruptRecordError, PylogError):
+            continue  # the append's validation answers it
+        if not header.is_transactional or header.is_control or header.producer_id < 0:
+            continue
+        if ctx.replicas.has_ongoing_transaction(topic, partition, header.producer_id) is False:
+            out[(topic, partition)] = (header.producer_id, header.producer_epoch)
+    return out, len(set(out.values())) > 1
+
+
+def _answer(code: ErrorCode, abortable: bool) -> AppendResult:
+    """The partition's answer for the coordinator's ``code`` (the module's table); ``abortable``: the request's
+    version handles TRANSACTION_ABORTABLE."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE:
+        if abortable:
+            return AppendResult(code, message="The partition was not added to the transaction")
+        code = ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return AppendResult(code, message="Partition was not added to the transaction")
+    if code == ErrorCode.PRODUCER_FENCED:
+        return AppendResult(ErrorCode.INVALID_PRODUCER_EPOCH, message="the producer's epoch is fenced")
+    if code in _RETRIABLE:
+        return AppendResult(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            message=f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}",
+        )
+    return AppendResult(code, message=f"transaction verification failed: {code.name}")
+
+
+def verify_then(
+    ctx: BrokerContext,
+    produce_version: int,
+    transactional_id: str | None,
+    candidates: list[Candidate],
+    append: Callable[[dict[TopicPartition, AppendResult]], Any],
+) -> Any:
+    """Produce: ``append(refused)`` once the partitions of ``candidates`` that need it are verified (``refused``:
+    the answer of each that failed); at once when none needs it or the coordinator is this node, else a task
+    whose result is ``append``'s (awaited when that is a future)."""
+    if transactional_id is None or not ctx.config.transaction_partition_verification_enable:
+        return append({})
+    wanted, mixed = _to_verify(ctx, candidates)
+    if not wanted:
+        return append({})
+    if mixed:
+        refused = AppendResult(
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            message="Transactional records contained more than one producer ID",
+        )
+        return append(dict.fromkeys(wanted, refused))
+    producer_id, epoch = next(iter(wanted.values()))
+    return _verify(
+        ctx, transactional_id, producer_id, epoch, sorted(wanted), produce_version >= _ABORTABLE_SINCE, append
+    )
+
+
+def verify_partition_then(
+    ctx: BrokerContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partition: TopicPartition,
+    abortable: bool,
+    then: Callable[[AppendResult | None], Any],
+) -> Any:
+    """TxnOffsetCommit (Kafka's group coordinator verifies its ``__consumer_offsets`` partition the same way):
+    ``then(None)`` when ``partition`` needs no verification or passes it, else ``then(the refusal)``; at once or
+    as a task, as :func:`verify_then`."""
+    if (
+        not ctx.config.transaction_partition_verification_enable
+        or ctx.replicas.has_ongoing_transaction(partition[0], partition[1], producer_id) is not False
+    ):
+        return then(None)
+    return _verify(
+        ctx,
+        transactional_id,
+        producer_id,
+        epoch,
+        [partition],
+        abortable,
+        lambda refused: then(refused.get(partition)),
+    )
+
+
+def _verify(
+    ctx: BrokerContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partitions: list[TopicPartition],
+    abortable: bool,
+    then: Callable[[dict[TopicPartition, AppendResult]], Any],
+) -> Any:
+    coordinator = ctx.txn_coordinator
+    if coordinator.owner_error(transactional_id) == ErrorCode.NONE:
+        codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        return then(_refused(codes, abortable))
+    replicas = ctx.replicas
+    guards = {tp: replicas.begin_verification(tp[0], tp[1], producer_id) for tp in partitions}
+    return ctx.loop.create_task(
+        _verify_remotely(ctx, abortable, transactional_id, producer_id, epoch, guards, then)
+    )
+
+
+def _refused(codes: dict[TopicPartition, ErrorCode], abortable: bool) -> dict[TopicPartition, AppendResult]:
+    return {tp: _answer(code, abortable) for tp, code in codes.items() if code != ErrorCode.NONE}
+
+
+async def _verify_remotely(
+    ctx: BrokerContext,
+    abortable: bool,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    guards: dict[TopicPartition, VerificationGuard],
+    append: Callable[[dict[TopicPartition, AppendResult]], Any],
+) -> Any:
+    replicas = ctx.replicas
+    try:
+        codes = await _ask_coordinator(ctx, transactional_id, producer_id, epoch, sorted(guards))
+        refused = _refused(codes, abortable)
+        for tp, guard in guards.items():
+            if tp in refused or guard.alive:
+                continue
+            if replicas.has_ongoing_transaction(tp[0], tp[1], producer_id) is False:
+                refused[tp] = AppendResult(
+                    ErrorCode.INVALID_TXN_STATE,
+                    message="a marker of the producer's transaction was written while the partition was verified",
+                )
+        result = append(refused)  # no await between the guards' check and the append
+    finally:
+        for tp, guard in guards.items():
+            replicas.end_verification(tp[0], tp[1], producer_id, guard)
+    if isinstance(result, asyncio.Future):
+        return await result
+    return result
+
+
+async def _ask_coordinator(
+    ctx: BrokerContext, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition]
+) -> dict[TopicPartition, ErrorCode]:
+    """The coordinator's answer per partition (AddPartitionsToTxn v4, VerifyOnly), or the error that stood in for
+    it (COORDINATOR_NOT_AVAILABLE: no coordinator known; NETWORK_EXCEPTION: no answer)."""
+    node = _coordinator_node(ctx, transactional_id)
+    if node is None:
+        return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    host, port = node
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    body = {
+        "Transactions": [
+            {
+                "TransactionalId": transactional_id,
+                "ProducerId": producer_id,
+                "ProducerEpoch": epoch,
+                "VerifyOnly": True,
+                "Topics": [{"Name": t, "Partitions": ps} for t, ps in topics.items()],
+            }
+        ]
+    }
+    try:
+        answer = await asyncio.wait_for(_round_trip(ctx, host, port, body), REQUEST_TIMEOUT_S)
+    except (OSError, TimeoutError, PylogError) as exc:
+        _log.warning(
+            "transaction verification of %r with its coordinator at %s:%d failed: %s; the producer retries",
+            transactional_id,
+            host,
+            port,
+            exc,
+        )
+        return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+    top = ErrorCode(answer["ErrorCode"])
+    if top != ErrorCode.NONE:
+        _log.warning(
+            "transaction verification of %r: the coordinator answered %s", transactional_id, top.name
+        )
+        if top == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:  # Kafka: never shown to the client
+            top = ErrorCode.INVALID_TXN_STATE
+        return dict.fromkeys(partitions, top)
+    codes: dict[TopicPartition, ErrorCode] = dict.fromkeys(partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
+    for result in answer["ResultsByTransaction"]:
+        for topic in result["TopicResults"]:
+            for part in topic["ResultsByPartition"]:
+                tp = (topic["Name"], part["PartitionIndex"])
+                if tp in codes:
+                    codes[tp] = ErrorCode(part["PartitionErrorCode"])
+    return codes
+
+
+def _coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[str, int] | None:
+    """(host, port) of the leader of ``transactional_id``'s ``__transaction_state`` partition, None if none."""
+    topic = ctx.cluster.view.topics.get(TRANSACTION_STATE_TOPIC)
+    if topic is None:
+        return None
+    index = ctx.txn_coordinator.partition_for(transactional_id)
+    if index >= len(topic.partitions):
+        return None
+    broker = ctx.cluster.view.brokers.get(topic.partitions[index].leader)
+    if broker is None or broker.fenced:
+        return None
+    return broker.host, broker.port
+
+
+async def _round_trip(ctx: BrokerContext, host: str, port: int, body: dict[str, Any]) -> dict[str, Any]:
+    """One AddPartitionsToTxn request on a connection of its own."""
+    node_id = ctx.config.node_id
+    reader, writer, _ = await open_connection(
+        host,
+        port,
+        ctx.config.inter_broker_security(),
+        client_id=f"pylog-txn-verification-{node_id}",
+        timeout_s=10.0,
+    )
+    try:
+        state = ClientConnection(f"pylog-txn-verification-{node_id}")
+        _, chunks = state.send_request(ApiKey.ADD_PARTITIONS_TO_TXN, _VERIFY_VERSION, body)
+        writer.writelines(chunks)
+        await writer.drain()
+        while True:
+            data = await reader.read(1 << 16)
+            if not data:
+                raise ConnectionError("connection closed before the answer")
+            responses = state.receive_data(data)
+            if responses:
+                answer: dict[str, Any] = responses[-1].body
+                return answer
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()

@@ -1,0 +1,1 @@
+"""The web console's demo data and browser (tests/console/, the README's screenshots)."""

@@ -1,0 +1,1 @@
+"""The web console: pages over HTTP, end to end in a headless chromium, against pylog and Apache Kafka."""

@@ -1,0 +1,243 @@
+"""The console over plain HTTP: a secured broker (SASL/PLAIN, ACLs) read as a principal that may describe one topic
+only (what it may not see is an error page naming the broker's error, never an empty page; its password never
+appears), only GET served, the security headers; and the pure parts: the hanging-transaction rule, sensitive
+configs, byte rendering, times and the command line's usage errors."""
+
+from __future__ import annotations
+
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker_runtime.cli import main
+from broker_runtime.client import ConfigEntry, KafkaClient
+from broker_runtime.console import model, render
+from broker_runtime.console.server import ConsoleServer, parse_time
+from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.security import ClientSecurity
+from broker_runtime.security.acl import AclOperation, AclPermission, PatternType, ResourceType
+from broker_runtime.tools.common import command_config_security
+from tests.support.brokers import start_broker
+
+pytestmark = pytest.mark.timeout(60)
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ALICE_PASSWORD = "alice-pw-do-not-show"
+ADMIN_PASSWORD = "admin-pw-do-not-show"
+KEYSTORE_PASSWORD = "keystore-pw-do-not-show"
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'user_admin="{ADMIN_PASSWORD}" user_alice="{ALICE_PASSWORD}";'
+)
+
+
+def _security(user: str, password: str) -> ClientSecurity:
+    return ClientSecurity.from_properties(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{user}" password="{password}";',
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    broker = start_broker(
+        tmp_path_factory.mktemp("console-acl"),
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": STANDARD,
+            "super.users": "User:admin;User:ANONYMOUS",
+            "ssl.keystore.password": KEYSTORE_PASSWORD,
+        },
+    )
+    bootstrap = broker.listener_bootstrap("SASL_PLAINTEXT")
+    try:
+        with KafkaClient(bootstrap, security=_security("admin", ADMIN_PASSWORD)) as admin:
+            admin.admin.create_topics({"visible": (1, 1), "secret": (1, 1)})
+            answer = admin.admin.acl_request(
+                ApiKey.CREATE_ACLS,
+                {
+                    "Creations": [
+                        {
+                            "ResourceType": ResourceType.TOPIC,
+                            "ResourceName": "visible",
+                            "ResourcePatternType": PatternType.LITERAL,
+                            "Principal": "User:alice",
+                            "Host": "*",
+                            "Operation": AclOperation.DESCRIBE,
+                            "PermissionType": AclPermission.ALLOW,
+                        }
+                    ]
+                },
+            )
+            assert all(r["ErrorCode"] == 0 for r in answer["Results"]), answer
+        yield bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def alice_console(secured: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    config = tmp_path_factory.mktemp("alice") / "alice.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{ALICE_PASSWORD}";\n'
+    )
+    with ConsoleServer(secured, security=command_config_security(str(config))) as server:
+        yield server.url.rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def admin_console(secured: str) -> Iterator[str]:
+    with ConsoleServer(secured, security=_security("admin", ADMIN_PASSWORD)) as server:
+        yield server.url.rstrip("/")
+
+
+def _get(url: str, method: str = "GET") -> tuple[int, str, Any]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode(), answer.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), exc.headers
+
+
+def test_a_principal_sees_what_it_may_describe_and_errors_for_the_rest(
+    alice_console: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    pages = {}
+    status, body, headers = _get(alice_console + "/topics")
+    pages["topics"] = body
+    assert status == 200 and ">visible<" in body and "secret" not in body
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    status, body, _ = _get(alice_console + "/topics/secret")
+    pages["secret"] = body
+    assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in body and 'id="error"' in body
+    status, body, _ = _get(alice_console + "/topics/visible")
+    pages["visible"] = body
+    # The partitions are shown; the configs alice may not describe are an error, not an empty table.
+    assert status == 200 and 'id="partitions"' in body
+    assert 'id="configs-error"' in body and "TOPIC_AUTHORIZATION_FAILED" in body
+    # DescribeLogDirs needs DESCRIBE on the cluster: the sizes are an error beside the partitions.
+    assert 'id="sizes-error"' in body and "CLUSTER_AUTHORIZATION_FAILED" in body
+    status, body, _ = _get(alice_console + "/brokers/0")
+    pages["broker"] = body
+    assert status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in body
+    status, body, _ = _get(alice_console + "/groups/somebody-elses")
+    pages["group"] = body
+    assert status == 403 and "GROUP_AUTHORIZATION_FAILED" in body
+    status, body, _ = _get(alice_console + "/transactions")
+    pages["transactions"] = body
+    assert (
+        status == 200 and "describe producers of visible-0" in body and "TOPIC_AUTHORIZATION_FAILED" in body
+    )
+    for name, page in pages.items():
+        assert ALICE_PASSWORD not in page, f"the password shows on the {name} page"
+    assert ALICE_PASSWORD not in caplog.text
+
+
+def test_secrets_never_appear_in_any_page(admin_console: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A super user reads every page, the broker's configs too: the keystore password and the JAAS config (its
+    users' passwords) are configured on the broker, and DescribeConfigs marks them sensitive."""
+    caplog.set_level(logging.DEBUG)
+    status, cluster_page, _ = _get(admin_console + "/")
+    assert status == 200 and "SASL_PLAINTEXT://127.0.0.1:" in cluster_page, cluster_page
+    status, configs, _ = _get(admin_console + "/brokers/0")
+    assert status == 200 and 'id="configs"' in configs
+    for name in ("ssl.keystore.password", "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+        row = configs.split(f"<td>{name}</td>", 1)[1].split("</tr>", 1)[0]
+        assert "[hidden: sensitive]" in row, (name, row)
+    status, topic, _ = _get(admin_console + "/topics/visible")
+    assert status == 200 and 'id="sizes-error"' not in topic
+    status, missing, _ = _get(admin_console + "/brokers/7")
+    assert status == 404 and "no broker 7" in missing
+    pages = [cluster_page, configs, topic, missing]
+    for path in ("/topics", "/topics/secret/0", "/groups", "/transactions"):
+        status, body, _ = _get(admin_console + path)
+        assert status == 200, (path, body)
+        pages.append(body)
+    for secret in (KEYSTORE_PASSWORD, ADMIN_PASSWORD, ALICE_PASSWORD):
+        for page in pages:
+            assert secret not in page
+        assert secret not in caplog.text
+
+
+def test_only_get_is_served(alice_console: str) -> None:
+    for method in ("POST", "PUT", "DELETE"):
+        status, _, _ = _get(alice_console + "/topics/visible", method)
+        assert status == 405, method
+
+
+def test_a_bad_query_is_a_400_naming_it(alice_console: str) -> None:
+    status, body, _ = _get(alice_console + "/topics/visible/0?timestamp=yesterday")
+    assert status == 400 and "timestamp=&#x27;yesterday&#x27;" in body
+
+
+# --- the pure parts -------------------------------------------------------------------------------------------
+
+
+def _txn(tid: str, partitions: list[tuple[str, int]], error: str | None = None) -> model.TxnRow:
+    return model.TxnRow(tid, 7, 0, "Ongoing", 60000, 0, partitions, error)
+
+
+def test_hanging_transactions_follow_kafkas_find_hanging_rule() -> None:
+    now, limit = 10_000_000, 900_000
+    old = {"ProducerId": 7, "LastTimestamp": now - limit - 1}
+    young = {"ProducerId": 7, "LastTimestamp": now - limit}
+    tp = ("t", 0)
+    described = {"a": _txn("a", [("t", 0)])}
+    assert not model.hanging((tp, young), now, limit, {}, {})  # not older than the bound: never a candidate
+    assert model.hanging((tp, old), now, limit, {}, {})  # no transactional id lists the producer
+    assert model.hanging((tp, old), now, limit, {7: "a"}, {})  # the coordinator does not know the id
+    assert model.hanging((tp, old), now, limit, {7: "a"}, {"a": _txn("a", [], "TRANSACTIONAL_ID_NOT_FOUND")})
+    assert not model.hanging((tp, old), now, limit, {7: "a"}, described)  # the coordinator includes it
+    assert model.hanging((("t", 1), old), now, limit, {7: "a"}, described)  # ... but not this partition
+
+
+def test_sensitive_configs_are_never_kept_nor_shown() -> None:
+    leaked = ConfigEntry("ssl.key.password", "s3cret", 5, sensitive=True)
+    row = model.config_row(leaked)
+    assert row.value is None and row.sensitive
+    page = render.topic_page(
+        model.TopicDetail("t", [], [row, model.config_row(ConfigEntry("a", "1", 5))], None)
+    )
+    assert "s3cret" not in page and "[hidden: sensitive]" in page
+
+
+def test_bytes_are_rendered_as_json_text_or_hex() -> None:
+    assert model.render_bytes(None) == ("null", "null")
+    assert model.render_bytes(b'{"a":1}') == ("json", '{\n  "a": 1\n}')
+    assert model.render_bytes(b"plain words") == ("text", "plain words")
+    assert model.render_bytes(b"\x00\x01") == ("hex", "00 01")
+    assert model.render_bytes(b"\xff") == ("hex", "ff")
+    assert model.render_bytes(b'{"a":1}', "hex") == ("hex", "7b 22 61 22 3a 31 7d")
+    assert model.render_bytes(b"\xffx", "text") == ("text", "\ufffdx")
+
+
+def test_times_are_ms_or_iso() -> None:
+    assert parse_time("1700000000000") == 1700000000000
+    assert parse_time("2023-11-14T22:13:20Z") == 1700000000000
+    assert parse_time("2023-11-14T22:13:20") == 1700000000000  # UTC when no offset is named
+    assert parse_time("2023-11-14T23:13:20+01:00") == 1700000000000
+
+
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--listen", "nowhere"]) == 2
+    assert "pylog-broker console: --listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
+    missing = tmp_path / "none.properties"
+    assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(missing)]) == 2
+    assert "cannot read --command-config" in capsys.readouterr().err
