@@ -73,6 +73,8 @@ def test_this_run_hands_xdist_its_units_longest_first(request: pytest.FixtureReq
     assert seconds == sorted(seconds, reverse=True), "the work units are not in longest-first order"
 
 
+# A pytest run in this process: its start-up may run a child (ctypes' ldconfig lookup), which the scan cannot see.
+@pytest.mark.tier_floor("process")
 def test_every_run_ends_with_its_wall_time_against_the_budget(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
     result = pytester.runpytest_inprocess("-p", "tests.support.suite_time")
@@ -88,6 +90,7 @@ def test_every_run_ends_with_its_wall_time_against_the_budget(pytester: pytest.P
     assert "WARNING" not in result.stdout.str()
 
 
+@pytest.mark.tier_floor("process")
 def test_a_whole_run_over_the_budget_says_so(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

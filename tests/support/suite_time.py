@@ -18,7 +18,6 @@ single process without xdist), from the reports the workers send.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 
@@ -33,7 +32,7 @@ SLOWEST = 8
 def _worker_of(report: pytest.TestReport) -> str:
     node = getattr(report, "node", None)  # set by xdist on the controller
     gateway = getattr(node, "gateway", None)
-    return str(getattr(gateway, "id", None) or os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    return str(getattr(gateway, "id", None) or "main")
 
 
 def _clock(seconds: float) -> str:
@@ -53,14 +52,19 @@ class SuiteTime:
         self.modules: defaultdict[str, float] = defaultdict(float)
         self.module_worker: dict[str, str] = {}
 
+    def worker(self) -> str | None:
+        """This process's xdist worker id, None in the controller or a run without xdist."""
+        workerinput = getattr(self.config, "workerinput", None)
+        return None if workerinput is None else str(workerinput["workerid"])
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         # In the process that runs the test: the JUnit XML of the run gets these with the teardown report.
-        item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
+        item.user_properties.append(("worker", self.worker() or "main"))
         item.user_properties.append(("start", f"{time.time():.2f}"))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if hasattr(report, "node") or os.environ.get("PYTEST_XDIST_WORKER") is None:
+        if self.worker() is None:  # the reports of every worker reach the controller
             worker = _worker_of(report)
             self.busy[worker] += report.duration
             module = report.nodeid.split("::")[0]
@@ -83,7 +87,7 @@ class SuiteTime:
 
     @pytest.hookimpl(trylast=True)  # after the other summaries, so that the wall time counts them too
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if os.environ.get("PYTEST_XDIST_WORKER") is not None or not self.tests:
+        if self.worker() is not None or not self.tests:
             return
         wall = time.time() - self.started
         write = terminalreporter.write_line
