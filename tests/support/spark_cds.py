@@ -57,20 +57,21 @@ def archive_path() -> Path | None:
     return Path(base) / "pylog" / "spark-cds" / f"{key}.jsa"
 
 
-#: Whether :func:`configure_environment` set ``SPARK_SUBMIT_OPTS`` (a value the user set is left alone).
-_owns_submit_opts = False
+#: The value :func:`configure_environment` last set, beside ``SPARK_SUBMIT_OPTS`` in the environment, so that
+#: the processes it starts (xdist workers) know the value as the suite's own, not the user's.
+OWN_ENV = "PYLOG_TESTS_SPARK_SUBMIT_OPTS"
 
 
 def configure_environment() -> None:
     """Set ``SPARK_SUBMIT_OPTS`` to :func:`base_options` and :func:`jvm_options` unless the user set it."""
-    global _owns_submit_opts
-    if _owns_submit_opts or "SPARK_SUBMIT_OPTS" not in os.environ:
-        _owns_submit_opts = True
-        os.environ["SPARK_SUBMIT_OPTS"] = " ".join([*base_options(), *jvm_options()])
+    if owns_submit_opts():
+        os.environ["SPARK_SUBMIT_OPTS"] = os.environ[OWN_ENV] = " ".join([*base_options(), *jvm_options()])
 
 
 def owns_submit_opts() -> bool:
-    return _owns_submit_opts
+    """Whether ``SPARK_SUBMIT_OPTS`` is unset or the value this module set (a user's own is left alone)."""
+    current = os.environ.get("SPARK_SUBMIT_OPTS")
+    return current is None or current == os.environ.get(OWN_ENV)
 
 
 def jvm_options() -> list[str]:
