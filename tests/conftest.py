@@ -26,12 +26,17 @@ from typing import Any
 
 import pytest
 
-from tests.support import schedule, spark_cds, tiers
+from tests.support import spark_cds, tiers
 from tests.support.brokers import start_broker, start_node_brokers
 
 # The Apache Kafka peer's fixtures (apache_kafka, apache_kafka_cluster): tests/support/apache_kafka/; the
-# compatibility matrix's marks: tests/support/compat.py; the time budget's summary: tests/support/suite_time.py.
-pytest_plugins = ["tests.support.apache_kafka.fixtures", "tests.support.compat", "tests.support.suite_time"]
+# compatibility matrix's marks: tests/support/compat.py; the time budget: tests/support/suite_time.py, schedule.py.
+pytest_plugins = [
+    "tests.support.apache_kafka.fixtures",
+    "tests.support.compat",
+    "tests.support.suite_time",
+    "tests.support.schedule",  # under --dist loadgroup: the longest work units first (after -m/-k deselection)
+]
 
 # Every Spark JVM the suite starts (its Spark sessions and the Spark drivers of their own that crash tests start
 # and SIGKILL) lives for seconds to minutes on 2 cores: the client compiler alone and the serial collector, and the
@@ -157,11 +162,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid in groups:
             item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-    # An xdist worker of a --dist loadgroup run sets "loadgroup" (its own "dist" option is "no").
-    if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", None) == "loadgroup":
-        # The longest work units first (tests/support/schedule.py); xdist keeps this order only with
-        # --no-loadscope-reorder (bash jobs/dev.sh passes it).
-        schedule.longest_first(items, {item.nodeid: item.stash[_TIER] for item in items})
 
 
 _TIER = pytest.StashKey[str]()

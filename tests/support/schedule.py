@@ -17,7 +17,7 @@ on them, never a result, and the long units (Spark modules, Spark drivers of the
 come first.
 
 Within a unit the tests keep their collection order (the sort is stable; a group's tests may depend on it), and
-units of equal estimate too.
+units of equal estimate too. Loaded as a plugin by tests/conftest.py; it orders what is left after ``-m``/``-k``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,19 @@ def unit_of(item: pytest.Item) -> str:
     if mark is not None:
         return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
     return item.nodeid
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After the deselection (``-m``, ``-k``) and the tier and group marks (tests/conftest.py): under ``--dist
+    loadgroup`` (an xdist worker has ``loadgroup`` set; its own ``dist`` is "no"), the longest units first; other
+    runs keep the collection order."""
+    if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", None) == "loadgroup":
+        tiers = {
+            item.nodeid: next((m.name for m in item.iter_markers() if m.name in TIER_SECONDS), "unit")
+            for item in items
+        }
+        longest_first(items, tiers)
 
 
 def longest_first(items: list[pytest.Item], tier_of: dict[str, str]) -> None:
