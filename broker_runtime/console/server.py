@@ -10,6 +10,12 @@ Answers: a page is HTML; a broker's error is a page that names it (status 403 fo
 for an unknown topic or group, 502 for any other broker error or an unreachable broker), a bad query 400. Every
 answer carries a Content-Security-Policy that allows no script and no foreign resource (defence in depth behind the
 renderer's escaping) and ``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
+
+DNS rebinding: a request whose ``Host`` header is not an address the console was bound to (for a loopback
+binding: ``127.0.0.1``, ``localhost`` or ``[::1]`` with the bound port) is answered 421 before any Kafka call, so a
+web page whose name a hostile DNS server points at 127.0.0.1 cannot read the console from the operator's browser.
+A wildcard binding (``0.0.0.0``, ``::``) has no name to check: it is warned about at start like any non-loopback
+binding. Query integers are Kafka's int64 range; anything else is a 400.
 """
 
 from __future__ import annotations
@@ -49,25 +55,37 @@ _NOT_FOUND = {
 }
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
 class _BadRequest(Exception):
     pass
+
+
+def _int64(name: str, text: str) -> int:
+    """``text`` as an int64 (at most 19 digits, so ``int()`` never meets Python's digit limit)."""
+    digits = text[1:] if text[:1] == "-" else text
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
+        raise _BadRequest(f"{name}={text[:40]!r}: expected an integer")
+    value = int(text)
+    if not _INT64[0] <= value <= _INT64[1]:
+        raise _BadRequest(f"{name}={text!r}: out of range (a 64-bit integer)")
+    return value
 
 
 def _int_arg(request: web.Request, name: str) -> int | None:
     text = request.query.get(name, "").strip()
     if not text:
         return None
-    try:
-        return int(text)
-    except ValueError:
-        raise _BadRequest(f"{name}={text!r}: expected an integer") from None
+    return _int64(name, text)
 
 
 def parse_time(text: str) -> int:
     """A time in ms since the epoch, or an ISO-8601 date-time (UTC unless it names its offset)."""
     text = text.strip()
     if text.lstrip("-").isdigit():
-        return int(text)
+        return _int64("timestamp", text)
     try:
         when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -106,6 +124,7 @@ class ConsoleServer:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
+        self._allowed_hosts: frozenset[str] | None = frozenset()  # set when bound
 
     # --- the Kafka side (worker thread) -------------------------------------------------------------------------
 
@@ -132,7 +151,7 @@ class ConsoleServer:
     # --- pages --------------------------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors])
+        app = web.Application(middlewares=[self._host_check, self._errors])
         app.add_routes(
             [
                 web.get("/", self._cluster),
@@ -146,6 +165,26 @@ class ConsoleServer:
             ]
         )
         return app
+
+    @web.middleware
+    async def _host_check(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if self._allowed_hosts is not None and request.host.lower() not in self._allowed_hosts:
+            _log.warning(
+                "console: refused a request for Host %r (not this console's address)", request.host[:100]
+            )
+            response = _html(
+                render.error_page(
+                    request.path,
+                    f"Host {request.host!r} is not this console's address",
+                    "Misdirected request",
+                ),
+                421,
+            )
+            response.headers["Content-Security-Policy"] = _CSP
+            return response
+        return await handler(request)
 
     @web.middleware
     async def _errors(
@@ -174,10 +213,7 @@ class ConsoleServer:
         return _html(render.cluster_page(await self._kafka(model.cluster)))
 
     async def _broker(self, request: web.Request) -> web.StreamResponse:
-        try:
-            node = int(request.match_info["node"])
-        except ValueError:
-            raise _BadRequest(f"broker {request.match_info['node']!r}: expected a node id") from None
+        node = _int64("broker", request.match_info["node"])
         return _html(render.broker_configs_page(await self._kafka(lambda c: model.broker_configs(c, node))))
 
     async def _topics(self, request: web.Request) -> web.StreamResponse:
@@ -189,10 +225,7 @@ class ConsoleServer:
 
     async def _records(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
-        try:
-            partition = int(request.match_info["partition"])
-        except ValueError:
-            raise _BadRequest(f"partition {request.match_info['partition']!r}: expected an integer") from None
+        partition = _int64("partition", request.match_info["partition"])
         offset = _int_arg(request, "offset")
         stamp = request.query.get("timestamp", "").strip()
         timestamp_ms = parse_time(stamp) if stamp and offset is None else None
@@ -278,6 +311,13 @@ class ConsoleServer:
         host, port = self._runner.addresses[0][:2]
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}/"
+        if self._host in ("0.0.0.0", "::", ""):
+            self._allowed_hosts = None  # a wildcard binding: no name to check (warned about at start)
+        else:
+            names = {shown, self._host.lower()}
+            if self._host in ("127.0.0.1", "::1", "localhost"):
+                names.update(_LOOPBACK_NAMES)
+            self._allowed_hosts = frozenset(f"{n}:{port}" for n in names)
 
     async def _close(self) -> None:
         if self._runner is not None:

@@ -51,21 +51,28 @@ def listener_names(listeners: str) -> tuple[str, ...]:
     return tuple(entry.split("://", 1)[0].strip().upper() for entry in listeners.split(",") if "://" in entry)
 
 
-def loopback_listeners(names: Sequence[str]) -> str:
-    """``listeners`` binding each of ``names`` on a free loopback port: ``A://127.0.0.1:0,B://127.0.0.1:0``."""
-    return ",".join(f"{name}://127.0.0.1:0" for name in names) if names else LOOPBACK_LISTENER
+def loopback_listeners(names: Sequence[str], host: str = "127.0.0.1", port: int = 0) -> str:
+    """``listeners`` binding each of ``names`` on a free loopback port: ``A://127.0.0.1:0,B://127.0.0.1:0``
+    (``host``: another address of this machine instead, e.g. a network namespace's own; ``port``: the first
+    listener's port instead of a free one, the others' stay free)."""
+    names = names or ("PLAINTEXT",)
+    return ",".join(f"{name}://{host}:{port if i == 0 else 0}" for i, name in enumerate(names))
 
 
 def cluster_node_overrides(
-    base_dir: str | os.PathLike[str], node_id: int, listeners: Sequence[str] = ("PLAINTEXT",)
+    base_dir: str | os.PathLike[str],
+    node_id: int,
+    listeners: Sequence[str] = ("PLAINTEXT",),
+    host: str = "127.0.0.1",
+    port: int = 0,
 ) -> dict[str, str]:
     """The properties that make a broker node ``node_id`` of the cluster living under ``base_dir``, binding the
-    listeners named ``listeners`` (the shared configuration's, see the module docstring)."""
+    listeners named ``listeners`` (the shared configuration's, see the module docstring) on ``host`` (the first on ``port``, 0: a free one)."""
     base = Path(base_dir)
     return {
         "node.id": str(node_id),
         "log.dirs": str(base / f"node-{node_id}"),
         "pylog.cluster.dir": str(base),
-        "listeners": loopback_listeners(listeners),
+        "listeners": loopback_listeners(listeners, host, port),
         "advertised.listeners": "",
     }

@@ -25,6 +25,12 @@ with the same overrides and log dir, waits for its listening line and updates ``
 lists only the nodes whose process runs. When the ``with`` ends every process the cluster ever started that still
 runs is stopped.
 
+Placement (tests of network partitions): ``cluster_process(..., placement=f)`` runs node ``i`` as
+``f(i) = (prefix, host, port)`` says: its command after ``prefix`` (e.g. ``["ip", "netns", "exec", "ns-i"]``,
+which execs, so the node's pid stays the broker's), its listeners bound on ``host`` instead of loopback, the first
+on ``port`` unless 0 (a node with an address of its own can keep its port across restarts, as a Kafka broker
+does, so clients that knew it still find it).
+
 Start: each child runs :func:`~broker_runtime.launch.command.start_command`; the bootstrap address is read from
 its ``listening on HOST:PORT`` stdout line; then a thread keeps draining stdout so the child never blocks. A
 child that exits before that line, or stays silent for ``startup_timeout_s``, raises
@@ -45,7 +51,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +79,14 @@ __all__ = ["BrokerCluster", "ClusterNode", "broker_process", "cluster_process", 
 _log = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_S = 30.0
+
+#: Where node ``i`` of a cluster runs: a command prefix, the host its listeners bind and the first one's port
+#: (0: a free one); see the module docstring.
+Placement = Callable[[int], tuple[Sequence[str], str, int]]
+
+
+def _loopback(_node_id: int) -> tuple[Sequence[str], str, int]:
+    return (), "127.0.0.1", 0
 
 
 @dataclass
@@ -107,6 +121,8 @@ class BrokerCluster:
     startup_timeout_s: float = 30.0
     #: The listener names every node binds (the configuration's ``listeners``), each on a free loopback port.
     listeners: tuple[str, ...] = ("PLAINTEXT",)
+    #: Where each node runs (see the module docstring); loopback in this process's network by default.
+    placement: Placement = _loopback
     _procs: list[subprocess.Popen[str]] = field(default_factory=list, repr=False)
 
     @property
@@ -149,8 +165,9 @@ class BrokerCluster:
         node = self.nodes[node_id]
         if node.running:
             raise IllegalStateError(f"node {node_id} (pid {node.pid}) is running; stop or kill it first")
-        overrides = cluster_node_overrides(self._base_dir, node_id, self.listeners)
-        child = _spawn(self._config_file, overrides, node.log_path)
+        prefix, host, port = self.placement(node_id)
+        overrides = cluster_node_overrides(self._base_dir, node_id, self.listeners, host, port)
+        child = _spawn(self._config_file, overrides, node.log_path, prefix)
         self._procs.append(child.proc)
         node.proc = child.proc
         node.bootstrap = _wait_listening(child, self.startup_timeout_s)
@@ -182,11 +199,13 @@ def _write_properties(path: Path, props: Mapping[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
 
 
-def _spawn(config_file: Path, overrides: Mapping[str, str], log_path: Path) -> _Child:
+def _spawn(
+    config_file: Path, overrides: Mapping[str, str], log_path: Path, prefix: Sequence[str] = ()
+) -> _Child:
     start = log_size(log_path)
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(
-            start_command(config_file, overrides),
+            [*prefix, *start_command(config_file, overrides)],
             stdout=subprocess.PIPE,
             stderr=log_file,
             stdin=subprocess.DEVNULL,
@@ -271,6 +290,7 @@ def cluster_process(
     *,
     overrides: Mapping[str, str] | None = None,
     startup_timeout_s: float = 30.0,
+    placement: Placement = _loopback,
 ) -> Iterator[BrokerCluster]:
     """Run ``nodes`` broker processes forming one cluster; yields the :class:`BrokerCluster`."""
     if nodes < 1:
@@ -282,12 +302,14 @@ def cluster_process(
     props = {"listeners": LOOPBACK_LISTENER, "log.dirs": str(base), **(overrides or {})}
     _write_properties(config_file, props)
     names = listener_names(props["listeners"])
-    cluster = BrokerCluster(data, startup_timeout_s=startup_timeout_s, listeners=names)
+    cluster = BrokerCluster(data, startup_timeout_s=startup_timeout_s, listeners=names, placement=placement)
     try:
         children = []
         for node_id in range(nodes):
             log_path = data / f"broker-{node_id}.log"
-            children.append(_spawn(config_file, cluster_node_overrides(base, node_id, names), log_path))
+            prefix, host, port = placement(node_id)
+            overrides = cluster_node_overrides(base, node_id, names, host, port)
+            children.append(_spawn(config_file, overrides, log_path, prefix))
             cluster._procs.append(children[-1].proc)
         for node_id, child in enumerate(children):
             address = _wait_listening(child, startup_timeout_s)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import scramp
 
@@ -25,10 +25,27 @@ from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security.scram_credentials import SCRAM_MECHANISMS
 
-__all__ = ["SaslClientMechanism", "handshake_and_authenticate", "reauthenticate_after_s", "sasl_mechanism"]
+__all__ = [
+    "ClientMechanism",
+    "SaslClientMechanism",
+    "handshake_and_authenticate",
+    "reauthenticate_after_s",
+    "sasl_mechanism",
+]
 
 SASL_HANDSHAKE_KEY = ApiKey.SASL_HANDSHAKE
 SASL_AUTHENTICATE_KEY = ApiKey.SASL_AUTHENTICATE
+
+
+class ClientMechanism(Protocol):
+    """A client mechanism's exchange (this module's, or OAUTHBEARER's in :mod:`.oauthbearer_login`)."""
+
+    name: str
+    complete: bool
+
+    def first(self) -> bytes: ...
+
+    def step(self, challenge: bytes) -> bytes | None: ...
 
 
 class SaslClientMechanism:
@@ -74,7 +91,7 @@ def sasl_mechanism(name: str, username: str, password: str) -> SaslClientMechani
 def handshake_and_authenticate(
     request: Callable[[int, int, Mapping[str, Any]], dict[str, Any]],
     broker_versions: Mapping[int, tuple[int, int]],
-    mechanism: SaslClientMechanism,
+    mechanism: ClientMechanism,
     address: str,
 ) -> int:
     """SaslHandshake v1 + SaslAuthenticate rounds through ``request(api_key, version, body) -> response``;

@@ -28,7 +28,10 @@ Mechanisms: PLAIN (RFC 4616: ``authzid NUL authcid NUL password``; the users are
 ``user_<name>="<password>"`` JAAS options; an authzid other than the user is refused, as Kafka) and
 SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, two rounds, :mod:`.scram_server`: Kafka's message grammar, no SASLprep,
 an authzid equal to the user accepted; credentials from the salted credentials file, whose failure to be read
-fails the login with a WARNING, never the connection as an internal error). Error texts are Kafka's in substance
+fails the login with a WARNING, never the connection as an internal error) and OAUTHBEARER (RFC 7628,
+:mod:`.oauthbearer`: the listener's token validator decides; a refused token is answered with Kafka's
+``{"status":"invalid_token"}`` challenge and the client's next message fails the login with it; the session
+never outlives the token, whatever ``connections.max.reauth.ms`` says, as Kafka's ``CREDENTIAL.LIFETIME.MS``). Error texts are Kafka's in substance
 and never say whether the user or the password was wrong. Cost: a token is at most ``sasl.server.max.receive.size``
 bytes (the connection enforces it from the size prefix) and every mechanism's parsing is linear C-level work on
 it (splitting, decoding, one regular expression); no per-character Python code runs on an unauthenticated
@@ -46,6 +49,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker_runtime.errors import ConfigError, ErrorCode
+from broker_runtime.security.oauthbearer import (
+    InvalidMessage,
+    InvalidToken,
+    TokenValidator,
+    parse_client_first,
+)
 from broker_runtime.security.scram_credentials import SCRAM_MECHANISMS, ScramCredential, ScramCredentialStore
 from broker_runtime.security.scram_server import ScramError, ScramServer
 
@@ -63,7 +72,7 @@ __all__ = [
 MIN_REAUTH_INTERVAL_S = 1.0
 
 #: The mechanisms this broker implements.
-SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 
 HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = "HANDSHAKE", "AUTHENTICATE", "COMPLETE", "FAILED"
 
@@ -90,7 +99,9 @@ class SaslServerAuthenticator:
         plain_users: Mapping[str, str] | None = None,
         scram_store: ScramCredentialStore | None = None,
         max_reauth_ms: Mapping[str, int] | None = None,
+        oauth_validator: TokenValidator | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.enabled = enabled
         self._plain_users = dict(plain_users or {})
@@ -98,6 +109,10 @@ class SaslServerAuthenticator:
         #: mechanism -> ``connections.max.reauth.ms`` (0 or missing: sessions never expire).
         self._max_reauth_ms = dict(max_reauth_ms or {})
         self._clock = clock
+        self._wall_ms = wall_ms
+        self._oauth_validator = oauth_validator
+        #: The JSON error of a refused OAUTHBEARER token, sent as a challenge; the client's next token fails.
+        self._oauth_error: str | None = None
         self.state = HANDSHAKE
         self.mechanism: str | None = None
         self.raw_tokens = False
@@ -134,6 +149,7 @@ class SaslServerAuthenticator:
         self.reauthenticating_from = (self.mechanism, self.principal)
         self.state = HANDSHAKE
         self._scram = None
+        self._oauth_error = None
         return True
 
     def handshake(self, mechanism: str, version: int) -> int:
@@ -161,13 +177,15 @@ class SaslServerAuthenticator:
             )
         if self.mechanism == "PLAIN":
             return self._plain(token)
+        if self.mechanism == "OAUTHBEARER":
+            return self._oauthbearer(token)
         return self._scram_step(token)
 
     def _fail(self, message: str) -> AuthStep:
         self.state = FAILED
         return AuthStep(ErrorCode.SASL_AUTHENTICATION_FAILED, message, b"", False)
 
-    def _done(self, user: str, challenge: bytes = b"") -> AuthStep:
+    def _done(self, user: str, challenge: bytes = b"", credential_expires_ms: int | None = None) -> AuthStep:
         principal = f"User:{user}"
         previous = self.reauthenticating_from
         if previous is not None and previous[1] != principal:
@@ -179,8 +197,15 @@ class SaslServerAuthenticator:
         self.reauthenticating_from = None
         assert self.mechanism is not None
         lifetime_ms = max(0, self._max_reauth_ms.get(self.mechanism, 0))
+        bounded = lifetime_ms > 0
+        if credential_expires_ms is not None:
+            # Kafka's SaslServerAuthenticator: a credential that expires bounds the session, whatever
+            # connections.max.reauth.ms says (0 if it already expired within the allowed clock skew).
+            remaining_ms = max(0, credential_expires_ms - self._wall_ms())
+            lifetime_ms = min(lifetime_ms, remaining_ms) if bounded else remaining_ms
+            bounded = True
         self.session_lifetime_ms = lifetime_ms
-        self.session_expires_at = self._clock() + lifetime_ms / 1000 if lifetime_ms > 0 else None
+        self.session_expires_at = self._clock() + lifetime_ms / 1000 if bounded else None
         return AuthStep(ErrorCode.NONE, None, challenge, True)
 
     def _plain(self, token: bytes) -> AuthStep:
@@ -203,6 +228,31 @@ class SaslServerAuthenticator:
         if not ok:
             return self._fail("Authentication failed: Invalid username or password")
         return self._done(user)
+
+    def _oauthbearer(self, token: bytes) -> AuthStep:
+        """Kafka's ``OAuthBearerSaslServer``: validate the client first message's token; a refused one is
+        answered with the JSON error as a challenge, and the client's next message (``^A``) fails the login with
+        it. (Kafka would read another client first message there; pylog fails whatever comes.)"""
+        if self._oauth_error is not None:
+            return self._fail(self._oauth_error)
+        try:
+            authzid, value = parse_client_first(token)
+        except InvalidMessage as exc:
+            return self._fail(str(exc))
+        if self._oauth_validator is None:  # the listener's config check makes this unreachable
+            return self._fail("Authentication could not be performed due to an internal error on the server")
+        try:
+            bearer = self._oauth_validator.validate(value)
+        except InvalidToken as exc:
+            _log.warning("SASL/OAUTHBEARER token refused: %s", exc.reason)
+            self._oauth_error = exc.error_json()
+            return AuthStep(ErrorCode.NONE, None, self._oauth_error.encode(), False)
+        if authzid and authzid != bearer.principal:
+            return self._fail(
+                f"Authentication failed: Client requested an authorization id ({authzid}) that is different "
+                f"from the token's principal name ({bearer.principal})"
+            )
+        return self._done(bearer.principal, credential_expires_ms=bearer.expires_ms)
 
     def _scram_step(self, token: bytes) -> AuthStep:
         mechanism = self.mechanism

@@ -613,7 +613,8 @@ class BrokerConfig:
         _INT,
         "5000",
         "groups",
-        "how often a member of a consumer group (KIP-848, `group.protocol=consumer`) is told to heartbeat",
+        "how often a member of a consumer group (KIP-848, `group.protocol=consumer`) is told to heartbeat; "
+        "below `group.consumer.session.timeout.ms`, else the broker does not start",
         minimum=1,
     )
     group_consumer_session_timeout_ms: int = _field(
@@ -831,6 +832,15 @@ class BrokerConfig:
             raise ConfigError(
                 f"broker.session.timeout.ms={session_ms}: must be larger than broker.heartbeat.interval.ms="
                 f"{heartbeat_ms} (a session must survive at least one missed heartbeat)"
+            )
+        heartbeat_ms = values["group_consumer_heartbeat_interval_ms"]
+        session_ms = values["group_consumer_session_timeout_ms"]
+        if heartbeat_ms >= session_ms:
+            # Kafka's GroupCoordinatorConfig refuses it the same way
+            raise ConfigError(
+                f"group.consumer.heartbeat.interval.ms={heartbeat_ms} must be less than "
+                f"group.consumer.session.timeout.ms={session_ms} (a consumer group member would be fenced "
+                "between two heartbeats)"
             )
         num_partitions, max_partitions = values["num_partitions"], values["max_partitions_per_topic"]
         if num_partitions > max_partitions:

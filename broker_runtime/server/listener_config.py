@@ -27,6 +27,7 @@ from broker_runtime.security.client_security import SECURITY_PROTOCOLS
 from broker_runtime.security.jaas import parse_jaas
 from broker_runtime.security.sasl_server import SASL_MECHANISMS
 from broker_runtime.security.tls import server_context
+from broker_runtime.server.oauthbearer_listener import OAUTHBEARER_SETTINGS, oauthbearer_validator
 
 __all__ = [
     "DEFAULT_PROTOCOLS",
@@ -223,7 +224,7 @@ def _no_effect(name: str, type: ConfigType, default: str | None, why: str, **kw:
 
 
 _NO_KERBEROS = "pylog implements no GSSAPI (Kerberos)"
-_NO_OAUTH = "pylog implements no OAUTHBEARER login (no token refresh)"
+_NO_OAUTH = "the broker never logs in with OAUTHBEARER itself (no inter-broker OAUTHBEARER)"
 
 
 #: Keys read through ``props`` (per listener, or by the security modules), not parsed into a field of their own.
@@ -256,6 +257,7 @@ LISTENER_SETTINGS: tuple[ConfigKey, ...] = (
         restart_reason=NEW_LISTENER_ONLY,
     ),
     REAUTH,
+    *OAUTHBEARER_SETTINGS,
     _ssl(
         "ssl.keystore.type",
         _STRING,
@@ -401,7 +403,7 @@ def check_security(
                 if m not in SASL_MECHANISMS:
                     raise ConfigError(
                         f"{name}={text!r}: {m} is not supported; pylog implements {', '.join(SASL_MECHANISMS)} "
-                        "(no GSSAPI, OAUTHBEARER or delegation tokens)"
+                        "(no GSSAPI or delegation tokens)"
                     )
             for m in mechanisms:
                 for jkey in (
@@ -414,6 +416,13 @@ def check_security(
                         break
             for m in mechanisms:
                 REAUTH.parse(*reauth_setting(props, x.name, m))
+            if "OAUTHBEARER" in mechanisms:
+                oauthbearer_validator(props, x.name, x.host, start=False)
+            if x.name == inter_broker and inter_mechanism == "OAUTHBEARER":
+                raise ConfigError(
+                    "sasl.mechanism.inter.broker.protocol=OAUTHBEARER: the brokers log in to each other with PLAIN "
+                    "or SCRAM; pylog's broker has no OAUTHBEARER login of its own"
+                )
             if x.name == inter_broker and inter_mechanism not in mechanisms:
                 raise ConfigError(
                     f"sasl.mechanism.inter.broker.protocol={inter_mechanism}: not enabled on the inter-broker "

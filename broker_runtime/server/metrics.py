@@ -132,6 +132,9 @@ class Snapshot:
     isr_expands: int = 0
     #: listener -> connections closed because their SASL session expired (``connections.max.reauth.ms``).
     expired_connections_killed: Mapping[str, int] = field(default_factory=dict)
+    #: listener -> JWKS reads of its OAUTHBEARER validator that failed (each also a WARNING), and that succeeded.
+    jwks_refresh_failures: Mapping[str, int] = field(default_factory=dict)
+    jwks_refreshes: Mapping[str, int] = field(default_factory=dict)
     #: The consumer groups' offsets and lag (None: a snapshot taken without them).
     group_lag: GroupLagSnapshot | None = None
     #: Client quotas: quota key -> its rates (at most ``quota_manager.MAX_SENSORS``), and rates dropped for others.
@@ -504,6 +507,19 @@ class BrokerMetrics:
             "stays; producer snapshot: the snapshot written after it); each also a WARNING line",
             "file",
             snap.roll_flush_failures,
+        )
+        yield _counter_by(
+            "pylog_oauthbearer_jwks_refresh_failures",
+            "Reads of an OAUTHBEARER listener's JWKS (sasl.oauthbearer.jwks.endpoint.url) that failed; the keys "
+            "read before are kept (none yet: every login fails), each also a WARNING line",
+            "listener",
+            snap.jwks_refresh_failures,
+        )
+        yield _counter_by(
+            "pylog_oauthbearer_jwks_refreshes",
+            "Reads of an OAUTHBEARER listener's JWKS that succeeded (at start, periodic, asked by an unknown kid)",
+            "listener",
+            snap.jwks_refreshes,
         )
         yield _counter_by(
             "pylog_network_sendfile_short_sends",

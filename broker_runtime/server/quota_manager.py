@@ -9,8 +9,14 @@ together are reset, and the rate is the sum of the samples over the elapsed wind
 
 Throttling (Kafka's ``ClientQuotaManager.recordAndGetThrottleTimeMs``): a value is recorded, then, if the rate ``O``
 is above the quota ``T``, the throttle time is ``(O - T) / T * W`` ms (``W`` the window the rate was measured
-over): the time that brings the rate back to the quota if nothing more is recorded. It is capped at the whole
-window (``quota.window.num * quota.window.size.seconds``): a quota of 0 would otherwise mean an infinite delay.
+over): the time that brings the rate back to the quota if nothing more is recorded. As Kafka's, the byte-rate
+throttles (``producer_byte_rate``, ``consumer_byte_rate``: ``ClientQuotaManager.throttleTime``) are not capped: a
+1 MB produce under a 1000 B/s quota holds the client off for about 1000 s, so its rate stays at its quota.
+``request_percentage`` (Kafka's ``ClientRequestQuotaManager``) and ``connection_creation_rate`` (Kafka's
+``ConnectionQuotas``) are capped at ONE window, ``quota.window.size.seconds`` (Kafka's ``maxThrottleTimeMs``,
+``QuotaUtils.boundedThrottleTime``); that cap also bounds how long a refused connection is held open. Every
+throttle is at most :data:`MAX_THROTTLE_MS`, the most the wire's int32 ``ThrottleTimeMs`` can say; a quota of 0
+(where the formula is infinite) throttles by that maximum, the capped quotas by their window.
 
 What each quota records (:class:`ClientQuotas`):
   * ``producer_byte_rate``: the size of each Produce request;
@@ -47,10 +53,20 @@ from broker_runtime.server.client_quotas import (
     resolve,
 )
 
-__all__ = ["MAX_SENSORS", "ClientQuotas", "QuotaSensors", "Rate", "SensorSnapshot", "user_of"]
+__all__ = [
+    "MAX_SENSORS",
+    "MAX_THROTTLE_MS",
+    "ClientQuotas",
+    "QuotaSensors",
+    "Rate",
+    "SensorSnapshot",
+    "user_of",
+]
 
 #: Rates kept per quota type (distinct (user, client id) pairs, or addresses); the least recently used go first.
 MAX_SENSORS = 1000
+#: The longest throttle (ms): ``ThrottleTimeMs`` is an int32 on the wire (a quota of 0 throttles by this much).
+MAX_THROTTLE_MS = 2**31 - 1
 #: Kafka's ``NanosToPercentagePerSecond``: request time in ns -> percent of one second.
 NANOS_TO_PERCENT = 100.0 / 1_000_000_000
 #: The throttle-time average of the metrics: Kafka's default ``MetricConfig`` (2 samples of 30 s).
@@ -134,12 +150,23 @@ class SensorSnapshot:
 
 
 class QuotaSensors:
-    """The rates of one quota key (``producer_byte_rate``, ...) and the throttle times they give."""
+    """The rates of one quota key (``producer_byte_rate``, ...) and the throttle times they give, at most
+    ``max_throttle_ms`` (None: :data:`MAX_THROTTLE_MS`, the byte rates; see the module docstring)."""
 
-    def __init__(self, key: str, samples: int, window_s: int, max_sensors: int = MAX_SENSORS) -> None:
+    def __init__(
+        self,
+        key: str,
+        samples: int,
+        window_s: int,
+        max_sensors: int = MAX_SENSORS,
+        max_throttle_ms: int | None = None,
+    ) -> None:
         self.key = key
         self._samples = samples
         self._window_ms = window_s * 1000
+        self.max_throttle_ms = (
+            MAX_THROTTLE_MS if max_throttle_ms is None else min(max_throttle_ms, MAX_THROTTLE_MS)
+        )
         self._max = max_sensors
         self._quotas: QuotaMap = {}
         self.enabled = False
@@ -148,10 +175,6 @@ class QuotaSensors:
         self._sensors: OrderedDict[tuple[str, str], _Sensor] = OrderedDict()
         #: Sensors dropped because :data:`MAX_SENSORS` others were used more recently.
         self.evicted = 0
-
-    @property
-    def window_total_ms(self) -> float:
-        return self._samples * self._window_ms
 
     def update(self, quotas: QuotaMap) -> None:
         self._quotas = quotas
@@ -203,10 +226,10 @@ class QuotaSensors:
         observed = sensor.rate.per_second(now_ms)
         if observed <= bound:
             return 0
-        window = sensor.rate.window_ms(now_ms)
         if bound <= 0:
-            return int(self.window_total_ms)
-        return int(min(round((observed - bound) / bound * window), self.window_total_ms))
+            return self.max_throttle_ms
+        window = sensor.rate.window_ms(now_ms)
+        return int(min(round((observed - bound) / bound * window), self.max_throttle_ms))
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: float) -> None:
         """Take back a recorded ``value`` (a throttled fetch sends no records)."""
@@ -275,8 +298,9 @@ class ClientQuotas:
     def __init__(self, samples: int, window_s: int, clock_ms: Callable[[], float] | None = None) -> None:
         self.produce = QuotaSensors(PRODUCER_BYTE_RATE, samples, window_s)
         self.fetch = QuotaSensors(CONSUMER_BYTE_RATE, samples, window_s)
-        self.request = QuotaSensors(REQUEST_PERCENTAGE, samples, window_s)
-        self.connections = _IpSensors(CONNECTION_CREATION_RATE, samples, window_s)
+        one_window = window_s * 1000  # Kafka's maxThrottleTimeMs of the request and connection quotas
+        self.request = QuotaSensors(REQUEST_PERCENTAGE, samples, window_s, max_throttle_ms=one_window)
+        self.connections = _IpSensors(CONNECTION_CREATION_RATE, samples, window_s, max_throttle_ms=one_window)
         self.now_ms: Callable[[], float] = clock_ms or (lambda: time.monotonic_ns() / 1e6)
         self._quotas: QuotaMap | None = None
 

@@ -21,14 +21,23 @@ AddPartitionsToTxn is applied before the EndTxn that follows it. A request still
 coordinator's ``completion_wait_timeouts``, ``pylog_transaction_requests_parked_timed_out_total``); the client
 retries it as it would with Kafka.
 
-Bounds: one future and one timer per parked request; a connection parks at most its in-flight limit of them
-(``MAX_IN_FLIGHT`` of :mod:`.network`). Event-loop thread only.
+One at a time per transactional id (:func:`in_order`, the handlers' entry): a request of a transactional id
+whose earlier request is still unanswered (parked here, or waiting for its state write's replication) is handled
+only once that one is answered. Kafka gets this from its network layer, which reads a connection's next request
+only after answering the previous one; pylog's connections keep reading while requests wait, so without it an
+EndTxn(abort) pipelined behind a parked AddPartitionsToTxn could be decided in the moment between the markers'
+completion and the parked request's rerun, meet CompleteCommit and be answered INVALID_TXN_STATE (fatal for
+librdkafka; found by the nemesis, tests/support/nemesis; tests/server/test_txn_in_order.py holds that moment).
+
+Bounds: one future and one timer per parked request, one future per queued request; a connection parks or
+queues at most its in-flight limit of them (``MAX_IN_FLIGHT`` of :mod:`.network`). Event-loop thread only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +45,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.transactions import answer_after_state_write
 
-__all__ = ["COMPLETION_WAIT_MS", "answer_or_park", "park_until_completed"]
+__all__ = ["COMPLETION_WAIT_MS", "answer_or_park", "in_order", "park_until_completed"]
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +53,63 @@ _log = logging.getLogger(__name__)
 #: the clients' request timeouts (the Java client's request.timeout.ms 30 s, librdkafka's socket.timeout.ms 60 s),
 #: so a parked request is answered before its client gives up on it.
 COMPLETION_WAIT_MS = 10_000
+
+
+#: Per transaction coordinator: transactional id -> the answer (a future) of its last request not yet answered.
+_unanswered: weakref.WeakKeyDictionary[object, dict[str, asyncio.Future[Any]]] = weakref.WeakKeyDictionary()
+
+
+def _settle(answer: asyncio.Future[Any], result: Any) -> None:
+    """Resolve ``answer`` with ``result``, or with ``result``'s outcome once it is done when it is a future."""
+
+    def settled(done: asyncio.Future[Any]) -> None:
+        if answer.done():
+            return
+        if done.cancelled():
+            answer.cancel()
+        elif (exc := done.exception()) is not None:
+            answer.set_exception(exc)
+        else:
+            answer.set_result(done.result())
+
+    if isinstance(result, asyncio.Future):
+        result.add_done_callback(settled)
+    elif not answer.done():
+        answer.set_result(result)
+
+
+def in_order(ctx: BrokerContext, transactional_id: str, run: Callable[[], Any]) -> Any:
+    """``run()`` (a handler's body: its answer, or a future of it) at once when no earlier request of
+    ``transactional_id`` is unanswered, else a future of its answer, ``run()`` called once the last of them is
+    answered (see the module docstring)."""
+    coordinator = ctx.txn_coordinator
+    if coordinator is None:
+        return run()
+    pending = _unanswered.setdefault(coordinator, {})
+    last = pending.get(transactional_id)
+    if last is None or last.done():
+        result = run()
+    else:
+        result = ctx.loop.create_future()
+
+        def start(_last: asyncio.Future[Any]) -> None:
+            if result.done():
+                return  # the connection went away meanwhile
+            try:
+                _settle(result, run())
+            except Exception as exc:  # the handler's own failure: the dispatcher answers it as any other
+                result.set_exception(exc)
+
+        last.add_done_callback(start)
+    if isinstance(result, asyncio.Future) and not result.done():
+        pending[transactional_id] = result
+
+        def answered(done: asyncio.Future[Any]) -> None:
+            if pending.get(transactional_id) is done:
+                del pending[transactional_id]
+
+        result.add_done_callback(answered)
+    return result
 
 
 def park_until_completed(
@@ -63,29 +129,13 @@ def park_until_completed(
     answer: asyncio.Future[Any] = loop.create_future()
     timer: asyncio.TimerHandle | None = None
 
-    def settle(result: Any) -> None:
-        if isinstance(result, asyncio.Future):
-            result.add_done_callback(settled)
-        elif not answer.done():
-            answer.set_result(result)
-
-    def settled(done: asyncio.Future[Any]) -> None:
-        if answer.done():
-            return
-        if done.cancelled():
-            answer.cancel()
-        elif (exc := done.exception()) is not None:
-            answer.set_exception(exc)
-        else:
-            answer.set_result(done.result())
-
     def resume() -> None:
         if timer is not None:
             timer.cancel()
         if answer.done():
             return  # timed out meanwhile, or the connection went away
         try:
-            settle(rerun())
+            _settle(answer, rerun())
         except Exception as exc:  # the handler's own failure: the dispatcher answers it as any other
             answer.set_exception(exc)
 
@@ -100,7 +150,7 @@ def park_until_completed(
             transactional_id,
             COMPLETION_WAIT_MS,
         )
-        settle(concurrent())
+        _settle(answer, concurrent())
 
     def completed() -> None:
         loop.call_soon(resume)  # deferred: the coordinator is calling back from inside a state change

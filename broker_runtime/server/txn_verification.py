@@ -15,11 +15,24 @@ never costs a question to the coordinator.
 How: the coordinator's :meth:`~broker_runtime.coordinator.transaction.TransactionCoordinator.verify_partitions`
 answers. On this node (a single node, or the coordinator of the transactional id in a cluster) it is asked
 directly and the batch is appended in the same step of the event loop. Otherwise, AddPartitionsToTxn v4 with
-``VerifyOnly`` goes to the coordinator's node (the leader of the id's ``__transaction_state`` partition; one
-connection per question, on the inter-broker listener's security, at most ``REQUEST_TIMEOUT_S``); meanwhile a
+``VerifyOnly`` goes to the coordinator's node (the leader of the id's ``__transaction_state`` partition, on the
+inter-broker listener's security, at most ``REQUEST_TIMEOUT_S``); meanwhile a
 :class:`~broker_runtime.server.replica_manager.VerificationGuard` watches the partition, and a COMMIT/ABORT marker
 of the producer written there before the answer arrives makes the append fail with INVALID_TXN_STATE (the
 transaction the answer was about is over).
+
+Order: a connection's requests are dispatched several at once, so two pipelined produces of one producer to one
+partition could both be verifying, and append in the order their answers come (the later batch first: an
+out-of-order sequence). Kafka handles one request of a channel at a time. Here the verifications of a (partition,
+producer id) are chained: a request that finds one in flight for a key waits until that one's request appended
+(or was refused), then looks again: a partition now in the producer's transaction is appended with no question
+asked, any other is verified. So the appends keep the requests' order.
+
+Connections (Kafka's ``AddPartitionsToTxnManager`` keeps one in-flight request per node): at most ONE outbound
+connection per coordinator node, carrying one question at a time (the others queue for it), opened on demand
+and closed when no verification waits for it; an error or a timeout mid-question closes it (the next question
+opens a fresh one). The state (chains and connections) is per broker, kept with its
+:class:`~broker_runtime.server.replica_manager.ReplicaManager`.
 
 Answers, as Kafka maps the coordinator's (``AddPartitionsToTxnManager`` then ``handleProduceAppend``):
 
@@ -44,9 +57,10 @@ verify (Kafka refuses such a request). Threading: event-loop thread only; the re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
@@ -57,7 +71,7 @@ from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.security.async_client import open_connection
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.replica_manager import AppendResult, VerificationGuard
+from broker_runtime.server.replica_manager import AppendResult, ReplicaManager, VerificationGuard
 
 __all__ = ["REQUEST_TIMEOUT_S", "Candidate", "verify_partition_then", "verify_then"]
 
@@ -82,6 +96,39 @@ _RETRIABLE = frozenset(
 
 #: A partition the handler is about to append: (topic, partition, its records).
 Candidate = tuple[str, int, Any]
+
+
+class _Link:
+    """The one connection to a coordinator node (see the module docstring): one question at a time."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+        self.stream: tuple[asyncio.StreamReader, asyncio.StreamWriter, ClientConnection] | None = None
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream[1].close()
+            self.stream = None
+
+
+@dataclass
+class _State:
+    """One broker's verifications in flight: (partition, producer id) -> done when that request appended or was
+    refused; (host, port) -> the link to that coordinator node."""
+
+    pending: dict[tuple[TopicPartition, int], asyncio.Future[None]] = field(default_factory=dict)
+    links: dict[tuple[str, int], _Link] = field(default_factory=dict)
+
+
+_STATES: weakref.WeakKeyDictionary[ReplicaManager, _State] = weakref.WeakKeyDictionary()
+
+
+def _state(ctx: BrokerContext) -> _State:
+    state = _STATES.get(ctx.replicas)
+    if state is None:
+        state = _STATES[ctx.replicas] = _State()
+    return state
 
 
 def _to_verify(
@@ -188,13 +235,18 @@ def _verify(
     then: Callable[[dict[TopicPartition, AppendResult]], Any],
 ) -> Any:
     coordinator = ctx.txn_coordinator
-    if coordinator.owner_error(transactional_id) == ErrorCode.NONE:
+    state = _state(ctx)
+    earlier = {f for tp in partitions if (f := state.pending.get((tp, producer_id))) is not None}
+    if not earlier and coordinator.owner_error(transactional_id) == ErrorCode.NONE:
         codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
         return then(_refused(codes, abortable))
     replicas = ctx.replicas
     guards = {tp: replicas.begin_verification(tp[0], tp[1], producer_id) for tp in partitions}
+    done: asyncio.Future[None] = ctx.loop.create_future()
+    for tp in partitions:
+        state.pending[(tp, producer_id)] = done
     return ctx.loop.create_task(
-        _verify_remotely(ctx, abortable, transactional_id, producer_id, epoch, guards, then)
+        _verify_remotely(ctx, abortable, transactional_id, producer_id, epoch, guards, then, earlier, done)
     )
 
 
@@ -210,10 +262,25 @@ async def _verify_remotely(
     epoch: int,
     guards: dict[TopicPartition, VerificationGuard],
     append: Callable[[dict[TopicPartition, AppendResult]], Any],
+    earlier: set[asyncio.Future[None]],
+    done: asyncio.Future[None],
 ) -> Any:
     replicas = ctx.replicas
     try:
-        codes = await _ask_coordinator(ctx, transactional_id, producer_id, epoch, sorted(guards))
+        if earlier:  # the chain: the same producer's earlier requests to these partitions append first
+            await asyncio.wait(earlier)
+        still = [
+            tp
+            for tp in sorted(guards)
+            if replicas.has_ongoing_transaction(tp[0], tp[1], producer_id) is False
+        ]
+        codes: dict[TopicPartition, ErrorCode] = {}
+        if still:
+            coordinator = ctx.txn_coordinator
+            if coordinator.owner_error(transactional_id) == ErrorCode.NONE:
+                codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, still)
+            else:
+                codes = await _ask_coordinator(ctx, transactional_id, producer_id, epoch, still)
         refused = _refused(codes, abortable)
         for tp, guard in guards.items():
             if tp in refused or guard.alive:
@@ -227,6 +294,11 @@ async def _verify_remotely(
     finally:
         for tp, guard in guards.items():
             replicas.end_verification(tp[0], tp[1], producer_id, guard)
+        pending = _state(ctx).pending
+        for tp in guards:
+            if pending.get((tp, producer_id)) is done:
+                del pending[(tp, producer_id)]
+        done.set_result(None)
     if isinstance(result, asyncio.Future):
         return await result
     return result
@@ -299,29 +371,49 @@ def _coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[str, i
 
 
 async def _round_trip(ctx: BrokerContext, host: str, port: int, body: dict[str, Any]) -> dict[str, Any]:
-    """One AddPartitionsToTxn request on a connection of its own."""
-    node_id = ctx.config.node_id
-    reader, writer, _ = await open_connection(
-        host,
-        port,
-        ctx.config.inter_broker_security(),
-        client_id=f"pylog-txn-verification-{node_id}",
-        timeout_s=10.0,
-    )
+    """One AddPartitionsToTxn request on the node's link (see the module docstring)."""
+    links = _state(ctx).links
+    link = links.get((host, port))
+    if link is None:
+        link = links[(host, port)] = _Link()
+    link.users += 1
     try:
-        state = ClientConnection(f"pylog-txn-verification-{node_id}")
-        _, chunks = state.send_request(ApiKey.ADD_PARTITIONS_TO_TXN, _VERIFY_VERSION, body)
-        writer.writelines(chunks)
-        await writer.drain()
-        while True:
-            data = await reader.read(1 << 16)
-            if not data:
-                raise ConnectionError("connection closed before the answer")
-            responses = state.receive_data(data)
-            if responses:
-                answer: dict[str, Any] = responses[-1].body
-                return answer
+        async with link.lock:
+            try:
+                return await _ask_on(ctx, link, host, port, body)
+            except BaseException:  # an error or a timeout mid-question: the stream's state is unknown
+                link.close()
+                raise
     finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await writer.wait_closed()
+        link.users -= 1
+        if link.users == 0:
+            link.close()
+            if links.get((host, port)) is link:
+                del links[(host, port)]
+
+
+async def _ask_on(
+    ctx: BrokerContext, link: _Link, host: str, port: int, body: dict[str, Any]
+) -> dict[str, Any]:
+    if link.stream is None:
+        node_id = ctx.config.node_id
+        reader, writer, _ = await open_connection(
+            host,
+            port,
+            ctx.config.inter_broker_security(),
+            client_id=f"pylog-txn-verification-{node_id}",
+            timeout_s=10.0,
+        )
+        link.stream = reader, writer, ClientConnection(f"pylog-txn-verification-{node_id}")
+    reader, writer, state = link.stream
+    _, chunks = state.send_request(ApiKey.ADD_PARTITIONS_TO_TXN, _VERIFY_VERSION, body)
+    writer.writelines(chunks)
+    await writer.drain()
+    while True:
+        data = await reader.read(1 << 16)
+        if not data:
+            raise ConnectionError("connection closed before the answer")
+        responses = state.receive_data(data)
+        if responses:
+            answer: dict[str, Any] = responses[-1].body
+            return answer

@@ -75,7 +75,9 @@ _SASL = (
     "sasl.oauthbearer.token.endpoint.url sasl.oauthbearer.jwks.endpoint.url "
     "sasl.oauthbearer.jwks.endpoint.refresh.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.ms "
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms sasl.oauthbearer.clock.skew.seconds "
-    "sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer sasl.oauthbearer.header.urlencode"
+    "sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer sasl.oauthbearer.header.urlencode "
+    "sasl.oauthbearer.client.credentials.client.id sasl.oauthbearer.client.credentials.client.secret "
+    "sasl.oauthbearer.scope"
 )
 _SSL = (
     "ssl.protocol ssl.provider ssl.cipher.suites ssl.enabled.protocols ssl.keystore.type ssl.keystore.location "

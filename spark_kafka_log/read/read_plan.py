@@ -49,6 +49,7 @@ nothing in the files tells which replica they are.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -401,18 +402,21 @@ def _fmt_tps(tps: Iterable[TopicPartition]) -> str:
 def split_ranges(
     ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
 ) -> list[OffsetRange]:
-    """Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per range, then honour minPartitions."""
+    """Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per range, then honour minPartitions:
+    unless there are more ranges than ``minPartitions``, each range gets ``max(round(size / total *
+    minPartitions), 1)`` parts, rounded half up as Scala's ``math.round`` (Python's ``round`` rounds half to
+    even: 2.5 would give 2 parts where Spark makes 3)."""
     out = [r for r in ranges if r[3] > r[2]]
     if max_records is not None:
         capped = []
         for t, p, s, e in out:
             capped.extend(_even(t, p, s, e, -(-(e - s) // max_records)))
         out = capped
-    if min_partitions is not None and min_partitions > len(out) and out:
+    if min_partitions is not None and len(out) <= min_partitions and out:
         total = sum(e - s for _, _, s, e in out)
         split = []
         for t, p, s, e in out:
-            split.extend(_even(t, p, s, e, max(round((e - s) / total * min_partitions), 1)))
+            split.extend(_even(t, p, s, e, max(math.floor((e - s) / total * min_partitions + 0.5), 1)))
         out = split
     return out
 

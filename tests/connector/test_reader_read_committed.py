@@ -5,6 +5,12 @@ non-transactional records on several partitions (small segments, so an ABORT mar
 lie in a later segment than the transaction's records); the pylog reader over both transports must return
 exactly what a confluent-kafka consumer with the same ``isolation.level`` returns (same partitions, offsets,
 keys and values), and never a control record.
+
+Offset gaps with splits (Spark's rule, ``KafkaDataConsumer.fetchRecord``: an offset at or above the earliest one
+whose record is not there -- compacted away, a transaction marker, an aborted record -- is skipped, never data
+loss): a compacted topic (the broker's cleaner runs every 100 ms) read in batch with ``maxRecordsPerPartition``
+splits, the interleaved transactions with ``minPartitions`` splits (above), and both in one AvailableNow stream
+with ``minPartitions`` splits, ``failOnDataLoss=true``, equal the consumer's records.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import glob
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +48,7 @@ Row = tuple[int, int, bytes | None, bytes | None]
 def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """A broker process: (bootstrap, its log dir for the direct scan)."""
     data_dir = tmp_path_factory.mktemp("txn-broker")
-    with broker_process(data_dir) as bootstrap:
+    with broker_process(data_dir, {"log.cleaner.backoff.ms": "100"}) as bootstrap:
         yield bootstrap, str(broker_log_dir(data_dir))
 
 
@@ -280,3 +287,105 @@ def test_isolation_level_option_values() -> None:
         ConfigError, match="kafka.isolation.level.*allowed values: read_uncommitted, read_committed"
     ):
         parse_reader_options({**base, "kafka.isolation.level": "committed"})
+
+
+# -- offset gaps (compaction, transactions) with splits, batch and streaming --------------------------------------
+
+COMPACTED_PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def compacted(txn_broker: tuple[str, str]) -> str:
+    """A compacted topic whose cleaner has removed records below the active segment: offset gaps from offset 0."""
+    bootstrap, _ = txn_broker
+    topic = "compacted"
+    create_topic(
+        bootstrap,
+        topic,
+        partitions=COMPACTED_PARTITIONS,
+        configs={"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"},
+    )
+    # Small batches: a batch larger than segment.bytes is refused (RECORD_BATCH_TOO_LARGE, as Kafka).
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 5, "log_level": 0})
+    errors: list[Any] = []
+    n = 300
+    for i in range(n):
+        producer.produce(
+            topic,
+            key=(f"k{i % 10}" if i % 3 else f"unique{i}").encode(),  # unique keys stay: gaps between them
+            value=f"v{i:04d}".encode() * 8,
+            partition=i % 2,
+            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+        )
+    assert producer.flush(30) == 0 and not errors, errors
+    deadline = time.monotonic() + 30
+    while len(_reference(bootstrap, topic, "read_uncommitted", COMPACTED_PARTITIONS)) >= n:
+        assert time.monotonic() < deadline, "the cleaner compacted nothing"
+        time.sleep(0.2)
+    return topic
+
+
+def _gaps(rows: list[Row]) -> int:
+    """Offsets below a partition's last record that have no record (the log start offset stays 0)."""
+    return sum(b[1] - a[1] - 1 for a, b in zip(rows, rows[1:], strict=False) if a[0] == b[0])
+
+
+def test_compacted_topic_with_splits_and_fail_on_data_loss(
+    spark: Any, txn_broker: tuple[str, str], compacted: str, tmp_path: Path
+) -> None:
+    """maxRecordsPerPartition splits (minPartitions ones: the stream below, and the interleaved transactions'
+    read_committed batch above)."""
+    bootstrap, log_dir = txn_broker
+    expected = _reference(bootstrap, compacted, "read_uncommitted", COMPACTED_PARTITIONS)
+    assert _gaps(expected) > 0, "no compaction gaps to read across"
+    got, tasks = _read(
+        spark, bootstrap, log_dir, compacted, tmp_path, failOnDataLoss="true", maxRecordsPerPartition="40"
+    )
+    assert got == expected
+    assert len(tasks) >= 5, f"the splits were not made: {len(tasks)} tasks"
+
+
+def test_stream_over_compaction_and_transaction_gaps(
+    spark: Any, txn_broker: tuple[str, str], compacted: str, interleaved: str, tmp_path: Path
+) -> None:
+    bootstrap, log_dir = txn_broker
+    stream = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", f"{compacted},{interleaved}")
+        .option("pylog.logDirs", log_dir)
+        .option("kafka.isolation.level", "read_committed")
+        .option("minPartitions", "6")  # 5 topic-partitions: the largest ones are split
+        .option("failOnDataLoss", "true")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        stream.select("topic", "partition", "offset", "key", "value")
+        .writeStream.format("memory")
+        .queryName("gaps_stream")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120), "the AvailableNow query did not stop"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    rows = spark.sql("SELECT * FROM gaps_stream").collect()
+    got = {
+        t: sorted(
+            (
+                r.partition,
+                r.offset,
+                bytes(r.key) if r.key is not None else None,
+                bytes(r.value) if r.value is not None else None,
+            )
+            for r in rows
+            if r.topic == t
+        )
+        for t in (compacted, interleaved)
+    }
+    assert got[compacted] == _reference(bootstrap, compacted, "read_committed", COMPACTED_PARTITIONS)
+    assert got[interleaved] == _reference(bootstrap, interleaved, "read_committed")

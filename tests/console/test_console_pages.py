@@ -105,8 +105,8 @@ def admin_console(secured: str) -> Iterator[str]:
         yield server.url.rstrip("/")
 
 
-def _get(url: str, method: str = "GET") -> tuple[int, str, Any]:
-    request = urllib.request.Request(url, method=method)
+def _get(url: str, method: str = "GET", host: str | None = None) -> tuple[int, str, Any]:
+    request = urllib.request.Request(url, method=method, headers={} if host is None else {"Host": host})
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.status, answer.read().decode(), answer.headers
@@ -134,6 +134,10 @@ def test_a_principal_sees_what_it_may_describe_and_errors_for_the_rest(
     assert 'id="configs-error"' in body and "TOPIC_AUTHORIZATION_FAILED" in body
     # DescribeLogDirs needs DESCRIBE on the cluster: the sizes are an error beside the partitions.
     assert 'id="sizes-error"' in body and "CLUSTER_AUTHORIZATION_FAILED" in body
+    # DescribeCluster needs no ACL on Kafka's broker nor on pylog's: the cluster page is served to alice
+    status, body, _ = _get(alice_console + "/")
+    pages["cluster"] = body
+    assert status == 200, body[-500:]
     status, body, _ = _get(alice_console + "/brokers/0")
     pages["broker"] = body
     assert status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in body
@@ -185,6 +189,28 @@ def test_only_get_is_served(alice_console: str) -> None:
 def test_a_bad_query_is_a_400_naming_it(alice_console: str) -> None:
     status, body, _ = _get(alice_console + "/topics/visible/0?timestamp=yesterday")
     assert status == 400 and "timestamp=&#x27;yesterday&#x27;" in body
+    # integers past int64, or past Python's digit limit, are a 400 too (never a 500 from int())
+    for query, name in (
+        ("?offset=" + "9" * 5000, "offset"),
+        ("?timestamp=" + "9" * 5000, "timestamp"),
+        ("?offset=9223372036854775808", "offset"),
+        ("?max_bytes=-99999999999999999999", "max_bytes"),
+    ):
+        status, body, _ = _get(alice_console + "/topics/visible/0" + query)
+        assert status == 400 and f"{name}=" in body, (query[:30], status)
+    status, _, _ = _get(alice_console + "/topics/visible/99999999999999999999")
+    assert status == 400
+
+
+def test_a_request_for_another_host_name_is_refused(alice_console: str) -> None:
+    """DNS rebinding: a page of evil.example whose name now points at 127.0.0.1 reaches the console with its own
+    Host header; the console answers 421 before any Kafka call. Its own names (loopback) are served."""
+    port = alice_console.rsplit(":", 1)[1].split("/")[0]
+    status, body, _ = _get(alice_console + "/topics", host=f"evil.example:{port}")
+    assert status == 421 and "visible" not in body
+    assert _get(alice_console + "/topics", host=f"127.0.0.1:{port}")[0] == 200
+    assert _get(alice_console + "/topics", host=f"localhost:{port}")[0] == 200
+    assert _get(alice_console + "/topics", host="127.0.0.1:1")[0] == 421  # another port: another origin
 
 
 # --- the pure parts -------------------------------------------------------------------------------------------

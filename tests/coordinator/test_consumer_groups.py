@@ -6,7 +6,8 @@ checked against the member epoch, classic and consumer groups side by side, and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,12 @@ TOPICS = {"t": 4, "u": 2}
 
 
 class Node:
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        root: Path,
+        loop: asyncio.AbstractEventLoop,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] | None = None,
+    ) -> None:
         self.clock = ManualClock(1_000)
         self.logs: dict[int, PartitionLog] = {}
         self.root = root
@@ -55,6 +61,7 @@ class Node:
             timer=CoordinatorTimer(self.clock),
             append_records=local_appender(self._log),
             await_replication=lambda partition, then: then(None),
+            topic_ids=topic_ids,
         )
         self.coordinator.load()
 

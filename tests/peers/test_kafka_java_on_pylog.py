@@ -381,12 +381,13 @@ def test_java_consumer_seek_and_offsets_for_times(pylog: str, consumer_run: dict
 @pytest.mark.compat(
     "kafka-java",
     "consumer: group.protocol=consumer (KIP-848)",
-    differs="pylog serves ConsumerGroupHeartbeat (KIP-848) and the consumer joins without error; its assignment "
-    "names topics by topic id, so it is given partitions only once pylog's topics have ids (KIP-516)",
 )
 def test_java_consumer_group_protocol_consumer_joins(consumer_run: dict[str, Any]) -> None:
+    """Kafka's 4.x consumer with group.protocol=consumer is assigned every partition by pylog's coordinator (the
+    assignment names topics by id), reads every record and commits."""
     line = consumer_run["lines"]["kip848"]
     assert line["error"] is None, line
+    assert (line["records"], line["partitions"]) == (3 * 20, 3), line
 
 
 # ---------------------------------------------------------------------------------------------- admin

@@ -15,7 +15,7 @@ import pytest
 from broker_runtime.client import KafkaClient
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.server.client_quotas import entity_of, resolve
-from broker_runtime.server.quota_manager import QuotaSensors
+from broker_runtime.server.quota_manager import MAX_THROTTLE_MS, ClientQuotas, QuotaSensors
 from tests.support.brokers import start_broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -66,7 +66,36 @@ def test_rates_kept_are_bounded_and_throttle_as_kafka_computes() -> None:
     assert len(sensors.snapshot(0.0)) == 3 and sensors.evicted == 7
     # 500 + 1500 = 2000 B over 1 s: twice the quota -> (2000 - 1000) / 1000 * 1000 ms
     assert sensors.record("", "client-9", 1500, now_ms=0.0) == 1000
-    assert sensors.record("", "client-9", 100_000, now_ms=0.0) == 2000  # capped at the whole window
+    # 102000 B over 1 s: a byte rate's throttle is not capped (Kafka's ClientQuotaManager.throttleTime)
+    assert sensors.record("", "client-9", 100_000, now_ms=0.0) == 101_000
+
+
+def test_byte_rate_throttles_are_uncapped_request_and_connection_ones_capped_at_one_window() -> None:
+    """Kafka caps only ``request_percentage`` and ``connection_creation_rate`` throttles, at one window
+    (``maxThrottleTimeMs = quota.window.size.seconds * 1000``); the byte rates' are as long as the formula says,
+    else a greedy client gets far more than its quota through. A quota of 0 throttles by the most the wire's
+    int32 ``ThrottleTimeMs`` can say, or by the cap."""
+    quotas = ClientQuotas(samples=11, window_s=1, clock_ms=lambda: 0.0)
+    default_client = entity_of([("client-id", None)])
+    quotas.update(
+        {
+            default_client: {
+                "producer_byte_rate": 1000.0,
+                "consumer_byte_rate": 0.0,
+                "request_percentage": 1.0,
+            },
+            entity_of([("ip", None)]): {"connection_creation_rate": 1.0},
+        }
+    )
+    # 1 MB over the 10 s a new rate is judged on: 100 kB/s, 99 x the quota -> 990 s (was capped at 11 s)
+    assert quotas.produce.record("", "greedy", 1_000_000, now_ms=0.0) == 990_000
+    assert quotas.fetch.record("", "greedy", 1, now_ms=0.0) == MAX_THROTTLE_MS == 2**31 - 1
+    # 100 % of a request thread for 10 s against 1 %: the formula says 990 s, Kafka caps it at one window
+    assert quotas.request.record("", "greedy", 1000.0, now_ms=0.0) == 1000
+    # 1001 connections in the 10 s against 1/s: capped at one window, which bounds a refused socket's hold
+    for _ in range(1000):
+        quotas.connections.record("", "127.0.0.1", 1, now_ms=0.0)
+    assert quotas.connection_throttle_ms("127.0.0.1") == 1000
 
 
 @pytest.fixture(scope="module")
@@ -151,10 +180,15 @@ def test_validate_only_and_refusals(client: KafkaClient) -> None:
             ({}, {"producer_byte_rate": 5}),
             ({"client-id": "c"}, {"controller_mutation_rate": 5}),  # not enforced: refused, never kept
             ({"client-id": "d"}, {"consumer_byte_rate": -1}),
+            ({"client-id": "e"}, {"producer_byte_rate": float("inf")}),  # round(inf) raised: connection lost
+            ({"client-id": "f"}, {"request_percentage": float("inf")}),  # was kept, written as "Infinity"
+            ({"client-id": "g"}, {"request_percentage": float("nan")}),
+            ({"ip": "127.0.0.1"}, {"connection_creation_rate": float("-inf")}),
             ({"client-id": "ok"}, {"consumer_byte_rate": 100}),
         ]
     )
-    assert _codes(refused) == [E.INVALID_REQUEST] * 10 + [0]
+    assert _codes(refused) == [E.INVALID_REQUEST] * 14 + [0]
+    assert "Quota producer_byte_rate must be a finite number, not inf" in str(refused[10])
     assert "must be a Long value" in str(refused[0])
     assert "Invalid configuration key connection_creation_rate" in str(refused[1])
     assert "not enforced by pylog" in str(refused[8])

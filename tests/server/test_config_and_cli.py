@@ -61,6 +61,7 @@ def test_a_kafka_key_pylog_does_not_act_on_is_named_when_set_away_from_its_defau
         ("listeners", "PLAINTEXT://h:99999"),
         ("auto.create.topics.enable", "yes"),
         ("compression.type", "brotli"),
+        ("group.consumer.heartbeat.interval.ms", "45000"),  # not below group.consumer.session.timeout.ms
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str) -> None:

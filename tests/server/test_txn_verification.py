@@ -7,8 +7,10 @@ a cluster of two in-process nodes); ``transaction.partition.verification.enable=
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import create_topic
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, LATEST_TIMESTAMP, ApiKey, IsolationLevel
 from broker_runtime.protocol.records import CONTROL_ABORT
+from broker_runtime.server import txn_verification
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
 from broker_runtime.storage.config import LogConfig
@@ -358,3 +361,60 @@ def test_a_txn_offset_commit_after_its_transaction_was_aborted_leaves_nothing_pe
         assert stable_offset() == (ErrorCode.NONE, -1), (
             "a late commit left offsets pending: a hanging transaction"
         )
+
+
+def test_pipelined_produces_of_one_producer_append_in_request_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two produces of one producer to a partition with no open transaction, dispatched at once (a pipelining
+    connection) while its coordinator is remote: the first one's answer is held back and the second one's comes
+    at once, yet the first batch is appended first (the chain per (partition, producer id)), and the second,
+    finding the transaction open by then, asks nothing. The coordinator's answer is a stand-in here: what is
+    judged is the order of the real appends."""
+    logs = LogManager([tmp_path], LogConfig())
+    logs.startup()
+    topics = TopicManager(logs, LogConfig())
+    topics.load()
+    topics.create("data", 1)
+    replicas = ReplicaManager(topics, wall_ms=lambda: 1_700_000_000_000)
+    pid, release, asked = 77, asyncio.Event(), []
+
+    async def ask(ctx: Any, txn_id: str, producer_id: int, epoch: int, partitions: list[Any]) -> Any:
+        asked.append(partitions)
+        if len(asked) == 1:
+            await release.wait()
+        return dict.fromkeys(partitions, ErrorCode.NONE)
+
+    monkeypatch.setattr(txn_verification, "_ask_coordinator", ask)
+
+    async def scenario() -> list[tuple[int, int]]:
+        coordinator = SimpleNamespace(owner_error=lambda _id: ErrorCode.NOT_COORDINATOR)
+        ctx: Any = SimpleNamespace(
+            config=SimpleNamespace(transaction_partition_verification_enable=True),
+            replicas=replicas,
+            txn_coordinator=coordinator,
+            loop=asyncio.get_running_loop(),
+        )
+        appended: list[tuple[int, int]] = []
+
+        def produce(sequence: int) -> Any:
+            batch = _batch(pid, 0, sequence)
+
+            def append(refused: dict[Any, Any]) -> None:
+                assert not refused
+                appended.append((sequence, replicas.append("data", 0, batch, 9, acks=1).error))
+
+            return txn_verification.verify_then(ctx, 9, "ordered", [("data", 0, batch)], append)
+
+        first, second = produce(0), produce(2)
+        for _ in range(5):  # let the second one run ahead as far as it can
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+        return appended
+
+    try:
+        assert asyncio.run(scenario()) == [(0, ErrorCode.NONE), (2, ErrorCode.NONE)]
+        assert asked == [[("data", 0)]]  # the second found the transaction open: no question
+    finally:
+        logs.shutdown()

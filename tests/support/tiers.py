@@ -69,6 +69,7 @@ STARTERS: dict[str, str] = {
     "KafkaAdminClient": "broker",
     "AIOKafkaProducer": "broker",
     "AIOKafkaConsumer": "broker",
+    "IdentityProvider": "broker",  # tests/support/oauth.py: an HTTP server on loopback
     # child processes and signals
     "broker_process": "process",
     "cluster_process": "process",

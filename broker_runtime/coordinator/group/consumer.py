@@ -34,11 +34,12 @@ The state is in :mod:`.consumer_state`, the assignors in :mod:`.assignors`.
 * The answer carries the assignment when the request was a full one (epoch 0, or with rebalance timeout,
   subscription and owned partitions all given) or when the member's assigned partitions changed.
 
-Persistence: not yet. Kafka writes every change as its ``ConsumerGroup*`` records of ``__consumer_offsets``;
-pylog calls the coordinator's ``store`` at each change (the one place to write them) but it writes nothing yet, so
-a restart or a coordinator failover forgets the members and epochs (committed offsets stay); the members are
-answered UNKNOWN_MEMBER_ID there and join again at epoch 0. :meth:`ConsumerGroups.activate` restarts the timers
-of the members of a loaded group for when the records are replayed.
+Persistence: every change calls the coordinator's ``store`` (the one place that writes), which appends Kafka's
+``ConsumerGroup*`` records of ``__consumer_offsets`` that differ from those last written (:mod:`.consumer_records`)
+before the member is answered; the loader replays them, so a restart or a coordinator failover keeps the group
+epoch, the target assignment and every member's epochs and partitions. :meth:`ConsumerGroups.activate` restarts
+the timers of a loaded group's members: those that do not heartbeat again are fenced after their session
+timeout.
 
 Thread-safety: event-loop thread only (timer tasks run on it too).
 """
@@ -52,6 +53,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from broker_runtime.coordinator.group.assignors import ASSIGNORS, AssignmentSpec, MemberSpec
+from broker_runtime.coordinator.group.consumer_records import metadata_hash
 from broker_runtime.coordinator.group.consumer_state import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -199,6 +201,7 @@ class ConsumerGroups:
         timer: CoordinatorTimer,
         topic_partitions: Callable[[str], int | None],
         store: Callable[[Group, ConsumerGroupState, Iterable[str]], ErrorCode],
+        assignable: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config
         self._groups = shared.groups
@@ -206,8 +209,9 @@ class ConsumerGroups:
         self._timer = timer
         self._topic_partitions = topic_partitions
         self._store = store
-        #: Which existing topics can be assigned (the handler's: those with a topic id); kept for the timers.
-        self._assignable: Callable[[str], bool] = lambda _: True
+        #: Which existing topics can be assigned (those with a topic id); the handler's, kept for the timers and
+        #: the load.
+        self._assignable: Callable[[str], bool] = assignable or (lambda _: True)
 
     # -- requests --------------------------------------------------------------------------------------------
 
@@ -603,10 +607,16 @@ class ConsumerGroups:
 
     def activate(self, groups: Iterable[Group]) -> None:
         """Loaded consumer groups: every member gets a fresh session timer (and a rebalance timer while it must
-        revoke)."""
+        revoke); the group keeps the partition counts of its topics when they hash as the replayed
+        ``MetadataHash`` (else its next heartbeat bumps the group epoch: the topics changed meanwhile)."""
         for group in groups:
             if group.consumer is None:
                 continue
+            cg = group.consumer
+            if not cg.subscription_metadata:
+                metadata = self._subscription_metadata(cg)
+                if metadata_hash(metadata) == cg.loaded_metadata_hash:
+                    cg.subscription_metadata = metadata
             for member in group.consumer.members.values():
                 self._session_timer(group, member)
                 self._rebalance_timer(group, member)

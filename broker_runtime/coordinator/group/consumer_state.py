@@ -100,6 +100,12 @@ class ConsumerGroupState:
     target: dict[str, Assignment] = field(default_factory=dict)
     #: The partition counts of the subscribed topics the group epoch was last bumped for.
     subscription_metadata: dict[str, int] = field(default_factory=dict)
+    #: The value last written to ``__consumer_offsets`` under each of the group's record keys (read back by the
+    #: replay): a change writes only what differs (:mod:`.consumer_records`).
+    written: dict[bytes, bytes] = field(default_factory=dict)
+    #: The ``MetadataHash`` the replay read: the loaded group keeps its ``subscription_metadata`` when the topics
+    #: hash the same once it is active, else its next heartbeat bumps the group epoch.
+    loaded_metadata_hash: int = 0
 
     def state(self) -> str:
         """Kafka's ``ConsumerGroupState`` as DescribeGroups, ListGroups and ConsumerGroupDescribe name it."""

@@ -46,8 +46,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 
+from broker_runtime.coordinator.group import consumer_records
 from broker_runtime.coordinator.group.consumer import ConsumerGroups
 from broker_runtime.coordinator.group.consumer_state import ConsumerGroupState
 from broker_runtime.coordinator.group.loader import GroupLoader
@@ -91,8 +93,12 @@ class GroupCoordinator:
         timer: CoordinatorTimer,
         append_records: AppendRecords,
         await_replication: AwaitReplication,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] | None = None,
     ) -> None:
         self.config = config
+        #: Topic ids by name (KIP-516): consumer-group records name topics by id (None: no topic has one, the
+        #: records carry no partition; a test's coordinator over names only).
+        self._topic_ids: Callable[[], Mapping[str, uuid.UUID]] = topic_ids or dict
         self._offsets_log = offsets_log
         self.timer = timer
         self._groups: dict[str, Group] = {}
@@ -102,9 +108,21 @@ class GroupCoordinator:
         self._writer = GroupWriter(offsets_log, self._ownership, append_records, await_replication, now_ms)
         shared = Shared(config, self._groups, self._ownership.owner_error, self._writer, now_ms)
         self.members = GroupMembership(shared, timer, loop)
-        self.consumer = ConsumerGroups(shared, config.consumer, timer, topic_partitions, self._store_consumer)
+        self.consumer = ConsumerGroups(
+            shared,
+            config.consumer,
+            timer,
+            topic_partitions,
+            self._store_consumer,
+            None if topic_ids is None else (lambda topic: topic in self._topic_ids()),
+        )
         self.offsets = OffsetManager(shared, self.members, self.partition_for, topic_partitions)
-        self._loader = GroupLoader(offsets_log, self._groups, self.offsets.complete_txn)
+        self._loader = GroupLoader(
+            offsets_log,
+            self._groups,
+            self.offsets.complete_txn,
+            lambda: {v: k for k, v in self._topic_ids().items()},
+        )
         # The requests, answered by the part they belong to (each checks that this node coordinates the group).
         self.join = self.members.join
         self.sync = self.members.sync
@@ -116,6 +134,7 @@ class GroupCoordinator:
         self.complete_txn = self.offsets.complete_txn
         self.pending_offsets = self.offsets.pending
         self.fetch_offsets = self.offsets.fetch
+        self.validate_offset_fetch = self.offsets.validate_fetch
         self.expire_offsets = self.offsets.expire
         self.delete_offsets = self.offsets.delete
 
@@ -211,7 +230,10 @@ class GroupCoordinator:
             records: list[tuple[bytes, bytes | None]] = [
                 (encode_offset_key(group_id, t, p), None) for t, p in group.offsets
             ]
-            records.append((encode_group_key(group_id), None))
+            if group.consumer is not None:
+                records.extend(consumer_records.deletion(group_id, group.consumer.written))
+            else:
+                records.append((encode_group_key(group_id), None))
             try:
                 self._writer.append(group_id, records)
             except Exception as exc:
@@ -227,10 +249,26 @@ class GroupCoordinator:
         return result
 
     def _store_consumer(self, group: Group, cg: ConsumerGroupState, changed: object) -> ErrorCode:
-        """Where a consumer group's change is written. Not yet: Kafka's ConsumerGroup* records are not written,
-        so a restart or a failover forgets the group's members and epochs (its committed offsets stay: they are
-        offset records); its members are answered UNKNOWN_MEMBER_ID there and join again at epoch 0, as after a
-        fencing. The README's group coordinator section says so."""
+        """Where a consumer group's change is written: the ConsumerGroup* records whose value differs from the
+        one last written (:mod:`.consumer_records`), tombstones for members gone; NONE, or the error the member
+        is told (logged: the change stays in memory on this leader, as a committed offset whose replication
+        failed does, and a restart forgets it)."""
+        now = consumer_records.group_records(group.group_id, cg, self._topic_ids())
+        records = consumer_records.diff(cg.written, now)
+        if not records:
+            return ErrorCode.NONE
+        try:
+            self._writer.append(group.group_id, records)
+        except Exception as exc:
+            _log.warning(
+                "group %r: cannot write its consumer group records to __consumer_offsets (a restart forgets "
+                "group epoch %d): %s",
+                group.group_id,
+                cg.group_epoch,
+                exc,
+            )
+            return append_error(exc)
+        cg.written = now
         return ErrorCode.NONE
 
     def shutdown(self) -> None:

@@ -1,6 +1,7 @@
 """The records of the ``__consumer_offsets`` topic, in Kafka's format, and the partition a group maps to.
 
-Two record kinds share the topic, told apart by the int16 version that starts the key:
+The classic records, told apart by the int16 version that starts the key (the consumer groups' records of
+KIP-848 share the topic with key types 3-8, :mod:`.consumer_records`):
 
 * committed offset, key version 1 (0 is read too): ``OffsetCommitKey`` = ``group string, topic string,
   partition int32``; value version 3 (0-3 are read): ``OffsetCommitValue`` = ``offset int64, leaderEpoch int32

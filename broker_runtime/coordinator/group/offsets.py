@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_runtime.coordinator.group import consumer_records
 from broker_runtime.coordinator.group.log_format import (
     OffsetRecord,
     encode_group_key,
@@ -248,6 +249,21 @@ class OffsetManager:
             return dict(offsets)
         return {tp: offsets.get(tp) for tp in partitions}
 
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ from a member of a consumer group (KIP-848, Kafka's
+        ``ConsumerGroup.validateOffsetFetch``): no member id and a negative epoch (an admin client, a consumer
+        using ``assign()``) is accepted; else the member must be known (UNKNOWN_MEMBER_ID) and fetch at its own
+        member epoch (STALE_MEMBER_EPOCH). A classic group or no group checks nothing, as in Kafka."""
+        group = self._live(group_id)
+        if group is None or group.consumer is None or (member_id is None and member_epoch < 0):
+            return ErrorCode.NONE
+        member = group.consumer.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     def expire(self) -> int:
         """``offsets.retention.minutes`` (see the module docstring); returns the number of offsets removed."""
         now = self._now_ms()
@@ -284,9 +300,14 @@ class OffsetManager:
         return removed
 
     def _forget(self, group: Group) -> None:
-        """Tombstone the group's metadata and drop it (it has no member and no offset left)."""
+        """Tombstone the group's metadata (a consumer group's records) and drop it (it has no member and no
+        offset left)."""
+        if group.consumer is not None:
+            records = consumer_records.deletion(group.group_id, group.consumer.written)
+        else:
+            records = [(encode_group_key(group.group_id), None)]
         try:
-            self._writer.append(group.group_id, [(encode_group_key(group.group_id), None)])
+            self._writer.append(group.group_id, records)
         except Exception as exc:
             _log.warning(
                 "group %r: cannot write its removal (it may reappear after a restart): %s",

@@ -21,7 +21,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, add_offsets_to_txn
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
-from broker_runtime.server.txn_parking import answer_or_park
+from broker_runtime.server.txn_parking import answer_or_park, in_order
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -33,6 +33,11 @@ MAX_VERSION = 4
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
+    # after every earlier unanswered request of the same transactional id, as Kafka (txn_parking.in_order)
+    return in_order(ctx, body["TransactionalId"], lambda: _handle(ctx, header, body))
+
+
+def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     coordinator = ctx.txn_coordinator
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["TransactionalId"]):
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
@@ -50,5 +55,5 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         (CONSUMER_OFFSETS_TOPIC, partition),
     )
     return answer_or_park(
-        ctx, code, body["TransactionalId"], "AddOffsetsToTxn", lambda: handle(ctx, header, body)
+        ctx, code, body["TransactionalId"], "AddOffsetsToTxn", lambda: _handle(ctx, header, body)
     )

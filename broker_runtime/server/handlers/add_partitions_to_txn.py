@@ -25,7 +25,7 @@ from broker_runtime.protocol.messages import RequestHeader, add_partitions_to_tx
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.transactions import answer_after_state_write
-from broker_runtime.server.txn_parking import park_until_completed
+from broker_runtime.server.txn_parking import in_order, park_until_completed
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
@@ -37,6 +37,11 @@ MAX_VERSION = 5
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     if header.api_version >= 4:
         return _handle_batch(ctx, body)
+    # after every earlier unanswered request of the same transactional id, as Kafka (txn_parking.in_order)
+    return in_order(ctx, body["V3AndBelowTransactionalId"], lambda: _handle(ctx, header, body))
+
+
+def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     partitions = [(t["Name"], p) for t in body["V3AndBelowTopics"] for p in t["Partitions"]]
     coordinator = ctx.txn_coordinator
     txn_id = body["V3AndBelowTransactionalId"]
@@ -73,7 +78,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
 
     if results and set(results.values()) == {ErrorCode.CONCURRENT_TRANSACTIONS}:
         parked = park_until_completed(
-            ctx, txn_id, "AddPartitionsToTxn", lambda: handle(ctx, header, body), lambda: answer(None)
+            ctx, txn_id, "AddPartitionsToTxn", lambda: _handle(ctx, header, body), lambda: answer(None)
         )
         if parked is not None:
             return parked

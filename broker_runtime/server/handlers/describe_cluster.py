@@ -2,6 +2,10 @@
 
 ``EndpointType`` 2 (controllers) answers UNSUPPORTED_ENDPOINT_TYPE (pylog's controller runs inside a broker and
 has no endpoint of its own). Authorized operations are not tracked (Kafka's "not requested" value).
+
+Authorization: none, as on Kafka's broker (``AuthHelper.computeDescribeClusterResponse`` checks DESCRIBE on the
+cluster only to fill ``ClusterAuthorizedOperations``): the brokers and the controller are what Metadata answers any
+authenticated client too.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from typing import Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, describe_cluster
-from broker_runtime.security.acl import AclOperation
 from broker_runtime.server.context import BrokerContext
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
@@ -22,14 +25,6 @@ _UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
-        return {
-            "ThrottleTimeMs": 0,
-            "ErrorCode": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            "ErrorMessage": "DESCRIBE on the cluster is not allowed",
-            "ClusterId": ctx.config.cluster_id,
-            "Brokers": [],
-        }
     ctx.refresh_cluster()
     view = ctx.cluster.view
     out: dict[str, Any] = {

@@ -5,8 +5,10 @@ asks for every committed partition; v8 asks for several groups. With ``RequireSt
 consumer) a partition whose offset was committed in a transaction not yet complete answers
 UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka. Without a group coordinator the answer is
 NOT_COORDINATOR (top level from v2, per partition before); so does, in a cluster, a group of a
-``__consumer_offsets`` partition this node does not lead. v9's ``MemberId`` and ``MemberEpoch`` are not checked:
-Kafka checks them only in groups of the consumer group protocol (KIP-848), and every group here is a classic one.
+``__consumer_offsets`` partition this node does not lead. v9's ``MemberId`` and ``MemberEpoch`` are checked in
+groups of the consumer group protocol (KIP-848) as Kafka checks them
+(:meth:`~broker_runtime.coordinator.group.offsets.OffsetManager.validate_fetch`): UNKNOWN_MEMBER_ID or
+STALE_MEMBER_EPOCH is the group's error, with no partition answered.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ MAX_VERSION = 9
 
 
 def _group(
-    ctx: BrokerContext, group_id: str, topics: list[dict[str, Any]] | None, require_stable: bool
+    ctx: BrokerContext,
+    group_id: str,
+    topics: list[dict[str, Any]] | None,
+    require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[Any]]:
     wanted = None if topics is None else [(t["Name"], p) for t in topics for p in t["PartitionIndexes"]]
     if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -37,6 +43,9 @@ def _group(
         found: dict[tuple[str, int], Any] = dict.fromkeys(wanted or [])
         code = ErrorCode.NOT_COORDINATOR
     else:
+        refused = coordinator.validate_offset_fetch(group_id, *member)
+        if refused != ErrorCode.NONE:
+            return refused, []
         found = coordinator.fetch_offsets(group_id, wanted)
         code = ErrorCode.NONE
         if require_stable:
@@ -72,7 +81,8 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     if header.api_version >= 8:
         groups = []
         for g in body["Groups"]:
-            code, topics = _group(ctx, g["GroupId"], g["Topics"], body["RequireStable"])
+            member = (g["MemberId"], g["MemberEpoch"]) if header.api_version >= 9 else (None, -1)
+            code, topics = _group(ctx, g["GroupId"], g["Topics"], body["RequireStable"], member)
             groups.append({"GroupId": g["GroupId"], "Topics": topics, "ErrorCode": code})
         return {"ThrottleTimeMs": 0, "Groups": groups}
     code, topics = _group(

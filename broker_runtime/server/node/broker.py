@@ -59,6 +59,7 @@ from broker_runtime.errors import IllegalStateError, WaitTimeoutError
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.security.jaas import parse_jaas
+from broker_runtime.security.jwks import JwksKeys
 from broker_runtime.security.sasl_server import SaslServerAuthenticator
 from broker_runtime.security.scram_credentials import ScramCredentialStore, credentials_path
 from broker_runtime.security.tls import peer_principal
@@ -71,6 +72,7 @@ from broker_runtime.server.network import Connection, TlsConnection
 from broker_runtime.server.node.compose import PurgatoryTimer, compose, periodic_tasks
 from broker_runtime.server.node.dispatcher import Dispatcher
 from broker_runtime.server.node.single_node import ACLS_FILE, DYNAMIC_CONFIGS_FILE, PRODUCER_ID_STATE_FILE
+from broker_runtime.server.oauthbearer_listener import oauthbearer_validator
 from broker_runtime.server.session import Session
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
@@ -94,6 +96,8 @@ class Broker:
         self._startup_error: BaseException | None = None
         self._host = config.listener.host
         self._scram_store = ScramCredentialStore(credentials_path(config.log_dirs, config.cluster_dir))
+        #: listener -> its OAUTHBEARER JWKS (each with its refresher thread, closed at stop).
+        self._jwks: dict[str, JwksKeys] = {}
         self._port = -1
         self._connections: set[Connection] = set()
         #: listener -> sendfile sends cut short because their segment file shrank (loop thread).
@@ -172,13 +176,23 @@ class Broker:
                 )
         scram_store = self._scram_store
         max_reauth_ms = {m: cfg.connections_max_reauth_ms(listener.name, m) for m in mechanisms}
+        oauth_validator = None
+        if "OAUTHBEARER" in mechanisms:
+            # Reads the JWKS now (a blocking read, before this listener serves) and starts its refresher.
+            oauth_validator, jwks = oauthbearer_validator(cfg.props, listener.name, listener.host, start=True)
+            if jwks is not None:
+                self._jwks[listener.name] = jwks
         quotas = self.quotas
         assert quotas is not None
 
         def connection() -> Connection:
             authenticator = (
                 SaslServerAuthenticator(
-                    mechanisms, plain_users=plain_users, scram_store=scram_store, max_reauth_ms=max_reauth_ms
+                    mechanisms,
+                    plain_users=plain_users,
+                    scram_store=scram_store,
+                    max_reauth_ms=max_reauth_ms,
+                    oauth_validator=oauth_validator,
                 )
                 if sasl
                 else None
@@ -352,6 +366,8 @@ class Broker:
             ctx.topics.stop_loads()  # likewise a partition load
             logs.shutdown()
             deployment.close()
+            for jwks in self._jwks.values():
+                jwks.close()
             _log.info("broker %d stopped cleanly", cfg.node_id)
 
     async def _bind_listeners(
@@ -458,6 +474,8 @@ class Broker:
             periodic_failures=dict(logs.periodic_failures),
             roll_flush_failures=dict(logs.roll_flush_failures),
             sendfile_short_sends=dict(self._short_sends),
+            jwks_refresh_failures={name: k.refresh_failures for name, k in self._jwks.items()},
+            jwks_refreshes={name: k.refreshes for name, k in self._jwks.items()},
             recovery_truncations=logs.recovery_truncations,
             partition_load_failures=ctx.topics.load_failures,
             recovery_bytes_dropped=logs.recovery_bytes_dropped,

@@ -48,6 +48,7 @@ from broker_runtime.replication.fetcher import FetcherConfig
 from broker_runtime.security.acl import authorizer_from_properties
 from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.connection_quotas import ConnectionQuotas
+from broker_runtime.server.consumer_group_topics import topic_ids
 from broker_runtime.server.context import BrokerContext, Deployment, Periodic
 from broker_runtime.server.handlers import supported_versions
 from broker_runtime.server.metrics import BrokerMetrics
@@ -203,6 +204,7 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
         timer=CoordinatorTimer(ctx.clock, ctx.schedule_timer),
         append_records=offsets.append,
         await_replication=offsets.await_replication,
+        topic_ids=lambda: topic_ids(ctx),
     )
 
 

@@ -215,3 +215,39 @@ def test_sasl_ssl_scram_sha_512_and_acls(
     assert "not-the-password" not in text and "spark-secret" not in text
     assert re.search(r"(?i)authentication failed", text), text[-3000:]
     assert read(granted, "spark") == sorted(rows), "the refused writes wrote nothing"
+
+
+@pytest.mark.compat(
+    PEER, "SASL/OAUTHBEARER: pylog's client logs in with a signed token; a refused token is answered alike"
+)
+def test_pylog_client_oauthbearer_on_kafka(apache_kafka_secured: KafkaCluster, tmp_path: Path) -> None:
+    """Kafka's ``OAuthBearerValidatorCallbackHandler`` takes the token pylog's client sends (from a token file,
+    ``sasl.oauthbearer.token.endpoint.url=file:``), and refuses one for another audience with the same answer
+    pylog's broker gives (``{"status":"invalid_token"}``, tests/security/test_oauthbearer.py)."""
+    from broker_runtime.errors import ErrorCode, KafkaError
+    from broker_runtime.security.client_security import ClientSecurity
+    from tests.support.apache_kafka import OAUTH_SUBJECT
+
+    cluster = apache_kafka_secured
+    assert cluster.secured is not None and cluster.secured.oauth is not None
+    idp = cluster.secured.oauth
+
+    def security(token: str, name: str) -> Any:
+        path = tmp_path / name
+        path.write_text(token)
+        return ClientSecurity.from_properties(
+            {
+                **cluster.secured.client_properties(cluster.secured.admin),  # type: ignore[union-attr]
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+                "sasl.oauthbearer.token.endpoint.url": path.as_uri(),
+            }
+        )
+
+    with KafkaClient(cluster.bootstrap, security=security(idp.token(OAUTH_SUBJECT), "good.jwt")) as client:
+        assert client.metadata().brokers
+    refused = security(idp.token(OAUTH_SUBJECT, aud="elsewhere"), "bad.jwt")
+    with pytest.raises(KafkaError) as info, KafkaClient(cluster.bootstrap, security=refused) as client:
+        client.metadata()
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert '{"status":"invalid_token"}' in str(info.value)

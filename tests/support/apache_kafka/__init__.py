@@ -35,7 +35,11 @@ authenticate controllers with SCRAM: its credentials live in the metadata log th
 ``StandardAuthorizer`` decides every request: ``super.users`` are the admin and ``User:ANONYMOUS`` (the
 controller listener's principal); everyone else needs ACLs (``allow.everyone.if.no.acl.found`` stays false).
 The SCRAM users are written into the bootstrap metadata by ``kafka-storage format --add-scram``, so they exist
-before the first broker starts.
+before the first broker starts. With ``SaslSsl.oauth`` (a test identity provider, tests/support/oauth.py) the
+SASL_SSL listener also takes OAUTHBEARER: Kafka's ``OAuthBearerValidatorCallbackHandler`` verifies tokens against
+the provider's JWKS written to a file (``oauth_jwks``; the JVM property ``org.apache.kafka.sasl.oauthbearer.
+allowed.urls`` names it, as Kafka 4 requires), expecting the provider's audience and issuer; the tokens' subject
+:data:`OAUTH_SUBJECT` is a super user.
 
 Threading: none of this is thread-safe; the fixtures use it from pytest's main thread.
 """
@@ -60,9 +64,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "JVM_OPTIONS",
+    "OAUTH_SUBJECT",
     "SCRAM_MECHANISM",
     "START_TIMEOUT_S",
     "STOP_TIMEOUT_S",
@@ -136,6 +142,8 @@ rootLogger.appenderRef.err.ref = STDERR
 """
 
 
+#: The subject of the OAUTHBEARER tokens a secured node with ``SaslSsl.oauth`` lets do anything.
+OAUTH_SUBJECT = "oauth-peer"
 #: The SASL mechanism of a secured node's client listener (Kafka's name).
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 
@@ -151,6 +159,9 @@ class SaslSsl:
     truststore: Path
     users: Mapping[str, str] = field(repr=False)
     admin: str = "admin"
+    #: The identity provider whose tokens the listener also takes (OAUTHBEARER), and its JWKS file.
+    oauth: Any = field(default=None, repr=False, compare=False)
+    oauth_jwks: Path | None = None
 
     def __post_init__(self) -> None:
         if self.admin not in self.users:
@@ -173,6 +184,31 @@ class SaslSsl:
             "ssl.truststore.location": str(self.truststore),
         }
 
+    def jvm_options(self) -> tuple[str, ...]:
+        """Kafka 4 reads OAUTHBEARER URLs only when this JVM property lists them."""
+        if self.oauth_jwks is None:
+            return ()
+        return (f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oauth_jwks.as_uri()}",)
+
+    def oauth_properties(self) -> dict[str, str]:
+        if self.oauth_jwks is None:
+            return {}
+        from tests.support.oauth import AUDIENCE, ISSUER
+
+        prefix = "listener.name.sasl_ssl.oauthbearer."
+        return {
+            "sasl.enabled.mechanisms": f"{SCRAM_MECHANISM},OAUTHBEARER",
+            f"{prefix}sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            ),
+            f"{prefix}sasl.server.callback.handler.class": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            ),
+            f"{prefix}sasl.oauthbearer.jwks.endpoint.url": self.oauth_jwks.as_uri(),
+            f"{prefix}sasl.oauthbearer.expected.audience": AUDIENCE,
+            f"{prefix}sasl.oauthbearer.expected.issuer": ISSUER,
+        }
+
     def node_properties(self, port: int, controller_port: int) -> dict[str, str]:
         return {
             "listeners": f"SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
@@ -188,7 +224,9 @@ class SaslSsl:
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(self.truststore),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": f"User:{self.admin};User:ANONYMOUS",
+            "super.users": f"User:{self.admin};User:ANONYMOUS"
+            + (f";User:{OAUTH_SUBJECT}" if self.oauth_jwks is not None else ""),
+            **self.oauth_properties(),
         }
 
     def format_arguments(self) -> list[str]:
@@ -540,7 +578,7 @@ class KafkaNode:
                 str(self.directory / "server.properties"),
                 *(self.secured.format_arguments() if self.secured else []),
             ],
-            heap=TOOL_HEAP,
+            heap=(*TOOL_HEAP, *(self.secured.jvm_options() if self.secured else ())),
             log4j=self.directory / "log4j2.properties",
         )
 
@@ -551,7 +589,7 @@ class KafkaNode:
         self._command = JavaCommand(
             TOOLS["kafka-server-start"],
             [str(self.directory / "server.properties")],
-            heap=NODE_HEAP,
+            heap=(*NODE_HEAP, *(self.secured.jvm_options() if self.secured else ())),
             log4j=self.directory / "log4j2.properties",
         )
         with open(self.stdout_path, "ab") as out:

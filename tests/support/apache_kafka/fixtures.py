@@ -12,7 +12,9 @@
 * ``apache_kafka_secured`` (module): one secured node (:class:`~tests.support.apache_kafka.SaslSsl`: a SASL_SSL
   listener with SCRAM-SHA-512, ``StandardAuthorizer``), TLS material made by ``make_pki`` under the node's
   directory, SCRAM users :data:`SECURED_USERS` (``admin`` is the super user); ``.secured`` tells a client how
-  to log in. No ACL is set: the test sets those it needs.
+  to log in; the listener also takes OAUTHBEARER tokens of ``.secured.oauth`` (a test identity provider, no
+  server: its JWKS is a file) whose subject ``OAUTH_SUBJECT`` is a super user. No ACL is set: the test sets those
+  it needs.
 
 The node fixtures yield a started :class:`~tests.support.apache_kafka.KafkaCluster` (``.bootstrap``, ``.nodes``).
 When Java 17+, Maven or the fetch of the release is missing, each fixture FAILS with one line saying what and how
@@ -21,6 +23,7 @@ to fix it (see :class:`~tests.support.apache_kafka.PeerUnavailable`); it never s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +32,7 @@ import pytest
 from tests.security.certs import Pki, make_pki
 from tests.support.apache_kafka import KafkaCluster, PeerUnavailable, SaslSsl, ensure_fetched, find_java
 from tests.support.apache_kafka.tool_runner import ToolRunner
+from tests.support.oauth import IdentityProvider
 
 #: Broker configs of the shared single node (Kafka's names). Retention is off, except for a topic that sets
 #: its own retention.ms; the check for it runs every 200 ms (Kafka's default: 5 minutes).
@@ -88,7 +92,13 @@ def _java_keystore(pki: Pki, directory: Path) -> Path:
 def apache_kafka_secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     base = tmp_path_factory.mktemp("apache-kafka-secured")
     pki = make_pki(base / "pki")
-    secured = SaslSsl(_java_keystore(pki, base / "pki"), None, pki.ca, SECURED_USERS)
+    # Also OAUTHBEARER, with tokens of a test identity provider (no server: its JWKS is read from a file).
+    idp = IdentityProvider()
+    jwks = base / "pki" / "jwks.json"
+    jwks.write_text(json.dumps(idp.jwks))
+    secured = SaslSsl(
+        _java_keystore(pki, base / "pki"), None, pki.ca, SECURED_USERS, oauth=idp, oauth_jwks=jwks
+    )
     cluster = _started(base, 1, {"num.partitions": "3", "auto.create.topics.enable": "false"}, secured)
     try:
         yield cluster

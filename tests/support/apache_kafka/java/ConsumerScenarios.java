@@ -17,8 +17,9 @@
  *       {"step": "ends", "beginning": {p: off}, "end": {p: off}},
  *       {"step": "committed", "partition", "offset": 7, "metadata"}.
  *   consumer TOPIC GROUP
- *       group.protocol=consumer (KIP-848): subscribe and poll for up to 10 s; prints {"step": "kip848",
- *       "error": exception class or null, "message"}.
+ *       group.protocol=consumer (KIP-848): subscribe, poll until the topic is drained (at most 10 s), commit;
+ *       prints {"step": "kip848", "error": exception class or null, "message", "records": polled,
+ *       "partitions": assigned}.
  *
  * Output: JSON lines on stdout only (logging goes to stderr). A failure ends the JVM with a stack trace and a
  * non-zero exit.
@@ -188,17 +189,27 @@ public class ConsumerScenarios {
         p.put("group.protocol", "consumer");
         String error = null;
         String message = null;
+        int records = 0;
+        int partitions = 0;
         KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
         try {
             c.subscribe(List.of(topic));
             long deadline = System.currentTimeMillis() + 10_000;
-            while (System.currentTimeMillis() < deadline) c.poll(Duration.ofMillis(200));
+            int idle = 0;
+            // until the topic is drained: records came, then two empty polls in a row (or 10 s)
+            while (System.currentTimeMillis() < deadline && !(records > 0 && idle >= 2)) {
+                int n = c.poll(Duration.ofMillis(200)).count();
+                records += n;
+                idle = n == 0 ? idle + 1 : 0;
+            }
+            partitions = c.assignment().size();
+            c.commitSync();
         } catch (Exception e) {
             error = e.getClass().getName();
             message = e.getMessage();
         } finally {
             c.close(CloseOptions.timeout(Duration.ofSeconds(1)));
         }
-        emit("step", "kip848", "error", error, "message", message);
+        emit("step", "kip848", "error", error, "message", message, "records", records, "partitions", partitions);
     }
 }

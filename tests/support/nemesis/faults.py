@@ -1,0 +1,118 @@
+"""Faults of a nemesis step (:mod:`.schedule`) done to a local process cluster, and undone.
+
+:func:`inflict` resolves a step's targets (a targeted step reads who leads or controls from the cluster's own
+metadata file, the truth a single-host cluster decides on), does the fault, holds it, undoes it and returns what
+it did as an :class:`Event`. Undoing is in a ``finally``: a stopped process is always continued and a killed node
+always started again, also when the hold is interrupted, so a failed run never leaves a node stopped behind it.
+
+Processes: SIGKILL waits for the exit (:meth:`~broker_runtime.launch.BrokerCluster.kill`); SIGSTOP waits until
+the process is really stopped (``/proc``'s state ``T``) before the hold starts. Nodes come back through
+:meth:`~broker_runtime.launch.BrokerCluster.start`: the same command as ``pylog-broker cluster`` runs, same node
+id, settings and log dir, a new port.
+
+Network steps (``isolate``, ``leader_cut``, ``bridge``) cut links of the cluster's :class:`~.network.Network`
+and heal them after the hold; they need one (the cluster's nodes placed in its namespaces).
+
+Threading: called from the runner's thread only (the cluster handle belongs to it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from broker_runtime.launch import BrokerCluster
+from tests.support.cluster import cluster_metadata, wait_for
+from tests.support.nemesis.network import CLIENTS, Network
+from tests.support.nemesis.schedule import NETWORK_KINDS, Step
+from tests.support.processes import process_state
+
+__all__ = ["Event", "inflict"]
+
+
+@dataclass
+class Event:
+    """What one step did: its kind, the nodes it hit (resolved), when (seconds since the run began), and any
+    note (e.g. a targeted step that found no leader and hit nothing)."""
+
+    step: Step
+    nodes: tuple[int, ...] = ()
+    at_s: float = 0.0
+    note: str = ""
+
+    def __str__(self) -> str:
+        hit = f"nodes {list(self.nodes)}" if self.nodes else "nothing"
+        return (
+            f"t={self.at_s:6.1f}s {self.step.kind:15s} hit {hit}{' (' + self.note + ')' if self.note else ''}"
+        )
+
+
+def _targets(cluster: BrokerCluster, step: Step, topic: str) -> tuple[tuple[int, ...], str]:
+    if step.nodes:
+        return step.nodes, ""
+    meta = cluster_metadata(cluster)
+    if step.kind == "kill_controller":
+        holder = meta.controller_holder
+        return ((holder,), "") if holder >= 0 else ((), "no controller")
+    info = meta.topic(topic)
+    if info is None:
+        return (), f"no topic {topic}"
+    leader = info.partitions[step.partition].leader
+    return ((leader,), "") if leader >= 0 else ((), f"partition {step.partition} has no leader")
+
+
+def _stop(pid: int) -> None:
+    os.kill(pid, signal.SIGSTOP)
+    wait_for(lambda: process_state(pid) in ("T", "t"), timeout_s=5, what=f"process {pid} stopped")
+
+
+def _cut(network: Network, step: Step, nodes: tuple[int, ...], everyone: int) -> None:
+    if step.kind == "bridge":
+        network.cut(nodes[0], nodes[1])
+        return
+    for other in range(everyone):
+        if other != nodes[0]:
+            network.cut(nodes[0], other)
+    if step.kind == "isolate":
+        network.cut(nodes[0], CLIENTS)
+
+
+def inflict(
+    cluster: BrokerCluster, step: Step, topic: str, began: float, network: Network | None = None
+) -> Event:
+    """Do ``step`` to ``cluster``, hold it, undo it; ``topic`` is the topic whose leaders targeted steps aim at."""
+    nodes, note = _targets(cluster, step, topic)
+    event = Event(step, nodes, time.monotonic() - began, note)
+    if step.kind in NETWORK_KINDS:
+        if network is None:
+            raise ValueError(f"a {step.kind} step needs the cluster's nodes in a Network of their own")
+        if not nodes:
+            return event
+        try:
+            _cut(network, step, nodes, len(cluster.nodes))
+            time.sleep(step.hold_s)
+        finally:
+            network.heal()
+        return event
+    nodes = tuple(n for n in nodes if cluster.nodes[n].running)
+    killed: list[int] = []
+    stopped: list[int] = []
+    try:
+        for node in nodes:
+            if step.kind in ("pause", "pause_leader"):
+                stopped.append(cluster.nodes[node].pid)
+                _stop(stopped[-1])
+            else:
+                cluster.kill(node)
+                killed.append(node)
+        time.sleep(step.hold_s)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        for node in killed:
+            cluster.start(node)
+    return event

@@ -1,0 +1,102 @@
+"""A nemesis schedule: the faults of one run, drawn from a seed, so that the same seed gives the same schedule.
+
+A schedule is a list of :class:`Step`; each step is one fault held for ``hold_s`` seconds, then undone, then
+``gap_s`` seconds of quiet before the next step. Kinds (:data:`KINDS`):
+
+==================  ==========================================================================================
+``kill``            SIGKILL node ``nodes[0]``; started again (same node id, log dir and settings) after the hold
+``kill_leader``     SIGKILL the node leading partition ``partition`` of the workload's idempotent topic
+``kill_controller`` SIGKILL the node holding the controller role
+``pause``           SIGSTOP node ``nodes[0]``, SIGCONT after the hold (a hold over the session timeout fences it)
+``pause_leader``    SIGSTOP the leader of ``partition``
+``two_down``        SIGKILL ``nodes[0]`` and ``nodes[1]`` at once; both started again after the hold
+``isolate``         cut node ``nodes[0]`` from the other nodes and from the clients (:mod:`.network`)
+``leader_cut``      cut the leader of ``partition`` from every other node, not from the clients
+``bridge``          cut ``nodes[0]`` from ``nodes[1]``; the third node still reaches both (Jepsen's bridge)
+==================  ==========================================================================================
+
+The last three (:data:`NETWORK_KINDS`) need the cluster's nodes in network namespaces of their own
+(:class:`~.network.Network`); :data:`KINDS` are the process faults, which any local cluster takes. A network
+step holds for ``net_hold_s`` (longer: a cut shorter than ``replica.lag.time.max.ms`` changes no ISR).
+
+What a schedule fixes is what the seed can: the kinds, the random nodes, the partition whose leader is aimed at,
+the hold and gap times. Which node leads or controls when a targeted step runs is the cluster's state at that
+moment, so a targeted step's node is found then and reported in the run's log (:mod:`.runner`), beside the
+schedule. Every fault is undone before the next step starts: at most two nodes are down at a time, yet a node
+started again may not have caught up when the next fault comes, which is the point.
+
+Pure functions of the seed; no I/O.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["ALL_KINDS", "KINDS", "NETWORK_KINDS", "Step", "describe", "make_schedule"]
+
+KINDS = ("kill", "kill_leader", "kill_controller", "pause", "pause_leader", "two_down")
+NETWORK_KINDS = ("isolate", "leader_cut", "bridge")
+ALL_KINDS = KINDS + NETWORK_KINDS
+#: The kinds whose nodes the schedule draws (one, or two for these).
+_DRAWN = {"kill": 1, "pause": 1, "isolate": 1, "two_down": 2, "bridge": 2}
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    #: Random nodes drawn for ``kill``, ``pause`` (one) and ``two_down`` (two); empty for targeted kinds.
+    nodes: tuple[int, ...]
+    #: The partition of the idempotent topic whose leader ``kill_leader`` and ``pause_leader`` aim at.
+    partition: int
+    hold_s: float
+    gap_s: float
+
+    def __str__(self) -> str:
+        target = f" nodes {list(self.nodes)}" if self.nodes else ""
+        if self.kind.endswith("_leader") or self.kind == "leader_cut":
+            target = f" leader of partition {self.partition}"
+        return f"{self.kind}{target} hold {self.hold_s:.1f} s gap {self.gap_s:.1f} s"
+
+
+def make_schedule(
+    seed: int,
+    steps: int,
+    *,
+    nodes: int = 3,
+    partitions: int = 3,
+    kinds: tuple[str, ...] = KINDS,
+    hold_s: tuple[float, float] = (0.5, 3.0),
+    gap_s: tuple[float, float] = (0.5, 2.0),
+    net_hold_s: tuple[float, float] = (2.0, 4.5),
+) -> list[Step]:
+    """``steps`` faults drawn from ``seed``: each kind of ``kinds`` equally likely, holds and gaps uniform in
+    their ranges (rounded to 0.1 s so that a printed schedule is the schedule). The first ``len(kinds)`` steps
+    are each kind once, in a seeded order, so that a short run still meets every kind."""
+    unknown = sorted(set(kinds) - set(ALL_KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kind(s) {unknown}: known are {list(ALL_KINDS)}")
+    rng = random.Random(seed)
+    order = list(kinds)
+    rng.shuffle(order)
+    schedule = []
+    for index in range(steps):
+        kind = order[index] if index < len(order) else rng.choice(kinds)
+        drawn = tuple(rng.sample(range(nodes), _DRAWN.get(kind, 1)))
+        schedule.append(
+            Step(
+                kind=kind,
+                nodes=drawn if kind in _DRAWN else (),
+                partition=rng.randrange(partitions),
+                hold_s=round(rng.uniform(*(net_hold_s if kind in NETWORK_KINDS else hold_s)), 1),
+                gap_s=round(rng.uniform(*gap_s), 1),
+            )
+        )
+    return schedule
+
+
+def describe(seed: int, schedule: list[Step]) -> str:
+    """The schedule as printed on a failure: one line per step, after the seed that makes it again."""
+    lines = [f"nemesis seed {seed}: {len(schedule)} step(s) (PYLOG_NEMESIS_SEED={seed} runs it again)"]
+    lines += [f"  {i:2d}. {step}" for i, step in enumerate(schedule)]
+    return "\n".join(lines)

@@ -1,0 +1,340 @@
+"""The clients a nemesis run keeps busy while faults happen, each a thread recording what the cluster told it.
+
+=====================  =========================================================================================
+:class:`Idempotent`    librdkafka's idempotent producer (``acks=all``, ``enable.idempotence``) writing the numbers
+                       0, 1, 2, ... as values, number ``n`` to partition ``n % partitions``; every delivery report
+                       is recorded: ``acked[n] = (partition, offset)`` or the error
+:class:`Transactional` librdkafka's transactional producer: transaction ``t`` writes 1-4 records ``t:k`` to random
+                       partitions, then commits (70 %) or aborts (30 %) as a seeded generator says; the outcome of
+                       each transaction as the client learnt it: ``committed``, ``aborted`` or ``unknown`` (the
+                       call never answered, or the producer died fatally)
+:class:`GroupMember`   a consumer of the idempotent topic in a group of its own (one member, so it is the stable
+                       member), committing its position after a batch it consumes (asynchronously, as librdkafka's
+                       synchronous commit has no bound, and one at a time, so answers come in commit order);
+                       every successful commit is recorded ``(partition, offset)`` in that order
+=====================  =========================================================================================
+
+Every error a client reports (an exception, a delivery report, librdkafka's ``error_cb``) is kept as a
+:class:`ClientError` with librdkafka's classification (``fatal``, ``retriable``, ``txn_requires_abort``), so the
+checkers (:mod:`.checkers`) can fail on what Kafka would not answer in the same situation: none of these clients
+is ever fenced (one producer per transactional id, one member per group), so a fatal error is always a failure.
+
+Timings are the clients' own: ``message.timeout.ms`` 120 s (longer than any fault a schedule holds, so an
+acknowledged-or-failed record is the broker's answer, not the client giving up), ``transaction.timeout.ms`` 30 s
+with ``message.timeout.ms`` 20 s for the transactional producer (a record timing out makes the transaction
+abortable; were the two equal, the coordinator could abort the transaction on its timeout first, bumping the
+epoch, and the client's abort would be fenced -- fatal, with Kafka too), group ``session.timeout.ms`` 6 s.
+
+Bootstrap: each client is made with the addresses the cluster has when it is made (``bootstrap()``): nodes come
+back on new ports, so a producer made again late in a run would find none of the first ones listening.
+
+Threading: each workload runs in its own thread; ``stop()`` asks it to finish its current operation, drain and
+close its client; ``join`` waits. The recorded lists are read only after ``join``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+__all__ = ["ClientError", "GroupMember", "Idempotent", "Transactional"]
+
+#: librdkafka's own log lines (a connection refused by every restarted node's old port, hundreds per run) go
+#: to this logger, which pytest captures, instead of stderr.
+LIBRDKAFKA_LOG = logging.getLogger("tests.nemesis.librdkafka")
+LIBRDKAFKA_LOG.propagate = False
+LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
+#: The last of those lines, printed by a failing run (:meth:`.runner.Report.summary`).
+LIBRDKAFKA_TAIL: collections.deque[str] = collections.deque(maxlen=40)
+
+
+class _Tail(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        LIBRDKAFKA_TAIL.append(f"{record.levelname} {record.getMessage()}")
+
+
+LIBRDKAFKA_LOG.addHandler(_Tail(logging.DEBUG))
+
+#: ``PYLOG_NEMESIS_DEBUG``: librdkafka's ``debug`` contexts for every workload's client (e.g. ``eos,cgrp,protocol``),
+#: to see what it sent and was answered when a run fails.
+DEBUG = os.environ.get("PYLOG_NEMESIS_DEBUG", "")
+
+#: How long a stopping producer may take to get every outstanding record answered.
+DRAIN_S = 60.0
+#: How long one commit or abort call is retried on retriable errors before its outcome counts as unknown.
+FINISH_S = 60.0
+
+
+@dataclass(frozen=True)
+class ClientError:
+    client: str
+    where: str
+    name: str
+    fatal: bool
+    retriable: bool
+    txn_requires_abort: bool
+    text: str
+
+    @classmethod
+    def of(cls, client: str, where: str, err: KafkaError) -> ClientError:
+        return cls(
+            client, where, err.name(), err.fatal(), err.retriable(), err.txn_requires_abort(), err.str()
+        )
+
+    def __str__(self) -> str:
+        kind = "FATAL " if self.fatal else ""
+        return f"{self.client} {self.where}: {kind}{self.name} ({self.text})"
+
+
+class _Workload(threading.Thread):
+    name_prefix = "workload"
+
+    def __init__(self, bootstrap: Callable[[], str], topic: str, partitions: int) -> None:
+        super().__init__(name=f"nemesis-{self.name_prefix}", daemon=True)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.errors: list[ClientError] = []
+        self.crashed: BaseException | None = None
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def _error_cb(self, err: KafkaError) -> None:
+        self.errors.append(ClientError.of(self.name_prefix, "error_cb", err))
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:  # reported by the checkers: a workload that died tested nothing after
+            self.crashed = exc
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+
+class Idempotent(_Workload):
+    name_prefix = "idempotent"
+
+    def __init__(
+        self, bootstrap: Callable[[], str], topic: str, partitions: int, rate_per_s: float = 200
+    ) -> None:
+        super().__init__(bootstrap, topic, partitions)
+        self.interval_s = 1 / rate_per_s
+        self.acked: dict[int, tuple[int, int]] = {}
+        self.sent = 0
+        self.undrained = 0
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(ClientError.of(self.name_prefix, f"delivery of {msg.value().decode()}", err))
+        else:
+            self.acked[int(msg.value())] = (msg.partition(), msg.offset())
+
+    def work(self) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap(),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+                **({"debug": DEBUG} if DEBUG else {}),
+                "error_cb": self._error_cb,
+                "logger": LIBRDKAFKA_LOG,
+            }
+        )
+        while not self._stop_event.is_set():
+            try:
+                producer.produce(
+                    self.topic,
+                    value=str(self.sent).encode(),
+                    partition=self.sent % self.partitions,
+                    on_delivery=self._delivered,
+                )
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            self.sent += 1
+            producer.poll(0)
+            time.sleep(self.interval_s)
+        self.undrained = producer.flush(DRAIN_S)
+
+
+class _Fatal(Exception):
+    pass
+
+
+class Transactional(_Workload):
+    name_prefix = "transactional"
+
+    def __init__(
+        self, bootstrap: Callable[[], str], topic: str, partitions: int, seed: int, transactional_id: str
+    ) -> None:
+        super().__init__(bootstrap, topic, partitions)
+        self.rng = random.Random(seed)
+        self.transactional_id = transactional_id
+        #: transaction number -> (its records as (partition, value), outcome)
+        self.transactions: dict[int, tuple[list[tuple[int, bytes]], str]] = {}
+        self.producers = 0
+
+    def _producer(self) -> Producer:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap(),
+                "transactional.id": self.transactional_id,
+                **({"debug": DEBUG} if DEBUG else {}),
+                "transaction.timeout.ms": 30000,
+                # under the transaction timeout (librdkafka wants no more) with a margin: a record that times out
+                # must leave the transaction abortable, not already aborted and fenced by the coordinator
+                "message.timeout.ms": 20000,
+                "error_cb": self._error_cb,
+                "logger": LIBRDKAFKA_LOG,
+            }
+        )
+        self.producers += 1
+        deadline = time.monotonic() + FINISH_S
+        while True:
+            try:
+                producer.init_transactions(10)
+                return producer
+            except KafkaException as exc:
+                err = exc.args[0]
+                self.errors.append(ClientError.of(self.name_prefix, "init_transactions", err))
+                if err.fatal() or not err.retriable() or time.monotonic() > deadline:
+                    raise
+
+    def _finish(self, producer: Producer, commit: bool, txn: int) -> str:
+        """Commit or abort, retrying what librdkafka says may be retried; the outcome the client learnt."""
+        deadline = time.monotonic() + FINISH_S
+        call, outcome = (
+            (producer.commit_transaction, "committed") if commit else (producer.abort_transaction, "aborted")
+        )
+        while True:
+            try:
+                call(10)
+                return outcome
+            except KafkaException as exc:
+                err = exc.args[0]
+                self.errors.append(
+                    ClientError.of(self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err)
+                )
+                if err.fatal():
+                    raise _Fatal from exc
+                if err.txn_requires_abort() and commit:
+                    return self._finish(producer, False, txn)
+                if not err.retriable() or time.monotonic() > deadline:
+                    return "unknown"
+
+    def _one(self, producer: Producer, txn: int, records: list[tuple[int, bytes]], commit: bool) -> str:
+        """Run transaction ``txn``; its outcome as the client learnt it (``unknown`` after a fatal error)."""
+        try:
+            try:
+                producer.begin_transaction()
+                for partition, value in records:
+                    producer.produce(self.topic, value=value, partition=partition)
+                producer.poll(0)
+            except KafkaException as exc:  # begin or produce in a failed state
+                err = exc.args[0]
+                self.errors.append(ClientError.of(self.name_prefix, f"transaction {txn}", err))
+                if err.fatal():
+                    return "unknown"
+                return self._finish(producer, False, txn)
+            return self._finish(producer, commit, txn)
+        except _Fatal:
+            return "unknown"
+
+    def work(self) -> None:
+        producer = self._producer()
+        txn = 0
+        try:
+            while not self._stop_event.is_set():
+                txn += 1
+                count = self.rng.randint(1, 4)
+                records = [(self.rng.randrange(self.partitions), f"{txn}:{k}".encode()) for k in range(count)]
+                commit = self.rng.random() < 0.7
+                self.transactions[txn] = (records, "unknown")
+                outcome = self._one(producer, txn, records, commit)
+                self.transactions[txn] = (records, outcome)
+                if outcome == "unknown":  # a new producer fences the old one and ends what it left open
+                    producer.flush(0)
+                    producer = self._producer()
+        finally:
+            producer.flush(5)
+
+
+class GroupMember(_Workload):
+    name_prefix = "group"
+
+    def __init__(self, bootstrap: Callable[[], str], topic: str, partitions: int, group: str) -> None:
+        super().__init__(bootstrap, topic, partitions)
+        self.group = group
+        #: every successful commit in order: (partition, offset)
+        self.commits: list[tuple[int, int]] = []
+        self.consumed = 0
+        self.rebalances: list[str] = []
+        self._answered = True  # no commit of this member awaits its answer
+
+    def _committed(self, err: KafkaError | None, parts: list[TopicPartition]) -> None:
+        """librdkafka's answer to a commit (served by ``consume``): the offsets the coordinator accepted."""
+        self._answered = True
+        if err is not None:
+            self.errors.append(ClientError.of(self.name_prefix, "commit", err))
+            return
+        for part in parts:
+            if part.error is None and part.offset >= 0:
+                self.commits.append((part.partition, part.offset))
+            elif part.error is not None:
+                self.errors.append(
+                    ClientError.of(self.name_prefix, f"commit of {part.partition}", part.error)
+                )
+
+    def work(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap(),
+                "group.id": self.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                "on_commit": self._committed,
+                "error_cb": self._error_cb,
+                "logger": LIBRDKAFKA_LOG,
+                **({"debug": DEBUG} if DEBUG else {}),
+            }
+        )
+
+        def note(kind: str) -> Any:
+            return lambda _consumer, parts: self.rebalances.append(
+                f"{kind} {sorted(p.partition for p in parts)}"
+            )
+
+        consumer.subscribe(
+            [self.topic], on_assign=note("assign"), on_revoke=note("revoke"), on_lost=note("lost")
+        )
+        try:
+            while not self._stop_event.is_set():
+                messages = consumer.consume(200, 0.2)
+                consumed = sum(1 for m in messages if m.error() is None)
+                self.consumed += consumed
+                if consumed and self._answered:
+                    # asynchronous (a synchronous commit waits without a bound while the coordinator is away),
+                    # one at a time: librdkafka retries a commit cut off by a coordinator change, so a later one
+                    # could be answered (and written) first; its answer comes through on_commit, served by consume
+                    try:
+                        consumer.commit(asynchronous=True)
+                        self._answered = False
+                    except KafkaException:  # nothing to commit (e.g. just revoked)
+                        pass
+            consumer.consume(0, 1.0)  # the last commits' answers
+        finally:
+            consumer.close()

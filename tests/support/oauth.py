@@ -1,0 +1,154 @@
+"""An OAuth/OIDC identity provider for tests, on loopback: a JWKS endpoint and a client-credentials token endpoint
+(RFC 6749 section 4.4), signing with keys made by ``cryptography``.
+
+    with IdentityProvider() as idp:
+        idp.jwks_url                     # http://127.0.0.1:<port>/jwks
+        idp.token_url                    # http://127.0.0.1:<port>/token (Basic auth: client id and secret)
+        idp.token(sub="alice")           # a signed JWT (RS256, kid "k1", aud AUDIENCE, iss ISSUER, 5 minutes)
+
+Used without ``with``, nothing is served (its keys and :meth:`token` still work; write ``jwks`` to a file for a
+``file:`` JWKS URL). ``clients`` maps client id -> (secret, subject); the token endpoint answers ``{"access_token", "token_type",
+"expires_in"}`` for a known client and 401 otherwise, and counts its calls (``token_requests``) and the JWKS'
+(``jwks_requests``); ``/jwks-broken`` always answers 500. ``lifetime_s`` sets the tokens' lifetime. The server runs in one daemon thread; everything
+it reads is set before it starts or replaced by one assignment.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+AUDIENCE = "pylog-test"
+ISSUER = "https://idp.pylog.test"
+
+
+def _rsa_jwk(key: rsa.RSAPrivateKey, kid: str) -> dict[str, Any]:
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    jwk.update({"kid": kid, "use": "sig", "alg": "RS256"})
+    return jwk
+
+
+class IdentityProvider:
+    def __init__(self, *, lifetime_s: int = 300) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        #: A key the JWKS does not hold (tokens signed with it carry kid "k1" too: a forged token).
+        self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.ec_key = ec.generate_private_key(ec.SECP256R1())
+        ec_jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.ec_key.public_key()))
+        ec_jwk.update({"kid": "e1", "use": "sig"})
+        self.jwks: dict[str, Any] = {"keys": [_rsa_jwk(self.key, "k1"), ec_jwk]}
+        self.lifetime_s = lifetime_s
+        self.clients: dict[str, tuple[str, str]] = {"pylog-client": ("client-secret", "svc-pylog")}
+        self.token_requests = 0
+        self.jwks_requests = 0
+        self.scopes_asked: list[str | None] = []
+        #: The HTTP server, from ``__enter__`` on (without it the keys and ``token`` still work).
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "the identity provider serves only inside its with block"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
+
+    @property
+    def jwks_url(self) -> str:
+        return f"{self.base_url}/jwks"
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.base_url}/token"
+
+    def token(
+        self,
+        sub: str = "alice",
+        *,
+        key: Any = None,
+        algorithm: str = "RS256",
+        kid: str | None = "k1",
+        aud: str | None = AUDIENCE,
+        iss: str | None = ISSUER,
+        lifetime_s: float | None = None,
+        issued_at: float | None = None,
+        **claims: Any,
+    ) -> str:
+        now = time.time() if issued_at is None else issued_at
+        payload: dict[str, Any] = {
+            "sub": sub,
+            "iat": int(now),
+            "exp": int(now + (lifetime_s or self.lifetime_s)),
+        }
+        if aud is not None:
+            payload["aud"] = aud
+        if iss is not None:
+            payload["iss"] = iss
+        payload.update(claims)
+        headers = {"kid": kid} if kid is not None else {}
+        return jwt.encode(payload, key if key is not None else self.key, algorithm=algorithm, headers=headers)
+
+    def __enter__(self) -> IdentityProvider:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="test-idp", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        idp = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/jwks-broken":
+                    return self._answer(500, {"error": "down"})
+                if self.path != "/jwks":
+                    return self._answer(404, {"error": "not found"})
+                idp.jwks_requests += 1
+                self._answer(200, idp.jwks)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                if self.path != "/token":
+                    return self._answer(404, {"error": "not found"})
+                idp.token_requests += 1
+                auth = self.headers.get("Authorization", "")
+                client_id = secret = ""
+                if auth.startswith("Basic "):
+                    client_id, _, secret = base64.b64decode(auth[6:]).decode().partition(":")
+                known = idp.clients.get(client_id)
+                if form.get("grant_type") != ["client_credentials"] or known is None or known[0] != secret:
+                    return self._answer(401, {"error": "invalid_client"})
+                scope = form.get("scope", [None])[0]
+                idp.scopes_asked.append(scope)
+                token = idp.token(known[1], scope=scope) if scope else idp.token(known[1])
+                self._answer(
+                    200, {"access_token": token, "token_type": "Bearer", "expires_in": idp.lifetime_s}
+                )
+
+        return Handler
