@@ -26,18 +26,24 @@ from typing import Any
 
 import pytest
 
-from tests.support import tiers
+from tests.support import spark_cds, tiers
 from tests.support.brokers import start_broker, start_node_brokers
 
 # The Apache Kafka peer's fixtures (apache_kafka, apache_kafka_cluster): tests/support/apache_kafka/; the
-# compatibility matrix's marks: tests/support/compat.py.
-pytest_plugins = ["tests.support.apache_kafka.fixtures", "tests.support.compat"]
+# compatibility matrix's marks: tests/support/compat.py; the time budget: tests/support/suite_time.py, schedule.py.
+pytest_plugins = [
+    "tests.support.apache_kafka.fixtures",
+    "tests.support.compat",
+    "tests.support.suite_time",
+    "tests.support.schedule",  # under --dist loadgroup: the longest work units first (after -m/-k deselection)
+]
 
-# Every JVM the suite starts (its Spark session and the Spark drivers of their own that crash tests start and
-# SIGKILL) lives for seconds to minutes on 2 cores: the client compiler alone and the serial collector start
-# it about 25% faster (measured: 7 vs 9 s to a session) and leave the cores to the brokers and Python workers.
-# spark-submit adds SPARK_SUBMIT_OPTS to the driver JVM's options; the benchmark suite does not set it.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every Spark JVM the suite starts (its Spark sessions and the Spark drivers of their own that crash tests start
+# and SIGKILL) lives for seconds to minutes on 2 cores: the client compiler alone and the serial collector, and the
+# class-data sharing archive of tests/support/spark_cds.py once it exists, start it sooner. spark-submit adds
+# SPARK_SUBMIT_OPTS to the driver JVM's options (drivers of their own inherit it); the benchmark suite does not
+# set it. Set by the user, it is left alone.
+spark_cds.configure_environment()
 
 
 # The names before the move to tests.support.brokers, for test modules written before it.
@@ -79,6 +85,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Writes without pylog.dataDir keep their small state files here, not in the working directory.
     os.environ.setdefault("PYLOG_DATA_DIR", str(tmp_path_factory.mktemp("pylog-data")))
+    if spark_cds.owns_submit_opts() and not spark_cds.jvm_options() and spark_cds.ensure_archive():
+        # The first session of the machine dumped the archive: this session and later drivers map it.
+        spark_cds.configure_environment()
     from pyspark.sql import SparkSession
 
     session = (
