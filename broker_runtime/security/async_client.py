@@ -26,7 +26,7 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security.client_security import ClientSecurity
 
-__all__ = ["open_connection", "reauthenticate"]
+__all__ = ["open_connection", "reauthenticate", "round_trip"]
 
 _RECV_BYTES = 1 << 16
 
@@ -58,6 +58,32 @@ async def open_connection(
         writer.close()
         raise
     return reader, writer, lifetime_ms
+
+
+async def round_trip(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    state: ClientConnection,
+    api_key: int,
+    version: int,
+    body: Mapping[str, Any],
+    *,
+    address: str,
+) -> dict[str, Any]:
+    """Send one request on an open connection (``state`` its protocol state) and read until its answer is
+    complete; the answer's body. The caller bounds the time (``asyncio.wait_for``). Raises ``BrokerConnectionError``
+    when the broker closes the connection first."""
+    _, chunks = state.send_request(api_key, version, body)
+    writer.writelines(chunks)
+    await writer.drain()
+    while True:
+        data = await reader.read(_RECV_BYTES)
+        if not data:
+            raise BrokerConnectionError(address, "connection closed before the answer")
+        responses = state.receive_data(data)
+        if responses:
+            answer: dict[str, Any] = responses[-1].body
+            return answer
 
 
 async def reauthenticate(

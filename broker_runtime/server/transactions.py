@@ -44,7 +44,7 @@ from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.records import CONTROL_COMMIT
 from broker_runtime.protocol.topic_partition import TopicPartition
-from broker_runtime.security.async_client import open_connection
+from broker_runtime.security.async_client import open_connection, round_trip
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.groups import complete_offsets_txn
 from broker_runtime.server.replica_manager import AppendResult
@@ -334,17 +334,15 @@ class ClusterTransactions:
         )
         try:
             state = ClientConnection(f"pylog-txn-coordinator-{self._node_id}")
-            _, chunks = state.send_request(ApiKey.WRITE_TXN_MARKERS, _WRITE_TXN_MARKERS_VERSION, body)
-            writer.writelines(chunks)
-            await writer.drain()
-            while True:
-                data = await reader.read(1 << 16)
-                if not data:
-                    raise ConnectionError("connection closed before the answer")
-                responses = state.receive_data(data)
-                if responses:
-                    answer: dict[str, Any] = responses[-1].body
-                    return answer
+            return await round_trip(
+                reader,
+                writer,
+                state,
+                ApiKey.WRITE_TXN_MARKERS,
+                _WRITE_TXN_MARKERS_VERSION,
+                body,
+                address=f"{host}:{port}",
+            )
         finally:
             writer.close()
             with contextlib.suppress(Exception):

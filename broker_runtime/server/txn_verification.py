@@ -69,7 +69,7 @@ from broker_runtime.protocol.batch_header import HEADER_SIZE, parse_header
 from broker_runtime.protocol.client_connection import ClientConnection
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.topic_partition import TopicPartition
-from broker_runtime.security.async_client import open_connection
+from broker_runtime.security.async_client import open_connection, round_trip
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult, ReplicaManager, VerificationGuard
 
@@ -406,14 +406,6 @@ async def _ask_on(
         )
         link.stream = reader, writer, ClientConnection(f"pylog-txn-verification-{node_id}")
     reader, writer, state = link.stream
-    _, chunks = state.send_request(ApiKey.ADD_PARTITIONS_TO_TXN, _VERIFY_VERSION, body)
-    writer.writelines(chunks)
-    await writer.drain()
-    while True:
-        data = await reader.read(1 << 16)
-        if not data:
-            raise ConnectionError("connection closed before the answer")
-        responses = state.receive_data(data)
-        if responses:
-            answer: dict[str, Any] = responses[-1].body
-            return answer
+    return await round_trip(
+        reader, writer, state, ApiKey.ADD_PARTITIONS_TO_TXN, _VERIFY_VERSION, body, address=f"{host}:{port}"
+    )

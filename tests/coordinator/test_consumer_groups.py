@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from broker_runtime.coordinator.group import (
-    CONSUMER_OFFSETS_TOPIC,
     Committer,
     CoordinatorTimer,
     GroupConfig,
@@ -30,8 +29,7 @@ from broker_runtime.coordinator.group.consumer import HeartbeatRequest, Heartbea
 from broker_runtime.coordinator.group.consumer_state import ConsumerGroupConfig
 from broker_runtime.errors import ErrorCode
 from broker_runtime.purgatory import ManualClock
-from broker_runtime.storage.config import LogConfig
-from broker_runtime.storage.partition_log import PartitionLog
+from tests.coordinator.offsets_logs import OffsetsLogs
 
 SESSION_MS = 3_000
 REBALANCE_MS = 2_000
@@ -46,7 +44,8 @@ class Node:
         topic_ids: Callable[[], Mapping[str, uuid.UUID]] | None = None,
     ) -> None:
         self.clock = ManualClock(1_000)
-        self.logs: dict[int, PartitionLog] = {}
+        self.offsets = OffsetsLogs(root)
+        self.logs = self.offsets.logs
         self.root = root
         self.topics = dict(TOPICS)
         self.coordinator = GroupCoordinator(
@@ -54,24 +53,16 @@ class Node:
                 num_partitions=3,
                 consumer=ConsumerGroupConfig(heartbeat_interval_ms=200, session_timeout_ms=SESSION_MS),
             ),
-            self._log,
+            self.offsets.get,
             loop,
             self.topics.get,
             now_ms=lambda: 1_700_000_000_000,
             timer=CoordinatorTimer(self.clock),
-            append_records=local_appender(self._log),
+            append_records=local_appender(self.offsets.get),
             await_replication=lambda partition, then: then(None),
             topic_ids=topic_ids,
         )
         self.coordinator.load()
-
-    def _log(self, partition: int, create: bool) -> PartitionLog | None:
-        if partition not in self.logs:
-            path = self.root / f"{CONSUMER_OFFSETS_TOPIC}-{partition}"
-            if not path.exists() and not create:
-                return None
-            self.logs[partition] = PartitionLog.load(path, CONSUMER_OFFSETS_TOPIC, partition, LogConfig())
-        return self.logs[partition]
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)

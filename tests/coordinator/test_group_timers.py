@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from broker_runtime.coordinator.group import (
-    CONSUMER_OFFSETS_TOPIC,
     CoordinatorTimer,
     GroupConfig,
     GroupCoordinator,
@@ -23,8 +22,7 @@ from broker_runtime.coordinator.group import (
 )
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.purgatory import ManualClock
-from broker_runtime.storage.config import LogConfig
-from broker_runtime.storage.partition_log import PartitionLog
+from tests.coordinator.offsets_logs import OffsetsLogs
 
 SESSION_MS = 10_000
 REBALANCE_MS = 5_000
@@ -36,10 +34,11 @@ class Node:
 
     def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, delay_ms: int = 0) -> None:
         self.clock = ManualClock(1_000)
-        self.logs: dict[int, PartitionLog] = {}
+        self.offsets = OffsetsLogs(root)
+        self.logs = self.offsets.logs
         self.root = root
         self.fail_writes = False
-        local = local_appender(self._log)
+        local = local_appender(self.offsets.get)
 
         def append(partition: int, batch: bytes) -> None:
             if self.fail_writes:
@@ -48,7 +47,7 @@ class Node:
 
         self.coordinator = GroupCoordinator(
             GroupConfig(num_partitions=3, initial_rebalance_delay_ms=delay_ms),
-            self._log,
+            self.offsets.get,
             loop,
             lambda topic: 1,
             now_ms=lambda: 1_700_000_000_000,
@@ -56,14 +55,6 @@ class Node:
             append_records=append,
             await_replication=lambda partition, then: then(None),
         )
-
-    def _log(self, partition: int, create: bool) -> PartitionLog | None:
-        if partition not in self.logs:
-            path = self.root / f"{CONSUMER_OFFSETS_TOPIC}-{partition}"
-            if not path.exists() and not create:
-                return None
-            self.logs[partition] = PartitionLog.load(path, CONSUMER_OFFSETS_TOPIC, partition, LogConfig())
-        return self.logs[partition]
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
