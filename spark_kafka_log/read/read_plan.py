@@ -402,23 +402,34 @@ def _fmt_tps(tps: Iterable[TopicPartition]) -> str:
 def split_ranges(
     ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None
 ) -> list[OffsetRange]:
-    """Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per range, then honour minPartitions:
-    unless there are more ranges than ``minPartitions``, each range gets ``max(round(size / total *
-    minPartitions), 1)`` parts, rounded half up as Scala's ``math.round`` (Python's ``round`` rounds half to
-    even: 2.5 would give 2 parts where Spark makes 3)."""
+    """Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per range, then, only when there are
+    fewer ranges than ``minPartitions``, split by size: a range whose share ``round(size / total *
+    minPartitions)`` is at most 1 stays whole (Spark's "unsplit" ranges, every range of its topic-partition too),
+    the others get ``max(round(size / split_total * (minPartitions - unsplit)), 1)`` parts, rounded half up as
+    Scala's ``math.round`` (Python's ``round`` rounds half to even: 2.5 would give 2 parts where Spark makes 3)."""
     out = [r for r in ranges if r[3] > r[2]]
     if max_records is not None:
         capped = []
         for t, p, s, e in out:
             capped.extend(_even(t, p, s, e, -(-(e - s) // max_records)))
         out = capped
-    if min_partitions is not None and len(out) <= min_partitions and out:
-        total = sum(e - s for _, _, s, e in out)
-        split = []
-        for t, p, s, e in out:
-            split.extend(_even(t, p, s, e, max(math.floor((e - s) / total * min_partitions + 0.5), 1)))
-        out = split
-    return out
+    if min_partitions is None or len(out) >= min_partitions or not out:
+        return out
+    total = sum(e - s for _, _, s, e in out)
+    unsplit = [r for r in out if _part_count(r[3] - r[2], total, min_partitions) == 1]
+    unsplit_tps = {(t, p) for t, p, _, _ in unsplit}
+    split_total = total - sum(e - s for _, _, s, e in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    split = []
+    for t, p, s, e in out:
+        parts = 1 if (t, p) in unsplit_tps else _part_count(e - s, split_total, split_min)
+        split.extend(_even(t, p, s, e, parts))
+    return split
+
+
+def _part_count(size: int, total: int, min_parts: int) -> int:
+    """Spark's getPartCount: ``max(math.round(size / total * min_parts), 1)``, half up as Scala rounds."""
+    return max(math.floor(size / total * min_parts + 0.5), 1) if total > 0 else 1
 
 
 def _even(t: str, p: int, s: int, e: int, parts: int) -> list[OffsetRange]:

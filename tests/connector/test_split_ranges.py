@@ -1,6 +1,7 @@
 """``split_ranges`` against Spark's ``KafkaOffsetRangeCalculator`` arithmetic: parts per range rounded half up
-(Scala's ``math.round``), ranges split also when there are exactly ``minPartitions`` of them, and
-``maxRecordsPerPartition`` applied first."""
+(Scala's ``math.round``), no split once there are ``minPartitions`` ranges or more, ranges whose share rounds
+to one part left whole and out of the proportion (Spark's "unsplit" ranges), and ``maxRecordsPerPartition``
+applied first."""
 
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ def test_parts_are_rounded_half_up_as_spark() -> None:
     assert _sizes(got) == [(0, 50), (0, 50), (0, 50), (1, 50), (1, 50), (1, 50)]
 
 
-def test_as_many_ranges_as_min_partitions_are_still_split_by_size() -> None:
-    # Spark splits unless there are MORE ranges than minPartitions: sizes 10 and 90 with minPartitions=2 give
-    # round(0.2)=0 -> 1 part and round(1.8)=2 parts.
-    got = split_ranges([("t", 0, 0, 10), ("t", 1, 0, 90)], 2, None)
-    assert _sizes(got) == [(0, 10), (1, 45), (1, 45)]
-    assert split_ranges([("t", 0, 0, 10), ("t", 1, 0, 90), ("t", 2, 0, 5)], 2, None) == [
-        ("t", 0, 0, 10),
-        ("t", 1, 0, 90),
-        ("t", 2, 0, 5),
-    ]
+def test_no_split_once_there_are_min_partitions_ranges() -> None:
+    # Spark splits only when there are FEWER ranges than minPartitions (offsetRanges.size >= minPartitions: none)
+    ranges = [("t", 0, 0, 10), ("t", 1, 0, 90)]
+    assert split_ranges(ranges, 2, None) == ranges
+    assert split_ranges([*ranges, ("t", 2, 0, 5)], 2, None) == [*ranges, ("t", 2, 0, 5)]
+
+
+def test_small_ranges_stay_whole_and_out_of_the_proportion() -> None:
+    # sizes 1, 1, 1, 97 and minPartitions=10: the three small ranges round to one part each and stay whole; the
+    # big one gets round(97 / 97 * (10 - 3)) = 7 parts: 10 tasks, as Spark (13 without the refinement)
+    got = split_ranges([("t", 0, 0, 1), ("t", 1, 0, 1), ("t", 2, 0, 1), ("t", 3, 0, 97)], 10, None)
+    assert len(got) == 10 and _sizes(got)[:3] == [(0, 1), (1, 1), (2, 1)]
+    assert [n for p, n in _sizes(got) if p == 3] == [13, 14, 14, 14, 14, 14, 14]
 
 
 def test_max_records_first_then_min_partitions() -> None:
