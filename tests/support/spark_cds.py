@@ -9,9 +9,14 @@ a digest of the Java binary (real path and modification time) and of the install
 directory), so an upgrade of either makes a new one. It is dumped once (:func:`ensure_archive`, called by the
 ``spark`` fixture before its session starts): a small Spark application (``python -m tests.support.spark_cds``)
 runs a session and a query with ``-XX:ArchiveClassesAtExit`` to a name of its own, its JVM exits (end of input
-on its standard input), and the file is moved into place. One process of the machine dumps at a time (an
-exclusive lock on ``<cache>/spark-cds/<key>.lock``; the others wait for it, so every session of that run maps
-it). A failed dump leaves no archive and says so on stderr; the run goes on without it (and
+on its standard input), a ``java -Xshare:on -version`` with the Spark JVMs' options and classpath checks that it
+maps the file, and the file is moved into place. One process of the machine dumps at a time (an exclusive lock on
+``<cache>/spark-cds/<key>.lock``; the others wait for it, so every session of that run maps it). A dump that fails
+(exits non-zero, leaves no file, takes over :data:`DUMP_TIMEOUT_S`, or leaves a file no JVM maps) leaves
+``<key>.failed`` with its reason: later processes and runs skip the dump with one line naming that file (delete it
+to try again; a new Java or PySpark is a new key and dumps again). On a timeout the dump's whole process group is
+killed (the Spark JVM is a grandchild). A cache directory that cannot be written (a read-only ``HOME``,
+``XDG_CACHE_HOME`` a file) is said in one line. In all these cases the run goes on without the archive (and
 ``test_spark_jvm.py`` fails, naming the reason).
 
 Use: :func:`jvm_options` gives the JVM options mapping the archive when it exists (``-XX:SharedArchiveFile``);
@@ -29,6 +34,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,24 +43,50 @@ from pathlib import Path
 
 #: Log options: no CDS messages (a dump lists thousands of classes it skips), other JVM warnings on stderr.
 LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr")
+#: Where the dump's application writes its JVM's classpath, for the check that a JVM maps the archive.
+CLASSPATH_FILE_ENV = "PYLOG_SPARK_CDS_CLASSPATH_FILE"
 #: The dump's application must finish in this time (a JVM start, a query and the dump: 20-60 s when busy).
 DUMP_TIMEOUT_S = 300
 
 
-def archive_path() -> Path | None:
-    """Where this machine's archive for this Java and this PySpark is (or will be); None without ``java``."""
+def java_binary() -> str | None:
+    """The ``java`` the Spark JVMs run (``$JAVA_HOME/bin/java``, else the one on ``PATH``); None without one."""
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not os.path.isfile(java):
-        return None
-    import pyspark
+    return java if java and os.path.isfile(java) else None
 
+
+def archive_path() -> Path | None:
+    """Where this machine's archive for this Java and this PySpark is (or will be); None without ``java``."""
+    java = java_binary()
+    if java is None:
+        return None
     real = Path(java).resolve()
-    jars = Path(pyspark.__file__).parent / "jars"
-    identity = f"{real}\0{real.stat().st_mtime_ns}\0{pyspark.__version__}\0{jars.resolve()}"
+    identity = f"{real}\0{real.stat().st_mtime_ns}\0{pyspark_version()}\0{_jars().resolve()}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pylog" / "spark-cds" / f"{key}.jsa"
+
+
+def pyspark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+def _jars() -> Path:
+    """The installed PySpark's jars: spark-submit runs its JVMs with ``-cp <jars>/*`` (its ``conf`` is absent)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where a directory on the way cannot be searched (Python 3.11 raises then)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 #: The value :func:`configure_environment` last set, beside ``SPARK_SUBMIT_OPTS`` in the environment, so that
@@ -77,58 +109,142 @@ def owns_submit_opts() -> bool:
 def jvm_options() -> list[str]:
     """The options that map the archive, when there is one (else none)."""
     archive = archive_path()
-    if archive is None or not archive.is_file():
+    if archive is None or not _is_file(archive):
         return []
     return [*LOG_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
 
 
 def ensure_archive() -> bool:
-    """Dump the archive unless it exists or another process is dumping it; whether it exists now."""
+    """Dump the archive unless it exists, another process is dumping it or a dump for this key failed before;
+    whether it exists now. Never raises: without an archive the Spark JVMs start as they would without it."""
     archive = archive_path()
     if archive is None:
         return False
-    if archive.is_file():
+    if _is_file(archive):
         return True
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with open(archive.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be dumping it: wait for it (once per machine)
-        if archive.is_file():
-            return True
-        dumping = archive.with_name(f"{archive.stem}.{os.getpid()}.{uuid.uuid4().hex[:6]}.jsa.tmp")
-        env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_SUBMIT_ARGS")}
-        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # as the spark fixture's
-        env["SPARK_SUBMIT_OPTS"] = " ".join(
-            [*base_options(), *LOG_OPTIONS, f"-XX:ArchiveClassesAtExit={dumping}"]
+    failed = archive.with_suffix(".failed")
+    if _skip_failed(failed):
+        return False
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(archive.with_suffix(".lock"), "w")  # noqa: SIM115 (closed below, after the lock's work)
+    except OSError as error:
+        print(
+            f"no Spark class-data sharing archive (the Spark JVMs start without it): its cache directory "
+            f"{archive.parent} cannot be written ({error}); set XDG_CACHE_HOME to a writable directory to have one",
+            file=sys.stderr,
         )
-        started = time.monotonic()
-        print(f"dumping the Spark JVMs' class-data sharing archive once, into {archive}", file=sys.stderr)
+        return False
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be dumping it: wait for it (once per machine)
+        if _is_file(archive):
+            return True
+        if _skip_failed(failed):
+            return False
+        reason = _dump(archive)
+        if reason is None:
+            return True
+        print(
+            f"no Spark class-data sharing archive (the Spark JVMs start without it): {reason}",
+            file=sys.stderr,
+        )
         try:
-            done = subprocess.run(
-                [sys.executable, "-m", "tests.support.spark_cds"],
-                env=env,
-                cwd=Path(__file__).resolve().parents[2],
-                capture_output=True,
-                text=True,
-                timeout=DUMP_TIMEOUT_S,
-            )
-            if done.returncode == 0 and dumping.is_file() and dumping.stat().st_size > 0:
-                os.replace(dumping, archive)
-                took = time.monotonic() - started
-                print(f"Spark class-data sharing archive ready in {took:.0f} s", file=sys.stderr)
-                return True
-            print(
-                f"no Spark class-data sharing archive (the Spark JVMs start without it): the dump exited "
-                f"{done.returncode}: {done.stderr.strip()[-1500:]}",
-                file=sys.stderr,
-            )
-        except subprocess.TimeoutExpired:
-            print(
-                f"no Spark class-data sharing archive: the dump took over {DUMP_TIMEOUT_S} s", file=sys.stderr
-            )
-        finally:
-            with contextlib.suppress(OSError):
-                dumping.unlink()
+            failed.write_text(reason + "\n")
+        except OSError as error:
+            print(f"and {failed} cannot be written ({error}): the next run dumps again", file=sys.stderr)
     return False
+
+
+def _skip_failed(failed: Path) -> bool:
+    """Whether an earlier dump for this key failed (its reason in ``failed``): say so in one line."""
+    try:
+        reason = failed.read_text().strip()
+    except OSError:
+        return False
+    first = reason.splitlines()[0][:300] if reason else "(no reason recorded)"
+    print(
+        f"no Spark class-data sharing archive: its dump failed before ({first}); "
+        f"delete {failed} to try again",
+        file=sys.stderr,
+    )
+    return True
+
+
+def dump_command() -> list[str]:
+    """The small Spark application whose JVM dumps the archive at its exit."""
+    return [sys.executable, "-m", "tests.support.spark_cds"]
+
+
+def _dump(archive: Path) -> str | None:
+    """Dump into a name of this process, check that a JVM maps it, move it into place; None, else the reason."""
+    dumping = archive.with_name(f"{archive.stem}.{os.getpid()}.{uuid.uuid4().hex[:6]}.jsa.tmp")
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_SUBMIT_ARGS")}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # as the spark fixture's
+    env["SPARK_SUBMIT_OPTS"] = " ".join(
+        [*base_options(), *LOG_OPTIONS, f"-XX:ArchiveClassesAtExit={dumping}"]
+    )
+    classpath = dumping.with_name(dumping.name + ".classpath")
+    env[CLASSPATH_FILE_ENV] = str(classpath)
+    started = time.monotonic()
+    print(f"dumping the Spark JVMs' class-data sharing archive once, into {archive}", file=sys.stderr)
+    try:
+        # A session of its own: on a timeout the whole group goes (the Spark JVM is a grandchild and would go on
+        # writing its ~150 MB after the finally below removed the file).
+        process = subprocess.Popen(
+            dump_command(),
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            _, stderr = process.communicate(timeout=DUMP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return f"the dump took over {DUMP_TIMEOUT_S} s"
+        if process.returncode != 0 or not _is_file(dumping) or dumping.stat().st_size == 0:
+            return f"the dump exited {process.returncode} without an archive: {stderr.strip()[-1500:]}"
+        try:
+            jvm_classpath = classpath.read_text()
+        except OSError:
+            jvm_classpath = f"{_jars()}/*"  # spark-submit's own, less the order it puts a few jars first in
+        unusable = _unmappable(dumping, jvm_classpath)
+        if unusable is not None:
+            return f"the dumped archive cannot be mapped: {unusable}"
+        os.replace(dumping, archive)
+        print(
+            f"Spark class-data sharing archive ready in {time.monotonic() - started:.0f} s", file=sys.stderr
+        )
+        return None
+    except OSError as error:
+        return f"the dump failed: {error}"
+    finally:
+        for leftover in (dumping, classpath):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _unmappable(candidate: Path, classpath: str) -> str | None:
+    """Why a JVM with the Spark JVMs' options and ``classpath`` (the dumping JVM's: a dynamic archive maps only
+    under the classpath it was dumped with) cannot map ``candidate`` (``-Xshare:on`` makes that an error), or None
+    when it can."""
+    java = java_binary()
+    if java is None:
+        return "no java"
+    command = [java, *base_options(), "-Xshare:on", f"-XX:SharedArchiveFile={candidate}", "-cp", classpath]
+    try:
+        check = subprocess.run([*command, "-version"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "java -Xshare:on -version took over 60 s"
+    if check.returncode == 0:
+        return None
+    return (
+        f"java -Xshare:on exited {check.returncode}: {' '.join((check.stdout + check.stderr).split())[-500:]}"
+    )
 
 
 def base_options() -> list[str]:
@@ -172,6 +288,9 @@ def _dump_application() -> None:
     plus_one = udf(lambda x: x + 1, "long")
     session.range(0, 1000, 1, 2).select(plus_one("id").alias("x")).groupBy().sum("x").collect()
     session.read.format("cds_rows").load().collect()
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    Path(os.environ[CLASSPATH_FILE_ENV]).write_text(str(jvm.java.lang.System.getProperty("java.class.path")))
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
