@@ -405,7 +405,7 @@ class ClusterSupervisor:
         ports = {self._listeners[0] if self._listeners else "PLAINTEXT": int(address.rsplit(":", 1)[1])}
         try:
             broker = SingleHostMetadataStore(self._dir).read().brokers.get(node.node_id)
-        except (OSError, ValueError, ConfigError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:  # a damaged file
             broker = None
             self._say(
                 f"cannot read node {node.node_id}'s endpoints from {self._dir} ({exc}); only its first listener "

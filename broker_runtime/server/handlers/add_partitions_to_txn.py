@@ -37,6 +37,8 @@ MAX_VERSION = 5
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     if header.api_version >= 4:
         return _handle_batch(ctx, body)
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["V3AndBelowTransactionalId"]):
+        return _handle(ctx, header, body)  # refused at once: never queued behind the id's own requests
     # after every earlier unanswered request of the same transactional id, as Kafka (txn_parking.in_order)
     return in_order(ctx, body["V3AndBelowTransactionalId"], lambda: _handle(ctx, header, body))
 

@@ -25,6 +25,8 @@ MAX_VERSION = 4
 
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["TransactionalId"]):
+        return _handle(ctx, header, body)  # refused at once: never queued behind the id's own requests
     # after every earlier unanswered request of the same transactional id, as Kafka (txn_parking.in_order)
     return in_order(ctx, body["TransactionalId"], lambda: _handle(ctx, header, body))
 
