@@ -85,6 +85,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Writes without pylog.dataDir keep their small state files here, not in the working directory.
     os.environ.setdefault("PYLOG_DATA_DIR", str(tmp_path_factory.mktemp("pylog-data")))
+    # The session's Python workers inherit the JVM's environment, fixed now: allow the OAuth test endpoints here.
+    from broker_runtime.security.oauth_http import ALLOWED_URLS_ENV
+    from tests.support.oauth import spark_idp_urls
+
+    os.environ[ALLOWED_URLS_ENV] = ",".join(
+        filter(None, [os.environ.get(ALLOWED_URLS_ENV), *spark_idp_urls()])
+    )
     if spark_cds.owns_submit_opts() and not spark_cds.jvm_options() and spark_cds.ensure_archive():
         # The first session of the machine dumped the archive: this session and later drivers map it.
         spark_cds.configure_environment()

@@ -7,13 +7,15 @@ another type (``oct``: a shared secret has no place in a public key set) or ``"u
 WARNING naming them. At most :data:`MAX_JWKS_BYTES` are read.
 
 URL: ``https://`` or ``http://`` (fetched with the JAAS entry's ``ssl.*`` trust settings for https, else the
-system CAs), or ``file:`` (read from the local file). :meth:`JwksKeys.start` reads it once, at broker start; a
+system CAs), or ``file:`` (read from the local file); it must be listed in the process's allow-list
+(:mod:`.oauth_http`, Kafka's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``: ConfigError otherwise), and a
+redirect is never followed (the read fails). :meth:`JwksKeys.start` reads it once, at broker start; a
 file that cannot be read or parsed fails the start (:class:`~broker_runtime.errors.ConfigError`, as Kafka); an
 endpoint that does not answer is a WARNING and retried in the background with exponential backoff
 (``sasl.oauthbearer.jwks.endpoint.retry.backoff.ms`` doubling up to ``...retry.backoff.max.ms``) -- until keys
 arrive every login fails with ``invalid_token``. Then it is read again every
-``sasl.oauthbearer.jwks.endpoint.refresh.ms``; a refresh that fails keeps the keys it had (WARNING, counted in
-:attr:`JwksKeys.refresh_failures`).
+``sasl.oauthbearer.jwks.endpoint.refresh.ms``; a refresh that fails, whatever the failure, keeps the keys it had (WARNING, counted in
+:attr:`JwksKeys.refresh_failures`) and the refresher goes on.
 
 Bounded cost for clients: a token whose ``kid`` is not in the set asks the refresher for an early refresh (a
 key the provider has just rotated in), but at most once per :data:`MIN_ON_DEMAND_REFRESH_S`, and only for a
@@ -40,6 +42,7 @@ from typing import Any
 import jwt
 
 from broker_runtime.errors import ConfigError
+from broker_runtime.security.oauth_http import check_allowed_url, open_url
 from broker_runtime.security.oauthbearer import InvalidToken
 
 __all__ = ["MAX_JWKS_BYTES", "MAX_KID_CHARS", "MIN_ON_DEMAND_REFRESH_S", "JwksKeys", "parse_jwks"]
@@ -107,6 +110,7 @@ class JwksKeys:
                 f"{key}={url!r}: the URL's protocol must be https, http or file (the JWKS endpoint of the "
                 "identity provider, or a JWKS file)"
             )
+        check_allowed_url(key, url)
         self.url = url
         self._key = key
         self._file = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
@@ -133,11 +137,12 @@ class JwksKeys:
             with self._file.open("rb") as f:
                 return f.read(MAX_JWKS_BYTES + 1)
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(request, timeout=_FETCH_TIMEOUT_S, context=self._ssl_context) as answer:
+        with open_url(request, timeout=_FETCH_TIMEOUT_S, context=self._ssl_context) as answer:
             return bytes(answer.read(MAX_JWKS_BYTES + 1))
 
     def _refresh(self) -> None:
-        """Read and parse the set; on success swap it in. Raises OSError / ValueError."""
+        """Read and parse the set; on success swap it in. Raises whatever the read raised (OSError, ValueError,
+        http.client.HTTPException, RedirectRefused, ...)."""
         data = self._read()
         if len(data) > MAX_JWKS_BYTES:
             raise ValueError(f"the JWKS is larger than {MAX_JWKS_BYTES} bytes")
@@ -151,7 +156,9 @@ class JwksKeys:
         """Read the set now (a file must be readable: ConfigError), then keep it fresh in the background."""
         try:
             self._refresh()
-        except (OSError, ValueError) as exc:
+        except (
+            Exception
+        ) as exc:  # any failure of the read (a bad status line too) is a WARNING, as documented
             if self._file is not None:
                 raise ConfigError(f"{self._key}={self.url!r}: cannot read the JWKS file: {exc}") from None
             self.refresh_failures += 1
@@ -181,7 +188,7 @@ class JwksKeys:
             try:
                 self._refresh()
                 backoff = self._backoff_s
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # the refresher must outlive any failure of one read
                 self.refresh_failures += 1
                 backoff = min(backoff * 2, self._backoff_max_s)
                 _log.warning(

@@ -15,6 +15,10 @@ Where the token comes from (:meth:`OAuthLogin.from_properties`, Kafka's client s
   trusted with the JAAS entry's ``ssl.*`` options (as Kafka), else the system CAs.
 * ``sasl.oauthbearer.token.endpoint.url=file:/path``: a token issued beforehand, read from the file (again at
   each renewal, so a tool can replace it).
+* either URL must be listed in the process's allow-list, the environment variable
+  ``PYLOG_SASL_OAUTHBEARER_ALLOWED_URLS`` (Kafka's JVM property ``org.apache.kafka.sasl.oauthbearer.allowed.urls``,
+  :mod:`.oauth_http`; ConfigError otherwise), which options (a Spark job's) cannot widen; an endpoint's redirect
+  is never followed (the login fails naming the ``Location``).
 * neither, for development: an unsigned token made here from the JAAS options ``unsecuredLoginStringClaim_<name>``
   (``sub`` at least), ``unsecuredLoginNumberClaim_<name>``, ``unsecuredLoginListClaim_<name>`` (first character
   is the separator), ``unsecuredLoginLifetimeSeconds`` (3600), ``unsecuredLoginPrincipalClaimName`` (``sub``).
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import http.client
 import json
 import logging
 import random
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.errors import ConfigError, ErrorCode, KafkaError
+from broker_runtime.security.oauth_http import RedirectRefused, check_allowed_url, open_url
 from broker_runtime.security.oauthbearer import LOGIN_MODULE, client_first_message
 
 __all__ = [
@@ -198,6 +204,7 @@ class OAuthLogin:
                 f"{name('sasl.oauthbearer.token.endpoint.url')}={endpoint!r}: the URL's protocol must be https, "
                 "http (the identity provider's token endpoint) or file (a token issued beforehand)"
             )
+        check_allowed_url(name("sasl.oauthbearer.token.endpoint.url"), endpoint)
         client_id = get("sasl.oauthbearer.client.credentials.client.id", "clientId")
         secret = get("sasl.oauthbearer.client.credentials.client.secret", "clientSecret")
         if scheme != "file" and (client_id is None or secret is None):
@@ -349,11 +356,13 @@ class TokenSource:
         wait_ms = max(login.backoff_ms, 1)
         while True:
             try:
-                with urllib.request.urlopen(
+                with open_url(
                     request, timeout=login.connect_timeout_s + login.read_timeout_s, context=context
                 ) as answer:
                     body = answer.read(_MAX_ANSWER_BYTES + 1)
                 break
+            except RedirectRefused as exc:
+                raise _failed(f"the token endpoint {exc}") from None
             except urllib.error.HTTPError as exc:
                 if exc.code < 500 or wait_ms > login.backoff_max_ms:
                     raise _failed(
@@ -362,7 +371,7 @@ class TokenSource:
                         if exc.code in (400, 401, 403)
                         else f"the token endpoint {login.endpoint} answered HTTP {exc.code} {exc.reason}"
                     ) from None
-            except OSError as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 if wait_ms > login.backoff_max_ms:
                     raise _failed(
                         f"the token endpoint {login.endpoint} could not be reached: {exc}"

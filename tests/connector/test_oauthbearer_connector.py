@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from broker_runtime.errors import ConfigError
+from broker_runtime.security.oauth_http import ALLOWED_URLS_ENV
 from spark_kafka_log.common.reader_options import parse_reader_options
-from tests.support.oauth import AUDIENCE, ISSUER, IdentityProvider
+from tests.support.oauth import AUDIENCE, ISSUER, IdentityProvider, allowed_urls, spark_idp_port
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -23,7 +25,8 @@ def oauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     from broker_runtime.server.config import BrokerConfig
     from broker_runtime.server.node.broker import Broker
 
-    with IdentityProvider() as idp:
+    # The port the spark fixture allowed (its Python workers cannot see a later change of the environment).
+    with IdentityProvider(port=spark_idp_port()) as idp:
         config = BrokerConfig.from_properties(
             {
                 "listeners": "PLAINTEXT://127.0.0.1:0,OAUTH://127.0.0.1:0",
@@ -62,7 +65,11 @@ def test_oauth_options_are_used_and_the_secret_is_not_shown(caplog: pytest.LogCa
         "subscribe": "t",
         **_options("https://idp.test/token"),
     }
-    with caplog.at_level(logging.WARNING, logger="spark_kafka_log"):
+    with pytest.raises(
+        ConfigError, match=f"option kafka.sasl.oauthbearer.token.endpoint.url=.*{ALLOWED_URLS_ENV}"
+    ):
+        parse_reader_options(options)  # options cannot make the driver or the executors fetch any URL
+    with allowed_urls("https://idp.test/token"), caplog.at_level(logging.WARNING, logger="spark_kafka_log"):
         parsed = parse_reader_options(options)
     assert parsed.security.oauth is not None and parsed.security.oauth.scope == "kafka"
     assert "client-secret" not in repr(parsed)

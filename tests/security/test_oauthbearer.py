@@ -27,7 +27,7 @@ from broker_runtime.security.oauthbearer import (
     parse_client_first,
 )
 from tests.server.rawclient import RawConnection
-from tests.support.oauth import AUDIENCE, ISSUER, IdentityProvider
+from tests.support.oauth import AUDIENCE, ISSUER, IdentityProvider, allowed_urls
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -284,6 +284,7 @@ def _config(tmp_path: Path, idp_url: str, **extra: str) -> Any:
     return BrokerConfig.from_properties({k: v for k, v in props.items() if v})
 
 
+@allowed_urls("http://127.0.0.1:1/jwks")
 def test_settings_that_cannot_work_fail_the_start(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="set sasl.oauthbearer.jwks.endpoint.url"):
         _config(tmp_path, "")
@@ -318,13 +319,17 @@ def test_a_jwks_file_is_read_at_start(tmp_path: Path, idp: IdentityProvider) -> 
         "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
         "sasl.oauthbearer.expected.audience": AUDIENCE,
     }
-    validator, keys = oauthbearer_validator(props, "OAUTH", "127.0.0.1", start=True)
+    with allowed_urls(jwks.as_uri()):
+        validator, keys = oauthbearer_validator(props, "OAUTH", "127.0.0.1", start=True)
     assert keys is not None
     try:
         assert validator.validate(idp.token("frank")).principal == "frank"
     finally:
         keys.close()
-    with pytest.raises(ConfigError, match="cannot read the JWKS file"):
+    with (
+        allowed_urls((tmp_path / "missing.json").as_uri()),
+        pytest.raises(ConfigError, match="cannot read the JWKS file"),
+    ):
         oauthbearer_validator(
             {"sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "missing.json").as_uri()},
             "OAUTH",
@@ -349,7 +354,8 @@ def test_each_layer_refuses_key_confusion_on_its_own(tmp_path: Path, idp: Identi
             validator.validate(token)
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps(idp.jwks))
-    keys = JwksKeys(jwks.as_uri()).start()
+    with allowed_urls(jwks.as_uri()):
+        keys = JwksKeys(jwks.as_uri()).start()
     try:
         with pytest.raises(InvalidToken, match="is an RSA key, ES256 needs EC"):
             keys.resolve("k1", "ES256")
@@ -427,14 +433,15 @@ def test_pylog_client_errors_name_the_cause(broker: Any, idp: IdentityProvider, 
     # A token the broker refuses (issued for another audience) fails with Kafka's answer.
     token_file = tmp_path / "token.jwt"
     token_file.write_text(idp.token("alice", aud="elsewhere"))
-    refused = ClientSecurity.from_properties(
-        {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "OAUTHBEARER",
-            "sasl.jaas.config": OAUTH_JAAS,
-            "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
-        }
-    )
+    with allowed_urls(token_file.as_uri()):
+        refused = ClientSecurity.from_properties(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.jaas.config": OAUTH_JAAS,
+                "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
+            }
+        )
     with (
         pytest.raises(KafkaError) as refusal,
         KafkaClient(broker.listener_bootstrap("OAUTH"), security=refused) as client,

@@ -9,22 +9,35 @@
 Used without ``with``, nothing is served (its keys and :meth:`token` still work; write ``jwks`` to a file for a
 ``file:`` JWKS URL). ``clients`` maps client id -> (secret, subject); the token endpoint answers ``{"access_token", "token_type",
 "expires_in"}`` for a known client and 401 otherwise, and counts its calls (``token_requests``) and the JWKS'
-(``jwks_requests``); ``/jwks-broken`` always answers 500. ``lifetime_s`` sets the tokens' lifetime. The server runs in one daemon thread; everything
+(``jwks_requests``); ``/jwks-broken`` always answers 500; ``/token-moved`` and ``/jwks-moved`` answer 302 to
+``moved_to`` (and count the requests that reach ``/stolen``, with the Authorization header they carried, in
+``stolen``). ``lifetime_s`` sets the tokens' lifetime. The server runs in one daemon thread; everything
 it reads is set before it starts or replaced by one assignment.
+
+Allow-list: inside its ``with`` block the provider's URLs are in ``PYLOG_SASL_OAUTHBEARER_ALLOWED_URLS`` of this
+process (:func:`allowed_urls`); ``port`` fixes its port, for the Spark session's Python workers, which inherit the
+environment the session's JVM started with (``spark_idp_port``, allowed by the ``spark`` fixture).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
+import os
+import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from broker_runtime.security.oauth_http import ALLOWED_URLS_ENV
 
 AUDIENCE = "pylog-test"
 ISSUER = "https://idp.pylog.test"
@@ -36,8 +49,35 @@ def _rsa_jwk(key: rsa.RSAPrivateKey, kid: str) -> dict[str, Any]:
     return jwk
 
 
+@contextlib.contextmanager
+def allowed_urls(*urls: str) -> Iterator[None]:
+    """Add ``urls`` to this process's OAuth allow-list for the block; the previous value comes back after it."""
+    before = os.environ.get(ALLOWED_URLS_ENV)
+    os.environ[ALLOWED_URLS_ENV] = ",".join([*([before] if before else []), *urls])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ALLOWED_URLS_ENV, None)
+        else:
+            os.environ[ALLOWED_URLS_ENV] = before
+
+
+@functools.cache
+def spark_idp_port() -> int:
+    """A loopback port chosen once per process for the identity provider the Spark tests use."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spark_idp_urls() -> list[str]:
+    base = f"http://127.0.0.1:{spark_idp_port()}"
+    return [f"{base}/token", f"{base}/jwks"]
+
+
 class IdentityProvider:
-    def __init__(self, *, lifetime_s: int = 300) -> None:
+    def __init__(self, *, lifetime_s: int = 300, port: int = 0) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         #: A key the JWKS does not hold (tokens signed with it carry kid "k1" too: a forged token).
         self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -50,6 +90,10 @@ class IdentityProvider:
         self.token_requests = 0
         self.jwks_requests = 0
         self.scopes_asked: list[str | None] = []
+        self.port = port
+        self.moved_to = ""
+        self.stolen: list[str] = []
+        self._allowed: contextlib.ExitStack | None = None
         #: The HTTP server, from ``__enter__`` on (without it the keys and ``token`` still work).
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -96,14 +140,26 @@ class IdentityProvider:
         return jwt.encode(payload, key if key is not None else self.key, algorithm=algorithm, headers=headers)
 
     def __enter__(self) -> IdentityProvider:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self.moved_to = f"{self.base_url}/stolen"
+        self._allowed = contextlib.ExitStack()
+        self._allowed.enter_context(
+            allowed_urls(
+                self.token_url,
+                self.jwks_url,
+                f"{self.base_url}/jwks-broken",
+                f"{self.base_url}/token-moved",
+                f"{self.base_url}/jwks-moved",
+            )
+        )
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="test-idp", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
+        assert self._server is not None and self._thread is not None and self._allowed is not None
+        self._allowed.close()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
@@ -123,7 +179,21 @@ class IdentityProvider:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _moved(self) -> None:
+                self.send_response(302)
+                self.send_header("Location", idp.moved_to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _stolen(self) -> None:
+                idp.stolen.append(self.headers.get("Authorization", ""))
+                self._answer(200, {"access_token": "x", "keys": []})
+
             def do_GET(self) -> None:
+                if self.path == "/jwks-moved":
+                    return self._moved()
+                if self.path == "/stolen":
+                    return self._stolen()
                 if self.path == "/jwks-broken":
                     return self._answer(500, {"error": "down"})
                 if self.path != "/jwks":
@@ -134,6 +204,10 @@ class IdentityProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                if self.path == "/token-moved":
+                    return self._moved()
+                if self.path == "/stolen":
+                    return self._stolen()
                 if self.path != "/token":
                     return self._answer(404, {"error": "not found"})
                 idp.token_requests += 1

@@ -19,6 +19,7 @@ from tests.connector import (
 from tests.connector.on_apache_kafka.support import PEER
 from tests.support.apache_kafka import KafkaCluster, run_tool
 from tests.support.cluster import metadata, partition_state, wait_for
+from tests.support.oauth import allowed_urls
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -235,14 +236,15 @@ def test_pylog_client_oauthbearer_on_kafka(apache_kafka_secured: KafkaCluster, t
     def security(token: str, name: str) -> Any:
         path = tmp_path / name
         path.write_text(token)
-        return ClientSecurity.from_properties(
-            {
-                **cluster.secured.client_properties(cluster.secured.admin),  # type: ignore[union-attr]
-                "sasl.mechanism": "OAUTHBEARER",
-                "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
-                "sasl.oauthbearer.token.endpoint.url": path.as_uri(),
-            }
-        )
+        with allowed_urls(path.as_uri()):
+            return ClientSecurity.from_properties(
+                {
+                    **cluster.secured.client_properties(cluster.secured.admin),  # type: ignore[union-attr]
+                    "sasl.mechanism": "OAUTHBEARER",
+                    "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+                    "sasl.oauthbearer.token.endpoint.url": path.as_uri(),
+                }
+            )
 
     with KafkaClient(cluster.bootstrap, security=security(idp.token(OAUTH_SUBJECT), "good.jwt")) as client:
         assert client.metadata().brokers
