@@ -379,6 +379,20 @@ def test_describe_topic_partitions_sends_empty_elr_lists(broker: Broker) -> None
         )
     partitions = answer["Topics"][0]["Partitions"]
     assert [(p["EligibleLeaderReplicas"], p["LastKnownElr"]) for p in partitions] == [([], [])] * 2
+    # Kafka's checks of the cursor (the fuzzer found a negative partition index answered with a traceback)
+    with KafkaClient(broker.bootstrap) as client:
+        for topics, cursor in (
+            ([{"Name": "dtp-elr"}], {"TopicName": "dtp-elr", "PartitionIndex": -5}),
+            ([{"Name": "dtp-elr"}], {"TopicName": "other", "PartitionIndex": 0}),
+            ([], {"TopicName": "dtp-elr", "PartitionIndex": -1}),
+        ):
+            answer = client.request_any(
+                ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+                lambda version, t=topics, c=cursor: {"Topics": t, "ResponsePartitionLimit": 100, "Cursor": c},
+            )
+            assert [(t["Name"], t["ErrorCode"]) for t in answer["Topics"]] == [
+                (t["Name"], ErrorCode.INVALID_REQUEST) for t in topics
+            ], (topics, cursor, answer)
 
 
 def test_delete_records_survives_sigkill(tmp_path: Path) -> None:

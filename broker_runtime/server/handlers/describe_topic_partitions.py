@@ -6,6 +6,8 @@ paging). An unknown named topic answers UNKNOWN_TOPIC_OR_PARTITION with no parti
 INVALID_TOPIC_EXCEPTION. Each topic carries its id (the zero id for an unknown one); pylog has no eligible leader replicas,
 so both ELR fields are empty lists, never null: Kafka's broker always sends lists there, and Kafka's admin client
 (``kafka-topics --describe``) dereferences them without a null check. Offline replicas are the fenced ones.
+A cursor with a negative partition, or naming a topic the request's list does not hold, is invalid (Kafka's
+``DescribeTopicPartitionsRequestHandler``): every named topic is answered INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -31,6 +33,24 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     view = ctx.cluster.view
     names = sorted({t["Name"] for t in body["Topics"]}) if body["Topics"] else sorted(view.topics)
     cursor = body["Cursor"]
+    if cursor is not None and (
+        cursor["PartitionIndex"] < 0 or (body["Topics"] and cursor["TopicName"] not in names)
+    ):
+        return {
+            "ThrottleTimeMs": 0,
+            "Topics": [
+                {
+                    "ErrorCode": ErrorCode.INVALID_REQUEST,
+                    "Name": name,
+                    "TopicId": ZERO_TOPIC_ID,
+                    "IsInternal": False,
+                    "Partitions": [],
+                }
+                for name in names
+                if body["Topics"]
+            ],
+            "NextTopicPartition": None,
+        }
     first_topic, first_partition = (cursor["TopicName"], cursor["PartitionIndex"]) if cursor else ("", 0)
     budget = max(1, body["ResponsePartitionLimit"])
     fenced = {b.node_id for b in view.brokers.values() if b.fenced}
