@@ -734,4 +734,5 @@ def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> No
         "UnsupportedVersionException",
         "The node does not support DESCRIBE_QUORUM",
     ), line
-    assert _result(admin_run, "describeFeatures") == {"finalized": {}, "supported": {}, "epoch": -1}
+    # epoch 0: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py), none yet
+    assert _result(admin_run, "describeFeatures") == {"finalized": {}, "supported": {}, "epoch": 0}
