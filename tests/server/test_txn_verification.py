@@ -379,7 +379,9 @@ def test_pipelined_produces_of_one_producer_append_in_request_order(
     replicas = ReplicaManager(topics, wall_ms=lambda: 1_700_000_000_000)
     pid, release, asked = 77, asyncio.Event(), []
 
-    async def ask(ctx: Any, txn_id: str, producer_id: int, epoch: int, partitions: list[Any]) -> Any:
+    async def ask(
+        ctx: Any, txn_id: str, producer_id: int, epoch: int, partitions: list[Any], add: bool = False
+    ) -> Any:
         asked.append(partitions)
         if len(asked) == 1:
             await release.wait()
