@@ -35,24 +35,36 @@ def end_v2(txn: Txn, commit: bool, epoch: int | None = None) -> dict[str, Any]:
     return answer
 
 
+def _produce(txn: Txn) -> dict[str, Any]:
+    """Produce v12, retried while the answer is the retriable NOT_ENOUGH_REPLICAS (in a cluster the coordinator
+    may still be writing the previous transaction's markers: CONCURRENT_TRANSACTIONS), as a producer retries."""
+    answer: dict[str, Any] = wait_for(
+        lambda: (a := txn.produce(version=12))["ErrorCode"] != ErrorCode.NOT_ENOUGH_REPLICAS and a,
+        what="a produce the coordinator can add",
+    )
+    return answer
+
+
 def v2_commit_then_late_produce(txn: Txn) -> None:
     """A v2 transaction committed, then a batch of it arriving late: refused (the markers carry the bumped epoch),
     nothing appended; the producer's next transaction at the answered epoch works, and the retry of its EndTxn
     is answered as the first one was."""
-    epoch = txn.epoch
-    assert txn.produce(version=12)["ErrorCode"] == 0  # no AddPartitionsToTxn: the leader adds the partition
+    epoch, (base, _) = txn.epoch, txn.offsets()
+    assert _produce(txn)["ErrorCode"] == 0  # no AddPartitionsToTxn: the leader adds the partition
     answer = end_v2(txn, commit=True)
     assert answer["ErrorCode"] == 0
-    after_commit = wait_for(lambda: txn.offsets() == (3, 3) and txn.offsets(), what="the COMMIT marker")
+    after_commit = wait_for(
+        lambda: txn.offsets() == (base + 3,) * 2 and txn.offsets(), what="the COMMIT marker"
+    )
     late = txn.produce(version=12)  # the old epoch, the next sequence: a retry delayed past the commit
     assert txn.offsets() == after_commit, "a late batch was appended: its transaction would hang, LSO held"
     assert late["ErrorCode"] == ErrorCode.INVALID_PRODUCER_EPOCH, late
     assert (answer["ProducerId"], answer["ProducerEpoch"]) == (txn.pid, epoch + 1)
     txn.epoch, txn.sequence = epoch + 1, 0  # what the Java producer does with the answer
-    assert txn.produce(version=12)["ErrorCode"] == 0
+    assert _produce(txn)["ErrorCode"] == 0
     answer = end_v2(txn, commit=False)
     assert (answer["ErrorCode"], answer["ProducerEpoch"]) == (0, epoch + 2)
-    wait_for(lambda: txn.offsets() == (6, 6), what="the ABORT marker")
+    wait_for(lambda: txn.offsets() == (base + 6,) * 2, what="the ABORT marker")
     retry = end_v2(txn, commit=False)  # the answer lost: the same request again
     assert (retry["ErrorCode"], retry["ProducerId"], retry["ProducerEpoch"]) == (0, txn.pid, epoch + 2)
     assert end_v2(txn, commit=True)["ErrorCode"] == ErrorCode.INVALID_TXN_STATE  # not a retry of that abort

@@ -3,7 +3,8 @@ sockets with raw requests (so a test can send what a delayed or retried request 
 produce arriving after its transaction was aborted is refused and appends nothing, so no hanging transaction holds
 the last stable offset; the producer's next transaction works; the coordinator's AddPartitionsToTxn v4 answers
 ``VerifyOnly``; the same refusal when the partition's leader is not the coordinator (a question over the wire, in
-a cluster of two in-process nodes); ``transaction.partition.verification.enable=false`` appends as before."""
+a cluster of two in-process nodes, where a transactions v2 produce is added the same way, ``test_txn_v2.py``);
+``transaction.partition.verification.enable=false`` appends as before."""
 
 from __future__ import annotations
 
@@ -268,6 +269,12 @@ def test_a_leader_that_is_not_the_coordinator_asks_it_over_the_wire(tmp_path: Pa
             RawConnection(by_node[other["LeaderId"]]) as leader,
         ):
             _abort_then_late_produce(Txn(coord, leader, "late-cluster", "spread", other["PartitionIndex"]))
+            # transactions v2: the leader adds the partition with AddPartitionsToTxn v5 over the wire
+            from tests.server.test_txn_v2 import v2_commit_then_late_produce
+
+            v2_commit_then_late_produce(
+                Txn(coord, leader, "late-cluster-v2", "spread", other["PartitionIndex"])
+            )
     finally:
         for b in brokers:
             b.stop()
