@@ -137,3 +137,22 @@ def test_the_log_value_v1_fields_round_trip_and_v0_reads_with_defaults() -> None
     assert decode_value(data) == value
     v0 = b"\x00\x00" + bytes.fromhex("0000000000000007" + "0003" + "0000ea60" + "03" + "00000000") + bytes(16)
     assert decode_value(v0) == TxnLogValue(7, 3, 60_000, 3, frozenset(), 0, 0)
+
+
+def test_a_timed_out_v2_transaction_fences_its_producer(node: Node) -> None:
+    """The periodic abort of a transaction past its timeout runs at the server's transaction version 2, as
+    Kafka's: fence (epoch + 1) and abort (+ 1 again), markers at epoch + 2, so the producer's own EndTxn at its
+    epoch is not mistaken for the retry of a v2 EndTxn: PRODUCER_FENCED."""
+    coordinator = node.coordinator()
+    coordinator.load()
+    init = coordinator.init_producer_id("t", 1)
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert coordinator.add_partitions("t", pid, epoch, [DATA], client_version=TV2) == {DATA: ErrorCode.NONE}
+    meta = coordinator.metadata("t")
+    assert meta is not None
+    meta.start_ms -= 1_000  # past its 1 ms timeout
+    assert coordinator.abort_timed_out() == 1
+    assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 2)
+    assert _partition_epoch(node, pid) == epoch + 2
+    assert coordinator.end_transaction("t", pid, epoch, False, TV2).error == ErrorCode.PRODUCER_FENCED
+    assert coordinator.end_transaction("t", pid, epoch, True, TV2).error == ErrorCode.PRODUCER_FENCED

@@ -18,7 +18,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   INVALID_TRANSACTION_TIMEOUT). A new id gets a fresh producer id at epoch 0. A known one gets its epoch
   bumped (a new producer id once the epoch would pass 32766), which fences the previous producer: its next
   batch, AddPartitionsToTxn or EndTxn fails with PRODUCER_FENCED / INVALID_PRODUCER_EPOCH. An Ongoing
-  transaction of the old producer is aborted first, with markers at a bumped epoch. A transaction still in a
+  transaction of the old producer is aborted first, with markers at epoch + 2 (the fence, then the abort at the
+  server's transaction version 2, as Kafka's). A transaction still in a
   Prepare state answers CONCURRENT_TRANSACTIONS (retriable). From InitProducerId v3 a producer re-initializing
   names its producer id and epoch: anything but the current pair is PRODUCER_FENCED.
 * :meth:`add_partitions`: producer id mismatch -> INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED,
@@ -32,9 +33,12 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   need not coordinate the group: the marker reaches the partition's leader like any other).
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
   partition of the transaction through the marker sender, then CompleteCommit/CompleteAbort is logged. A retry of
-  a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
+  a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE. From a
+  transaction version 2 client (EndTxn v5, :meth:`end_transaction`) every commit and abort bumps the epoch
+  (:meth:`_end_v2` says how retries are told from the next transaction and how the producer id rotates).
 * :meth:`abort_timed_out` (periodic): an Ongoing transaction older than its timeout gets its producer fenced
-  (epoch + 1) and is aborted with markers at that epoch (Kafka's ``abortTimedOutTransactions``); a transaction
+  (epoch + 1) and is aborted with markers at epoch + 2 (Kafka's ``abortTimedOutTransactions`` at transaction
+  version 2); a transaction
   whose markers could not all be written is retried here.
 * :meth:`expire_transactional_ids` (periodic): ids whose transaction is complete and untouched for
   ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
@@ -501,10 +505,16 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
 
     def _fence_and_abort(self, meta: TransactionMetadata) -> bool:
-        """Bump the epoch of an Ongoing transaction and abort it with markers at the new epoch."""
+        """Bump the epoch of an Ongoing transaction (fencing its producer) and abort it. The abort is one no client
+        asked for, so it runs at the server's transaction version, 2 (Kafka's ``endTransaction`` with
+        ``transactionVersionLevel``), which bumps the epoch once more: the markers carry epoch + 2, and the fenced
+        producer's own EndTxn, at epoch - 2 of the coordinator's, is PRODUCER_FENCED (epoch + 1 alone would
+        look like the retry of a v2 EndTxn to the coordinator)."""
         meta.transition(TxnState.PREPARE_EPOCH_FENCE)  # in memory only, as Kafka
-        self._bump_epoch(meta)
-        self._transition(meta, TxnState.PREPARE_ABORT)
+        self._bump_epoch(meta)  # at most MAX_PRODUCER_EPOCH: one more bump cannot overflow
+        self._transition(
+            meta, TxnState.PREPARE_ABORT, producer_epoch=meta.producer_epoch + 1, client_version=TV2
+        )
         return self._complete(meta)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------------------------
