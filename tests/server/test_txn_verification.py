@@ -215,6 +215,18 @@ def test_without_verification_a_late_produce_opens_a_hanging_transaction(tmp_pat
             txn.end(commit=False)
             assert txn.produce()["ErrorCode"] == 0
             assert txn.offsets() == (5, 3)  # the LSO held at the hanging batch
+            # transactions v2 still add their partitions through the coordinator (nothing else would)
+            conn.call(ApiKey.CREATE_TOPICS, 7, create_topic_body("off-v2"))
+            v2 = Txn(conn, conn, "v2-off", "off-v2", 0)
+            assert v2.produce(version=12)["ErrorCode"] == 0
+            body = {
+                "TransactionalId": v2.txn_id,
+                "ProducerId": v2.pid,
+                "ProducerEpoch": v2.epoch,
+                "Committed": True,
+            }
+            assert conn.call(ApiKey.END_TXN, 5, body)["ErrorCode"] == 0
+            assert v2.offsets() == (3, 3)  # its COMMIT marker written: the partition was in the transaction
     finally:
         broker.stop()
 
