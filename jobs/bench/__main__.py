@@ -28,6 +28,7 @@ SECTIONS = [
     "transactions",
     "groups",
     "quotas",
+    "fetchsessions",
     "writer",
     "reader",
     "sink",
