@@ -35,7 +35,8 @@ evicted when it has been unused for more than :data:`EVICTION_MS` (Kafka's
 ordered by (privileged, partitions, id) -- is evicted when the new one is worth more: a follower's (privileged)
 session over a consumer's, else one with more partitions. A session is evictable by a consumer's once it was
 older than :data:`EVICTION_MS` when last used, by a follower's also when it is a consumer's. Evictions count in
-``IncrementalFetchSessionEvictionsPerSec``.
+``IncrementalFetchSessionEvictionsPerSec``. The Fetch handler makes a session privileged only for a fetcher allowed
+to fetch as a follower (CLUSTER_ACTION); Kafka takes any ReplicaId >= 0.
 
 Security: sessions are not tied to connections (KIP-227: a fetcher keeps its session across reconnects), but
 pylog ties each to the principal that made it: another principal naming its id is answered as if it did not

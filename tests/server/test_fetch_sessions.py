@@ -269,8 +269,8 @@ def test_a_session_is_its_principals_and_read_is_checked_on_every_fetch(sess_bro
 
 def test_topic_id_sessions_and_eviction_under_the_slot_limit(sess_broker: Any) -> None:
     """A v13 session (topic ids) used at v12 is FETCH_SESSION_TOPIC_ID_ERROR. With the cache full (2 slots) of
-    young consumer sessions, a consumer's full fetch of more partitions gets no session, a follower's evicts the
-    smallest (counted), whose next incremental fetch is FETCH_SESSION_ID_NOT_FOUND; its full fetch then is
+    young consumer sessions, a consumer's full fetch of more partitions gets no session, nor does one posing as a
+    follower without CLUSTER_ACTION; a follower's evicts the smallest (counted), whose next incremental fetch is FETCH_SESSION_ID_NOT_FOUND; its full fetch then is
     served without a session (it is worth less than what the cache holds)."""
     cache = sess_broker.ctx.fetch_sessions
     assert len(cache) == 0, "an earlier test left a session open"
@@ -285,6 +285,9 @@ def test_topic_id_sessions_and_eviction_under_the_slot_limit(sess_broker: Any) -
         # Young consumer sessions are evictable only by a follower's (privileged) session, whatever its size.
         assert _fetch(alice, 0, 0, {("fs-b", p): 0 for p in range(3)})["SessionId"] == INVALID_SESSION_ID
         evictions = cache.evictions
+        with _login(sess_broker, "bob") as bob:  # posing as a follower without CLUSTER_ACTION: not privileged
+            posing = _fetch(bob, 0, 0, {("fs-b", 0): 0}, replica_id=1)
+            assert posing["SessionId"] == INVALID_SESSION_ID and cache.evictions == evictions
         with _login(sess_broker, "admin") as admin:  # a super user: may fetch as a follower (CLUSTER_ACTION)
             follower = _fetch(admin, 0, 0, {("fs-b", 0): 0}, replica_id=1)["SessionId"]
             assert follower != INVALID_SESSION_ID and cache.evictions == evictions + 1

@@ -469,7 +469,10 @@ def _session_shape(
             if old is not None:
                 cache.remove(old)
         mode = "full" if epoch == INITIAL_EPOCH else "sessionless"
-        return _Shape(ctx, mode, privileged=replica_id >= 0), requested
+        # A follower's session is privileged (it may evict consumers' sessions): only for a fetcher allowed to
+        # fetch as a follower, else anyone could claim a replica id to evict the others (Kafka does not check).
+        privileged = replica_id >= 0 and ctx.inter_broker_allowed()
+        return _Shape(ctx, mode, privileged=privileged), requested
     session = cache.get(session_id, principal)
     if session is None:
         return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
