@@ -98,7 +98,7 @@ def sess_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     broker = Broker(BrokerConfig.from_properties(props)).start()
     try:
         with _login(broker, "admin") as admin:
-            for name in ("fs-a", "fs-b"):
+            for name in ("fs-a", "fs-b", "fs-c"):
                 created = admin.call(ApiKey.CREATE_TOPICS, 7, create_topic_body(name, 3))["Topics"][0]
                 assert created["ErrorCode"] == ErrorCode.NONE, created
             _acl(admin, ApiKey.CREATE_ACLS, "fs-", "User:alice", prefixed=True)
@@ -154,6 +154,7 @@ def _fetch(
     version: int = 12,
     forgotten: dict[Any, list[int]] | None = None,
     replica_id: int = -1,
+    max_bytes: int = 1 << 22,
 ) -> dict[str, Any]:
     """A Fetch of ``offsets`` ((topic name, or id from v13, partition) -> fetch offset), answering at once."""
     topics: dict[Any, list[dict[str, Any]]] = {}
@@ -173,7 +174,7 @@ def _fetch(
         "ReplicaId": replica_id,
         "MaxWaitMs": 0,
         "MinBytes": 1,
-        "MaxBytes": 1 << 22,
+        "MaxBytes": max_bytes,
         "IsolationLevel": 0,
         "SessionId": session_id,
         "SessionEpoch": epoch,
@@ -231,6 +232,20 @@ def test_incremental_fetches_answer_only_what_changed(sess_broker: Any) -> None:
         gone = _fetch(alice, sid, 5, {})
         assert gone["ErrorCode"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and gone["SessionId"] == 0
         assert gone["Responses"] == []
+
+
+def test_a_partition_left_unread_by_max_bytes_is_not_answered_as_changed(sess_broker: Any) -> None:
+    """A fetch whose MaxBytes the first partition uses up answers the others without reading them -- with their
+    real log start offset, so an incremental fetch does not answer an unchanged partition as changed."""
+    with _login(sess_broker, "admin") as admin, _login(sess_broker, "alice") as alice:
+        _produce(admin, "fs-c", 0, 3)
+        _produce(admin, "fs-c", 0, 3)
+        full = _fetch(alice, 0, 0, {("fs-c", 0): 6, ("fs-c", 1): 0})  # p0 at its end, p1 empty
+        sid = full["SessionId"]
+        assert sid != INVALID_SESSION_ID and _answered(full) == {("fs-c", 0): (0, 0), ("fs-c", 1): (0, 0)}
+        first_batch = _fetch(alice, sid, 1, {("fs-c", 0): 0}, max_bytes=1)  # one batch, then nothing left
+        assert list(_answered(first_batch)) == [("fs-c", 0)] and _answered(first_batch)[("fs-c", 0)][1] > 0
+        _close(alice, sid)
 
 
 def test_a_session_is_its_principals_and_read_is_checked_on_every_fetch(sess_broker: Any) -> None:

@@ -59,6 +59,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.batch_header import HEADER_SIZE
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, IsolationLevel, RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.security.acl import AclOperation, ResourceType
@@ -154,13 +155,22 @@ def _read_all(
             any_error = True
             continue
         limit = min(part.max_bytes, remaining)
-        if limit <= 0 and total > 0:
+        if limit < HEADER_SIZE and total > 0:
+            # No batch fits in what is left (a batch is at least its header): answer the partition's offsets
+            # without reading (its log start too, so a fetch session does not see it change).
             hw = replicas.high_watermark(part.topic, part.partition)
             if hw is not None:
                 lso = replicas.last_stable_offset(part.topic, part.partition)
                 aborted: list[tuple[int, int]] | None = [] if part.read_committed else None
                 results.append(
-                    ReadResult(ErrorCode.NONE, b"", hw, -1, last_stable_offset=lso, aborted=aborted)
+                    ReadResult(
+                        ErrorCode.NONE,
+                        b"",
+                        hw,
+                        _log_start(ctx, part),
+                        last_stable_offset=lso,
+                        aborted=aborted,
+                    )
                 )
                 continue
         result = replicas.read(
