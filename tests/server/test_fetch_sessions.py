@@ -248,6 +248,24 @@ def test_a_partition_left_unread_by_max_bytes_is_not_answered_as_changed(sess_br
         _close(alice, sid)
 
 
+def test_a_session_never_holds_more_partitions_than_the_cluster(sess_broker: Any) -> None:
+    """A full fetch naming more partitions than the cluster has makes no session; an incremental fetch growing a
+    session past that closes it (counted) and is answered sessionless, its partitions read."""
+    cache = sess_broker.ctx.fetch_sessions
+    bound = sum(len(t.partitions) for t in sess_broker.ctx.cluster.view.topics.values())
+    made_up = {("fs-none", i): 0 for i in range(bound + 1)}
+    with _login(sess_broker, "alice") as alice:
+        too_many = _fetch(alice, 0, 0, made_up)
+        assert too_many["SessionId"] == INVALID_SESSION_ID and len(_answered(too_many)) == bound + 1
+        sid = _fetch(alice, 0, 0, {("fs-a", 0): 0})["SessionId"]
+        assert sid != INVALID_SESSION_ID
+        closed_before = cache.oversize_closed
+        grown = _fetch(alice, sid, 1, made_up)
+        assert grown["ErrorCode"] == ErrorCode.NONE and grown["SessionId"] == INVALID_SESSION_ID
+        assert len(_answered(grown)) == bound + 1 and cache.oversize_closed == closed_before + 1
+        assert _fetch(alice, sid, 2, {})["ErrorCode"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
 def test_a_session_is_its_principals_and_read_is_checked_on_every_fetch(sess_broker: Any) -> None:
     """Another principal naming alice's session is answered FETCH_SESSION_ID_NOT_FOUND and cannot close it;
     once alice's READ is removed, her next incremental fetch answers TOPIC_AUTHORIZATION_FAILED for the
