@@ -146,7 +146,13 @@ def _produce(conn: RawConnection, topic: str, partition: int, count: int = 2) ->
 
 
 def _fetch(
-    conn: RawConnection,
+    conn: RawConnection, session_id: int, epoch: int, offsets: dict[tuple[Any, int], int], **kw: Any
+) -> Any:
+    """A Fetch of ``offsets`` ((topic name, or id from v13, partition) -> fetch offset), answering at once."""
+    return conn.call(FETCH, kw.get("version", 12), _body(session_id, epoch, offsets, **kw))
+
+
+def _body(
     session_id: int,
     epoch: int,
     offsets: dict[tuple[Any, int], int],
@@ -155,8 +161,9 @@ def _fetch(
     forgotten: dict[Any, list[int]] | None = None,
     replica_id: int = -1,
     max_bytes: int = 1 << 22,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
 ) -> dict[str, Any]:
-    """A Fetch of ``offsets`` ((topic name, or id from v13, partition) -> fetch offset), answering at once."""
     topics: dict[Any, list[dict[str, Any]]] = {}
     for (topic, index), offset in offsets.items():
         topics.setdefault(topic, []).append(
@@ -172,8 +179,8 @@ def _fetch(
     by = "TopicId" if version >= 13 else "Topic"
     body = {
         "ReplicaId": replica_id,
-        "MaxWaitMs": 0,
-        "MinBytes": 1,
+        "MaxWaitMs": max_wait_ms,
+        "MinBytes": min_bytes,
         "MaxBytes": max_bytes,
         "IsolationLevel": 0,
         "SessionId": session_id,
@@ -182,7 +189,7 @@ def _fetch(
         "ForgottenTopicsData": [{by: t, "Partitions": p} for t, p in (forgotten or {}).items()],
         "RackId": "",
     }
-    return conn.call(FETCH, version, body)
+    return body
 
 
 def _answered(answer: dict[str, Any]) -> dict[tuple[Any, int], tuple[int, int]]:
@@ -245,6 +252,21 @@ def test_a_partition_left_unread_by_max_bytes_is_not_answered_as_changed(sess_br
         assert sid != INVALID_SESSION_ID and _answered(full) == {("fs-c", 0): (0, 0), ("fs-c", 1): (0, 0)}
         first_batch = _fetch(alice, sid, 1, {("fs-c", 0): 0}, max_bytes=1)  # one batch, then nothing left
         assert list(_answered(first_batch)) == [("fs-c", 0)] and _answered(first_batch)[("fs-c", 0)][1] > 0
+        _close(alice, sid)
+
+
+def test_a_parked_fetch_overtaken_by_its_sessions_next_answers_invalid_epoch(sess_broker: Any) -> None:
+    """Two fetches of one session sent back to back: the first waits in the purgatory (MinBytes not there), the
+    second (the next epoch) is answered at once; when the first completes its session has moved on, so it answers
+    INVALID_FETCH_SESSION_EPOCH with the session's id (Kafka's duplicate-request check), the second as usual."""
+    with _login(sess_broker, "alice") as alice:
+        sid = _fetch(alice, 0, 0, {("fs-c", 2): 0})["SessionId"]
+        assert sid != INVALID_SESSION_ID
+        alice.send_raw(alice.encode(FETCH, 12, _body(sid, 1, {}, max_wait_ms=300, min_bytes=1 << 20)))
+        alice.send_raw(alice.encode(FETCH, 12, _body(sid, 2, {})))
+        (_, first), (_, second) = alice.read_response(FETCH, 12), alice.read_response(FETCH, 12)
+        assert (first["ErrorCode"], first["SessionId"]) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, sid)
+        assert (second["ErrorCode"], second["SessionId"]) == (ErrorCode.NONE, sid)
         _close(alice, sid)
 
 
