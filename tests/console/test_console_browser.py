@@ -22,9 +22,9 @@ from broker_runtime.client.router import COORDINATOR_ERRORS
 from broker_runtime.console.server import ConsoleServer
 from broker_runtime.errors import KafkaError
 from jobs.console.demo import DemoData, open_transaction, write_demo_data
-from tests.console.forms import csrf_token, get, post
 from tests.support.brokers import start_broker
 from tests.support.cluster import wait_for
+from tests.support.console_forms import csrf_token, get, post
 
 pytestmark = pytest.mark.timeout(120)
 #: The compatibility matrix's peer of the Apache Kafka test below.

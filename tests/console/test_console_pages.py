@@ -23,8 +23,8 @@ from broker_runtime.protocol.records import RecordBatchBuilder
 from broker_runtime.security import ClientSecurity
 from broker_runtime.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 from broker_runtime.tools.common import command_config_security
-from tests.console.forms import csrf_token, get, post
 from tests.support.brokers import start_broker
+from tests.support.console_forms import csrf_token, get, post
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -370,6 +370,11 @@ def test_times_are_ms_or_iso() -> None:
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--listen", "nowhere"]) == 2
     assert "pylog-broker console: --listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
+    # --allow-writes is an option of the command (the usage error is the address's, not an unknown argument)
+    assert (
+        main(["console", "--bootstrap-server", "127.0.0.1:1", "--listen", "nowhere", "--allow-writes"]) == 2
+    )
+    assert "expected HOST:PORT" in capsys.readouterr().err
     missing = tmp_path / "none.properties"
     assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(missing)]) == 2
     assert "cannot read --command-config" in capsys.readouterr().err
