@@ -1,4 +1,4 @@
-"""``pylog-broker console``: a read-only web console of any Kafka-protocol cluster (pylog's broker or Apache Kafka),
+"""``pylog-broker console``: a web console of any Kafka-protocol cluster (pylog's broker or Apache Kafka),
 talking to it only through the Kafka protocol with pylog's client.
 
 Usage::
