@@ -35,8 +35,11 @@ Topic ids (KIP-516): every topic has one, a random UUID drawn when it is created
 :meth:`load` refuses (:class:`~broker_runtime.errors.InconsistentTopicIdError`, the broker does not start) a topic
 whose partition directories name different ids, and gives a topic whose directories have none (written before
 pylog had topic ids) a new id, written to each, saying so at WARNING. Cluster: the metadata's id is the truth; a
-hosted partition's directory without a file gets it, one naming another id is refused (the partition is not
-served, an ERROR line and ``load_failures``), as Kafka marks such a partition offline.
+hosted partition's directory without a file gets it; one naming another id is a stray replica (Kafka's
+``LogManager.isStrayKraftReplica``: the topic was deleted and created again while this broker was away): it is
+never served, its directory is renamed ``<topic>-<partition>.<id>-stray`` (:meth:`LogManager.mark_stray`, kept
+for the operator to remove, as Kafka keeps it) with a WARNING naming both ids, and the replica of the current
+topic is created empty in its place and catches up from the leader.
 
 Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
 Thread-safety: event-loop thread only (the file work of a load runs on the partition-load thread through the
@@ -114,8 +117,8 @@ class TopicManager:
         self._loading: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self._adding: dict[str, asyncio.Future[None]] = {}
         self._loader: ThreadPoolExecutor | None = None
-        #: Cluster: hosted partitions whose directory names another topic id than the metadata's (not served).
-        self._refused: set[tuple[str, int]] = set()
+        #: Cluster: local logs of another incarnation of their topic moved aside (each also a WARNING line).
+        self.stray_logs = 0
         #: Partition loads that failed (each also an ERROR line), for the metrics.
         self.load_failures = 0
 
@@ -254,11 +257,34 @@ class TopicManager:
             self._loader = ThreadPoolExecutor(1, thread_name_prefix="pylog-partition-load")
         return self._loader
 
+    def _move_stray(self, name: str, partition: int, stray: uuid.UUID, topic_id: uuid.UUID | None) -> None:
+        """Move aside the log of ``name``-``partition`` that belongs to the topic's incarnation ``stray``."""
+        aside = self._logs.mark_stray(name, partition)
+        self.stray_logs += 1
+        _log.warning(
+            "partition %s-%d: the local log belongs to topic id %s, not to the topic's current id %s (the topic "
+            "was deleted and created again while this broker was away): marked stray and moved to %s; the "
+            "replica of the current topic is created empty and catches up from the leader",
+            name,
+            partition,
+            format_topic_id(stray),
+            format_topic_id(topic_id) if topic_id is not None else "none",
+            aside,
+        )
+
     def _create_logs(
-        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str], topic_id: uuid.UUID | None
+        self,
+        name: str,
+        partitions: Sequence[int],
+        overrides: Mapping[str, str],
+        topic_id: uuid.UUID | None,
+        stray: uuid.UUID | None = None,
     ) -> list[PartitionLog]:
-        """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made)."""
+        """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made);
+        with ``stray``, the one partition's log of that other incarnation is moved aside first."""
         made: list[PartitionLog] = []
+        if stray is not None:
+            self._move_stray(name, partitions[0], stray, topic_id)
         try:
             for partition in partitions:
                 made.append(self._logs.create_log(name, partition, dict(overrides), topic_id=topic_id))
@@ -274,11 +300,16 @@ class TopicManager:
         return made
 
     def _start_load(
-        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str], topic_id: uuid.UUID | None
+        self,
+        name: str,
+        partitions: Sequence[int],
+        overrides: Mapping[str, str],
+        topic_id: uuid.UUID | None,
+        stray: uuid.UUID | None = None,
     ) -> asyncio.Future[list[PartitionLog]]:
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(
-            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides), topic_id
+            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides), topic_id, stray
         )
 
     def _load_failed(self, name: str, partitions: Sequence[int], exc: BaseException) -> TopicError:
@@ -355,27 +386,27 @@ class TopicManager:
         registered, so the caller can apply the latest metadata to it. A topic the metadata no longer has by
         then is deleted again instead; a failed load is logged, counted and retried at the next call. Off an
         event loop (tools, unit tests) the log is made at once. With ``topic_id`` (the metadata's), a log whose
-        ``partition.metadata`` names another id is refused: None, an ERROR line and ``load_failures``, once per
-        such log (see the module docstring)."""
+        ``partition.metadata`` names another id is a stray (see the module docstring): it is unregistered at once
+        (never served again), then moved aside and replaced by a new, empty log on the partition-load thread."""
         key = (name, partition)
         log = self._logs_by_tp.get(key)
+        stray: uuid.UUID | None = None
         if log is not None and topic_id is not None and log.topic_id != topic_id:
-            if key in self._refused:
-                return None
-            try:
+            if log.topic_id is None:  # written before topic ids: it is this topic's, it gets the id
                 self._logs.assign_topic_id(log, topic_id)
-            except InconsistentTopicIdError as exc:
-                self._refused.add(key)
-                self.load_failures += 1
-                _log.error("partition %s-%d not served: %s", name, partition, exc)
-                return None
+            else:  # another incarnation's: never served, moved aside and replaced by a new log
+                stray = log.topic_id
+                del self._logs_by_tp[key]
+                log = None
         if log is not None or key in self._loading:
             return log
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop (tools, unit tests): made here and now
+            if stray is not None:
+                self._move_stray(name, partition, stray, topic_id)
             return self.ensure_partition(name, partition, overrides, topic_id)
-        loading = self._start_load(name, [partition], overrides, topic_id)
+        loading = self._start_load(name, [partition], overrides, topic_id, stray)
         self._loading[key] = loading
 
         def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:
@@ -434,7 +465,6 @@ class TopicManager:
         self._partitions.pop(name, None)
         self._configs.pop(name, None)
         self._topic_ids.pop(name, None)
-        self._refused = {key for key in self._refused if key[0] != name}
         if deleted:
             _log.info("deleted topic %s (%d local partition(s))", name, deleted)
         return deleted
