@@ -22,7 +22,9 @@ deletes the local logs of topics the metadata no longer has and applies changed 
 Loads off the event loop: the request paths (CreateTopics, CreatePartitions, Metadata's auto-creation on a
 single node; the partitions the cluster metadata assigns here) create their logs on one thread named
 ``pylog-partition-load`` (:meth:`create_in_background`, :meth:`add_partitions_in_background`,
-:meth:`hosted_or_load`), since a creation is directories, files and fsyncs (about a millisecond a partition on a
+:meth:`hosted_or_load`; there too a stray replica moved aside and, at the first start of a cluster upgraded from
+topic-id-less metadata, the ``partition.metadata`` written to each hosted directory), since a creation is
+directories, files and fsyncs (about a millisecond a partition on a
 quiet disk, far more on a slow one: the loop would stall every connection that long). A partition is served
 only once registered here, on the loop, after its load: until then lookups say it does not exist (single node)
 or is not hosted (cluster, NOT_LEADER_OR_FOLLOWER), and clients retry, as they do while Kafka's brokers apply
@@ -279,9 +281,14 @@ class TopicManager:
         overrides: Mapping[str, str],
         topic_id: uuid.UUID | None,
         stray: uuid.UUID | None = None,
+        adopt: PartitionLog | None = None,
     ) -> list[PartitionLog]:
         """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made);
-        with ``stray``, the one partition's log of that other incarnation is moved aside first."""
+        with ``stray``, the one partition's log of that other incarnation is moved aside first; with ``adopt``,
+        that existing log (written before topic ids) of the one partition is given ``topic_id`` instead."""
+        if adopt is not None and topic_id is not None:
+            self._logs.assign_topic_id(adopt, topic_id)
+            return [adopt]
         made: list[PartitionLog] = []
         if stray is not None:
             self._move_stray(name, partitions[0], stray, topic_id)
@@ -306,10 +313,18 @@ class TopicManager:
         overrides: Mapping[str, str],
         topic_id: uuid.UUID | None,
         stray: uuid.UUID | None = None,
+        adopt: PartitionLog | None = None,
     ) -> asyncio.Future[list[PartitionLog]]:
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(
-            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides), topic_id, stray
+            self._load_thread(),
+            self._create_logs,
+            name,
+            list(partitions),
+            dict(overrides),
+            topic_id,
+            stray,
+            adopt,
         )
 
     def _load_failed(self, name: str, partitions: Sequence[int], exc: BaseException) -> TopicError:
@@ -387,26 +402,31 @@ class TopicManager:
         then is deleted again instead; a failed load is logged, counted and retried at the next call. Off an
         event loop (tools, unit tests) the log is made at once. With ``topic_id`` (the metadata's), a log whose
         ``partition.metadata`` names another id is a stray (see the module docstring): it is unregistered at once
-        (never served again), then moved aside and replaced by a new, empty log on the partition-load thread."""
+        (never served again), then moved aside and replaced by a new, empty log on the partition-load thread; one
+        without the file (written before topic ids: the first start of an upgraded cluster) is unregistered until
+        the partition-load thread has written the id to it."""
         key = (name, partition)
+        if key in self._loading:
+            return None
         log = self._logs_by_tp.get(key)
         stray: uuid.UUID | None = None
+        adopt: PartitionLog | None = None
         if log is not None and topic_id is not None and log.topic_id != topic_id:
-            if log.topic_id is None:  # written before topic ids: it is this topic's, it gets the id
-                self._logs.assign_topic_id(log, topic_id)
-            else:  # another incarnation's: never served, moved aside and replaced by a new log
+            # File work either way, on the partition-load thread; not served until it is done.
+            del self._logs_by_tp[key]
+            if log.topic_id is None:  # written before topic ids: this topic's log, given the id
+                adopt = log
+            else:  # another incarnation's: moved aside, replaced by a new log
                 stray = log.topic_id
-                del self._logs_by_tp[key]
-                log = None
-        if log is not None or key in self._loading:
+            log = None
+        if log is not None:
             return log
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop (tools, unit tests): made here and now
-            if stray is not None:
-                self._move_stray(name, partition, stray, topic_id)
+            self._create_logs(name, [partition], overrides, topic_id, stray, adopt)
             return self.ensure_partition(name, partition, overrides, topic_id)
-        loading = self._start_load(name, [partition], overrides, topic_id, stray)
+        loading = self._start_load(name, [partition], overrides, topic_id, stray, adopt)
         self._loading[key] = loading
 
         def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:

@@ -8,7 +8,9 @@ broker processes in tests/replication/test_failover.py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,10 @@ from broker_runtime.errors import ErrorCode, InconsistentTopicIdError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID, format_topic_id, new_topic_id, parse_topic_id
 from broker_runtime.server.topics import TopicManager
+from broker_runtime.storage import log_manager
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
+from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.partition_metadata import PARTITION_METADATA_FILE, read_topic_id, write_topic_id
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 from tests.support.brokers import start_broker
@@ -206,6 +210,49 @@ def test_a_hosted_directory_of_another_incarnation_is_moved_aside_as_stray_in_a_
         assert set(logs.all_logs()) == {("c", 0), ("legacy", 0)}, "a stray directory is never loaded again"
         assert any(aside.name in r.getMessage() for r in caplog.records)
     finally:
+        logs.shutdown()
+
+
+def test_an_upgraded_clusters_directories_get_their_id_on_the_partition_load_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first start of a cluster upgraded from format 1: writing ``partition.metadata`` (with its fsyncs) to
+    every hosted directory runs on the partition-load thread, never on the event loop; the partition is served
+    once its directory has the id."""
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+    logs.startup()
+    logs.create_log("legacy", 0, {})  # written before topic ids
+    logs.shutdown()
+    writers: list[str] = []
+    real_write = log_manager.write_topic_id
+
+    def write(part_dir: Path, topic_id: uuid.UUID) -> None:
+        writers.append(threading.current_thread().name)
+        real_write(part_dir, topic_id)
+
+    monkeypatch.setattr(log_manager, "write_topic_id", write)
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+    logs.startup()
+    topics = TopicManager(logs, LogConfig())
+    legacy_id = new_topic_id()
+    topics.use_cluster(lambda: {"legacy": (1, {}, legacy_id)})
+    topics.load()
+    loaded = threading.Event()
+
+    async def first_pass() -> PartitionLog | None:
+        assert topics.hosted_or_load("legacy", 0, {}, loaded.set, legacy_id) is None, (
+            "not served before its id"
+        )
+        await asyncio.gather(*topics.pending("legacy"))
+        return topics.hosted_or_load("legacy", 0, {}, loaded.set, legacy_id)
+
+    try:
+        served = asyncio.run(first_pass())
+        assert served is not None and served.topic_id == legacy_id and loaded.is_set()
+        assert read_topic_id(tmp_path / "logs" / "legacy-0") == legacy_id
+        assert writers and all(name.startswith("pylog-partition-load") for name in writers), writers
+    finally:
+        topics.stop_loads()
         logs.shutdown()
 
 
