@@ -41,7 +41,8 @@ hosted partition's directory without a file gets it; one naming another id is a 
 ``LogManager.isStrayKraftReplica``: the topic was deleted and created again while this broker was away): it is
 never served, its directory is renamed ``<topic>-<partition>.<id>-stray`` (:meth:`LogManager.mark_stray`, kept
 for the operator to remove, as Kafka keeps it) with a WARNING naming both ids, and the replica of the current
-topic is created empty in its place and catches up from the leader.
+topic is created empty in its place and catches up from the leader; such a log of a partition this broker does not
+host (the new incarnation was placed elsewhere) is moved aside the same way (:meth:`drop_stray`).
 
 Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
 Thread-safety: event-loop thread only (the file work of a load runs on the partition-load thread through the
@@ -259,19 +260,23 @@ class TopicManager:
             self._loader = ThreadPoolExecutor(1, thread_name_prefix="pylog-partition-load")
         return self._loader
 
-    def _move_stray(self, name: str, partition: int, stray: uuid.UUID, topic_id: uuid.UUID | None) -> None:
+    def _move_stray(
+        self, name: str, partition: int, stray: uuid.UUID, topic_id: uuid.UUID | None, hosted: bool = True
+    ) -> None:
         """Move aside the log of ``name``-``partition`` that belongs to the topic's incarnation ``stray``."""
         aside = self._logs.mark_stray(name, partition)
         self.stray_logs += 1
         _log.warning(
             "partition %s-%d: the local log belongs to topic id %s, not to the topic's current id %s (the topic "
-            "was deleted and created again while this broker was away): marked stray and moved to %s; the "
-            "replica of the current topic is created empty and catches up from the leader",
+            "was deleted and created again while this broker was away): marked stray and moved to %s; %s",
             name,
             partition,
             format_topic_id(stray),
             format_topic_id(topic_id) if topic_id is not None else "none",
             aside,
+            "the replica of the current topic is created empty and catches up from the leader"
+            if hosted
+            else "this broker is not a replica of the current topic's partition",
         )
 
     def _create_logs(
@@ -445,6 +450,43 @@ class TopicManager:
 
         loading.add_done_callback(finish)
         return None
+
+    def drop_stray(
+        self, name: str, partition: int, topic_id: uuid.UUID | None, on_done: Callable[[], None]
+    ) -> None:
+        """Cluster mode, a partition this broker does not host: a local log of it whose ``partition.metadata``
+        names another id than the metadata's ``topic_id`` (an older incarnation; the new one was placed on other
+        brokers while this one was away) is unregistered at once and moved aside on the partition-load thread,
+        like a hosted stray (:meth:`hosted_or_load`); ``on_done`` runs on the loop afterwards (the partition may
+        have been assigned here meanwhile). A failure is logged at ERROR and counted in ``load_failures``."""
+        key = (name, partition)
+        log = self._logs_by_tp.get(key)
+        if log is None or key in self._loading or topic_id is None:
+            return
+        if log.topic_id is None or log.topic_id == topic_id:
+            return
+        stray = log.topic_id
+        del self._logs_by_tp[key]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on an event loop (tools, unit tests): here and now
+            self._move_stray(name, partition, stray, topic_id, hosted=False)
+            return
+        moving = loop.run_in_executor(
+            self._load_thread(), self._move_stray, name, partition, stray, topic_id, False
+        )
+        self._loading[key] = moving
+
+        def finish(moved: asyncio.Future[None]) -> None:
+            self._loading.pop(key, None)
+            exc = moved.exception()
+            if exc is not None:
+                self.load_failures += 1
+                _log.error("could not move aside the stray log of %s-%d: %s", name, partition, exc)
+                return
+            on_done()
+
+        moving.add_done_callback(finish)
 
     def pending(self, name: str) -> list[asyncio.Future[Any]]:
         """The creation, partition addition or partition loads of topic ``name`` not finished yet."""

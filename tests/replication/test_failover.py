@@ -394,8 +394,9 @@ def test_a_replica_of_a_topic_deleted_and_created_again_while_its_node_was_away_
 ) -> None:
     """Kafka's stray replica (``LogManager.isStrayKraftReplica``): the restarted node's directory names the old
     topic id; it is never served, renamed ``-stray`` (kept) with a WARNING naming both ids, and the replica of the
-    new topic is created empty and caught up from the leader."""
-    create_replicated(cluster, "reborn", rf=3)
+    new topic is created empty and caught up from the leader. Partition 1 of the new topic is placed on the other
+    nodes only: the restarted node's old directory of it goes aside as stray too."""
+    create_replicated(cluster, "reborn", partitions=2, rf=3)
     controller = wait_for(lambda: cluster_metadata(cluster).controller, what="a controller").id
     away = next(n.node_id for n in cluster.nodes if n.node_id != controller)
     leader = partition_state(cluster.nodes[controller].bootstrap, "reborn")["LeaderId"]
@@ -409,7 +410,9 @@ def test_a_replica_of_a_topic_deleted_and_created_again_while_its_node_was_away_
     others = [n.node_id for n in cluster.nodes if n.node_id != away]
     with KafkaClient(cluster.nodes[controller].bootstrap) as client:
         assert client.admin.delete_topics(["reborn"]) == {"reborn": None}
-        created = client.admin.create_topics([NewTopic("reborn", assignments={0: [away, *others]})])
+        created = client.admin.create_topics(
+            [NewTopic("reborn", assignments={0: [away, *others], 1: others})]
+        )
         assert created == {"reborn": 0}, created
     new_id = cluster_metadata(cluster).topics["reborn"].topic_id
     assert new_id != old_id
@@ -428,6 +431,9 @@ def test_a_replica_of_a_topic_deleted_and_created_again_while_its_node_was_away_
     assert read_topic_id(log_dir / "reborn-0") == new_id
     assert leo_on_disk(cluster, away, "reborn") == 2, "the new incarnation's records only"
     (aside,) = log_dir.glob("reborn-0.*-stray")
+    assert read_topic_id(aside) == old_id
+    wait_for(lambda: not (log_dir / "reborn-1").exists(), what="the unhosted old partition moved aside")
+    (aside,) = log_dir.glob("reborn-1.*-stray")
     assert read_topic_id(aside) == old_id
     said = cluster.nodes[away].log_path.read_text(encoding="utf-8", errors="replace")
     assert any(
