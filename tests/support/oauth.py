@@ -17,6 +17,9 @@ it reads is set before it starts or replaced by one assignment.
 Allow-list: inside its ``with`` block the provider's URLs are in ``PYLOG_SASL_OAUTHBEARER_ALLOWED_URLS`` of this
 process (:func:`allowed_urls`); ``port`` fixes its port, for the Spark session's Python workers, which inherit the
 environment the session's JVM started with (``spark_idp_port``, allowed by the ``spark`` fixture).
+
+:func:`refused_token_exchanges` plays the SASL/OAUTHBEARER exchanges after a refused token over raw connections;
+:data:`REFUSED_TOKEN_EXCHANGES` is what Apache Kafka and pylog both answer to them.
 """
 
 from __future__ import annotations
