@@ -325,6 +325,16 @@ class BrokerConfig:
         "a connection with no traffic and no request in flight this long is closed",
         minimum=1,
     )
+    max_incremental_fetch_session_cache_slots: int = _field(
+        "max.incremental.fetch.session.cache.slots",
+        _INT,
+        "1000",
+        "connections",
+        "the most incremental fetch sessions (KIP-227) the broker keeps; 0: every fetch is sessionless. One cache "
+        "holds exactly this many (Kafka splits them over 8 shards); a full cache evicts as Kafka does (see "
+        "[The broker](#the-broker))",
+        minimum=0,
+    )
     queued_max_requests: int = _field(
         "queued.max.requests",
         _INT,

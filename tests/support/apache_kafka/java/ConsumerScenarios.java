@@ -21,6 +21,11 @@
  *       prints {"step": "kip848", "error": exception class or null, "message", "records": polled,
  *       "partitions": assigned}.
  *
+ *   assigned TOPIC COUNT
+ *       no group: assign() every partition of TOPIC from the beginning (fetch.max.wait.ms 100) and poll until
+ *       COUNT records came (at most 20 s); prints {"step": "assigned", "records": [[partition, offset], ...]}.
+ *       The broker's fetch sessions (KIP-227) are the consumer's to use: the test evicts its session meanwhile.
+ *
  * Output: JSON lines on stdout only (logging goes to stderr). A failure ends the JVM with a stack trace and a
  * non-zero exit.
  */
@@ -78,6 +83,7 @@ public class ConsumerScenarios {
             switch (scenario.get(0)) {
                 case "classic" -> classic(bootstrap, scenario.get(1), scenario.get(2), scenario.subList(3, scenario.size()));
                 case "consumer" -> kip848(bootstrap, scenario.get(1), scenario.get(2));
+                case "assigned" -> assigned(bootstrap, scenario.get(1), Integer.parseInt(scenario.get(2)));
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario.get(0));
             }
         }
@@ -211,5 +217,25 @@ public class ConsumerScenarios {
             c.close(CloseOptions.timeout(Duration.ofSeconds(1)));
         }
         emit("step", "kip848", "error", error, "message", message, "records", records, "partitions", partitions);
+    }
+
+    static void assigned(String bootstrap, String topic, int count) throws Exception {
+        Properties p = consumerProps(bootstrap, "unused", "assigned");
+        p.remove("group.id");
+        p.put("fetch.max.wait.ms", "100");
+        List<List<Long>> records = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> parts = new ArrayList<>();
+            c.partitionsFor(topic).forEach(info -> parts.add(new TopicPartition(topic, info.partition())));
+            c.assign(parts);
+            c.seekToBeginning(parts);
+            long deadline = System.currentTimeMillis() + 20_000;
+            while (records.size() < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                    records.add(List.of((long) r.partition(), r.offset()));
+                }
+            }
+        }
+        emit("step", "assigned", "records", records);
     }
 }
