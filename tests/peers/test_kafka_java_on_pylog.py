@@ -735,8 +735,8 @@ def test_java_admin_scram_users(pylog: str, admin_run: dict[str, Any]) -> None:
 @pytest.mark.compat(
     "kafka-java",
     "AdminClient: describeFeatures",
-    differs="no supported or finalized features (ApiVersions carries none): pylog has no metadata.version, "
-    "kraft.version, transaction.version or group.version feature levels",
+    differs="group.version alone (supported 0-1, finalized 1, as Kafka): pylog has no metadata.version, "
+    "kraft.version or transaction.version feature levels",
 )
 def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> None:
     line = admin_run["calls"]["describeMetadataQuorum"]
@@ -744,5 +744,9 @@ def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> No
         "UnsupportedVersionException",
         "The node does not support DESCRIBE_QUORUM",
     ), line
-    # epoch 0: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py), none yet
-    assert _result(admin_run, "describeFeatures") == {"finalized": {}, "supported": {}, "epoch": 0}
+    # epoch 1: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py)
+    assert _result(admin_run, "describeFeatures") == {
+        "finalized": {"group.version": [1, 1]},
+        "supported": {"group.version": [0, 1]},
+        "epoch": 1,
+    }
