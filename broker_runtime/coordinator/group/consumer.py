@@ -566,17 +566,19 @@ class ConsumerGroups:
             return False
         now = self._timer.now_ms()
         ids = self._topic_ids()
-        fingerprint = topics_fingerprint(ids)
         if subscribed <= set(cg.resolved_regexes):
             last = [r.refreshed_at for r in cg.resolved_regexes.values()]
             if all(t is not None for t in last):
+                # (cheapest first: most heartbeats stop here, without hashing the topics)
                 since = now - max(t for t in last if t is not None)
                 if since < self.config.regex_refresh_min_interval_ms:
                     return False
+                fingerprint = topics_fingerprint(ids)
                 if since < self.config.regex_refresh_interval_ms and all(
                     r.version == fingerprint for r in cg.resolved_regexes.values()
                 ):
                     return False
+        fingerprint = topics_fingerprint(ids)
         found = resolve(subscribed, ids, may_describe)
         wall = self._now_wall()
         changed = False
