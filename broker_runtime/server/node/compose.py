@@ -198,6 +198,8 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
                 heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
                 session_timeout_ms=cfg.group_consumer_session_timeout_ms,
                 max_size=cfg.group_consumer_max_size,
+                regex_refresh_interval_ms=cfg.group_consumer_regex_refresh_interval_ms,
+                regex_refresh_min_interval_ms=cfg.group_consumer_regex_refresh_min_interval_ms,
             ),
         ),
         offsets.log,
