@@ -42,9 +42,18 @@ class Feature:
     what: str
 
 
-#: Feature name -> its levels (``group.version``, ``metadata.version``, ``kraft.version`` and the others pylog does not
-#: list: the README's API parity section says why per feature).
+#: Feature name -> its levels. Not listed: ``metadata.version`` and ``kraft.version``, which describe KRaft's metadata
+#: log that pylog does not have (the README's API parity section says why per feature).
 FEATURES: dict[str, Feature] = {
+    # Kafka's GroupVersion.GV_1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat and
+    # ConsumerGroupDescribe, its groups' records in __consumer_offsets), finalized as a Kafka 4 cluster does.
+    "group.version": Feature(
+        0,
+        1,
+        1,
+        "the consumer group protocol (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe are served and "
+        "consumer groups written to __consumer_offsets",
+    ),
     "transaction.version": Feature(
         min_level=0,
         max_level=2,
