@@ -516,7 +516,8 @@ class BrokerConfig:
         "transactions",
         "a partition leader asks the transaction coordinator whether a partition is in the producer's transaction "
         "before the producer's first transactional batch there, and refuses it otherwise (KIP-890 part 1: no "
-        "hanging transaction from a late produce)",
+        "hanging transaction from a late produce); the partitions of a transactions v2 producer (Produce v12, "
+        "TxnOffsetCommit v5) are added through the coordinator whatever this says: nothing else adds them",
         restart_reason="pylog reads it when the broker starts",
     )
     transactional_id_expiration_ms: int = _field(
