@@ -8,8 +8,9 @@ and stops both (``stop()``: the site, then the worker and its client).
 
 Answers: a page is HTML; a broker's error is a page that names it (status 403 for an authorization failure, 404
 for an unknown topic or group, 502 for any other broker error or an unreachable broker), a bad query 400. Every
-answer carries a Content-Security-Policy that allows no script and no foreign resource (defence in depth behind the
-renderer's escaping) and ``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
+answer carries a Content-Security-Policy that allows no inline script and no foreign resource (defence in depth behind the
+renderer's escaping; the one script allowed is the chart's, same-origin, :mod:`.rates`) and
+``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
 
 DNS rebinding: a request whose ``Host`` header is not an address the console was bound to (for a loopback
 binding: ``127.0.0.1``, ``localhost`` or ``[::1]`` with the bound port) is answered 421 before any Kafka call, so a
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import datetime
 import logging
 import threading
@@ -31,7 +33,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.console import model, render
+from broker_runtime.console import model, rates, render, spark_writes
 from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, PylogError
 from broker_runtime.security import ClientSecurity
 
@@ -41,7 +43,10 @@ _log = logging.getLogger("broker_runtime.console")
 
 T = TypeVar("T")
 
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"
+_CSP = (
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 _FORBIDDEN = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -110,6 +115,7 @@ class ConsoleServer:
         port: int = 0,
         request_timeout_ms: int = 30000,
         max_transaction_timeout_ms: int = model.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        chart_interval_s: float = rates.DEFAULT_INTERVAL_S,
     ) -> None:
         self._bootstrap = bootstrap
         self._security = security
@@ -125,6 +131,9 @@ class ConsoleServer:
         self._thread: threading.Thread | None = None
         self.url = ""
         self._allowed_hosts: frozenset[str] | None = frozenset()  # set when bound
+        self._rates = rates.Rates(chart_interval_s)
+        self._ticker: asyncio.Task[None] | None = None
+        self._tick_error = ""
 
     # --- the Kafka side (worker thread) -------------------------------------------------------------------------
 
@@ -158,6 +167,8 @@ class ConsoleServer:
                 web.get("/brokers/{node}", self._broker),
                 web.get("/topics", self._topics),
                 web.get("/topics/{topic}", self._topic),
+                web.get("/rates/{topic}", self._rates_json),
+                web.get(render.CHART_SCRIPT, self._chart_js),
                 web.get("/topics/{topic}/{partition}", self._records),
                 web.get("/groups", self._groups),
                 web.get("/groups/{group}", self._group),
@@ -221,7 +232,34 @@ class ConsoleServer:
 
     async def _topic(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
-        return _html(render.topic_page(await self._kafka(lambda c: model.topic(c, name))))
+        detail, writes = await self._kafka(lambda c: (model.topic(c, name), spark_writes.writes_of(c, name)))
+        self._rates.watch(name)
+        return _html(render.topic_page(detail, chart_url=render.link("rates", name), writes=writes))
+
+    async def _rates_json(self, request: web.Request) -> web.StreamResponse:
+        """The topic's chart data (:mod:`.rates`); asking for it keeps the topic watched."""
+        name = request.match_info["topic"]
+        self._rates.watch(name)
+        if not self._rates.has_samples(name):
+            await self._kafka(self._rates.sample)
+        return web.json_response(self._rates.series(name))
+
+    async def _chart_js(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text=rates.CHART_JS, content_type="text/javascript", charset="utf-8")
+
+    async def _tick(self) -> None:
+        """Samples the watched topics every ``interval_s`` on the worker thread (:mod:`.rates`)."""
+        while True:
+            await asyncio.sleep(self._rates.interval_s)
+            if not self._rates.watched():
+                continue
+            try:
+                await self._kafka(self._rates.sample)
+                self._tick_error = ""
+            except (PylogError, OSError) as exc:
+                if str(exc) != self._tick_error:  # once per distinct failure, not every tick
+                    self._tick_error = str(exc)
+                    _log.warning("console: sampling the charts' topics failed: %s", exc)
 
     async def _records(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
@@ -305,6 +343,7 @@ class ConsoleServer:
 
     async def _open(self) -> None:
         self._runner = web.AppRunner(self._app(), access_log=None)
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
@@ -320,6 +359,10 @@ class ConsoleServer:
             self._allowed_hosts = frozenset(f"{n}:{port}" for n in names)
 
     async def _close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
         if self._runner is not None:
             await self._runner.cleanup()
 
