@@ -488,9 +488,11 @@ def _console_lists_the_write(bootstrap: str, topic: str, rows: int, tasks: int) 
         tps = [(topic, p) for p in client.partitions_for(topic)]
         ends = client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
     expected = ", ".join(f"{p}@0..{end - 1}" for (_, p), (end, _) in sorted(ends.items()) if end > 0)
-    with ConsoleServer(bootstrap) as console:
-        with urllib.request.urlopen(f"{console.url}topics/{topic}", timeout=30) as answer:
-            page = answer.read().decode()
+    with (
+        ConsoleServer(bootstrap) as console,
+        urllib.request.urlopen(f"{console.url}topics/{topic}") as answer,
+    ):
+        page = answer.read().decode()
     assert 'id="spark-writes"' in page, "no Spark write listed on the topic page"
     table = page.split('id="spark-writes"', 1)[1].split("</table>", 1)[0]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
