@@ -262,9 +262,14 @@ CHART_JS = r"""
 "use strict";
 (function () {
   var NS = "http://www.w3.org/2000/svg";
+  function num(v) { return v >= 10 ? String(Math.round(v)) : v.toFixed(1); }
   function draw(svg, lines, windowMs, now) {
-    var w = 600, h = 120, top = 0;
-    lines.forEach(function (l) { l.points.forEach(function (p) { top = Math.max(top, p[1]); }); });
+    var w = 600, h = 120, top = 0, oldest = now;
+    lines.forEach(function (l) {
+      l.points.forEach(function (p) { top = Math.max(top, p[1]); oldest = Math.min(oldest, p[0]); });
+    });
+    // The x axis spans the samples kept (at least 30 s, at most the window), newest at the right.
+    var span = Math.min(windowMs, Math.max(30000, now - oldest));
     while (svg.firstChild) { svg.removeChild(svg.firstChild); }
     var legend = svg.parentNode.querySelector(".legend");
     legend.textContent = "";
@@ -276,18 +281,18 @@ CHART_JS = r"""
       pl.setAttribute("fill", "none");
       pl.setAttribute("stroke", ["#2a6fdb", "#c0392b", "#27ae60", "#8e44ad", "#e67e22"][i % 5]);
       pl.setAttribute("points", l.points.map(function (p) {
-        var x = w - (now - p[0]) / windowMs * w;
+        var x = w - (now - p[0]) / span * w;
         var y = h - (top > 0 ? p[1] / top * (h - 10) : 0);
         return x.toFixed(1) + "," + y.toFixed(1);
       }).join(" "));
       svg.appendChild(pl);
       var item = document.createElement("span");
       var last = l.points.length ? l.points[l.points.length - 1][1] : 0;
-      item.textContent = l.name + ": " + last + "/s  ";
+      item.textContent = l.name + ": " + num(last) + "/s  ";
       item.style.color = pl.getAttribute("stroke");
       legend.appendChild(item);
     });
-    svg.parentNode.querySelector(".top").textContent = "max " + top + "/s";
+    svg.parentNode.querySelector(".top").textContent = "(top " + num(top) + "/s, last " + Math.round(span / 1000) + " s)";
   }
   function update(box) {
     fetch(box.getAttribute("data-rates"), {credentials: "same-origin"})

@@ -512,7 +512,7 @@ def _chart(url: str) -> str:
     """The chart's frame: the script (:data:`CHART_SCRIPT`) fills the SVGs from ``url`` every few seconds."""
     panes = "".join(
         f'<div class="chart"><div class="kind">{esc(label)} <span class="top"></span></div>'
-        f'<svg class="{cls}" viewBox="0 0 600 120" width="600" height="120" role="img" '
+        f'<svg class="{cls}" viewBox="0 0 600 120" width="480" height="96" preserveAspectRatio="none" role="img" '
         f'aria-label="{esc(label)}"></svg><div class="legend"></div></div>'
         for cls, label in (("records", "records/s (in, and out per consumer group)"), ("bytes", "bytes/s in"))
     )
