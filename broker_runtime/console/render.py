@@ -1,5 +1,6 @@
 """The console's HTML: one function per page, from the dataclasses of :mod:`broker_runtime.console.model` to a
-whole document (server-rendered, no script, one small inline style sheet).
+whole document (server-rendered, one small inline style sheet; the topic page's chart is drawn by the one
+same-origin script, :data:`broker_runtime.console.rates.CHART_JS`, from its JSON).
 
 Invariant: every string that reaches the page from the cluster (topic and group names, keys, values, headers,
 client ids, error messages) or from the request passes through :func:`esc` (``html.escape`` with quotes) exactly
