@@ -96,14 +96,17 @@ class Rates:
         self._ticks = 0
         self._group_cursor = 0
 
-    def watch(self, topic: str) -> None:
+    def watch(self, topic: str) -> bool:
+        """Keep ``topic`` sampled for :data:`WATCH_S` more; True when it was not watched before."""
         with self._lock:
+            new = topic not in self._watched
             self._watched[topic] = time.monotonic()
             self._watched.move_to_end(topic)
             while len(self._watched) > MAX_WATCHED:
                 gone, _ = self._watched.popitem(last=False)
                 self._rings.pop(gone, None)
                 self._errors.pop(gone, None)
+            return new
 
     def watched(self) -> list[str]:
         """The topics to sample now (those asked for within :data:`WATCH_S`; the others are forgotten)."""

@@ -233,14 +233,16 @@ class ConsoleServer:
     async def _topic(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
         detail, writes = await self._kafka(lambda c: (model.topic(c, name), spark_writes.writes_of(c, name)))
-        self._rates.watch(name)
+        if self._rates.watch(name):  # the chart's first sample now, not at the next tick
+            await self._kafka(self._rates.sample)
         return _html(render.topic_page(detail, chart_url=render.link("rates", name), writes=writes))
 
     async def _rates_json(self, request: web.Request) -> web.StreamResponse:
         """The topic's chart data (:mod:`.rates`); asking for it keeps the topic watched."""
         name = request.match_info["topic"]
-        self._rates.watch(name)
-        if not self._rates.has_samples(name):
+        if self._rates.watch(
+            name
+        ):  # its first sample now, not at the next tick (once per newly watched topic)
             await self._kafka(self._rates.sample)
         return web.json_response(self._rates.series(name))
 
