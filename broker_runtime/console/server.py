@@ -8,9 +8,10 @@ and stops both (``stop()``: the site, then the worker and its client).
 
 Answers: a page is HTML; a broker's error is a page that names it (status 403 for an authorization failure, 404
 for an unknown topic or group, 502 for any other broker error or an unreachable broker), a bad query 400. Every
-answer carries a Content-Security-Policy that allows no inline script and no foreign resource (defence in depth behind the
-renderer's escaping; the one script allowed is the chart's, same-origin, :mod:`.rates`) and
-``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
+answer carries a Content-Security-Policy that allows no inline script and no foreign resource (defence in depth
+behind the renderer's escaping; the one script allowed is the chart's, same-origin, :mod:`.rates`) and
+``X-Content-Type-Options: nosniff``. Only GET is routed here; the POSTs of the state-changing actions, refused
+unless ``allow_writes``, are :mod:`.actions`' (confirmation, CSRF token, origin).
 
 DNS rebinding: a request whose ``Host`` header is not an address the console was bound to (for a loopback
 binding: ``127.0.0.1``, ``localhost`` or ``[::1]`` with the bound port) is answered 421 before any Kafka call, so a
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import datetime
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -33,11 +33,14 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.console import model, rates, render, spark_writes
+from broker_runtime.console import actions, model, rates, render, spark_writes
+from broker_runtime.console.query import BadRequest as _BadRequest
+from broker_runtime.console.query import int64 as _int64
+from broker_runtime.console.query import parse_time
 from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, PylogError
 from broker_runtime.security import ClientSecurity
 
-__all__ = ["ConsoleServer"]
+__all__ = ["ConsoleServer", "parse_time"]
 
 _log = logging.getLogger("broker_runtime.console")
 
@@ -60,23 +63,7 @@ _NOT_FOUND = {
 }
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-class _BadRequest(Exception):
-    pass
-
-
-def _int64(name: str, text: str) -> int:
-    """``text`` as an int64 (at most 19 digits, so ``int()`` never meets Python's digit limit)."""
-    digits = text[1:] if text[:1] == "-" else text
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
-        raise _BadRequest(f"{name}={text[:40]!r}: expected an integer")
-    value = int(text)
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise _BadRequest(f"{name}={text!r}: out of range (a 64-bit integer)")
-    return value
 
 
 def _int_arg(request: web.Request, name: str) -> int | None:
@@ -84,22 +71,6 @@ def _int_arg(request: web.Request, name: str) -> int | None:
     if not text:
         return None
     return _int64(name, text)
-
-
-def parse_time(text: str) -> int:
-    """A time in ms since the epoch, or an ISO-8601 date-time (UTC unless it names its offset)."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return _int64("timestamp", text)
-    try:
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise _BadRequest(
-            f"timestamp={text!r}: expected ms since the epoch or ISO-8601 (2026-11-27T10:00:00Z)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return int(when.timestamp() * 1000)
 
 
 class ConsoleServer:
@@ -115,6 +86,7 @@ class ConsoleServer:
         port: int = 0,
         request_timeout_ms: int = 30000,
         max_transaction_timeout_ms: int = model.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        allow_writes: bool = False,
         chart_interval_s: float = rates.DEFAULT_INTERVAL_S,
     ) -> None:
         self._bootstrap = bootstrap
@@ -131,6 +103,9 @@ class ConsoleServer:
         self._thread: threading.Thread | None = None
         self.url = ""
         self._allowed_hosts: frozenset[str] | None = frozenset()  # set when bound
+        self._actions = actions.Actions(
+            allow_writes=allow_writes, kafka=self._kafka, principal=actions.principal_of(security)
+        )
         self._rates = rates.Rates(chart_interval_s)
         self._ticker: asyncio.Task[None] | None = None
         self._tick_error = ""
@@ -160,7 +135,7 @@ class ConsoleServer:
     # --- pages --------------------------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._host_check, self._errors])
+        app = web.Application(middlewares=[self._host_check, self._actions.note, self._errors])
         app.add_routes(
             [
                 web.get("/", self._cluster),
@@ -175,6 +150,7 @@ class ConsoleServer:
                 web.get("/transactions", self._transactions),
             ]
         )
+        app.add_routes(self._actions.routes())
         return app
 
     @web.middleware
@@ -217,7 +193,7 @@ class ConsoleServer:
             response = _html(render.error_page(title, str(exc), "Error"), 502)
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Referrer-Policy"] = "same-origin"  # the actions' forms carry their Origin
         return response
 
     async def _cluster(self, request: web.Request) -> web.StreamResponse:
@@ -235,14 +211,19 @@ class ConsoleServer:
         detail, writes = await self._kafka(lambda c: (model.topic(c, name), spark_writes.writes_of(c, name)))
         if self._rates.watch(name):  # the chart's first sample now, not at the next tick
             await self._kafka(self._rates.sample)
-        return _html(render.topic_page(detail, chart_url=render.link("rates", name), writes=writes))
+        return _html(
+            render.topic_page(
+                detail,
+                actions=self._actions.topic_form(detail),
+                chart_url=render.link("rates", name),
+                writes=writes,
+            )
+        )
 
     async def _rates_json(self, request: web.Request) -> web.StreamResponse:
         """The topic's chart data (:mod:`.rates`); asking for it keeps the topic watched."""
         name = request.match_info["topic"]
-        if self._rates.watch(
-            name
-        ):  # its first sample now, not at the next tick (once per newly watched topic)
+        if self._rates.watch(name):  # its first sample now, not at the next tick (once per new topic)
             await self._kafka(self._rates.sample)
         return web.json_response(self._rates.series(name))
 
@@ -298,7 +279,8 @@ class ConsoleServer:
 
     async def _group(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["group"]
-        return _html(render.group_page(await self._kafka(lambda c: model.group(c, name))))
+        detail = await self._kafka(lambda c: model.group(c, name))
+        return _html(render.group_page(detail, actions=self._actions.group_form(detail)))
 
     async def _transactions(self, request: web.Request) -> web.StreamResponse:
         found = await self._kafka(lambda c: model.transactions(c, max_timeout_ms=self._max_txn_ms))
@@ -340,6 +322,13 @@ class ConsoleServer:
                 "the console listens on %s, not on loopback: whoever reaches it reads the cluster with the "
                 "console's credentials (it has no login of its own)",
                 self._host,
+            )
+        if self._actions.allow_writes:
+            _log.warning(
+                "the console at %s offers state-changing actions (--allow-writes: reset offsets, delete records) "
+                "as %s",
+                self.url,
+                actions.principal_of(self._security),
             )
         return self
 

@@ -27,6 +27,7 @@ SECTIONS = [
     "failover",
     "transactions",
     "groups",
+    "console",
     "quotas",
     "writer",
     "reader",

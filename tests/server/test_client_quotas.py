@@ -184,11 +184,24 @@ def test_validate_only_and_refusals(client: KafkaClient) -> None:
             ({"client-id": "f"}, {"request_percentage": float("inf")}),  # was kept, written as "Infinity"
             ({"client-id": "g"}, {"request_percentage": float("nan")}),
             ({"ip": "127.0.0.1"}, {"connection_creation_rate": float("-inf")}),
+            # Kafka 4 refuses a quota of 0 or less (ClientQuotaControlManager.validateQuotaKeyValue)
+            ({"client-id": "h"}, {"producer_byte_rate": 0}),
+            ({"user": None}, {"request_percentage": 0.0}),
+            ({"ip": None}, {"connection_creation_rate": 0}),
             ({"client-id": "ok"}, {"consumer_byte_rate": 100}),
         ]
     )
-    assert _codes(refused) == [E.INVALID_REQUEST] * 14 + [0]
+    assert _codes(refused) == [E.INVALID_REQUEST] * 17 + [0]
     assert "Quota producer_byte_rate must be a finite number, not inf" in str(refused[10])
+    assert str(refused[9]).endswith("Quota consumer_byte_rate must be greater than 0"), str(refused[9])
+    assert str(refused[13]).endswith("Quota connection_creation_rate must be greater than 0"), str(
+        refused[13]
+    )
+    assert str(refused[14]).endswith("Quota producer_byte_rate must be greater than 0"), str(refused[14])
+    assert str(refused[15]).endswith("Quota request_percentage must be greater than 0"), str(refused[15])
+    assert str(refused[16]).endswith("Quota connection_creation_rate must be greater than 0"), str(
+        refused[16]
+    )
     assert "must be a Long value" in str(refused[0])
     assert "Invalid configuration key connection_creation_rate" in str(refused[1])
     assert "not enforced by pylog" in str(refused[8])
@@ -256,6 +269,10 @@ def test_configs_tool_sets_shows_and_removes_quotas(
         "producer_byte_rate=0.5",
     )
     assert code == 1 and "must be a Long value" in text
+    code, text = tool(
+        "--entity-type", "clients", "--entity-name", "app", "--alter", "--add-config", "producer_byte_rate=0"
+    )
+    assert code == 1 and "Quota producer_byte_rate must be greater than 0" in text, text
     assert (
         tool(
             "--entity-type",
