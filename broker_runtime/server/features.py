@@ -42,10 +42,19 @@ class Feature:
     what: str
 
 
-#: Feature name -> its levels. Empty: pylog implements no level above 0 of any of Kafka 4's features yet
-#: (``transaction.version`` 2 needs KIP-890 part 2, ``group.version`` 1 the consumer group protocol of KIP-848;
-#: ``metadata.version`` and ``kraft.version`` describe KRaft's metadata log, which pylog does not have).
-FEATURES: dict[str, Feature] = {}
+#: Feature name -> its levels. Not listed: ``transaction.version`` (level 2 needs KIP-890 part 2), and
+#: ``metadata.version`` and ``kraft.version``, which describe KRaft's metadata log that pylog does not have.
+FEATURES: dict[str, Feature] = {
+    # Kafka's GroupVersion.GV_1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat and
+    # ConsumerGroupDescribe, its groups' records in __consumer_offsets), finalized as a Kafka 4 cluster does.
+    "group.version": Feature(
+        0,
+        1,
+        1,
+        "the consumer group protocol (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe are served and "
+        "consumer groups written to __consumer_offsets",
+    ),
+}
 
 
 def _epoch(features: dict[str, Feature]) -> int:

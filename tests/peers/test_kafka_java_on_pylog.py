@@ -162,6 +162,8 @@ def pylog(pylog_dir: Path) -> Iterator[str]:
         # One partition for each internal topic: the first InitProducerId and group commit create it faster.
         "transaction.state.log.num.partitions": "1",
         "offsets.topic.num.partitions": "1",
+        # A topic created after a regex subscription is picked up by the next heartbeat (Kafka: 10 s at least).
+        "pylog.group.consumer.regex.refresh.min.interval.ms": "0",
     }
     with broker_process(pylog_dir, overrides=overrides) as address:
         yield address
@@ -302,10 +304,12 @@ def test_java_transactions_read_by_java_and_pylog(pylog: str, producer_run: dict
 
 @pytest.fixture(scope="module")
 def consumer_run(pylog: str, java_programs: Path) -> dict[str, Any]:
-    """One JVM: a classic group of two consumers, then a consumer with group.protocol=consumer."""
+    """One JVM: a classic group of two consumers, then a consumer with group.protocol=consumer, then one with a
+    SubscriptionPattern."""
     topic, group, group848 = _name("jc"), _name("jcg"), _name("jcg848")
+    prefix, group_pattern = _name("jrx"), _name("jcgrx")
     with KafkaClient(pylog) as client:
-        _create(client, topic)
+        _create(client, topic, f"{prefix}-a", f"other-{prefix}-a")
         _write(client, topic, 20)
     # Between records, before all, after all (null), and the first of partition 2.
     stamps = [str(BASE_TS + 55), str(BASE_TS - 1), str(BASE_TS + 10_000), str(BASE_TS + 2000)]
@@ -314,12 +318,13 @@ def consumer_run(pylog: str, java_programs: Path) -> dict[str, Any]:
         "ConsumerScenarios",
         pylog,
         *("classic", topic, group, *stamps, "--", "consumer", topic, group848),
+        *("--", "pattern", prefix, group_pattern),
     )
     by_step = {
         line["step"] + (f":{line['timestamp']}" if line["step"] == "offsets_for_times" else ""): line
         for line in lines
     }
-    return {"topic": topic, "group": group, "lines": by_step, "stamps": stamps}
+    return {"topic": topic, "group": group, "lines": by_step, "stamps": stamps, "prefix": prefix}
 
 
 @pytest.mark.compat("kafka-java", "consumer: classic group (subscribe, commit, rebalance of two members)")
@@ -384,10 +389,15 @@ def test_java_consumer_seek_and_offsets_for_times(pylog: str, consumer_run: dict
 )
 def test_java_consumer_group_protocol_consumer_joins(consumer_run: dict[str, Any]) -> None:
     """Kafka's 4.x consumer with group.protocol=consumer is assigned every partition by pylog's coordinator (the
-    assignment names topics by id), reads every record and commits."""
+    assignment names topics by id), reads every record and commits. Subscribed with a ``SubscriptionPattern``
+    (resolved by pylog's coordinator), it is assigned the matching topic and not the one that only contains the
+    prefix, then a topic it created after subscribing."""
     line = consumer_run["lines"]["kip848"]
     assert line["error"] is None, line
     assert (line["records"], line["partitions"]) == (3 * 20, 3), line
+    pattern, prefix = consumer_run["lines"]["pattern"], consumer_run["prefix"]
+    assert pattern["error"] is None, pattern
+    assert (pattern["before"], pattern["after"]) == ([f"{prefix}-a"], [f"{prefix}-a", f"{prefix}-b"]), pattern
 
 
 # ---------------------------------------------------------------------------------------------- admin
@@ -725,8 +735,8 @@ def test_java_admin_scram_users(pylog: str, admin_run: dict[str, Any]) -> None:
 @pytest.mark.compat(
     "kafka-java",
     "AdminClient: describeFeatures",
-    differs="no supported or finalized features (ApiVersions carries none): pylog has no metadata.version, "
-    "kraft.version, transaction.version or group.version feature levels",
+    differs="group.version alone (supported 0-1, finalized 1, as Kafka): pylog has no metadata.version, "
+    "kraft.version or transaction.version feature levels",
 )
 def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> None:
     line = admin_run["calls"]["describeMetadataQuorum"]
@@ -734,5 +744,9 @@ def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> No
         "UnsupportedVersionException",
         "The node does not support DESCRIBE_QUORUM",
     ), line
-    # epoch 0: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py), none yet
-    assert _result(admin_run, "describeFeatures") == {"finalized": {}, "supported": {}, "epoch": 0}
+    # epoch 1: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py)
+    assert _result(admin_run, "describeFeatures") == {
+        "finalized": {"group.version": [1, 1]},
+        "supported": {"group.version": [0, 1]},
+        "epoch": 1,
+    }

@@ -141,12 +141,6 @@ FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
         (None, None),
         f"{_LEVEL_0}: eligible leader replicas (KIP-966) are not implemented",
     ),
-    "group.version": FeatureDifference(
-        ((0, 1), (1, 1)),
-        (None, None),
-        f"{_LEVEL_0}; the consumer group protocol (KIP-848) is served, and its groups written to "
-        "__consumer_offsets, whatever the level",
-    ),
     "kraft.version": FeatureDifference(
         ((0, 1), None), (None, None), f"{_LEVEL_0}: pylog's controller is not a KRaft quorum"
     ),
