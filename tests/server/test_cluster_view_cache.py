@@ -20,7 +20,7 @@ import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, ApiKey
-from broker_runtime.server.cluster import SingleNodeCluster
+from broker_runtime.server.cluster import ClusterView, SingleNodeCluster
 from tests.server.rawclient import RawConnection, build_batch
 from tests.support.brokers import start_broker
 
@@ -79,6 +79,11 @@ def _create(conn: RawConnection, names: list[str], partitions: int = 1) -> dict[
 
 def _metadata(conn: RawConnection, names: list[str] | None) -> dict[str, Any]:
     topics = None if names is None else [{"TopicId": None, "Name": n} for n in names]
+    return conn.call(ApiKey.METADATA, 12, {"Topics": topics, "AllowAutoTopicCreation": False})
+
+
+def _metadata_by_id(conn: RawConnection, ids: list[uuid.UUID]) -> dict[str, Any]:
+    topics = [{"TopicId": topic_id, "Name": None} for topic_id in ids]
     return conn.call(ApiKey.METADATA, 12, {"Topics": topics, "AllowAutoTopicCreation": False})
 
 
@@ -182,19 +187,29 @@ def _delete(conn: RawConnection, names: list[str]) -> list[int]:
 
 
 def test_requests_over_100_topics_build_the_view_a_bounded_number_of_times(
-    conn: RawConnection, builds: list[int]
+    conn: RawConnection, builds: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    indexed: list[int] = []
+    index = ClusterView.names_by_id
+
+    def counting_index(self: ClusterView) -> dict[uuid.UUID, str]:
+        indexed.append(1)
+        return index(self)
+
+    monkeypatch.setattr(ClusterView, "names_by_id", counting_index)
     names = [f"many-{i:03d}" for i in range(TOPICS)]
     ok = [ErrorCode.NONE] * TOPICS
     singly = 10
-    _create(conn, names[:-singly])
+    answers = [_create(conn, names[:-singly])]
     for name in names[-singly:]:  # one request each: each changes the view, so at most a build or two each
-        _create(conn, [name])
+        answers.append(_create(conn, [name]))
+    ids = [t["TopicId"] for answer in answers for t in answer["Topics"]]
     assert len(builds) <= 2 * (1 + singly), f"{len(builds)} view builds creating {TOPICS} topics"
 
     kinds: dict[str, Callable[[], object]] = {
         "Metadata (all)": lambda: len(_metadata(conn, None)["Topics"]) >= TOPICS,
         "Metadata (named)": lambda: [t["ErrorCode"] for t in _metadata(conn, names)["Topics"]] == ok,
+        "Metadata (by id)": lambda: [t["Name"] for t in _metadata_by_id(conn, ids)["Topics"]] == names,
         "Produce": lambda: _produce(conn, names) == ok,
         "Fetch": lambda: _fetch(conn, names) == ok,
         "ListOffsets": lambda: _list_offsets(conn, names) == ok,
@@ -206,8 +221,11 @@ def test_requests_over_100_topics_build_the_view_a_bounded_number_of_times(
     counts = {}
     for kind, call in kinds.items():
         builds.clear()
+        indexed.clear()
         assert call(), f"{kind} did not answer every topic without error"
         counts[kind] = len(builds)
+        # the id -> name map of a view is made from all its topics: once per request, not per topic
+        assert len(indexed) <= 1, f"{kind} of {TOPICS} topics made the view's id map {len(indexed)} times"
     # Nothing changed since the creations: at most the one build the last creation left to do.
     assert all(n <= 1 for n in counts.values()), f"view builds per request of {TOPICS} topics: {counts}"
     builds.clear()
@@ -232,11 +250,7 @@ def test_a_creation_and_a_deletion_are_seen_by_the_very_next_request_of_each_kin
         assert _ids(conn, [name]) == {}  # the view read (and kept) before each change
         created = _create(conn, [name])["Topics"][0]["TopicId"]
         assert _ids(conn, [name]) == {name: created}
-        by_id = conn.call(
-            ApiKey.METADATA,
-            12,
-            {"Topics": [{"TopicId": created, "Name": None}], "AllowAutoTopicCreation": False},
-        )
+        by_id = _metadata_by_id(conn, [created])
         assert [(t["Name"], t["ErrorCode"]) for t in by_id["Topics"]] == [(name, ErrorCode.NONE)]
         assert [(t["Name"], t["TopicId"]) for t in _describe_partitions(conn, [name])] == [(name, created)]
         assert [r["ErrorCode"] for r in _describe_configs(conn, 2, [name])] == [ErrorCode.NONE]
@@ -248,11 +262,7 @@ def test_a_creation_and_a_deletion_are_seen_by_the_very_next_request_of_each_kin
         assert _delete(conn, [name]) == [ErrorCode.NONE]
         assert _ids(conn, [name]) == {}
         assert name not in [t["Name"] for t in _metadata(conn, None)["Topics"]]
-        by_id = conn.call(
-            ApiKey.METADATA,
-            12,
-            {"Topics": [{"TopicId": created, "Name": None}], "AllowAutoTopicCreation": False},
-        )
+        by_id = _metadata_by_id(conn, [created])
         assert [t["ErrorCode"] for t in by_id["Topics"]] == [ErrorCode.UNKNOWN_TOPIC_ID], round_
         assert [t["ErrorCode"] for t in _describe_partitions(conn, [name])] == [unknown]
         assert [r["ErrorCode"] for r in _describe_configs(conn, 2, [name])] == [unknown]
