@@ -29,6 +29,7 @@ SECTIONS = [
     "groups",
     "console",
     "quotas",
+    "fetchsessions",
     "writer",
     "reader",
     "sink",

@@ -16,7 +16,8 @@ earlier versions always allow), with ``num.partitions`` partitions and ``default
 replicas. Creation is synchronous, so the answer already describes the new topic (Kafka answers
 LEADER_NOT_AVAILABLE first because its creation is async). Illegal names get INVALID_TOPIC_EXCEPTION, and
 so does a null name (a lookup by topic id) in v10-11, whose response cannot carry a null name. v12+ looks a
-null-named entry up by its ``TopicId`` (Kafka's ``handleTopicMetadataRequest``): a known id is answered as its
+null-named entry (or one with a non-zero ``TopicId``, whatever its name) up by its ``TopicId`` (Kafka's
+``handleTopicMetadataRequest``): a known id is answered as its
 topic by name (never auto-created), an unknown one UNKNOWN_TOPIC_ID with a null name, and one the principal may
 not DESCRIBE TOPIC_AUTHORIZATION_FAILED with a null name and the id (ids are not secret, names are).
 """
@@ -43,6 +44,7 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 
 _NO_OPERATIONS = -(2**31)
+_ZERO_UUID = uuid.UUID(int=0)
 #: The coordinators' topics, marked ``IsInternal`` as Kafka does (regex subscriptions skip them).
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
@@ -122,7 +124,10 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
     else:
         for entry in requested:
             name = entry["Name"]
-            if name is None:
+            # v12+: an entry with a topic id is asked by id whatever its name (Kafka's handler ignores the names
+            # of a request by ids; Kafka's Java consumer subscribed to a pattern sends the empty name with them)
+            by_id = version >= 12 and entry["TopicId"] is not None and entry["TopicId"] != _ZERO_UUID
+            if name is None or by_id:
                 # v10-11 carry topic ids but answer only by name (the name is not nullable in their response):
                 # a null name is an invalid topic there; v12+ looks the id up.
                 if version < 12:
