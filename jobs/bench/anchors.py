@@ -21,8 +21,8 @@ both JIT compilers), the same clients, one broker pair
 at a time running, runs interleaved (pylog, Kafka, pylog, Kafka, ...):
   * start to first ack: from spawning the broker process until a librdkafka producer (acks=all) has its first
     delivery report on a topic created through the broker (Kafka's one-off ``kafka-storage format`` is not
-    counted; pylog has none), with pylog's modules byte-compiled first as a wheel's installation leaves them
-    (:func:`_compiled_pylog`); also the broker process's CPU seconds at that ack (utime+stime), which the
+    counted; pylog has none), with pylog's modules byte-compiled as a wheel's installation leaves them (full
+    mode compiles them first: :func:`_compiled_pylog`); also the broker process's CPU seconds at that ack (utime+stime), which the
     machine's load changes less than the wall time;
   * idle RSS (``VmRSS`` of ``/proc/<pid>/status``) 2 s after that first ack; loaded RSS: the highest VmRSS
     sampled every 100 ms during the ingest runs;
@@ -198,6 +198,7 @@ def run(quick: bool) -> list[Result]:
         with tempfile.TemporaryDirectory(prefix="pylog-bench-anchors-") as out:
             _write_outputs(Path(out), figures, meta)
     else:
+        _compiled_pylog()
         _connector_pairs(figures, meta)
         _broker_pairs(figures, quick=False, meta=meta)
         _rf3_pairs(figures)
@@ -611,20 +612,22 @@ def _sampling_rss(brokers: list[_Broker]) -> Iterator[None]:
 def _compiled_pylog() -> None:
     """Byte-compile pylog's modules (``__pycache__``), as installing a wheel does (pip compiles at install): an
     editable checkout run with ``PYTHONDONTWRITEBYTECODE`` set would otherwise compile every module from source
-    at each start, which doubled the start's CPU (0.5 s more), while Kafka's classes come compiled in its jars."""
+    in every broker start and every Python worker of Spark, which doubled the broker's start CPU (0.5 s more),
+    while Kafka's classes come compiled in its jars. Full mode only (quick mode leaves the tree as it is)."""
     import compileall
 
     import broker_runtime
+    import spark_kafka_log
 
-    if not compileall.compile_dir(Path(broker_runtime.__file__).parent, quiet=1):
-        raise RuntimeError(f"{SECTION}: byte-compiling broker_runtime failed")
+    for package in (broker_runtime, spark_kafka_log):
+        if not compileall.compile_dir(Path(str(package.__file__)).parent, quiet=1):
+            raise RuntimeError(f"{SECTION}: byte-compiling {package.__name__} failed")
 
 
 @contextmanager
 def _pylog_broker(work: Path) -> Iterator[_Broker]:
     from broker_runtime.launch import broker_process
 
-    _compiled_pylog()
     data = str(work / "pylog-broker")
     t0 = time.perf_counter()
     overrides = {"group.initial.rebalance.delay.ms": GROUP_INITIAL_REBALANCE_DELAY_MS}
@@ -837,7 +840,6 @@ def _pylog_cluster(work: Path) -> Iterator[_Broker]:
     processes sharing one cluster directory, without the supervisor's restarts)."""
     from broker_runtime.launch import cluster_process
 
-    _compiled_pylog()
     overrides = {"group.initial.rebalance.delay.ms": GROUP_INITIAL_REBALANCE_DELAY_MS}
     with cluster_process(
         work / "pylog-rf3", RF3_NODES, overrides=overrides, startup_timeout_s=120
