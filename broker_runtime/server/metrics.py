@@ -709,6 +709,8 @@ def _quota_families(snap: Snapshot) -> Iterator[Metric]:
 
 def _fetch_session_families(snap: Snapshot) -> Iterator[Metric]:
     """Kafka's ``kafka.server:type=FetchSessionCache`` metrics, and pylog's counts of the sessions' use."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     for family, name, doc, value in (
         (
             GaugeMetricFamily,
