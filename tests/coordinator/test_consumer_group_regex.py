@@ -183,6 +183,9 @@ def test_re2j_syntax_topic_names_need_is_accepted() -> None:
         "\\p{L}+": frozenset({"payments"}),
         "(?P<o>orders)-\\w\\w": frozenset({"orders-eu"}),
     }
+    # an alternation of a thousand topic names (30000 characters, near the protocol's 32767) fits regex.MAX_MEM
+    names = [f"orders-region-{i:04d}-xxxxxxxxxx" for i in range(1000)]
+    assert check("|".join(names)).fullmatch(names[-1]) is not None
 
 
 def test_the_resolution_survives_a_restart_and_goes_with_its_last_member(

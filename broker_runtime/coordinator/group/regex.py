@@ -17,9 +17,10 @@ own words (RE2J's are alike: both come from the same parser). Where RE2 (C++) an
 
 - ``\\C`` (any byte): RE2 accepts it, RE2J refuses it; pylog refuses it, as Kafka.
 - RE2 refuses nested counted repetitions whose product exceeds 1000 (``((a{30}){30}){30}``) and an expression whose
-  compiled program exceeds ``MAX_MEM`` bytes (``pattern too large - compile failed``): Kafka bounds an expression
-  only by the protocol's string length (32767 bytes), RE2J by the JVM's heap. pylog refuses these, so an expression
-  costs the coordinator a bounded amount of memory; an alternation of a thousand topic names fits.
+  compiled program exceeds ``MAX_MEM`` bytes (``pattern too large - compile failed``), which RE2J may take: Kafka
+  bounds an expression only by the protocol's string length (32767 bytes), RE2J by the JVM's heap. pylog refuses
+  these, so an expression costs the coordinator a bounded amount of memory; an alternation of a thousand topic
+  names fits.
 - Java character classes (``\\p{javaLowerCase}``), which recent RE2J versions read: RE2 refuses them (the Unicode
   classes ``\\pL \\p{Greek}`` both accept). Topic names are ``[a-zA-Z0-9._-]``: an expression both accept
   matches the same topics in both.
