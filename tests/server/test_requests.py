@@ -46,7 +46,7 @@ def test_api_versions_advertises_exactly_the_served_ranges(bootstrap: str) -> No
         resp = conn.call(API_VERSIONS, 3, {"ClientSoftwareName": "t", "ClientSoftwareVersion": "1"})
     got = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in resp["ApiKeys"]}
     assert got == supported_versions()
-    assert got[0] == (0, 11) and got[1] == (4, 18) and got[3] == (0, 13) and got[18] == (0, 4)
+    assert got[0] == (0, 12) and got[1] == (4, 18) and got[3] == (0, 13) and got[18] == (0, 4)
 
 
 def test_fetch_reads_batches_and_reports_offsets(bootstrap: str) -> None:
