@@ -187,7 +187,7 @@ def test_a_timed_out_transaction_at_the_exhausted_epoch_is_aborted_under_its_own
     assert node.replicas.last_stable_offset(*DATA) < node.replicas.high_watermark(*DATA)  # type: ignore[operator]
     meta.start_ms = _wall_ms() - 120_000  # past its timeout
     assert coordinator.abort_timed_out() == 1
-    assert node.replicas.has_ongoing_transaction(*DATA, pid) is False
+    assert node.replicas.has_ongoing_transaction(*DATA, pid, MAX_PRODUCER_EPOCH) is False
     assert node.replicas.last_stable_offset(*DATA) == node.replicas.high_watermark(*DATA)
     assert meta.state == TxnState.COMPLETE_ABORT
     assert meta.producer_id != pid and meta.producer_epoch == 0 and meta.previous_producer_id == pid
