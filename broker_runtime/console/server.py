@@ -9,7 +9,8 @@ and stops both (``stop()``: the site, then the worker and its client).
 Answers: a page is HTML; a broker's error is a page that names it (status 403 for an authorization failure, 404
 for an unknown topic or group, 502 for any other broker error or an unreachable broker), a bad query 400. Every
 answer carries a Content-Security-Policy that allows no script and no foreign resource (defence in depth behind the
-renderer's escaping) and ``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
+renderer's escaping) and ``X-Content-Type-Options: nosniff``. Only GET is routed here; the POSTs of the
+state-changing actions, refused unless ``allow_writes``, are :mod:`.actions`' (confirmation, CSRF token, origin).
 
 DNS rebinding: a request whose ``Host`` header is not an address the console was bound to (for a loopback
 binding: ``127.0.0.1``, ``localhost`` or ``[::1]`` with the bound port) is answered 421 before any Kafka call, so a
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import datetime
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -31,11 +31,14 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.console import model, render
+from broker_runtime.console import actions, model, render
+from broker_runtime.console.query import BadRequest as _BadRequest
+from broker_runtime.console.query import int64 as _int64
+from broker_runtime.console.query import parse_time
 from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, PylogError
 from broker_runtime.security import ClientSecurity
 
-__all__ = ["ConsoleServer"]
+__all__ = ["ConsoleServer", "parse_time"]
 
 _log = logging.getLogger("broker_runtime.console")
 
@@ -55,23 +58,7 @@ _NOT_FOUND = {
 }
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-class _BadRequest(Exception):
-    pass
-
-
-def _int64(name: str, text: str) -> int:
-    """``text`` as an int64 (at most 19 digits, so ``int()`` never meets Python's digit limit)."""
-    digits = text[1:] if text[:1] == "-" else text
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
-        raise _BadRequest(f"{name}={text[:40]!r}: expected an integer")
-    value = int(text)
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise _BadRequest(f"{name}={text!r}: out of range (a 64-bit integer)")
-    return value
 
 
 def _int_arg(request: web.Request, name: str) -> int | None:
@@ -79,22 +66,6 @@ def _int_arg(request: web.Request, name: str) -> int | None:
     if not text:
         return None
     return _int64(name, text)
-
-
-def parse_time(text: str) -> int:
-    """A time in ms since the epoch, or an ISO-8601 date-time (UTC unless it names its offset)."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return _int64("timestamp", text)
-    try:
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise _BadRequest(
-            f"timestamp={text!r}: expected ms since the epoch or ISO-8601 (2026-11-27T10:00:00Z)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return int(when.timestamp() * 1000)
 
 
 class ConsoleServer:
@@ -110,6 +81,7 @@ class ConsoleServer:
         port: int = 0,
         request_timeout_ms: int = 30000,
         max_transaction_timeout_ms: int = model.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        allow_writes: bool = False,
     ) -> None:
         self._bootstrap = bootstrap
         self._security = security
@@ -125,6 +97,9 @@ class ConsoleServer:
         self._thread: threading.Thread | None = None
         self.url = ""
         self._allowed_hosts: frozenset[str] | None = frozenset()  # set when bound
+        self._actions = actions.Actions(
+            allow_writes=allow_writes, kafka=self._kafka, principal=actions.principal_of(security)
+        )
 
     # --- the Kafka side (worker thread) -------------------------------------------------------------------------
 
@@ -151,7 +126,7 @@ class ConsoleServer:
     # --- pages --------------------------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._host_check, self._errors])
+        app = web.Application(middlewares=[self._host_check, self._actions.note, self._errors])
         app.add_routes(
             [
                 web.get("/", self._cluster),
@@ -164,6 +139,7 @@ class ConsoleServer:
                 web.get("/transactions", self._transactions),
             ]
         )
+        app.add_routes(self._actions.routes())
         return app
 
     @web.middleware
@@ -206,7 +182,7 @@ class ConsoleServer:
             response = _html(render.error_page(title, str(exc), "Error"), 502)
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Referrer-Policy"] = "same-origin"  # the actions' forms carry their Origin
         return response
 
     async def _cluster(self, request: web.Request) -> web.StreamResponse:
@@ -221,7 +197,8 @@ class ConsoleServer:
 
     async def _topic(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
-        return _html(render.topic_page(await self._kafka(lambda c: model.topic(c, name))))
+        detail = await self._kafka(lambda c: model.topic(c, name))
+        return _html(render.topic_page(detail, actions=self._actions.topic_form(detail)))
 
     async def _records(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
@@ -258,7 +235,8 @@ class ConsoleServer:
 
     async def _group(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["group"]
-        return _html(render.group_page(await self._kafka(lambda c: model.group(c, name))))
+        detail = await self._kafka(lambda c: model.group(c, name))
+        return _html(render.group_page(detail, actions=self._actions.group_form(detail)))
 
     async def _transactions(self, request: web.Request) -> web.StreamResponse:
         found = await self._kafka(lambda c: model.transactions(c, max_timeout_ms=self._max_txn_ms))
@@ -300,6 +278,13 @@ class ConsoleServer:
                 "the console listens on %s, not on loopback: whoever reaches it reads the cluster with the "
                 "console's credentials (it has no login of its own)",
                 self._host,
+            )
+        if self._actions.allow_writes:
+            _log.warning(
+                "the console at %s offers state-changing actions (--allow-writes: reset offsets, delete records) "
+                "as %s",
+                self.url,
+                actions.principal_of(self._security),
             )
         return self
 

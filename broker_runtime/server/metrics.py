@@ -140,6 +140,13 @@ class Snapshot:
     #: Client quotas: quota key -> its rates (at most ``quota_manager.MAX_SENSORS``), and rates dropped for others.
     client_quotas: Mapping[str, list[SensorSnapshot]] = field(default_factory=dict)
     quota_sensors_evicted: Mapping[str, int] = field(default_factory=dict)
+    #: Incremental fetch sessions (:mod:`.fetch_sessions`): sessions and partitions held now; cumulative
+    #: evictions, incremental fetches served, sessions closed for holding more partitions than the cluster.
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
+    fetch_session_incremental_fetches: int = 0
+    fetch_session_oversize_closed: int = 0
 
 
 class RequestTiming:
@@ -546,6 +553,7 @@ class BrokerMetrics:
         )
         dropped.add_metric([], snap.recovery_bytes_dropped)
         yield dropped
+        yield from _fetch_session_families(snap)
         yield from _quota_families(snap)
         refused = CounterMetricFamily(
             "pylog_connections_refused",
@@ -669,3 +677,43 @@ def _quota_families(snap: Snapshot) -> Iterator[Metric]:
     for key, count in sorted(snap.quota_sensors_evicted.items()):
         evicted.add_metric([key], count)
     yield evicted
+
+
+def _fetch_session_families(snap: Snapshot) -> Iterator[Metric]:
+    """Kafka's ``kafka.server:type=FetchSessionCache`` metrics, and pylog's counts of the sessions' use."""
+    for family, name, doc, value in (
+        (
+            GaugeMetricFamily,
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "Incremental fetch sessions held (FetchSessionCache NumIncrementalFetchSessions)",
+            snap.fetch_sessions,
+        ),
+        (
+            GaugeMetricFamily,
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions held by the incremental fetch sessions (FetchSessionCache NumIncrementalFetchPartitionsCached)",
+            snap.fetch_session_partitions,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room for new ones (FetchSessionCache IncrementalFetchSessionEvictionsPerSec)",
+            snap.fetch_session_evictions,
+        ),
+        (
+            CounterMetricFamily,
+            "pylog_fetch_session_incremental_fetches",
+            "Incremental fetches served from a fetch session",
+            snap.fetch_session_incremental_fetches,
+        ),
+        (
+            CounterMetricFamily,
+            "pylog_fetch_sessions_oversize_closed",
+            "Fetch sessions closed because an incremental fetch grew them past the partitions the cluster has "
+            "(each also a WARNING line; the fetcher starts over with a full fetch)",
+            snap.fetch_session_oversize_closed,
+        ),
+    ):
+        metric = family(name, doc)
+        metric.add_metric([], value)
+        yield metric

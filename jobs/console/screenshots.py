@@ -4,7 +4,9 @@
 Starts a pylog broker in this process under a temporary directory, writes the demo data of
 :mod:`jobs.console.demo`, gives the group ``billing`` committed offsets and leaves one transaction open, serves
 the console on a free loopback port and saves one PNG per main page (cluster, topics, topic, records, a
-filtered scan stopped short, broker configs, group, transactions) from a headless chromium into ``jobs/console/screenshots/`` (quantized to 64 colours to stay small).
+filtered scan stopped short, broker configs, group, transactions, and the confirmation page of a reset of the
+group ``replay``'s offsets, from a second console started with ``allow_writes``) from a headless chromium into
+``jobs/console/screenshots/`` (quantized to 64 colours to stay small).
 Needs chromium and chromedriver (Debian: ``apt-get install chromium chromium-driver``).
 """
 
@@ -33,6 +35,8 @@ PAGES = (
     ("group", "/groups/billing"),
     ("transactions", "/transactions"),
 )
+#: The confirmation page of an action: the group "replay" (no members) reset to its earliest offsets.
+RESET_CONFIRM = "reset-confirm"
 
 
 def _small_png(path: Path) -> None:
@@ -63,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
             with KafkaClient(broker.bootstrap) as client:
                 write_demo_data(client)
                 client.groups.commit_offsets("billing", {("orders", 0): 4, ("orders", 1): 3})
+                client.groups.commit_offsets("replay", {("orders", 0): 10, ("orders", 1): 3})
                 open_transaction(client, "checkout-42", "payments", 0)
-            with ConsoleServer(broker.bootstrap) as server:
+            with (
+                ConsoleServer(broker.bootstrap) as server,
+                ConsoleServer(broker.bootstrap, allow_writes=True) as writes,
+            ):
                 browser = chromium_driver(browser_path, driver_path, 1100, 680)
                 try:
                     for name, path in PAGES:
@@ -73,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
                         browser.save_screenshot(str(target))
                         _small_png(target)
                         print(f"{target} ({target.stat().st_size} bytes)")
+                    browser.get(writes.url.rstrip("/") + "/groups/replay")
+                    browser.find_element("id", "reset-preview").click()  # the form's default: earliest
+                    target = args.out / f"{RESET_CONFIRM}.png"
+                    browser.save_screenshot(str(target))
+                    _small_png(target)
+                    print(f"{target} ({target.stat().st_size} bytes)")
                 finally:
                     browser.quit()
         finally:

@@ -43,8 +43,8 @@ def _create(conn: RawConnection, name: str, partitions: int = 1) -> uuid.UUID:
     return topic_id
 
 
-def _by_id(conn: RawConnection, *ids: uuid.UUID) -> list[dict[str, Any]]:
-    body = {"Topics": [{"TopicId": i, "Name": None} for i in ids], "AllowAutoTopicCreation": True}
+def _by_id(conn: RawConnection, *ids: uuid.UUID, name: str | None = None) -> list[dict[str, Any]]:
+    body = {"Topics": [{"TopicId": i, "Name": name} for i in ids], "AllowAutoTopicCreation": True}
     topics: list[dict[str, Any]] = conn.call(METADATA, 12, body)["Topics"]
     return topics
 
@@ -71,6 +71,11 @@ def test_an_id_is_answered_by_every_api_and_a_recreated_topic_never_aliases_the_
             assert first != ZERO_TOPIC_ID
             by_name = conn.call(METADATA, 10, {"Topics": [{"TopicId": ZERO_TOPIC_ID, "Name": "t"}]})["Topics"]
             assert [(t["Name"], t["TopicId"]) for t in by_name] == [("t", first)]
+            # an id with the empty name (Kafka's Java consumer subscribed to a pattern asks so) is asked by id
+            by_id = _by_id(conn, first, name="")
+            assert [(t["ErrorCode"], t["Name"], t["TopicId"]) for t in by_id] == [
+                (ErrorCode.NONE, "t", first)
+            ]
             described = conn.call(
                 DESCRIBE_PARTITIONS,
                 0,

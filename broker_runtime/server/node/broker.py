@@ -493,6 +493,11 @@ class Broker:
             transaction_requests_parked=ctx.txn_coordinator.completion_waits,
             transaction_requests_parked_timed_out=ctx.txn_coordinator.completion_wait_timeouts,
             group_lag=group_lag.read(ctx.group_coordinator.list_groups(), logs.get_log),
+            fetch_sessions=len(ctx.fetch_sessions),
+            fetch_session_partitions=ctx.fetch_sessions.partitions_cached,
+            fetch_session_evictions=ctx.fetch_sessions.evictions,
+            fetch_session_incremental_fetches=ctx.fetch_sessions.incremental_fetches,
+            fetch_session_oversize_closed=ctx.fetch_sessions.oversize_closed,
         )
 
 
