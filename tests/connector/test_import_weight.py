@@ -26,4 +26,6 @@ def test_importing_the_connector_does_not_import_pandas() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    assert loaded == [], f"`import spark_kafka_log` loaded {loaded}: build pyarrow values on first use instead"
+    assert loaded == [], (
+        f"`import spark_kafka_log` loaded {loaded}: build pyarrow values on first use instead"
+    )
