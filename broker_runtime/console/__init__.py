@@ -6,9 +6,11 @@ Usage::
     pylog-broker console --bootstrap-server H:P [--listen 127.0.0.1:8080] [--command-config FILE]
         [--max-transaction-timeout MINUTES] [--allow-writes]
 
-Pages (server-rendered HTML, no script): ``/`` the cluster (nodes, their listeners, controller, API versions),
-``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
-replicas, ISR, log start, high watermark, last stable offset, size on disk; configs with sensitive values hidden),
+Pages (server-rendered HTML; one same-origin script draws the topic page's live chart): ``/`` the cluster
+(nodes, their listeners, controller, API versions), ``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
+replicas, ISR, log start, high watermark, last stable offset, size on disk; live charts of records and bytes in and
+records out per group, :mod:`.rates`; the Spark writes recorded for it, :mod:`.spark_writes`; configs with
+sensitive values hidden), ``/rates/T`` the chart's JSON,
 ``/topics/T/P`` a record browser (``offset=`` or ``timestamp=`` ms / ISO-8601, ``max_bytes=`` one bounded Fetch,
 ``isolation=``, ``render=auto|text|json|hex``, ``filter=`` a key or value substring over at most ``scan_bytes=``),
 ``/groups`` and ``/groups/G``

@@ -1,5 +1,6 @@
 """The console's HTML: one function per page, from the dataclasses of :mod:`broker_runtime.console.model` to a
-whole document (server-rendered, no script, one small inline style sheet).
+whole document (server-rendered, one small inline style sheet; the topic page's chart is drawn by the one
+same-origin script, :data:`broker_runtime.console.rates.CHART_JS`, from its JSON).
 
 Invariant: every string that reaches the page from the cluster (topic and group names, keys, values, headers,
 client ids, error messages) or from the request passes through :func:`esc` (``html.escape`` with quotes) exactly
@@ -32,9 +33,12 @@ from broker_runtime.console.model import (
     Transactions,
     render_bytes,
 )
+from broker_runtime.console.spark_writes import SparkWrites
 from broker_runtime.protocol.messages.describe_configs import ConfigSource
+from broker_runtime.protocol.spark_writes import TOPIC as SPARK_WRITES_TOPIC
 
 __all__ = [
+    "CHART_SCRIPT",
     "READ_ONLY_NOTE",
     "WRITES_NOTE",
     "action_done_page",
@@ -69,7 +73,11 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}pre{margin:0;white-spa
 .control{color:#fff;background:#566;padding:1px 6px;border-radius:3px}
 .short{background:#fff3cd;border:1px solid #c0392b;padding:6px;font-weight:600}
 .kind{color:#889;font-size:11px}.note{color:#556}form{margin:8px 0}
+.chart{display:inline-block;background:#fff;border:1px solid #d6d9e0;margin:0 12px 8px 0;padding:4px}
+.chart svg{display:block;background:#fbfcfd}.legend{font-size:12px}
 """
+#: Where the chart script is served (same origin: the Content-Security-Policy allows script-src 'self' only).
+CHART_SCRIPT = "/static/chart.js"
 _NAV = (
     ("/", "Cluster"),
     ("/topics", "Topics"),
@@ -99,13 +107,15 @@ def _a(href: str, text: object, cls: str = "") -> str:
     return f'<a href="{esc(href)}"{f" class={esc(cls)!r}" if cls else ""}>{esc(text)}</a>'
 
 
-def _page(title: str, body: str, *, read_only_note: bool = True) -> str:
+def _page(title: str, body: str, *, read_only_note: bool = True, script: bool = False) -> str:
     nav = "".join(_a(href, text) for href, text in _NAV)
     foot = READ_ONLY_NOTE if read_only_note else ""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{esc(title)} - pylog console</title><style>{_STYLE}</style></head>"
-        f"<body><nav>{nav}</nav><main><h1>{esc(title)}</h1>{body}{foot}</main></body></html>"
+        f"<body><nav>{nav}</nav><main><h1>{esc(title)}</h1>{body}{foot}</main>"
+        + (f'<script src="{CHART_SCRIPT}"></script>' if script else "")
+        + "</body></html>"
     )
 
 
@@ -201,8 +211,12 @@ def topics_page(rows: list[TopicRow]) -> str:
     return _page("Topics", f"<p>{len(rows)} topics this principal may describe.</p>{table}")
 
 
-def topic_page(t: TopicDetail, *, actions: str = "") -> str:
-    """``actions``: the markup of the state-changing actions' forms (:func:`delete_records_form`), if offered."""
+def topic_page(
+    t: TopicDetail, *, actions: str = "", chart_url: str | None = None, writes: SparkWrites | None = None
+) -> str:
+    """A topic: partitions, ``actions`` (the markup of the state-changing actions' forms,
+    :func:`delete_records_form`, if offered), the live chart fed by ``chart_url`` (:mod:`.rates`), the Spark
+    writes recorded for it (:mod:`.spark_writes`), configs."""
     parts = _table(
         [
             "partition",
@@ -237,7 +251,13 @@ def topic_page(t: TopicDetail, *, actions: str = "") -> str:
         configs = f'<div class="error" id="configs-error">{esc(t.configs_error)}</div>'
     else:
         configs = _configs(t.configs)
-    return _page(f"Topic {t.name}", f"<h2>Partitions</h2>{parts}{actions}<h2>Configs</h2>{configs}")
+    live = "" if chart_url is None else _chart(chart_url)
+    spark = "" if writes is None else _spark_writes(writes)
+    return _page(
+        f"Topic {t.name}",
+        f"<h2>Partitions</h2>{parts}{actions}{live}{spark}<h2>Configs</h2>{configs}",
+        script=chart_url is not None,
+    )
 
 
 def _size(n: int) -> str:
@@ -609,3 +629,81 @@ def delete_confirm_page(plan: DeletePlan, token: str) -> str:
 def action_done_page(title: str, message: str, back: str, back_text: str) -> str:
     """An action carried out: what was done, and a link back to the page that shows its effect."""
     return _page(title, f'<p id="done">{esc(message)}</p><p>{_a(back, back_text, "back")}</p>')
+
+
+# --- the topic page's live chart and Spark writes -------------------------------------------------------------
+
+
+def _chart(url: str) -> str:
+    """The chart's frame: the script (:data:`CHART_SCRIPT`) fills the SVGs from ``url`` every few seconds."""
+    panes = "".join(
+        f'<div class="chart"><div class="kind">{esc(label)} <span class="top"></span></div>'
+        f'<svg class="{cls}" viewBox="0 0 600 120" width="480" height="96" preserveAspectRatio="none" role="img" '
+        f'aria-label="{esc(label)}"></svg><div class="legend"></div></div>'
+        for cls, label in (("records", "records/s (in, and out per consumer group)"), ("bytes", "bytes/s in"))
+    )
+    return (
+        f'<h2>Throughput (last 10 minutes)</h2><div id="chart" data-rates="{esc(url)}" data-samples="0">'
+        f'{panes}<div class="chart-error note"></div>'
+        f'<noscript><p class="note">The chart needs script; its data: {_a(url, url)}</p></noscript></div>'
+    )
+
+
+def _offset_ranges(parts: Iterable[tuple[str, int, int, int, int]], topic: str) -> str:
+    shown = []
+    for t, p, first, last, rows in parts:
+        if t != topic:
+            continue
+        shown.append(f"{p}@{first}..{last}" if first >= 0 else f"{p}({rows} rows, offsets unknown)")
+    return ", ".join(shown)
+
+
+def _spark_writes(w: SparkWrites) -> str:
+    head = "<h2>Spark writes (format(&quot;pylog&quot;))</h2>"
+    if w.error:
+        return head + f'<div class="error" id="spark-writes-error">{esc(w.error)}</div>'
+    if not w.recorded:
+        return head + (
+            f'<p class="note" id="spark-writes-none">No Spark write recorded on this cluster (topic '
+            f"{esc(SPARK_WRITES_TOPIC)} absent: written by the connector after each commit unless "
+            f"pylog.writeProvenance=false).</p>"
+        )
+    if not w.writes:
+        table = f'<p class="note" id="spark-writes-none">No recorded Spark write touched {esc(w.topic)}.</p>'
+    else:
+        table = _table(
+            [
+                "write id",
+                "kind",
+                "query id",
+                "batch",
+                "delivery",
+                "tasks",
+                "rows (all topics)",
+                "rows here",
+                "committed",
+                "partition@offsets",
+            ],
+            (
+                [
+                    _td(esc(x.write_id)),
+                    _td(esc(x.kind)),
+                    _td(esc(x.query_id or "-")),
+                    _num("-" if x.batch_id is None else x.batch_id),
+                    _td(esc(x.delivery)),
+                    _num(x.tasks),
+                    _num(x.rows),
+                    _num(sum(p[4] for p in x.partitions if p[0] == w.topic)),
+                    _td(esc(_time(x.committed_ms))),
+                    _td(esc(_offset_ranges(x.partitions, w.topic))),
+                ]
+                for x in w.writes
+            ),
+            "spark-writes",
+        )
+    note = f"scanned offsets {w.scanned_from} to {w.scanned_to} of {SPARK_WRITES_TOPIC}"
+    if w.truncated:
+        note += " (older records not scanned)"
+    if w.unreadable:
+        note += f"; {w.unreadable} record(s) not readable (not JSON, or a later format)"
+    return head + table + f'<p class="note" id="spark-writes-note">{esc(note)}</p>'

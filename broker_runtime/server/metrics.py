@@ -27,7 +27,8 @@ without reporting when they left.
 
 Threads: the request-path state and the broker are read and written on the loop thread only (the snapshot runs
 there); the HTTP thread only turns a finished snapshot into text (and counts its own timeouts in a
-prometheus-client counter, which locks), so a slow scraper never blocks the loop.
+prometheus-client counter, which locks), so a slow scraper never blocks the loop. prometheus-client itself is
+imported when the endpoint starts (or a scrape's families are built): a broker without the endpoint never loads it.
 """
 
 from __future__ import annotations
@@ -37,18 +38,20 @@ import bisect
 import concurrent.futures
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from typing import TYPE_CHECKING, Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.server.group_lag import GroupLagSnapshot, group_lag_families
 from broker_runtime.server.quota_manager import SensorSnapshot
+
+if TYPE_CHECKING:  # prometheus-client is imported by the endpoint's start or a scrape, not by the broker's
+    from prometheus_client import CollectorRegistry, Counter
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 __all__ = [
     "SNAPSHOT_TIMEOUT_S",
@@ -188,7 +191,9 @@ class BrokerMetrics:
     one process, each with its own endpoint)."""
 
     def __init__(self, listener_name: str = "PLAINTEXT") -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
+        self._registry: CollectorRegistry | None = None
+        self._registry_lock = threading.Lock()
+        self._snapshot_timeouts: Counter | None = None
         self._listener_name = listener_name
         #: topic -> [bytes in, messages in, bytes out] (loop thread).
         self._topics: dict[str, list[float]] = {}
@@ -202,14 +207,26 @@ class BrokerMetrics:
         self._isr_expands = 0
         #: listener -> connections closed for an expired SASL session (loop thread).
         self._expired_killed: dict[str, int] = {}
-        self._snapshot_timeouts = Counter(
-            "pylog_metrics_snapshot_timeouts",
-            "Scrapes whose broker values were left out because the event loop did not answer in time",
-            registry=self.registry,
-        )
         self._snapshot: Callable[[], Snapshot] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.registry.register(_SnapshotCollector(self))
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The Prometheus registry the endpoint serves, made at first use (the endpoint's start): a broker
+        without ``pylog.metrics.listener`` never imports prometheus-client."""
+        with self._registry_lock:
+            if self._registry is None:
+                from prometheus_client import CollectorRegistry, Counter
+
+                registry = CollectorRegistry(auto_describe=False)
+                self._snapshot_timeouts = Counter(
+                    "pylog_metrics_snapshot_timeouts",
+                    "Scrapes whose broker values were left out because the event loop did not answer in time",
+                    registry=registry,
+                )
+                registry.register(_SnapshotCollector(self))
+                self._registry = registry
+            return self._registry
 
     # -- wiring ---------------------------------------------------------------------------------------------
 
@@ -324,7 +341,8 @@ class BrokerMetrics:
             return answer.result(SNAPSHOT_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             answer.cancel()
-            self._snapshot_timeouts.inc()
+            if self._snapshot_timeouts is not None:  # None: no endpoint yet, so no scrape to count
+                self._snapshot_timeouts.inc()
             _log.warning(
                 "metrics scrape: the event loop did not answer within %.0f s; broker values left out of this scrape",
                 SNAPSHOT_TIMEOUT_S,
@@ -337,6 +355,8 @@ class BrokerMetrics:
             return None
 
     def counter_families(self, snap: Snapshot) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
         def counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
             return CounterMetricFamily(name, doc, labels=list(labels))
 
@@ -419,6 +439,8 @@ class BrokerMetrics:
         yield expired
 
     def gauge_families(self, snap: Snapshot) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, doc, labels=list(labels))
 
@@ -614,6 +636,8 @@ class MetricsServer:
     """The HTTP endpoint (``GET /metrics``, prometheus-client's server in a daemon thread)."""
 
     def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
+        from prometheus_client import start_http_server
+
         self._server, self._thread = start_http_server(port, addr=host, registry=metrics.registry)
         self.host = host
         self.port = int(self._server.server_address[1])
@@ -632,6 +656,8 @@ def _counter_by(
     name: str, documentation: str, label: str, counts: Mapping[str, float]
 ) -> CounterMetricFamily:
     """A counter family with one sample per ``label`` value of ``counts`` (sorted)."""
+    from prometheus_client.core import CounterMetricFamily
+
     family = CounterMetricFamily(name, documentation, labels=[label])
     for value, count in sorted(counts.items()):
         family.add_metric([value], count)
@@ -650,6 +676,8 @@ _QUOTA_GAUGES = {
 
 def _quota_families(snap: Snapshot) -> Iterator[Metric]:
     """The client quotas' rates and throttle times per entity, the address connection rates, the evictions."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     labels = ["user", "client_id"]
     for key, (rate_name, throttle_name) in _QUOTA_GAUGES.items():
         rate = GaugeMetricFamily(rate_name, f"Rate {key} measures, per quota entity", labels=labels)
@@ -681,6 +709,8 @@ def _quota_families(snap: Snapshot) -> Iterator[Metric]:
 
 def _fetch_session_families(snap: Snapshot) -> Iterator[Metric]:
     """Kafka's ``kafka.server:type=FetchSessionCache`` metrics, and pylog's counts of the sessions' use."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     for family, name, doc, value in (
         (
             GaugeMetricFamily,

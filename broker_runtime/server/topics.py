@@ -57,7 +57,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from broker_runtime.errors import ConfigError, ErrorCode, InconsistentTopicIdError, TopicError
 from broker_runtime.protocol.topic_id import format_topic_id, new_topic_id
@@ -69,6 +69,8 @@ from broker_runtime.storage.partition_log import PartitionLog
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
 
 _log = logging.getLogger(__name__)
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 #: What the cluster metadata says of a topic: (partition count, configs, topic id).
 ClusterTopic = tuple[int, Mapping[str, str], "uuid.UUID | None"]
@@ -102,17 +104,58 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
+class _Counted(dict[_K, _V]):
+    """A dict counting its changes (:attr:`changes`, bumped by every write, even of an equal value): the topic
+    manager's :attr:`TopicManager.version` is made of these counts, so no write path can forget to bump it."""
+
+    changes = 0
+
+    def __setitem__(self, key: _K, value: _V) -> None:
+        self.changes += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: _K) -> None:
+        self.changes += 1
+        super().__delitem__(key)
+
+    def pop(self, key: _K, *default: Any) -> Any:
+        self.changes += 1
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[_K, _V]:
+        self.changes += 1
+        return super().popitem()
+
+    def clear(self) -> None:
+        self.changes += 1
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.changes += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: _K, default: Any = None) -> Any:
+        self.changes += 1
+        return super().setdefault(key, default)
+
+    def __ior__(self, other: Any) -> _Counted[_K, _V]:  # type: ignore[override,misc]
+        self.changes += 1
+        super().update(other)
+        return self
+
+
 class TopicManager:
     """Topic names and partition counts over a :class:`LogManager`; see the module docstring."""
 
     def __init__(self, logs: LogManager, log_config: LogConfig) -> None:
         self._logs = logs
         self._log_config = log_config
-        self._partitions: dict[str, int] = {}
+        # Both count their writes: :attr:`version`.
+        self._partitions: _Counted[str, int] = _Counted()
         self._configs: dict[str, LogConfig] = {}
         self._logs_by_tp: dict[tuple[str, int], PartitionLog] = {}
         #: Single node: each topic's id (read from, or written to, its partition directories).
-        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_ids: _Counted[str, uuid.UUID] = _Counted()
         self._cluster_topics: Callable[[], Mapping[str, ClusterTopic]] | None = None
         #: Loads in progress on the partition-load thread, by topic: single node, the topic being created
         #: (count, future); cluster, each partition being loaded (``(topic, partition)`` keys).
@@ -176,6 +219,13 @@ class TopicManager:
             found = self._cluster_topics().get(name)
             return None if found is None else found[2]
         return self._topic_ids.get(name)
+
+    @property
+    def version(self) -> int:
+        """Grows with every change of a single node's topic names, partition counts or topic ids (what its
+        cluster view is made of: :class:`~broker_runtime.server.cluster.SingleNodeCluster` rebuilds its view
+        only when this moved). Counted by the maps themselves, so every write path bumps it."""
+        return self._partitions.changes + self._topic_ids.changes
 
     # -- queries ------------------------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_runtime.errors import ConfigError, InconsistentTopicIdError, StorageError
 from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
@@ -81,11 +82,13 @@ from broker_runtime.storage.checkpoint import (
     REPLICATION_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from broker_runtime.storage.cleaner import CleanResult, clean_log
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 from broker_runtime.storage.partition_metadata import read_topic_id, write_topic_id
 from broker_runtime.storage.retention import run_retention
+
+if TYPE_CHECKING:
+    from broker_runtime.storage.cleaner import CleanResult
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
 
@@ -598,6 +601,10 @@ class LogManager:
                 if log_dir is None:
                     continue
                 checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+                # Imported at the first compacted log: the cleaner brings numpy and pyarrow, which a broker
+                # without compacted topics never needs (its start time and idle memory).
+                from broker_runtime.storage.cleaner import clean_log
+
                 try:
                     result = clean_log(log, checkpoint.read().get(key, 0), now, force=force)
                     if result is None:

@@ -371,3 +371,19 @@ def test_the_same_pages_on_apache_kafka(browser: Any, apache_kafka: Any, shots: 
         assert status == 200 and "is now 1" in done, done[-400:]
         browser.get(url + "/topics/console-peer")
         assert _cells(browser, "partitions")[0][4:6] == ["1", "3"]
+
+
+def test_topic_page_draws_the_live_chart(browser: Any, cluster: tuple[str, DemoData], shots: Path) -> None:
+    """The chart's same-origin script runs under the page's CSP and draws the JSON as SVG polylines."""
+    with ConsoleServer(cluster[0], chart_interval_s=0.2) as server:
+        browser.get(server.url + "topics/orders")
+        _no_error(browser)
+        chart = browser.find_element(_by("ID"), "chart")
+        deadline = time.monotonic() + 10
+        while int(chart.get_attribute("data-samples") or 0) < 1:
+            assert time.monotonic() < deadline, "the chart drew no sample within 10 s"
+            time.sleep(0.1)
+        line = chart.find_element(_by("CSS_SELECTOR"), "svg.records polyline.records-in")
+        assert line.get_attribute("points"), line.get_attribute("outerHTML")
+        assert "records in" in chart.find_element(_by("CSS_SELECTOR"), ".legend").text
+        browser.save_screenshot(str(shots / "topic-chart.png"))

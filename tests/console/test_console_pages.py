@@ -378,3 +378,44 @@ def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path:
     missing = tmp_path / "none.properties"
     assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(missing)]) == 2
     assert "cannot read --command-config" in capsys.readouterr().err
+
+
+def test_a_write_whose_provenance_is_refused_commits_with_one_warning_and_a_count(
+    secured: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice may not describe (nor create) ``__pylog_spark_writes``: the batch writer's commit returns normally,
+    the driver logs ONE WARNING naming why and how to turn recording off, and every failure is counted;
+    ``pylog.writeProvenance=false`` records nothing and counts nothing."""
+    from spark_kafka_log.common import write_provenance
+    from spark_kafka_log.common.commit_summary import PartitionStats, PylogCommitMessage
+    from spark_kafka_log.common.writer_options import parse_writer_options
+    from spark_kafka_log.write.writer import PylogBatchWriter
+
+    monkeypatch.setattr(write_provenance, "_warned", False)
+    caplog.set_level(logging.INFO, logger="spark_kafka_log.writer")
+    given = {
+        "kafka.bootstrap.servers": secured,
+        "topic": "visible",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{ALICE_PASSWORD}";',
+        "pylog.producerStateDir": str(tmp_path),
+    }
+
+    def commit(options: dict[str, str]) -> None:
+        writer = PylogBatchWriter(parse_writer_options(options), None, secured)  # type: ignore[arg-type]
+        stats = PartitionStats("visible", 0, records=3, bytes=120, first_offset=0, last_offset=2)
+        message = PylogCommitMessage(writer.write_id, 0, 0, 3, 0, 120, 7, 0, 0.1, [stats])
+        writer.commit([message])  # returns: the write committed whatever provenance does
+
+    before = write_provenance.provenance_failures()
+    commit(given)
+    commit(given)
+    assert write_provenance.provenance_failures() == before + 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "__pylog_spark_writes" in warnings[0] and "TOPIC_AUTHORIZATION_FAILED" in warnings[0], warnings
+    assert "pylog.writeProvenance=false" in warnings[0] and ALICE_PASSWORD not in caplog.text
+    commit({**given, "pylog.writeProvenance": "false"})
+    assert write_provenance.provenance_failures() == before + 2

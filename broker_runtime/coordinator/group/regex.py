@@ -2,108 +2,115 @@
 expression and its resolution to topic names, as Kafka's ``GroupMetadataManager`` resolves them on the
 coordinator (``refreshRegularExpressions``).
 
-Syntax: Kafka compiles the expression with RE2J (Google's RE2 syntax, matched in linear time); pylog compiles it
-with Python's :mod:`re`, which reads the same syntax for what topic names need (literals, ``.``, classes
-``[a-z]``, ``\\d \\w \\s``, alternation, groups ``(...)`` ``(?:...)`` ``(?P<name>...)``, the quantifiers
-``* + ? {n,m}`` and their lazy forms, ``^ $ \\b``, inline flags ``(?i)``). What RE2J refuses or matches otherwise is
-refused here with INVALID_REGULAR_EXPRESSION naming the construct (:func:`check`): backreferences, lookahead and
-lookbehind, atomic groups, possessive quantifiers, conditionals, and Python's ``\\Z``. Python's parser refuses
-some of RE2J's syntax too (``\\p{..}`` Unicode classes, ``\\z``, ``(?<name>...)``): those answer the same error
-with Python's message. One refusal is pylog's own: a quantified group that holds another unbounded quantifier
-(``(a+)+``, ``(a*b)*``), because Python's backtracking matcher can take exponential time on such an expression
-where RE2J's takes linear time, and a heartbeat must not stall the coordinator.
+Engine: Kafka compiles the expression with RE2J (``Pattern.compile(regex)``, in
+``Utils.throwIfRegularExpressionIsInvalid``), a Java port of Google's RE2; pylog compiles it with RE2 itself (the
+``google-re2`` package, module ``re2``). Both match in time linear in the topic name whatever the expression
+(``(a|aa)+``, ``(a+)+`` included): a member's heartbeat cannot stall the coordinator's event loop. Options, as
+RE2J's defaults for ``Pattern.compile`` without flags: Perl syntax (``posix_syntax`` off, so Perl classes
+``\\d \\w \\s``, ``\\b`` and the inline flags ``(?i) (?m) (?s) (?U)`` are on), leftmost-first (not longest)
+match, case-sensitive, ``.`` not matching a newline, ``^``/``$`` at the ends of the name, UTF-8.
+
+What RE2 refuses (backreferences, lookahead and lookbehind, atomic groups, possessive quantifiers,
+conditionals, ``\\Z``, counted repetitions above 1000, ...) answers INVALID_REGULAR_EXPRESSION with Kafka's
+message, ``SubscribedTopicRegex `<regex>` is not a valid regular expression: <reason>.``, the reason being RE2's
+own words (RE2J's are alike: both come from the same parser). Where RE2 (C++) and RE2J differ on syntax:
+
+- ``\\C`` (any byte): RE2 accepts it, RE2J refuses it; pylog refuses it, as Kafka.
+- RE2 refuses nested counted repetitions whose product exceeds 1000 (``((a{30}){30}){30}``) and an expression whose
+  compiled program exceeds ``MAX_MEM`` bytes (``pattern too large - compile failed``), which RE2J may take: Kafka
+  bounds an expression only by the protocol's string length (32767 bytes), RE2J by the JVM's heap. pylog refuses
+  these, so an expression costs the coordinator a bounded amount of memory; an alternation of a thousand topic
+  names fits.
+- Java character classes (``\\p{javaLowerCase}``), which recent RE2J versions read: RE2 refuses them (the Unicode
+  classes ``\\pL \\p{Greek}`` both accept). Topic names are ``[a-zA-Z0-9._-]``: an expression both accept
+  matches the same topics in both.
 
 Matching: a topic is subscribed when the expression matches its whole name (Java's ``matcher().matches()``:
-:meth:`re.Pattern.fullmatch`), whatever anchors the expression has.
+``fullmatch``), whatever anchors the expression has.
 
-Pure functions: thread-safe.
+Thread-safe: compiled RE2 objects are immutable; the ``re2`` module keeps its own bounded cache (128 compiled
+expressions) of ``compile``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-import re._constants as sre_constants
-import re._parser as sre_parser
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Protocol
 
-__all__ = ["RegexError", "check", "resolve", "topics_fingerprint"]
+import re2
 
-_UNBOUNDED = sre_constants.MAXREPEAT
+__all__ = ["MAX_MEM", "RegexError", "check", "resolve", "topics_fingerprint"]
 
-#: Python's parse opcodes of constructs RE2J refuses, with the name the error message gives.
-_REFUSED = {
-    sre_constants.GROUPREF: "a backreference",
-    sre_constants.GROUPREF_EXISTS: "a conditional group (?(...)...)",
-    sre_constants.ASSERT: "a lookahead or lookbehind (?=...) (?<=...)",
-    sre_constants.ASSERT_NOT: "a negative lookahead or lookbehind (?!...) (?<!...)",
-    sre_constants.ATOMIC_GROUP: "an atomic group (?>...)",
-    sre_constants.POSSESSIVE_REPEAT: "a possessive quantifier (*+ ++ ?+ {n,m}+)",
-}
-_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
+#: RE2's ``max_mem``: the bytes one compiled expression may take (program and matching cache); a larger one is
+#: refused. An alternation of a thousand 30-character topic names takes well under it.
+MAX_MEM = 1 << 20
+
+_OPTIONS = re2.Options()
+_OPTIONS.max_mem = MAX_MEM
+_OPTIONS.encoding = re2.Options.Encoding.UTF8
+_OPTIONS.posix_syntax = False
+_OPTIONS.longest_match = False
+_OPTIONS.perl_classes = True
+_OPTIONS.word_boundary = True
+_OPTIONS.case_sensitive = True
+_OPTIONS.dot_nl = False
+_OPTIONS.never_nl = False
+_OPTIONS.one_line = False
+_OPTIONS.literal = False
+_OPTIONS.never_capture = False
+# RE2 would write every refused expression to the process's stderr: a member could fill it at will
+_OPTIONS.log_errors = False
+
+
+class Compiled(Protocol):
+    """A compiled expression (RE2's): ``fullmatch`` answers a match object or None."""
+
+    def fullmatch(self, text: str) -> object | None: ...
 
 
 class RegexError(ValueError):
     """The expression is not one pylog resolves; the message says why (Kafka's INVALID_REGULAR_EXPRESSION)."""
 
 
-def _children(op: Any, av: Any) -> list[Any]:
-    """The sub-patterns of one parsed item."""
-    if op == sre_constants.SUBPATTERN:
-        return [av[3]]
-    if op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
-        return [av[1]]
-    if op in (*_REPEATS, sre_constants.POSSESSIVE_REPEAT):
-        return [av[2]]
-    if op == sre_constants.BRANCH:
-        return list(av[1])
-    if op == sre_constants.ATOMIC_GROUP:
-        return [av]
-    if op == sre_constants.GROUPREF_EXISTS:
-        return [p for p in av[1:] if p is not None]
-    return []
+def _invalid(regex: str, reason: str) -> RegexError:
+    return RegexError(f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {reason}.")
 
 
-def _has_unbounded_repeat(items: Iterable[Any]) -> bool:
-    for op, av in items:
-        if op in _REPEATS and av[1] == _UNBOUNDED:
-            return True
-        if any(_has_unbounded_repeat(child) for child in _children(op, av)):
-            return True
+def _any_byte_escape(regex: str) -> bool:
+    """Whether the expression holds ``\\C`` outside a ``\\Q...\\E`` quote (an escaped backslash before a
+    ``C`` is a literal)."""
+    i = 0
+    while i < len(regex) - 1:
+        if regex[i] == "\\":
+            nxt = regex[i + 1]
+            if nxt == "C":
+                return True
+            if nxt == "Q":
+                end = regex.find("\\E", i + 2)
+                if end < 0:
+                    return False
+                i = end
+            i += 2
+        else:
+            i += 1
     return False
 
 
-def _walk(items: Iterable[Any], regex: str) -> None:
-    for op, av in items:
-        what = _REFUSED.get(op)
-        if what is None and op == sre_constants.AT and av == sre_constants.AT_END_STRING:
-            what = "\\Z (RE2J has no \\Z; use $)"
-        if what is not None:
-            raise RegexError(
-                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {what} is not supported "
-                "(Kafka compiles subscriptions with RE2J syntax)."
-            )
-        if op in _REPEATS and av[1] > 1 and _has_unbounded_repeat(av[2]):
-            raise RegexError(
-                f"SubscribedTopicRegex `{regex}` is refused by pylog: a repeated group holding an unbounded "
-                "quantifier (such as (a+)+) can take exponential time in pylog's matcher; rewrite it without "
-                "the nested quantifier."
-            )
-        for child in _children(op, av):
-            _walk(child, regex)
-
-
-def check(regex: str) -> re.Pattern[str]:
-    """The compiled expression, or :class:`RegexError` naming what RE2J (or pylog) refuses in it."""
+def check(regex: str) -> Compiled:
+    """The compiled expression, or :class:`RegexError` saying what RE2 (or RE2J) refuses in it."""
+    if _any_byte_escape(regex):
+        raise _invalid(regex, "invalid escape sequence: \\C")  # RE2J has no \C (any byte)
     try:
-        parsed = sre_parser.parse(regex)
-    except re.error as exc:
-        raise RegexError(
-            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}."
-        ) from None
-    _walk(parsed, regex)
-    return re.compile(regex)
+        compiled: Compiled = re2.compile(regex, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise _invalid(regex, str(reason)) from None
+    except UnicodeError as exc:
+        raise _invalid(regex, f"not UTF-8 ({exc})") from None
+    return compiled
 
 
 def resolve(
@@ -112,7 +119,7 @@ def resolve(
     """Each expression -> the topics whose whole name it matches and that ``may_describe`` allows (Kafka
     resolves with the heartbeating member's principal: topics it may not DESCRIBE are left out). An expression
     that no longer compiles (a log written by another version) resolves to nothing."""
-    compiled: dict[str, re.Pattern[str] | None] = {}
+    compiled: dict[str, Compiled | None] = {}
     for regex in regexes:
         try:
             compiled[regex] = check(regex)

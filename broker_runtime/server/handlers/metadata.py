@@ -113,6 +113,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
     #: the ids of entries asked by id and answered without a name (unknown, or not describable)
     asked_ids: dict[int, uuid.UUID] = {}
     created: list[str] = []
+    names_of_ids: dict[uuid.UUID, str] | None = None  # the view's ids, made on the first topic asked by id
     if requested is None or (version == 0 and not requested):
         # every topic the principal may DESCRIBE; the others are left out, as Kafka does
         entries = [
@@ -133,7 +134,9 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> H
                     entries.append(("", ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
                 topic_id = entry["TopicId"]
-                found = view.names_by_id().get(topic_id)
+                if names_of_ids is None:
+                    names_of_ids = view.names_by_id()
+                found = names_of_ids.get(topic_id)
                 if found is None:
                     asked_ids[len(entries)] = topic_id
                     entries.append((None, ErrorCode.UNKNOWN_TOPIC_ID))
