@@ -34,8 +34,11 @@ from dataclasses import dataclass
 import pytest
 
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.support.nemesis import network, runner
-from tests.support.nemesis.schedule import ALL_KINDS, KINDS
+from tests.support.cluster import cluster_metadata, create_replicated, heal, wait_for
+from tests.support.nemesis import checkers, disks, network, runner
+from tests.support.nemesis.faults import fill_until_halted
+from tests.support.nemesis.schedule import DISK_KINDS, KINDS, NETWORK_KINDS
+from tests.support.nemesis.workload import Idempotent
 
 SEED = 36
 BOUNDED_KINDS = (
@@ -46,6 +49,7 @@ BOUNDED_KINDS = (
     "isolate",
     "leader_cut",
     "bridge",
+    "disk_full",
 )
 #: The bounded run's holds and gaps: short, so that every kind fits in about a minute; a network cut still
 #: outlasts ``replica.lag.time.max.ms`` sometimes.
@@ -57,29 +61,39 @@ SOAK_STEPS = 12
 class Nemesis:
     cluster: BrokerCluster
     network: network.Network | None
+    disks: disks.Disks | None
     kinds: tuple[str, ...]
+    #: Why the disk faults are left out (None: they are not).
+    no_disks: str | None = None
 
 
 @pytest.fixture(scope="module")
 def nemesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nemesis]:
     data = tmp_path_factory.mktemp("nemesis")
-    why = network.unavailable()
+    no_net, no_disks = network.unavailable(), disks.unavailable()
+    kinds = KINDS
     with contextlib.ExitStack() as stack:
-        if why is None:
+        tmpfs = None
+        if no_disks is None:  # entered first: unmounted once the cluster's processes are gone
+            tmpfs = stack.enter_context(disks.Disks(data, 3))
+            kinds += DISK_KINDS
+        else:
+            warnings.warn(f"nemesis without disk faults: {no_disks}", stacklevel=1)
+        if no_net is None:
             net = stack.enter_context(network.Network(3))
             cluster = stack.enter_context(
                 cluster_process(data, nodes=3, overrides=runner.OVERRIDES, placement=net.placement)
             )
-            yield Nemesis(cluster, net, ALL_KINDS)
+            yield Nemesis(cluster, net, tmpfs, kinds + NETWORK_KINDS, no_disks)
         else:
-            warnings.warn(f"nemesis without network partitions: {why}", stacklevel=1)
+            warnings.warn(f"nemesis without network partitions: {no_net}", stacklevel=1)
             ports = _free_ports(3)
             cluster = stack.enter_context(
                 cluster_process(
                     data, nodes=3, overrides=runner.OVERRIDES, placement=lambda i: ((), "127.0.0.1", ports[i])
                 )
             )
-            yield Nemesis(cluster, None, KINDS)
+            yield Nemesis(cluster, None, tmpfs, kinds, no_disks)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -97,6 +111,56 @@ def _seed() -> int | None:
     return int(chosen) if chosen else None
 
 
+@pytest.mark.timeout(120)
+def test_a_full_disk_halts_its_node_and_loses_nothing_acknowledged(nemesis: Nemesis) -> None:
+    """The leader of a partition under an idempotent acks=all producer runs out of disk: it halts (as a Kafka
+    broker whose only log dir failed), leadership moves to an in-sync follower, the producer carries on there;
+    with the space freed the node starts again, recovers its logs and rejoins the ISR. Afterwards every
+    acknowledged record is in the log once, in order, no error reached the producer, and the three replicas'
+    files decode whole and are byte-equal up to the high watermark (no partial batch kept)."""
+    if nemesis.disks is None:
+        pytest.skip(f"no tmpfs for the nodes' log dirs: {nemesis.no_disks}")
+    cluster, topic = nemesis.cluster, "disk-full"
+    create_replicated(cluster, topic, 1, configs={"min.insync.replicas": "2"})
+    producer = Idempotent(lambda: cluster.bootstrap, topic, 1, rate_per_s=400)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.acked) >= 50, timeout_s=30, what="the first acknowledgements")
+        leader = cluster_metadata(cluster).topic(topic).partitions[0].leader
+        node = cluster.nodes[leader]
+        log_start = node.log_path.stat().st_size
+        try:
+            assert fill_until_halted(cluster, nemesis.disks, leader), (
+                f"node {leader} still runs on a full disk"
+            )
+            assert node.proc.returncode == 1, f"node {leader} exited with {node.proc.returncode}"
+            with node.log_path.open(encoding="utf-8", errors="replace") as log:
+                log.seek(log_start)
+                said = log.read()
+            assert f"Shutdown broker {leader} because all log dirs in" in said, said[-2000:]
+            assert "No space left on device" in said, said[-2000:]
+            wait_for(
+                lambda: cluster_metadata(cluster).topic(topic).partitions[0].leader not in (leader, -1),
+                timeout_s=15,
+                what=f"a leader other than node {leader}",
+            )
+            acked = len(producer.acked)
+            wait_for(lambda: len(producer.acked) > acked + 50, timeout_s=30, what="acks from the new leader")
+        finally:
+            nemesis.disks.free(leader)
+        cluster.start(leader)
+        heal(cluster, timeout_s=30)
+    finally:
+        producer.stop()
+        producer.join(60)
+    failures = checkers.client_errors([producer])
+    failures += checkers.acknowledged(
+        producer, checkers.read(cluster.bootstrap, topic, 1, "read_uncommitted")
+    )
+    failures += checkers.replicas(cluster, [(topic, 1)])
+    assert not failures, failures
+
+
 @pytest.mark.timeout(300)
 def test_nemesis_bounded_run_keeps_every_guarantee(nemesis: Nemesis) -> None:
     seed = _seed() or SEED
@@ -109,6 +173,7 @@ def test_nemesis_bounded_run_keeps_every_guarantee(nemesis: Nemesis) -> None:
         name=f"nemesis-{seed}",
         kinds=kinds,
         network=nemesis.network,
+        disks=nemesis.disks,
         **BOUNDED,
     )
     print(report.summary())
@@ -133,6 +198,7 @@ def test_nemesis_soak(nemesis: Nemesis) -> None:
             name=f"soak-{len(done)}",
             kinds=nemesis.kinds,
             network=nemesis.network,
+            disks=nemesis.disks,
         )
         faults.update(report.fault_counts())
         done.append(
