@@ -17,6 +17,8 @@ Disk steps (``disk_full``) need the nodes' log dirs on :class:`~.disks.Disks`: t
 node must halt on it (a write refused with ENOSPC stops a pylog broker, as Kafka's broker halts when its only
 log dir fails) within :data:`HALT_BOUND_S` (the event's note says so when it did not: nothing was written to it),
 the hold runs from the halt, then the space is freed and the node started again (it recovers its logs).
+``slow_disk`` makes every write, truncate and fsync of the node's disk take :data:`SLOW_DISK_DELAY_MS` more
+for the hold (:mod:`.slowfs`), then fast again, also when the hold is interrupted.
 
 Threading: called from the runner's thread only (the cluster handle belongs to it).
 """
@@ -36,10 +38,13 @@ from tests.support.nemesis.network import CLIENTS, Network
 from tests.support.nemesis.schedule import DISK_KINDS, NETWORK_KINDS, Step
 from tests.support.processes import process_state
 
-__all__ = ["HALT_BOUND_S", "Event", "fill_until_halted", "inflict"]
+__all__ = ["HALT_BOUND_S", "SLOW_DISK_DELAY_MS", "Event", "fill_until_halted", "inflict"]
 
 #: How long a node whose disk was filled may take to halt under the workloads (they write to every node).
 HALT_BOUND_S = 20.0
+#: What a slow disk adds to each write and fsync: a follower appending a fetch answer for a dozen partitions
+#: falls seconds behind, more than the nemesis's ``replica.lag.time.max.ms``.
+SLOW_DISK_DELAY_MS = 1000
 
 
 @dataclass
@@ -131,7 +136,14 @@ def inflict(
     if step.kind in DISK_KINDS:
         if disks is None:
             raise ValueError(f"a {step.kind} step needs the cluster's log dirs on Disks of their own")
-        _disk_full(cluster, disks, step, event)
+        if step.kind == "slow_disk":
+            try:
+                disks.slow(nodes[0], SLOW_DISK_DELAY_MS)
+                time.sleep(step.hold_s)
+            finally:
+                disks.fast(nodes[0])
+        else:
+            _disk_full(cluster, disks, step, event)
         return event
     if step.kind in NETWORK_KINDS:
         if network is None:
