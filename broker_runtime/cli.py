@@ -71,7 +71,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import logging.config
 import os
 import signal
 import sys
@@ -288,7 +287,9 @@ def _users(args: argparse.Namespace) -> int:
 
 def _setup_logging(level: str, config_file: str | None) -> None:
     if config_file:
-        logging.config.fileConfig(config_file, disable_existing_loggers=False)
+        from logging import config as logging_config  # only for --logging-config
+
+        logging_config.fileConfig(config_file, disable_existing_loggers=False)
         return
     logging.basicConfig(
         level=level.upper(),

@@ -175,6 +175,8 @@ class ErrorCode(enum.IntEnum):
     STALE_MEMBER_EPOCH = 113
     #: KIP-890: the producer must abort its transaction (never answered by pylog; Apache Kafka may send it)
     TRANSACTION_ABORTABLE = 120
+    #: KIP-848: a consumer group member's SubscribedTopicRegex does not compile (or uses what pylog refuses)
+    INVALID_REGULAR_EXPRESSION = 128
 
     @property
     def retriable(self) -> bool:

@@ -23,7 +23,8 @@ whose functions are re-exported here): :func:`ensure_embedded_broker` runs on th
 up with :func:`embedded_broker_address` and fall back to the address the driver resolved -- they never start a
 broker (an executor on another machine has no such broker). The broker OUTLIVES the Spark job;
 :func:`stop_embedded_broker` (or ``pylog-broker stop --data-dir DIR``) stops it. :func:`start_console`
-(:mod:`spark_kafka_log.console`) serves the read-only web console of that broker on loopback and prints its URL.
+(:mod:`spark_kafka_log.console`) serves the web console of that broker on loopback (read-only unless
+``allow_writes=True``) and prints its URL.
 """
 
 from __future__ import annotations

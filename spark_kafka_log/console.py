@@ -16,6 +16,8 @@ It never starts a broker: the embedded broker of ``data_dir`` must run (the firs
 127.0.0.1 only (it has no login of its own) and serves from two daemon threads of this process (an HTTP loop and
 the one worker that owns its Kafka client) until ``stop()`` or the process ends. A secured cluster's consoles are
 started with ``pylog-broker console --command-config``: the embedded broker is plaintext on loopback.
+``allow_writes=True`` offers the state-changing actions (``pylog-broker console --allow-writes``: reset a group's
+offsets, delete records, each after a confirmation page); off by default.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["start_console"]
 
 
-def start_console(data_dir: str | os.PathLike[str], *, port: int = 0) -> ConsoleServer:
+def start_console(
+    data_dir: str | os.PathLike[str], *, port: int = 0, allow_writes: bool = False
+) -> ConsoleServer:
     """Serve the console of the embedded broker of ``data_dir`` on ``127.0.0.1:port`` (0: any free port), print
     its URL and return it (``.url``; ``.stop()`` stops it). See the module docstring for what it raises."""
     try:
@@ -47,7 +51,7 @@ def start_console(data_dir: str | os.PathLike[str], *, port: int = 0) -> Console
             f"no embedded broker runs for {os.fspath(data_dir)!r}: write or read with format('pylog') and "
             "option('pylog.dataDir', ...) first, or start it with ensure_embedded_broker(data_dir)"
         )
-    server = ConsoleServer(bootstrap, host="127.0.0.1", port=port).start()
+    server = ConsoleServer(bootstrap, host="127.0.0.1", port=port, allow_writes=allow_writes).start()
     print(
         f"pylog console at {server.url} (the embedded broker of {os.fspath(data_dir)} at {bootstrap})",
         flush=True,

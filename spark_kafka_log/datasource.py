@@ -19,6 +19,10 @@ Where and when each method runs:
 * :meth:`PylogDataSource.streamReader` -- **driver**, once per streaming query run (``readStream``); built by
   :mod:`spark_kafka_log.stream.stream_reader`.
 
+Each method imports its side only: the Python worker that plans a streaming read (it lives as long as the query
+and starts with it) never loads the write path (its record encoder brings pandas through pyarrow), nor a writing
+worker the read path.
+
 Save modes: ``append`` only. ``overwrite`` is rejected (a Kafka topic is an append-only log, as Spark's
 Kafka sink says); pyspark itself rejects ``error``/``ignore`` and a missing mode for Python data sources.
 """
@@ -38,11 +42,6 @@ from pyspark.sql.types import StructType
 
 from broker_runtime.errors import ConfigError
 from spark_kafka_log.common.driver_log import driver_log
-from spark_kafka_log.common.writer_options import batch_options, stream_options
-from spark_kafka_log.exactly_once.sink_log import checkpoint_dir, query_id
-from spark_kafka_log.stream.stream_writer import PylogStreamWriter, SinkTarget
-from spark_kafka_log.write.write_plan import prepare_write
-from spark_kafka_log.write.writer import PylogBatchWriter
 
 __all__ = ["PylogDataSource"]
 
@@ -73,6 +72,10 @@ class PylogDataSource(DataSource):
         return create_stream_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from spark_kafka_log.common.writer_options import batch_options
+        from spark_kafka_log.write.write_plan import prepare_write
+        from spark_kafka_log.write.writer import PylogBatchWriter
+
         if overwrite:
             raise ConfigError(
                 "Save mode overwrite not allowed for pylog: a topic is an append-only log. "
@@ -83,6 +86,11 @@ class PylogDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Driver, twice per micro-batch (before its tasks, and for its commit): see :mod:`.stream_writer`."""
+        from spark_kafka_log.common.writer_options import stream_options
+        from spark_kafka_log.exactly_once.sink_log import checkpoint_dir, query_id
+        from spark_kafka_log.stream.stream_writer import PylogStreamWriter, SinkTarget
+        from spark_kafka_log.write.write_plan import prepare_write
+
         called_ms = int(time.time() * 1000)
         parsed, layout, servers = prepare_write(self.options, schema, keep_client=True)
         options = stream_options(parsed)

@@ -92,11 +92,18 @@ COORDINATOR_ERRORS = frozenset(
 )
 #: Produce carries magic-2 record batches, which need Produce v3+.
 _DEFAULT_MIN_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 3}
-#: Client-side ceilings: AddPartitionsToTxn v4+ is the broker-to-coordinator batch (KIP-890), and EndTxn v5
-#: switches the coordinator to transaction version 2 (an epoch bump per transaction), which would break the
-#: retry of a completed EndTxn this client relies on. Fetch v13+ names topics by id, and this client (and the
+#: Client-side ceilings: AddPartitionsToTxn v4+ is the broker-to-coordinator batch (KIP-890), and EndTxn v5,
+#: Produce v12 and TxnOffsetCommit v5 are transaction version 2 (an epoch bump per transaction, partitions added
+#: by their leaders), which this client does not run: it adds its partitions itself and keeps its epoch across
+#: transactions (the retry of a completed EndTxn relies on it), as Kafka's Java client below transaction.version 2. Fetch v13+ names topics by id, and this client (and the
 #: connector's readers on it) fetch by name. Every Kafka broker with transactions serves these.
-DEFAULT_MAX_VERSIONS: dict[int, int] = {ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4, ApiKey.FETCH: 12}
+DEFAULT_MAX_VERSIONS: dict[int, int] = {
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.END_TXN: 4,
+    ApiKey.FETCH: 12,
+    ApiKey.PRODUCE: 11,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
+}
 
 
 @dataclass(frozen=True, slots=True)

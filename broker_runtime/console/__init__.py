@@ -1,14 +1,16 @@
-"""``pylog-broker console``: a read-only web console of any Kafka-protocol cluster (pylog's broker or Apache Kafka),
+"""``pylog-broker console``: a web console of any Kafka-protocol cluster (pylog's broker or Apache Kafka),
 talking to it only through the Kafka protocol with pylog's client.
 
 Usage::
 
     pylog-broker console --bootstrap-server H:P [--listen 127.0.0.1:8080] [--command-config FILE]
-        [--max-transaction-timeout MINUTES]
+        [--max-transaction-timeout MINUTES] [--allow-writes]
 
-Pages (server-rendered HTML, no script): ``/`` the cluster (nodes, their listeners, controller, API versions),
-``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
-replicas, ISR, log start, high watermark, last stable offset, size on disk; configs with sensitive values hidden),
+Pages (server-rendered HTML; one same-origin script draws the topic page's live chart): ``/`` the cluster
+(nodes, their listeners, controller, API versions), ``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
+replicas, ISR, log start, high watermark, last stable offset, size on disk; live charts of records and bytes in and
+records out per group, :mod:`.rates`; the Spark writes recorded for it, :mod:`.spark_writes`; configs with
+sensitive values hidden), ``/rates/T`` the chart's JSON,
 ``/topics/T/P`` a record browser (``offset=`` or ``timestamp=`` ms / ISO-8601, ``max_bytes=`` one bounded Fetch,
 ``isolation=``, ``render=auto|text|json|hex``, ``filter=`` a key or value substring over at most ``scan_bytes=``),
 ``/groups`` and ``/groups/G``
@@ -18,7 +20,9 @@ open transactions on partitions, hanging ones flagged by Kafka's ``find-hanging`
 Security: ``--command-config`` is the client security file every tool takes (:mod:`broker_runtime.tools.common`);
 the console reads as that principal and answers only what it may describe (the broker's errors are shown as
 such); credentials are never shown or logged. It listens on loopback by default and has no login of its own:
-another ``--listen`` address logs a WARNING saying so. Nothing in it changes the cluster (only GET is served).
+another ``--listen`` address logs a WARNING saying so. Nothing in it changes the cluster unless it is started with
+``--allow-writes``: then a group's page offers to reset its offsets and a topic's page to delete records, each
+after a confirmation page (:mod:`.actions`: CSRF token, origin check, audit log); without it every POST is a 403.
 
 Layout: this module holds the command line only (no aiohttp import until ``run``); :mod:`.model` reads the
 cluster, :mod:`.render` writes HTML, :mod:`.server` serves it. Needs the ``console`` extra (``pip install
@@ -47,7 +51,9 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(TOOL, help="a read-only web console of the cluster (needs the console extra)")
+    p = sub.add_parser(
+        TOOL, help="a web console of the cluster, read-only unless --allow-writes (needs the console extra)"
+    )
     add_bootstrap(p)
     p.add_argument(
         "--listen",
@@ -62,6 +68,12 @@ def add_parser(sub: Any) -> None:
         metavar="MINUTES",
         help="an open transaction older than this, not known to its coordinator for that partition, is "
         "flagged hanging (kafka-transactions find-hanging's option); default 15",
+    )
+    p.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="offer state-changing actions (reset a group's offsets, delete records), each after a "
+        "confirmation page; off by default (every POST is refused)",
     )
     p.set_defaults(func=run)
 
@@ -96,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 port=port,
                 request_timeout_ms=args.request_timeout_ms,
                 max_transaction_timeout_ms=args.max_transaction_timeout * 60000,
+                allow_writes=args.allow_writes,
             ).start()
         except OSError as exc:
             raise ToolError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None

@@ -1,8 +1,9 @@
 """What the web console shows, read from a cluster through the Kafka protocol only (pylog's client), so it reads
 pylog's broker and Apache Kafka alike. Synchronous: every function takes the :class:`KafkaClient` of the
 console's one worker thread (the client is not thread-safe) and returns plain frozen dataclasses that the
-renderer turns into HTML. Nothing here changes the cluster: the requests are Metadata, ApiVersions,
-DescribeCluster, DescribeConfigs (topics, and each broker's own, sent to it), DescribeLogDirs, ListOffsets, Fetch,
+renderer turns into HTML. Nothing here changes the cluster (the state-changing actions' plans, :class:`ResetPlan`
+and :class:`DeletePlan`, are computed here by reading; :mod:`.actions` carries them out): the requests are
+Metadata, ApiVersions, DescribeCluster, DescribeConfigs (topics, and each broker's own, sent to it), DescribeLogDirs, ListOffsets, Fetch,
 ListGroups, DescribeGroups, OffsetFetch, ListTransactions, DescribeTransactions and DescribeProducers.
 
 Errors: a broker's error code raises :class:`KafkaError` (the page shows it as an error, never as an empty page);
@@ -52,9 +53,12 @@ __all__ = [
     "MAX_FILTER_ROWS",
     "MAX_PAGE_BYTES",
     "MAX_SCAN_BYTES",
+    "RESETTABLE_STATES",
+    "RESET_TARGETS",
     "BrokerConfigs",
     "Cluster",
     "ConfigRow",
+    "DeletePlan",
     "FilterScan",
     "GroupDetail",
     "GroupRow",
@@ -63,6 +67,7 @@ __all__ = [
     "PartitionRow",
     "RecordPage",
     "RecordRow",
+    "ResetPlan",
     "TopicDetail",
     "TopicRow",
     "Transactions",
@@ -70,12 +75,15 @@ __all__ = [
     "broker_configs",
     "cluster",
     "config_row",
+    "delete_plan",
     "group",
+    "group_state",
     "groups",
     "hanging",
     "matches",
     "record_page",
     "render_bytes",
+    "reset_plan",
     "topic",
     "topics",
     "transactions",
@@ -798,3 +806,113 @@ def transactions(
         for tp, p in open_found
     ]
     return Transactions(now_ms, max_timeout_ms, described, opens, errors)
+
+
+# --- the plans of the state-changing actions (read only: what an action would do; console/actions.py does it) --
+
+#: The group states in which ``kafka-consumer-groups --reset-offsets`` resets (a group without active members);
+#: "Dead" is also how a group that does not exist yet is described.
+RESETTABLE_STATES = ("Empty", "Dead")
+RESET_TARGETS = ("earliest", "latest", "timestamp", "offset")
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """A reset of ``group``'s committed offsets for every partition of ``topic``, as ``kafka-consumer-groups
+    --reset-offsets --topic T --to-...`` computes it. ``rows``: (partition, committed offset or None, new offset,
+    note); a note says when the wanted offset was clamped (``--to-offset`` outside [log start, end]) or when no
+    record is at or after the timestamp (the end is taken)."""
+
+    group: str
+    state: str
+    topic: str
+    target: str
+    value: int | None
+    rows: list[tuple[int, int | None, int, str]]
+
+
+@dataclass(frozen=True)
+class DeletePlan:
+    """DeleteRecords of ``topic``-``partition`` before ``before`` (-1: the high watermark, Kafka's
+    ``kafka-delete-records`` convention): the log start and high watermark now, and the offsets that go."""
+
+    topic: str
+    partition: int
+    before: int
+    log_start: int
+    high_watermark: int
+
+    @property
+    def new_log_start(self) -> int:
+        return self.high_watermark if self.before == -1 else self.before
+
+    @property
+    def deleted(self) -> tuple[int, int]:
+        """The offsets ``[first, end)`` that go (an empty range when nothing does; a compacted log holds fewer
+        records than the range)."""
+        end = min(self.new_log_start, self.high_watermark)
+        return self.log_start, max(end, self.log_start)
+
+
+def _partitions_of(client: KafkaClient, topic: str) -> list[TopicPartition]:
+    found = client.metadata([topic]).topics.get(topic)
+    if found is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r}")
+    if found.error:
+        raise KafkaError(found.error, f"topic {topic!r}")
+    return [(topic, p) for p in sorted(found.partitions)]
+
+
+def group_state(client: KafkaClient, group_id: str) -> str:
+    """The group's state (DescribeGroups); "Dead" for a group the coordinator does not know (GROUP_ID_NOT_FOUND,
+    as Kafka 4 answers it), as Kafka's admin client describes it."""
+    try:
+        return str(client.groups.describe_group(group_id)["GroupState"])
+    except KafkaError as exc:
+        if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return "Dead"
+        raise
+
+
+def reset_plan(client: KafkaClient, group_id: str, topic: str, target: str, value: int | None) -> ResetPlan:
+    """What resetting ``group_id``'s offsets of ``topic`` to ``target`` (earliest, latest, timestamp ``value``
+    ms, offset ``value``) would commit; see :class:`ResetPlan`. Reads only."""
+    state = group_state(client, group_id)
+    tps = _partitions_of(client, topic)
+    committed = client.groups.committed_offsets(group_id)
+    earliest = {tp: o for tp, (o, _) in client.list_offsets(dict.fromkeys(tps, EARLIEST_TIMESTAMP)).items()}
+    latest = {tp: o for tp, (o, _) in client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP)).items()}
+    rows: list[tuple[int, int | None, int, str]] = []
+    found = (
+        client.list_offsets(dict.fromkeys(tps, value)) if target == "timestamp" and value is not None else {}
+    )
+    for tp in tps:
+        note = ""
+        if target == "earliest":
+            new = earliest[tp]
+        elif target == "latest":
+            new = latest[tp]
+        elif target == "timestamp":
+            new = found[tp][0]
+            if new < 0:
+                new, note = latest[tp], "no record at or after the time: the end"
+        else:
+            assert value is not None
+            new = min(max(value, earliest[tp]), latest[tp])
+            if new != value:
+                side = "lower than the earliest" if value < earliest[tp] else "higher than the latest"
+                note = f"{value} is {side} offset: set to {new}"
+        rows.append((tp[1], committed.get(tp), new, note))
+    return ResetPlan(group_id, state, topic, target, value, rows)
+
+
+def delete_plan(client: KafkaClient, topic: str, partition: int, before: int) -> DeletePlan:
+    """What DeleteRecords of ``topic``-``partition`` before ``before`` would delete; reads only."""
+    tp = (topic, partition)
+    if tp not in _partitions_of(client, topic):
+        raise KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} has no partition {partition}"
+        )
+    start = client.list_offsets({tp: EARLIEST_TIMESTAMP})[tp][0]
+    end = client.list_offsets({tp: LATEST_TIMESTAMP})[tp][0]
+    return DeletePlan(topic, partition, before, start, end)

@@ -1,5 +1,6 @@
 """The console's HTML: one function per page, from the dataclasses of :mod:`broker_runtime.console.model` to a
-whole document (server-rendered, no script, one small inline style sheet).
+whole document (server-rendered, one small inline style sheet; the topic page's chart is drawn by the one
+same-origin script, :data:`broker_runtime.console.rates.CHART_JS`, from its JSON).
 
 Invariant: every string that reaches the page from the cluster (topic and group names, keys, values, headers,
 client ids, error messages) or from the request passes through :func:`esc` (``html.escape`` with quotes) exactly
@@ -11,35 +12,48 @@ from __future__ import annotations
 
 import datetime
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote, urlencode
 
 from broker_runtime.console.model import (
     DEFAULT_SCAN_BYTES,
     MAX_FILTER_ROWS,
+    RESET_TARGETS,
     BrokerConfigs,
     Cluster,
     ConfigRow,
+    DeletePlan,
     FilterScan,
     GroupDetail,
     GroupRow,
     RecordPage,
+    ResetPlan,
     TopicDetail,
     TopicRow,
     Transactions,
     render_bytes,
 )
+from broker_runtime.console.spark_writes import SparkWrites
 from broker_runtime.protocol.messages.describe_configs import ConfigSource
+from broker_runtime.protocol.spark_writes import TOPIC as SPARK_WRITES_TOPIC
 
 __all__ = [
+    "CHART_SCRIPT",
+    "READ_ONLY_NOTE",
+    "WRITES_NOTE",
+    "action_done_page",
     "broker_configs_page",
     "cluster_page",
+    "delete_confirm_page",
+    "delete_records_form",
     "error_page",
     "esc",
     "group_page",
     "groups_page",
     "link",
     "records_page",
+    "reset_confirm_page",
+    "reset_offsets_form",
     "topic_page",
     "topics_page",
     "transactions_page",
@@ -59,12 +73,24 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}pre{margin:0;white-spa
 .control{color:#fff;background:#566;padding:1px 6px;border-radius:3px}
 .short{background:#fff3cd;border:1px solid #c0392b;padding:6px;font-weight:600}
 .kind{color:#889;font-size:11px}.note{color:#556}form{margin:8px 0}
+.chart{display:inline-block;background:#fff;border:1px solid #d6d9e0;margin:0 12px 8px 0;padding:4px}
+.chart svg{display:block;background:#fbfcfd}.legend{font-size:12px}
 """
+#: Where the chart script is served (same origin: the Content-Security-Policy allows script-src 'self' only).
+CHART_SCRIPT = "/static/chart.js"
 _NAV = (
     ("/", "Cluster"),
     ("/topics", "Topics"),
     ("/groups", "Consumer groups"),
     ("/transactions", "Transactions"),
+)
+
+
+#: The foot of every page; a console started with --allow-writes answers WRITES_NOTE in its place (.actions).
+READ_ONLY_NOTE = '<p class="note">Read-only: this console changes nothing on the cluster.</p>'
+WRITES_NOTE = (
+    '<p class="note" id="writes-note">Started with --allow-writes: the reset of a group\'s offsets and the '
+    "deletion of records are offered, each after a confirmation page.</p>"
 )
 
 
@@ -81,17 +107,15 @@ def _a(href: str, text: object, cls: str = "") -> str:
     return f'<a href="{esc(href)}"{f" class={esc(cls)!r}" if cls else ""}>{esc(text)}</a>'
 
 
-def _page(title: str, body: str, *, read_only_note: bool = True) -> str:
+def _page(title: str, body: str, *, read_only_note: bool = True, script: bool = False) -> str:
     nav = "".join(_a(href, text) for href, text in _NAV)
-    foot = (
-        '<p class="note">Read-only: this console changes nothing on the cluster.</p>'
-        if read_only_note
-        else ""
-    )
+    foot = READ_ONLY_NOTE if read_only_note else ""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{esc(title)} - pylog console</title><style>{_STYLE}</style></head>"
-        f"<body><nav>{nav}</nav><main><h1>{esc(title)}</h1>{body}{foot}</main></body></html>"
+        f"<body><nav>{nav}</nav><main><h1>{esc(title)}</h1>{body}{foot}</main>"
+        + (f'<script src="{CHART_SCRIPT}"></script>' if script else "")
+        + "</body></html>"
     )
 
 
@@ -187,7 +211,12 @@ def topics_page(rows: list[TopicRow]) -> str:
     return _page("Topics", f"<p>{len(rows)} topics this principal may describe.</p>{table}")
 
 
-def topic_page(t: TopicDetail) -> str:
+def topic_page(
+    t: TopicDetail, *, actions: str = "", chart_url: str | None = None, writes: SparkWrites | None = None
+) -> str:
+    """A topic: partitions, ``actions`` (the markup of the state-changing actions' forms,
+    :func:`delete_records_form`, if offered), the live chart fed by ``chart_url`` (:mod:`.rates`), the Spark
+    writes recorded for it (:mod:`.spark_writes`), configs."""
     parts = _table(
         [
             "partition",
@@ -222,7 +251,13 @@ def topic_page(t: TopicDetail) -> str:
         configs = f'<div class="error" id="configs-error">{esc(t.configs_error)}</div>'
     else:
         configs = _configs(t.configs)
-    return _page(f"Topic {t.name}", f"<h2>Partitions</h2>{parts}<h2>Configs</h2>{configs}")
+    live = "" if chart_url is None else _chart(chart_url)
+    spark = "" if writes is None else _spark_writes(writes)
+    return _page(
+        f"Topic {t.name}",
+        f"<h2>Partitions</h2>{parts}{actions}{live}{spark}<h2>Configs</h2>{configs}",
+        script=chart_url is not None,
+    )
 
 
 def _size(n: int) -> str:
@@ -397,7 +432,8 @@ def groups_page(rows: list[GroupRow]) -> str:
     return _page("Consumer groups", f"<p>{len(rows)} groups this principal may describe.</p>{table}")
 
 
-def group_page(g: GroupDetail) -> str:
+def group_page(g: GroupDetail, *, actions: str = "") -> str:
+    """``actions``: the markup of the state-changing actions' forms (:func:`reset_offsets_form`), if offered."""
     members = _table(
         ["member", "client id", "host", "assignment"],
         (
@@ -425,7 +461,7 @@ def group_page(g: GroupDetail) -> str:
         f"Consumer group {g.group_id}",
         f"<p>state <strong id='state'>{esc(g.state)}</strong>, protocol type {esc(g.protocol_type or '-')}, "
         f"protocol <code>{esc(g.protocol or '-')}</code></p><h2>Members</h2>{members}"
-        f"<h2>Committed offsets and lag</h2>{offsets}",
+        f"<h2>Committed offsets and lag</h2>{offsets}{actions}",
     )
 
 
@@ -486,3 +522,188 @@ def transactions_page(t: Transactions) -> str:
         f"longer than {esc(t.max_timeout_ms)} ms with no coordinator transaction that includes the partition."
         f"</p>{opens}",
     )
+
+
+# --- the state-changing actions (offered only with --allow-writes; see broker_runtime.console.actions) ---------
+
+
+def _hidden(fields: Mapping[str, object]) -> str:
+    return "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">' for k, v in fields.items())
+
+
+def reset_offsets_form(group: str, topics: Sequence[str], token: str) -> str:
+    """The group page's form: reset the group's offsets of a topic (a POST that first shows the plan)."""
+    options = "".join(f'<option value="{t}">{t}</option>' for t in RESET_TARGETS)
+    return (
+        f'<h2>Reset offsets</h2><form id="reset-form" method="post" action="{esc(link("groups", group, "reset-offsets"))}">'
+        f"{_hidden({'csrf_token': token})}"
+        f'topic <input name="topic" id="reset-topic" size="24" value="{esc(topics[0] if topics else "")}"> '
+        f'to <select name="to" id="reset-to">{options}</select> '
+        '<input name="value" id="reset-value" size="24" placeholder="time (ms or ISO-8601) or offset"> '
+        '<button type="submit" id="reset-preview">Preview</button></form>'
+        '<p class="note">As kafka-consumer-groups --reset-offsets: only while the group has no active members '
+        "(Empty); every partition of the topic; an offset is clamped into [log start, end]. The next page shows "
+        "the offsets before anything is committed.</p>"
+    )
+
+
+def delete_records_form(topic: str, partitions: Sequence[int], token: str) -> str:
+    """The topic page's form: delete the records of a partition before an offset (a POST that first shows what
+    goes)."""
+    options = "".join(f'<option value="{p}">{p}</option>' for p in partitions)
+    return (
+        f'<h2>Delete records</h2><form id="delete-form" method="post" '
+        f'action="{esc(link("topics", topic, "delete-records"))}">{_hidden({"csrf_token": token})}'
+        f'partition <select name="partition" id="delete-partition">{options}</select> '
+        'before offset <input name="before" id="delete-before" size="14" placeholder="-1: the high watermark"> '
+        '<button type="submit" id="delete-preview">Preview</button></form>'
+        '<p class="note">As kafka-delete-records (DeleteRecords): moves the partition\'s log start offset; the '
+        "next page shows the offsets that go before anything is deleted.</p>"
+    )
+
+
+def reset_confirm_page(plan: ResetPlan, token: str) -> str:
+    """What a reset would commit, and the form that commits exactly these offsets."""
+    rows = _table(
+        ["topic", "partition", "committed offset", "new offset", "note"],
+        (
+            [_td(esc(plan.topic)), _num(p), _num("-" if old is None else old), _num(new), _td(esc(note))]
+            for p, old, new, note in plan.rows
+        ),
+        "plan",
+    )
+    wanted = plan.target if plan.value is None else f"{plan.target} {plan.value}"
+    fields = {
+        "csrf_token": token,
+        "topic": plan.topic,
+        "to": plan.target,
+        "value": "" if plan.value is None else plan.value,
+        "plan": ",".join(f"{p}:{new}" for p, _, new, _ in plan.rows),
+        "confirm": "yes",
+    }
+    return _page(
+        f"Confirm: reset the offsets of group {plan.group}",
+        f"<p>Group <strong>{esc(plan.group)}</strong> (state <strong id='state'>{esc(plan.state)}</strong>), "
+        f"topic <strong>{esc(plan.topic)}</strong>, to {esc(wanted)}: these offsets will be committed.</p>{rows}"
+        f'<form id="confirm-form" method="post" action="{esc(link("groups", plan.group, "reset-offsets"))}">'
+        f'{_hidden(fields)}<button type="submit" id="confirm">Reset the offsets</button> '
+        f"{_a(link('groups', plan.group), 'cancel', 'cancel')}</form>",
+    )
+
+
+def delete_confirm_page(plan: DeletePlan, token: str) -> str:
+    """What DeleteRecords would delete, and the form that deletes it."""
+    first, end = plan.deleted
+    goes = f"offsets {first} to {end - 1} ({end - first} offsets)" if end > first else "nothing"
+    warning = ""
+    if plan.new_log_start > plan.high_watermark:
+        warning = (
+            f'<div class="short" id="delete-warning">{esc(plan.new_log_start)} is past the high watermark '
+            f"{esc(plan.high_watermark)}: the broker will refuse it (OFFSET_OUT_OF_RANGE).</div>"
+        )
+    rows = _table(
+        ["topic", "partition", "log start", "high watermark", "new log start", "deleted"],
+        [
+            [
+                _td(esc(plan.topic)),
+                _num(plan.partition),
+                _num(plan.log_start),
+                _num(plan.high_watermark),
+                _num(plan.new_log_start),
+                _td(esc(goes)),
+            ]
+        ],
+        "plan",
+    )
+    fields = {"csrf_token": token, "partition": plan.partition, "before": plan.before, "confirm": "yes"}
+    return _page(
+        f"Confirm: delete records of {plan.topic}-{plan.partition}",
+        f"<p>The records before offset {esc(plan.new_log_start)} will be deleted; this cannot be undone.</p>"
+        f"{rows}{warning}"
+        f'<form id="confirm-form" method="post" action="{esc(link("topics", plan.topic, "delete-records"))}">'
+        f'{_hidden(fields)}<button type="submit" id="confirm">Delete the records</button> '
+        f"{_a(link('topics', plan.topic), 'cancel', 'cancel')}</form>",
+    )
+
+
+def action_done_page(title: str, message: str, back: str, back_text: str) -> str:
+    """An action carried out: what was done, and a link back to the page that shows its effect."""
+    return _page(title, f'<p id="done">{esc(message)}</p><p>{_a(back, back_text, "back")}</p>')
+
+
+# --- the topic page's live chart and Spark writes -------------------------------------------------------------
+
+
+def _chart(url: str) -> str:
+    """The chart's frame: the script (:data:`CHART_SCRIPT`) fills the SVGs from ``url`` every few seconds."""
+    panes = "".join(
+        f'<div class="chart"><div class="kind">{esc(label)} <span class="top"></span></div>'
+        f'<svg class="{cls}" viewBox="0 0 600 120" width="480" height="96" preserveAspectRatio="none" role="img" '
+        f'aria-label="{esc(label)}"></svg><div class="legend"></div></div>'
+        for cls, label in (("records", "records/s (in, and out per consumer group)"), ("bytes", "bytes/s in"))
+    )
+    return (
+        f'<h2>Throughput (last 10 minutes)</h2><div id="chart" data-rates="{esc(url)}" data-samples="0">'
+        f'{panes}<div class="chart-error note"></div>'
+        f'<noscript><p class="note">The chart needs script; its data: {_a(url, url)}</p></noscript></div>'
+    )
+
+
+def _offset_ranges(parts: Iterable[tuple[str, int, int, int, int]], topic: str) -> str:
+    shown = []
+    for t, p, first, last, rows in parts:
+        if t != topic:
+            continue
+        shown.append(f"{p}@{first}..{last}" if first >= 0 else f"{p}({rows} rows, offsets unknown)")
+    return ", ".join(shown)
+
+
+def _spark_writes(w: SparkWrites) -> str:
+    head = "<h2>Spark writes (format(&quot;pylog&quot;))</h2>"
+    if w.error:
+        return head + f'<div class="error" id="spark-writes-error">{esc(w.error)}</div>'
+    if not w.recorded:
+        return head + (
+            f'<p class="note" id="spark-writes-none">No Spark write recorded on this cluster (topic '
+            f"{esc(SPARK_WRITES_TOPIC)} absent: written by the connector after each commit unless "
+            f"pylog.writeProvenance=false).</p>"
+        )
+    if not w.writes:
+        table = f'<p class="note" id="spark-writes-none">No recorded Spark write touched {esc(w.topic)}.</p>'
+    else:
+        table = _table(
+            [
+                "write id",
+                "kind",
+                "query id",
+                "batch",
+                "delivery",
+                "tasks",
+                "rows (all topics)",
+                "rows here",
+                "committed",
+                "partition@offsets",
+            ],
+            (
+                [
+                    _td(esc(x.write_id)),
+                    _td(esc(x.kind)),
+                    _td(esc(x.query_id or "-")),
+                    _num("-" if x.batch_id is None else x.batch_id),
+                    _td(esc(x.delivery)),
+                    _num(x.tasks),
+                    _num(x.rows),
+                    _num(sum(p[4] for p in x.partitions if p[0] == w.topic)),
+                    _td(esc(_time(x.committed_ms))),
+                    _td(esc(_offset_ranges(x.partitions, w.topic))),
+                ]
+                for x in w.writes
+            ),
+            "spark-writes",
+        )
+    note = f"scanned offsets {w.scanned_from} to {w.scanned_to} of {SPARK_WRITES_TOPIC}"
+    if w.truncated:
+        note += " (older records not scanned)"
+    if w.unreadable:
+        note += f"; {w.unreadable} record(s) not readable (not JSON, or a later format)"
+    return head + table + f'<p class="note" id="spark-writes-note">{esc(note)}</p>'

@@ -8,8 +8,10 @@ and stops both (``stop()``: the site, then the worker and its client).
 
 Answers: a page is HTML; a broker's error is a page that names it (status 403 for an authorization failure, 404
 for an unknown topic or group, 502 for any other broker error or an unreachable broker), a bad query 400. Every
-answer carries a Content-Security-Policy that allows no script and no foreign resource (defence in depth behind the
-renderer's escaping) and ``X-Content-Type-Options: nosniff``. Only GET is routed: nothing here changes the cluster.
+answer carries a Content-Security-Policy that allows no inline script and no foreign resource (defence in depth
+behind the renderer's escaping; the one script allowed is the chart's, same-origin, :mod:`.rates`) and
+``X-Content-Type-Options: nosniff``. Only GET is routed here; the POSTs of the state-changing actions, refused
+unless ``allow_writes``, are :mod:`.actions`' (confirmation, CSRF token, origin).
 
 DNS rebinding: a request whose ``Host`` header is not an address the console was bound to (for a loopback
 binding: ``127.0.0.1``, ``localhost`` or ``[::1]`` with the bound port) is answered 421 before any Kafka call, so a
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import datetime
+import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -31,17 +33,23 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from broker_runtime.client import KafkaClient
-from broker_runtime.console import model, render
+from broker_runtime.console import actions, model, rates, render, spark_writes
+from broker_runtime.console.query import BadRequest as _BadRequest
+from broker_runtime.console.query import int64 as _int64
+from broker_runtime.console.query import parse_time
 from broker_runtime.errors import BrokerConnectionError, ErrorCode, KafkaError, PylogError
 from broker_runtime.security import ClientSecurity
 
-__all__ = ["ConsoleServer"]
+__all__ = ["ConsoleServer", "parse_time"]
 
 _log = logging.getLogger("broker_runtime.console")
 
 T = TypeVar("T")
 
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"
+_CSP = (
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 _FORBIDDEN = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -55,23 +63,7 @@ _NOT_FOUND = {
 }
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-class _BadRequest(Exception):
-    pass
-
-
-def _int64(name: str, text: str) -> int:
-    """``text`` as an int64 (at most 19 digits, so ``int()`` never meets Python's digit limit)."""
-    digits = text[1:] if text[:1] == "-" else text
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
-        raise _BadRequest(f"{name}={text[:40]!r}: expected an integer")
-    value = int(text)
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise _BadRequest(f"{name}={text!r}: out of range (a 64-bit integer)")
-    return value
 
 
 def _int_arg(request: web.Request, name: str) -> int | None:
@@ -79,22 +71,6 @@ def _int_arg(request: web.Request, name: str) -> int | None:
     if not text:
         return None
     return _int64(name, text)
-
-
-def parse_time(text: str) -> int:
-    """A time in ms since the epoch, or an ISO-8601 date-time (UTC unless it names its offset)."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return _int64("timestamp", text)
-    try:
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise _BadRequest(
-            f"timestamp={text!r}: expected ms since the epoch or ISO-8601 (2026-11-27T10:00:00Z)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return int(when.timestamp() * 1000)
 
 
 class ConsoleServer:
@@ -110,6 +86,8 @@ class ConsoleServer:
         port: int = 0,
         request_timeout_ms: int = 30000,
         max_transaction_timeout_ms: int = model.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        allow_writes: bool = False,
+        chart_interval_s: float = rates.DEFAULT_INTERVAL_S,
     ) -> None:
         self._bootstrap = bootstrap
         self._security = security
@@ -125,6 +103,12 @@ class ConsoleServer:
         self._thread: threading.Thread | None = None
         self.url = ""
         self._allowed_hosts: frozenset[str] | None = frozenset()  # set when bound
+        self._actions = actions.Actions(
+            allow_writes=allow_writes, kafka=self._kafka, principal=actions.principal_of(security)
+        )
+        self._rates = rates.Rates(chart_interval_s)
+        self._ticker: asyncio.Task[None] | None = None
+        self._tick_error = ""
 
     # --- the Kafka side (worker thread) -------------------------------------------------------------------------
 
@@ -151,19 +135,22 @@ class ConsoleServer:
     # --- pages --------------------------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._host_check, self._errors])
+        app = web.Application(middlewares=[self._host_check, self._actions.note, self._errors])
         app.add_routes(
             [
                 web.get("/", self._cluster),
                 web.get("/brokers/{node}", self._broker),
                 web.get("/topics", self._topics),
                 web.get("/topics/{topic}", self._topic),
+                web.get("/rates/{topic}", self._rates_json),
+                web.get(render.CHART_SCRIPT, self._chart_js),
                 web.get("/topics/{topic}/{partition}", self._records),
                 web.get("/groups", self._groups),
                 web.get("/groups/{group}", self._group),
                 web.get("/transactions", self._transactions),
             ]
         )
+        app.add_routes(self._actions.routes())
         return app
 
     @web.middleware
@@ -206,7 +193,7 @@ class ConsoleServer:
             response = _html(render.error_page(title, str(exc), "Error"), 502)
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Referrer-Policy"] = "same-origin"  # the actions' forms carry their Origin
         return response
 
     async def _cluster(self, request: web.Request) -> web.StreamResponse:
@@ -221,7 +208,41 @@ class ConsoleServer:
 
     async def _topic(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
-        return _html(render.topic_page(await self._kafka(lambda c: model.topic(c, name))))
+        detail, writes = await self._kafka(lambda c: (model.topic(c, name), spark_writes.writes_of(c, name)))
+        if self._rates.watch(name):  # the chart's first sample now, not at the next tick
+            await self._kafka(self._rates.sample)
+        return _html(
+            render.topic_page(
+                detail,
+                actions=self._actions.topic_form(detail),
+                chart_url=render.link("rates", name),
+                writes=writes,
+            )
+        )
+
+    async def _rates_json(self, request: web.Request) -> web.StreamResponse:
+        """The topic's chart data (:mod:`.rates`); asking for it keeps the topic watched."""
+        name = request.match_info["topic"]
+        if self._rates.watch(name):  # its first sample now, not at the next tick (once per new topic)
+            await self._kafka(self._rates.sample)
+        return web.json_response(self._rates.series(name))
+
+    async def _chart_js(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text=rates.CHART_JS, content_type="text/javascript", charset="utf-8")
+
+    async def _tick(self) -> None:
+        """Samples the watched topics every ``interval_s`` on the worker thread (:mod:`.rates`)."""
+        while True:
+            await asyncio.sleep(self._rates.interval_s)
+            if not self._rates.watched():
+                continue
+            try:
+                await self._kafka(self._rates.sample)
+                self._tick_error = ""
+            except (PylogError, OSError) as exc:
+                if str(exc) != self._tick_error:  # once per distinct failure, not every tick
+                    self._tick_error = str(exc)
+                    _log.warning("console: sampling the charts' topics failed: %s", exc)
 
     async def _records(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["topic"]
@@ -258,7 +279,8 @@ class ConsoleServer:
 
     async def _group(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["group"]
-        return _html(render.group_page(await self._kafka(lambda c: model.group(c, name))))
+        detail = await self._kafka(lambda c: model.group(c, name))
+        return _html(render.group_page(detail, actions=self._actions.group_form(detail)))
 
     async def _transactions(self, request: web.Request) -> web.StreamResponse:
         found = await self._kafka(lambda c: model.transactions(c, max_timeout_ms=self._max_txn_ms))
@@ -301,10 +323,18 @@ class ConsoleServer:
                 "console's credentials (it has no login of its own)",
                 self._host,
             )
+        if self._actions.allow_writes:
+            _log.warning(
+                "the console at %s offers state-changing actions (--allow-writes: reset offsets, delete records) "
+                "as %s",
+                self.url,
+                actions.principal_of(self._security),
+            )
         return self
 
     async def _open(self) -> None:
         self._runner = web.AppRunner(self._app(), access_log=None)
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
         await site.start()
@@ -320,6 +350,10 @@ class ConsoleServer:
             self._allowed_hosts = frozenset(f"{n}:{port}" for n in names)
 
     async def _close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
         if self._runner is not None:
             await self._runner.cleanup()
 

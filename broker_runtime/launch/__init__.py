@@ -18,20 +18,40 @@ does. Errors: :class:`~broker_runtime.errors.BrokerStartError` (a child process 
 
 from __future__ import annotations
 
-from broker_runtime.launch.embedded import (
-    embedded_broker_address,
-    embedded_broker_status,
-    ensure_embedded_broker,
-    stop_embedded_broker,
-)
-from broker_runtime.launch.layout import broker_log_dir, cluster_node_overrides
-from broker_runtime.launch.process import (
-    BrokerCluster,
-    ClusterNode,
-    broker_process,
-    cluster_process,
-    create_topic,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker_runtime.launch.embedded import (
+        embedded_broker_address,
+        embedded_broker_status,
+        ensure_embedded_broker,
+        stop_embedded_broker,
+    )
+    from broker_runtime.launch.layout import broker_log_dir, cluster_node_overrides
+    from broker_runtime.launch.process import (
+        BrokerCluster,
+        ClusterNode,
+        broker_process,
+        cluster_process,
+        create_topic,
+    )
+
+#: Where each name of ``__all__`` lives. Imported at first use: ``pylog-broker start`` needs only
+#: :mod:`.command`, and importing this package must not load the client (and its TLS and SASL modules) then.
+_HOMES = {
+    "BrokerCluster": "process",
+    "ClusterNode": "process",
+    "broker_log_dir": "layout",
+    "broker_process": "process",
+    "cluster_node_overrides": "layout",
+    "cluster_process": "process",
+    "create_topic": "process",
+    "embedded_broker_address": "embedded",
+    "embedded_broker_status": "embedded",
+    "ensure_embedded_broker": "embedded",
+    "stop_embedded_broker": "embedded",
+}
 
 __all__ = [
     "BrokerCluster",
@@ -46,3 +66,12 @@ __all__ = [
     "ensure_embedded_broker",
     "stop_embedded_broker",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

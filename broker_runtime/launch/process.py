@@ -219,6 +219,8 @@ def _wait_listening(child: _Child, timeout_s: float) -> str:
     """The child's bootstrap address from its listening line; then its stdout is drained by a thread."""
     proc = child.proc
     found: list[str] = []
+    # Set by the reader at the listening line or at the end of stdout (the child exited): no polling delay.
+    settled = threading.Event()
 
     def read_stdout() -> None:
         assert proc.stdout is not None
@@ -228,12 +230,14 @@ def _wait_listening(child: _Child, timeout_s: float) -> str:
                     address = parse_listening_line(line)
                     if address is not None:
                         found.append(address)
+                        settled.set()
+        settled.set()
 
     reader = threading.Thread(target=read_stdout, name=f"broker-{proc.pid}-stdout", daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout_s
-    while not found and proc.poll() is None and time.monotonic() < deadline:
-        reader.join(0.02)
+    while not settled.is_set() and proc.poll() is None and time.monotonic() < deadline:
+        settled.wait(min(0.5, max(0.0, deadline - time.monotonic())))
     if found:
         return found[0]
     reader.join(1.0)  # an exited child's last stdout line may still be in the pipe

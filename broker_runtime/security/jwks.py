@@ -34,16 +34,16 @@ import ssl
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import jwt
+from typing import TYPE_CHECKING, Any
 
 from broker_runtime.errors import ConfigError
 from broker_runtime.security.oauth_http import check_allowed_url, open_url
 from broker_runtime.security.oauthbearer import InvalidToken
+
+if TYPE_CHECKING:
+    import jwt
 
 __all__ = ["MAX_JWKS_BYTES", "MAX_KID_CHARS", "MIN_ON_DEMAND_REFRESH_S", "JwksKeys", "parse_jwks"]
 
@@ -104,6 +104,9 @@ class JwksKeys:
         key: str = "sasl.oauthbearer.jwks.endpoint.url",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        # urllib.request (and http.client): only a broker with a JWKS endpoint needs it
+        from urllib.request import url2pathname
+
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("https", "http", "file"):
             raise ConfigError(
@@ -113,7 +116,7 @@ class JwksKeys:
         check_allowed_url(key, url)
         self.url = url
         self._key = key
-        self._file = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
+        self._file = Path(url2pathname(parsed.path)) if parsed.scheme == "file" else None
         self._refresh_s = refresh_ms / 1000
         self._backoff_s = max(retry_backoff_ms, 1) / 1000
         self._backoff_max_s = max(retry_backoff_max_ms, retry_backoff_ms, 1) / 1000
@@ -136,6 +139,8 @@ class JwksKeys:
         if self._file is not None:
             with self._file.open("rb") as f:
                 return f.read(MAX_JWKS_BYTES + 1)
+        import urllib.request
+
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
         with open_url(request, timeout=_FETCH_TIMEOUT_S, context=self._ssl_context) as answer:
             return bytes(answer.read(MAX_JWKS_BYTES + 1))
@@ -243,6 +248,8 @@ class JwksKeys:
         cache_key = (kid or "", algorithm)
         cached = built.get(cache_key)
         if cached is None:
+            import jwt  # PyJWT: loaded by the first key used, not at every broker's start
+
             try:
                 cached = jwt.PyJWK(dict(jwk), algorithm=algorithm)
             except (jwt.PyJWTError, ValueError, TypeError) as exc:

@@ -43,12 +43,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-from cryptography.hazmat.primitives.serialization import pkcs12
+from typing import TYPE_CHECKING
 
 from broker_runtime.errors import ConfigError
+
+if TYPE_CHECKING:  # cryptography is imported by the first store read, not by every broker's start
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+    from cryptography.hazmat.primitives.serialization import pkcs12
 
 __all__ = ["STORE_TYPES", "KeyEntry", "file_format", "read_key_store", "read_trust_store"]
 
@@ -159,6 +161,8 @@ def _load_cached(
     key_pw_name: str,
 ) -> pkcs12.PKCS12KeyAndCertificates:
     del size, mtime_ns  # the cache key only (with real_path): a changed file is read again
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     if fmt == "JKS":
         with tempfile.TemporaryDirectory(prefix="pylog-keytool-") as tmp:
             one_time = secrets.token_urlsafe(24)

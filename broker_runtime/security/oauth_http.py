@@ -21,12 +21,15 @@ Threading: stateless; safe from any thread.
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
-import urllib.request
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from broker_runtime.errors import ConfigError
+
+if TYPE_CHECKING:  # urllib.request (and http.client, email) are imported by the first request
+    import urllib.request
 
 __all__ = ["ALLOWED_URLS_ENV", "RedirectRefused", "check_allowed_url", "open_url"]
 
@@ -49,18 +52,27 @@ class RedirectRefused(Exception):
     """An OAuth endpoint answered a redirect; its message names the URL, the status and the ``Location``."""
 
 
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(
-        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> NoReturn:
-        fp.close()
-        raise RedirectRefused(
-            f"{req.full_url} answered HTTP {code} redirecting to {newurl!r}: redirects of OAuth endpoints are not "
-            "followed (they would carry the client credentials or take keys from elsewhere); configure the final URL"
-        )
+@functools.cache
+def _refuse_redirects() -> type[urllib.request.HTTPRedirectHandler]:
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(
+            self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> NoReturn:
+            fp.close()
+            raise RedirectRefused(
+                f"{req.full_url} answered HTTP {code} redirecting to {newurl!r}: redirects of OAuth endpoints are "
+                "not followed (they would carry the client credentials or take keys from elsewhere); configure the "
+                "final URL"
+            )
+
+    return RefuseRedirects
 
 
 def open_url(request: urllib.request.Request, *, timeout: float, context: ssl.SSLContext | None) -> Any:
     """``urllib.request.urlopen`` that refuses redirects (:class:`RedirectRefused`)."""
-    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _RefuseRedirects())
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _refuse_redirects()())
     return opener.open(request, timeout=timeout)

@@ -47,11 +47,12 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import jwt
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    import jwt
 
 __all__ = [
     "ALLOWED_ALGORITHMS",
@@ -221,6 +222,8 @@ class JwtValidator:
         self._now_ms = now_ms
 
     def validate(self, token: str) -> BearerToken:
+        import jwt  # PyJWT (and cryptography): loaded by the first signed token, not by every broker's start
+
         _check_size(token)
         try:
             header = jwt.get_unverified_header(token)

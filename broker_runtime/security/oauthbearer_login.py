@@ -40,16 +40,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import http.client
 import json
 import logging
 import random
 import ssl
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,6 +318,8 @@ class TokenSource:
             header = _b64(json.dumps({"alg": "none"}).encode())
             return f"{header}.{_b64(json.dumps(claims).encode())}.", float(claims["exp"])
         if login.endpoint.lower().startswith("file:"):
+            import urllib.request  # with http.client: only a client that logs in through an endpoint needs it
+
             path = Path(urllib.request.url2pathname(urllib.parse.urlparse(login.endpoint).path))
             try:
                 token = path.read_text().strip()
@@ -333,6 +332,10 @@ class TokenSource:
         return self._client_credentials(now)
 
     def _client_credentials(self, now: float) -> tuple[str, float]:
+        import http.client
+        import urllib.error
+        import urllib.request
+
         login = self.login
         assert login.endpoint is not None and login.client_id is not None and login.client_secret is not None
         cid, secret = login.client_id, login.client_secret

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
-
-import scramp
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.security.scram_credentials import SCRAM_MECHANISMS
+
+if TYPE_CHECKING:
+    import scramp
 
 __all__ = [
     "ClientMechanism",
@@ -56,7 +57,11 @@ class SaslClientMechanism:
         self.complete = False
         self._user = username
         self._password = password
-        self._scram = scramp.ScramClient([name], username, password) if name in SCRAM_MECHANISMS else None
+        self._scram: scramp.ScramClient | None = None
+        if name in SCRAM_MECHANISMS:
+            import scramp  # only a SCRAM client needs it (an import of ~25 ms)
+
+            self._scram = scramp.ScramClient([name], username, password)
         self._round = 0
 
     def first(self) -> bytes:
@@ -70,6 +75,8 @@ class SaslClientMechanism:
             self.complete = True
             return None
         self._round += 1
+        import scramp  # already loaded by __init__: only for its exception type
+
         try:
             if self._round == 1:
                 self._scram.set_server_first(bytes(challenge).decode())

@@ -30,7 +30,8 @@ SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, two rounds, :mod:`.scram_server`: Kafka
 an authzid equal to the user accepted; credentials from the salted credentials file, whose failure to be read
 fails the login with a WARNING, never the connection as an internal error) and OAUTHBEARER (RFC 7628,
 :mod:`.oauthbearer`: the listener's token validator decides; a refused token is answered with Kafka's
-``{"status":"invalid_token"}`` challenge and the client's next message fails the login with it; the session
+``{"status":"invalid_token"}`` challenge, the client's ``^A`` acknowledging it fails the login with it and any
+other message is read as a new client first message, as Kafka's ``OAuthBearerSaslServer``; the session
 never outlives the token, whatever ``connections.max.reauth.ms`` says, as Kafka's ``CREDENTIAL.LIFETIME.MS``). Error texts are Kafka's in substance
 and never say whether the user or the password was wrong. Cost: a token is at most ``sasl.server.max.receive.size``
 bytes (the connection enforces it from the size prefix) and every mechanism's parsing is linear C-level work on
@@ -185,6 +186,11 @@ class SaslServerAuthenticator:
         self.state = FAILED
         return AuthStep(ErrorCode.SASL_AUTHENTICATION_FAILED, message, b"", False)
 
+    def _generic_failure(self) -> str:
+        """Kafka's answer to a mechanism's ``SaslException``: the phase and the mechanism, nothing else."""
+        phase = "re-authentication" if self.reauthenticating_from is not None else "authentication"
+        return f"Authentication failed during {phase} due to invalid credentials with SASL mechanism {self.mechanism}"
+
     def _done(self, user: str, challenge: bytes = b"", credential_expires_ms: int | None = None) -> AuthStep:
         principal = f"User:{user}"
         previous = self.reauthenticating_from
@@ -230,17 +236,21 @@ class SaslServerAuthenticator:
         return self._done(user)
 
     def _oauthbearer(self, token: bytes) -> AuthStep:
-        """Kafka's ``OAuthBearerSaslServer``: validate the client first message's token; a refused one is
-        answered with the JSON error as a challenge, and the client's next message (``^A``) fails the login with
-        it. (Kafka would read another client first message there; pylog fails whatever comes.)"""
-        if self._oauth_error is not None:
-            return self._fail(self._oauth_error)
+        """Kafka's ``OAuthBearerSaslServer.evaluateResponse``: a refused token is answered with the JSON error as
+        a challenge; the client's next message, when it is the lone ``^A`` (``%x01``) that acknowledges it, fails
+        the login with that JSON as the error message (``SaslAuthenticationException``); anything else is read
+        as a new client first message. A message that is not one fails with the generic text (Kafka's
+        ``SaslServerAuthenticator`` answers a ``SaslException`` so, naming nothing of what was wrong)."""
+        refused, self._oauth_error = self._oauth_error, None
+        if refused is not None and bytes(token) == b"\x01":
+            return self._fail(refused)
         try:
             authzid, value = parse_client_first(token)
         except InvalidMessage as exc:
-            return self._fail(str(exc))
+            _log.debug("SASL/OAUTHBEARER login failed: %s", exc)
+            return self._fail(self._generic_failure())
         if self._oauth_validator is None:  # the listener's config check makes this unreachable
-            return self._fail("Authentication could not be performed due to an internal error on the server")
+            return self._fail(self._generic_failure())
         try:
             bearer = self._oauth_validator.validate(value)
         except InvalidToken as exc:
@@ -265,11 +275,7 @@ class SaslServerAuthenticator:
             final = server.client_final(bytes(token))
             return self._done(server.username, final)
         except ScramError as exc:
-            return self._fail(
-                exc.client_message
-                or f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
-                f"{mechanism}"
-            )
+            return self._fail(exc.client_message or self._generic_failure())
 
     def _scram_credential(self, user: str) -> ScramCredential | None:
         """The stored credential of ``user`` for this login's mechanism; a store that cannot be read fails the

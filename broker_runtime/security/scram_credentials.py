@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import scramp
-
 from broker_runtime.errors import ConfigError
 from broker_runtime.fsutil import FileLock, write_atomically
 
@@ -170,6 +168,8 @@ def upsert_user(
         raise ConfigError(problem)
     if not password:
         raise ConfigError("the password must not be empty")
+    import scramp  # only writing a credential needs it
+
     salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
         password, iteration_count=iterations
     )

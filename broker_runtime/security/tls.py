@@ -32,8 +32,6 @@ import ssl
 import tempfile
 from collections.abc import Iterator, Mapping
 
-from cryptography.hazmat.primitives import serialization
-
 from broker_runtime.errors import ConfigError
 from broker_runtime.security.keystores import (
     STORE_TYPES,
@@ -144,6 +142,8 @@ def _pem_file(text: str | bytes) -> Iterator[str]:
 def _load_key_entry(ctx: ssl.SSLContext, entry: KeyEntry) -> None:
     """``ctx.load_cert_chain`` of a key read from a JKS/PKCS12 store. Python's ssl loads keys from files only: the
     file holds the key encrypted with a one-time password (never the clear key), exists while it is read, 0600."""
+    from cryptography.hazmat.primitives import serialization  # only for a key read from a store
+
     one_time = secrets.token_urlsafe(24)
     pem = serialization.Encoding.PEM
     text = entry.key.private_bytes(
@@ -229,6 +229,8 @@ def _load_truststore(ctx: ssl.SSLContext, props: Mapping[str, str], listener: st
             trusted = read_trust_store(
                 location, fmt, password or None, lambda k: ssl_setting(props, k, listener)[0]
             )
+            from cryptography.hazmat.primitives import serialization
+
             pem = serialization.Encoding.PEM
             ctx.load_verify_locations(cadata="".join(c.public_bytes(pem).decode() for c in trusted))
             return True

@@ -126,8 +126,8 @@ def _entity_problem(pairs: list[tuple[str, str | None]]) -> Problem | None:
 
 def alteration_problem(pairs: list[tuple[str, str | None]], ops: list[dict[str, Any]]) -> Problem | None:
     """What AlterClientQuotas refuses in one entry (Kafka's ``ClientQuotaControlManager`` checks): the entity,
-    a key named twice, a key the entity type does not have, a value that is not finite (inf, nan) or negative or
-    must be whole and is not; None: valid."""
+    a key named twice, a key the entity type does not have, a value that is not greater than 0 (Kafka 4's check),
+    not finite (inf, nan) or must be whole and is not; None: valid."""
     problem = _entity_problem(pairs)
     if problem is not None:
         return problem
@@ -153,12 +153,12 @@ def alteration_problem(pairs: list[tuple[str, str | None]], ops: list[dict[str, 
         if whole is None:
             return ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}"
         value = float(op["Value"])
+        if value <= 0:  # Kafka's ClientQuotaControlManager.validateQuotaKeyValue, -inf included
+            return ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0"
         if not math.isfinite(
             value
         ):  # round(inf) raises; inf would be stored and written as JSON's "Infinity"
             return ErrorCode.INVALID_REQUEST, f"Quota {key} must be a finite number, not {value}"
-        if value < 0:
-            return ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a number >= 0, not {value}"
         if whole and abs(round(value) - value) > 1e-6:
             kind = "an Integer" if key == CONNECTION_CREATION_RATE else "a Long"
             return ErrorCode.INVALID_REQUEST, f"Configuration {key} must be {kind} value"

@@ -325,6 +325,16 @@ class BrokerConfig:
         "a connection with no traffic and no request in flight this long is closed",
         minimum=1,
     )
+    max_incremental_fetch_session_cache_slots: int = _field(
+        "max.incremental.fetch.session.cache.slots",
+        _INT,
+        "1000",
+        "connections",
+        "the most incremental fetch sessions (KIP-227) the broker keeps; 0: every fetch is sessionless. One cache "
+        "holds exactly this many (Kafka splits them over 8 shards); a full cache evicts as Kafka does (see "
+        "[The broker](#the-broker))",
+        minimum=0,
+    )
     queued_max_requests: int = _field(
         "queued.max.requests",
         _INT,
@@ -506,7 +516,8 @@ class BrokerConfig:
         "transactions",
         "a partition leader asks the transaction coordinator whether a partition is in the producer's transaction "
         "before the producer's first transactional batch there, and refuses it otherwise (KIP-890 part 1: no "
-        "hanging transaction from a late produce)",
+        "hanging transaction from a late produce); the partitions of a transactions v2 producer (Produce v12, "
+        "TxnOffsetCommit v5) are added through the coordinator whatever this says: nothing else adds them",
         restart_reason="pylog reads it when the broker starts",
     )
     transactional_id_expiration_ms: int = _field(
@@ -641,6 +652,25 @@ class BrokerConfig:
         "groups",
         "the most members a consumer group admits (GROUP_MAX_SIZE_REACHED above it)",
         minimum=1,
+    )
+    group_consumer_regex_refresh_interval_ms: int = _field(
+        "group.consumer.regex.refresh.interval.ms",
+        _INT,
+        "600000",
+        "groups",
+        "a consumer group's subscribed regular expressions are resolved again at least this often (topics the "
+        "member may now describe are picked up; new topics are at the next heartbeat, see the next key)",
+        minimum=10_000,
+    )
+    group_consumer_regex_refresh_min_interval_ms: int = _field(
+        "pylog.group.consumer.regex.refresh.min.interval.ms",
+        _INT,
+        "10000",
+        "pylog",
+        "a consumer group's regular expressions are not resolved again sooner than this after their last "
+        "resolution (Kafka's fixed 10 s): a topic created meanwhile is picked up by the next heartbeat after it "
+        "(Kafka has no such key)",
+        minimum=0,
     )
     max_partitions_per_topic: int = _field(
         "pylog.max.partitions.per.topic",

@@ -62,6 +62,7 @@ from broker_runtime.purgatory.delayed_operation import DelayedOperationPurgatory
 from broker_runtime.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from broker_runtime.server.cluster import ClusterStore
 from broker_runtime.server.config import BrokerConfig
+from broker_runtime.server.fetch_sessions import FetchSessionCache
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.network import CLOSE
 from broker_runtime.server.quota_manager import ClientQuotas
@@ -275,6 +276,8 @@ class BrokerContext:
     #: The client quotas' rates and throttles (set by the composition, likewise; its quotas follow the cluster
     #: metadata through :meth:`apply_broker_configs`).
     client_quotas: ClientQuotas = field(init=False)
+    #: The incremental fetch sessions (KIP-227) of this broker (set by the composition, likewise).
+    fetch_sessions: FetchSessionCache = field(init=False)
 
     @property
     def cluster(self) -> ClusterStore:

@@ -42,10 +42,29 @@ class Feature:
     what: str
 
 
-#: Feature name -> its levels. Empty: pylog implements no level above 0 of any of Kafka 4's features yet
-#: (``transaction.version`` 2 needs KIP-890 part 2, ``group.version`` 1 the consumer group protocol of KIP-848;
-#: ``metadata.version`` and ``kraft.version`` describe KRaft's metadata log, which pylog does not have).
-FEATURES: dict[str, Feature] = {}
+#: Feature name -> its levels. Not listed: ``metadata.version`` and ``kraft.version``, which describe KRaft's metadata
+#: log that pylog does not have (the README's API parity section says why per feature).
+FEATURES: dict[str, Feature] = {
+    # Kafka's GroupVersion.GV_1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat and
+    # ConsumerGroupDescribe, its groups' records in __consumer_offsets), finalized as a Kafka 4 cluster does.
+    "group.version": Feature(
+        0,
+        1,
+        1,
+        "the consumer group protocol (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe are served and "
+        "consumer groups written to __consumer_offsets",
+    ),
+    "transaction.version": Feature(
+        min_level=0,
+        max_level=2,
+        finalized_level=2,
+        what="transactions v2 (KIP-890 part 2), as Kafka 4 finalizes by default: a client that sees level 2 "
+        "sends no AddPartitionsToTxn / AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5 add their partition "
+        "through the partition's leader) and EndTxn v5, which bumps the producer epoch on every transaction; the "
+        "transaction log is written at value version 1 (level 1). Clients below it keep transactions v1 on the "
+        "same broker.",
+    ),
+}
 
 
 def _epoch(features: dict[str, Feature]) -> int:

@@ -39,11 +39,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from typing import TYPE_CHECKING, Protocol
 
 from broker_runtime.coordinator.group.state import Group, GroupState
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 __all__ = ["MAX_PARTITIONS_CONFIG", "GroupLagReader", "GroupLagSnapshot", "group_lag_families"]
 
@@ -121,6 +122,8 @@ class GroupLagReader:
 
 def group_lag_families(snap: GroupLagSnapshot) -> Iterator[Metric]:
     """The gauges and counters of one snapshot (sorted by group, topic, partition)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # only a scrape needs it
+
     labels = ["group", "topic", "partition"]
     offset = GaugeMetricFamily(
         "kafka_consumergroup_group_offset",

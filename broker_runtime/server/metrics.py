@@ -27,7 +27,8 @@ without reporting when they left.
 
 Threads: the request-path state and the broker are read and written on the loop thread only (the snapshot runs
 there); the HTTP thread only turns a finished snapshot into text (and counts its own timeouts in a
-prometheus-client counter, which locks), so a slow scraper never blocks the loop.
+prometheus-client counter, which locks), so a slow scraper never blocks the loop. prometheus-client itself is
+imported when the endpoint starts (or a scrape's families are built): a broker without the endpoint never loads it.
 """
 
 from __future__ import annotations
@@ -37,18 +38,20 @@ import bisect
 import concurrent.futures
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from typing import TYPE_CHECKING, Any
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.server.group_lag import GroupLagSnapshot, group_lag_families
 from broker_runtime.server.quota_manager import SensorSnapshot
+
+if TYPE_CHECKING:  # prometheus-client is imported by the endpoint's start or a scrape, not by the broker's
+    from prometheus_client import CollectorRegistry, Counter
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 __all__ = [
     "SNAPSHOT_TIMEOUT_S",
@@ -140,6 +143,13 @@ class Snapshot:
     #: Client quotas: quota key -> its rates (at most ``quota_manager.MAX_SENSORS``), and rates dropped for others.
     client_quotas: Mapping[str, list[SensorSnapshot]] = field(default_factory=dict)
     quota_sensors_evicted: Mapping[str, int] = field(default_factory=dict)
+    #: Incremental fetch sessions (:mod:`.fetch_sessions`): sessions and partitions held now; cumulative
+    #: evictions, incremental fetches served, sessions closed for holding more partitions than the cluster.
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
+    fetch_session_incremental_fetches: int = 0
+    fetch_session_oversize_closed: int = 0
 
 
 class RequestTiming:
@@ -181,7 +191,9 @@ class BrokerMetrics:
     one process, each with its own endpoint)."""
 
     def __init__(self, listener_name: str = "PLAINTEXT") -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
+        self._registry: CollectorRegistry | None = None
+        self._registry_lock = threading.Lock()
+        self._snapshot_timeouts: Counter | None = None
         self._listener_name = listener_name
         #: topic -> [bytes in, messages in, bytes out] (loop thread).
         self._topics: dict[str, list[float]] = {}
@@ -195,14 +207,26 @@ class BrokerMetrics:
         self._isr_expands = 0
         #: listener -> connections closed for an expired SASL session (loop thread).
         self._expired_killed: dict[str, int] = {}
-        self._snapshot_timeouts = Counter(
-            "pylog_metrics_snapshot_timeouts",
-            "Scrapes whose broker values were left out because the event loop did not answer in time",
-            registry=self.registry,
-        )
         self._snapshot: Callable[[], Snapshot] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.registry.register(_SnapshotCollector(self))
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The Prometheus registry the endpoint serves, made at first use (the endpoint's start): a broker
+        without ``pylog.metrics.listener`` never imports prometheus-client."""
+        with self._registry_lock:
+            if self._registry is None:
+                from prometheus_client import CollectorRegistry, Counter
+
+                registry = CollectorRegistry(auto_describe=False)
+                self._snapshot_timeouts = Counter(
+                    "pylog_metrics_snapshot_timeouts",
+                    "Scrapes whose broker values were left out because the event loop did not answer in time",
+                    registry=registry,
+                )
+                registry.register(_SnapshotCollector(self))
+                self._registry = registry
+            return self._registry
 
     # -- wiring ---------------------------------------------------------------------------------------------
 
@@ -317,7 +341,8 @@ class BrokerMetrics:
             return answer.result(SNAPSHOT_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             answer.cancel()
-            self._snapshot_timeouts.inc()
+            if self._snapshot_timeouts is not None:  # None: no endpoint yet, so no scrape to count
+                self._snapshot_timeouts.inc()
             _log.warning(
                 "metrics scrape: the event loop did not answer within %.0f s; broker values left out of this scrape",
                 SNAPSHOT_TIMEOUT_S,
@@ -330,6 +355,8 @@ class BrokerMetrics:
             return None
 
     def counter_families(self, snap: Snapshot) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
         def counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
             return CounterMetricFamily(name, doc, labels=list(labels))
 
@@ -412,6 +439,8 @@ class BrokerMetrics:
         yield expired
 
     def gauge_families(self, snap: Snapshot) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         def gauge(name: str, doc: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, doc, labels=list(labels))
 
@@ -546,6 +575,7 @@ class BrokerMetrics:
         )
         dropped.add_metric([], snap.recovery_bytes_dropped)
         yield dropped
+        yield from _fetch_session_families(snap)
         yield from _quota_families(snap)
         refused = CounterMetricFamily(
             "pylog_connections_refused",
@@ -606,6 +636,8 @@ class MetricsServer:
     """The HTTP endpoint (``GET /metrics``, prometheus-client's server in a daemon thread)."""
 
     def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
+        from prometheus_client import start_http_server
+
         self._server, self._thread = start_http_server(port, addr=host, registry=metrics.registry)
         self.host = host
         self.port = int(self._server.server_address[1])
@@ -624,6 +656,8 @@ def _counter_by(
     name: str, documentation: str, label: str, counts: Mapping[str, float]
 ) -> CounterMetricFamily:
     """A counter family with one sample per ``label`` value of ``counts`` (sorted)."""
+    from prometheus_client.core import CounterMetricFamily
+
     family = CounterMetricFamily(name, documentation, labels=[label])
     for value, count in sorted(counts.items()):
         family.add_metric([value], count)
@@ -642,6 +676,8 @@ _QUOTA_GAUGES = {
 
 def _quota_families(snap: Snapshot) -> Iterator[Metric]:
     """The client quotas' rates and throttle times per entity, the address connection rates, the evictions."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     labels = ["user", "client_id"]
     for key, (rate_name, throttle_name) in _QUOTA_GAUGES.items():
         rate = GaugeMetricFamily(rate_name, f"Rate {key} measures, per quota entity", labels=labels)
@@ -669,3 +705,45 @@ def _quota_families(snap: Snapshot) -> Iterator[Metric]:
     for key, count in sorted(snap.quota_sensors_evicted.items()):
         evicted.add_metric([key], count)
     yield evicted
+
+
+def _fetch_session_families(snap: Snapshot) -> Iterator[Metric]:
+    """Kafka's ``kafka.server:type=FetchSessionCache`` metrics, and pylog's counts of the sessions' use."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    for family, name, doc, value in (
+        (
+            GaugeMetricFamily,
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "Incremental fetch sessions held (FetchSessionCache NumIncrementalFetchSessions)",
+            snap.fetch_sessions,
+        ),
+        (
+            GaugeMetricFamily,
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions held by the incremental fetch sessions (FetchSessionCache NumIncrementalFetchPartitionsCached)",
+            snap.fetch_session_partitions,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room for new ones (FetchSessionCache IncrementalFetchSessionEvictionsPerSec)",
+            snap.fetch_session_evictions,
+        ),
+        (
+            CounterMetricFamily,
+            "pylog_fetch_session_incremental_fetches",
+            "Incremental fetches served from a fetch session",
+            snap.fetch_session_incremental_fetches,
+        ),
+        (
+            CounterMetricFamily,
+            "pylog_fetch_sessions_oversize_closed",
+            "Fetch sessions closed because an incremental fetch grew them past the partitions the cluster has "
+            "(each also a WARNING line; the fetcher starts over with a full fetch)",
+            snap.fetch_session_oversize_closed,
+        ),
+    ):
+        metric = family(name, doc)
+        metric.add_metric([], value)
+        yield metric

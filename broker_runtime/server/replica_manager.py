@@ -242,6 +242,9 @@ class ReplicaManager:
         for name, topic in view.topics.items():
             for index, info in enumerate(topic.partitions):
                 if me not in info.replicas:
+                    # A local log of another incarnation of the topic is a stray here too (Kafka's
+                    # isStrayKraftReplica): moved aside, never served.
+                    self._topics.drop_stray(name, index, topic.topic_id, self._partition_loaded)
                     continue
                 key = (name, index)
                 partition = self._partitions.get(key)

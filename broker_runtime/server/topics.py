@@ -22,7 +22,9 @@ deletes the local logs of topics the metadata no longer has and applies changed 
 Loads off the event loop: the request paths (CreateTopics, CreatePartitions, Metadata's auto-creation on a
 single node; the partitions the cluster metadata assigns here) create their logs on one thread named
 ``pylog-partition-load`` (:meth:`create_in_background`, :meth:`add_partitions_in_background`,
-:meth:`hosted_or_load`), since a creation is directories, files and fsyncs (about a millisecond a partition on a
+:meth:`hosted_or_load`; there too a stray replica moved aside and, at the first start of a cluster upgraded from
+topic-id-less metadata, the ``partition.metadata`` written to each hosted directory), since a creation is
+directories, files and fsyncs (about a millisecond a partition on a
 quiet disk, far more on a slow one: the loop would stall every connection that long). A partition is served
 only once registered here, on the loop, after its load: until then lookups say it does not exist (single node)
 or is not hosted (cluster, NOT_LEADER_OR_FOLLOWER), and clients retry, as they do while Kafka's brokers apply
@@ -35,8 +37,12 @@ Topic ids (KIP-516): every topic has one, a random UUID drawn when it is created
 :meth:`load` refuses (:class:`~broker_runtime.errors.InconsistentTopicIdError`, the broker does not start) a topic
 whose partition directories name different ids, and gives a topic whose directories have none (written before
 pylog had topic ids) a new id, written to each, saying so at WARNING. Cluster: the metadata's id is the truth; a
-hosted partition's directory without a file gets it, one naming another id is refused (the partition is not
-served, an ERROR line and ``load_failures``), as Kafka marks such a partition offline.
+hosted partition's directory without a file gets it; one naming another id is a stray replica (Kafka's
+``LogManager.isStrayKraftReplica``: the topic was deleted and created again while this broker was away): it is
+never served, its directory is renamed ``<topic>-<partition>.<id>-stray`` (:meth:`LogManager.mark_stray`, kept
+for the operator to remove, as Kafka keeps it) with a WARNING naming both ids, and the replica of the current
+topic is created empty in its place and catches up from the leader; such a log of a partition this broker does not
+host (the new incarnation was placed elsewhere) is moved aside the same way (:meth:`drop_stray`).
 
 Errors are reported as :class:`TopicError` carrying the Kafka error code and a message naming the topic.
 Thread-safety: event-loop thread only (the file work of a load runs on the partition-load thread through the
@@ -51,7 +57,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from broker_runtime.errors import ConfigError, ErrorCode, InconsistentTopicIdError, TopicError
 from broker_runtime.protocol.topic_id import format_topic_id, new_topic_id
@@ -63,6 +69,8 @@ from broker_runtime.storage.partition_log import PartitionLog
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
 
 _log = logging.getLogger(__name__)
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 #: What the cluster metadata says of a topic: (partition count, configs, topic id).
 ClusterTopic = tuple[int, Mapping[str, str], "uuid.UUID | None"]
@@ -96,17 +104,58 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
+class _Counted(dict[_K, _V]):
+    """A dict counting its changes (:attr:`changes`, bumped by every write, even of an equal value): the topic
+    manager's :attr:`TopicManager.version` is made of these counts, so no write path can forget to bump it."""
+
+    changes = 0
+
+    def __setitem__(self, key: _K, value: _V) -> None:
+        self.changes += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: _K) -> None:
+        self.changes += 1
+        super().__delitem__(key)
+
+    def pop(self, key: _K, *default: Any) -> Any:
+        self.changes += 1
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[_K, _V]:
+        self.changes += 1
+        return super().popitem()
+
+    def clear(self) -> None:
+        self.changes += 1
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.changes += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: _K, default: Any = None) -> Any:
+        self.changes += 1
+        return super().setdefault(key, default)
+
+    def __ior__(self, other: Any) -> _Counted[_K, _V]:  # type: ignore[override,misc]
+        self.changes += 1
+        super().update(other)
+        return self
+
+
 class TopicManager:
     """Topic names and partition counts over a :class:`LogManager`; see the module docstring."""
 
     def __init__(self, logs: LogManager, log_config: LogConfig) -> None:
         self._logs = logs
         self._log_config = log_config
-        self._partitions: dict[str, int] = {}
+        # Both count their writes: :attr:`version`.
+        self._partitions: _Counted[str, int] = _Counted()
         self._configs: dict[str, LogConfig] = {}
         self._logs_by_tp: dict[tuple[str, int], PartitionLog] = {}
         #: Single node: each topic's id (read from, or written to, its partition directories).
-        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_ids: _Counted[str, uuid.UUID] = _Counted()
         self._cluster_topics: Callable[[], Mapping[str, ClusterTopic]] | None = None
         #: Loads in progress on the partition-load thread, by topic: single node, the topic being created
         #: (count, future); cluster, each partition being loaded (``(topic, partition)`` keys).
@@ -114,8 +163,8 @@ class TopicManager:
         self._loading: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self._adding: dict[str, asyncio.Future[None]] = {}
         self._loader: ThreadPoolExecutor | None = None
-        #: Cluster: hosted partitions whose directory names another topic id than the metadata's (not served).
-        self._refused: set[tuple[str, int]] = set()
+        #: Cluster: local logs of another incarnation of their topic moved aside (each also a WARNING line).
+        self.stray_logs = 0
         #: Partition loads that failed (each also an ERROR line), for the metrics.
         self.load_failures = 0
 
@@ -170,6 +219,13 @@ class TopicManager:
             found = self._cluster_topics().get(name)
             return None if found is None else found[2]
         return self._topic_ids.get(name)
+
+    @property
+    def version(self) -> int:
+        """Grows with every change of a single node's topic names, partition counts or topic ids (what its
+        cluster view is made of: :class:`~broker_runtime.server.cluster.SingleNodeCluster` rebuilds its view
+        only when this moved). Counted by the maps themselves, so every write path bumps it."""
+        return self._partitions.changes + self._topic_ids.changes
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -254,11 +310,43 @@ class TopicManager:
             self._loader = ThreadPoolExecutor(1, thread_name_prefix="pylog-partition-load")
         return self._loader
 
+    def _move_stray(
+        self, name: str, partition: int, stray: uuid.UUID, topic_id: uuid.UUID | None, hosted: bool = True
+    ) -> None:
+        """Move aside the log of ``name``-``partition`` that belongs to the topic's incarnation ``stray``."""
+        aside = self._logs.mark_stray(name, partition)
+        self.stray_logs += 1
+        _log.warning(
+            "partition %s-%d: the local log belongs to topic id %s, not to the topic's current id %s (the topic "
+            "was deleted and created again while this broker was away): marked stray and moved to %s; %s",
+            name,
+            partition,
+            format_topic_id(stray),
+            format_topic_id(topic_id) if topic_id is not None else "none",
+            aside,
+            "the replica of the current topic is created empty and catches up from the leader"
+            if hosted
+            else "this broker is not a replica of the current topic's partition",
+        )
+
     def _create_logs(
-        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str], topic_id: uuid.UUID | None
+        self,
+        name: str,
+        partitions: Sequence[int],
+        overrides: Mapping[str, str],
+        topic_id: uuid.UUID | None,
+        stray: uuid.UUID | None = None,
+        adopt: PartitionLog | None = None,
     ) -> list[PartitionLog]:
-        """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made)."""
+        """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made);
+        with ``stray``, the one partition's log of that other incarnation is moved aside first; with ``adopt``,
+        that existing log (written before topic ids) of the one partition is given ``topic_id`` instead."""
+        if adopt is not None and topic_id is not None:
+            self._logs.assign_topic_id(adopt, topic_id)
+            return [adopt]
         made: list[PartitionLog] = []
+        if stray is not None:
+            self._move_stray(name, partitions[0], stray, topic_id)
         try:
             for partition in partitions:
                 made.append(self._logs.create_log(name, partition, dict(overrides), topic_id=topic_id))
@@ -274,11 +362,24 @@ class TopicManager:
         return made
 
     def _start_load(
-        self, name: str, partitions: Sequence[int], overrides: Mapping[str, str], topic_id: uuid.UUID | None
+        self,
+        name: str,
+        partitions: Sequence[int],
+        overrides: Mapping[str, str],
+        topic_id: uuid.UUID | None,
+        stray: uuid.UUID | None = None,
+        adopt: PartitionLog | None = None,
     ) -> asyncio.Future[list[PartitionLog]]:
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(
-            self._load_thread(), self._create_logs, name, list(partitions), dict(overrides), topic_id
+            self._load_thread(),
+            self._create_logs,
+            name,
+            list(partitions),
+            dict(overrides),
+            topic_id,
+            stray,
+            adopt,
         )
 
     def _load_failed(self, name: str, partitions: Sequence[int], exc: BaseException) -> TopicError:
@@ -355,27 +456,32 @@ class TopicManager:
         registered, so the caller can apply the latest metadata to it. A topic the metadata no longer has by
         then is deleted again instead; a failed load is logged, counted and retried at the next call. Off an
         event loop (tools, unit tests) the log is made at once. With ``topic_id`` (the metadata's), a log whose
-        ``partition.metadata`` names another id is refused: None, an ERROR line and ``load_failures``, once per
-        such log (see the module docstring)."""
+        ``partition.metadata`` names another id is a stray (see the module docstring): it is unregistered at once
+        (never served again), then moved aside and replaced by a new, empty log on the partition-load thread; one
+        without the file (written before topic ids: the first start of an upgraded cluster) is unregistered until
+        the partition-load thread has written the id to it."""
         key = (name, partition)
+        if key in self._loading:
+            return None
         log = self._logs_by_tp.get(key)
+        stray: uuid.UUID | None = None
+        adopt: PartitionLog | None = None
         if log is not None and topic_id is not None and log.topic_id != topic_id:
-            if key in self._refused:
-                return None
-            try:
-                self._logs.assign_topic_id(log, topic_id)
-            except InconsistentTopicIdError as exc:
-                self._refused.add(key)
-                self.load_failures += 1
-                _log.error("partition %s-%d not served: %s", name, partition, exc)
-                return None
-        if log is not None or key in self._loading:
+            # File work either way, on the partition-load thread; not served until it is done.
+            del self._logs_by_tp[key]
+            if log.topic_id is None:  # written before topic ids: this topic's log, given the id
+                adopt = log
+            else:  # another incarnation's: moved aside, replaced by a new log
+                stray = log.topic_id
+            log = None
+        if log is not None:
             return log
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not on an event loop (tools, unit tests): made here and now
+            self._create_logs(name, [partition], overrides, topic_id, stray, adopt)
             return self.ensure_partition(name, partition, overrides, topic_id)
-        loading = self._start_load(name, [partition], overrides, topic_id)
+        loading = self._start_load(name, [partition], overrides, topic_id, stray, adopt)
         self._loading[key] = loading
 
         def finish(loaded: asyncio.Future[list[PartitionLog]]) -> None:
@@ -394,6 +500,43 @@ class TopicManager:
 
         loading.add_done_callback(finish)
         return None
+
+    def drop_stray(
+        self, name: str, partition: int, topic_id: uuid.UUID | None, on_done: Callable[[], None]
+    ) -> None:
+        """Cluster mode, a partition this broker does not host: a local log of it whose ``partition.metadata``
+        names another id than the metadata's ``topic_id`` (an older incarnation; the new one was placed on other
+        brokers while this one was away) is unregistered at once and moved aside on the partition-load thread,
+        like a hosted stray (:meth:`hosted_or_load`); ``on_done`` runs on the loop afterwards (the partition may
+        have been assigned here meanwhile). A failure is logged at ERROR and counted in ``load_failures``."""
+        key = (name, partition)
+        log = self._logs_by_tp.get(key)
+        if log is None or key in self._loading or topic_id is None:
+            return
+        if log.topic_id is None or log.topic_id == topic_id:
+            return
+        stray = log.topic_id
+        del self._logs_by_tp[key]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on an event loop (tools, unit tests): here and now
+            self._move_stray(name, partition, stray, topic_id, hosted=False)
+            return
+        moving = loop.run_in_executor(
+            self._load_thread(), self._move_stray, name, partition, stray, topic_id, False
+        )
+        self._loading[key] = moving
+
+        def finish(moved: asyncio.Future[None]) -> None:
+            self._loading.pop(key, None)
+            exc = moved.exception()
+            if exc is not None:
+                self.load_failures += 1
+                _log.error("could not move aside the stray log of %s-%d: %s", name, partition, exc)
+                return
+            on_done()
+
+        moving.add_done_callback(finish)
 
     def pending(self, name: str) -> list[asyncio.Future[Any]]:
         """The creation, partition addition or partition loads of topic ``name`` not finished yet."""
@@ -434,7 +577,6 @@ class TopicManager:
         self._partitions.pop(name, None)
         self._configs.pop(name, None)
         self._topic_ids.pop(name, None)
-        self._refused = {key for key in self._refused if key[0] != name}
         if deleted:
             _log.info("deleted topic %s (%d local partition(s))", name, deleted)
         return deleted

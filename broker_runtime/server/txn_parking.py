@@ -162,15 +162,28 @@ def park_until_completed(
 
 
 def answer_or_park(
-    ctx: BrokerContext, code: ErrorCode, transactional_id: str, what: str, rerun: Callable[[], Any]
+    ctx: BrokerContext,
+    code: ErrorCode,
+    transactional_id: str,
+    what: str,
+    rerun: Callable[[], Any],
+    extra: dict[str, Any] | None = None,
 ) -> Any:
     """The ``{"ThrottleTimeMs", "ErrorCode"}`` answer of AddOffsetsToTxn or EndTxn whose coordinator call gave
     ``code``: parked until the transaction completes when that was CONCURRENT_TRANSACTIONS from a Prepare state
-    (:func:`park_until_completed`), else once this request's state writes are replicated."""
+    (:func:`park_until_completed`), else once this request's state writes are replicated. ``extra``: more fields
+    of a successful answer (EndTxn v5's producer id and epoch), left out when the state write fails."""
     if code == ErrorCode.CONCURRENT_TRANSACTIONS:
         parked = park_until_completed(
             ctx, transactional_id, what, rerun, lambda: {"ThrottleTimeMs": 0, "ErrorCode": code}
         )
         if parked is not None:
             return parked
-    return answer_after_state_write(ctx, lambda failed: {"ThrottleTimeMs": 0, "ErrorCode": failed or code})
+    return answer_after_state_write(
+        ctx,
+        lambda failed: (
+            {"ThrottleTimeMs": 0, "ErrorCode": failed}
+            if failed
+            else {"ThrottleTimeMs": 0, "ErrorCode": code, **(extra or {})}
+        ),
+    )

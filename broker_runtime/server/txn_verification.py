@@ -51,7 +51,14 @@ CLUSTER_AUTHORIZATION_FAILED (top level)              INVALID_TXN_STATE
 ====================================================  ==================================================
 
 Transactional batches of more than one producer in one request: INVALID_PRODUCER_ID_MAPPING for the partitions to
-verify (Kafka refuses such a request). Threading: event-loop thread only; the remote question is a task on it.
+verify (Kafka refuses such a request).
+
+Transaction version 2 (KIP-890 part 2; Kafka's ``TransactionSupportedOperation`` ``addPartition``): a Produce v12+
+or TxnOffsetCommit v5+ comes from a producer that never sends AddPartitionsToTxn, so the same question ADDS the
+partition to the producer's transaction instead of verifying it (:meth:`~broker_runtime.coordinator.transaction.
+TransactionCoordinator.add_partitions` with client version 2 on this node, AddPartitionsToTxn v5 without
+``VerifyOnly`` remotely). It is asked whatever ``transaction.partition.verification.enable`` says: without it the
+partition would never reach the transaction and its markers. The answers map as above. Threading: event-loop thread only; the remote question is a task on it.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_runtime.coordinator.group import CONSUMER_OFFSETS_TOPIC
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from broker_runtime.errors import CorruptRecordError, ErrorCode, PylogError
 from broker_runtime.protocol.batch_header import HEADER_SIZE, parse_header
@@ -72,6 +80,7 @@ from broker_runtime.protocol.topic_partition import TopicPartition
 from broker_runtime.security.async_client import open_connection, round_trip
 from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.replica_manager import AppendResult, ReplicaManager, VerificationGuard
+from broker_runtime.server.transactions import answer_after_state_write
 
 __all__ = ["REQUEST_TIMEOUT_S", "Candidate", "verify_partition_then", "verify_then"]
 
@@ -80,8 +89,12 @@ _log = logging.getLogger(__name__)
 #: The longest a remote verification may take before the produce gets the retriable NOT_ENOUGH_REPLICAS (below a
 #: producer's default request.timeout.ms of 30 s, so the client sees the error rather than its own timeout).
 REQUEST_TIMEOUT_S = 15.0
-#: The AddPartitionsToTxn version a partition leader asks with (the first with ``VerifyOnly``).
+#: The AddPartitionsToTxn version a partition leader verifies with (the first with ``VerifyOnly``), and the one it
+#: adds a transaction version 2 producer's partitions with (the coordinator takes v5 as transaction version 2).
 _VERIFY_VERSION = 4
+_ADD_VERSION = 5
+#: The first Produce version whose producers rely on the leader to add the partition (transaction version 2).
+_ADD_SINCE = 12
 #: The first Produce version whose clients handle TRANSACTION_ABORTABLE (KIP-890).
 _ABORTABLE_SINCE = 11
 _RETRIABLE = frozenset(
@@ -180,7 +193,8 @@ def verify_then(
     """Produce: ``append(refused)`` once the partitions of ``candidates`` that need it are verified (``refused``:
     the answer of each that failed); at once when none needs it or the coordinator is this node, else a task
     whose result is ``append``'s (awaited when that is a future)."""
-    if transactional_id is None or not ctx.config.transaction_partition_verification_enable:
+    add = produce_version >= _ADD_SINCE
+    if transactional_id is None or not (add or ctx.config.transaction_partition_verification_enable):
         return append({})
     wanted, mixed = _to_verify(ctx, candidates)
     if not wanted:
@@ -193,7 +207,14 @@ def verify_then(
         return append(dict.fromkeys(wanted, refused))
     producer_id, epoch = next(iter(wanted.values()))
     return _verify(
-        ctx, transactional_id, producer_id, epoch, sorted(wanted), produce_version >= _ABORTABLE_SINCE, append
+        ctx,
+        transactional_id,
+        producer_id,
+        epoch,
+        sorted(wanted),
+        produce_version >= _ABORTABLE_SINCE,
+        append,
+        add,
     )
 
 
@@ -205,14 +226,16 @@ def verify_partition_then(
     partition: TopicPartition,
     abortable: bool,
     then: Callable[[AppendResult | None], Any],
+    add: bool = False,
 ) -> Any:
     """TxnOffsetCommit (Kafka's group coordinator verifies its ``__consumer_offsets`` partition the same way):
     ``then(None)`` when ``partition`` needs no verification or passes it, else ``then(the refusal)``; at once or
-    as a task, as :func:`verify_then`."""
-    if (
-        not ctx.config.transaction_partition_verification_enable
-        or ctx.replicas.has_ongoing_transaction(partition[0], partition[1], producer_id) is not False
-    ):
+    as a task, as :func:`verify_then`. ``add``: TxnOffsetCommit v5+, the partition is added (transaction
+    version 2)."""
+    ongoing = ctx.replicas.has_ongoing_transaction(partition[0], partition[1], producer_id)
+    asked = add or ctx.config.transaction_partition_verification_enable
+    # (an add also asks for a partition with no replica here: a single node's offsets partition)
+    if not asked or ongoing or (ongoing is None and not add):
         return then(None)
     return _verify(
         ctx,
@@ -222,6 +245,7 @@ def verify_partition_then(
         [partition],
         abortable,
         lambda refused: then(refused.get(partition)),
+        add,
     )
 
 
@@ -233,21 +257,53 @@ def _verify(
     partitions: list[TopicPartition],
     abortable: bool,
     then: Callable[[dict[TopicPartition, AppendResult]], Any],
+    add: bool = False,
 ) -> Any:
     coordinator = ctx.txn_coordinator
     state = _state(ctx)
     earlier = {f for tp in partitions if (f := state.pending.get((tp, producer_id))) is not None}
-    if not earlier and coordinator.owner_error(transactional_id) == ErrorCode.NONE:
+    if not earlier and not add and coordinator.owner_error(transactional_id) == ErrorCode.NONE:
         codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
         return then(_refused(codes, abortable))
+    # Otherwise in a task, chained (see "Order"): an add waits for its state write's replication.
     replicas = ctx.replicas
     guards = {tp: replicas.begin_verification(tp[0], tp[1], producer_id) for tp in partitions}
     done: asyncio.Future[None] = ctx.loop.create_future()
     for tp in partitions:
         state.pending[(tp, producer_id)] = done
     return ctx.loop.create_task(
-        _verify_remotely(ctx, abortable, transactional_id, producer_id, epoch, guards, then, earlier, done)
+        _verify_remotely(
+            ctx, abortable, transactional_id, producer_id, epoch, guards, then, earlier, done, add
+        )
     )
+
+
+async def _ask_here(
+    ctx: BrokerContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partitions: list[TopicPartition],
+    add: bool,
+) -> dict[TopicPartition, ErrorCode]:
+    """The answer of this node's coordinator: the partitions verified, or added (transaction version 2) once
+    that state write is replicated (at once on a single node), as an AddPartitionsToTxn is answered."""
+    coordinator = ctx.txn_coordinator
+    if not add:
+        return coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+    coordinator.take_appended()  # only this add's state write is waited for
+    if [tp[0] for tp in partitions] == [
+        CONSUMER_OFFSETS_TOPIC
+    ]:  # TxnOffsetCommit: as AddOffsetsToTxn adds it
+        code = coordinator.add_offsets(transactional_id, producer_id, epoch, partitions[0], client_version=2)
+        codes = {partitions[0]: code}
+    else:
+        codes = coordinator.add_partitions(transactional_id, producer_id, epoch, partitions, client_version=2)
+    answer = answer_after_state_write(ctx, lambda failed: {"failed": failed})
+    if isinstance(answer, asyncio.Future):
+        answer = await answer
+    failed = answer["failed"]
+    return dict.fromkeys(codes, failed) if failed else codes
 
 
 def _refused(codes: dict[TopicPartition, ErrorCode], abortable: bool) -> dict[TopicPartition, AppendResult]:
@@ -264,23 +320,26 @@ async def _verify_remotely(
     append: Callable[[dict[TopicPartition, AppendResult]], Any],
     earlier: set[asyncio.Future[None]],
     done: asyncio.Future[None],
+    add: bool = False,
 ) -> Any:
     replicas = ctx.replicas
     try:
         if earlier:  # the chain: the same producer's earlier requests to these partitions append first
             await asyncio.wait(earlier)
+        # (an add also asks for a partition with no replica here: the group's offsets partition of a single node)
         still = [
             tp
             for tp in sorted(guards)
-            if replicas.has_ongoing_transaction(tp[0], tp[1], producer_id) is False
+            if not replicas.has_ongoing_transaction(tp[0], tp[1], producer_id)
+            and (add or replicas.has_ongoing_transaction(tp[0], tp[1], producer_id) is False)
         ]
         codes: dict[TopicPartition, ErrorCode] = {}
         if still:
             coordinator = ctx.txn_coordinator
             if coordinator.owner_error(transactional_id) == ErrorCode.NONE:
-                codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, still)
+                codes = await _ask_here(ctx, transactional_id, producer_id, epoch, still, add)
             else:
-                codes = await _ask_coordinator(ctx, transactional_id, producer_id, epoch, still)
+                codes = await _ask_coordinator(ctx, transactional_id, producer_id, epoch, still, add)
         refused = _refused(codes, abortable)
         for tp, guard in guards.items():
             if tp in refused or guard.alive:
@@ -305,10 +364,16 @@ async def _verify_remotely(
 
 
 async def _ask_coordinator(
-    ctx: BrokerContext, transactional_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition]
+    ctx: BrokerContext,
+    transactional_id: str,
+    producer_id: int,
+    epoch: int,
+    partitions: list[TopicPartition],
+    add: bool = False,
 ) -> dict[TopicPartition, ErrorCode]:
-    """The coordinator's answer per partition (AddPartitionsToTxn v4, VerifyOnly), or the error that stood in for
-    it (COORDINATOR_NOT_AVAILABLE: no coordinator known; NETWORK_EXCEPTION: no answer)."""
+    """The coordinator's answer per partition (AddPartitionsToTxn v4 with VerifyOnly, or v5 without it when
+    ``add``), or the error that stood in for it (COORDINATOR_NOT_AVAILABLE: no coordinator known;
+    NETWORK_EXCEPTION: no answer)."""
     node = _coordinator_node(ctx, transactional_id)
     if node is None:
         return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -322,13 +387,15 @@ async def _ask_coordinator(
                 "TransactionalId": transactional_id,
                 "ProducerId": producer_id,
                 "ProducerEpoch": epoch,
-                "VerifyOnly": True,
+                "VerifyOnly": not add,
                 "Topics": [{"Name": t, "Partitions": ps} for t, ps in topics.items()],
             }
         ]
     }
     try:
-        answer = await asyncio.wait_for(_round_trip(ctx, host, port, body), REQUEST_TIMEOUT_S)
+        answer = await asyncio.wait_for(
+            _round_trip(ctx, host, port, body, _ADD_VERSION if add else _VERIFY_VERSION), REQUEST_TIMEOUT_S
+        )
     except (OSError, TimeoutError, PylogError) as exc:
         _log.warning(
             "transaction verification of %r with its coordinator at %s:%d failed: %s; the producer retries",
@@ -370,7 +437,9 @@ def _coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[str, i
     return broker.host, broker.port
 
 
-async def _round_trip(ctx: BrokerContext, host: str, port: int, body: dict[str, Any]) -> dict[str, Any]:
+async def _round_trip(
+    ctx: BrokerContext, host: str, port: int, body: dict[str, Any], version: int
+) -> dict[str, Any]:
     """One AddPartitionsToTxn request on the node's link (see the module docstring)."""
     links = _state(ctx).links
     link = links.get((host, port))
@@ -380,7 +449,7 @@ async def _round_trip(ctx: BrokerContext, host: str, port: int, body: dict[str, 
     try:
         async with link.lock:
             try:
-                return await _ask_on(ctx, link, host, port, body)
+                return await _ask_on(ctx, link, host, port, body, version)
             except BaseException:  # an error or a timeout mid-question: the stream's state is unknown
                 link.close()
                 raise
@@ -393,7 +462,7 @@ async def _round_trip(ctx: BrokerContext, host: str, port: int, body: dict[str, 
 
 
 async def _ask_on(
-    ctx: BrokerContext, link: _Link, host: str, port: int, body: dict[str, Any]
+    ctx: BrokerContext, link: _Link, host: str, port: int, body: dict[str, Any], version: int
 ) -> dict[str, Any]:
     if link.stream is None:
         node_id = ctx.config.node_id
@@ -407,5 +476,5 @@ async def _ask_on(
         link.stream = reader, writer, ClientConnection(f"pylog-txn-verification-{node_id}")
     reader, writer, state = link.stream
     return await round_trip(
-        reader, writer, state, ApiKey.ADD_PARTITIONS_TO_TXN, _VERIFY_VERSION, body, address=f"{host}:{port}"
+        reader, writer, state, ApiKey.ADD_PARTITIONS_TO_TXN, version, body, address=f"{host}:{port}"
     )

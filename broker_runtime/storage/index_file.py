@@ -9,7 +9,8 @@ divided by the entry size (rounded down), so an untrimmed file left by a crash l
 
 Kafka memory-maps index files. pylog writes each entry with one ``pwrite`` into the preallocated file and keeps
 a native-endian copy of every field in memory (``array``; 4 or 8 bytes per field per entry, loaded lazily on
-first use with one read and a numpy byte swap). Lookups are ``bisect`` over those columns: O(log entries), in C.
+first use with one read and a numpy byte swap; numpy is imported only then, so a broker whose indexes are all
+new never loads it). Lookups are ``bisect`` over those columns: O(log entries), in C.
 (A first write into a large shared mapping costs milliseconds of page-fault work here, which a plain ``pwrite``
 does not.) The descriptor is a :class:`~.file_handle.FileHandle`: closed when its last user releases it, never
 under a reader.
@@ -35,12 +36,13 @@ import bisect
 import struct
 from array import array
 from pathlib import Path
-from typing import ClassVar, Self
-
-import numpy as np
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from broker_runtime.errors import CorruptIndexError, StorageError
 from broker_runtime.storage.file_handle import FileHandle
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["IndexFile"]
 
@@ -119,6 +121,8 @@ class IndexFile(abc.ABC):
     @classmethod
     def _trusted_prefix(cls, fields: list[np.ndarray], log_size: int) -> int:
         """How many leading entries of a file read while a writer may be appending can be trusted."""
+        import numpy as np
+
         bad = np.flatnonzero(~cls._trustworthy(fields, log_size))
         return int(bad[0]) if len(bad) else len(fields[0])
 
@@ -141,6 +145,8 @@ class IndexFile(abc.ABC):
     @classmethod
     def _decode(cls, raw: bytes) -> list[np.ndarray]:
         """The whole entries of ``raw`` as one native-endian numpy column per field."""
+        import numpy as np
+
         fmt = cls.ENTRY.format.lstrip(">")
         dtype = np.dtype([(f"f{i}", ">" + c) for i, c in enumerate(fmt)])
         table = np.frombuffer(raw, dtype=dtype, count=len(raw) // cls.ENTRY.size)

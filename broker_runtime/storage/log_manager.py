@@ -38,7 +38,9 @@ Topic ids: a loaded log carries the id of its ``partition.metadata`` (``Partitio
 directory written before pylog had topic ids); :meth:`LogManager.create_log` given a ``topic_id`` writes it with
 a new log, and :meth:`LogManager.assign_topic_id` records it for an existing one -- or refuses, with
 :class:`~broker_runtime.errors.InconsistentTopicIdError`, a log whose file names another id (Kafka's
-``InconsistentTopicIdException``: the directory belongs to another incarnation of the topic).
+``InconsistentTopicIdException``: the directory belongs to another incarnation of the topic);
+:meth:`LogManager.mark_stray` moves such a log aside to ``<topic>-<partition>.<id>-stray`` (Kafka's stray replica
+directory: never loaded again, never deleted by the broker; a start says at WARNING which are there).
 
 Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
 ``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
@@ -68,6 +70,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_runtime.errors import ConfigError, InconsistentTopicIdError, StorageError
 from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
@@ -79,11 +82,13 @@ from broker_runtime.storage.checkpoint import (
     REPLICATION_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from broker_runtime.storage.cleaner import CleanResult, clean_log
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 from broker_runtime.storage.partition_metadata import read_topic_id, write_topic_id
 from broker_runtime.storage.retention import run_retention
+
+if TYPE_CHECKING:
+    from broker_runtime.storage.cleaner import CleanResult
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
 
@@ -93,6 +98,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 TOPIC_CONFIG_FILE = "topic.config"
 _DELETE_DIR_SUFFIX = "-delete"
+_STRAY_DIR_SUFFIX = "-stray"
 #: Threads fsyncing rolled segments (two: one slow partition directory does not hold up every other roll).
 ROLL_FLUSH_THREADS = 2
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -231,6 +237,13 @@ class LogManager:
                 continue
             if entry.name.endswith(_DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            if entry.name.endswith(_STRAY_DIR_SUFFIX):
+                _log.warning(
+                    "stray partition directory %s kept aside, not loaded (remove it when its data is "
+                    "not needed)",
+                    entry.path,
+                )
                 continue
             parsed = parse_partition_dir(entry.name)
             if parsed is None:
@@ -515,6 +528,25 @@ class LogManager:
         _log.info("deleted partition %s-%d (%s)", topic, partition, log.dir)
         return True
 
+    def mark_stray(self, topic: str, partition: int) -> Path | None:
+        """Move a stray log aside (Kafka's ``LogManager`` marking a replica of another incarnation of its topic
+        stray): close it, forget it and rename its directory to ``<topic>-<partition>.<id>-stray``, which no
+        start loads and nothing deletes (Kafka keeps a stray replica's data for the operator to remove). Returns
+        the new path; None when this manager has no such log."""
+        with self._create_lock, self._lock:
+            self._ensure_started()
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            log_dir = self._log_dir_of.pop(key, None)
+            if log is None or log_dir is None:
+                return None
+            log.close()
+            aside = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_STRAY_DIR_SUFFIX}"
+            os.rename(log.dir, aside)
+            fsync_dir(log_dir)
+            self._write_checkpoints()
+        return aside
+
     def dir_of(self, topic: str, partition: int) -> Path | None:
         """The log directory (one of ``log.dirs``) holding the partition, or None."""
         return self._log_dir_of.get((topic, partition))
@@ -570,6 +602,10 @@ class LogManager:
                 if log_dir is None:
                     continue
                 checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
+                # Imported at the first compacted log: the cleaner brings numpy and pyarrow, which a broker
+                # without compacted topics never needs (its start time and idle memory).
+                from broker_runtime.storage.cleaner import clean_log
+
                 try:
                     result = clean_log(log, checkpoint.read().get(key, 0), now, force=force)
                     if result is None:

@@ -21,11 +21,12 @@ Thread-safety: see :mod:`broker_runtime.storage.index_file` (serialized writers,
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker_runtime.storage.index_file import IndexFile
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["OFFSET_INDEX_ENTRY", "OffsetIndex", "OffsetPosition"]
 
@@ -47,6 +48,8 @@ class OffsetIndex(IndexFile):
 
     @classmethod
     def _trustworthy(cls, fields: list[np.ndarray], log_size: int) -> np.ndarray:
+        import numpy as np  # only for an index read from a file (see index_file)
+
         rel, pos = fields[0].astype(np.int64), fields[1].astype(np.int64)
         ok = np.empty(len(rel), dtype=bool)
         ok[0] = rel[0] >= 0 and 0 <= pos[0] < log_size

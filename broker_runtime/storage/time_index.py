@@ -22,12 +22,13 @@ Thread-safety: see :mod:`broker_runtime.storage.index_file` (serialized writers,
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker_runtime.errors import StorageError
 from broker_runtime.storage.index_file import IndexFile
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["TIME_INDEX_ENTRY", "TimeIndex", "TimestampOffset"]
 
@@ -51,6 +52,8 @@ class TimeIndex(IndexFile):
 
     @classmethod
     def _trustworthy(cls, fields: list[np.ndarray], log_size: int) -> np.ndarray:
+        import numpy as np  # only for an index read from a file (see index_file)
+
         ts, rel = fields[0], fields[1].astype(np.int64)
         ok = np.empty(len(ts), dtype=bool)
         ok[0] = rel[0] >= 0

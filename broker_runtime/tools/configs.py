@@ -56,17 +56,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--entity-type",
         required=True,
+        action="append",
         choices=sorted([*_TYPES, "users", "clients"]),
-        help="topics, brokers, users or clients",
+        help="topics, brokers, users or clients; users and clients both (each with its --entity-name or "
+        "--entity-default, in the same order): the quotas of a user for a client id, as kafka-configs",
     )
-    name = p.add_mutually_exclusive_group()
-    name.add_argument(
+    p.add_argument(
         "--entity-name",
+        action=_EntityNames,
+        dest="entity_names",
         help="the topic name, broker id, user or client id (users, clients: every one if left out)",
     )
-    name.add_argument(
+    p.add_argument(
         "--entity-default",
-        action="store_true",
+        action=_EntityNames,
+        dest="entity_names",
+        nargs=0,
         help="brokers: the cluster-wide defaults; users, clients: the default quota entity",
     )
     action = p.add_mutually_exclusive_group(required=True)
@@ -76,6 +81,37 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--add-config", default="", metavar="K=V,K2=V2", help="configs to set")
     p.add_argument("--delete-config", default="", metavar="K,K2", help="configs to remove")
     p.set_defaults(func=run)
+
+
+class _EntityNames(argparse.Action):
+    """``--entity-name N`` and ``--entity-default`` in command-line order, the default as ``""`` (kafka-configs
+    pairs them with the ``--entity-type`` values by position)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        names = [
+            *(getattr(namespace, self.dest, None) or []),
+            values if option_string == "--entity-name" else "",
+        ]
+        setattr(namespace, self.dest, names)
+
+
+def _entities(args: argparse.Namespace) -> None:
+    """Check the entity types and names as kafka-configs does; sets ``entity_type``, ``entity_name`` and
+    ``entity_default`` to the first entity's (what a single entity's branch reads) and ``entities`` to the
+    (type, name) pairs (name ``""``: the default, None: every one)."""
+    types: list[str] = args.entity_type
+    names: list[str] = args.entity_names or []
+    duplicates = sorted({t for t in types if types.count(t) > 1})
+    if duplicates:
+        raise ToolError(f"Duplicate entity type(s) specified: {','.join(duplicates)}", EXIT_USAGE)
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise ToolError("Only 'users' and 'clients' entity types may be specified together", EXIT_USAGE)
+    if len(names) > len(types):
+        raise ToolError("More entity names specified than entity types", EXIT_USAGE)
+    args.entities = [(t, names[i] if i < len(names) else None) for i, t in enumerate(types)]
+    args.entity_type = types[0]
+    args.entity_name = names[0] or None if names else None
+    args.entity_default = bool(names) and names[0] == ""
 
 
 def _text(value: str | None) -> str:
@@ -95,6 +131,9 @@ def _describe_line(e: ConfigEntry) -> str:
 
 def run(args: argparse.Namespace) -> int:
     def body() -> int:
+        _entities(args)
+        if len(args.entities) == 2:
+            return quota_configs.run_pair(args)
         if args.entity_type == "users":
             return user_configs.run(args)
         if args.entity_type == "clients":

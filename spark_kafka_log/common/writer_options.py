@@ -30,7 +30,7 @@ Option families:
 * ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``, ``kafka.ssl.*``: as Kafka's
   producer (PEM stores only; :class:`broker_runtime.security.ClientSecurity`).
 * ``pylog.*``: connector settings (``pylog.dataDir``, ``pylog.producerStateDir``,
-  ``pylog.transactionStateDir``) and the test-only ``pylog.test.*`` fault injections of
+  ``pylog.transactionStateDir``, ``pylog.writeProvenance``) and the test-only ``pylog.test.*`` fault injections of
   :mod:`spark_kafka_log.common.fault_injection`.
 
 Transactional batch writes: ``kafka.transactional.id`` names a PREFIX (a Spark write has many producers, one per
@@ -154,6 +154,7 @@ _PYLOG_KEYS = (
     "pylog.producerstatedir",
     "pylog.transactionstatedir",
     "pylog.deliveryguarantee",
+    "pylog.writeprovenance",
     *FAULT_OPTION_KEYS,
 )
 
@@ -216,6 +217,9 @@ class WriterOptions:
     delivery_guarantee: str | None = None
     #: The writeStream-only options given (``checkpointLocation``, ``queryName``); a batch write refuses them.
     stream_only_given: tuple[str, ...] = ()
+    #: ``pylog.writeProvenance``: the driver records each committed write in ``__pylog_spark_writes``
+    #: (:mod:`spark_kafka_log.common.write_provenance`).
+    write_provenance: bool = True
 
     @property
     def transactional(self) -> bool:
@@ -283,7 +287,8 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         role="writer",
         own_kafka_keys=KAFKA_PRODUCER_KEYS,
         pylog_keys=_PYLOG_KEYS,
-        pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir, pylog.deliveryGuarantee "
+        pylog_allowed="pylog.dataDir, pylog.producerStateDir, pylog.transactionStateDir, pylog.deliveryGuarantee, "
+        "pylog.writeProvenance "
         "(and the test-only "
         f"{', '.join(FAULT_OPTION_NAMES)})",
     )
@@ -371,6 +376,7 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         if "pylog.deliveryguarantee" in opts
         else None,
         stream_only_given=tuple(n for n in ("checkpointLocation", "queryName") if n.lower() in opts),
+        write_provenance=bool_option(opts, "pylog.writeProvenance", True),
         transactional_id_prefix=prefix,
         transaction_timeout_ms=transaction_timeout_ms,
         transaction_state_dir=os.path.abspath(str(txn_dir))

@@ -134,8 +134,9 @@ def commit_batch(
     batch_id: int,
     messages: Sequence[WriterCommitMessage | None],
     writer_stamps: tuple[int, int, int] = (-1, -1, -1),
-) -> None:
-    """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring).
+) -> bool:
+    """Driver, ``commit()``: make micro-batch ``batch_id`` visible exactly once (see the module docstring);
+    True when this call made it visible, False for a re-run of a micro-batch committed before (dropped).
 
     ``writer_stamps``: (worker process start, ``streamWriter()`` called, writer built), epoch ms, recorded in
     the sink-log entry as diagnostics."""
@@ -144,7 +145,7 @@ def commit_batch(
     txns = transactions_of(messages, options.transaction_timeout_ms)
     if newest is not None and batch_id <= newest.batch_id:
         _abort_rerun(options, servers, batch_id, newest, txns)
-        return
+        return False
     # One client for the check and the EndTxns, kept by this process for the next micro-batch's commit.
     client = _kept_client(options, servers)
     try:
@@ -155,6 +156,7 @@ def commit_batch(
         drop_kept_client(_KEPT)  # whatever went wrong, the next commit starts from fresh connections
         raise
     driver_log().info("pylog stream batch %d committed: %s", batch_id, summarize(messages))
+    return True
 
 
 def _prepare_and_commit(

@@ -71,7 +71,6 @@ from spark_kafka_log.read.read_plan import (
     selected_partitions,
     with_offset_retries,
 )
-from spark_kafka_log.read.read_task import read_range
 from spark_kafka_log.stream.stream_plan import (
     OffsetMap,
     available,
@@ -255,6 +254,9 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Executor: the records of one task's offset range as Arrow batches of the declared schema."""
+        # Imported here: the record reading (and its log segment scan) is the executors', not the planning worker's.
+        from spark_kafka_log.read.read_task import read_range
+
         if not isinstance(partition, PylogInputPartition):
             return iter(())
         return read_range(self.options, partition, arrow_schema(self.schema))

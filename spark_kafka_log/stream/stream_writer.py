@@ -37,6 +37,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from spark_kafka_log.common.commit_summary import PylogCommitMessage, summarize
 from spark_kafka_log.common.driver_log import driver_log
 from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.write_provenance import delivery_mode, describe_write, record_write
 from spark_kafka_log.common.writer_options import WriterOptions, task_transactional_id
 from spark_kafka_log.exactly_once.sink_log import SinkLog
 from spark_kafka_log.exactly_once.stream_commit import abort_batch, commit_batch, resolve_pending
@@ -100,12 +101,27 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         """Driver: make the micro-batch visible exactly once (or, at-least-once, log its summary)."""
         if self.sink is not None:
             log = SinkLog(self.sink.checkpoint)
-            commit_batch(
+            if commit_batch(
                 log, self.options, self.resolved_servers, self.sink.query_id, batchId, messages, self.stamps
-            )
+            ):
+                self._record(messages, batchId, self.sink.query_id)
             return
         self._forget(messages)
         driver_log().info("pylog stream batch %d committed: %s", batchId, summarize(messages))
+        self._record(messages, batchId, None)
+
+    def _record(
+        self, messages: Sequence[WriterCommitMessage | None], batch_id: int, query: str | None
+    ) -> None:
+        """The micro-batch is visible: record its provenance (never fails it, see write_provenance)."""
+        ids = sorted({m.write_id for m in messages if isinstance(m, PylogCommitMessage)})
+        delivery = delivery_mode(self.options, stream=True, exactly_once=self.sink is not None)
+        write_id = ids[0] if ids else self.write_id
+        record_write(
+            self.options,
+            self.resolved_servers,
+            describe_write(write_id, messages, delivery, query_id=query, batch_id=batch_id),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         """Driver: a task of the micro-batch failed for good."""

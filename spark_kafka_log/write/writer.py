@@ -27,7 +27,8 @@ the earlier one), and flushes without committing. ``commit()`` writes a commit i
 transaction and removes the intent (:func:`spark_kafka_log.exactly_once.batch_commit.commit_write`); ``abort()`` aborts the
 transactions of the finished tasks. A job that fails leaves nothing visible to read_committed readers.
 
-What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.common.commit_summary`. Test-only
+What tasks report and the summary line the driver logs: :mod:`spark_kafka_log.common.commit_summary`; the record of
+each committed write that the web console shows: :mod:`spark_kafka_log.common.write_provenance`. Test-only
 fault injection (``pylog.test.*``): :mod:`spark_kafka_log.common.fault_injection`, handed to the task's producer only
 when such an option is given.
 """
@@ -52,6 +53,7 @@ from spark_kafka_log.common.commit_summary import PylogCommitMessage, summarize
 from spark_kafka_log.common.driver_log import driver_log
 from spark_kafka_log.common.fault_injection import TaskFaults
 from spark_kafka_log.common.schema import InputLayout
+from spark_kafka_log.common.write_provenance import delivery_mode, describe_write, record_write
 from spark_kafka_log.common.writer_options import WriterOptions, task_transactional_id
 from spark_kafka_log.exactly_once.batch_commit import CommitIntent, commit_write, intent_path
 from spark_kafka_log.exactly_once.task_transactions import (
@@ -158,6 +160,13 @@ class PylogBatchWriter(DataSourceArrowWriter):
         else:
             forget_write(self.options.producer_state_dir, self.write_id)
         driver_log().info("pylog write committed: %s", summarize(messages))
+        # Visible now: recording it can no longer fail the write (write_provenance warns and counts instead).
+        delivery = delivery_mode(self.options, stream=False)
+        record_write(
+            self.options,
+            _servers(self.options, self.resolved_servers),
+            describe_write(self.write_id, messages, delivery),
+        )
 
     def _commit_transactions(self, messages: list[WriterCommitMessage | None]) -> None:
         opts = self.options

@@ -452,6 +452,7 @@ def test_a_retried_task_with_null_keys_writes_no_duplicates(spark: Any, broker: 
 
 
 def test_written_rows_read_back_with_format_pylog(spark: Any, broker: str) -> None:
+    """... and the console lists the write (its provenance record, written by the driver after the commit)."""
     topic = topic_name()
     df = spark.range(0, 1000, 1, 2).selectExpr(
         "cast(cast(id as string) as binary) as key",
@@ -470,3 +471,33 @@ def test_written_rows_read_back_with_format_pylog(spark: Any, broker: str) -> No
         back.select("key", "value", "headers"), df, ignore_row_order=True, ignore_nullable=True
     )
     assert back.filter(f"timestampType != 0 or topic != '{topic}'").count() == 0
+    _console_lists_the_write(broker, topic, rows=1000, tasks=2)
+
+
+def _console_lists_the_write(bootstrap: str, topic: str, rows: int, tasks: int) -> None:
+    """The driver recorded the committed write (``__pylog_spark_writes``) and the web console's topic page lists
+    it: its rows, tasks, delivery and the offsets each partition received."""
+    import re
+    import urllib.request
+
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.console.server import ConsoleServer
+    from broker_runtime.protocol.messages import LATEST_TIMESTAMP
+
+    with KafkaClient(bootstrap) as client:
+        tps = [(topic, p) for p in client.partitions_for(topic)]
+        ends = client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
+    expected = ", ".join(f"{p}@0..{end - 1}" for (_, p), (end, _) in sorted(ends.items()) if end > 0)
+    with (
+        ConsoleServer(bootstrap) as console,
+        urllib.request.urlopen(f"{console.url}topics/{topic}") as answer,
+    ):
+        page = answer.read().decode()
+    assert 'id="spark-writes"' in page, "no Spark write listed on the topic page"
+    table = page.split('id="spark-writes"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
+    assert len(cells) == 10, table  # one write
+    write_id, kind, _, _, delivery, n_tasks, all_rows, here, _, ranges = cells
+    assert write_id.startswith("write-") and kind == "batch" and delivery == "idempotent", cells
+    assert (n_tasks, all_rows, here) == (str(tasks), str(rows), str(rows)), cells
+    assert ranges == expected, (ranges, expected)

@@ -85,6 +85,14 @@ def test_streaming_sink_is_exactly_once_and_records_every_micro_batch_in_its_log
         (p["partition"], p["first_offset"], p["last_offset"]) for d in docs for p in d["partitions"]
     )
     assert sum(last - first + 1 for _, first, last in ranges) == 300
+    # The driver recorded each micro-batch for the web console (__pylog_spark_writes), as the sink log has it.
+    recorded = _recorded_writes(broker, topic)
+    assert sorted(w.batch_id for w in recorded) == [0, 1, 2], recorded
+    assert all(
+        w.kind == "stream" and w.query_id == query_id and w.delivery == "exactly-once" for w in recorded
+    )
+    assert all(w.rows == 100 for w in recorded)
+    assert sorted((p, first, last) for w in recorded for _, p, first, last, _ in w.partitions) == ranges
     # Transactions need no producer-state files.
     assert not (tmp_path / "producer-state").exists() or os.listdir(tmp_path / "producer-state") == []
 
@@ -107,6 +115,19 @@ def test_streaming_sink_rerun_of_a_committed_micro_batch_writes_nothing_again(
     assert sorted(m.value or b"" for m in messages) == expected
     # The re-run's records reached the log inside transactions that were aborted.
     assert len(consume_to_end(broker, topic, 3, "read_uncommitted")) == len(expected) + 50
+    # ... and it is not recorded as a write: the console lists micro-batches 0 and 1 once each.
+    assert sorted(w.batch_id for w in _recorded_writes(broker, topic)) == [0, 1]
+
+
+def _recorded_writes(bootstrap: str, topic: str) -> list[Any]:
+    """The Spark writes recorded for ``topic``, as the web console reads them."""
+    from broker_runtime.client import KafkaClient
+    from broker_runtime.console.spark_writes import writes_of
+
+    with KafkaClient(bootstrap) as client:
+        found = writes_of(client, topic)
+    assert found.recorded and found.error is None, found
+    return found.writes
 
 
 def test_streaming_sink_needs_the_checkpoint_location_as_an_option(

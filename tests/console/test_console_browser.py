@@ -2,7 +2,9 @@
 (:mod:`jobs.console.demo`, written with pylog's client), the console serving it, and a browser clicking through
 the pages: cluster, topic -> partition -> record, seek by timestamp, hostile record contents shown as text,
 transaction markers and aborted records, a group's lag dropping after its consumer commits, an open transaction
-flagged then gone after its commit; and the same pages on Apache Kafka. Screenshots of each page are kept under
+flagged then gone after its commit; with --allow-writes, an empty group's offsets reset after a confirmation page
+(a group with members refused with Kafka's tool's message); and the same pages on Apache Kafka, deleting records
+there too. Screenshots of each page are kept under
 the test run's temporary directory (``console-screenshots*``)."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from broker_runtime.errors import KafkaError
 from jobs.console.demo import DemoData, open_transaction, write_demo_data
 from tests.support.brokers import start_broker
 from tests.support.cluster import wait_for
+from tests.support.console_forms import csrf_token, get, post
 
 pytestmark = pytest.mark.timeout(120)
 #: The compatibility matrix's peer of the Apache Kafka test below.
@@ -42,6 +45,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Dem
 @pytest.fixture(scope="module")
 def console(cluster: tuple[str, DemoData]) -> Iterator[str]:
     with ConsoleServer(cluster[0]) as server:
+        yield server.url.rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def writes_console(cluster: tuple[str, DemoData]) -> Iterator[str]:
+    with ConsoleServer(cluster[0], allow_writes=True) as server:
         yield server.url.rstrip("/")
 
 
@@ -249,6 +258,62 @@ def test_open_transaction_flagged_then_gone_after_commit(
     assert txns["console-open"][1] == "CompleteCommit", txns
 
 
+def test_reset_offsets_of_an_empty_group_after_confirmation(
+    browser: Any, writes_console: str, cluster: tuple[str, DemoData], shots: Path
+) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    with KafkaClient(cluster[0]) as client:
+        client.groups.commit_offsets("replay", {("orders", 0): 10, ("orders", 1): 3})
+    browser.get(writes_console + "/groups/replay")
+    _no_error(browser)
+    lag = {(row[0], row[1]): row[4] for row in _cells(browser, "offsets")}
+    assert lag == {("orders", "0"): "0", ("orders", "1"): "0"}, lag
+    assert browser.find_element(_by("ID"), "reset-topic").get_attribute("value") == "orders"
+    Select(browser.find_element(_by("ID"), "reset-to")).select_by_value("earliest")
+    browser.find_element(_by("ID"), "reset-preview").click()
+    _no_error(browser)
+    assert _cells(browser, "plan") == [["orders", "0", "10", "0", ""], ["orders", "1", "3", "0", ""]]
+    assert browser.find_element(_by("ID"), "state").text == "Empty"
+    browser.save_screenshot(str(shots / "reset-confirm.png"))
+    with KafkaClient(cluster[0]) as client:
+        assert client.groups.committed_offsets("replay")[("orders", 0)] == 10  # the preview changed nothing
+    browser.find_element(_by("ID"), "confirm").click()
+    _no_error(browser)
+    assert "orders-0 -> 0" in browser.find_element(_by("ID"), "done").text
+    browser.find_element(_by("CLASS_NAME"), "back").click()
+    lag = {(row[0], row[1]): row[4] for row in _cells(browser, "offsets")}
+    assert lag == {("orders", "0"): "10", ("orders", "1"): "3"}, lag
+
+
+def test_a_group_with_members_is_not_reset(writes_console: str, cluster: tuple[str, DemoData]) -> None:
+    """As kafka-consumer-groups --reset-offsets: refused with its message while the group has active members,
+    at the preview and at the confirmation alike; nothing is committed."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {"bootstrap.servers": cluster[0], "group.id": "busy", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["payments"])
+        deadline = time.monotonic() + 20
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the consumer got no assignment"
+            consumer.poll(0.2)
+        url = writes_console + "/groups/busy/reset-offsets"
+        token = csrf_token(get(writes_console + "/groups/busy")[1])
+        fields: dict[str, object] = {"csrf_token": token, "topic": "payments", "to": "earliest"}
+        for extra in ({}, {"plan": "0:0", "confirm": "yes"}):
+            status, body = post(url, {**fields, **extra})
+            assert status == 409, (status, body[-400:])
+            assert (
+                "Assignments can only be reset if the group &#x27;busy&#x27; is inactive, but the current "
+                "state is Stable." in body
+            ), body[-400:]
+    finally:
+        consumer.close()
+
+
 @pytest.mark.compat(PEER, "web console")
 def test_the_same_pages_on_apache_kafka(browser: Any, apache_kafka: Any, shots: Path) -> None:
     with KafkaClient(apache_kafka.bootstrap) as client:
@@ -276,7 +341,7 @@ def test_the_same_pages_on_apache_kafka(browser: Any, apache_kafka: Any, shots: 
             return True
 
         wait_for(committed, 30, "a commit to Apache Kafka's group coordinator")
-    with ConsoleServer(apache_kafka.bootstrap) as server:
+    with ConsoleServer(apache_kafka.bootstrap, allow_writes=True) as server:
         url = server.url.rstrip("/")
         browser.get(url + "/")
         _no_error(browser)
@@ -297,3 +362,28 @@ def test_the_same_pages_on_apache_kafka(browser: Any, apache_kafka: Any, shots: 
         assert lag[("console-peer", "0")] == "2", lag
         browser.get(url + "/transactions")
         _no_error(browser)
+        # an action on Apache Kafka: delete the records before offset 1 (DeleteRecords), after the confirmation
+        token = csrf_token(get(url + "/topics/console-peer")[1])
+        fields = {"csrf_token": token, "partition": 0, "before": 1}
+        status, confirm = post(url + "/topics/console-peer/delete-records", fields)
+        assert status == 200 and "offsets 0 to 0 (1 offsets)" in confirm, confirm[-400:]
+        status, done = post(url + "/topics/console-peer/delete-records", {**fields, "confirm": "yes"})
+        assert status == 200 and "is now 1" in done, done[-400:]
+        browser.get(url + "/topics/console-peer")
+        assert _cells(browser, "partitions")[0][4:6] == ["1", "3"]
+
+
+def test_topic_page_draws_the_live_chart(browser: Any, cluster: tuple[str, DemoData], shots: Path) -> None:
+    """The chart's same-origin script runs under the page's CSP and draws the JSON as SVG polylines."""
+    with ConsoleServer(cluster[0], chart_interval_s=0.2) as server:
+        browser.get(server.url + "topics/orders")
+        _no_error(browser)
+        chart = browser.find_element(_by("ID"), "chart")
+        deadline = time.monotonic() + 10
+        while int(chart.get_attribute("data-samples") or 0) < 1:
+            assert time.monotonic() < deadline, "the chart drew no sample within 10 s"
+            time.sleep(0.1)
+        line = chart.find_element(_by("CSS_SELECTOR"), "svg.records polyline.records-in")
+        assert line.get_attribute("points"), line.get_attribute("outerHTML")
+        assert "records in" in chart.find_element(_by("CSS_SELECTOR"), ".legend").text
+        browser.save_screenshot(str(shots / "topic-chart.png"))

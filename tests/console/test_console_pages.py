@@ -1,16 +1,16 @@
 """The console over plain HTTP: a secured broker (SASL/PLAIN, ACLs) read as a principal that may describe one topic
 only (what it may not see is an error page naming the broker's error, never an empty page; its password never
-appears), only GET served, the security headers; and the pure parts: the hanging-transaction rule, sensitive
-configs, byte rendering, times and the command line's usage errors."""
+appears), only GET served without --allow-writes, the security headers; with --allow-writes, delete records after
+a confirmation, the cross-site request checks, and the broker's refusal of a principal without the right ACLs;
+and the pure parts: the hanging-transaction rule, sensitive configs, byte rendering, times and the command
+line's usage errors."""
 
 from __future__ import annotations
 
+import html
 import logging
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,10 +19,12 @@ from broker_runtime.client import ConfigEntry, KafkaClient
 from broker_runtime.console import model, render
 from broker_runtime.console.server import ConsoleServer, parse_time
 from broker_runtime.protocol.messages import ApiKey
+from broker_runtime.protocol.records import RecordBatchBuilder
 from broker_runtime.security import ClientSecurity
 from broker_runtime.security.acl import AclOperation, AclPermission, PatternType, ResourceType
 from broker_runtime.tools.common import command_config_security
 from tests.support.brokers import start_broker
+from tests.support.console_forms import csrf_token, get, post
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,19 +67,30 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         with KafkaClient(bootstrap, security=_security("admin", ADMIN_PASSWORD)) as admin:
             admin.admin.create_topics({"visible": (1, 1), "secret": (1, 1)})
+            batch = RecordBatchBuilder()
+            for i in range(5):
+                batch.append(1_700_000_000_000 + i, None, f"v{i}".encode())
+            admin.produce(
+                admin.leader_for("visible", 0), {("visible", 0): batch.build()}, acks=-1, timeout_ms=10000
+            )
+            # alice may describe the topic "visible" and the group "alice-group" (not read or delete them)
             answer = admin.admin.acl_request(
                 ApiKey.CREATE_ACLS,
                 {
                     "Creations": [
                         {
-                            "ResourceType": ResourceType.TOPIC,
-                            "ResourceName": "visible",
+                            "ResourceType": kind,
+                            "ResourceName": name,
                             "ResourcePatternType": PatternType.LITERAL,
                             "Principal": "User:alice",
                             "Host": "*",
                             "Operation": AclOperation.DESCRIBE,
                             "PermissionType": AclPermission.ALLOW,
                         }
+                        for kind, name in (
+                            (ResourceType.TOPIC, "visible"),
+                            (ResourceType.GROUP, "alice-group"),
+                        )
                     ]
                 },
             )
@@ -105,13 +118,19 @@ def admin_console(secured: str) -> Iterator[str]:
         yield server.url.rstrip("/")
 
 
-def _get(url: str, method: str = "GET", host: str | None = None) -> tuple[int, str, Any]:
-    request = urllib.request.Request(url, method=method, headers={} if host is None else {"Host": host})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.status, answer.read().decode(), answer.headers
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(), exc.headers
+@pytest.fixture(scope="module")
+def admin_writes(secured: str) -> Iterator[str]:
+    with ConsoleServer(secured, security=_security("admin", ADMIN_PASSWORD), allow_writes=True) as server:
+        yield server.url.rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def alice_writes(secured: str) -> Iterator[str]:
+    with ConsoleServer(secured, security=_security("alice", ALICE_PASSWORD), allow_writes=True) as server:
+        yield server.url.rstrip("/")
+
+
+_get = get
 
 
 def test_a_principal_sees_what_it_may_describe_and_errors_for_the_rest(
@@ -180,10 +199,97 @@ def test_secrets_never_appear_in_any_page(admin_console: str, caplog: pytest.Log
         assert secret not in caplog.text
 
 
-def test_only_get_is_served(alice_console: str) -> None:
-    for method in ("POST", "PUT", "DELETE"):
-        status, _, _ = _get(alice_console + "/topics/visible", method)
+def test_without_allow_writes_no_action_is_offered_and_every_post_is_refused(admin_console: str) -> None:
+    status, page, _ = _get(admin_console + "/topics/visible")
+    assert status == 200 and "delete-form" not in page and "csrf_token" not in page
+    assert "Read-only: this console changes nothing" in page
+    # a crafted POST (the action's own path and form, the console's origin) is a 403 naming the flag
+    for path in ("/topics/visible/delete-records", "/groups/g/reset-offsets", "/topics"):
+        status, body = post(admin_console + path, {"partition": 0, "before": 3, "confirm": "yes"})
+        assert status == 403 and "--allow-writes" in body, (path, status)
+    assert "<td>0</td>" in _partition_row(admin_console)  # log start offset unchanged
+    for method in ("PUT", "DELETE"):
+        status, _, _ = _get(admin_console + "/topics/visible", method)
         assert status == 405, method
+
+
+def _partition_row(console: str) -> str:
+    status, page, _ = _get(console + "/topics/visible")
+    assert status == 200, page
+    return page.split('id="partitions"', 1)[1].split("<tbody><tr>", 1)[1].split("</tr>", 1)[0]
+
+
+def _log_start(console: str) -> int:
+    cells = _partition_row(console).split("</td>")
+    return int(cells[4].rsplit(">", 1)[1])
+
+
+def test_delete_records_asks_for_confirmation_then_moves_the_log_start(
+    admin_writes: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="broker_runtime.console")
+    status, page, _ = _get(admin_writes + "/topics/visible")
+    assert status == 200 and 'id="delete-form"' in page and 'id="writes-note"' in page
+    token = csrf_token(page)
+    url = admin_writes + "/topics/visible/delete-records"
+    before = _log_start(admin_writes)
+    status, confirm = post(url, {"csrf_token": token, "partition": 0, "before": before + 2})
+    assert status == 200 and 'id="confirm-form"' in confirm, confirm[-600:]
+    assert f"offsets {before} to {before + 1} (2 offsets)" in confirm
+    assert _log_start(admin_writes) == before  # the first POST changed nothing
+    assert 'name="confirm" value="yes"' in confirm and csrf_token(confirm) == token
+    status, done = post(url, {"csrf_token": token, "partition": 0, "before": before + 2, "confirm": "yes"})
+    assert status == 200 and f"is now {before + 2}" in done, done[-600:]
+    assert _log_start(admin_writes) == before + 2
+    audit = [r.getMessage() for r in caplog.records if "console action" in r.getMessage()]
+    assert audit == [
+        f"console action by User:admin (HTTP peer 127.0.0.1): delete records of visible-0 before {before + 2}: "
+        f"done, log start offset {before + 2}"
+    ], audit
+    assert token not in caplog.text and ADMIN_PASSWORD not in caplog.text
+    # past the high watermark: the confirmation warns, the broker refuses and its error is the page
+    status, confirm = post(url, {"csrf_token": token, "partition": 0, "before": 99})
+    assert status == 200 and 'id="delete-warning"' in confirm
+    status, refused = post(url, {"csrf_token": token, "partition": 0, "before": 99, "confirm": "yes"})
+    assert status == 502 and "OFFSET_OUT_OF_RANGE" in refused, refused[-600:]
+
+
+def test_a_cross_site_post_is_refused(admin_writes: str) -> None:
+    """The CSRF token (absent, wrong) and the origin (foreign, absent) are each checked before anything runs."""
+    token = csrf_token(_get(admin_writes + "/topics/visible")[1])
+    url = admin_writes + "/topics/visible/delete-records"
+    before = _log_start(admin_writes)
+    form = {"partition": 0, "before": before + 1, "confirm": "yes"}
+    for fields, origin, why in (
+        (form, "own", "no csrf_token"),
+        ({**form, "csrf_token": token[:-2] + "xx"}, "own", "a wrong csrf_token"),
+        ({**form, "csrf_token": token}, "http://evil.example", "origin 'http://evil.example'"),
+        ({**form, "csrf_token": token}, "null", "origin 'null'"),
+        ({**form, "csrf_token": token}, None, "no Origin nor Referer"),
+    ):
+        status, body = post(url, fields, origin=origin)
+        assert status == 403 and why in html.unescape(body), (why, status, body[-400:])
+        assert token not in body
+    assert _log_start(admin_writes) == before
+
+
+def test_the_brokers_authorization_decides(alice_writes: str) -> None:
+    """alice may describe the topic and the group, not delete the records nor commit the group's offsets: the
+    plans are shown, the broker refuses the actions and its error is the page."""
+    page = _get(alice_writes + "/topics/visible")[1]
+    token = csrf_token(page)
+    url = alice_writes + "/topics/visible/delete-records"
+    status, confirm = post(url, {"csrf_token": token, "partition": 0, "before": 3})
+    assert status == 200 and 'id="confirm-form"' in confirm, confirm[-400:]
+    status, refused = post(url, {"csrf_token": token, "partition": 0, "before": 3, "confirm": "yes"})
+    assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in refused, refused[-400:]
+    url = alice_writes + "/groups/alice-group/reset-offsets"
+    status, confirm = post(url, {"csrf_token": token, "topic": "visible", "to": "earliest"})
+    assert status == 200 and 'id="plan"' in confirm and "Dead" in confirm, confirm[-400:]
+    fields = {"csrf_token": token, "topic": "visible", "to": "earliest", "plan": "0:0", "confirm": "yes"}
+    status, refused = post(url, fields)
+    assert status == 403 and "GROUP_AUTHORIZATION_FAILED" in refused, refused[-400:]
+    assert ALICE_PASSWORD not in confirm + refused
 
 
 def test_a_bad_query_is_a_400_naming_it(alice_console: str) -> None:
@@ -264,6 +370,52 @@ def test_times_are_ms_or_iso() -> None:
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--listen", "nowhere"]) == 2
     assert "pylog-broker console: --listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
+    # --allow-writes is an option of the command (the usage error is the address's, not an unknown argument)
+    assert (
+        main(["console", "--bootstrap-server", "127.0.0.1:1", "--listen", "nowhere", "--allow-writes"]) == 2
+    )
+    assert "expected HOST:PORT" in capsys.readouterr().err
     missing = tmp_path / "none.properties"
     assert main(["console", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(missing)]) == 2
     assert "cannot read --command-config" in capsys.readouterr().err
+
+
+def test_a_write_whose_provenance_is_refused_commits_with_one_warning_and_a_count(
+    secured: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice may not describe (nor create) ``__pylog_spark_writes``: the batch writer's commit returns normally,
+    the driver logs ONE WARNING naming why and how to turn recording off, and every failure is counted;
+    ``pylog.writeProvenance=false`` records nothing and counts nothing."""
+    from spark_kafka_log.common import write_provenance
+    from spark_kafka_log.common.commit_summary import PartitionStats, PylogCommitMessage
+    from spark_kafka_log.common.writer_options import parse_writer_options
+    from spark_kafka_log.write.writer import PylogBatchWriter
+
+    monkeypatch.setattr(write_provenance, "_warned", False)
+    caplog.set_level(logging.INFO, logger="spark_kafka_log.writer")
+    given = {
+        "kafka.bootstrap.servers": secured,
+        "topic": "visible",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{ALICE_PASSWORD}";',
+        "pylog.producerStateDir": str(tmp_path),
+    }
+
+    def commit(options: dict[str, str]) -> None:
+        writer = PylogBatchWriter(parse_writer_options(options), None, secured)  # type: ignore[arg-type]
+        stats = PartitionStats("visible", 0, records=3, bytes=120, first_offset=0, last_offset=2)
+        message = PylogCommitMessage(writer.write_id, 0, 0, 3, 0, 120, 7, 0, 0.1, [stats])
+        writer.commit([message])  # returns: the write committed whatever provenance does
+
+    before = write_provenance.provenance_failures()
+    commit(given)
+    commit(given)
+    assert write_provenance.provenance_failures() == before + 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "__pylog_spark_writes" in warnings[0] and "TOPIC_AUTHORIZATION_FAILED" in warnings[0], warnings
+    assert "pylog.writeProvenance=false" in warnings[0] and ALICE_PASSWORD not in caplog.text
+    commit({**given, "pylog.writeProvenance": "false"})
+    assert write_provenance.provenance_failures() == before + 2

@@ -118,7 +118,9 @@ def test_a_single_node_leads_every_partition_and_completes_transactions_before_a
     # A new producer instance over an open transaction: fenced and aborted at once, so it gets its epoch now.
     pid, epoch = _ongoing(coordinator, "t")
     again = coordinator.init_producer_id("t", 60_000)
-    assert again.error == ErrorCode.NONE and again.producer_epoch == epoch + 2  # fence bump, then its own
+    assert (
+        again.error == ErrorCode.NONE and again.producer_epoch == epoch + 3
+    )  # fence, abort (server TV 2), then its own
     meta = coordinator.metadata("t")
     assert meta is not None and meta.state == TxnState.EMPTY
     # What was written replays on a new coordinator over the same logs.

@@ -32,6 +32,8 @@ GROUP_CONF = {
     # the consumer group protocol (KIP-848): the coordinator sets the heartbeat interval and session timeout
     "group.consumer.heartbeat.interval.ms": "200",
     "group.consumer.session.timeout.ms": str(2000),
+    # a topic created after a regex subscription is picked up at the next heartbeat (Kafka: 10 s at the least)
+    "pylog.group.consumer.regex.refresh.min.interval.ms": "0",
 }
 SESSION_MS = 2000
 
@@ -147,6 +149,38 @@ def test_three_members_join_and_leave_every_record_committed_once(bootstrap: str
     finally:
         for m in members:
             m.close()
+
+
+def test_a_regex_subscription_under_the_consumer_protocol_picks_up_a_topic_created_later(
+    bootstrap: str,
+) -> None:
+    """librdkafka passes a subscription starting with ``^`` as ``SubscribedTopicRegex``; the coordinator resolves
+    it (KIP-848), so a topic created after the subscription is assigned without the client asking."""
+    _create(bootstrap, "rx-one", 2)
+    _produce(bootstrap, "rx-one", [b"one-0", b"one-1"])
+    _create(bootstrap, "not-rx", 1)
+    _produce(bootstrap, "not-rx", [b"other"])
+    consumer = _consumer(bootstrap, "rx-group", **{"group.protocol": "consumer"})
+    consumer.subscribe(["^rx-.*"])
+    got: set[bytes] = set()
+
+    def take_until(wanted: set[bytes]) -> None:
+        deadline = time.monotonic() + 30
+        while not wanted <= got and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                got.add(bytes(msg.value()))
+        assert wanted <= got, f"missing {wanted - got}"
+
+    try:
+        take_until({b"one-0", b"one-1"})
+        _create(bootstrap, "rx-two", 1)
+        _produce(bootstrap, "rx-two", [b"two-0"])
+        take_until({b"two-0"})
+        assert b"other" not in got
+        assert {tp.topic for tp in consumer.assignment()} == {"rx-one", "rx-two"}
+    finally:
+        consumer.close()
 
 
 def test_kafka_python_group_consumer_commits_and_a_new_member_resumes(bootstrap: str) -> None:

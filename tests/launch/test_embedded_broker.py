@@ -30,6 +30,7 @@ from broker_runtime.launch import (
 )
 from broker_runtime.launch.command import parse_listening_line
 from broker_runtime.launch.embedded import DISCOVERY_FILE, LOCK_FILE, OUT_FILE
+from tests.support.console_forms import get
 from tests.support.processes import running
 
 pytestmark = pytest.mark.timeout(120)
@@ -68,7 +69,11 @@ def test_status_and_stop_through_the_cli(data_dir: Path, capsys: pytest.CaptureF
             capsys.readouterr().out
         )
         with urllib.request.urlopen(console.url + "topics/cli-topic", timeout=30) as page:
-            assert page.status == 200 and 'id="partitions"' in page.read().decode()
+            text = page.read().decode()
+            assert page.status == 200 and 'id="partitions"' in text and 'id="delete-form"' not in text
+    # allow_writes offers the state-changing actions (the web console's --allow-writes)
+    with spark_kafka_log.start_console(data_dir, allow_writes=True) as writes:
+        assert 'id="delete-form"' in get(writes.url + "topics/cli-topic")[1]
     info = embedded_broker_status(data_dir)
     assert info is not None and info["bootstrap"] == bootstrap
     pid = int(info["pid"])

@@ -28,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from broker_runtime.client import KafkaClient, NewTopic
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, TxnState
+from broker_runtime.coordinator.transaction.log_format import decode_key, decode_value
 from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.launch import broker_log_dir, broker_process
 from broker_runtime.protocol.compression import CODEC_NAMES
@@ -162,6 +165,8 @@ def pylog(pylog_dir: Path) -> Iterator[str]:
         # One partition for each internal topic: the first InitProducerId and group commit create it faster.
         "transaction.state.log.num.partitions": "1",
         "offsets.topic.num.partitions": "1",
+        # A topic created after a regex subscription is picked up by the next heartbeat (Kafka: 10 s at least).
+        "pylog.group.consumer.regex.refresh.min.interval.ms": "0",
     }
     with broker_process(pylog_dir, overrides=overrides) as address:
         yield address
@@ -219,7 +224,7 @@ def producer_run(pylog: str, java_programs: Path) -> dict[str, Any]:
         pylog,
         *("idempotent", prefix, "40", "--", "transactional", txn_topic, txn_id, group),
     )
-    return {"prefix": prefix, "topic": txn_topic, "group": group, "lines": lines}
+    return {"prefix": prefix, "topic": txn_topic, "group": group, "txn_id": txn_id, "lines": lines}
 
 
 @pytest.mark.compat("kafka-java", "producer: idempotent, every codec (none, gzip, snappy, lz4, zstd)")
@@ -297,15 +302,77 @@ def test_java_transactions_read_by_java_and_pylog(pylog: str, producer_run: dict
         assert results[tp].aborted_transactions == [(data[0].producer_id, first_aborted)]
 
 
+@pytest.mark.compat(
+    "kafka-java",
+    "producer: transactions v2 (transaction.version 2: an epoch per transaction, partitions added by the broker), "
+    "fencing by a second instance",
+)
+def test_java_transactions_run_v2_and_fence_the_older_producer(
+    pylog: str, producer_run: dict[str, Any]
+) -> None:
+    """pylog finalizes transaction.version 2, so the Java producer runs transactions v2: broker-side, every
+    partition joined its transaction through the partition's leader (the coordinator's Ongoing records carry
+    ClientTransactionVersion 2; a client's own AddPartitionsToTxn would record 0), and each EndTxn bumped the
+    epoch: the batches of the k-th transaction carry epoch e0 + k and its markers e0 + k + 1. A second producer
+    with the same transactional id fences the first (its next transaction fails, nothing of it is written);
+    librdkafka's transactional producer (transactions v1) still works on the same broker."""
+    topic = producer_run["topic"]
+    (fenced,) = [line for line in producer_run["lines"] if line.get("step") == "fenced"]
+    # as on Kafka: the leader answers the fenced epoch's batch INVALID_PRODUCER_EPOCH (the coordinator's
+    # PRODUCER_FENCED mapped, AddPartitionsToTxnManager), and the abort that follows learns it is fenced
+    assert (fenced["error"], fenced["abort_error"]) == (
+        "InvalidProducerEpochException",
+        "ProducerFencedException",
+    )
+    tps = [(topic, p) for p in range(3)]
+    with KafkaClient(pylog) as client:
+        batches, _ = _batches(client, tps)
+        state = client.fetch({(TRANSACTION_STATE_TOPIC, 0): 0})[(TRANSACTION_STATE_TOPIC, 0)]
+    for tp in tps:
+        epochs = [(b.is_control, b.producer_epoch) for b in batches[tp]]
+        e0 = epochs[0][1]
+        data_epochs = sorted({e for control, e in epochs if not control})
+        marker_epochs = [e for control, e in epochs if control]
+        assert data_epochs == [e0, e0 + 1, e0 + 2] and marker_epochs == [e0 + 1, e0 + 2, e0 + 3], (tp, epochs)
+        assert not any(r.key == b"zombie" for b in batches[tp] if not b.is_control for r in b.records())
+    records = [r for b in read_batches(state.records or b"", allow_partial_tail=True) for r in b.records()]
+    mine = [
+        decode_value(r.value)
+        for r in records
+        if r.key and decode_key(r.key) == producer_run["txn_id"] and r.value
+    ]
+    ongoing = [v for v in mine if v.status == TxnState.ONGOING]
+    assert ongoing and {v.client_version for v in ongoing} == {2}, mine
+    prepared = [
+        v.producer_epoch for v in mine if v.status in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+    ]
+    assert prepared == [e0 + 1, e0 + 2, e0 + 3], mine
+
+    rd = Producer(  # librdkafka: transactions v1 on the same broker
+        {"bootstrap.servers": pylog, "transactional.id": _name("rdtx"), "linger.ms": 0}
+    )
+    rd.init_transactions(20)
+    rd.begin_transaction()
+    rd.produce(topic, value=b"from-librdkafka", partition=1)
+    rd.commit_transaction(20)
+    with KafkaClient(pylog) as client:
+        batches, results = _batches(client, [(topic, 1)], IsolationLevel.READ_COMMITTED)
+    values = [r.value for b in batches[(topic, 1)] if not b.is_control for r in b.records()]
+    assert values[-1] == b"from-librdkafka"
+    assert results[(topic, 1)].last_stable_offset == results[(topic, 1)].high_watermark
+
+
 # ------------------------------------------------------------------------------------------- consumer
 
 
 @pytest.fixture(scope="module")
 def consumer_run(pylog: str, java_programs: Path) -> dict[str, Any]:
-    """One JVM: a classic group of two consumers, then a consumer with group.protocol=consumer."""
+    """One JVM: a classic group of two consumers, then a consumer with group.protocol=consumer, then one with a
+    SubscriptionPattern."""
     topic, group, group848 = _name("jc"), _name("jcg"), _name("jcg848")
+    prefix, group_pattern = _name("jrx"), _name("jcgrx")
     with KafkaClient(pylog) as client:
-        _create(client, topic)
+        _create(client, topic, f"{prefix}-a", f"other-{prefix}-a")
         _write(client, topic, 20)
     # Between records, before all, after all (null), and the first of partition 2.
     stamps = [str(BASE_TS + 55), str(BASE_TS - 1), str(BASE_TS + 10_000), str(BASE_TS + 2000)]
@@ -314,12 +381,13 @@ def consumer_run(pylog: str, java_programs: Path) -> dict[str, Any]:
         "ConsumerScenarios",
         pylog,
         *("classic", topic, group, *stamps, "--", "consumer", topic, group848),
+        *("--", "pattern", prefix, group_pattern),
     )
     by_step = {
         line["step"] + (f":{line['timestamp']}" if line["step"] == "offsets_for_times" else ""): line
         for line in lines
     }
-    return {"topic": topic, "group": group, "lines": by_step, "stamps": stamps}
+    return {"topic": topic, "group": group, "lines": by_step, "stamps": stamps, "prefix": prefix}
 
 
 @pytest.mark.compat("kafka-java", "consumer: classic group (subscribe, commit, rebalance of two members)")
@@ -384,10 +452,15 @@ def test_java_consumer_seek_and_offsets_for_times(pylog: str, consumer_run: dict
 )
 def test_java_consumer_group_protocol_consumer_joins(consumer_run: dict[str, Any]) -> None:
     """Kafka's 4.x consumer with group.protocol=consumer is assigned every partition by pylog's coordinator (the
-    assignment names topics by id), reads every record and commits."""
+    assignment names topics by id), reads every record and commits. Subscribed with a ``SubscriptionPattern``
+    (resolved by pylog's coordinator), it is assigned the matching topic and not the one that only contains the
+    prefix, then a topic it created after subscribing."""
     line = consumer_run["lines"]["kip848"]
     assert line["error"] is None, line
     assert (line["records"], line["partitions"]) == (3 * 20, 3), line
+    pattern, prefix = consumer_run["lines"]["pattern"], consumer_run["prefix"]
+    assert pattern["error"] is None, pattern
+    assert (pattern["before"], pattern["after"]) == ([f"{prefix}-a"], [f"{prefix}-a", f"{prefix}-b"]), pattern
 
 
 # ---------------------------------------------------------------------------------------------- admin
@@ -725,8 +798,8 @@ def test_java_admin_scram_users(pylog: str, admin_run: dict[str, Any]) -> None:
 @pytest.mark.compat(
     "kafka-java",
     "AdminClient: describeFeatures",
-    differs="no supported or finalized features (ApiVersions carries none): pylog has no metadata.version, "
-    "kraft.version, transaction.version or group.version feature levels",
+    differs="group.version and transaction.version (supported 0-1 and 0-2, finalized 1 and 2, as Kafka 4.4): "
+    "pylog has no metadata.version or kraft.version feature levels",
 )
 def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> None:
     line = admin_run["calls"]["describeMetadataQuorum"]
@@ -734,5 +807,9 @@ def test_java_admin_calls_pylog_does_not_answer(admin_run: dict[str, Any]) -> No
         "UnsupportedVersionException",
         "The node does not support DESCRIBE_QUORUM",
     ), line
-    # epoch 0: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py), none yet
-    assert _result(admin_run, "describeFeatures") == {"finalized": {}, "supported": {}, "epoch": 0}
+    # epoch 3: pylog's FinalizedFeaturesEpoch is the sum of its finalized levels (server/features.py)
+    assert _result(admin_run, "describeFeatures") == {
+        "finalized": {"group.version": [1, 1], "transaction.version": [2, 2]},
+        "supported": {"group.version": [0, 1], "transaction.version": [0, 2]},
+        "epoch": 3,
+    }

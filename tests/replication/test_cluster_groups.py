@@ -1,7 +1,8 @@
 """Consumer groups in a 3-node cluster of real broker processes, with confluent-kafka (librdkafka): the
 coordinator of a group is the leader of its ``__consumer_offsets`` partition (RF 3); when that broker is
 SIGKILLed mid-consumption the group carries on with its committed offsets intact (the new leader loads the
-partition; nothing committed is consumed again); offsets committed inside a transaction
+partition; nothing committed is consumed again), and so does a consumer group (KIP-848) caught mid-revocation by
+the same kill, its epochs, members and assignments as before; offsets committed inside a transaction
 (``send_offsets_to_transaction``) become visible once the marker lands on the group's partition, also when
 another node coordinates the transaction; a commit is answered only once replicated to the ISR (followers
 SIGSTOPped: not before they are fenced); too few brokers for ``offsets.topic.replication.factor`` leave the
@@ -228,10 +229,153 @@ def test_a_commit_is_answered_only_once_replicated_to_the_isr(cluster: BrokerClu
 
 
 # Last in the module: no heal has to restart the node it kills (a process start) for a next test.
+# ----------------------------------------------------------------- a consumer group (KIP-848) across a failover
+
+HB, DESCRIBE, COMMIT, FETCH = (
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+)
+
+
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+_NOT_READY = (14, 15, 16)
+
+
+def _heartbeat(address: str, group: str, member: str, epoch: int, **kw: Any) -> dict[str, Any]:
+    answer = request(address, HB, 1, {"GroupId": group, "MemberId": member, "MemberEpoch": epoch, **kw})
+    assert answer["ErrorCode"] == 0, answer
+    return answer
+
+
+def _owned(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"TopicId": t["TopicId"], "Partitions": t["Partitions"]}
+        for t in answer["Assignment"]["TopicPartitions"]
+    ]
+
+
+def _partitions(assignment: list[dict[str, Any]]) -> set[int]:
+    return {p for t in assignment for p in t["Partitions"]}
+
+
+def _commit_at_epoch(
+    address: str, group: str, member: str, epoch: int, topic: str, offsets: dict[int, int]
+) -> None:
+    parts = [{"PartitionIndex": p, "CommittedOffset": o, "CommittedMetadata": ""} for p, o in offsets.items()]
+    body = {"GroupId": group, "GenerationIdOrMemberEpoch": epoch, "MemberId": member, "GroupInstanceId": None}
+    answer = request(address, COMMIT, 9, {**body, "Topics": [{"Name": topic, "Partitions": parts}]})
+    assert [p["ErrorCode"] for t in answer["Topics"] for p in t["Partitions"]] == [0] * len(parts), answer
+
+
+def _fetched(address: str, group: str, topic: str, parts: int) -> dict[int, int]:
+    body = {
+        "GroupId": group,
+        "Topics": [{"Name": topic, "PartitionIndexes": list(range(parts))}],
+        "RequireStable": False,
+    }
+    answer = request(address, FETCH, 7, body)
+    return {p["PartitionIndex"]: p["CommittedOffset"] for p in answer["Topics"][0]["Partitions"]}
+
+
+def _described(address: str, group: str) -> dict[str, Any] | None:
+    [g] = request(address, DESCRIBE, 1, {"GroupIds": [group], "IncludeAuthorizedOperations": False})["Groups"]
+    if g["ErrorCode"] in _NOT_READY:
+        return None
+    assert g["ErrorCode"] == 0, g
+    members = {
+        m["MemberId"]: (
+            m["MemberEpoch"],
+            _partitions(m["Assignment"]["TopicPartitions"]),
+            _partitions(m["TargetAssignment"]["TopicPartitions"]),
+        )
+        for m in g["Members"]
+    }
+    return {"state": g["GroupState"], "epochs": (g["GroupEpoch"], g["AssignmentEpoch"]), "members": members}
+
+
+class ConsumerGroupMidRevocation:
+    """A KIP-848 group (raw ConsumerGroupHeartbeat) on the same ``__consumer_offsets`` partition as a classic group,
+    so one SIGKILL of their coordinator tests both: :meth:`start` leaves it mid-revocation (member a must give up
+    partitions for member b, which joined after a committed), :meth:`check_after_failover` checks it on the new
+    coordinator and finishes the revocation."""
+
+    A, B = "member-a-0000000000000000", "member-b-0000000000000000"
+
+    def __init__(self, cluster: BrokerCluster, beside: str) -> None:
+        # a group id on the same __consumer_offsets partition as ``beside``
+        index = partition_for(beside, OFFSETS_PARTITIONS)
+        self.group = next(
+            g for i in range(100) if partition_for(g := f"kip848-{i}", OFFSETS_PARTITIONS) == index
+        )
+        self.topic, self.parts = "kip848-failover", 3
+        self.join = {
+            "RebalanceTimeoutMs": 60_000,
+            "SubscribedTopicNames": [self.topic],
+            "TopicPartitions": [],
+        }
+        create_replicated(cluster, self.topic, self.parts, 3)
+        _produce(cluster.bootstrap, self.topic, [f"r{i}".encode() for i in range(30)], self.parts)  # 10 each
+
+    def start(self, address: str) -> None:
+        group, topic, a, b = self.group, self.topic, self.A, self.B
+        first = wait_for(
+            # the coordinator may not have loaded its __consumer_offsets partition yet
+            lambda: (
+                (
+                    r := request(
+                        address, HB, 1, {"GroupId": group, "MemberId": a, "MemberEpoch": 0, **self.join}
+                    )
+                )["ErrorCode"]
+                not in _NOT_READY
+                and r
+            ),
+            20,
+            "the coordinator answering the consumer group",
+        )
+        assert (first["ErrorCode"], first["MemberEpoch"], _partitions(_owned(first))) == (0, 1, {0, 1, 2}), (
+            first
+        )
+        _commit_at_epoch(address, group, a, 1, topic, dict.fromkeys(range(self.parts), 5))
+        joined = _heartbeat(address, group, b, 0, **self.join)
+        assert (joined["MemberEpoch"], _partitions(_owned(joined))) == (2, set())  # a still holds everything
+        self.revoking = _heartbeat(address, group, a, 1, TopicPartitions=_owned(first))
+        self.moving = {0, 1, 2} - _partitions(_owned(self.revoking))
+        # a must give some up before b gets them; it read up to 7 of those
+        assert self.revoking["MemberEpoch"] == 1 and self.moving and self.moving != {0, 1, 2}
+        _commit_at_epoch(address, group, a, 1, topic, dict.fromkeys(self.moving, 7))
+        self.before = _described(address, group)
+        assert self.before is not None and self.before["state"] == "Reconciling", self.before
+
+    def check_after_failover(self, address: str) -> None:
+        group, topic, a, b = self.group, self.topic, self.A, self.B
+        after = wait_for(lambda: _described(address, group), 20, "the consumer group on the new coordinator")
+        assert after == self.before, (
+            "the consumer group's epochs, members and assignments survive the failover"
+        )
+        committed = _fetched(address, group, topic, self.parts)
+        assert committed == {p: 7 if p in self.moving else 5 for p in range(self.parts)}
+        lag = {p: 10 - o for p, o in committed.items()}
+        assert lag == {p: 3 if p in self.moving else 5 for p in range(self.parts)}
+        # b gets nothing while a has not acked; once a acked, b gets the moved partitions (one owner at a time)
+        waiting = _heartbeat(address, group, b, 2, TopicPartitions=[])
+        assert waiting["Assignment"] is None, waiting  # unchanged: still nothing
+        assert _heartbeat(address, group, a, 1, TopicPartitions=_owned(self.revoking))["MemberEpoch"] == 2
+        got = _heartbeat(address, group, b, 2, TopicPartitions=[])
+        assert (got["MemberEpoch"], _partitions(_owned(got))) == (2, self.moving)
+        final = _described(address, group)
+        assert final is not None and final["state"] == "Stable", final
+
+
 def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed_offsets(
     cluster: BrokerCluster,
 ) -> None:
+    """One SIGKILL of the coordinator of a classic group (librdkafka member) and of a consumer group (KIP-848) on
+    the same ``__consumer_offsets`` partition: both go on with their state and committed offsets on the new
+    coordinator, nothing committed consumed again (see :class:`ConsumerGroupMidRevocation`)."""
     topic, group, parts = "clicks", "dashboards", 3
+    kip848 = ConsumerGroupMidRevocation(cluster, group)
     create_replicated(cluster, topic, parts, 3, {"min.insync.replicas": "2"})
     values = [f"v{i}".encode() for i in range(150)]
     _produce(cluster.bootstrap, topic, values, parts)
@@ -257,6 +401,7 @@ def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed
         assert len(consumed) >= 75, f"consumed only {len(consumed)} before the kill"
         before = len(consumed)
 
+        kip848.start(next(n.bootstrap for n in cluster.nodes if n.node_id == coordinator))
         cluster.kill(coordinator)
         live = _live(cluster, coordinator)
         successor = (
@@ -270,6 +415,7 @@ def test_sigkill_of_the_group_coordinator_the_group_continues_with_its_committed
             - 1
         )
         assert successor != coordinator
+        kip848.check_after_failover(next(n.bootstrap for n in cluster.nodes if n.node_id == successor))
         assert {p: o for p, o in _committed(live, group, topic, parts).items() if p in marks} == marks, (
             "the offsets committed before the kill must be on the new coordinator"
         )

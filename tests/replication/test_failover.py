@@ -16,13 +16,19 @@ from typing import Any
 
 import pytest
 
+from broker_runtime.client import KafkaClient
+from broker_runtime.client.admin import NewTopic
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.server.rawclient import build_batch, produce_body, request
+from broker_runtime.protocol.batch_header import iter_batch_spans
+from broker_runtime.protocol.topic_id import format_topic_id
+from broker_runtime.storage.partition_metadata import read_topic_id
+from tests.server.rawclient import build_batch, fetch_body, produce_body, request
 from tests.support.cluster import (
     FAST,
     batches_on_disk,
     cluster_metadata,
     create_replicated,
+    force_leader,
     heal,
     leo_on_disk,
     metadata,
@@ -381,3 +387,76 @@ def test_new_topics_are_placed_on_unfenced_brokers_only(cluster: BrokerCluster) 
     for p in range(4):
         state = partition_state(live[0], "two", p)
         assert sorted(state["ReplicaNodes"]) == [0, 1] and state["OfflineReplicas"] == []
+
+
+def test_a_replica_of_a_topic_deleted_and_created_again_while_its_node_was_away_is_moved_aside_as_stray(
+    cluster: BrokerCluster,
+) -> None:
+    """Kafka's stray replica (``LogManager.isStrayKraftReplica``): the restarted node's directory names the old
+    topic id; it is never served, renamed ``-stray`` (kept) with a WARNING naming both ids, and the replica of the
+    new topic is created empty and caught up from the leader. Partition 1 of the new topic is placed on the other
+    nodes only: the restarted node's old directory of it goes aside as stray too."""
+    create_replicated(cluster, "reborn", partitions=2, rf=3)
+    controller = wait_for(lambda: cluster_metadata(cluster).controller, what="a controller").id
+    away = next(n.node_id for n in cluster.nodes if n.node_id != controller)
+    leader = partition_state(cluster.nodes[controller].bootstrap, "reborn")["LeaderId"]
+    assert _produce(cluster.nodes[leader].bootstrap, "reborn", 5)["ErrorCode"] == 0
+    wait_for(
+        lambda: leo_on_disk(cluster, away, "reborn") == 5, what="the old incarnation on the node going away"
+    )
+    old_id = cluster_metadata(cluster).topics["reborn"].topic_id
+    cluster.stop(away)
+    wait_for(lambda: cluster_metadata(cluster).brokers[away].fenced, what=f"node {away} fenced")
+    others = [n.node_id for n in cluster.nodes if n.node_id != away]
+    with KafkaClient(cluster.nodes[controller].bootstrap) as client:
+        assert client.admin.delete_topics(["reborn"]) == {"reborn": None}
+        created = client.admin.create_topics(
+            [NewTopic("reborn", assignments={0: [away, *others], 1: others})]
+        )
+        assert created == {"reborn": 0}, created
+    new_id = cluster_metadata(cluster).topics["reborn"].topic_id
+    assert new_id != old_id
+    new_leader = partition_state(cluster.nodes[controller].bootstrap, "reborn")["LeaderId"]
+    assert new_leader in others
+    wait_for(
+        lambda: _produce(cluster.nodes[new_leader].bootstrap, "reborn", 2)["ErrorCode"] == 0, what="produce"
+    )
+
+    cluster.start(away)
+    wait_for(
+        lambda: away in partition_state(cluster.nodes[controller].bootstrap, "reborn")["IsrNodes"],
+        what="the restarted node back in the new topic's ISR",
+    )
+    log_dir = Path(cluster.data_dir) / "kafka-logs" / f"node-{away}"
+    assert read_topic_id(log_dir / "reborn-0") == new_id
+    assert leo_on_disk(cluster, away, "reborn") == 2, "the new incarnation's records only"
+    (aside,) = log_dir.glob("reborn-0.*-stray")
+    assert read_topic_id(aside) == old_id
+    wait_for(lambda: not (log_dir / "reborn-1").exists(), what="the unhosted old partition moved aside")
+    (aside,) = log_dir.glob("reborn-1.*-stray")
+    assert read_topic_id(aside) == old_id
+    said = cluster.nodes[away].log_path.read_text(encoding="utf-8", errors="replace")
+    assert any(
+        "stray" in line and format_topic_id(old_id) in line and format_topic_id(new_id) in line
+        for line in said.splitlines()
+        if "WARNING" in line
+    ), "a WARNING naming both topic ids"
+    # Led by the restarted node, the partition answers the new incarnation's records and nothing else.
+    force_leader(Path(cluster.data_dir) / "kafka-logs", "reborn", 0, away)
+    wait_for(
+        lambda: partition_state(cluster.nodes[away].bootstrap, "reborn")["LeaderId"] == away,
+        what="the restarted node leading",
+    )
+    fetched = wait_for(
+        lambda: (
+            (
+                p := request(cluster.nodes[away].bootstrap, 1, 12, fetch_body("reborn", 0, 0))["Responses"][
+                    0
+                ]["Partitions"][0]
+            )["ErrorCode"]
+            == 0
+            and p
+        )
+    )
+    assert fetched["HighWatermark"] == 2
+    assert [h.next_offset for _, h in iter_batch_spans(bytes(fetched["Records"]))] == [2]

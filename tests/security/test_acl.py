@@ -1,6 +1,7 @@
 """ACL authorization with Kafka's model, judged by confluent-kafka and kafka-python over SASL/PLAIN: the ACL
 admin APIs, WRITE / READ / DESCRIBE enforcement with Kafka's error codes, Metadata hiding topics, prefixed and
-DENY bindings, super users, ACLs surviving a restart, and a follower-style Fetch from a client refused.
+DENY bindings, super users, ACLs surviving a restart, a follower-style Fetch from a client refused, and a
+consumer group's regex subscription resolved to the topics its member may describe.
 
 Pure decision rules (implied operations, wildcards, allow.everyone.if.no.acl.found) are checked on the
 :class:`~broker_runtime.security.acl.Authorizer` itself in the first tests."""
@@ -453,6 +454,37 @@ def test_metadata_hides_topics_without_describe(acl_broker: Any) -> None:
     assert hidden in _admin(acl_broker).list_topics(timeout=10).topics
     named = _admin(acl_broker, "alice").list_topics(hidden, timeout=10).topics[hidden]
     assert named.error is not None and named.error.code() == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_regex_subscription_resolves_to_the_topics_the_member_may_describe(acl_broker: Any) -> None:
+    """KIP-848: the coordinator resolves a member's SubscribedTopicRegex over the topics its principal may DESCRIBE
+    (Kafka's ``filterTopicDescribeAuthorizedTopics``): the others are left out, without an error."""
+    from confluent_kafka.admin import AclOperation as CkOp
+    from confluent_kafka.admin import ResourceType as CkType
+
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    seen, hidden, group = f"{prefix}-seen", f"{prefix}-hidden", f"{prefix}-group"
+    _create_topic(acl_broker, seen)
+    _create_topic(acl_broker, hidden)
+    _add(
+        acl_broker,
+        _acl(CkType.TOPIC, seen, "User:ANONYMOUS", CkOp.READ),  # READ implies DESCRIBE
+        _acl(CkType.GROUP, group, "User:ANONYMOUS", CkOp.READ),
+    )
+    body = {
+        "GroupId": group,
+        "MemberId": "member-0000000000000000000",
+        "MemberEpoch": 0,
+        "RebalanceTimeoutMs": 5000,
+        "SubscribedTopicNames": None,
+        "SubscribedTopicRegex": f"{prefix}-.*",
+        "TopicPartitions": [],
+    }
+    with RawConnection(acl_broker.listener_bootstrap("PLAINTEXT")) as conn:
+        answer = conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+    assert answer["ErrorCode"] == ErrorCode.NONE, answer
+    seen_id = acl_broker.ctx.cluster.view.topics[seen].topic_id
+    assert answer["Assignment"]["TopicPartitions"] == [{"TopicId": seen_id, "Partitions": [0]}]
 
 
 def test_follower_fetch_from_client_refused(acl_broker: Any) -> None:

@@ -184,11 +184,24 @@ def test_validate_only_and_refusals(client: KafkaClient) -> None:
             ({"client-id": "f"}, {"request_percentage": float("inf")}),  # was kept, written as "Infinity"
             ({"client-id": "g"}, {"request_percentage": float("nan")}),
             ({"ip": "127.0.0.1"}, {"connection_creation_rate": float("-inf")}),
+            # Kafka 4 refuses a quota of 0 or less (ClientQuotaControlManager.validateQuotaKeyValue)
+            ({"client-id": "h"}, {"producer_byte_rate": 0}),
+            ({"user": None}, {"request_percentage": 0.0}),
+            ({"ip": None}, {"connection_creation_rate": 0}),
             ({"client-id": "ok"}, {"consumer_byte_rate": 100}),
         ]
     )
-    assert _codes(refused) == [E.INVALID_REQUEST] * 14 + [0]
+    assert _codes(refused) == [E.INVALID_REQUEST] * 17 + [0]
     assert "Quota producer_byte_rate must be a finite number, not inf" in str(refused[10])
+    assert str(refused[9]).endswith("Quota consumer_byte_rate must be greater than 0"), str(refused[9])
+    assert str(refused[13]).endswith("Quota connection_creation_rate must be greater than 0"), str(
+        refused[13]
+    )
+    assert str(refused[14]).endswith("Quota producer_byte_rate must be greater than 0"), str(refused[14])
+    assert str(refused[15]).endswith("Quota request_percentage must be greater than 0"), str(refused[15])
+    assert str(refused[16]).endswith("Quota connection_creation_rate must be greater than 0"), str(
+        refused[16]
+    )
     assert "must be a Long value" in str(refused[0])
     assert "Invalid configuration key connection_creation_rate" in str(refused[1])
     assert "not enforced by pylog" in str(refused[8])
@@ -256,6 +269,10 @@ def test_configs_tool_sets_shows_and_removes_quotas(
         "producer_byte_rate=0.5",
     )
     assert code == 1 and "must be a Long value" in text
+    code, text = tool(
+        "--entity-type", "clients", "--entity-name", "app", "--alter", "--add-config", "producer_byte_rate=0"
+    )
+    assert code == 1 and "Quota producer_byte_rate must be greater than 0" in text, text
     assert (
         tool(
             "--entity-type",
@@ -269,6 +286,70 @@ def test_configs_tool_sets_shows_and_removes_quotas(
         == 0
     )
     assert tool("--entity-type", "clients", "--describe") == (0, "")
+
+
+def test_configs_tool_sets_and_shows_the_quotas_of_a_user_for_a_client_id(
+    client: KafkaClient, broker: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kafka-configs' syntax for a (user, client id) pair: two ``--entity-type`` and their names or defaults,
+    paired by position."""
+    from broker_runtime.cli import main
+
+    def tool(*args: str) -> tuple[int, str]:
+        code = main(["configs", "--bootstrap-server", broker.bootstrap, *args])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    alice_app = (
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "app",
+    )
+    assert tool(*alice_app, "--alter", "--add-config", "producer_byte_rate=1024") == (
+        0,
+        "Completed updating config for user alice.\n",
+    )
+    # clients first, the default client id: the names follow the types' order
+    default_client_of_alice = (
+        *("--entity-type", "clients", "--entity-default", "--entity-type", "users", "--entity-name", "alice"),
+    )
+    assert tool(*default_client_of_alice, "--alter", "--add-config", "consumer_byte_rate=2048") == (
+        0,
+        "Completed updating default config for clients in the cluster.\n",
+    )
+    assert client.admin.describe_client_quotas(
+        [("user", 0, "alice"), ("client-id", 1, None)], strict=True
+    ) == [({"user": "alice", "client-id": None}, {"consumer_byte_rate": 2048.0})]
+    assert tool(*alice_app, "--describe") == (
+        0,
+        "Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0\n",
+    )
+    # a type without a name: every entity of it
+    code, text = tool(
+        "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--describe"
+    )
+    assert code == 0 and sorted(text.splitlines()) == [
+        "Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0",
+        "Quota configs for user-principal 'alice', the default client-id are consumer_byte_rate=2048.0",
+    ]
+    # alone, each type shows only its own entities
+    assert tool("--entity-type", "users", "--entity-name", "alice", "--describe") == (0, "")
+
+    code, text = tool("--entity-type", "users", "--entity-type", "topics", "--describe")
+    assert code == 2 and "Only 'users' and 'clients' entity types may be specified together" in text
+    code, text = tool(
+        "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--alter"
+    )
+    assert code == 2 and "must be specified with each --entity-type for --alter" in text
+    code, text = tool(*alice_app, "--alter", "--add-config", "SCRAM-SHA-256=[password=x]")
+    assert code == 2 and "Only quota configs" in text and "SCRAM-SHA-256" in text
+    assert tool(*alice_app, "--alter", "--delete-config", "producer_byte_rate")[0] == 0
+    assert tool(*alice_app, "--describe") == (0, "")
 
 
 def test_a_quota_set_on_one_broker_reaches_the_others(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The consumer group protocol (KIP-848) over real sockets, requests built by the project's codec: ApiVersions
 advertises ConsumerGroupHeartbeat and ConsumerGroupDescribe at Kafka 4.4's versions; a member joins, is described
-(ConsumerGroupDescribe, ListGroups' type, DescribeGroups' "not a classic group"), is refused a regex subscription
-and an unknown assignor, and leaves. The reconciliation rules themselves are driven on a manual clock in
+(ConsumerGroupDescribe, ListGroups' type, DescribeGroups' "not a classic group"), is refused an invalid regex
+and an unknown assignor, and leaves; a regex subscription picks up a topic created after it. The reconciliation rules themselves are driven on a manual clock in
 tests/coordinator/test_consumer_groups.py."""
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ HB_V = 1
 
 @pytest.fixture
 def broker_overrides() -> dict[str, str]:
-    return {"group.consumer.heartbeat.interval.ms": "200", "group.consumer.session.timeout.ms": "3000"}
+    return {
+        "group.consumer.heartbeat.interval.ms": "200",
+        "group.consumer.session.timeout.ms": "15000",
+        "pylog.group.consumer.regex.refresh.min.interval.ms": "0",
+    }
 
 
 def _join(conn: RawConnection, group: str, member: str, **kw: Any) -> dict[str, Any]:
@@ -85,10 +89,10 @@ def test_a_member_joins_is_described_and_leaves(bootstrap: str, broker: Any) -> 
         )
         assert classic["Groups"][0]["GroupState"] == "Dead"
 
-        regex = _join(conn, "g", "m2", SubscribedTopicRegex="t.*", SubscribedTopicNames=None)
+        regex = _join(conn, "g", "m2", SubscribedTopicRegex="(t", SubscribedTopicNames=None)
         assert (
-            regex["ErrorCode"] == ErrorCode.INVALID_REQUEST
-            and "SubscribedTopicRegex" in regex["ErrorMessage"]
+            regex["ErrorCode"] == ErrorCode.INVALID_REGULAR_EXPRESSION
+            and "SubscribedTopicRegex `(t`" in regex["ErrorMessage"]
         )
         assert _join(conn, "g", "m2", ServerAssignor="sticky")["ErrorCode"] == ErrorCode.UNSUPPORTED_ASSIGNOR
         stale = conn.call(
@@ -104,3 +108,34 @@ def test_a_member_joins_is_described_and_leaves(bootstrap: str, broker: Any) -> 
             ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"GroupIds": ["g"], "IncludeAuthorizedOperations": False}
         )
         assert (after["Groups"][0]["GroupState"], after["Groups"][0]["Members"]) == ("Empty", [])
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_after_it(bootstrap: str, broker: Any) -> None:
+    with RawConnection(bootstrap) as conn:
+        conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("rx-a", 2))
+        conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("other", 1))
+        joined = _join(conn, "rg", "m1", SubscribedTopicNames=None, SubscribedTopicRegex="rx-.*")
+        topics = broker.ctx.cluster.view.topics
+        assert joined["ErrorCode"] == ErrorCode.NONE, joined
+        assert joined["Assignment"]["TopicPartitions"] == [
+            {"TopicId": topics["rx-a"].topic_id, "Partitions": [0, 1]}
+        ]
+        conn.call(ApiKey.CREATE_TOPICS, 4, create_topic_body("rx-b", 1))
+        hb = conn.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            HB_V,
+            {
+                "GroupId": "rg",
+                "MemberId": "m1",
+                "MemberEpoch": joined["MemberEpoch"],
+                "TopicPartitions": None,
+            },
+        )
+        assert hb["ErrorCode"] == ErrorCode.NONE and hb["MemberEpoch"] == joined["MemberEpoch"] + 1
+        got = {(t["TopicId"], tuple(t["Partitions"])) for t in hb["Assignment"]["TopicPartitions"]}
+        topics = broker.ctx.cluster.view.topics
+        assert got == {(topics["rx-a"].topic_id, (0, 1)), (topics["rx-b"].topic_id, (0,))}
+        [m] = conn.call(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"GroupIds": ["rg"], "IncludeAuthorizedOperations": False}
+        )["Groups"][0]["Members"]
+        assert (m["SubscribedTopicRegex"], m["SubscribedTopicNames"]) == ("rx-.*", [])

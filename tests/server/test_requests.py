@@ -46,7 +46,7 @@ def test_api_versions_advertises_exactly_the_served_ranges(bootstrap: str) -> No
         resp = conn.call(API_VERSIONS, 3, {"ClientSoftwareName": "t", "ClientSoftwareVersion": "1"})
     got = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in resp["ApiKeys"]}
     assert got == supported_versions()
-    assert got[0] == (0, 11) and got[1] == (4, 18) and got[3] == (0, 13) and got[18] == (0, 4)
+    assert got[0] == (0, 12) and got[1] == (4, 18) and got[3] == (0, 13) and got[18] == (0, 4)
 
 
 def test_fetch_reads_batches_and_reports_offsets(bootstrap: str) -> None:
@@ -185,6 +185,40 @@ def test_metadata_describes_this_node_and_auto_creates(broker: Any, bootstrap: s
         assert bad["Topics"][0]["ErrorCode"] == ErrorCode.INVALID_TOPIC_EXCEPTION
         everything = conn.call(METADATA, 1, {"Topics": None})
         assert [t["Name"] for t in everything["Topics"]] == ["auto"]
+
+
+def test_an_all_topics_metadata_reads_the_cluster_view_a_fixed_number_of_times(
+    broker: Any, bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single node's cluster view is built from its topics on each read: the Metadata answer reads it once, not
+    once per topic (which made a 1,000-topic answer take 6.5 s, the web console's topic list; see
+    ``bash jobs/dev.sh bench console``)."""
+    with RawConnection(bootstrap) as conn:
+        body = create_topic_body("m-00")
+        body["Topics"] = [{**body["Topics"][0], "Name": f"m-{i:02d}"} for i in range(20)]
+        assert all(t["ErrorCode"] == 0 for t in conn.call(CREATE, 7, body)["Topics"])
+        cluster_type = type(broker.ctx.cluster)
+        built = cluster_type.view.fget
+        reads: list[int] = []
+
+        def counted(self: Any) -> Any:
+            reads.append(1)
+            return built(self)
+
+        monkeypatch.setattr(cluster_type, "view", property(counted))
+        everything = conn.call(METADATA, 12, {"Topics": None, "AllowAutoTopicCreation": False})
+        assert len(everything["Topics"]) == 20
+        assert len(reads) <= 3, f"{len(reads)} reads of the cluster view for one Metadata of 20 topics"
+        named = conn.call(
+            METADATA,
+            12,
+            {
+                "Topics": [{"TopicId": None, "Name": f"m-{i:02d}"} for i in range(20)],
+                "AllowAutoTopicCreation": False,
+            },
+        )
+        assert all(t["ErrorCode"] == 0 for t in named["Topics"])
+        assert len(reads) <= 6, f"{len(reads)} reads of the cluster view for two Metadata of 20 topics"
 
 
 @pytest.mark.parametrize("broker_overrides", [{"auto.create.topics.enable": "false"}])

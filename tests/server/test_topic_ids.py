@@ -2,12 +2,15 @@
 Metadata v10+ (and looked up by id from v12), DescribeTopicPartitions, DeleteTopics v6 and Fetch v13+; kept in
 each partition directory's ``partition.metadata`` in Kafka's format; never given to a new topic of an old name
 (the old id answers UNKNOWN_TOPIC_ID); assigned to directories written before topic ids; a directory naming
-another id refused at load. The cluster side (the metadata's id against a hosted directory's) is checked on a
-TopicManager over a real LogManager."""
+another id refused at load. The cluster side (the metadata's id against a hosted directory's: another
+incarnation's directory moved aside as stray) is checked on a TopicManager over a real LogManager, and over real
+broker processes in tests/replication/test_failover.py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,8 +22,10 @@ from broker_runtime.errors import ErrorCode, InconsistentTopicIdError
 from broker_runtime.protocol.messages import ApiKey
 from broker_runtime.protocol.topic_id import ZERO_TOPIC_ID, format_topic_id, new_topic_id, parse_topic_id
 from broker_runtime.server.topics import TopicManager
+from broker_runtime.storage import log_manager
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
+from broker_runtime.storage.partition_log import PartitionLog
 from broker_runtime.storage.partition_metadata import PARTITION_METADATA_FILE, read_topic_id, write_topic_id
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 from tests.support.brokers import start_broker
@@ -38,8 +43,8 @@ def _create(conn: RawConnection, name: str, partitions: int = 1) -> uuid.UUID:
     return topic_id
 
 
-def _by_id(conn: RawConnection, *ids: uuid.UUID) -> list[dict[str, Any]]:
-    body = {"Topics": [{"TopicId": i, "Name": None} for i in ids], "AllowAutoTopicCreation": True}
+def _by_id(conn: RawConnection, *ids: uuid.UUID, name: str | None = None) -> list[dict[str, Any]]:
+    body = {"Topics": [{"TopicId": i, "Name": name} for i in ids], "AllowAutoTopicCreation": True}
     topics: list[dict[str, Any]] = conn.call(METADATA, 12, body)["Topics"]
     return topics
 
@@ -66,6 +71,11 @@ def test_an_id_is_answered_by_every_api_and_a_recreated_topic_never_aliases_the_
             assert first != ZERO_TOPIC_ID
             by_name = conn.call(METADATA, 10, {"Topics": [{"TopicId": ZERO_TOPIC_ID, "Name": "t"}]})["Topics"]
             assert [(t["Name"], t["TopicId"]) for t in by_name] == [("t", first)]
+            # an id with the empty name (Kafka's Java consumer subscribed to a pattern asks so) is asked by id
+            by_id = _by_id(conn, first, name="")
+            assert [(t["ErrorCode"], t["Name"], t["TopicId"]) for t in by_id] == [
+                (ErrorCode.NONE, "t", first)
+            ]
             described = conn.call(
                 DESCRIBE_PARTITIONS,
                 0,
@@ -163,11 +173,14 @@ def test_partition_directories_naming_different_ids_are_refused_at_load(tmp_path
     assert "split" in message and format_topic_id(created) in message and format_topic_id(other) in message
 
 
-def test_a_hosted_directory_of_another_incarnation_is_not_served_in_a_cluster(tmp_path: Path) -> None:
+def test_a_hosted_directory_of_another_incarnation_is_moved_aside_as_stray_in_a_cluster(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     logs = LogManager([tmp_path / "logs"], LogConfig())
     logs.startup()
     stale_id, current_id = new_topic_id(), new_topic_id()
-    logs.create_log("c", 0, {}, topic_id=stale_id)  # left by the topic's deleted incarnation
+    stale = logs.create_log("c", 0, {}, topic_id=stale_id)  # left by the topic's deleted incarnation
+    stale.append(bytearray(build_batch(3)))
     logs.create_log("legacy", 0, {})  # written before topic ids
     logs.shutdown()
 
@@ -178,16 +191,73 @@ def test_a_hosted_directory_of_another_incarnation_is_not_served_in_a_cluster(tm
     topics.use_cluster(lambda: {"c": (1, {}, current_id), "legacy": (1, {}, legacy_id)})
     topics.load()
     try:
-        assert topics.hosted_or_load("c", 0, {}, lambda: None, current_id) is None
-        assert topics.load_failures == 1
-        assert topics.hosted_or_load("c", 0, {}, lambda: None, current_id) is None
-        assert topics.load_failures == 1, "refused once, not at every metadata pass"
-        assert read_topic_id(tmp_path / "logs" / "c-0") == stale_id, "the directory is left as it was"
+        with caplog.at_level(logging.WARNING, logger="broker_runtime.server.topics"):
+            fresh = topics.hosted_or_load("c", 0, {}, lambda: None, current_id)
+        assert fresh is not None and fresh.topic_id == current_id
+        assert fresh.log_end_offset == 0, "nothing of the old incarnation is served"
+        assert topics.get_log("c", 0) is fresh and topics.stray_logs == 1 and topics.load_failures == 0
+        assert read_topic_id(tmp_path / "logs" / "c-0") == current_id
+        (aside,) = (tmp_path / "logs").glob("c-0.*-stray")
+        assert read_topic_id(aside) == stale_id, "the stray data is kept aside, as Kafka keeps it"
+        (line,) = [r.getMessage() for r in caplog.records if "stray" in r.getMessage()]
+        assert format_topic_id(stale_id) in line and format_topic_id(current_id) in line
         legacy = topics.hosted_or_load("legacy", 0, {}, lambda: None, legacy_id)
         assert legacy is not None and legacy.topic_id == legacy_id
         assert read_topic_id(tmp_path / "logs" / "legacy-0") == legacy_id
         assert topics.topic_id("c") == current_id
     finally:
+        logs.shutdown()
+    caplog.clear()
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+    with caplog.at_level(logging.WARNING, logger="broker_runtime.storage.log_manager"):
+        logs.startup()
+    try:
+        assert set(logs.all_logs()) == {("c", 0), ("legacy", 0)}, "a stray directory is never loaded again"
+        assert any(aside.name in r.getMessage() for r in caplog.records)
+    finally:
+        logs.shutdown()
+
+
+def test_an_upgraded_clusters_directories_get_their_id_on_the_partition_load_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first start of a cluster upgraded from format 1: writing ``partition.metadata`` (with its fsyncs) to
+    every hosted directory runs on the partition-load thread, never on the event loop; the partition is served
+    once its directory has the id."""
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+    logs.startup()
+    logs.create_log("legacy", 0, {})  # written before topic ids
+    logs.shutdown()
+    writers: list[str] = []
+    real_write = log_manager.write_topic_id
+
+    def write(part_dir: Path, topic_id: uuid.UUID) -> None:
+        writers.append(threading.current_thread().name)
+        real_write(part_dir, topic_id)
+
+    monkeypatch.setattr(log_manager, "write_topic_id", write)
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+    logs.startup()
+    topics = TopicManager(logs, LogConfig())
+    legacy_id = new_topic_id()
+    topics.use_cluster(lambda: {"legacy": (1, {}, legacy_id)})
+    topics.load()
+    loaded = threading.Event()
+
+    async def first_pass() -> PartitionLog | None:
+        assert topics.hosted_or_load("legacy", 0, {}, loaded.set, legacy_id) is None, (
+            "not served before its id"
+        )
+        await asyncio.gather(*topics.pending("legacy"))
+        return topics.hosted_or_load("legacy", 0, {}, loaded.set, legacy_id)
+
+    try:
+        served = asyncio.run(first_pass())
+        assert served is not None and served.topic_id == legacy_id and loaded.is_set()
+        assert read_topic_id(tmp_path / "logs" / "legacy-0") == legacy_id
+        assert writers and all(name.startswith("pylog-partition-load") for name in writers), writers
+    finally:
+        topics.stop_loads()
         logs.shutdown()
 
 

@@ -3,7 +3,8 @@ sockets with raw requests (so a test can send what a delayed or retried request 
 produce arriving after its transaction was aborted is refused and appends nothing, so no hanging transaction holds
 the last stable offset; the producer's next transaction works; the coordinator's AddPartitionsToTxn v4 answers
 ``VerifyOnly``; the same refusal when the partition's leader is not the coordinator (a question over the wire, in
-a cluster of two in-process nodes); ``transaction.partition.verification.enable=false`` appends as before."""
+a cluster of two in-process nodes, where a transactions v2 produce is added the same way, ``test_txn_v2.py``);
+``transaction.partition.verification.enable=false`` appends as before."""
 
 from __future__ import annotations
 
@@ -214,6 +215,18 @@ def test_without_verification_a_late_produce_opens_a_hanging_transaction(tmp_pat
             txn.end(commit=False)
             assert txn.produce()["ErrorCode"] == 0
             assert txn.offsets() == (5, 3)  # the LSO held at the hanging batch
+            # transactions v2 still add their partitions through the coordinator (nothing else would)
+            conn.call(ApiKey.CREATE_TOPICS, 7, create_topic_body("off-v2"))
+            v2 = Txn(conn, conn, "v2-off", "off-v2", 0)
+            assert v2.produce(version=12)["ErrorCode"] == 0
+            body = {
+                "TransactionalId": v2.txn_id,
+                "ProducerId": v2.pid,
+                "ProducerEpoch": v2.epoch,
+                "Committed": True,
+            }
+            assert conn.call(ApiKey.END_TXN, 5, body)["ErrorCode"] == 0
+            assert v2.offsets() == (3, 3)  # its COMMIT marker written: the partition was in the transaction
     finally:
         broker.stop()
 
@@ -268,6 +281,12 @@ def test_a_leader_that_is_not_the_coordinator_asks_it_over_the_wire(tmp_path: Pa
             RawConnection(by_node[other["LeaderId"]]) as leader,
         ):
             _abort_then_late_produce(Txn(coord, leader, "late-cluster", "spread", other["PartitionIndex"]))
+            # transactions v2: the leader adds the partition with AddPartitionsToTxn v5 over the wire
+            from tests.server.test_txn_v2 import v2_commit_then_late_produce
+
+            v2_commit_then_late_produce(
+                Txn(coord, leader, "late-cluster-v2", "spread", other["PartitionIndex"])
+            )
     finally:
         for b in brokers:
             b.stop()
@@ -379,7 +398,9 @@ def test_pipelined_produces_of_one_producer_append_in_request_order(
     replicas = ReplicaManager(topics, wall_ms=lambda: 1_700_000_000_000)
     pid, release, asked = 77, asyncio.Event(), []
 
-    async def ask(ctx: Any, txn_id: str, producer_id: int, epoch: int, partitions: list[Any]) -> Any:
+    async def ask(
+        ctx: Any, txn_id: str, producer_id: int, epoch: int, partitions: list[Any], add: bool = False
+    ) -> Any:
         asked.append(partitions)
         if len(asked) == 1:
             await release.wait()

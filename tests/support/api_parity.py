@@ -33,7 +33,6 @@ Range = tuple[int, int]
 #: Why versions below Apache Kafka 4's minimum still answer (KIP-896 removed them from Kafka 4.0).
 OLD = "the versions below Kafka's minimum are those Kafka 4.0 removed (KIP-896), kept for clients older than Kafka 2.1"
 TOPIC_IDS = "pylog's topics have topic ids (KIP-516), but this API does not take them yet"
-TXN_V2 = "transactions v2 (KIP-890 part 2, feature transaction.version 2) are not implemented"
 SHARE = "share groups (KIP-932) are not implemented"
 STREAMS = "the streams group protocol (KIP-1071) is not implemented"
 
@@ -53,9 +52,7 @@ class FeatureDifference:
 
 
 API_DIFFERENCES: dict[int, ApiDifference] = {
-    0: ApiDifference(
-        (0, 13), (0, 11), f"12 is the transactions v2 form: {TXN_V2}; 13 names topics by id: {TOPIC_IDS}"
-    ),
+    0: ApiDifference((0, 13), (0, 12), f"13 names topics by id: {TOPIC_IDS}"),
     2: ApiDifference(
         (1, 11),
         (0, 8),
@@ -70,16 +67,13 @@ API_DIFFERENCES: dict[int, ApiDifference] = {
     19: ApiDifference((2, 7), (0, 7), OLD),
     20: ApiDifference((1, 6), (0, 6), OLD),
     23: ApiDifference((2, 4), (0, 4), OLD),
-    26: ApiDifference((0, 5), (0, 4), f"5 bumps the producer epoch on every transaction: {TXN_V2}"),
     27: ApiDifference(
         (1, 2),
         (1, 1),
         "2 carries the transaction version of each marker (KIP-1228), sent broker to broker: pylog's coordinators "
-        f"write v1 markers only ({TXN_V2})",
+        "send v1, and its partitions take a marker's epoch as the transaction's end whatever the version",
     ),
-    28: ApiDifference(
-        (0, 6), (0, 4), f"5 is the transactions v2 form: {TXN_V2}; 6 names topics by id: {TOPIC_IDS}"
-    ),
+    28: ApiDifference((0, 6), (0, 5), f"6 names topics by id: {TOPIC_IDS}"),
     29: ApiDifference((1, 3), (0, 3), OLD),
     30: ApiDifference((1, 3), (0, 3), OLD),
     31: ApiDifference((1, 3), (0, 3), OLD),
@@ -141,12 +135,6 @@ FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
         (None, None),
         f"{_LEVEL_0}: eligible leader replicas (KIP-966) are not implemented",
     ),
-    "group.version": FeatureDifference(
-        ((0, 1), (1, 1)),
-        (None, None),
-        f"{_LEVEL_0}; the consumer group protocol (KIP-848) is served, and its groups written to "
-        "__consumer_offsets, whatever the level",
-    ),
     "kraft.version": FeatureDifference(
         ((0, 1), None), (None, None), f"{_LEVEL_0}: pylog's controller is not a KRaft quorum"
     ),
@@ -157,13 +145,6 @@ FEATURE_DIFFERENCES: dict[str, FeatureDifference] = {
     ),
     "share.version": FeatureDifference(((0, 2), (2, 2)), (None, None), f"{_LEVEL_0}: {SHARE}"),
     "streams.version": FeatureDifference(((0, 1), (1, 1)), (None, None), f"{_LEVEL_0}: {STREAMS}"),
-    "transaction.version": FeatureDifference(
-        ((0, 2), (2, 2)),
-        (None, None),
-        f"{_LEVEL_0} (v0 transaction state records, one producer epoch per InitProducerId): level 1 (flexible "
-        f"state records) gives clients nothing, and {TXN_V2}; without level 2 Kafka's 4.x producer runs "
-        "transactions v1 (AddPartitionsToTxn, EndTxn v4), which pylog serves",
-    ),
 }
 
 

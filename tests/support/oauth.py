@@ -17,6 +17,9 @@ it reads is set before it starts or replaced by one assignment.
 Allow-list: inside its ``with`` block the provider's URLs are in ``PYLOG_SASL_OAUTHBEARER_ALLOWED_URLS`` of this
 process (:func:`allowed_urls`); ``port`` fixes its port, for the Spark session's Python workers, which inherit the
 environment the session's JVM started with (``spark_idp_port``, allowed by the ``spark`` fixture).
+
+:func:`refused_token_exchanges` plays the SASL/OAUTHBEARER exchanges after a refused token over raw connections;
+:data:`REFUSED_TOKEN_EXCHANGES` is what Apache Kafka and pylog both answer to them.
 """
 
 from __future__ import annotations
@@ -226,3 +229,57 @@ class IdentityProvider:
                 )
 
         return Handler
+
+
+#: Kafka's answer to an OAUTHBEARER client message that is not a client first message (a ``SaslException`` of
+#: ``OAuthBearerSaslServer``, which ``SaslServerAuthenticator`` answers naming only the phase and the mechanism).
+GENERIC_FAILURE = (
+    "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
+)
+INVALID_TOKEN = '{"status":"invalid_token"}'
+
+#: What :func:`refused_token_exchanges` reads from Apache Kafka 4.4 (checked against it by
+#: tests/connector/on_apache_kafka/test_cluster_and_security.py) and from pylog (tests/security/test_oauthbearer.py):
+#: per exchange, each SaslAuthenticate answer as (ErrorCode, ErrorMessage, AuthBytes; ``(-1, "closed", b"")`` when the
+#: connection closed without one), then whether the broker closed the connection.
+REFUSED_TOKEN_EXCHANGES: dict[str, tuple[list[tuple[int, str | None, bytes]], bool]] = {
+    # The Java client's and librdkafka's way: ^A acknowledges the error; the login fails with the JSON.
+    "acknowledged": ([(0, "", INVALID_TOKEN.encode()), (58, INVALID_TOKEN, b"")], True),
+    # Anything else after the error is a new client first message: another token may log in ...
+    "another token": ([(0, "", INVALID_TOKEN.encode()), (0, "", b"")], False),
+    # ... and a message that is not one fails with the generic text.
+    "garbage after the error": ([(0, "", INVALID_TOKEN.encode()), (58, GENERIC_FAILURE, b"")], True),
+    "malformed first message": ([(58, GENERIC_FAILURE, b"")], True),
+}
+
+
+def refused_token_exchanges(
+    connect: Any, good_token: str, refused_token: str
+) -> dict[str, tuple[list[tuple[int, str | None, bytes]], bool]]:
+    """The exchanges of :data:`REFUSED_TOKEN_EXCHANGES` over fresh connections (``connect()``: a
+    :class:`~tests.server.rawclient.RawConnection` to an OAUTHBEARER listener)."""
+    from broker_runtime.protocol.messages import ApiKey
+    from broker_runtime.security.oauthbearer import client_first_message
+
+    messages = {
+        "acknowledged": [client_first_message(refused_token), b"\x01"],
+        "another token": [client_first_message(refused_token), client_first_message(good_token)],
+        "garbage after the error": [client_first_message(refused_token), b"garbage"],
+        # Not "auth=Basic ...": Kafka 4.4 closes the connection without an answer on another scheme (formatting
+        # its message it asks its pattern for a group the pattern lacks); pylog answers the generic text.
+        "malformed first message": [b"n,,\x01garbage\x01\x01"],
+    }
+    seen: dict[str, tuple[list[tuple[int, str | None, bytes]], bool]] = {}
+    for name, sent in messages.items():
+        with connect() as conn:
+            assert conn.call(ApiKey.SASL_HANDSHAKE, 1, {"Mechanism": "OAUTHBEARER"})["ErrorCode"] == 0
+            answers: list[tuple[int, str | None, bytes]] = []
+            for message in sent:
+                try:
+                    answer = conn.call(ApiKey.SASL_AUTHENTICATE, 2, {"AuthBytes": message})
+                except ConnectionError:  # closed without an answer
+                    answers.append((-1, "closed", b""))
+                    break
+                answers.append((answer["ErrorCode"], answer["ErrorMessage"], bytes(answer["AuthBytes"])))
+            seen[name] = (answers, conn.is_closed_by_peer(timeout_s=1.0 if answers[-1][0] else 0.2))
+    return seen

@@ -4,10 +4,11 @@ The state is in :mod:`.consumer_state`, the assignors in :mod:`.assignors`.
 
 :meth:`ConsumerGroups.heartbeat`, as Kafka answers it:
 
-* Validation: an empty group id, instance id or rack id, a regex subscription (pylog serves subscriptions by topic
-  names only), a member epoch that is not 0 / -1 / -2 / positive, a join (epoch 0) without a rebalance timeout or
-  subscribed topic names or with owned partitions, a version-1 request without a member id -> INVALID_REQUEST; an
-  assignor not in ``group.consumer.assignors`` -> UNSUPPORTED_ASSIGNOR. A group id held by a classic group with
+* Validation: an empty group id, instance id or rack id, a member epoch that is not 0 / -1 / -2 / positive, a join
+  (epoch 0) without a rebalance timeout or without both subscribed topic names and regex or with owned
+  partitions, a version-1 request without a member id -> INVALID_REQUEST; an assignor not in
+  ``group.consumer.assignors`` -> UNSUPPORTED_ASSIGNOR; a new ``SubscribedTopicRegex`` that does not compile or
+  uses what RE2J refuses (:mod:`.regex`) -> INVALID_REGULAR_EXPRESSION. A group id held by a classic group with
   members -> GROUP_ID_NOT_FOUND ("not a consumer group"); an empty classic group (offsets only) becomes a consumer
   group keeping its offsets, as Kafka converts it.
 * Epoch 0 joins (a new member id: the client's from version 1, one made here for version 0). A known dynamic
@@ -25,6 +26,15 @@ The state is in :mod:`.consumer_state`, the assignors in :mod:`.assignors`.
   heartbeat's owned partitions no longer include them it moves to the target epoch. A target partition still held
   (assigned or pending revocation) by another member is not given out until released (UNRELEASED_PARTITIONS).
   So a partition has one owner at a time: the new owner gets it only after the old one acked its revocation.
+* Regular expressions (``SubscribedTopicRegex``; None in a request: unchanged, empty: none): a member's
+  subscription is its topic names and the topics its expression resolved to. The coordinator resolves every
+  expression of the group over the topics with an id, keeping those the heartbeating member's principal may
+  DESCRIBE (``may_describe``, Kafka's rule), during the heartbeat (Kafka does it on a background thread; pylog's
+  scan is of the topic names, bounded by :mod:`.regex`'s refusals): at once for an expression not resolved yet,
+  else when ``regex_refresh_min_interval_ms`` passed since the last resolution and topics were created or deleted
+  since (:func:`.regex.topics_fingerprint`) or ``regex_refresh_interval_ms`` passed. A resolution that changes
+  an expression's topics bumps the group epoch. Each resolution is written (``ConsumerGroupRegularExpression``),
+  its tombstone when no member subscribes to the expression any more.
 * Timers: every heartbeat restarts the member's session timer (``group.consumer.session.timeout.ms``); a member
   that must revoke has ``RebalanceTimeoutMs`` to do it. Either expiring fences the member: it is removed, its
   partitions are free, the group epoch is bumped (a static member that left with -2 is removed by its session
@@ -49,7 +59,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from broker_runtime.coordinator.group.assignors import ASSIGNORS, AssignmentSpec, MemberSpec
@@ -62,7 +72,9 @@ from broker_runtime.coordinator.group.consumer_state import (
     ConsumerGroupState,
     ConsumerMember,
     MemberState,
+    ResolvedRegex,
 )
+from broker_runtime.coordinator.group.regex import RegexError, check, resolve, topics_fingerprint
 from broker_runtime.coordinator.group.state import Group, GroupState
 from broker_runtime.coordinator.group.timer import CoordinatorTimer
 from broker_runtime.coordinator.group.writer import Shared
@@ -202,8 +214,12 @@ class ConsumerGroups:
         topic_partitions: Callable[[str], int | None],
         store: Callable[[Group, ConsumerGroupState, Iterable[str]], ErrorCode],
         assignable: Callable[[str], bool] | None = None,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
     ) -> None:
         self.config = config
+        self._now_wall = shared.now_ms
+        #: Every topic with an id, by name: what regular expressions are resolved over.
+        self._topic_ids = topic_ids
         self._groups = shared.groups
         self._owner_error = shared.owner_error
         self._timer = timer
@@ -216,10 +232,15 @@ class ConsumerGroups:
     # -- requests --------------------------------------------------------------------------------------------
 
     def heartbeat(
-        self, req: HeartbeatRequest, assignable: Callable[[str], bool] | None = None
+        self,
+        req: HeartbeatRequest,
+        assignable: Callable[[str], bool] | None = None,
+        may_describe: Callable[[str], bool] = lambda _: True,
     ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat: see the module docstring. ``assignable(topic)``: can the topic's partitions
-        be named to the member (the handler's: it has a topic id); a topic that cannot counts as missing."""
+        be named to the member (the handler's: it has a topic id); a topic that cannot counts as missing.
+        ``may_describe(topic)``: may the member's principal DESCRIBE the topic (regular expressions resolve to
+        those only)."""
         if assignable is not None:
             self._assignable = assignable
         try:
@@ -228,7 +249,7 @@ class ConsumerGroups:
                 return HeartbeatResult(ErrorCode.NOT_COORDINATOR, None, req.member_id, req.member_epoch)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(req)
-            return self._heartbeat(req)
+            return self._heartbeat(req, may_describe)
         except _Refused as refused:
             return HeartbeatResult(refused.code, refused.message, req.member_id or None, req.member_epoch)
 
@@ -242,11 +263,6 @@ class ConsumerGroups:
             raise invalid("InstanceId can't be empty.")
         if req.rack_id is not None and not req.rack_id:
             raise invalid("RackId can't be empty.")
-        if req.subscribed_topic_regex:  # an empty regex subscribes to nothing (librdkafka sends one)
-            raise invalid(
-                "SubscribedTopicRegex is not supported by pylog: subscribe by topic names "
-                "(or use group.protocol=classic for a pattern subscription)."
-            )
         if req.version >= CLIENT_MEMBER_ID_VERSION and not req.member_id:
             raise invalid("MemberId can't be empty.")
         epoch = req.member_epoch
@@ -270,6 +286,11 @@ class ConsumerGroups:
                 raise invalid("InstanceId can't be null.")
         else:
             raise invalid("MemberEpoch is invalid.")
+        if req.subscribed_topic_regex:
+            try:
+                check(req.subscribed_topic_regex)
+            except RegexError as exc:
+                raise _Refused(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)) from None
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
             raise _Refused(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -297,7 +318,7 @@ class ConsumerGroups:
         group.consumer = ConsumerGroupState()
         return group, group.consumer
 
-    def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+    def _heartbeat(self, req: HeartbeatRequest, may_describe: Callable[[str], bool]) -> HeartbeatResult:
         joining = req.member_epoch == 0
         group, cg = self._group(req.group_id, joining)
         member_id = req.member_id or str(uuid.uuid4())
@@ -318,6 +339,11 @@ class ConsumerGroups:
             names = tuple(sorted(set(req.subscribed_topic_names)))
             bump = bump or names != member.subscribed_topics
             member.subscribed_topics = names
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None  # an empty regex subscribes to nothing (librdkafka's)
+            if regex != member.subscribed_regex:
+                member.subscribed_regex = regex
+                bump = True
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor
             bump = True
@@ -338,6 +364,8 @@ class ConsumerGroups:
                 member.member_id,
                 member.instance_id,
             )
+        if self._refresh_regexes(group, cg, may_describe):
+            bump = True
         metadata = self._subscription_metadata(cg)
         if metadata != cg.subscription_metadata:
             cg.subscription_metadata = metadata
@@ -429,6 +457,7 @@ class ConsumerGroups:
                 instance_id,
                 existing.rack_id,
                 subscribed_topics=existing.subscribed_topics,
+                subscribed_regex=existing.subscribed_regex,
                 server_assignor=existing.server_assignor,
                 rebalance_timeout_ms=existing.rebalance_timeout_ms,
                 assigned=dict(existing.assigned),
@@ -525,6 +554,47 @@ class ConsumerGroups:
                 found[topic] = count
         return found
 
+    def _refresh_regexes(
+        self, group: Group, cg: ConsumerGroupState, may_describe: Callable[[str], bool]
+    ) -> bool:
+        """Drop the resolutions no member subscribes to; resolve the group's expressions when due (see the
+        module docstring). True when an expression's topics changed (the group epoch is bumped)."""
+        subscribed = cg.subscribed_regexes()
+        for gone in set(cg.resolved_regexes) - subscribed:
+            del cg.resolved_regexes[gone]
+        if not subscribed:
+            return False
+        now = self._timer.now_ms()
+        ids = self._topic_ids()
+        if subscribed <= set(cg.resolved_regexes):
+            last = [r.refreshed_at for r in cg.resolved_regexes.values()]
+            if all(t is not None for t in last):
+                # (cheapest first: most heartbeats stop here, without hashing the topics)
+                since = now - max(t for t in last if t is not None)
+                if since < self.config.regex_refresh_min_interval_ms:
+                    return False
+                fingerprint = topics_fingerprint(ids)
+                if since < self.config.regex_refresh_interval_ms and all(
+                    r.version == fingerprint for r in cg.resolved_regexes.values()
+                ):
+                    return False
+        fingerprint = topics_fingerprint(ids)
+        found = resolve(subscribed, ids, may_describe)
+        wall = self._now_wall()
+        changed = False
+        for regex, topics in found.items():
+            old = cg.resolved_regexes.get(regex)
+            changed = changed or old is None or old.topics != topics
+            cg.resolved_regexes[regex] = ResolvedRegex(topics, fingerprint, wall, now)
+        _log.info(
+            "group %r: %d regular expression(s) resolved over %d topic(s)%s",
+            group.group_id,
+            len(found),
+            len(ids),
+            " (subscriptions changed)" if changed else "",
+        )
+        return changed
+
     def _bump(self, group: Group, cg: ConsumerGroupState) -> None:
         cg.group_epoch += 1
         _log.info("group %r: group epoch %d", group.group_id, cg.group_epoch)
@@ -540,10 +610,7 @@ class ConsumerGroups:
     def _assign(self, group: Group, cg: ConsumerGroupState) -> None:
         assignor = self.assignor_of(cg)
         spec = AssignmentSpec(
-            tuple(
-                MemberSpec(m.member_id, m.instance_id, frozenset(m.subscribed_topics))
-                for m in cg.members.values()
-            ),
+            tuple(MemberSpec(m.member_id, m.instance_id, cg.member_topics(m)) for m in cg.members.values()),
             dict(cg.subscription_metadata),
             dict(cg.target),
         )
@@ -566,6 +633,8 @@ class ConsumerGroups:
         cg.target.pop(member.member_id, None)
         if member.instance_id is not None and cg.static_members.get(member.instance_id) == member.member_id:
             del cg.static_members[member.instance_id]
+        for gone in set(cg.resolved_regexes) - cg.subscribed_regexes():
+            del cg.resolved_regexes[gone]
         cg.subscription_metadata = self._subscription_metadata(cg)
         self._bump(group, cg)
         return self._store(group, cg, {member.member_id})

@@ -20,6 +20,9 @@ key. The types, each keyed by ``GroupId`` (and ``MemberId`` for the member recor
 * 8 ``ConsumerGroupCurrentMemberAssignment``: ``MemberEpoch int32, PreviousMemberEpoch int32, State int8
   (Kafka's MemberState: 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS), AssignedPartitions,
   PartitionsPendingRevocation`` (both ``[TopicId, Partitions]``).
+* 16 ``ConsumerGroupRegularExpression``, keyed by ``GroupId`` and ``RegularExpression``: ``Topics []string`` (what
+  the expression resolved to), ``Version int64`` (pylog: :func:`.regex.topics_fingerprint` of the topics scanned;
+  Kafka: its metadata image's offset), ``Timestamp int64`` (when it was resolved).
 
 Topics are named by id in the records (KIP-516) and by name in the coordinator (:mod:`.consumer_state`): a
 topic without an id is left out of what is written (it is not assigned anyway); an id that names no topic at
@@ -58,6 +61,7 @@ __all__ = [
     "CURRENT_ASSIGNMENT",
     "MEMBER_METADATA",
     "PARTITION_METADATA",
+    "REGULAR_EXPRESSION",
     "TARGET_MEMBER",
     "TARGET_METADATA",
     "ConsumerRecord",
@@ -76,7 +80,8 @@ MEMBER_METADATA = 5
 TARGET_METADATA = 6
 TARGET_MEMBER = 7
 CURRENT_ASSIGNMENT = 8
-CONSUMER_RECORD_TYPES = frozenset(range(GROUP_METADATA, CURRENT_ASSIGNMENT + 1))
+REGULAR_EXPRESSION = 16
+CONSUMER_RECORD_TYPES = frozenset((*range(GROUP_METADATA, CURRENT_ASSIGNMENT + 1), REGULAR_EXPRESSION))
 
 _VERSION = struct.Struct(">h")
 _VALUE_VERSION = 0
@@ -90,10 +95,10 @@ _STATE_VALUE = {
 _STATE_OF = {v: k for k, v in _STATE_VALUE.items()}
 
 
-def _key(name: str, with_member: bool) -> Message:
+def _key(name: str, with_member: bool, second: str = "MemberId") -> Message:
     fields = [Field("GroupId", "string", "0")]
     if with_member:
-        fields.append(Field("MemberId", "string", "0"))
+        fields.append(Field(second, "string", "0"))
     return Message(name, api_key=-1, versions="0", flexible="none", fields=fields)
 
 
@@ -113,6 +118,7 @@ _KEYS = {
     TARGET_METADATA: _key("ConsumerGroupTargetAssignmentMetadataKey", False),
     TARGET_MEMBER: _key("ConsumerGroupTargetAssignmentMemberKey", True),
     CURRENT_ASSIGNMENT: _key("ConsumerGroupCurrentMemberAssignmentKey", True),
+    REGULAR_EXPRESSION: _key("ConsumerGroupRegularExpressionKey", True, "RegularExpression"),
 }
 
 _VALUES = {
@@ -173,6 +179,17 @@ _VALUES = {
             _topic_partitions("PartitionsPendingRevocation"),
         ],
     ),
+    REGULAR_EXPRESSION: Message(
+        "ConsumerGroupRegularExpressionValue",
+        api_key=-1,
+        versions="0",
+        flexible="0+",
+        fields=[
+            Field("Topics", "[]string", "0+"),
+            Field("Version", "int64", "0+"),
+            Field("Timestamp", "int64", "0+"),
+        ],
+    ),
 }
 
 
@@ -186,7 +203,7 @@ def record_type(key: bytes | memoryview) -> int:
 def _encode_key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
     body: dict[str, Any] = {"GroupId": group_id}
     if member_id is not None:
-        body["MemberId"] = member_id
+        body["RegularExpression" if kind == REGULAR_EXPRESSION else "MemberId"] = member_id
     return _VERSION.pack(kind) + _KEYS[kind].encode(body, 0)
 
 
@@ -224,7 +241,7 @@ def _member_records(
         "ClientId": m.client_id,
         "ClientHost": m.client_host,
         "SubscribedTopicNames": sorted(m.subscribed_topics),
-        "SubscribedTopicRegex": None,
+        "SubscribedTopicRegex": m.subscribed_regex,
         "RebalanceTimeoutMs": m.rebalance_timeout_ms,
         "ServerAssignor": m.server_assignor,
     }
@@ -256,9 +273,17 @@ def _member_records(
 
 #: The order records of one change are written in (Kafka's: a member's subscription, the group epoch, the target
 #: assignment, its epoch, the current assignments); tombstones come first, current assignment first.
-_WRITE_ORDER = (MEMBER_METADATA, GROUP_METADATA, TARGET_MEMBER, TARGET_METADATA, CURRENT_ASSIGNMENT)
+_WRITE_ORDER = (
+    MEMBER_METADATA,
+    REGULAR_EXPRESSION,
+    GROUP_METADATA,
+    TARGET_MEMBER,
+    TARGET_METADATA,
+    CURRENT_ASSIGNMENT,
+)
 _TOMBSTONE_ORDER = (
     CURRENT_ASSIGNMENT,
+    REGULAR_EXPRESSION,
     TARGET_MEMBER,
     TARGET_METADATA,
     MEMBER_METADATA,
@@ -286,6 +311,21 @@ def group_records(group_id: str, cg: ConsumerGroupState, ids: Mapping[str, uuid.
     ]
     for m in cg.members.values():
         found.extend(_member_records(group_id, m, cg.target.get(m.member_id, {}), ids))
+    for regex, resolved in sorted(cg.resolved_regexes.items()):
+        found.append(
+            (
+                REGULAR_EXPRESSION,
+                _encode_key(REGULAR_EXPRESSION, group_id, regex),
+                _encode_value(
+                    REGULAR_EXPRESSION,
+                    {
+                        "Topics": sorted(resolved.topics),
+                        "Version": resolved.version,
+                        "Timestamp": resolved.timestamp_ms,
+                    },
+                ),
+            )
+        )
     found.sort(key=lambda r: _WRITE_ORDER.index(r[0]))
     return {key: value for _, key, value in found}
 
@@ -311,8 +351,9 @@ def deletion(group_id: str, written: Mapping[bytes, bytes]) -> list[tuple[bytes,
 
 @dataclass(frozen=True, slots=True)
 class ConsumerRecord:
-    """One decoded consumer-group record: its type, group, member (member records) and value (None: a
-    tombstone; else the value struct as a dict, topic ids replaced by names, unknown ids dropped)."""
+    """One decoded consumer-group record: its type, group, member (member records; the regular expression of
+    a REGULAR_EXPRESSION record) and value (None: a tombstone; else the value struct as a dict, topic ids
+    replaced by names, unknown ids dropped)."""
 
     kind: int
     group_id: str
@@ -335,7 +376,7 @@ def decode(
     """Decode one record whose :func:`record_type` is in :data:`CONSUMER_RECORD_TYPES`."""
     kind = record_type(key)
     body = _KEYS[kind].decode(key, 2, 0)[0]
-    member_id = body.get("MemberId")
+    member_id = body.get("RegularExpression" if kind == REGULAR_EXPRESSION else "MemberId")
     if value is None or kind == PARTITION_METADATA:
         return ConsumerRecord(kind, body["GroupId"], member_id, None if value is None else {})
     version = record_type(value)

@@ -35,6 +35,7 @@ __all__ = [
     "ConsumerGroupState",
     "ConsumerMember",
     "MemberState",
+    "ResolvedRegex",
 ]
 
 #: The member epoch a leaving member sends (Kafka's ``LEAVE_GROUP_MEMBER_EPOCH``).
@@ -54,6 +55,12 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000
     session_timeout_ms: int = 45000
     max_size: int = 2**31 - 1
+    #: ``group.consumer.regex.refresh.interval.ms``: a group's regular expressions are resolved again at least
+    #: this often (a topic the principal may now describe is picked up).
+    regex_refresh_interval_ms: int = 600_000
+    #: ``pylog.group.consumer.regex.refresh.min.interval.ms``: never resolved again sooner than this after the
+    #: last resolution (Kafka's fixed ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``, 10 s).
+    regex_refresh_min_interval_ms: int = 10_000
 
 
 class MemberState(enum.Enum):
@@ -74,6 +81,8 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     rebalance_timeout_ms: int = -1
     subscribed_topics: tuple[str, ...] = ()
+    #: ``SubscribedTopicRegex`` (None: none; an empty one is stored as None).
+    subscribed_regex: str | None = None
     server_assignor: str | None = None
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
@@ -87,6 +96,19 @@ class ConsumerMember:
         self.session_timer = self.rebalance_timer = None
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """A subscribed regular expression resolved to topic names (Kafka's ``ResolvedRegularExpression``):
+    ``version`` is the fingerprint of the topics scanned (:func:`.regex.topics_fingerprint`), ``timestamp_ms``
+    the wall-clock time of the resolution (what the record keeps); ``refreshed_at`` the coordinator clock's
+    time of it (None: loaded from the log, not resolved by this coordinator yet)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+    refreshed_at: int | None = None
+
+
 @dataclass(eq=False)
 class ConsumerGroupState:
     """The consumer-protocol half of a :class:`~.state.Group` whose type is ``consumer``."""
@@ -98,6 +120,9 @@ class ConsumerGroupState:
     static_members: dict[str, str] = field(default_factory=dict)
     #: member id -> its target assignment (computed at ``assignment_epoch``).
     target: dict[str, Assignment] = field(default_factory=dict)
+    #: Every regular expression a member subscribes to -> the topics it resolved to (a member's subscription is
+    #: its topic names and its expression's topics).
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     #: The partition counts of the subscribed topics the group epoch was last bumped for.
     subscription_metadata: dict[str, int] = field(default_factory=dict)
     #: The value last written to ``__consumer_offsets`` under each of the group's record keys (read back by the
@@ -121,8 +146,19 @@ class ConsumerGroupState:
             return "Reconciling"
         return "Stable"
 
+    def member_topics(self, member: ConsumerMember) -> frozenset[str]:
+        """The member's subscription: its topic names and what its regular expression resolved to."""
+        names = frozenset(member.subscribed_topics)
+        if member.subscribed_regex is None:
+            return names
+        resolved = self.resolved_regexes.get(member.subscribed_regex)
+        return names if resolved is None else names | resolved.topics
+
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topics}
+        return {t for m in self.members.values() for t in self.member_topics(m)}
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.subscribed_regex for m in self.members.values() if m.subscribed_regex is not None}
 
     def owner_epoch(self, topic: str, partition: int, exclude: str) -> int:
         """The epoch of the member (other than ``exclude``) that holds the partition, assigned or still pending

@@ -115,6 +115,7 @@ class GroupCoordinator:
             topic_partitions,
             self._store_consumer,
             None if topic_ids is None else (lambda topic: topic in self._topic_ids()),
+            lambda: self._topic_ids(),
         )
         self.offsets = OffsetManager(shared, self.members, self.partition_for, topic_partitions)
         self._loader = GroupLoader(

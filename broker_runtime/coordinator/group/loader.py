@@ -10,8 +10,8 @@ timers). Offsets of a transactional batch stay pending for their producer until 
 control record is read (``complete_txn``), as they did before the restart.
 
 Consumer groups (KIP-848, :mod:`.consumer_records`): their records rebuild the group epoch, the target assignment
-and its epoch, and each member's subscription, epochs, state, assigned and pending partitions (topic ids named
-by ``topic_names()`` at the replay); the value read under each key is kept in ``ConsumerGroupState.written``.
+and its epoch, each member's subscription (names and regular expression), epochs, state, assigned and pending
+partitions (topic ids named by ``topic_names()`` at the replay), and what each regular expression resolved to; the value read under each key is kept in ``ConsumerGroupState.written``.
 The coordinator then restarts every member's session timer (:meth:`~.consumer.ConsumerGroups.activate`): a member
 that does not heartbeat after the restart is fenced by its session timeout, as before it.
 
@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from broker_runtime.coordinator.group import consumer_records as cr
-from broker_runtime.coordinator.group.consumer_state import ConsumerGroupState, ConsumerMember
+from broker_runtime.coordinator.group.consumer_state import ConsumerGroupState, ConsumerMember, ResolvedRegex
 from broker_runtime.coordinator.group.log_format import decode_group_value, decode_key, decode_offset_value
 from broker_runtime.coordinator.group.state import CommittedOffset, Group, GroupState, Member
 from broker_runtime.coordinator.group.writer import OffsetsLog
@@ -175,6 +175,12 @@ class GroupLoader:
             cg.loaded_metadata_hash = v["MetadataHash"]
         elif rec.kind == cr.TARGET_METADATA:
             cg.assignment_epoch = v["AssignmentEpoch"]
+        elif rec.kind == cr.REGULAR_EXPRESSION:
+            assert rec.member_id is not None
+            # not refreshed by this coordinator yet: the next heartbeat resolves it again
+            cg.resolved_regexes[rec.member_id] = ResolvedRegex(
+                frozenset(v["Topics"]), v["Version"], v["Timestamp"]
+            )
         else:
             assert rec.member_id is not None
             self._apply_member(cg, rec.kind, rec.member_id, v)
@@ -196,6 +202,7 @@ class GroupLoader:
             member.client_id = v["ClientId"]  # type: ignore[assignment]
             member.client_host = v["ClientHost"]  # type: ignore[assignment]
             member.subscribed_topics = tuple(sorted(v["SubscribedTopicNames"]))  # type: ignore[call-overload]
+            member.subscribed_regex = v["SubscribedTopicRegex"] or None  # type: ignore[assignment]
             member.rebalance_timeout_ms = v["RebalanceTimeoutMs"]  # type: ignore[assignment]
             member.server_assignor = v["ServerAssignor"]  # type: ignore[assignment]
             if member.instance_id is not None:
@@ -216,6 +223,9 @@ class GroupLoader:
                 self._groups.pop(group.group_id, None)
         elif rec.kind == cr.TARGET_METADATA:
             cg.assignment_epoch = 0
+        elif rec.kind == cr.REGULAR_EXPRESSION:
+            assert rec.member_id is not None
+            cg.resolved_regexes.pop(rec.member_id, None)
         elif rec.kind == cr.TARGET_MEMBER:
             assert rec.member_id is not None
             cg.target.pop(rec.member_id, None)

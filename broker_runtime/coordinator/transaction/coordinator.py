@@ -18,7 +18,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   INVALID_TRANSACTION_TIMEOUT). A new id gets a fresh producer id at epoch 0. A known one gets its epoch
   bumped (a new producer id once the epoch would pass 32766), which fences the previous producer: its next
   batch, AddPartitionsToTxn or EndTxn fails with PRODUCER_FENCED / INVALID_PRODUCER_EPOCH. An Ongoing
-  transaction of the old producer is aborted first, with markers at a bumped epoch. A transaction still in a
+  transaction of the old producer is aborted first, with markers at epoch + 2 (the fence, then the abort at the
+  server's transaction version 2, as Kafka's). A transaction still in a
   Prepare state answers CONCURRENT_TRANSACTIONS (retriable). From InitProducerId v3 a producer re-initializing
   names its producer id and epoch: anything but the current pair is PRODUCER_FENCED.
 * :meth:`add_partitions`: producer id mismatch -> INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED,
@@ -32,9 +33,12 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   need not coordinate the group: the marker reaches the partition's leader like any other).
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
   partition of the transaction through the marker sender, then CompleteCommit/CompleteAbort is logged. A retry of
-  a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE.
+  a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE. From a
+  transaction version 2 client (EndTxn v5, :meth:`end_transaction`) every commit and abort bumps the epoch
+  (:meth:`_end_v2` says how retries are told from the next transaction and how the producer id rotates).
 * :meth:`abort_timed_out` (periodic): an Ongoing transaction older than its timeout gets its producer fenced
-  (epoch + 1) and is aborted with markers at that epoch (Kafka's ``abortTimedOutTransactions``); a transaction
+  (epoch + 1) and is aborted with markers at epoch + 2 (Kafka's ``abortTimedOutTransactions`` at transaction
+  version 2); a transaction
   whose markers could not all be written is retried here.
 * :meth:`expire_transactional_ids` (periodic): ids whose transaction is complete and untouched for
   ``transactional.id.expiration.ms`` are removed (a tombstone in the log).
@@ -78,9 +82,11 @@ once replicated (acks=-1 rules).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from broker_runtime.coordinator.internal_topic import InternalTopic
 from broker_runtime.coordinator.ownership import PartitionOwnership
@@ -99,6 +105,7 @@ from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Recor
 from broker_runtime.storage.log_batches import read_batches
 
 __all__ = [
+    "EndResult",
     "InitResult",
     "MarkerDone",
     "MarkerRequest",
@@ -151,6 +158,18 @@ class InitResult:
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+class EndResult(NamedTuple):
+    """EndTxn's answer: the error, and from v5 the producer id and epoch the producer uses next (-1 when none)."""
+
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+#: The transaction version (Kafka's ``TransactionVersion``) from which every EndTxn bumps the producer epoch.
+TV2 = 2
 
 
 class TransactionCoordinator:
@@ -321,6 +340,9 @@ class TransactionCoordinator:
             frozenset(partitions),
             now,
             meta.start_ms,
+            meta.previous_producer_id,
+            meta.next_producer_id,
+            meta.client_version,
         )
         self._append(meta.transactional_id, encode_value(value), now)
         meta.last_update_ms = now
@@ -368,15 +390,28 @@ class TransactionCoordinator:
         self._ownership.appended(partition)
 
     def _transition(
-        self, meta: TransactionMetadata, state: TxnState, partitions: set[tuple[str, int]] | None = None
+        self,
+        meta: TransactionMetadata,
+        state: TxnState,
+        partitions: set[tuple[str, int]] | None = None,
+        **changes: int,
     ) -> None:
-        """Log, then apply a state change (the state machine is checked before anything is written)."""
+        """Log, then apply a state change and the field ``changes`` that go with it (producer id and epoch,
+        client version, previous / next producer id); the state machine is checked before anything is written,
+        and nothing is applied when the write fails."""
         probe = TransactionMetadata(
             meta.transactional_id, meta.producer_id, meta.producer_epoch, 0, meta.state
         )
         probe.transition(state)
         keep = set(meta.partitions) if partitions is None else partitions
-        self._persist(meta, state, keep)
+        if changes:
+            target = dataclasses.replace(meta, **changes)  # type: ignore[arg-type]
+            self._persist(target, state, keep)
+            for name, value in changes.items():
+                setattr(meta, name, value)
+            meta.last_update_ms = target.last_update_ms
+        else:
+            self._persist(meta, state, keep)
         meta.state = state
         meta.partitions = keep
 
@@ -409,6 +444,9 @@ class TransactionCoordinator:
             set(v.partitions),
             v.start_ms,
             v.last_update_ms,
+            v.client_version,
+            v.previous_producer_id,
+            v.next_producer_id,
         )
 
     # -- InitProducerId ------------------------------------------------------------------------------------------
@@ -432,7 +470,13 @@ class TransactionCoordinator:
                 self._persist(meta, TxnState.EMPTY, set())
                 self._txns[transactional_id] = meta
                 return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+            if (
+                producer_id >= 0
+                and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch)
+                and not (producer_id == meta.previous_producer_id and producer_epoch >= MAX_PRODUCER_EPOCH)
+            ):
+                # (Kafka's isValidProducerId: the previous producer id with an exhausted epoch is a producer
+                # whose EndTxn rotated its id, transaction version 2, asking again.)
                 return InitResult(ErrorCode.PRODUCER_FENCED)
             if meta.in_prepare:
                 return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -447,7 +491,7 @@ class TransactionCoordinator:
             self._bump_epoch(meta)
             meta.timeout_ms = timeout_ms
             meta.start_ms = -1
-            self._transition(meta, TxnState.EMPTY, set())
+            self._transition(meta, TxnState.EMPTY, set(), client_version=0)
             return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
         except (PylogError, OSError) as exc:
             self._write_failed(transactional_id, "InitProducerId", exc)
@@ -461,10 +505,16 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
 
     def _fence_and_abort(self, meta: TransactionMetadata) -> bool:
-        """Bump the epoch of an Ongoing transaction and abort it with markers at the new epoch."""
+        """Bump the epoch of an Ongoing transaction (fencing its producer) and abort it. The abort is one no client
+        asked for, so it runs at the server's transaction version, 2 (Kafka's ``endTransaction`` with
+        ``transactionVersionLevel``), which bumps the epoch once more: the markers carry epoch + 2, and the fenced
+        producer's own EndTxn, at epoch - 2 of the coordinator's, is PRODUCER_FENCED (epoch + 1 alone would
+        look like the retry of a v2 EndTxn to the coordinator)."""
         meta.transition(TxnState.PREPARE_EPOCH_FENCE)  # in memory only, as Kafka
-        self._bump_epoch(meta)
-        self._transition(meta, TxnState.PREPARE_ABORT)
+        self._bump_epoch(meta)  # at most MAX_PRODUCER_EPOCH: one more bump cannot overflow
+        self._transition(
+            meta, TxnState.PREPARE_ABORT, producer_epoch=meta.producer_epoch + 1, client_version=TV2
+        )
         return self._complete(meta)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------------------------
@@ -483,8 +533,15 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     def add_partitions(
-        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: list[tuple[str, int]],
+        client_version: int = 0,
     ) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn; ``client_version`` 2 when a partition leader adds the partitions of a transaction
+        version 2 client (Produce v12, TxnOffsetCommit v5: AddPartitionsToTxn v5 with VerifyOnly false)."""
         code = self._check_producer(transactional_id, producer_id, epoch)
         if code != ErrorCode.NONE:
             return dict.fromkeys(partitions, code)
@@ -496,7 +553,7 @@ class TransactionCoordinator:
                 else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions
             }
-        code = self._join(self._txns[transactional_id], set(partitions))
+        code = self._join(self._txns[transactional_id], set(partitions), client_version)
         return dict.fromkeys(partitions, code)
 
     def verify_partitions(
@@ -523,7 +580,12 @@ class TransactionCoordinator:
         }
 
     def add_offsets(
-        self, transactional_id: str, producer_id: int, epoch: int, offsets_partition: tuple[str, int]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        offsets_partition: tuple[str, int],
+        client_version: int = 0,
     ) -> ErrorCode:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition (named by the caller, which knows the
         group coordinator's placement) joins the transaction, so its marker ends the offsets the producer
@@ -531,15 +593,19 @@ class TransactionCoordinator:
         code = self._check_producer(transactional_id, producer_id, epoch)
         if code != ErrorCode.NONE:
             return code
-        return self._join(self._txns[transactional_id], {offsets_partition})
+        return self._join(self._txns[transactional_id], {offsets_partition}, client_version)
 
-    def _join(self, meta: TransactionMetadata, partitions: set[tuple[str, int]]) -> ErrorCode:
+    def _join(
+        self, meta: TransactionMetadata, partitions: set[tuple[str, int]], client_version: int = 0
+    ) -> ErrorCode:
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
             return ErrorCode.NONE
         try:
             if meta.state != TxnState.ONGOING:
                 meta.start_ms = self._now_ms()
-            self._transition(meta, TxnState.ONGOING, meta.partitions | partitions)
+            self._transition(
+                meta, TxnState.ONGOING, meta.partitions | partitions, client_version=client_version
+            )
         except (PylogError, OSError) as exc:
             self._write_failed(meta.transactional_id, "the partitions added (Ongoing)", exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -547,7 +613,22 @@ class TransactionCoordinator:
 
     # -- EndTxn ----------------------------------------------------------------------------------------------------
 
-    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+    def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
+    ) -> ErrorCode:
+        """EndTxn's error (:meth:`end_transaction` for the producer id and epoch of v5)."""
+        return self.end_transaction(transactional_id, producer_id, epoch, commit, client_version).error
+
+    def end_transaction(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
+    ) -> EndResult:
+        """EndTxn. ``client_version`` is the request's transaction version: 2 for EndTxn v5 (Kafka's
+        ``TransactionVersion.transactionVersionForEndTxn``), which :meth:`_end_v2` serves; 0 below."""
+        if client_version >= TV2:
+            return self._end_v2(transactional_id, producer_id, epoch, commit)
+        return EndResult(self._end_v1(transactional_id, producer_id, epoch, commit))
+
+    def _end_v1(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         owner = self.owner_error(transactional_id)
         if owner != ErrorCode.NONE:
             return owner
@@ -573,6 +654,82 @@ class TransactionCoordinator:
         if meta.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
             return ErrorCode.NONE  # a retry of the end that completed
         return ErrorCode.INVALID_TXN_STATE
+
+    def _end_v2(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> EndResult:
+        """EndTxn v5 (transaction version 2, Kafka's ``endTransaction`` with a client that ``supportsEpochBump``):
+        every commit or abort bumps the producer epoch. The Prepare state is logged with epoch + 1 (and, when
+        the epoch is exhausted, the next producer id); the markers carry epoch + 1, so a batch the producer sent
+        at its old epoch and that arrives late is refused by the partition (INVALID_PRODUCER_EPOCH) instead of
+        opening a transaction nobody ends; the answer names the new epoch, which the producer uses next. Once
+        the markers are written the Complete state takes the next producer id at epoch 0 if one was chosen.
+
+        The producer's epoch tells a retry from the next transaction: in a Prepare or Complete state, a request
+        at epoch - 1 is the retry of the EndTxn that bumped it (CONCURRENT_TRANSACTIONS while in Prepare, NONE
+        once complete with the same result), as is, after a rotation, the previous producer id at the exhausted
+        epoch. An abort with no partition added (Empty, or after a completed transaction: the producer cannot
+        know whether its implicit adds reached the coordinator) is logged and bumps the epoch too; a commit
+        there is INVALID_TXN_STATE."""
+        owner = self.owner_error(transactional_id)
+        if owner != ErrorCode.NONE:
+            return EndResult(owner)
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            return EndResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        retry_on_overflow = (
+            meta.previous_producer_id == producer_id
+            and epoch == MAX_PRODUCER_EPOCH
+            and meta.producer_epoch == 0
+        )
+        retry_on_bump = meta.producer_epoch == epoch + 1
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif meta.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        else:
+            valid_epoch = epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return EndResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return EndResult(ErrorCode.PRODUCER_FENCED)
+        retry = retry_on_bump or retry_on_overflow
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if meta.state == TxnState.ONGOING:
+            return self._prepare_v2(meta, commit)
+        if meta.state == done and retry:
+            return EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        if not commit and not retry and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, done):
+            return self._prepare_v2(meta, commit)
+        if meta.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        _log.info(
+            "transactional id %r: EndTxn(%s) in state %s is not a valid transition",
+            transactional_id,
+            "commit" if commit else "abort",
+            meta.state.kafka_name,
+        )
+        return EndResult(ErrorCode.INVALID_TXN_STATE)
+
+    def _prepare_v2(self, meta: TransactionMetadata, commit: bool) -> EndResult:
+        """Log PrepareCommit/PrepareAbort at epoch + 1 (a next producer id when the epoch is exhausted), then
+        write the markers at that epoch (:meth:`_complete`)."""
+        next_id = self._next_producer_id() if meta.producer_epoch >= MAX_PRODUCER_EPOCH else -1
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if meta.state != TxnState.ONGOING:
+            meta.start_ms = self._now_ms()  # an abort with no partitions still needs a start (Kafka's)
+        try:
+            self._transition(
+                meta,
+                state,
+                producer_epoch=meta.producer_epoch + 1,
+                next_producer_id=next_id,
+                client_version=TV2,
+            )
+        except (PylogError, OSError) as exc:
+            self._write_failed(meta.transactional_id, f"EndTxn ({state.kafka_name})", exc)
+            return EndResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        answer = EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        self._complete(meta)
+        return answer
 
     def _complete(self, meta: TransactionMetadata) -> bool:
         """Write the markers of a Prepare state, then log the Complete state (:meth:`_finish`, once the sender
@@ -640,8 +797,15 @@ class TransactionCoordinator:
                 )
                 return False
         complete = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        rotate: dict[str, int] = {}
+        if meta.client_version >= TV2:
+            # Kafka's prepareComplete: the id used so far becomes the previous one; a rotation chosen at the
+            # Prepare state (the epoch ran out) takes effect now that its markers are written.
+            rotate["previous_producer_id"] = meta.producer_id
+            if meta.next_producer_id >= 0:
+                rotate.update(producer_id=meta.next_producer_id, producer_epoch=0, next_producer_id=-1)
         try:
-            self._transition(meta, complete, set())
+            self._transition(meta, complete, set(), **rotate)
         except (PylogError, OSError) as exc:
             self._write_failed(meta.transactional_id, f"the markers' completion ({complete.kafka_name})", exc)
             return False

@@ -2,15 +2,18 @@
 ``TransactionLogValue``), and the partition a transactional id maps to.
 
 Record key: int16 key version (0), then ``TransactionLogKey`` v0 (``TransactionalId``: int16 length + UTF-8).
-Record value: int16 value version (0), then ``TransactionLogValue`` v0 (non-flexible)::
+Record value: int16 value version, then ``TransactionLogValue`` of that version::
 
     ProducerId int64, ProducerEpoch int16, TransactionTimeoutMs int32, TransactionStatus int8,
     TransactionPartitions [Topic string, PartitionIds [int32]] (nullable), TransactionLastUpdateTimestampMs int64,
     TransactionStartTimestampMs int64
+    v1 (flexible) adds the tagged fields PreviousProducerId (tag 0), NextProducerId (tag 1) and
+    ClientTransactionVersion (tag 2)
 
-A null value (tombstone) removes the transactional id (its expiration). Value version 1 (flexible, tagged
-PreviousProducerId / NextProducerId / ClientTransactionVersion: Kafka's transaction version 2) is decoded but not
-written. The partition of a transactional id is Kafka's ``abs(String.hashCode) % partitions``
+Version 1 is written, as a Kafka broker does from ``transaction.version`` 1 (``TransactionVersion.
+transactionLogValueVersion``; pylog finalizes level 2, see ``server/features.py``); version 0 records (written by
+earlier pylog releases) are read with the tagged fields at their defaults (-1, -1, 0). A null value (tombstone)
+removes the transactional id (its expiration). The partition of a transactional id is Kafka's ``abs(String.hashCode) % partitions``
 (:func:`partition_for`, from :mod:`broker_runtime.coordinator.placement`), so a Kafka tool finds the same partition. Pure functions: thread-safe.
 """
 
@@ -25,6 +28,7 @@ from broker_runtime.protocol.messages.schema import Field, Message
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC",
+    "VALUE_VERSION",
     "TxnLogValue",
     "decode_key",
     "decode_value",
@@ -37,6 +41,8 @@ __all__ = [
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 _VERSION = struct.Struct(">h")
+#: The value version written (see the module docstring).
+VALUE_VERSION = 1
 
 _KEY = Message(
     "TransactionLogKey",
@@ -83,6 +89,13 @@ class TxnLogValue:
     partitions: frozenset[tuple[str, int]]
     last_update_ms: int
     start_ms: int
+    #: The producer id before the last rotation (transaction version 2: the epoch ran out at an EndTxn), -1 if none.
+    previous_producer_id: int = -1
+    #: The producer id a Prepare state rotates to once its markers are written (transaction version 2), -1 if none.
+    next_producer_id: int = -1
+    #: The transaction version of the client's requests that made this state (0, or 2 for EndTxn v5 / the
+    #: partitions a leader adds for Produce v12 and TxnOffsetCommit v5).
+    client_version: int = 0
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -101,8 +114,11 @@ def encode_value(value: TxnLogValue) -> bytes:
         "TransactionPartitions": [{"Topic": t, "PartitionIds": ps} for t, ps in topics.items()],
         "TransactionLastUpdateTimestampMs": value.last_update_ms,
         "TransactionStartTimestampMs": value.start_ms,
+        "PreviousProducerId": value.previous_producer_id,
+        "NextProducerId": value.next_producer_id,
+        "ClientTransactionVersion": value.client_version,
     }
-    return _VERSION.pack(0) + _VALUE.encode(body, 0)
+    return _VERSION.pack(VALUE_VERSION) + _VALUE.encode(body, VALUE_VERSION)
 
 
 def decode_key(data: bytes | memoryview) -> str:
@@ -134,4 +150,7 @@ def decode_value(data: bytes | memoryview) -> TxnLogValue:
         partitions,
         body["TransactionLastUpdateTimestampMs"],
         body["TransactionStartTimestampMs"],
+        body.get("PreviousProducerId", -1),
+        body.get("NextProducerId", -1),
+        body.get("ClientTransactionVersion", 0),
     )

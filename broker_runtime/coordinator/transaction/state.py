@@ -6,6 +6,8 @@ States and their numbers in the log (``TransactionStatus``), with the states eac
     Ongoing (1)         <- Ongoing, Empty, CompleteCommit, CompleteAbort  partitions added
     PrepareCommit (2)   <- Ongoing                                       commit decided (durable), markers next
     PrepareAbort (3)    <- Ongoing, PrepareEpochFence                    abort decided, markers next
+                           (transaction version 2 also: Empty, CompleteCommit, CompleteAbort: an abort of a
+                           transaction whose partitions the coordinator never saw, which bumps the epoch)
     CompleteCommit (4)  <- PrepareCommit                                 markers written everywhere
     CompleteAbort (5)   <- PrepareAbort
     Dead (6)            <- Empty, CompleteCommit, CompleteAbort          transactional id expired
@@ -68,7 +70,7 @@ _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _E: frozenset({_E, _CC, _CA}),
     _O: frozenset({_O, _E, _CC, _CA}),
     _PC: frozenset({_O}),
-    _PA: frozenset({_O, _PF}),
+    _PA: frozenset({_O, _PF, _E, _CC, _CA}),
     _CC: frozenset({_PC}),
     _CA: frozenset({_PA}),
     _D: frozenset({_E, _CC, _CA}),
@@ -88,6 +90,12 @@ class TransactionMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
+    #: Transaction version 2 (KIP-890): the transaction version of the requests that made the state (0 or 2), the
+    #: producer id before the last rotation, and the one a Prepare state rotates to once its markers are written
+    #: (-1: none); the fields of the same names in the transaction log (``log_format``).
+    client_version: int = 0
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
 
     def transition(self, target: TxnState) -> None:
         if self.state not in _VALID_PREVIOUS[target]:

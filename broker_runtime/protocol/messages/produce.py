@@ -1,6 +1,7 @@
 """Produce (API key 0): record batches for topic partitions, answered with the assigned base offsets.
 
-Versions 0-11; flexible from 9. ``TransactionalId`` from v3 (v3+ carries exactly one magic-2 batch set per
+Versions 0-12; flexible from 9; v12 is v11 (its producer relies on the partition leader to add the
+partition to its transaction: transaction version 2, KIP-890). ``TransactionalId`` from v3 (v3+ carries exactly one magic-2 batch set per
 partition), ``LogStartOffset`` in the response from v5, ``RecordErrors``/``ErrorMessage`` from v8, the
 ``CurrentLeader``/``NodeEndpoints`` tagged fields from v10. ``ThrottleTimeMs`` comes AFTER ``Responses``.
 ``Records`` decode as zero-copy memoryviews and are never parsed here. An ``Acks`` of 0 gets no response.
@@ -23,7 +24,7 @@ ACKS_NONE = 0
 REQUEST = Message(
     "ProduceRequest",
     api_key=API_KEY,
-    versions="0-11",
+    versions="0-12",
     flexible="9+",
     fields=[
         Field("TransactionalId", "string", "3+", nullable="3+", default=None),
@@ -52,7 +53,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "ProduceResponse",
     api_key=API_KEY,
-    versions="0-11",
+    versions="0-12",
     flexible="9+",
     fields=[
         Field(

@@ -1,6 +1,7 @@
 """TxnOffsetCommit (API key 28): a transactional producer commits a group's offsets inside its transaction.
 
-Versions 0-4; flexible from 3; v4 is v3 (it lets the broker answer TRANSACTION_ABORTABLE, KIP-890). v2 adds
+Versions 0-5; flexible from 3; v4 is v3 (it lets the broker answer TRANSACTION_ABORTABLE, KIP-890); v5 is v4
+(its producer relies on the broker to add the offsets partition to its transaction: transaction version 2). v2 adds
 the leader epoch; v3 the group generation, member id and group instance id (KIP-447), so the coordinator can
 fence a zombie member. Definitions mirror Kafka's TxnOffsetCommitRequest.json / TxnOffsetCommitResponse.json.
 Immutable; thread-safe.
@@ -18,7 +19,7 @@ API_KEY = ApiKey.TXN_OFFSET_COMMIT
 REQUEST = Message(
     "TxnOffsetCommitRequest",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     fields=[
         Field("TransactionalId", "string", "0+"),
@@ -53,7 +54,7 @@ REQUEST = Message(
 RESPONSE = Message(
     "TxnOffsetCommitResponse",
     api_key=API_KEY,
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     fields=[
         Field("ThrottleTimeMs", "int32", "0+"),

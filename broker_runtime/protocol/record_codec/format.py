@@ -34,10 +34,21 @@ Constants and pure functions over immutable inputs; thread-safe.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
-import pyarrow as pa
 
 from broker_runtime.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    #: One record header: key (UTF-8, never null in Kafka's format) and value (nullable bytes).
+    HEADER_STRUCT_TYPE: pa.StructType
+    #: The headers column: one list per record, empty when the record has none.
+    HEADERS_TYPE: pa.ListType
+    #: Schema of :func:`~broker_runtime.protocol.record_codec.decode.decode_batches`' result.
+    DECODED_SCHEMA: pa.Schema
 
 __all__ = [
     "DECODED_SCHEMA",
@@ -53,23 +64,6 @@ __all__ = [
     "walk_error",
     "zigzag",
 ]
-
-#: One record header: key (UTF-8, never null in Kafka's format) and value (nullable bytes).
-HEADER_STRUCT_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
-#: The headers column: one list per record, empty when the record has none.
-HEADERS_TYPE = pa.list_(HEADER_STRUCT_TYPE)
-
-#: Schema of :func:`~broker_runtime.protocol.record_codec.decode.decode_batches`' result.
-DECODED_SCHEMA = pa.schema(
-    [
-        pa.field("offset", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.int64(), nullable=False),
-        pa.field("timestampType", pa.int32(), nullable=False),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("headers", HEADERS_TYPE, nullable=False),
-    ]
-)
 
 INT32_MAX = (1 << 31) - 1
 #: The smallest possible record: length, attributes, timestampDelta, offsetDelta, keyLength,
@@ -115,6 +109,30 @@ def walk_error(position: int, index: int | None, message: str) -> CorruptRecordE
     return exc
 
 
+def __getattr__(name: str) -> Any:
+    """The Arrow types above, made (and pyarrow imported) at their first use: the broker's produce path uses
+    this module's varint math and :func:`walk_error` only, and a broker that never decodes records into Arrow
+    does not pay pyarrow's import (about 0.1 s and 30 MB)."""
+    if name not in ("HEADER_STRUCT_TYPE", "HEADERS_TYPE", "DECODED_SCHEMA"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import pyarrow as pa
+
+    header = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+    headers = pa.list_(header)
+    schema = pa.schema(
+        [
+            pa.field("offset", pa.int64(), nullable=False),
+            pa.field("timestamp", pa.int64(), nullable=False),
+            pa.field("timestampType", pa.int32(), nullable=False),
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+            pa.field("headers", headers, nullable=False),
+        ]
+    )
+    globals().update(HEADER_STRUCT_TYPE=header, HEADERS_TYPE=headers, DECODED_SCHEMA=schema)
+    return globals()[name]
+
+
 def pieces(arena_buf: pa.Buffer, bounds: np.ndarray) -> pa.Array:
     """A binary array over the arena whose element k is arena[bounds[k]:bounds[k+1]] (zero copy).
 
@@ -125,6 +143,8 @@ def pieces(arena_buf: pa.Buffer, bounds: np.ndarray) -> pa.Array:
             f"a record field [{int(bounds[0])}, {int(bounds[-1])}) lies outside the {len(arena_buf)} bytes of "
             "the records"
         )
+    import pyarrow as pa
+
     if len(arena_buf) <= INT32_MAX:
         return pa.Array.from_buffers(
             pa.binary(), len(bounds) - 1, [None, pa.py_buffer(bounds.astype(np.int32)), arena_buf]

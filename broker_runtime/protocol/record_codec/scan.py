@@ -23,7 +23,7 @@ import numpy as np
 
 from broker_runtime.errors import CorruptRecordError
 from broker_runtime.protocol.batch_header import NO_TIMESTAMP, BatchHeader
-from broker_runtime.protocol.record_codec import pywalk, walks
+from broker_runtime.protocol.record_codec import walks
 from broker_runtime.protocol.record_codec.format import MIN_RECORD_SIZE, walk_error
 
 __all__ = ["RecordsScan", "scan_records"]
@@ -83,6 +83,8 @@ def scan_records(
         bad_idx = out[count : count + n_bad]
         bad_ts = out[2 * count : 2 * count + n_bad]
     else:
+        from broker_runtime.protocol.record_codec import pywalk  # pyarrow: only without the compiled walk
+
         max_ts, null_keys, bad_idx, bad_ts = pywalk.scan(header, data, position, low, high, check_ts)
     # Kafka reads every record of a LogAppendTime batch at the batch's maxTimestamp (the walks report no record
     # timestamps for such a batch).

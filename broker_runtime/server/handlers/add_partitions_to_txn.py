@@ -12,8 +12,10 @@ v4-5 (brokers; Kafka's client builder never sends them): a batch of transactions
 A transaction with ``VerifyOnly`` is answered by :meth:`~broker_runtime.coordinator.transaction.
 TransactionCoordinator.verify_partitions` (nothing written; a partition leader asks it before the first
 transactional batch of a producer, :mod:`broker_runtime.server.txn_verification`); one without adds its
-partitions as v0-3 do (no request parking: the asking broker retries). v5 only adds TRANSACTION_ABORTABLE to the
-errors a v4 asker may get; both are answered alike.
+partitions as v0-3 do (no request parking: the asking broker retries): at v5 that is a partition leader adding
+the partition of a transaction version 2 producer (Produce v12, TxnOffsetCommit v5), and the coordinator records
+the transaction as version 2 (Kafka's ``transactionVersionForAddPartitionsToTxn``). v5 also adds
+TRANSACTION_ABORTABLE to the errors a v4 asker may get.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ MAX_VERSION = 5
 
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     if header.api_version >= 4:
-        return _handle_batch(ctx, body)
+        return _handle_batch(ctx, body, header.api_version)
     if not ctx.authorized(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body["V3AndBelowTransactionalId"]
     ):
@@ -89,7 +91,7 @@ def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> 
     return answer_after_state_write(ctx, answer)
 
 
-def _handle_batch(ctx: BrokerContext, body: dict[str, Any]) -> Any:
+def _handle_batch(ctx: BrokerContext, body: dict[str, Any], version: int) -> Any:
     """v4+: the transactions of a partition leader's verification (or addition), one result each."""
     transactions = body["Transactions"]
     if not ctx.inter_broker_allowed():
@@ -111,7 +113,11 @@ def _handle_batch(ctx: BrokerContext, body: dict[str, Any]) -> Any:
             )
         else:
             codes = coordinator.add_partitions(
-                txn["TransactionalId"], txn["ProducerId"], txn["ProducerEpoch"], partitions
+                txn["TransactionalId"],
+                txn["ProducerId"],
+                txn["ProducerEpoch"],
+                partitions,
+                client_version=2 if version >= 5 else 0,
             )
         results.append((txn["TransactionalId"], codes))
 

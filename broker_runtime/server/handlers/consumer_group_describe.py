@@ -72,7 +72,7 @@ def _describe(ctx: BrokerContext, group_id: str) -> dict[str, Any]:
                 "ClientId": m.client_id,
                 "ClientHost": m.client_host,
                 "SubscribedTopicNames": list(m.subscribed_topics),
-                "SubscribedTopicRegex": None,
+                "SubscribedTopicRegex": m.subscribed_regex,
                 "Assignment": {"TopicPartitions": named_assignment(m.assigned, ids, with_names=True)},
                 "TargetAssignment": {
                     "TopicPartitions": named_assignment(cg.target.get(m.member_id, {}), ids, with_names=True)

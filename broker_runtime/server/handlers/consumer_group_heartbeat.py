@@ -4,7 +4,8 @@ partitions it owns, learns its assignment, or leaves.
 Thin: see :meth:`~broker_runtime.coordinator.group.consumer.ConsumerGroups.heartbeat`; topic ids are translated
 by :mod:`broker_runtime.server.consumer_group_topics`. Authorization as Kafka's ``KafkaApis``: READ on the group
 (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on every subscribed topic (else TOPIC_AUTHORIZATION_FAILED: a client
-does not learn of topics it may not describe). The answer waits for the replication of what the heartbeat wrote
+does not learn of topics it may not describe); a ``SubscribedTopicRegex`` resolves to the topics the principal may
+DESCRIBE only (the others are left out silently, as Kafka does). The answer waits for the replication of what the heartbeat wrote
 to ``__consumer_offsets`` (:func:`~broker_runtime.server.groups.answer_after_group_write`).
 """
 
@@ -66,6 +67,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
             header.api_version,
         ),
         lambda name: name in ids,
+        lambda topic: ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic),
     )
     answer_body: dict[str, Any] = {
         "ThrottleTimeMs": 0,

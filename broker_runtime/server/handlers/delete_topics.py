@@ -5,7 +5,8 @@ both (v6) -> INVALID_REQUEST; v6 by topic id (null name): an unknown id, or one 
 not DESCRIBE -> UNKNOWN_TOPIC_ID (its existence is not revealed); an unknown name ->
 UNKNOWN_TOPIC_OR_PARTITION; no DELETE on the topic -> TOPIC_AUTHORIZATION_FAILED; an internal topic
 (``__consumer_offsets``, ``__transaction_state``) -> INVALID_REQUEST (pylog does not delete its coordinators'
-state). A deletion answers the topic's name and id (v6). An id names one incarnation of a topic: the id of a
+state). Every topic of the request is checked and authorized before the first is deleted (as Kafka authorizes
+the whole request first). A deletion answers the topic's name and id (v6). An id names one incarnation of a topic: the id of a
 topic deleted and created again is UNKNOWN_TOPIC_ID, never the new topic. A single node
 deletes the local logs at once; in a cluster the topic leaves the metadata and every replica deletes its logs
 when it sees that (this broker before answering, the others within the metadata poll interval).
@@ -43,6 +44,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
     view = ctx.cluster.view
     by_id = view.names_by_id()
     results: list[dict[str, Any]] = []
+    deletions: list[tuple[str, dict[str, Any]]] = []
     for name, topic_id in wanted:
         result: dict[str, Any] = {
             "Name": name,
@@ -74,13 +76,20 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> d
         else:
             result["TopicId"] = view.topic_id(name)
         if result["ErrorCode"] == ErrorCode.NONE and name is not None:
-            _delete_one(ctx, name, counts[name], result)
+            _check_one(ctx, name, counts[name], result)
+            if result["ErrorCode"] == ErrorCode.NONE:
+                deletions.append((name, result))
         results.append(result)
+    # Every check (and authorization) first, against the view before any deletion, as Kafka authorizes the
+    # whole request before it deletes: each deletion changes the view, and reading it between deletions would
+    # rebuild it once per topic.
+    for name, result in deletions:
+        _delete_one(ctx, name, result)
     return {"ThrottleTimeMs": 0, "Responses": results}
 
 
-def _delete_one(ctx: BrokerContext, name: str, times_named: int, result: dict[str, Any]) -> None:
-    """The name checks and the deletion of one topic; the outcome goes into ``result``."""
+def _check_one(ctx: BrokerContext, name: str, times_named: int, result: dict[str, Any]) -> None:
+    """The name checks of one topic to delete; a refusal goes into ``result``."""
     if times_named > 1:
         result.update(
             ErrorCode=ErrorCode.INVALID_REQUEST, ErrorMessage=f"Duplicate topic name {name} in request."
@@ -95,12 +104,15 @@ def _delete_one(ctx: BrokerContext, name: str, times_named: int, result: dict[st
             ErrorCode=ErrorCode.INVALID_REQUEST,
             ErrorMessage=f"Topic {name} is internal and cannot be deleted.",
         )
+
+
+def _delete_one(ctx: BrokerContext, name: str, result: dict[str, Any]) -> None:
+    """The deletion of one topic that passed :func:`_check_one`; a failure goes into ``result``."""
+    ctx.refresh_cluster()
+    try:
+        ctx.cluster.delete_topic(name)
+    except TopicError as exc:
+        result.update(ErrorCode=exc.code, ErrorMessage=exc.detail)
     else:
+        ctx.replicas.forget_topic(name)
         ctx.refresh_cluster()
-        try:
-            ctx.cluster.delete_topic(name)
-        except TopicError as exc:
-            result.update(ErrorCode=exc.code, ErrorMessage=exc.detail)
-        else:
-            ctx.replicas.forget_topic(name)
-            ctx.refresh_cluster()

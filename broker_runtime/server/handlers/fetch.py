@@ -7,8 +7,14 @@ Semantics (Kafka's ``ReplicaManager.fetchMessages`` / ``DelayedFetch``):
     ``Partition.fetchRecords`` does; v15+ take a follower's id from ``ReplicaState``. pylog's own followers
     (:mod:`broker_runtime.replication.fetcher`) still fetch by name at v12: the names are theirs to resolve from
     the same metadata, and v13+ adds nothing they use;
-  * sessionless only: SessionId 0 is answered with SessionId 0 ("no session"), so clients keep sending full
-    fetches; any other SessionId gets FETCH_SESSION_ID_NOT_FOUND;
+  * fetch sessions (KIP-227, :mod:`broker_runtime.server.fetch_sessions`): a full fetch (SessionEpoch 0) may
+    be answered a SessionId; an incremental one (the session's epoch) reads every partition of the session and
+    answers only those with records or a changed high watermark / log start offset, an error or a diverging
+    epoch; session errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+    FETCH_SESSION_TOPIC_ID_ERROR) answer no partitions. Authorization, leadership and every other check below
+    apply to the session's partitions on every fetch, as Kafka's ``foreachPartition`` does: a session never
+    keeps a right, and a partition whose leader moved answers NOT_LEADER_OR_FOLLOWER in it until the fetcher
+    forgets it (Kafka keeps the session too);
   * partitions are read in request order; each reads at most ``PartitionMaxBytes`` and the whole response at
     most ``MaxBytes`` (for a consumer with a ``consumer_byte_rate`` quota, at most what the quota allows in one
     quota window, as Kafka limits it; the dispatcher throttles the answer), except that the first partition returning data returns at least one whole batch
@@ -53,10 +59,20 @@ import uuid
 from typing import Any, NamedTuple
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.protocol.batch_header import HEADER_SIZE
 from broker_runtime.protocol.messages import CONSUMER_REPLICA_ID, IsolationLevel, RequestHeader, fetch
 from broker_runtime.purgatory.delayed_operation import DelayedOperation
 from broker_runtime.security.acl import AclOperation, ResourceType
 from broker_runtime.server.context import BrokerContext
+from broker_runtime.server.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    PartitionKey,
+    next_epoch,
+)
 from broker_runtime.server.network import SENDFILE_MIN_BYTES
 from broker_runtime.server.quota_manager import user_of
 from broker_runtime.server.replica_manager import ReadResult
@@ -70,7 +86,6 @@ REQUEST = fetch.REQUEST
 MIN_VERSION = 4
 MAX_VERSION = 18
 
-FETCH_SESSION_ID_NOT_FOUND = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 #: Security protocols whose connections write plain socket bytes (so ``sendfile`` can write the records).
 _PLAIN_SOCKETS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
 
@@ -86,6 +101,11 @@ class _PartitionFetch(NamedTuple):
     read_committed: bool = False
     #: v13+: the id the request named the topic by.
     topic_id: uuid.UUID | None = None
+
+    @property
+    def key(self) -> PartitionKey:
+        """The partition's key in a fetch session: by topic id from v13, else by name."""
+        return (self.topic_id if self.topic_id is not None else self.topic, self.partition)
 
 
 def _validate(ctx: BrokerContext, part: _PartitionFetch) -> ReadResult | None:
@@ -135,13 +155,22 @@ def _read_all(
             any_error = True
             continue
         limit = min(part.max_bytes, remaining)
-        if limit <= 0 and total > 0:
+        if limit < HEADER_SIZE and total > 0:
+            # No batch fits in what is left (a batch is at least its header): answer the partition's offsets
+            # without reading (its log start too, so a fetch session does not see it change).
             hw = replicas.high_watermark(part.topic, part.partition)
             if hw is not None:
                 lso = replicas.last_stable_offset(part.topic, part.partition)
                 aborted: list[tuple[int, int]] | None = [] if part.read_committed else None
                 results.append(
-                    ReadResult(ErrorCode.NONE, b"", hw, -1, last_stable_offset=lso, aborted=aborted)
+                    ReadResult(
+                        ErrorCode.NONE,
+                        b"",
+                        hw,
+                        _log_start(ctx, part),
+                        last_stable_offset=lso,
+                        aborted=aborted,
+                    )
                 )
                 continue
         result = replicas.read(
@@ -175,7 +204,87 @@ def _count_out(
             metrics.fetched(part.topic, result.size)
 
 
-def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResult]) -> dict[str, Any]:
+class _Shape:
+    """How a fetch's answer is shaped by its session: sessionless (every partition, SessionId 0), full (every
+    partition; a new session is made from them when the cache admits it) or incremental (only the partitions
+    the session must answer)."""
+
+    __slots__ = ("ctx", "expected_epoch", "mode", "privileged", "session")
+
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        mode: str,
+        session: FetchSession | None = None,
+        privileged: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.mode = mode  # "sessionless", "full" or "incremental"
+        self.session = session
+        self.privileged = privileged
+        self.expected_epoch = session.epoch if session is not None else 0
+
+    def apply(
+        self, version: int, parts: list[_PartitionFetch], results: list[ReadResult]
+    ) -> tuple[int, int, list[_PartitionFetch], list[ReadResult]]:
+        """(error, session id, partitions answered, their results)."""
+        if self.mode == "full":
+            return ErrorCode.NONE, self._create(version, parts, results), parts, results
+        session = self.session
+        if self.mode == "sessionless" or session is None:
+            return ErrorCode.NONE, INVALID_SESSION_ID, parts, results
+        if session.epoch != self.expected_epoch:  # another request of this session ran in between
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, [], []
+        kept_parts: list[_PartitionFetch] = []
+        kept: list[ReadResult] = []
+        cached_parts = session.partitions
+        for part, result in zip(parts, results, strict=True):
+            cached = cached_parts.get(part.key)
+            if cached is None:
+                continue
+            size = result.size
+            if cached.must_respond(
+                size,
+                result.high_watermark,
+                result.log_start_offset,
+                result.error,
+                result.diverging is not None,
+            ):
+                kept_parts.append(part)
+                kept.append(result)
+                if size > 0:
+                    session.moved_to_end(part.key)
+        return ErrorCode.NONE, session.id, kept_parts, kept
+
+    def _create(self, version: int, parts: list[_PartitionFetch], results: list[ReadResult]) -> int:
+        ctx = self.ctx
+        cached: dict[PartitionKey, CachedPartition] = {}
+        for part, result in zip(parts, results, strict=True):
+            cached[part.key] = CachedPartition(
+                part.topic_id,
+                part.fetch_offset,
+                part.max_bytes,
+                part.current_leader_epoch,
+                part.last_fetched_epoch,
+                result.high_watermark,
+                result.log_start_offset,
+            )
+        if len(cached) > _partition_bound(ctx):
+            return INVALID_SESSION_ID
+        return ctx.fetch_sessions.maybe_create(
+            ctx.request_session.principal, self.privileged, version >= 13, cached
+        )
+
+
+def _partition_bound(ctx: BrokerContext) -> int:
+    """The most partitions one session may hold: as many as the cluster metadata names (at least 1)."""
+    return max(1, sum(len(t.partitions) for t in ctx.cluster.view.topics.values()))
+
+
+def _response(
+    version: int, parts: list[_PartitionFetch], results: list[ReadResult], shape: _Shape
+) -> dict[str, Any]:
+    error, session_id, parts, results = shape.apply(version, parts, results)
     topics: list[dict[str, Any]] = []
     by_id = version >= 13
     for part, result in zip(parts, results, strict=True):
@@ -208,7 +317,7 @@ def _response(version: int, parts: list[_PartitionFetch], results: list[ReadResu
                 "Records": result.file_slice if result.file_slice is not None else result.records,
             }
         )
-    return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "SessionId": 0, "Responses": topics}
+    return {"ThrottleTimeMs": 0, "ErrorCode": error, "SessionId": session_id, "Responses": topics}
 
 
 def _denied_topics(ctx: BrokerContext, parts: list[_PartitionFetch], replica_id: int) -> set[str]:
@@ -250,6 +359,7 @@ class DelayedFetch(DelayedOperation):
         "_parts",
         "_replica_id",
         "_results",
+        "_shape",
         "_slice_min_bytes",
         "_version",
     )
@@ -263,10 +373,12 @@ class DelayedFetch(DelayedOperation):
         max_bytes: int,
         max_wait_ms: int,
         future: asyncio.Future[Any],
+        shape: _Shape,
         replica_id: int = CONSUMER_REPLICA_ID,
         slice_min_bytes: int | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
+        self._shape = shape
         self._replica_id = replica_id
         # fixed by the request's connection (the op may complete while another connection's request runs)
         self._slice_min_bytes = slice_min_bytes
@@ -297,7 +409,7 @@ class DelayedFetch(DelayedOperation):
             )
         if not self._future.done():
             _count_out(self._ctx, self._replica_id, self._parts, results)
-            self._future.set_result(_response(self._version, self._parts, results))
+            self._future.set_result(_response(self._version, self._parts, results, self._shape))
 
 
 def _topic_names(ctx: BrokerContext, topics: list[dict[str, Any]]) -> list[str]:
@@ -310,18 +422,111 @@ def _topic_names(ctx: BrokerContext, topics: list[dict[str, Any]]) -> list[str]:
     return [by_id.get(t["TopicId"], "") for t in topics]
 
 
+def _session_error(code: ErrorCode) -> dict[str, Any]:
+    """A session error: no partitions, SessionId 0 (Kafka's ``SessionErrorContext``)."""
+    return {"ThrottleTimeMs": 0, "ErrorCode": code, "SessionId": INVALID_SESSION_ID, "Responses": []}
+
+
+def _session_parts(
+    ctx: BrokerContext, session: FetchSession, read_committed: bool, names: dict[uuid.UUID, str]
+) -> list[_PartitionFetch]:
+    """Every partition of ``session`` in its order, as a fetch reads them (names of v13+ topics resolved now:
+    an id unknown when the session cached it may be known since)."""
+    parts: list[_PartitionFetch] = []
+    for (topic, index), cached in session.partitions.items():
+        if cached.topic_id is not None:
+            name = names.get(cached.topic_id, "")
+        else:
+            name = topic if isinstance(topic, str) else ""
+        parts.append(
+            _PartitionFetch(
+                name,
+                index,
+                cached.fetch_offset,
+                cached.max_bytes,
+                cached.current_leader_epoch,
+                cached.last_fetched_epoch,
+                read_committed,
+                cached.topic_id,
+            )
+        )
+    return parts
+
+
+def _forgotten(version: int, body: dict[str, Any]) -> list[PartitionKey]:
+    keys: list[PartitionKey] = []
+    for topic in body["ForgottenTopicsData"]:
+        named = topic["TopicId"] if version >= 13 else topic["Topic"]
+        keys.extend((named, index) for index in topic["Partitions"])
+    return keys
+
+
+def _session_shape(
+    ctx: BrokerContext,
+    version: int,
+    body: dict[str, Any],
+    requested: list[_PartitionFetch],
+    replica_id: int,
+) -> tuple[_Shape, list[_PartitionFetch]] | dict[str, Any]:
+    """The session context of a fetch (Kafka's ``FetchManager.newContext``) and the partitions it reads, or the
+    answer of a session error."""
+    cache = ctx.fetch_sessions
+    principal = ctx.request_session.principal
+    session_id, epoch = body["SessionId"], body["SessionEpoch"]
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != INVALID_SESSION_ID:
+            old = cache.get(session_id, principal)
+            if old is not None:
+                cache.remove(old)
+        mode = "full" if epoch == INITIAL_EPOCH else "sessionless"
+        # A follower's session is privileged (it may evict consumers' sessions): only for a fetcher allowed to
+        # fetch as a follower, else anyone could claim a replica id to evict the others (Kafka does not check).
+        privileged = replica_id >= 0 and ctx.inter_broker_allowed()
+        return _Shape(ctx, mode, privileged=privileged), requested
+    session = cache.get(session_id, principal)
+    if session is None:
+        return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    if session.epoch != epoch:
+        return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    if session.uses_topic_ids != (version >= 13):
+        return _session_error(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+    before = len(session.partitions)
+    session.update(
+        (
+            (p.key, p.topic_id, p.fetch_offset, p.max_bytes, p.current_leader_epoch, p.last_fetched_epoch)
+            for p in requested
+        ),
+        _forgotten(version, body),
+    )
+    size = len(session.partitions)
+    if size > before and size > _partition_bound(ctx):
+        cache.remove(session)
+        cache.oversize_closed += 1
+        _log.warning(
+            "fetch session %d of %s closed: %d partitions, more than the cluster's %d; answered sessionless",
+            session.id,
+            principal,
+            size,
+            _partition_bound(ctx),
+        )
+        return _Shape(ctx, "sessionless"), requested
+    if size == 0:
+        cache.remove(session)
+        return _Shape(ctx, "sessionless"), requested
+    cache.touch(session, cache.now_ms())
+    session.epoch = next_epoch(session.epoch)
+    cache.incremental_fetches += 1
+    names = ctx.cluster.view.names_by_id() if session.uses_topic_ids else {}
+    return _Shape(ctx, "incremental", session), _session_parts(
+        ctx, session, body["IsolationLevel"] == IsolationLevel.READ_COMMITTED, names
+    )
+
+
 def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> Any:
     version = header.api_version
-    if body["SessionId"] != 0:
-        return {
-            "ThrottleTimeMs": 0,
-            "ErrorCode": FETCH_SESSION_ID_NOT_FOUND,
-            "SessionId": 0,
-            "Responses": [],
-        }
     read_committed = body["IsolationLevel"] == IsolationLevel.READ_COMMITTED
     names = _topic_names(ctx, body["Topics"]) if version >= 13 else [t["Topic"] for t in body["Topics"]]
-    parts = [
+    requested = [
         _PartitionFetch(
             name,
             p["Partition"],
@@ -335,10 +540,14 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         for t, name in zip(body["Topics"], names, strict=True)
         for p in t["Partitions"]
     ]
+    replica_id = body["ReplicaState"]["ReplicaId"] if version >= 15 else body["ReplicaId"]
+    shaped = _session_shape(ctx, version, body, requested, replica_id)
+    if isinstance(shaped, dict):
+        return shaped
+    shape, parts = shaped
     max_bytes = body["MaxBytes"]
     min_bytes = body["MinBytes"]
     max_wait = body["MaxWaitMs"]
-    replica_id = body["ReplicaState"]["ReplicaId"] if version >= 15 else body["ReplicaId"]
     if replica_id < 0 and ctx.client_quotas.fetch.enabled:
         # Kafka's KafkaApis: a consumer fetches at most what its consumer_byte_rate allows in one quota window
         window_bytes = ctx.client_quotas.fetch.max_value_in_window(
@@ -358,7 +567,7 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                 by_part[id(p)] if id(p) in by_part else ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 for p in parts
             ]
-            return _response(version, parts, results)
+            return _response(version, parts, results, shape)
     if any(ctx.topics.partition_count(t) is None for t in {p.topic for p in parts if p.topic}):
         ctx.refresh_cluster()
     if replica_id >= 0:
@@ -379,13 +588,15 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
                 ReadResult(code, b"", _hw(ctx, p), _log_start(ctx, p)) if code else result
                 for p, code, result in zip(parts, errors, results, strict=True)
             ]
-            return _response(version, parts, results)
+            return _response(version, parts, results, shape)
     results, total, any_error = _read_all(ctx, parts, max_bytes, replica_id, slice_min)
     if max_wait <= 0 or not parts or total >= min_bytes or any_error:
         _count_out(ctx, replica_id, parts, results)
-        return _response(version, parts, results)
+        return _response(version, parts, results, shape)
     future: asyncio.Future[Any] = ctx.loop.create_future()
-    op = DelayedFetch(ctx, version, parts, min_bytes, max_bytes, max_wait, future, replica_id, slice_min)
+    op = DelayedFetch(
+        ctx, version, parts, min_bytes, max_bytes, max_wait, future, shape, replica_id, slice_min
+    )
     keys = {(p.topic, p.partition) for p in parts}
     if not ctx.fetch_purgatory.try_complete_else_watch(op, keys):
         ctx.schedule_timer()

@@ -49,7 +49,7 @@ _log = logging.getLogger(__name__)
 #: The request this module answers (its API key travels with the message definition).
 REQUEST = produce.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 11
+MAX_VERSION = 12
 
 _VALID_ACKS = (produce.ACKS_ALL, produce.ACKS_NONE, produce.ACKS_LEADER)
 #: The least time between two WARNING lines about refused acks=0 produces.

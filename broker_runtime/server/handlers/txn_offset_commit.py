@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28, v0-4): a transactional producer commits a group's offsets inside its transaction.
+"""TxnOffsetCommit (key 28, v0-5): a transactional producer commits a group's offsets inside its transaction.
 
 Thin: see :meth:`~broker_runtime.coordinator.group.GroupCoordinator.txn_commit_offsets` (answered once the
 transactional batch is appended and flushed; the offsets become visible when the transaction's COMMIT marker lands on
@@ -12,7 +12,8 @@ with the transaction coordinator as a produce is (KIP-890 part 1, :mod:`broker_r
 Kafka's group coordinator does the same): a commit arriving after its transaction ended is refused for every
 partition (TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE below; the retriable verification errors as
 COORDINATOR_NOT_AVAILABLE, as Kafka's group coordinator answers them), so no pending offsets are left that no
-marker will ever complete.
+marker will ever complete. From v5 (transaction version 2: the producer sends no AddOffsetsToTxn) the same question
+adds the partition to the transaction instead (:mod:`broker_runtime.server.txn_verification`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
 
 REQUEST = txn_offset_commit.REQUEST
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
+#: The first version of transaction version 2: the offsets partition is added to the transaction, not verified.
+_ADD_SINCE = 5
 
 
 #: The first version whose clients handle TRANSACTION_ABORTABLE (KIP-890).
@@ -81,4 +84,5 @@ def handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> A
         offsets_partition,
         header.api_version >= _ABORTABLE_SINCE,
         commit,
+        add=header.api_version >= _ADD_SINCE,
     )

@@ -6,7 +6,9 @@ timer expiry and periodic task runs on that thread, so none of the broker's stat
 written by ``LogManager.shutdown()`` only when every step before it succeeded. Retention and the checkpoints (file
 renames, unlinks and fsyncs that a slow disk can stretch to seconds) run on one "pylog-storage-task" thread, not
 on the loop: the log manager and its logs are thread-safe (each log's lock), and those passes touch nothing else.
-A pass still running when its next turn comes delays that turn.
+A pass still running when its next turn comes delays that turn. The first read of an OAUTHBEARER listener's JWKS
+(an HTTP request, :mod:`broker_runtime.security.jwks`) runs on a worker thread while the start waits for it: the
+listeners bound before it answer meanwhile.
 
 Lifecycle::
 
@@ -188,8 +190,12 @@ class Broker:
         max_reauth_ms = {m: cfg.connections_max_reauth_ms(listener.name, m) for m in mechanisms}
         oauth_validator = None
         if "OAUTHBEARER" in mechanisms:
-            # Reads the JWKS now (a blocking read, before this listener serves) and starts its refresher.
-            oauth_validator, jwks = oauthbearer_validator(cfg.props, listener.name, listener.host, start=True)
+            # Reads the JWKS before this listener serves (as Kafka's broker reads it before it starts) and starts
+            # its refresher; the read (an HTTP request, up to its timeout) runs on a worker thread, so the
+            # listeners already bound keep answering meanwhile.
+            oauth_validator, jwks = await asyncio.to_thread(
+                oauthbearer_validator, cfg.props, listener.name, listener.host, start=True
+            )
             if jwks is not None:
                 self._jwks[listener.name] = jwks
         quotas = self.quotas
@@ -524,6 +530,11 @@ class Broker:
             transaction_requests_parked=ctx.txn_coordinator.completion_waits,
             transaction_requests_parked_timed_out=ctx.txn_coordinator.completion_wait_timeouts,
             group_lag=group_lag.read(ctx.group_coordinator.list_groups(), logs.get_log),
+            fetch_sessions=len(ctx.fetch_sessions),
+            fetch_session_partitions=ctx.fetch_sessions.partitions_cached,
+            fetch_session_evictions=ctx.fetch_sessions.evictions,
+            fetch_session_incremental_fetches=ctx.fetch_sessions.incremental_fetches,
+            fetch_session_oversize_closed=ctx.fetch_sessions.oversize_closed,
         )
 
 

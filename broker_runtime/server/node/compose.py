@@ -50,6 +50,7 @@ from broker_runtime.server.config import BrokerConfig
 from broker_runtime.server.connection_quotas import ConnectionQuotas
 from broker_runtime.server.consumer_group_topics import topic_ids
 from broker_runtime.server.context import BrokerContext, Deployment, Periodic
+from broker_runtime.server.fetch_sessions import FetchSessionCache
 from broker_runtime.server.handlers import supported_versions
 from broker_runtime.server.metrics import BrokerMetrics
 from broker_runtime.server.node.local_cluster import LocalCluster
@@ -102,6 +103,7 @@ def compose(
     )
     ctx.reconfiguration = Reconfiguration(cfg, topics, logs)
     ctx.client_quotas = ClientQuotas(cfg.quota_window_num, cfg.quota_window_size_seconds)
+    ctx.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots, clock.now_ms)
     ctx.group_coordinator = group_coordinator(ctx)
     timer.add(ctx.group_coordinator.timer)
     ctx.txn_markers = deployment.marker_sender(ctx)
@@ -196,6 +198,8 @@ def group_coordinator(ctx: BrokerContext) -> GroupCoordinator:
                 heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
                 session_timeout_ms=cfg.group_consumer_session_timeout_ms,
                 max_size=cfg.group_consumer_max_size,
+                regex_refresh_interval_ms=cfg.group_consumer_regex_refresh_interval_ms,
+                regex_refresh_min_interval_ms=cfg.group_consumer_regex_refresh_min_interval_ms,
             ),
         ),
         offsets.log,

@@ -224,7 +224,8 @@ class Dispatcher:
                 header,
                 {
                     "ErrorCode": step.error_code,
-                    "ErrorMessage": step.error_message,
+                    # "" when there is no error, as Kafka's SaslServerAuthenticator answers (never null).
+                    "ErrorMessage": step.error_message if step.error_message is not None else "",
                     "AuthBytes": step.challenge,
                     "SessionLifetimeMs": auth.session_lifetime_ms if step.complete else 0,
                 },

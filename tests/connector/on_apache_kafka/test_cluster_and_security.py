@@ -224,7 +224,8 @@ def test_sasl_ssl_scram_sha_512_and_acls(
 def test_pylog_client_oauthbearer_on_kafka(apache_kafka_secured: KafkaCluster, tmp_path: Path) -> None:
     """Kafka's ``OAuthBearerValidatorCallbackHandler`` takes the token pylog's client sends (from a token file,
     ``sasl.oauthbearer.token.endpoint.url=file:``), and refuses one for another audience with the same answer
-    pylog's broker gives (``{"status":"invalid_token"}``, tests/security/test_oauthbearer.py)."""
+    pylog's broker gives (``{"status":"invalid_token"}``, tests/security/test_oauthbearer.py); the messages after
+    a refused token are answered as pylog's broker answers them (:data:`~tests.support.oauth.REFUSED_TOKEN_EXCHANGES`)."""
     from broker_runtime.errors import ErrorCode, KafkaError
     from broker_runtime.security.client_security import ClientSecurity
     from tests.support.apache_kafka import OAUTH_SUBJECT
@@ -253,3 +254,17 @@ def test_pylog_client_oauthbearer_on_kafka(apache_kafka_secured: KafkaCluster, t
         client.metadata()
     assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert '{"status":"invalid_token"}' in str(info.value)
+    # The exchange after a refused token, byte for byte as pylog's broker answers it (the same table is checked
+    # against pylog in tests/security/test_oauthbearer.py).
+    import ssl
+
+    from tests.server.rawclient import RawConnection
+    from tests.support.oauth import REFUSED_TOKEN_EXCHANGES, refused_token_exchanges
+
+    tls = ssl.create_default_context(cafile=str(cluster.secured.truststore))
+    seen = refused_token_exchanges(
+        lambda: RawConnection(cluster.bootstrap.split(",")[0], tls=tls),
+        idp.token(OAUTH_SUBJECT),
+        idp.token(OAUTH_SUBJECT, aud="elsewhere"),
+    )
+    assert seen == REFUSED_TOKEN_EXCHANGES

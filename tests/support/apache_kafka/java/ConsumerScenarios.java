@@ -20,6 +20,15 @@
  *       group.protocol=consumer (KIP-848): subscribe, poll until the topic is drained (at most 10 s), commit;
  *       prints {"step": "kip848", "error": exception class or null, "message", "records": polled,
  *       "partitions": assigned}.
+ *   pattern PREFIX GROUP
+ *       group.protocol=consumer with subscribe(SubscriptionPattern "PREFIX-.*"): polls until topic PREFIX-a is
+ *       assigned, creates PREFIX-b (Admin), polls until it is assigned too (at most 10 s each); prints
+ *       {"step": "pattern", "error", "message", "before": topics assigned first, "after": topics assigned then}.
+ *
+ *   assigned TOPIC COUNT
+ *       no group: assign() every partition of TOPIC from the beginning (fetch.max.wait.ms 100) and poll until
+ *       COUNT records came (at most 20 s); prints {"step": "assigned", "records": [[partition, offset], ...]}.
+ *       The broker's fetch sessions (KIP-227) are the consumer's to use: the test evicts its session meanwhile.
  *
  * Output: JSON lines on stdout only (logging goes to stderr). A failure ends the JVM with a stack trace and a
  * non-zero exit.
@@ -34,12 +43,17 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
@@ -78,6 +92,8 @@ public class ConsumerScenarios {
             switch (scenario.get(0)) {
                 case "classic" -> classic(bootstrap, scenario.get(1), scenario.get(2), scenario.subList(3, scenario.size()));
                 case "consumer" -> kip848(bootstrap, scenario.get(1), scenario.get(2));
+                case "assigned" -> assigned(bootstrap, scenario.get(1), Integer.parseInt(scenario.get(2)));
+                case "pattern" -> pattern(bootstrap, scenario.get(1), scenario.get(2));
                 default -> throw new IllegalArgumentException("unknown scenario " + scenario.get(0));
             }
         }
@@ -211,5 +227,63 @@ public class ConsumerScenarios {
             c.close(CloseOptions.timeout(Duration.ofSeconds(1)));
         }
         emit("step", "kip848", "error", error, "message", message, "records", records, "partitions", partitions);
+    }
+
+    static void assigned(String bootstrap, String topic, int count) throws Exception {
+        Properties p = consumerProps(bootstrap, "unused", "assigned");
+        p.remove("group.id");
+        p.put("fetch.max.wait.ms", "100");
+        List<List<Long>> records = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> parts = new ArrayList<>();
+            c.partitionsFor(topic).forEach(info -> parts.add(new TopicPartition(topic, info.partition())));
+            c.assign(parts);
+            c.seekToBeginning(parts);
+            long deadline = System.currentTimeMillis() + 20_000;
+            while (records.size() < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                    records.add(List.of((long) r.partition(), r.offset()));
+                }
+            }
+        }
+        emit("step", "assigned", "records", records);
+    }
+
+    static Set<String> pollUntilAssigned(KafkaConsumer<String, String> c, String topic) {
+        long deadline = System.currentTimeMillis() + 10_000;
+        Set<String> topics = new TreeSet<>();
+        while (System.currentTimeMillis() < deadline && !topics.contains(topic)) {
+            c.poll(Duration.ofMillis(100));
+            topics.clear();
+            for (TopicPartition tp : c.assignment()) topics.add(tp.topic());
+        }
+        return topics;
+    }
+
+    static void pattern(String bootstrap, String prefix, String group) throws Exception {
+        Properties p = consumerProps(bootstrap, group, "pattern");
+        p.remove("heartbeat.interval.ms");
+        p.remove("session.timeout.ms");
+        p.remove("partition.assignment.strategy");
+        p.put("group.protocol", "consumer");
+        String error = null;
+        String message = null;
+        Set<String> before = Set.of();
+        Set<String> after = Set.of();
+        KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
+        try {
+            c.subscribe(new SubscriptionPattern(prefix + "-.*"));
+            before = pollUntilAssigned(c, prefix + "-a");
+            try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+                admin.createTopics(List.of(new NewTopic(prefix + "-b", 1, (short) 1))).all().get();
+            }
+            after = pollUntilAssigned(c, prefix + "-b");
+        } catch (Exception e) {
+            error = e.getClass().getName();
+            message = e.getMessage();
+        } finally {
+            c.close(CloseOptions.timeout(Duration.ofSeconds(1)));
+        }
+        emit("step", "pattern", "error", error, "message", message, "before", before, "after", after);
     }
 }

@@ -14,7 +14,10 @@
  *       "a0".."a9" aborted, "c10".."c14" committed. Prints {"scenario", "step": "sent", "outcome", "records"}
  *       per transaction, then one line per isolation.level (read_committed, read_uncommitted) with every record a
  *       consumer (assign, seekToBeginning, read to endOffsets) returns: {"scenario", "step": "consumed",
- *       "isolation", "records": [[partition, offset, key, value], ...]}.
+ *       "isolation", "records": [[partition, offset, key, value], ...]}. Between the two: a second producer
+ *       with the same transactional id initializes, then the first tries one more transaction (a record
+ *       "zombie" to partition 0, then abortTransaction after a failure): {"scenario", "step": "fenced",
+ *       "error", "abort_error": the exceptions' simple class names, or "none"}.
  *
  * Output: JSON lines on stdout only (logging goes to stderr). A failure ends the JVM with a stack trace and a
  * non-zero exit.
@@ -30,6 +33,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -146,6 +150,26 @@ public class ProducerScenarios {
                 if (t[3].equals("commit")) producer.commitTransaction();
                 else producer.abortTransaction();
                 emit("scenario", "transactional", "step", "sent", "outcome", t[3], "records", records);
+            }
+            // The same transactional id started again (a new instance of the application): the first is fenced.
+            try (KafkaProducer<String, String> second = new KafkaProducer<>(props)) {
+                second.initTransactions();
+                String error = "none";
+                String abortError = "none";
+                try {
+                    producer.beginTransaction();
+                    producer.send(new ProducerRecord<>(topic, 0, "zombie", "zombie")).get();
+                    producer.commitTransaction();
+                } catch (Exception e) {
+                    Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                    error = cause.getClass().getSimpleName();
+                    try {
+                        producer.abortTransaction();  // what an application does after a failed send
+                    } catch (Exception abort) {
+                        abortError = abort.getClass().getSimpleName();
+                    }
+                }
+                emit("scenario", "transactional", "step", "fenced", "error", error, "abort_error", abortError);
             }
         }
         for (String isolation : List.of("read_committed", "read_uncommitted")) {
