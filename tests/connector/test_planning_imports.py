@@ -1,8 +1,7 @@
 """The Python worker that plans a ``readStream.format("pylog")`` query starts with the query (a per-query fixed
 cost of every AvailableNow read) and imports ``spark_kafka_log.datasource`` and the stream reader: it must not
 load the write path (the record encoder brings pandas through pyarrow; together about half of that worker's
-import CPU), the executors' record reading, nor the broker's optional security libraries. And importing the record encoder alone
-does not import pandas (pyarrow's first conversion of Python objects does: the encoder defers its own)."""
+import CPU), the executors' record reading, nor the broker's optional security libraries."""
 
 from __future__ import annotations
 
@@ -34,19 +33,3 @@ def test_the_stream_reading_worker_imports_neither_the_write_path_nor_pandas() -
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     found = sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_READING))
     assert not found, f"planning a stream read imported {found}"
-
-
-def test_importing_the_record_encoder_does_not_import_pandas() -> None:
-    """pyarrow imports pandas at its first conversion of Python objects: the encoder makes none at import time
-    (its constants are built at first use), so a process that imports it and never encodes does not pay it."""
-    script = (
-        "import json, sys\n"
-        "import broker_runtime.protocol.record_codec.encode\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "pyarrow" in loaded  # the encoder's own dependency: the check below is about pandas alone
-    found = sorted(m for m in loaded if m == "pandas" or m.startswith("pandas."))
-    assert not found, f"importing the record encoder imported {found[:5]}"

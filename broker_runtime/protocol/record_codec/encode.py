@@ -60,15 +60,16 @@ from broker_runtime.protocol.records import assemble_batch
 __all__ = ["BuiltBatch", "build_batch", "build_batches"]
 
 _PARTITION_LEADER_EPOCH_NONE = -1
-_LIST_TYPES = (pa.types.is_list, pa.types.is_large_list)
 
 
 @functools.cache
 def _empty() -> pa.Scalar:
-    """The empty separator of Arrow's joins, made at first use: pyarrow imports pandas on its first conversion
-    of Python objects (``pa.scalar``, ``pa.array``), about half of a writer's import CPU, which importing this
-    module must not pay (tests/connector/test_planning_imports.py); the first batch built pays it."""
+    """The empty large_binary separator of the joins, made on first use: building a pyarrow scalar or array
+    imports pandas (pyarrow's pandas shim), which a process that only imports this module should not pay."""
     return pa.scalar(b"", pa.large_binary())
+
+
+_LIST_TYPES = (pa.types.is_list, pa.types.is_large_list)
 
 
 @dataclass(frozen=True, slots=True)
