@@ -45,13 +45,13 @@ class SlowJwks:
             def do_GET(self) -> None:
                 outer.asked.set()
                 outer.release.wait(HOLD_S)
+                outer.answered.set()  # before a byte goes out: the broker cannot have the keys before it is set
                 data = json.dumps(jwks).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                outer.answered.set()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
