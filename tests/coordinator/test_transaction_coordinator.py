@@ -22,7 +22,7 @@ from broker_runtime.coordinator.transaction import (
     TxnState,
 )
 from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH
-from broker_runtime.errors import ErrorCode
+from broker_runtime.errors import ErrorCode, KafkaError
 from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatchBuilder
 from broker_runtime.server.node.internal_topics import LocalInternalTopic
 from broker_runtime.server.replica_manager import ReplicaManager
@@ -205,3 +205,30 @@ def test_a_timed_out_transaction_at_the_exhausted_epoch_is_aborted_under_its_own
         meta.producer_id,
         0,
     )
+
+
+def test_a_timeout_abort_whose_state_write_fails_is_retried_by_the_next_pass(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing written (an injected ``__transaction_state`` failure, as a short ISR raises it): the transaction
+    stays Ongoing at its epoch, so the next timeout pass fences and aborts it (not parked in the in-memory
+    PrepareEpochFence state, which no pass looks at)."""
+    coordinator = node.coordinator()
+    coordinator.load()
+    pid, epoch = _ongoing(coordinator, "t")
+    assert node.replicas.append(*DATA, _txn_batch(pid, epoch, 0), 9, acks=-1).error == ErrorCode.NONE
+    meta = coordinator.metadata("t")
+    assert meta is not None
+    meta.start_ms = _wall_ms() - 120_000  # past its timeout
+    append = coordinator._append
+
+    def refused(*args: object) -> None:
+        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "__transaction_state-0: ISR [1] below 2 (injected)")
+
+    monkeypatch.setattr(coordinator, "_append", refused)
+    assert coordinator.abort_timed_out() == 0
+    assert (meta.state, meta.producer_id, meta.producer_epoch) == (TxnState.ONGOING, pid, epoch)
+    monkeypatch.setattr(coordinator, "_append", append)
+    assert coordinator.abort_timed_out() == 1
+    assert meta.state == TxnState.COMPLETE_ABORT
+    assert node.replicas.last_stable_offset(*DATA) == node.replicas.high_watermark(*DATA)
