@@ -174,8 +174,6 @@ class TopicManager:
         self._deletions: list[DetachedLog] = []
         self._deletion_queued = False
         self._deletions_lock = threading.Lock()
-        #: Deletion jobs submitted to the partition-load thread and not finished (tests and shutdown).
-        self.deletions_pending = 0
         #: Cluster: local logs of another incarnation of their topic moved aside (each also a WARNING line).
         self.stray_logs = 0
         #: Partition loads that failed (each also an ERROR line), for the metrics.
@@ -562,10 +560,12 @@ class TopicManager:
         return found
 
     def stop_loads(self) -> None:
-        """Shutdown: wait for the partition-load thread's current work and stop it."""
+        """Shutdown: wait for the partition-load thread's current work and stop it, then finish the deletions
+        still queued (their job may not have been submitted yet)."""
         if self._loader is not None:
             self._loader.shutdown(wait=True)
             self._loader = None
+        self._finish_deletions()
 
     def ensure_partition(
         self, name: str, partition: int, overrides: Mapping[str, str], topic_id: uuid.UUID | None = None
@@ -621,14 +621,16 @@ class TopicManager:
             if self._deletion_queued:
                 return
             self._deletion_queued = True
-        self.deletions_pending += 1
         asyncio.get_running_loop().call_soon(self._submit_deletions)
 
     def _submit_deletions(self) -> None:
+        with self._deletions_lock:
+            if not self._deletions:  # finished meanwhile (by another job of the thread, or by stop_loads)
+                self._deletion_queued = False
+                return
         done = asyncio.get_running_loop().run_in_executor(self._load_thread(), self._finish_deletions)
 
         def finish(job: asyncio.Future[None]) -> None:
-            self.deletions_pending -= 1
             if job.exception() is not None:
                 _log.error("deleting partition directories failed: %s", job.exception())
 

@@ -616,7 +616,11 @@ class LogManager:
         for d in detached:
             d.log.close_files()
             shutil.rmtree(d.doomed, ignore_errors=True)
-            _log.info("deleted partition %s (%s)", d.log.name, d.doomed)
+            if d.doomed.exists():
+                self.periodic_failures["log deletion"] += 1
+                _log.warning("could not remove all of %s (the next start removes it)", d.doomed)
+            else:
+                _log.info("deleted partition %s (%s)", d.log.name, d.doomed)
 
     def mark_stray(self, topic: str, partition: int) -> Path | None:
         """Move a stray log aside (Kafka's ``LogManager`` marking a replica of another incarnation of its topic
