@@ -338,7 +338,8 @@ def _start(args: argparse.Namespace) -> int:
         while not stop_requested:
             time.sleep(0.2)  # bounds how long after a signal the stop begins
             if not stop_requested and broker.wait(0):
-                print(error_line("broker stopped unexpectedly (see the log)"), file=sys.stderr)
+                why = broker.failure or "broker stopped unexpectedly (see the log)"
+                print(error_line(why), file=sys.stderr)
                 return 1
         broker.stop()
         return 0

@@ -114,8 +114,11 @@ class ReplicaFetcher:
         config: FetcherConfig,
         *,
         on_progress: Callable[[Partition], None] | None = None,
+        on_log_dir_failure: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.leader_id = leader_id
+        #: Called with a failed follower append's error (the replica manager fails the log dir on an OSError).
+        self._on_log_dir_failure = on_log_dir_failure
         self._resolve = resolve
         self._config = config
         self._on_progress = on_progress
@@ -428,6 +431,8 @@ class ReplicaFetcher:
                 _log.error(
                     "node %d: appending fetched data of %s failed: %s", self._config.node_id, name, exc
                 )
+                if self._on_log_dir_failure is not None:
+                    self._on_log_dir_failure(name, exc)
                 return True
             self._follow_log_start(partition, entry.get("LogStartOffset", -1))
             if self._on_progress is not None:

@@ -15,7 +15,10 @@ appendRecordsToLeader`` -> ``UnifiedLog.append``), all per batch, never per reco
      :class:`~broker_runtime.errors.ProducerStateError`, answered with its code; otherwise the log assigns
      offsets, stamps the leader epoch (and LogAppendTime) and records the batch in the producer state.
      Any other StorageError or OSError of the append (a failing disk, a vanished directory) answers
-     KAFKA_STORAGE_ERROR for this partition alone, logged in one line;
+     KAFKA_STORAGE_ERROR for this partition alone, logged in one line; an OSError (the disk refused a write:
+     ENOSPC, EIO) also fails the log directory (:attr:`ReplicaManager.on_log_dir_failure`, Kafka's
+     ``LogDirFailureChannel``): the partition log's memory may no longer match its files, so the node stops
+     serving at once, without a clean shutdown, and its next start recovers the logs from their files;
   3. the high watermark moves to min LEO over the ISR (at once for a single replica); ``on_append`` wakes the
      delayed fetches of the partition (followers wait for new data there), ``on_high_watermark`` also the
      delayed produces. :meth:`ReplicaManager.append` returns the offset an acks=-1 produce waits for.
@@ -171,6 +174,9 @@ class ReplicaManager:
         #: (topic, partition, producer id) -> the guard of a transaction verification in flight there
         #: (:meth:`begin_verification`); a marker of that producer on that partition kills it.
         self._verifications: dict[tuple[str, int, int], VerificationGuard] = {}
+        #: Called with the OSError of a failed write to a partition log (leader, marker or follower append):
+        #: the log directory failed (Kafka's ``LogDirFailureChannel.maybeAddOfflineLogDir``); the broker halts.
+        self.on_log_dir_failure: Callable[[str, OSError], None] | None = None
 
     def set_high_watermark_listener(self, listener: Callable[[str, int], None]) -> None:
         """Called after the high watermark of (topic, partition) moved (wakes delayed produces and fetches)."""
@@ -292,10 +298,18 @@ class ReplicaManager:
         info = view.brokers.get(replica)
         return info is not None and not info.fenced
 
+    def _log_dir_failed(self, partition: str, exc: BaseException) -> None:
+        """An OSError writing ``partition``'s log fails its log directory (a StorageError is the log refusing
+        a request, not the disk failing, and costs the answer only)."""
+        if isinstance(exc, OSError) and self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(partition, exc)
+
     def _fetcher(self, leader_id: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = ReplicaFetcher(leader_id, self._resolve_broker, self._fetcher_config)
+            fetcher = ReplicaFetcher(
+                leader_id, self._resolve_broker, self._fetcher_config, on_log_dir_failure=self._log_dir_failed
+            )
             self.fetchers[leader_id] = fetcher
             fetcher.start()
         return fetcher
@@ -376,6 +390,7 @@ class ReplicaManager:
             # A failing disk or a vanished directory costs this partition's answer, never the connection or
             # the other partitions of the request; one log line, no traceback.
             _log.error("append to %s-%d failed: %s: %s", topic, partition, type(exc).__name__, exc)
+            self._log_dir_failed(f"{topic}-{partition}", exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"{type(exc).__name__}: {exc}")
         if not info.duplicate:  # a duplicate wrote nothing: no one to wake
             if self._on_append is not None:
@@ -468,6 +483,7 @@ class ReplicaManager:
             return AppendResult(exc.code, message=str(exc))
         except (StorageError, OSError) as exc:
             _log.error("transaction marker append to %s-%d failed: %s", topic, partition, exc)
+            self._log_dir_failed(f"{topic}-{partition}", exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         if self._on_append is not None:
             self._on_append(topic, partition)

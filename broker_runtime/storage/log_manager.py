@@ -411,8 +411,9 @@ class LogManager:
             self._release()
 
     def close_without_shutdown(self) -> None:
-        """Release the directories without flushing, checkpoints or marker (simulates a crash in tests; the
-        recovery-point writes rolls already asked for are finished first, as a crash a moment later would)."""
+        """Release the directories without flushing, checkpoints or marker: a broker halted because its log dir
+        failed (its next start recovers from the files), or a crash simulated in tests. The recovery-point writes
+        rolls already asked for are finished first, as a crash a moment later would."""
         self.stop_cleaner()
         self._stop_roll_flushes()
         self._stop_recovery_point_writer()

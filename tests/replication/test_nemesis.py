@@ -1,17 +1,26 @@
 """The nemesis (:mod:`tests.support.nemesis`) over a 3-node process cluster: a seeded schedule of SIGKILLs and
-restarts, SIGSTOP/SIGCONT, leader- and controller-targeted kills, two nodes down at once and network partitions
-(one node isolated, a leader cut from its followers, a bridge), under an idempotent acks=all producer, a
-transactional producer and a group consumer; then every checker.
+restarts, SIGSTOP/SIGCONT, leader- and controller-targeted kills, two nodes down at once, network partitions
+(one node isolated, a leader cut from its followers, a bridge) and disk faults (a full disk; in the soak, a slow
+one), under an idempotent acks=all producer, a transactional producer and a group consumer; then every checker.
 
 The cluster's nodes run each in a network namespace of its own (:class:`~tests.support.nemesis.network.Network`).
 Where namespaces cannot be made (not root, no iproute2), the cluster runs on loopback and the schedules leave the
-network faults out, with a warning saying why.
+network faults out, with a warning saying why. Each node's log dir is a tmpfs of its own
+(:class:`~tests.support.nemesis.disks.Disks`, mounted before the cluster starts, unmounted after it stopped); in
+the soak, seen through the slow file system (:mod:`tests.support.nemesis.slowfs`, FUSE: libfuse 2 is installed
+with apt-get when missing, and the fixture fails in one line when that fails). Where a tmpfs cannot be mounted
+(not root), the disk faults are left out with a warning.
+
+Deterministic disk tests on the same cluster, before the schedules: a full disk under the leader of a partition
+(it halts, leadership moves, it recovers once the space is freed), and (soak) a slow disk under a follower (it
+leaves the ISR and rejoins once the disk is fast again).
 
 Two forms:
 
 * the bounded run (the default suite, ``process`` tier): seed :data:`SEED`, each kind of :data:`BOUNDED_KINDS`
-  once (the targeted kills and pause, two down, the three partitions; a restart costs seconds, so the random-node
-  kill and pause are left to the soak), short holds, on a cluster of its own (about 55 s);
+  once (the targeted kills and pause, two down, the three partitions, a full disk; a restart costs seconds, so
+  the random-node kill and pause are left to the soak, and the slow disk too), short holds, on a cluster of its
+  own (about 55 s);
 * the soak form (``bash jobs/dev.sh soak -k nemesis``): random seeds, one run of :data:`SOAK_STEPS` steps after
   the other on one cluster, for ``PYLOG_NEMESIS_MINUTES`` minutes (default 30); it stops at the first run with a
   failure, whose report names its seed.
@@ -34,8 +43,11 @@ from dataclasses import dataclass
 import pytest
 
 from broker_runtime.launch import BrokerCluster, cluster_process
-from tests.support.nemesis import network, runner
-from tests.support.nemesis.schedule import ALL_KINDS, KINDS
+from tests.support.cluster import cluster_metadata, create_replicated, heal, wait_for
+from tests.support.nemesis import checkers, disks, network, runner, slowfs
+from tests.support.nemesis.faults import SLOW_DISK_DELAY_MS, fill_until_halted
+from tests.support.nemesis.schedule import DISK_KINDS, KINDS, NETWORK_KINDS
+from tests.support.nemesis.workload import Idempotent
 
 SEED = 36
 BOUNDED_KINDS = (
@@ -46,6 +58,7 @@ BOUNDED_KINDS = (
     "isolate",
     "leader_cut",
     "bridge",
+    "disk_full",
 )
 #: The bounded run's holds and gaps: short, so that every kind fits in about a minute; a network cut still
 #: outlasts ``replica.lag.time.max.ms`` sometimes.
@@ -57,29 +70,51 @@ SOAK_STEPS = 12
 class Nemesis:
     cluster: BrokerCluster
     network: network.Network | None
+    disks: disks.Disks | None
     kinds: tuple[str, ...]
+    #: Why the disk faults are left out (None: they are not).
+    no_disks: str | None = None
+    #: Why the slow disk is left out (None: it is not).
+    no_slow: str | None = None
 
 
 @pytest.fixture(scope="module")
-def nemesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nemesis]:
+def nemesis(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Nemesis]:
     data = tmp_path_factory.mktemp("nemesis")
-    why = network.unavailable()
+    no_net, no_disks = network.unavailable(), disks.unavailable()
+    kinds = KINDS
+    # The slow file system (a FUSE daemon in Python under every node's I/O) serves the soak only.
+    soak = bool(request.config.getoption("--soak"))
+    no_slow = no_disks or (None if soak else "the slow disk runs in the soak only") or slowfs.unavailable()
+    if no_slow is not None and soak and no_disks is None and os.path.exists("/dev/fuse"):
+        failed = slowfs.install_libfuse()  # as the console tests install chromium
+        if failed is not None:
+            pytest.fail(f"the nemesis's slow disk needs libfuse 2: {failed}", pytrace=False)
+        no_slow = slowfs.unavailable()
     with contextlib.ExitStack() as stack:
-        if why is None:
+        tmpfs = None
+        if no_disks is None:  # entered first: unmounted once the cluster's processes are gone
+            tmpfs = stack.enter_context(disks.Disks(data, 3, slow=no_slow is None))
+            kinds += DISK_KINDS if no_slow is None else ("disk_full",)
+        else:
+            warnings.warn(f"nemesis without disk faults: {no_disks}", stacklevel=1)
+        if no_slow is not None and soak:
+            warnings.warn(f"nemesis without a slow disk: {no_slow}", stacklevel=1)
+        if no_net is None:
             net = stack.enter_context(network.Network(3))
             cluster = stack.enter_context(
                 cluster_process(data, nodes=3, overrides=runner.OVERRIDES, placement=net.placement)
             )
-            yield Nemesis(cluster, net, ALL_KINDS)
+            yield Nemesis(cluster, net, tmpfs, kinds + NETWORK_KINDS, no_disks, no_slow)
         else:
-            warnings.warn(f"nemesis without network partitions: {why}", stacklevel=1)
+            warnings.warn(f"nemesis without network partitions: {no_net}", stacklevel=1)
             ports = _free_ports(3)
             cluster = stack.enter_context(
                 cluster_process(
                     data, nodes=3, overrides=runner.OVERRIDES, placement=lambda i: ((), "127.0.0.1", ports[i])
                 )
             )
-            yield Nemesis(cluster, None, KINDS)
+            yield Nemesis(cluster, None, tmpfs, kinds, no_disks, no_slow)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -97,6 +132,100 @@ def _seed() -> int | None:
     return int(chosen) if chosen else None
 
 
+@pytest.mark.timeout(120)
+def test_a_full_disk_halts_its_node_and_loses_nothing_acknowledged(nemesis: Nemesis) -> None:
+    """The leader of a partition under an idempotent acks=all producer runs out of disk: it halts (as a Kafka
+    broker whose only log dir failed), leadership moves to an in-sync follower, the producer carries on there;
+    with the space freed the node starts again, recovers its logs and rejoins the ISR. Afterwards every
+    acknowledged record is in the log once, in order, no error reached the producer, and the three replicas'
+    files decode whole and are byte-equal up to the high watermark (no partial batch kept)."""
+    if nemesis.disks is None:
+        pytest.skip(f"no tmpfs for the nodes' log dirs: {nemesis.no_disks}")
+    cluster, topic = nemesis.cluster, "disk-full"
+    create_replicated(cluster, topic, 1, configs={"min.insync.replicas": "2"})
+    producer = Idempotent(lambda: cluster.bootstrap, topic, 1, rate_per_s=400)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.acked) >= 50, timeout_s=30, what="the first acknowledgements")
+        leader = cluster_metadata(cluster).topic(topic).partitions[0].leader
+        node = cluster.nodes[leader]
+        log_start = node.log_path.stat().st_size
+        try:
+            assert fill_until_halted(cluster, nemesis.disks, leader), (
+                f"node {leader} still runs on a full disk"
+            )
+            assert node.proc.returncode == 1, f"node {leader} exited with {node.proc.returncode}"
+            with node.log_path.open(encoding="utf-8", errors="replace") as log:
+                log.seek(log_start)
+                said = log.read()
+            assert f"Shutdown broker {leader} because all log dirs in" in said, said[-2000:]
+            assert "No space left on device" in said, said[-2000:]
+            wait_for(
+                lambda: cluster_metadata(cluster).topic(topic).partitions[0].leader not in (leader, -1),
+                timeout_s=15,
+                what=f"a leader other than node {leader}",
+            )
+            acked = len(producer.acked)
+            wait_for(lambda: len(producer.acked) > acked + 50, timeout_s=30, what="acks from the new leader")
+        finally:
+            nemesis.disks.free(leader)
+        cluster.start(leader)
+        heal(cluster, timeout_s=30)
+    finally:
+        producer.stop()
+        producer.join(60)
+    failures = checkers.client_errors([producer])
+    failures += checkers.acknowledged(
+        producer, checkers.read(cluster.bootstrap, topic, 1, "read_uncommitted")
+    )
+    failures += checkers.replicas(cluster, [(topic, 1)])
+    assert not failures, failures
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(120)
+def test_a_slow_disk_drops_its_follower_from_the_isr_until_it_is_fast_again(nemesis: Nemesis) -> None:
+    """A follower whose disk turns slow (every write and fsync a second longer, through the slow file system)
+    leaves the ISR, acks=all goes on with the two in sync, and once the disk is fast again it catches up and
+    rejoins. Nothing acknowledged is lost, no error reached the producer, the replicas end byte-equal.
+
+    How it leaves: its event loop waits for each write, so it falls behind its leader (dropped after
+    ``replica.lag.time.max.ms``) and, with the nemesis's short ``broker.session.timeout.ms`` (1.5 s), misses its
+    heartbeats too and is fenced, whichever comes first (the README's "Failures and what survives them").
+    Soak only: the slow file system costs every node's I/O a trip through a Python FUSE daemon."""
+    if nemesis.disks is None or not nemesis.disks.slowable:
+        pytest.skip(f"no slow file system for the nodes' log dirs: {nemesis.no_disks or nemesis.no_slow}")
+    cluster, topic = nemesis.cluster, "slow-disk"
+    create_replicated(cluster, topic, 1, configs={"min.insync.replicas": "2"})
+    producer = Idempotent(lambda: cluster.bootstrap, topic, 1, rate_per_s=400)
+    producer.start()
+
+    def isr() -> list[int]:
+        return list(cluster_metadata(cluster).topic(topic).partitions[0].isr)
+
+    try:
+        wait_for(lambda: len(producer.acked) >= 50, timeout_s=30, what="the first acknowledgements")
+        leader = cluster_metadata(cluster).topic(topic).partitions[0].leader
+        follower = next(n for n in isr() if n != leader)
+        try:
+            nemesis.disks.slow(follower, SLOW_DISK_DELAY_MS)
+            wait_for(lambda: follower not in isr(), timeout_s=20, what=f"slow node {follower} out of the ISR")
+            acked = len(producer.acked)
+            wait_for(lambda: len(producer.acked) > acked + 50, timeout_s=15, what="acks=all with two in sync")
+        finally:
+            nemesis.disks.fast(follower)
+        wait_for(lambda: follower in isr(), timeout_s=20, what=f"node {follower} back in the ISR")
+    finally:
+        producer.stop()
+        producer.join(60)
+    failures = checkers.client_errors([producer])
+    failures += checkers.acknowledged(
+        producer, checkers.read(cluster.bootstrap, topic, 1, "read_uncommitted")
+    )
+    failures += checkers.replicas(cluster, [(topic, 1)])
+    assert not failures, failures
+
+
 @pytest.mark.timeout(300)
 def test_nemesis_bounded_run_keeps_every_guarantee(nemesis: Nemesis) -> None:
     seed = _seed() or SEED
@@ -109,6 +238,7 @@ def test_nemesis_bounded_run_keeps_every_guarantee(nemesis: Nemesis) -> None:
         name=f"nemesis-{seed}",
         kinds=kinds,
         network=nemesis.network,
+        disks=nemesis.disks,
         **BOUNDED,
     )
     print(report.summary())
@@ -133,6 +263,7 @@ def test_nemesis_soak(nemesis: Nemesis) -> None:
             name=f"soak-{len(done)}",
             kinds=nemesis.kinds,
             network=nemesis.network,
+            disks=nemesis.disks,
         )
         faults.update(report.fault_counts())
         done.append(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import shutil
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.batch_header import ATTR_CONTROL, CRC_OFFSET, compute_crc
+from broker_runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
 
 pytestmark = pytest.mark.timeout(60)
@@ -254,12 +256,14 @@ def test_record_set_larger_than_segment_bytes_is_record_list_too_large(broker: A
     assert (_leo(broker, "fits"), _leo(broker, "small")) == (4, 1)
 
 
-def test_storage_failure_is_answered_per_partition(
+def test_storage_failure_is_answered_per_partition_then_halts_the_broker(
     broker: Any, bootstrap: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A partition directory vanishing under the broker (a failed or unmounted disk) makes the next segment roll
-    fail: that partition answers KAFKA_STORAGE_ERROR, the other one of the same request is appended, the
-    connection stays open and the log gets one line, no traceback."""
+    fail: that partition answers KAFKA_STORAGE_ERROR, the other one of the same request is appended, and the
+    request gets its answer; then the broker halts as Kafka's does when its only log dir failed ("Shutdown
+    broker because all log dirs in ... have failed"), since the failed log's memory may no longer match its
+    files: one ERROR line for the append, the CRITICAL shutdown lines, no traceback, no clean-shutdown marker."""
     batch = build_batch(3, value_size=100)
     with RawConnection(bootstrap) as conn:
         resp = conn.call(CREATE, 5, create_topic_body("disk", 2, 1, {"segment.bytes": str(len(batch))}))
@@ -284,11 +288,11 @@ def test_storage_failure_is_answered_per_partition(
                 (1, 0, 3),
             ]
             assert second[0]["ErrorMessage"]
-            # Same connection, next request: still answered.
-            third = conn.call(PRODUCE, 9, produce_body("disk", 1, build_batch(2)))
-            assert third["Responses"][0]["PartitionResponses"][0]["BaseOffset"] == 6
+            assert broker.wait(10), "the broker still runs after its log dir failed"
+    assert broker.failure is not None and "disk-0" in broker.failure and "have failed" in broker.failure
     assert not [r for r in caplog.records if r.exc_info]
-    failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert len(failures) == 1 and "disk-0" in failures[0].getMessage(), [r.getMessage() for r in failures]
-    assert "\n" not in failures[0].getMessage()
-    assert _leo(broker, "disk") == 3 and broker.ctx.topics.get_log("disk", 1).log_end_offset == 8
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "disk-0" in errors[0] and "\n" not in errors[0], errors
+    critical = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert critical and critical[0].startswith("Shutdown broker 0 because all log dirs in"), critical
+    assert not (Path(broker.config.log_dirs[0]) / CLEAN_SHUTDOWN_FILE).exists()

@@ -35,6 +35,7 @@ Pure functions over immutable inputs; thread-safe (the compiled encoder releases
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,7 +60,15 @@ from broker_runtime.protocol.records import assemble_batch
 __all__ = ["BuiltBatch", "build_batch", "build_batches"]
 
 _PARTITION_LEADER_EPOCH_NONE = -1
-_EMPTY = pa.scalar(b"", pa.large_binary())
+
+
+@functools.cache
+def _empty() -> pa.Scalar:
+    """The empty large_binary separator of the joins, made on first use: building a pyarrow scalar or array
+    imports pandas (pyarrow's pandas shim), which a process that only imports this module should not pay."""
+    return pa.scalar(b"", pa.large_binary())
+
+
 _LIST_TYPES = (pa.types.is_list, pa.types.is_large_list)
 
 
@@ -242,11 +251,13 @@ def _header_column(
     ]
     if hval is not None:
         columns.append(hval)
-    per_header = pc.binary_join_element_wise(*columns, _EMPTY, null_handling="replace", null_replacement=b"")
+    per_header = pc.binary_join_element_wise(
+        *columns, _empty(), null_handling="replace", null_replacement=b""
+    )
     list_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=list_offsets[1:])
     lists = pa.LargeListArray.from_arrays(pa.array(list_offsets), per_header)
-    blob = pc.binary_join(lists, _EMPTY)
+    blob = pc.binary_join(lists, _empty())
     sizes = kfield.sizes + hkey_len + vfield.sizes + np.maximum(hval_len, 0)
     cum = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(sizes, out=cum[1:])
@@ -507,7 +518,9 @@ def _encode_numpy(
     if len(columns) == 1:
         joined = columns[0]
     else:
-        joined = pc.binary_join_element_wise(*columns, _EMPTY, null_handling="replace", null_replacement=b"")
+        joined = pc.binary_join_element_wise(
+            *columns, _empty(), null_handling="replace", null_replacement=b""
+        )
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset : joined.offset + n + 1]
     data = memoryview(joined.buffers()[2])
     expected = int((lfield.sizes + body).sum())

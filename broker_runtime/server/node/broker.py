@@ -40,6 +40,13 @@ checkpoints (the high watermarks included) and flushes logs whose flush.ms elaps
 ``transaction.remove.expired.transaction.cleanup.interval.ms``; the group coordinator expires offsets every
 ``offsets.retention.check.interval.ms``. A cluster node adds metadata polling, its heartbeat and the controller.
 
+A failed log directory (Kafka's ``LogManager.handleLogDirFailure`` with its only log dir gone): a write to a
+partition log that the disk refused (an OSError: ENOSPC on a full disk, EIO) stops the broker at once, as
+Kafka's ``Exit.halt(1)`` after "Shutdown broker because all log dirs in ... have failed" (CRITICAL line):
+no controlled shutdown (its leaderships move when its liveness lapses, as for a crash), no flush, no checkpoint,
+no clean-shutdown marker, so the next start recovers every log from its files (a batch written in part is cut
+there). :attr:`Broker.failure` says why it stopped; ``pylog-broker`` then exits with status 1.
+
 Stop order: the metrics endpoint, controlled shutdown (a cluster node hands its leaderships over), listeners and
 connections, periodic tasks, the purgatory timers, the markers channel, the follower fetchers, the purgatories,
 the group coordinator's timers, the storage thread (a pass under way finishes), partition loads, the logs
@@ -50,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import threading
@@ -112,8 +120,11 @@ class Broker:
         self.quotas: ConnectionQuotas | None = None
         #: The Prometheus endpoint (``pylog.metrics.listener``), None while metrics are off.
         self.metrics_server: MetricsServer | None = None
-        #: Listener name -> the (host, port) it is bound to (valid after ``start``), in ``listeners`` order.
+        #: Listener name -> the (host, port) it is bound to, in ``listeners`` order: each entry from the moment its
+        #: listener is bound (while ``start`` may still bind later ones), all of them after ``start``.
         self.bound: dict[str, tuple[str, int]] = {}
+        #: Why the broker stopped by itself (its log directory failed), None otherwise.
+        self.failure: str | None = None
 
     # -- public ---------------------------------------------------------------------------------------------
 
@@ -307,6 +318,7 @@ class Broker:
         cfg = self.config
         timer = PurgatoryTimer(self._clock, loop)
         ctx = self.ctx = compose(cfg, self._clock, loop, logs, log_config, timer)
+        ctx.replicas.on_log_dir_failure = self._log_dir_failed
         deployment = ctx.deployment
         quotas = self.quotas = ConnectionQuotas(
             cfg.max_connections,
@@ -350,10 +362,12 @@ class Broker:
         try:
             await self._stop_event.wait()
         finally:
+            halted = self.failure is not None
             _log.info("broker %d stopping", cfg.node_id)
             if self.metrics_server is not None:
                 self.metrics_server.close()
-            deployment.controlled_shutdown()
+            if not halted:
+                deployment.controlled_shutdown()
             for srv in servers:
                 srv.close()
             for conn in list(self._connections):
@@ -370,11 +384,17 @@ class Broker:
                     await asyncio.wait_for(srv.wait_closed(), 5)
             storage_tasks.shutdown(wait=True)  # a pass under way finishes before the logs close
             ctx.topics.stop_loads()  # likewise a partition load
-            logs.shutdown()
+            if halted:
+                logs.close_without_shutdown()  # Kafka halts: the next start recovers from the files
+            else:
+                logs.shutdown()
             deployment.close()
             for jwks in self._jwks.values():
                 jwks.close()
-            _log.info("broker %d stopped cleanly", cfg.node_id)
+            if halted:
+                _log.critical("broker %d halted: %s", cfg.node_id, self.failure)
+            else:
+                _log.info("broker %d stopped cleanly", cfg.node_id)
 
     async def _bind_listeners(
         self, loop: asyncio.AbstractEventLoop, ctx: BrokerContext
@@ -384,15 +404,20 @@ class Broker:
         servers: list[asyncio.Server] = []
         try:
             for listener in cfg.listeners:
-                servers.append(await self._bind_listener(loop, listener, dispatcher))
+                srv = await self._bind_listener(loop, listener, dispatcher)
+                servers.append(srv)
+                # Recorded at once: this listener serves while a later one may still be binding (an OAUTHBEARER
+                # listener's first JWKS read).
+                port = int(srv.sockets[0].getsockname()[1])
+                host = socket.getfqdn() if listener.host in ("", "0.0.0.0", "::") else listener.host
+                self.bound[listener.name] = (host, port)
         except BaseException:
             for srv in servers:
                 srv.close()
+            self.bound.clear()
             raise
-        for listener, srv in zip(cfg.listeners, servers, strict=True):
-            port = int(srv.sockets[0].getsockname()[1])
-            host = socket.getfqdn() if listener.host in ("", "0.0.0.0", "::") else listener.host
-            self.bound[listener.name] = (host, port)
+        for listener in cfg.listeners:
+            host, port = self.bound[listener.name]
             advertised = cfg.advertised_listeners.get(listener.name)
             ctx.advertised_endpoints[listener.name] = (
                 advertised.host if advertised else host,
@@ -429,6 +454,24 @@ class Broker:
                 host,
                 port,
             )
+
+    def _log_dir_failed(self, partition: str, exc: OSError) -> None:
+        """A write to ``partition``'s log failed with ``exc``: the broker's only log directory has failed (loop
+        thread). Stop serving now, without a clean shutdown (see the module docstring)."""
+        if self.failure is not None:
+            return
+        dirs = ", ".join(str(d) for d in self.config.log_dirs)
+        self.failure = (
+            f"all log dirs in {dirs} have failed: writing {partition} raised {type(exc).__name__}: {exc}"
+            + (
+                " (free space on that file system, then start the broker again)"
+                if exc.errno == errno.ENOSPC
+                else ""
+            )
+        )
+        _log.critical("Shutdown broker %d because %s", self.config.node_id, self.failure)
+        if self._stop_event is not None:
+            self._stop_event.set()
 
     async def _every(
         self, interval_ms: int, action: Any, name: str, executor: ThreadPoolExecutor | None = None

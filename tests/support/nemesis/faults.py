@@ -13,6 +13,13 @@ id, settings and log dir, a new port.
 Network steps (``isolate``, ``leader_cut``, ``bridge``) cut links of the cluster's :class:`~.network.Network`
 and heal them after the hold; they need one (the cluster's nodes placed in its namespaces).
 
+Disk steps (``disk_full``) need the nodes' log dirs on :class:`~.disks.Disks`: the node's tmpfs is filled, the
+node must halt on it (a write refused with ENOSPC stops a pylog broker, as Kafka's broker halts when its only
+log dir fails) within :data:`HALT_BOUND_S` (the event's note says so when it did not: nothing was written to it),
+the hold runs from the halt, then the space is freed and the node started again (it recovers its logs).
+``slow_disk`` makes every write, truncate and fsync of the node's disk take :data:`SLOW_DISK_DELAY_MS` more
+for the hold (:mod:`.slowfs`), then fast again, also when the hold is interrupted.
+
 Threading: called from the runner's thread only (the cluster handle belongs to it).
 """
 
@@ -26,11 +33,18 @@ from dataclasses import dataclass
 
 from broker_runtime.launch import BrokerCluster
 from tests.support.cluster import cluster_metadata, wait_for
+from tests.support.nemesis.disks import Disks
 from tests.support.nemesis.network import CLIENTS, Network
-from tests.support.nemesis.schedule import NETWORK_KINDS, Step
+from tests.support.nemesis.schedule import DISK_KINDS, NETWORK_KINDS, Step
 from tests.support.processes import process_state
 
-__all__ = ["Event", "inflict"]
+__all__ = ["HALT_BOUND_S", "SLOW_DISK_DELAY_MS", "Event", "fill_until_halted", "inflict"]
+
+#: How long a node whose disk was filled may take to halt under the workloads (they write to every node).
+HALT_BOUND_S = 20.0
+#: What a slow disk adds to each write and fsync: a follower appending a fetch answer for a dozen partitions
+#: falls seconds behind, more than the nemesis's ``replica.lag.time.max.ms``.
+SLOW_DISK_DELAY_MS = 1000
 
 
 @dataclass
@@ -80,12 +94,57 @@ def _cut(network: Network, step: Step, nodes: tuple[int, ...], everyone: int) ->
         network.cut(nodes[0], CLIENTS)
 
 
+def fill_until_halted(cluster: BrokerCluster, disks: Disks, node: int, bound_s: float = HALT_BOUND_S) -> bool:
+    """Fill node ``node``'s disk and wait until its process has exited; False if it still runs after
+    ``bound_s``. The caller frees the disk (:meth:`~.disks.Disks.free`) in any case."""
+    disks.fill(node)
+    deadline = time.monotonic() + bound_s
+    while cluster.nodes[node].running:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _disk_full(cluster: BrokerCluster, disks: Disks, step: Step, event: Event) -> None:
+    node = step.nodes[0]
+    if not cluster.nodes[node].running:
+        event.nodes, event.note = (), f"node {node} not running"
+        return
+    try:
+        if not fill_until_halted(cluster, disks, node):
+            event.note = f"still running {HALT_BOUND_S:g} s after its disk filled"
+            return
+        time.sleep(step.hold_s)
+    finally:
+        disks.free(node)
+        if not cluster.nodes[node].running:
+            cluster.start(node)
+
+
 def inflict(
-    cluster: BrokerCluster, step: Step, topic: str, began: float, network: Network | None = None
+    cluster: BrokerCluster,
+    step: Step,
+    topic: str,
+    began: float,
+    network: Network | None = None,
+    disks: Disks | None = None,
 ) -> Event:
     """Do ``step`` to ``cluster``, hold it, undo it; ``topic`` is the topic whose leaders targeted steps aim at."""
     nodes, note = _targets(cluster, step, topic)
     event = Event(step, nodes, time.monotonic() - began, note)
+    if step.kind in DISK_KINDS:
+        if disks is None:
+            raise ValueError(f"a {step.kind} step needs the cluster's log dirs on Disks of their own")
+        if step.kind == "slow_disk":
+            try:
+                disks.slow(nodes[0], SLOW_DISK_DELAY_MS)
+                time.sleep(step.hold_s)
+            finally:
+                disks.fast(nodes[0])
+        else:
+            _disk_full(cluster, disks, step, event)
+        return event
     if step.kind in NETWORK_KINDS:
         if network is None:
             raise ValueError(f"a {step.kind} step needs the cluster's nodes in a Network of their own")

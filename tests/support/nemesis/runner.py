@@ -32,6 +32,7 @@ from pathlib import Path
 from broker_runtime.launch import BrokerCluster
 from tests.support.cluster import FAST, cluster_metadata, create_replicated, heal
 from tests.support.nemesis import checkers
+from tests.support.nemesis.disks import Disks
 from tests.support.nemesis.faults import Event, inflict
 from tests.support.nemesis.network import Network
 from tests.support.nemesis.schedule import KINDS, Step, describe, make_schedule
@@ -120,6 +121,7 @@ def run(
     name: str = "nemesis",
     kinds: tuple[str, ...] = KINDS,
     network: Network | None = None,
+    disks: Disks | None = None,
     **timings: tuple[float, float],
 ) -> Report:
     """One run of ``steps`` faults drawn from ``seed``; see the module docstring. ``timings``: the ranges of
@@ -160,7 +162,7 @@ def run(
         phase("setup")
         began = time.monotonic()
         for step in report.schedule:
-            report.events.append(inflict(cluster, step, idem, began, network))
+            report.events.append(inflict(cluster, step, idem, began, network, disks))
             time.sleep(step.gap_s)
         phase("faults")
         try:

@@ -13,11 +13,16 @@ A schedule is a list of :class:`Step`; each step is one fault held for ``hold_s`
 ``isolate``         cut node ``nodes[0]`` from the other nodes and from the clients (:mod:`.network`)
 ``leader_cut``      cut the leader of ``partition`` from every other node, not from the clients
 ``bridge``          cut ``nodes[0]`` from ``nodes[1]``; the third node still reaches both (Jepsen's bridge)
+``disk_full``       fill node ``nodes[0]``'s log dir (:mod:`.disks`) until the node halts on its full disk, hold,
+                    free the space and start the node again
+``slow_disk``       make every write and fsync of node ``nodes[0]``'s disk slow (:mod:`.slowfs`) for the hold
 ==================  ==========================================================================================
 
 The last three (:data:`NETWORK_KINDS`) need the cluster's nodes in network namespaces of their own
-(:class:`~.network.Network`); :data:`KINDS` are the process faults, which any local cluster takes. A network
-step holds for ``net_hold_s`` (longer: a cut shorter than ``replica.lag.time.max.ms`` changes no ISR).
+(:class:`~.network.Network`), :data:`DISK_KINDS` their log dirs on file systems of their own
+(:class:`~.disks.Disks`); :data:`KINDS` are the process faults, which any local cluster takes. A network
+or slow-disk step holds for ``net_hold_s`` (longer: a cut or a slow disk shorter than ``replica.lag.time.max.ms``
+changes no ISR).
 
 What a schedule fixes is what the seed can: the kinds, the random nodes, the partition whose leader is aimed at,
 the hold and gap times. Which node leads or controls when a targeted step runs is the cluster's state at that
@@ -33,13 +38,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["ALL_KINDS", "KINDS", "NETWORK_KINDS", "Step", "describe", "make_schedule"]
+__all__ = ["ALL_KINDS", "DISK_KINDS", "KINDS", "NETWORK_KINDS", "Step", "describe", "make_schedule"]
 
 KINDS = ("kill", "kill_leader", "kill_controller", "pause", "pause_leader", "two_down")
 NETWORK_KINDS = ("isolate", "leader_cut", "bridge")
-ALL_KINDS = KINDS + NETWORK_KINDS
+DISK_KINDS = ("disk_full", "slow_disk")
+ALL_KINDS = KINDS + NETWORK_KINDS + DISK_KINDS
+#: The kinds held for ``net_hold_s``: their effect (a follower out of the ISR) needs ``replica.lag.time.max.ms``.
+_LONG = (*NETWORK_KINDS, "slow_disk")
 #: The kinds whose nodes the schedule draws (one, or two for these).
-_DRAWN = {"kill": 1, "pause": 1, "isolate": 1, "two_down": 2, "bridge": 2}
+_DRAWN = {"kill": 1, "pause": 1, "isolate": 1, "two_down": 2, "bridge": 2, "disk_full": 1, "slow_disk": 1}
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,7 @@ def make_schedule(
                 kind=kind,
                 nodes=drawn if kind in _DRAWN else (),
                 partition=rng.randrange(partitions),
-                hold_s=round(rng.uniform(*(net_hold_s if kind in NETWORK_KINDS else hold_s)), 1),
+                hold_s=round(rng.uniform(*(net_hold_s if kind in _LONG else hold_s)), 1),
                 gap_s=round(rng.uniform(*gap_s), 1),
             )
         )
