@@ -105,6 +105,19 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
 
+#: Longest file name the common file systems take (ext4, xfs, btrfs: 255 bytes; topic names are ASCII).
+_MAX_FILE_NAME = 255
+
+
+def dir_name_with_suffix(topic: str, partition: int, suffix: str) -> str:
+    """``<topic>-<partition>.<32 hex>-<suffix>`` for a log directory moved aside, the topic cut short so the name
+    fits in :data:`_MAX_FILE_NAME` (a legal topic name has up to 249 characters; Kafka caps the same way in
+    ``LocalLog.logDirNameWithSuffixCappedLength``). The cut name is never parsed back: such directories are
+    found by their suffix alone."""
+    tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    return topic[: _MAX_FILE_NAME - len(tail)] + tail
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """``("my-topic", 3)`` for ``my-topic-3``; None for anything else."""
     match = _PARTITION_DIR.match(name)
@@ -520,7 +533,7 @@ class LogManager:
             if log is None or log_dir is None:
                 return False
             log.close()
-            doomed = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
+            doomed = log_dir / dir_name_with_suffix(topic, partition, _DELETE_DIR_SUFFIX)
             os.rename(log.dir, doomed)
             fsync_dir(log_dir)
             self._write_checkpoints()
@@ -541,7 +554,7 @@ class LogManager:
             if log is None or log_dir is None:
                 return None
             log.close()
-            aside = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_STRAY_DIR_SUFFIX}"
+            aside = log_dir / dir_name_with_suffix(topic, partition, _STRAY_DIR_SUFFIX)
             os.rename(log.dir, aside)
             fsync_dir(log_dir)
             self._write_checkpoints()

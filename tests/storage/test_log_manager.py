@@ -190,3 +190,23 @@ def test_a_failed_retention_pass_warns_counts_and_leaves_other_logs_alone(tmp_pa
     assert mgr.periodic_failures["retention"] == 1
     assert any("retention of stuck-0 failed" in r.getMessage() for r in caplog.records)
     mgr.shutdown()
+
+
+def test_a_partition_of_a_249_character_topic_is_moved_aside_and_deleted(tmp_path, clock):
+    """The longest legal topic name: ``<topic>-<p>.<32 hex>-stray`` would exceed a 255-byte file name, so the
+    topic is cut short (Kafka's ``logDirNameWithSuffixCappedLength``) and the rename succeeds."""
+    topic = "t" * 249
+    mgr = LogManager([tmp_path], LogConfig(), clock)
+    mgr.startup()
+    for p in (0, 11):
+        mgr.create_log(topic, p).append(make_batch(2))
+    aside = mgr.mark_stray(topic, 11)
+    assert aside is not None and aside.is_dir() and len(aside.name) == 255
+    assert aside.name.endswith("-stray") and "-11." in aside.name
+    assert mgr.delete_log(topic, 0)
+    assert mgr.all_logs() == {}
+    mgr.shutdown()
+    again = LogManager([tmp_path], LogConfig(), clock)
+    again.startup()
+    assert again.all_logs() == {} and aside.is_dir()
+    again.shutdown()
