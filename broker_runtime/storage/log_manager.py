@@ -83,6 +83,7 @@ from broker_runtime.storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_dir_failure import LogDirFailureChannel
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 from broker_runtime.storage.partition_metadata import read_topic_id, write_topic_id
 from broker_runtime.storage.retention import run_retention
@@ -209,6 +210,9 @@ class LogManager:
         #: ``"producer snapshot"``: the snapshot written after it), each also logged at WARNING by the log.
         self.roll_flush_failures: collections.Counter[str] = collections.Counter()
         self._failures_lock = threading.Lock()
+        #: Set once by :meth:`mark_offline` and shared with every log: then every read, write, checkpoint and
+        #: background pass is refused before any I/O (:mod:`.log_dir_failure`).
+        self.dir_failure = LogDirFailureChannel()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -284,6 +288,7 @@ class LogManager:
             log.topic_id = topic_id
             self.recovery_truncations += log.recovery_truncations
             self.recovery_bytes_dropped += log.recovery_bytes_dropped
+            log.dir_failure = self.dir_failure
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
             log.on_flush_failure = self._roll_flush_failed
@@ -353,7 +358,11 @@ class LogManager:
             flusher.shutdown(wait=True)
 
     def shutdown(self) -> None:
-        """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
+        """Close every log, write the checkpoints and the clean-shutdown markers, release the directories.
+        Once the directories went offline, nothing is written: :meth:`close_without_shutdown` instead."""
+        if self.dir_failure.offline is not None:
+            self.close_without_shutdown()
+            return
         self.stop_cleaner()
         self._stop_roll_flushes()
         self._stop_recovery_point_writer()
@@ -366,6 +375,13 @@ class LogManager:
             for log_dir in self.log_dirs:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             self._release()
+
+    def mark_offline(self, reason: str) -> None:
+        """The directories failed (a write the disk refused; ``reason`` says which): from now on every log read
+        and write, creation, deletion, config write, checkpoint, cleaning and retention pass is refused with
+        :class:`~broker_runtime.errors.LogDirOfflineError` or skipped, before any I/O (Kafka's
+        ``LogDirFailureChannel.maybeAddOfflineLogDir``). Any thread; synchronous; idempotent."""
+        self.dir_failure.mark_offline(reason)
 
     def close_without_shutdown(self) -> None:
         """Release the directories without flushing, checkpoints or marker: a broker halted because its log dir
@@ -461,6 +477,7 @@ class LogManager:
                     shutil.rmtree(part_dir, ignore_errors=True)
                 raise
             log.topic_id = topic_id if topic_id is not None else found_id
+            log.dir_failure = self.dir_failure
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
             log.on_flush_failure = self._roll_flush_failed
@@ -581,8 +598,11 @@ class LogManager:
         self._for_each_log("producer expiration", lambda log: log.remove_expired_producers(now))
 
     def _for_each_log(self, task: str, work: Callable[[PartitionLog], object]) -> None:
-        """Run ``work`` on every log; a failure is reported (:meth:`_periodic_failed`) and the others go on."""
+        """Run ``work`` on every log; a failure is reported (:meth:`_periodic_failed`) and the others go on.
+        Nothing once the directories went offline (that failure was reported where it happened)."""
         for key, log in self.all_logs().items():
+            if self.dir_failure.offline is not None:
+                return
             try:
                 work(log)
             except (StorageError, OSError) as exc:
@@ -609,6 +629,8 @@ class LogManager:
         done: dict[tuple[str, int], CleanResult] = {}
         with self._cleaner_lock:
             for key, log in self.all_logs().items():
+                if self.dir_failure.offline is not None:
+                    break  # no cleaned segment is written to an offline directory
                 if not log.config.compact:
                     continue
                 log_dir = self._log_dir_of.get(key)
@@ -645,6 +667,7 @@ class LogManager:
             self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:
+        self.dir_failure.check("writing the checkpoints")
         for log_dir in self.log_dirs:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
             logs = {k: self._logs[k] for k in keys}
@@ -695,6 +718,8 @@ class LogManager:
         """Write ``log_dir``'s recovery-point checkpoint. No manager lock is taken (a retention pass holds it
         while it takes partition locks); the partition map is copied instead. A failed write is logged at
         WARNING and counted; the periodic checkpoint writes it again."""
+        if self.dir_failure.offline is not None:
+            return  # a recovery point written now could claim data the failed write left behind
         dirs = dict(self._log_dir_of)
         logs = dict(self._logs)
         points = {k: log.recovery_point for k, log in logs.items() if dirs.get(k) == log_dir}
@@ -723,5 +748,7 @@ class LogManager:
             self._rp_stop = False
 
     def _ensure_started(self) -> None:
+        """Every change of the directories starts here: refused once they went offline, or before startup."""
+        self.dir_failure.check("changing the log directories")
         if not self._started:
             raise StorageError("the log manager is not started (call startup() first)")

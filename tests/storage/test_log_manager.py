@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker_runtime.errors import ConfigError, StorageError
+from broker_runtime.errors import ConfigError, LogDirOfflineError, StorageError
 from broker_runtime.storage.checkpoint import OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager, parse_partition_dir
@@ -210,3 +210,37 @@ def test_a_partition_of_a_249_character_topic_is_moved_aside_and_deleted(tmp_pat
     again.startup()
     assert again.all_logs() == {} and aside.is_dir()
     again.shutdown()
+
+
+def test_an_offline_manager_refuses_every_log_io_before_touching_a_file(tmp_path, clock):
+    """After mark_offline (a write the disk refused): appends, reads, rolls, creations, checkpoints and the
+    background passes are refused or skipped before any I/O, and a shutdown writes no clean-shutdown marker
+    (Kafka's hasOfflineLogDir check at the top of LocalLog.maybeHandleIOException)."""
+    mgr = LogManager([tmp_path], LogConfig(segment_bytes=300), clock)
+    mgr.startup()
+    log = mgr.create_log("t", 0)
+    log.append(make_batch(2))
+    mgr.checkpoint()
+    files = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    sizes = {p: p.stat().st_size for p in files}
+    mgr.mark_offline("writing t-1 raised OSError: [Errno 28] No space left on device")
+    for refused in (
+        lambda: log.append(make_batch(2)),
+        lambda: log.append_as_follower(make_batch(2)),
+        lambda: log.read(0, 1 << 20),
+        log.roll,
+        log.flush,
+        lambda: log.truncate_to(0),
+        lambda: mgr.create_log("u", 0),
+        mgr.checkpoint,
+        lambda: mgr.set_topic_overrides("t", {"retention.ms": "1"}),
+    ):
+        with pytest.raises(LogDirOfflineError, match="No space left on device"):
+            refused()
+    assert not log.flush_if_due(clock() + 10**9)
+    mgr.run_retention()
+    assert mgr.periodic_failures == {} and log.log_end_offset == 2
+    mgr.shutdown()
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert {p: p.stat().st_mtime_ns for p in files} == files
+    assert {p: p.stat().st_size for p in files} == sizes
