@@ -5,6 +5,8 @@ Layout of each directory in ``log.dirs``::
     <log.dir>/
         .lock                               held (flock) while a LogManager uses the directory
         .kafka_cleanshutdown                present only after a clean shutdown (Kafka's marker name)
+        log-dir-failure                     present after a halt on a failed write (pylog; removed by the next
+                                            start, see broker_runtime.fsutil.LOG_DIR_FAILURE_FILE)
         recovery-point-offset-checkpoint    \\
         log-start-offset-checkpoint          } text checkpoints, see :mod:`.checkpoint`
         replication-offset-checkpoint       /
@@ -73,7 +75,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker_runtime.errors import ConfigError, InconsistentTopicIdError, StorageError
-from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
+from broker_runtime.fsutil import (
+    LOG_DIR_FAILURE_FILE,
+    FileLock,
+    fsync_dir,
+    read_log_dir_failure,
+    write_atomically,
+)
 from broker_runtime.protocol.topic_id import format_topic_id
 from broker_runtime.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -294,8 +302,17 @@ class LogManager:
             log.on_flush_failure = self._roll_flush_failed
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
-        if marker.exists():
-            marker.unlink()
+        failed = read_log_dir_failure(log_dir)
+        if failed is not None:  # the last broker here halted on a failed write; this start got through
+            _log.warning(
+                "%s: the last broker on this directory halted (%s); its files were recovered, removing %s",
+                log_dir,
+                failed.splitlines()[0] if failed else "no details recorded",
+                LOG_DIR_FAILURE_FILE,
+            )
+            (log_dir / LOG_DIR_FAILURE_FILE).unlink()
+        if marker.exists() or failed is not None:
+            marker.unlink(missing_ok=True)
             fsync_dir(log_dir)
 
     def start_cleaner(self, backoff_ms: int) -> None:

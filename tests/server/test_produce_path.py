@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import shutil
 import struct
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.fsutil import read_log_dir_failure
 from broker_runtime.protocol.batch_header import ATTR_CONTROL, CRC_OFFSET, compute_crc
 from broker_runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
@@ -312,3 +314,6 @@ def test_storage_failure_is_answered_per_partition_then_halts_the_broker(
     critical = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
     assert critical and critical[0].startswith("Shutdown broker 0 because all log dirs in"), critical
     assert not (Path(broker.config.log_dirs[0]) / CLEAN_SHUTDOWN_FILE).exists()
+    # Its record for a launcher (the embedded broker's refuses to start it again): the CRITICAL line, the errno.
+    recorded = read_log_dir_failure(broker.config.log_dirs[0])
+    assert recorded == f"{critical[0]}\nerrno={errno.ENOENT} (ENOENT)\n"

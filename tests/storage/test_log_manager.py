@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from broker_runtime.errors import ConfigError, LogDirOfflineError, StorageError
+from broker_runtime.fsutil import read_log_dir_failure, record_log_dir_failure
 from broker_runtime.storage.checkpoint import OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager, parse_partition_dir
@@ -244,3 +247,15 @@ def test_an_offline_manager_refuses_every_log_io_before_touching_a_file(tmp_path
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
     assert {p: p.stat().st_mtime_ns for p in files} == files
     assert {p: p.stat().st_size for p in files} == sizes
+
+
+def test_a_start_removes_the_record_of_the_last_halt(tmp_path, clock, caplog):
+    """The record a broker halting on a failed write left (broker_runtime.fsutil.LOG_DIR_FAILURE_FILE) goes once a
+    start loaded the directory, with one WARNING line saying what it said."""
+    record_log_dir_failure(tmp_path, "Shutdown broker 0 because all log dirs in x have failed", 28)
+    mgr = LogManager([tmp_path], LogConfig(), clock)
+    with caplog.at_level(logging.WARNING):
+        mgr.startup()
+    assert read_log_dir_failure(tmp_path) is None
+    assert [r.getMessage() for r in caplog.records if "Shutdown broker 0 because" in r.getMessage()]
+    mgr.shutdown()

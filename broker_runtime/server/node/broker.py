@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.errors import IllegalStateError, WaitTimeoutError
+from broker_runtime.fsutil import record_log_dir_failure
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.security.jaas import parse_jaas
@@ -478,7 +479,13 @@ class Broker:
             # cleaner, the roll flushes and the checkpoint writers are refused from here on (Kafka's
             # hasOfflineLogDir check), so nothing more is written to a directory whose files no longer match.
             self.logs.mark_offline(self.failure)
-        _log.critical("Shutdown broker %d because %s", self.config.node_id, self.failure)
+        critical = f"Shutdown broker {self.config.node_id} because {self.failure}"
+        _log.critical("%s", critical)
+        for log_dir in self.config.log_dirs:  # what a launcher reads before starting a broker here again
+            try:
+                record_log_dir_failure(log_dir, critical, exc.errno)
+            except OSError as marker_exc:
+                _log.warning("could not record the failure in %s: %s", log_dir, marker_exc)
         if self._stop_event is not None:
             self._stop_event.set()
 
