@@ -22,18 +22,22 @@ single node's marker writes fail while the file exists), the requests go to the 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import create_topic
 from broker_runtime.protocol.messages import RequestHeader
+from broker_runtime.server import txn_parking
 from broker_runtime.server.handlers import end_txn
 from tests.support.brokers import start_broker
+from tests.support.nemesis.workload import AddsSeen
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,4 +102,53 @@ def test_abort_while_the_commit_markers_are_written_is_invalid_txn_state_at_once
         )  # and from CompleteCommit, as Kafka
         producer.flush(0)
     finally:
+        broker.stop()
+
+
+def test_librdkafka_abort_after_concurrent_adds_is_fatal_and_named_as_kafka_would(
+    tmp_path: Path, hold: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nemesis's sequence with librdkafka: the next transaction's AddPartitionsToTxn are answered
+    CONCURRENT_TRANSACTIONS (parked a short while here, instead of 10 s) while the markers are held, the
+    application aborts: FATAL INVALID_TXN_STATE, which :class:`~tests.support.nemesis.workload.AddsSeen` names
+    an error Kafka gives this client too; with a partition accepted first, the abort succeeds."""
+    monkeypatch.setattr(txn_parking, "COMPLETION_WAIT_MS", 200)
+    broker = start_broker(tmp_path, {**SETTINGS, "pylog.test.transaction.markers.hold.file": str(hold)})
+    try:
+        create_topic(broker.bootstrap, TOPIC, 1)
+        adds = AddsSeen()
+        logger = logging.getLogger(f"{__name__}.librdkafka")
+        logger.setLevel(logging.DEBUG)
+        logger.addFilter(adds)
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "transactional.id": TXN_ID,
+                "debug": "eos",
+                "logger": logger,
+            }
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"committed", partition=0)
+        producer.poll(0)
+        hold.touch()
+        producer.commit_transaction(30)  # PrepareCommit, the markers held
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"never registered", partition=0)
+        deadline = time.monotonic() + 20
+        while adds.concurrent < 2 and time.monotonic() < deadline:
+            producer.poll(0.05)
+        assert adds.concurrent >= 2 and not adds.registered, vars(adds)
+        with pytest.raises(KafkaException) as raised:
+            producer.abort_transaction(30)
+        err = raised.value.args[0]
+        assert err.code() == KafkaError.INVALID_TXN_STATE and err.fatal(), err
+        with pytest.raises(KafkaException):  # a fatally failed producer raises its error again (the nemesis's
+            producer.poll(0)  # workload died of that once), after serving librdkafka's log lines
+        assert "CONCURRENT_TRANSACTIONS" in adds.kafka_too(err), vars(adds)
+        adds.registered = 1  # had the coordinator accepted a partition, Kafka's abort would have succeeded
+        assert adds.kafka_too(err) == "", "an abort of an Ongoing transaction named as failing with Kafka too"
+    finally:
+        hold.unlink(missing_ok=True)
         broker.stop()
