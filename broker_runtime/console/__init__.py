@@ -4,7 +4,7 @@ talking to it only through the Kafka protocol with pylog's client.
 Usage::
 
     pylog-broker console --bootstrap-server H:P [--listen 127.0.0.1:8080] [--command-config FILE]
-        [--max-transaction-timeout MINUTES] [--allow-writes]
+        [--max-transaction-timeout MINUTES] [--allowed-host NAME ...] [--allow-writes]
 
 Pages (server-rendered HTML; one same-origin script draws the topic page's live chart): ``/`` the cluster
 (nodes, their listeners, controller, API versions), ``/brokers/N`` a broker's configs (sensitive values hidden), ``/topics`` and ``/topics/T`` (partitions: leader,
@@ -20,7 +20,9 @@ open transactions on partitions, hanging ones flagged by Kafka's ``find-hanging`
 Security: ``--command-config`` is the client security file every tool takes (:mod:`broker_runtime.tools.common`);
 the console reads as that principal and answers only what it may describe (the broker's errors are shown as
 such); credentials are never shown or logged. It listens on loopback by default and has no login of its own:
-another ``--listen`` address logs a WARNING saying so. Nothing in it changes the cluster unless it is started with
+another ``--listen`` address logs a WARNING saying so. A request for a Host that is not one of its names
+(``--allowed-host``, the bound address, on a wildcard binding this machine's IP literal) is a 421 (DNS rebinding,
+:mod:`.server`). Nothing in it changes the cluster unless it is started with
 ``--allow-writes``: then a group's page offers to reset its offsets and a topic's page to delete records, each
 after a confirmation page (:mod:`.actions`: CSRF token, origin check, audit log); without it every POST is a 403.
 
@@ -70,6 +72,15 @@ def add_parser(sub: Any) -> None:
         "flagged hanging (kafka-transactions find-hanging's option); default 15",
     )
     p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name (or IP literal; NAME:PORT for another port, e.g. behind a proxy) the console is reached "
+        "by, repeatable; any other Host header is refused (421: DNS rebinding). The bound address is always "
+        "served; on a wildcard --listen (0.0.0.0, ::) so is this machine's IP address a request arrives at",
+    )
+    p.add_argument(
         "--allow-writes",
         action="store_true",
         help="offer state-changing actions (reset a group's offsets, delete records), each after a "
@@ -92,11 +103,15 @@ def run(args: argparse.Namespace) -> int:
             raise ToolError("--max-transaction-timeout: must be 0 or more minutes", EXIT_USAGE)
         security = command_config_security(args.command_config)
         try:
-            from broker_runtime.console.server import ConsoleServer
+            from broker_runtime.console.server import ConsoleServer, allowed_host_names
         except ImportError as exc:
             raise ToolError(
                 f"the console needs aiohttp ({exc.name or exc}): pip install 'pylog[console]'"
             ) from None
+        try:
+            allowed_hosts = allowed_host_names(args.allowed_host)
+        except ValueError as exc:
+            raise ToolError(str(exc), EXIT_USAGE) from None
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -109,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 request_timeout_ms=args.request_timeout_ms,
                 max_transaction_timeout_ms=args.max_transaction_timeout * 60000,
                 allow_writes=args.allow_writes,
+                allowed_hosts=allowed_hosts,
             ).start()
         except OSError as exc:
             raise ToolError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None

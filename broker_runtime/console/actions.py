@@ -18,7 +18,8 @@ group is Empty or Dead, checked again when confirmed; the broker may still refus
 
 Cross-site requests: every form carries the console process's secret token (``csrf_token``, 32 random bytes made
 at start, never logged), compared in constant time; the request's ``Origin`` (or, without one, its ``Referer``)
-must be this console's own origin (``http://`` + the Host header, itself checked by the server's 421 rule); a
+must be this console's own origin (``http://`` + the Host header, itself one of the console's names by the
+server's 421 rule, on every binding: a rebound name never gets here, so its pages cannot post as "own"); a
 failure is a 403 and a WARNING. The console's pages send ``Referrer-Policy: same-origin`` so its own forms carry
 their origin.
 

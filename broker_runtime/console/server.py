@@ -13,11 +13,15 @@ behind the renderer's escaping; the one script allowed is the chart's, same-orig
 ``X-Content-Type-Options: nosniff``. Only GET is routed here; the POSTs of the state-changing actions, refused
 unless ``allow_writes``, are :mod:`.actions`' (confirmation, CSRF token, origin).
 
-DNS rebinding: a request whose ``Host`` header is not an address the console was bound to (for a loopback
-binding: ``127.0.0.1``, ``localhost`` or ``[::1]`` with the bound port) is answered 421 before any Kafka call, so a
-web page whose name a hostile DNS server points at 127.0.0.1 cannot read the console from the operator's browser.
-A wildcard binding (``0.0.0.0``, ``::``) has no name to check: it is warned about at start like any non-loopback
-binding. Query integers are Kafka's int64 range; anything else is a 400.
+DNS rebinding: every request (GET and POST) whose ``Host`` header is not one of the console's names, with the
+bound port, is answered 421 before any Kafka call, so a web page whose name a hostile DNS server points at the
+console's address cannot read it (nor, with ``allow_writes``, act on it) from the operator's browser. The names:
+the ``allowed_hosts`` given (``--allowed-host NAME``, repeatable: host names or IP literals, ``NAME:PORT`` for
+another port, e.g. behind a proxy); the bound address (for a loopback binding also ``127.0.0.1``, ``localhost`` and
+``[::1]``); and, on a wildcard binding (``0.0.0.0``, ``::``), which has no name of its own, the IP literal of the
+local address the request's connection arrived at (and the loopback names when that is a loopback address). A
+page of a rebound name always sends that name, never an IP literal, so an IP literal of this machine is the
+console's own origin. Query integers are Kafka's int64 range; anything else is a 400.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ipaddress
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -64,6 +69,47 @@ _NOT_FOUND = {
 
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARDS = ("0.0.0.0", "::", "")
+#: The command-line option that names the console's host names (one home for its spelling).
+ALLOWED_HOST_FLAG = "--allowed-host"
+
+
+def allowed_host_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` as the ``Host`` headers they match: lower-case, IPv6 literals in brackets, a port only when given
+    (``NAME:PORT``); ValueError naming a malformed one."""
+    out = []
+    for raw in names:
+        name = raw.strip().lower()
+        if name.count(":") > 1 and not name.startswith("["):  # an unbracketed IPv6 literal
+            name = f"[{name}]"
+        if name.startswith("["):
+            inside, bracket, rest = name.partition("]")
+            host, port, address = inside + "]", rest[1:], _ip(inside + "]")
+            ok = bool(bracket) and rest in ("", f":{port}") and (not rest or bool(port))
+            ok = ok and address is not None and address.version == 6
+        else:
+            host, sep, port = name.partition(":")
+            ok = bool(host) and all(c.isalnum() or c in ".-_" for c in host) and (not sep or bool(port))
+        if not ok or (port and not (port.isdigit() and int(port) <= 65535)):
+            raise ValueError(
+                f"{ALLOWED_HOST_FLAG} {raw!r}: expected a host name or IP literal as a browser sends it in the Host "
+                "header, optionally with :PORT (e.g. console.example.com, 10.0.0.5, [fd00::5], proxy.example:443)"
+            )
+        out.append(f"{host}:{port}" if port else host)
+    return tuple(out)
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address of a literal (IPv6 in brackets or bare; an IPv4-mapped one as its IPv4), else None."""
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _int_arg(request: web.Request, name: str) -> int | None:
@@ -88,8 +134,10 @@ class ConsoleServer:
         max_transaction_timeout_ms: int = model.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
         allow_writes: bool = False,
         chart_interval_s: float = rates.DEFAULT_INTERVAL_S,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         self._bootstrap = bootstrap
+        self._names = allowed_host_names(allowed_hosts)
         self._security = security
         self._host, self._port = host, port
         self._request_timeout_ms = request_timeout_ms
@@ -102,7 +150,8 @@ class ConsoleServer:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
-        self._allowed_hosts: frozenset[str] | None = frozenset()  # set when bound
+        self._allowed_hosts: frozenset[str] = frozenset()  # Host headers served; set when bound
+        self._wildcard = host in _WILDCARDS
         self._actions = actions.Actions(
             allow_writes=allow_writes, kafka=self._kafka, principal=actions.principal_of(security)
         )
@@ -157,14 +206,15 @@ class ConsoleServer:
     async def _host_check(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        if self._allowed_hosts is not None and request.host.lower() not in self._allowed_hosts:
+        if not self._host_allowed(request):
             _log.warning(
                 "console: refused a request for Host %r (not this console's address)", request.host[:100]
             )
             response = _html(
                 render.error_page(
                     request.path,
-                    f"Host {request.host!r} is not this console's address",
+                    f"Host {request.host!r} is not this console's address (a name the console is reached by "
+                    f"must be given at start: {ALLOWED_HOST_FLAG} NAME)",
                     "Misdirected request",
                 ),
                 421,
@@ -172,6 +222,24 @@ class ConsoleServer:
             response.headers["Content-Security-Policy"] = _CSP
             return response
         return await handler(request)
+
+    def _host_allowed(self, request: web.Request) -> bool:
+        host = request.host.lower()
+        if host in self._allowed_hosts:
+            return True
+        if not self._wildcard or request.transport is None:
+            return False
+        # a wildcard binding: the IP literal of the local address this connection arrived at, with the bound port
+        sockname = request.transport.get_extra_info("sockname")
+        if not isinstance(sockname, tuple) or len(sockname) < 2:
+            return False
+        local = _ip(str(sockname[0]))
+        name, sep, port = host.rpartition(":")
+        if local is None or not sep or port != str(sockname[1]):
+            return False
+        if local.is_loopback and name in _LOOPBACK_NAMES:
+            return True
+        return _ip(name) == local and (name.startswith("[") == (local.version == 6))
 
     @web.middleware
     async def _errors(
@@ -320,8 +388,10 @@ class ConsoleServer:
         if self._host not in ("127.0.0.1", "::1", "localhost"):
             _log.warning(
                 "the console listens on %s, not on loopback: whoever reaches it reads the cluster with the "
-                "console's credentials (it has no login of its own)",
+                "console's credentials (it has no login of its own); it answers the Host names %s%s",
                 self._host,
+                ", ".join(sorted(self._allowed_hosts)) or "(none)",
+                " and this machine's IP addresses" if self._wildcard else "",
             )
         if self._actions.allow_writes:
             _log.warning(
@@ -341,13 +411,14 @@ class ConsoleServer:
         host, port = self._runner.addresses[0][:2]
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}/"
-        if self._host in ("0.0.0.0", "::", ""):
-            self._allowed_hosts = None  # a wildcard binding: no name to check (warned about at start)
-        else:
-            names = {shown, self._host.lower()}
+        names: set[str] = set()
+        if not self._wildcard:  # a wildcard binding has no name: its IP literals are checked per connection
+            names.update((shown, self._host.lower()))
             if self._host in ("127.0.0.1", "::1", "localhost"):
                 names.update(_LOOPBACK_NAMES)
-            self._allowed_hosts = frozenset(f"{n}:{port}" for n in names)
+        with_port = {n for n in self._names if not n.endswith("]") and ":" in n}
+        names.update(set(self._names) - with_port)
+        self._allowed_hosts = frozenset({f"{n}:{port}" for n in names} | with_port)
 
     async def _close(self) -> None:
         if self._ticker is not None:

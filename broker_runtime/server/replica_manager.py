@@ -407,13 +407,23 @@ class ReplicaManager:
 
     # -- transaction verification (KIP-890 part 1, see broker_runtime/server/txn_verification.py) ----------------
 
-    def has_ongoing_transaction(self, topic: str, partition: int, producer_id: int) -> bool | None:
-        """Has ``producer_id`` an open transaction on this leader's ``topic-partition``? None when this node does
-        not lead it (the append answers why)."""
+    def has_ongoing_transaction(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int
+    ) -> bool | None:
+        """Has ``producer_id`` an open transaction at ``producer_epoch`` on this leader's ``topic-partition``? None
+        when this node does not lead it (the append answers why). An open transaction at another epoch is not the
+        asker's (Kafka's ``UnifiedLog.hasOngoingTransaction``): with transaction version 2 every EndTxn bumps the
+        epoch and is answered before its markers land, so a batch of the next transaction can meet the previous
+        one still open here; it must go to the coordinator (CONCURRENT_TRANSACTIONS until that one completes),
+        never join it."""
         replica = self.partition(topic, partition)
         if replica is None or not replica.is_leader:
             return None
-        return producer_id in replica.log.producer_state.ongoing_transactions
+        state = replica.log.producer_state
+        if producer_id not in state.ongoing_transactions:
+            return False
+        entry = state.last_entry(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch
 
     def begin_verification(self, topic: str, partition: int, producer_id: int) -> VerificationGuard:
         """The guard of a verification about to ask the coordinator whether the partition is in the producer's

@@ -6,10 +6,12 @@ transaction, which would hold the partition's last stable offset, and every read
 operator aborts it).
 
 When (``transaction.partition.verification.enable``, default true as in Kafka): a Produce with a transactional id
-whose partition's first batch is transactional, from a producer with no open transaction on that partition (its
-producer state, :meth:`~broker_runtime.server.replica_manager.ReplicaManager.has_ongoing_transaction`). Batches of
-a producer already in a transaction there, and non-transactional produces, are appended as before, with no
-question asked. Authorization and the other checks of Produce come first: an unauthorized or malformed request
+whose partition's first batch is transactional, from a producer with no open transaction AT THE BATCH'S EPOCH on
+that partition (its producer state, :meth:`~broker_runtime.server.replica_manager.ReplicaManager.
+has_ongoing_transaction`, as Kafka's ``UnifiedLog.hasOngoingTransaction``: the previous transaction of a
+transaction version 2 producer, whose markers may not have landed yet, is at the previous epoch, and the batch must
+never join it). Batches of a producer already in a transaction there at that epoch, and non-transactional
+produces, are appended as before, with no question asked. Authorization and the other checks of Produce come first: an unauthorized or malformed request
 never costs a question to the coordinator.
 
 How: the coordinator's :meth:`~broker_runtime.coordinator.transaction.TransactionCoordinator.verify_partitions`
@@ -159,7 +161,10 @@ def _to_verify(
             continue  # the append's validation answers it
         if not header.is_transactional or header.is_control or header.producer_id < 0:
             continue
-        if ctx.replicas.has_ongoing_transaction(topic, partition, header.producer_id) is False:
+        if (
+            ctx.replicas.has_ongoing_transaction(topic, partition, header.producer_id, header.producer_epoch)
+            is False
+        ):
             out[(topic, partition)] = (header.producer_id, header.producer_epoch)
     return out, len(set(out.values())) > 1
 
@@ -232,7 +237,7 @@ def verify_partition_then(
     ``then(None)`` when ``partition`` needs no verification or passes it, else ``then(the refusal)``; at once or
     as a task, as :func:`verify_then`. ``add``: TxnOffsetCommit v5+, the partition is added (transaction
     version 2)."""
-    ongoing = ctx.replicas.has_ongoing_transaction(partition[0], partition[1], producer_id)
+    ongoing = ctx.replicas.has_ongoing_transaction(partition[0], partition[1], producer_id, epoch)
     asked = add or ctx.config.transaction_partition_verification_enable
     # (an add also asks for a partition with no replica here: a single node's offsets partition)
     if not asked or ongoing or (ongoing is None and not add):
@@ -330,8 +335,8 @@ async def _verify_remotely(
         still = [
             tp
             for tp in sorted(guards)
-            if not replicas.has_ongoing_transaction(tp[0], tp[1], producer_id)
-            and (add or replicas.has_ongoing_transaction(tp[0], tp[1], producer_id) is False)
+            if not replicas.has_ongoing_transaction(tp[0], tp[1], producer_id, epoch)
+            and (add or replicas.has_ongoing_transaction(tp[0], tp[1], producer_id, epoch) is False)
         ]
         codes: dict[TopicPartition, ErrorCode] = {}
         if still:
@@ -344,7 +349,7 @@ async def _verify_remotely(
         for tp, guard in guards.items():
             if tp in refused or guard.alive:
                 continue
-            if replicas.has_ongoing_transaction(tp[0], tp[1], producer_id) is False:
+            if replicas.has_ongoing_transaction(tp[0], tp[1], producer_id, epoch) is False:
                 refused[tp] = AppendResult(
                     ErrorCode.INVALID_TXN_STATE,
                     message="a marker of the producer's transaction was written while the partition was verified",

@@ -319,6 +319,56 @@ def test_a_request_for_another_host_name_is_refused(alice_console: str) -> None:
     assert _get(alice_console + "/topics", host="127.0.0.1:1")[0] == 421  # another port: another origin
 
 
+@pytest.fixture(scope="module")
+def wildcard_writes(secured: str) -> Iterator[str]:
+    """A console on every address (0.0.0.0) with writes, reached as console.example: its URL on 127.0.0.1."""
+    server = ConsoleServer(
+        secured,
+        security=_security("admin", ADMIN_PASSWORD),
+        host="0.0.0.0",
+        allow_writes=True,
+        allowed_hosts=["Console.Example", "proxy.example:8443"],
+    )
+    with server:
+        yield server.url.rstrip("/").replace("0.0.0.0", "127.0.0.1")
+
+
+def test_a_wildcard_binding_serves_its_names_and_ip_literals_only(wildcard_writes: str) -> None:
+    """DNS rebinding on 0.0.0.0: evil.example, pointed at this machine, neither reads the console (421) nor, with
+    --allow-writes, posts to it as its own origin (Origin and Host both evil.example); the allowed names, the IP
+    literal the connection arrived at and the loopback names (a loopback connection) are served."""
+    port = wildcard_writes.rsplit(":", 1)[1]
+    topics = wildcard_writes + "/topics/visible"
+    status, body, _ = _get(topics, host=f"evil.example:{port}")
+    assert status == 421 and "csrf_token" not in body and "--allowed-host" in html.unescape(body), status
+    for host in (f"console.example:{port}", "proxy.example:8443", f"127.0.0.1:{port}", f"localhost:{port}"):
+        assert _get(topics, host=host)[0] == 200, host
+    for host in ("console.example:1", f"proxy.example:{port}", f"10.9.9.9:{port}", f"[fd00::5]:{port}"):
+        assert _get(topics, host=host)[0] == 421, host  # another port; another machine's literal
+    token = csrf_token(_get(topics)[1])
+    before = _log_start(wildcard_writes)
+    url = wildcard_writes + "/topics/visible/delete-records"
+    form = {"csrf_token": token, "partition": 0, "before": before + 1, "confirm": "yes"}
+    status, body = post(url, form, origin=f"http://evil.example:{port}", host=f"evil.example:{port}")
+    assert status == 421, (status, body[-300:])
+    assert _log_start(wildcard_writes) == before
+
+
+def test_a_malformed_allowed_host_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("http://console.example", "console.example:http", "[not-ipv6]"):
+        command = [
+            "console",
+            "--bootstrap-server",
+            "127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:0",
+            "--allowed-host",
+            bad,
+        ]
+        assert main(command) == 2
+        assert f"--allowed-host {bad!r}: expected a host name or IP literal" in capsys.readouterr().err
+
+
 # --- the pure parts -------------------------------------------------------------------------------------------
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from broker_runtime.coordinator.group import consumer as consumer_module
 from broker_runtime.coordinator.group import consumer_records
+from broker_runtime.coordinator.group import regex as regex_module
 from broker_runtime.coordinator.group.consumer import HeartbeatRequest, HeartbeatResult
 from broker_runtime.coordinator.group.regex import RegexError, check, resolve
 from broker_runtime.errors import ErrorCode
@@ -186,6 +188,67 @@ def test_re2j_syntax_topic_names_need_is_accepted() -> None:
     # an alternation of a thousand topic names (30000 characters, near the protocol's 32767) fits regex.MAX_MEM
     names = [f"orders-region-{i:04d}-xxxxxxxxxx" for i in range(1000)]
     assert check("|".join(names)).fullmatch(names[-1]) is not None
+
+
+def test_heartbeats_repeating_a_regex_neither_compile_it_nor_scan_the_topics(
+    node: RegexNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka compiles a member's expression only when it changes: heartbeats repeating it are not checked again,
+    and within the minimum refresh interval they do not read the topics either."""
+    checks: list[str] = []
+    scans: list[int] = []
+
+    def counted_check(regex: str) -> object:
+        checks.append(regex)
+        return check(regex)
+
+    topic_ids = node.coordinator.consumer._topic_ids
+
+    def counted_topic_ids() -> object:
+        scans.append(1)
+        return topic_ids()
+
+    monkeypatch.setattr(consumer_module, "check", counted_check)
+    monkeypatch.setattr(node.coordinator.consumer, "_topic_ids", counted_topic_ids)
+    r = node.join("a", "orders-e.")
+    assert r.error == ErrorCode.NONE and (checks, len(scans)) == (["orders-e."], 1)
+    epoch = r.member_epoch
+    for _ in range(20):
+        beat = node.coordinator.consumer_heartbeat(
+            HeartbeatRequest("g", "a", epoch, subscribed_topic_regex="orders-e."), None, lambda _: True
+        )
+        assert beat.error == ErrorCode.NONE
+        epoch = beat.member_epoch
+    assert (checks, len(scans)) == (["orders-e."], 1)
+    changed = node.coordinator.consumer_heartbeat(
+        HeartbeatRequest("g", "a", epoch, subscribed_topic_regex="orders-u."), None, lambda _: True
+    )
+    assert changed.error == ErrorCode.NONE and checks == ["orders-e.", "orders-u."] and len(scans) == 2
+
+
+def test_a_refused_regex_is_compiled_once_while_it_is_among_the_last_checked(
+    node: RegexNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused expression never becomes the member's, so each of its heartbeats checks it: the refusal is
+    remembered (bounded: CHECKED_MAX outcomes), so a 32 KB expression is compiled once, not per heartbeat."""
+    compiled: list[str] = []
+    compile_one = regex_module._compile
+
+    def counted_compile(regex: str) -> object:
+        compiled.append(regex)
+        return compile_one(regex)
+
+    monkeypatch.setattr(regex_module, "_compile", counted_compile)
+    refused = f"orders(?=-eu){uuid.uuid4().hex}" + "x" * 32_000
+    for _ in range(20):
+        r = node.join("a", refused)
+        assert r.error == ErrorCode.INVALID_REGULAR_EXPRESSION and r.message is not None
+        assert r.message.endswith(": invalid perl operator: (?=.")
+    assert compiled == [refused]
+    for i in range(regex_module.CHECKED_MAX):  # as many other expressions push it out
+        check(f"other-{uuid.uuid4().hex}-{i}")
+    assert node.join("a", refused).error == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert compiled.count(refused) == 2
 
 
 def test_the_resolution_survives_a_restart_and_goes_with_its_last_member(

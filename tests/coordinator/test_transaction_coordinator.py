@@ -21,8 +21,9 @@ from broker_runtime.coordinator.transaction import (
     TransactionCoordinator,
     TxnState,
 )
-from broker_runtime.errors import ErrorCode
-from broker_runtime.protocol.records import CONTROL_COMMIT
+from broker_runtime.coordinator.transaction.state import MAX_PRODUCER_EPOCH
+from broker_runtime.errors import ErrorCode, KafkaError
+from broker_runtime.protocol.records import CONTROL_COMMIT, RecordBatchBuilder
 from broker_runtime.server.node.internal_topics import LocalInternalTopic
 from broker_runtime.server.replica_manager import ReplicaManager
 from broker_runtime.server.topics import TopicManager
@@ -153,3 +154,81 @@ def test_a_background_sender_keeps_the_transaction_prepared_until_it_calls_back(
     done({DATA: ErrorCode.NONE})
     assert meta.state == TxnState.COMPLETE_COMMIT
     assert coordinator.init_producer_id("t", 60_000).error == ErrorCode.NONE
+
+
+def _txn_batch(producer_id: int, epoch: int, sequence: int) -> bytes:
+    builder = RecordBatchBuilder(
+        producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence, is_transactional=True
+    )
+    builder.append(_wall_ms(), b"k", b"v")
+    return bytes(builder.build())
+
+
+def test_a_timed_out_transaction_at_the_exhausted_epoch_is_aborted_under_its_own_producer_id(
+    node: Node,
+) -> None:
+    """At epoch MAX_PRODUCER_EPOCH (reached every 32767 transactions with transaction version 2) the timeout's
+    fence and abort share Short.MAX_VALUE under the transaction's OWN producer id, so its ABORT marker closes
+    the transaction on the data partition (the last stable offset reaches the high watermark); the next producer
+    id takes over only once that marker is written (Kafka's prepareComplete)."""
+    coordinator = node.coordinator()
+    coordinator.load()
+    init = coordinator.init_producer_id("t", 60_000)
+    meta = coordinator.metadata("t")
+    assert meta is not None
+    pid = init.producer_id
+    meta.producer_epoch = MAX_PRODUCER_EPOCH  # as after 32766 transactions (the next write logs it)
+    added = coordinator.add_partitions("t", pid, MAX_PRODUCER_EPOCH, [DATA], client_version=2)
+    assert added == {DATA: ErrorCode.NONE}
+    assert (
+        node.replicas.append(*DATA, _txn_batch(pid, MAX_PRODUCER_EPOCH, 0), 9, acks=-1).error
+        == ErrorCode.NONE
+    )
+    assert node.replicas.last_stable_offset(*DATA) < node.replicas.high_watermark(*DATA)  # type: ignore[operator]
+    meta.start_ms = _wall_ms() - 120_000  # past its timeout
+    assert coordinator.abort_timed_out() == 1
+    assert node.replicas.has_ongoing_transaction(*DATA, pid, MAX_PRODUCER_EPOCH) is False
+    assert node.replicas.last_stable_offset(*DATA) == node.replicas.high_watermark(*DATA)
+    assert meta.state == TxnState.COMPLETE_ABORT
+    assert meta.producer_id != pid and meta.producer_epoch == 0 and meta.previous_producer_id == pid
+    # The old producer is fenced: its partition refuses its epoch, its coordinator its id.
+    late = node.replicas.append(*DATA, _txn_batch(pid, MAX_PRODUCER_EPOCH, 1), 9, acks=-1)
+    assert late.error in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED), late
+    assert coordinator.add_partitions("t", pid, MAX_PRODUCER_EPOCH, [DATA], client_version=2) == {
+        DATA: ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    }
+    replayed = node.coordinator()
+    replayed.load()
+    again = replayed.metadata("t")
+    assert again is not None and (again.state, again.producer_id, again.producer_epoch) == (
+        TxnState.COMPLETE_ABORT,
+        meta.producer_id,
+        0,
+    )
+
+
+def test_a_timeout_abort_whose_state_write_fails_is_retried_by_the_next_pass(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing written (an injected ``__transaction_state`` failure, as a short ISR raises it): the transaction
+    stays Ongoing at its epoch, so the next timeout pass fences and aborts it (not parked in the in-memory
+    PrepareEpochFence state, which no pass looks at)."""
+    coordinator = node.coordinator()
+    coordinator.load()
+    pid, epoch = _ongoing(coordinator, "t")
+    assert node.replicas.append(*DATA, _txn_batch(pid, epoch, 0), 9, acks=-1).error == ErrorCode.NONE
+    meta = coordinator.metadata("t")
+    assert meta is not None
+    meta.start_ms = _wall_ms() - 120_000  # past its timeout
+    append = coordinator._append
+
+    def refused(*args: object) -> None:
+        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "__transaction_state-0: ISR [1] below 2 (injected)")
+
+    monkeypatch.setattr(coordinator, "_append", refused)
+    assert coordinator.abort_timed_out() == 0
+    assert (meta.state, meta.producer_id, meta.producer_epoch) == (TxnState.ONGOING, pid, epoch)
+    monkeypatch.setattr(coordinator, "_append", append)
+    assert coordinator.abort_timed_out() == 1
+    assert meta.state == TxnState.COMPLETE_ABORT
+    assert node.replicas.last_stable_offset(*DATA) == node.replicas.high_watermark(*DATA)

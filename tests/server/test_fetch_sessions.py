@@ -24,6 +24,7 @@ from broker_runtime.server.fetch_sessions import (
     next_epoch,
 )
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, plain_login, produce_body
+from tests.support.cluster import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -267,6 +268,28 @@ def test_a_parked_fetch_overtaken_by_its_sessions_next_answers_invalid_epoch(ses
         (_, first), (_, second) = alice.read_response(FETCH, 12), alice.read_response(FETCH, 12)
         assert (first["ErrorCode"], first["SessionId"]) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, sid)
         assert (second["ErrorCode"], second["SessionId"]) == (ErrorCode.NONE, sid)
+        _close(alice, sid)
+
+
+def test_a_parked_full_fetch_completed_by_another_principals_produce_is_the_fetchers(
+    sess_broker: Any,
+) -> None:
+    """A full fetch parked in the purgatory (MinBytes not there) and completed by admin's Produce -- which runs
+    the completion on admin's connection -- makes its session under alice, the principal that sent the fetch:
+    alice's next incremental fetch uses it, admin's cannot."""
+    purgatory = sess_broker.ctx.fetch_purgatory
+    with _login(sess_broker, "admin") as admin, _login(sess_broker, "alice") as alice:
+        end = _fetch(alice, 0, -1, {("fs-a", 2): 0})["Responses"][0]["Partitions"][0]["HighWatermark"]
+        parked_before = purgatory.delayed
+        alice.send_raw(alice.encode(FETCH, 12, _body(0, 0, {("fs-a", 2): end}, max_wait_ms=5000)))
+        wait_for(lambda: purgatory.delayed > parked_before, 5, "alice's full fetch parked in the purgatory")
+        _produce(admin, "fs-a", 2)
+        _, full = alice.read_response(FETCH, 12)
+        sid = full["SessionId"]
+        assert full["ErrorCode"] == ErrorCode.NONE and sid != INVALID_SESSION_ID
+        assert _answered(full)[("fs-a", 2)][1] > 0
+        assert _fetch(admin, sid, 1, {})["ErrorCode"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        assert _fetch(alice, sid, 1, {})["ErrorCode"] == ErrorCode.NONE
         _close(alice, sid)
 
 

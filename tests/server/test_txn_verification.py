@@ -307,16 +307,17 @@ def test_a_marker_written_while_a_partition_is_verified_kills_the_verification(t
     assert replicas.begin_verification("data", 0, pid) is first and first.alive  # shared while in flight
     other = replicas.begin_verification("data", 0, pid + 1)
     assert replicas.append("data", 0, _batch(pid, 0, 0), 9, acks=-1).error == ErrorCode.NONE
-    assert replicas.has_ongoing_transaction("data", 0, pid) is True
+    assert replicas.has_ongoing_transaction("data", 0, pid, 0) is True
+    assert replicas.has_ongoing_transaction("data", 0, pid, 1) is False  # open, but not at the asker's epoch
     assert replicas.write_txn_marker("data", 0, pid, 0, 0, CONTROL_ABORT).error == ErrorCode.NONE
     assert not first.alive and other.alive  # only the producer's own marker counts
-    assert replicas.has_ongoing_transaction("data", 0, pid) is False
+    assert replicas.has_ongoing_transaction("data", 0, pid, 0) is False
     fresh = replicas.begin_verification("data", 0, pid)
     assert fresh is not first and fresh.alive  # a verification begun after the marker is a new one
     for guard, producer in ((first, pid), (first, pid), (fresh, pid), (other, pid + 1)):
         replicas.end_verification("data", 0, producer, guard)
     assert replicas.begin_verification("data", 0, pid + 1) is not other  # the last user removed it
-    assert replicas.has_ongoing_transaction("data", 7, pid) is None  # not led here
+    assert replicas.has_ongoing_transaction("data", 7, pid, 0) is None  # not led here
     logs.shutdown()
 
 

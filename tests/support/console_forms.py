@@ -27,9 +27,14 @@ def csrf_token(page: str) -> str:
     return found.group(1)
 
 
-def post(url: str, fields: dict[str, object], *, origin: str | None = "own") -> tuple[int, str]:
-    """POST ``fields`` form-encoded; ``origin`` "own" sends the console's own origin, None no Origin header."""
+def post(
+    url: str, fields: dict[str, object], *, origin: str | None = "own", host: str | None = None
+) -> tuple[int, str]:
+    """POST ``fields`` form-encoded; ``origin`` "own" sends the console's own origin, None no Origin header;
+    ``host`` a Host header other than the URL's."""
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if host is not None:
+        headers["Host"] = host
     if origin == "own":
         parts = urllib.parse.urlsplit(url)
         headers["Origin"] = f"{parts.scheme}://{parts.netloc}"

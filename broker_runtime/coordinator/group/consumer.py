@@ -286,7 +286,9 @@ class ConsumerGroups:
                 raise invalid("InstanceId can't be null.")
         else:
             raise invalid("MemberEpoch is invalid.")
-        if req.subscribed_topic_regex:
+        # Only a new expression is checked (Kafka compiles it when the member's regex changes): one the member
+        # already holds was checked when it got it, and a heartbeat repeating it costs no compilation.
+        if req.subscribed_topic_regex and req.subscribed_topic_regex != self._held_regex(req):
             try:
                 check(req.subscribed_topic_regex)
             except RegexError as exc:
@@ -297,6 +299,14 @@ class ConsumerGroups:
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.config.assignors)}.",
             )
+
+    def _held_regex(self, req: HeartbeatRequest) -> str | None:
+        """The expression the request's member subscribes to now (None: no such member, or none)."""
+        group = self._groups.get(req.group_id)
+        if group is None or group.state == GroupState.DEAD or group.consumer is None or not req.member_id:
+            return None
+        member = group.consumer.members.get(req.member_id)
+        return None if member is None else member.subscribed_regex
 
     def _group(self, group_id: str, create: bool) -> tuple[Group, ConsumerGroupState]:
         group = self._groups.get(group_id)
@@ -565,7 +575,7 @@ class ConsumerGroups:
         if not subscribed:
             return False
         now = self._timer.now_ms()
-        ids = self._topic_ids()
+        ids: Mapping[str, uuid.UUID] | None = None
         if subscribed <= set(cg.resolved_regexes):
             last = [r.refreshed_at for r in cg.resolved_regexes.values()]
             if all(t is not None for t in last):
@@ -573,11 +583,14 @@ class ConsumerGroups:
                 since = now - max(t for t in last if t is not None)
                 if since < self.config.regex_refresh_min_interval_ms:
                     return False
+                ids = self._topic_ids()  # only now: most heartbeats stopped above without scanning the topics
                 fingerprint = topics_fingerprint(ids)
                 if since < self.config.regex_refresh_interval_ms and all(
                     r.version == fingerprint for r in cg.resolved_regexes.values()
                 ):
                     return False
+        if ids is None:
+            ids = self._topic_ids()
         fingerprint = topics_fingerprint(ids)
         found = resolve(subscribed, ids, may_describe)
         wall = self._now_wall()

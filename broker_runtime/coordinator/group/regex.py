@@ -28,19 +28,26 @@ own words (RE2J's are alike: both come from the same parser). Where RE2 (C++) an
 Matching: a topic is subscribed when the expression matches its whole name (Java's ``matcher().matches()``:
 ``fullmatch``), whatever anchors the expression has.
 
-Thread-safe: compiled RE2 objects are immutable; the ``re2`` module keeps its own bounded cache (128 compiled
-expressions) of ``compile``.
+Cost: the coordinator checks a member's expression only when it changes (Kafka's ``GroupMetadataManager``
+compiles it then), and :func:`check` remembers its last :data:`CHECKED_MAX` outcomes, accepted and refused (a
+refused expression never becomes the member's, so its every heartbeat would check it again): an expression of up
+to 32767 characters is compiled once per change, not once per heartbeat.
+
+Thread-safe: compiled RE2 objects are immutable; the outcome cache is guarded by a lock (compiling runs outside
+it); the ``re2`` module keeps its own bounded cache (128 compiled expressions) of ``compile``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 import re2
 
-__all__ = ["MAX_MEM", "RegexError", "check", "resolve", "topics_fingerprint"]
+__all__ = ["CHECKED_MAX", "MAX_MEM", "RegexError", "check", "resolve", "topics_fingerprint"]
 
 #: RE2's ``max_mem``: the bytes one compiled expression may take (program and matching cache); a larger one is
 #: refused. An alternation of a thousand 30-character topic names takes well under it.
@@ -97,8 +104,38 @@ def _any_byte_escape(regex: str) -> bool:
     return False
 
 
+#: How many outcomes of :func:`check` (expression -> compiled, or the refusal's message) are remembered, least
+#: recently used first out: at most this many expressions (each under 32767 characters) and their compiled
+#: programs (each under :data:`MAX_MEM`, shared with the ``re2`` module's own cache).
+CHECKED_MAX = 32
+
+_checked: OrderedDict[str, Compiled | str] = OrderedDict()
+_checked_lock = threading.Lock()
+
+
 def check(regex: str) -> Compiled:
-    """The compiled expression, or :class:`RegexError` saying what RE2 (or RE2J) refuses in it."""
+    """The compiled expression, or :class:`RegexError` saying what RE2 (or RE2J) refuses in it (a remembered
+    outcome when the expression is one of the last :data:`CHECKED_MAX` checked)."""
+    with _checked_lock:
+        outcome = _checked.get(regex)
+        if outcome is not None:
+            _checked.move_to_end(regex)
+    if outcome is None:
+        try:
+            outcome = _compile(regex)
+        except RegexError as exc:
+            outcome = str(exc)
+        with _checked_lock:
+            _checked[regex] = outcome
+            _checked.move_to_end(regex)
+            while len(_checked) > CHECKED_MAX:
+                _checked.popitem(last=False)
+    if isinstance(outcome, str):
+        raise RegexError(outcome)
+    return outcome
+
+
+def _compile(regex: str) -> Compiled:
     if _any_byte_escape(regex):
         raise _invalid(regex, "invalid escape sequence: \\C")  # RE2J has no \C (any byte)
     try:

@@ -171,6 +171,9 @@ class EndResult(NamedTuple):
 
 #: The transaction version (Kafka's ``TransactionVersion``) from which every EndTxn bumps the producer epoch.
 TV2 = 2
+#: ``Short.MAX_VALUE``: the one epoch above ``MAX_PRODUCER_EPOCH``, no client's, kept for the coordinator to fence
+#: a producer at the exhausted epoch (Kafka's ``isProducerEpochExhausted``).
+_EPOCH_CEILING = MAX_PRODUCER_EPOCH + 1
 
 
 class TransactionCoordinator:
@@ -510,12 +513,27 @@ class TransactionCoordinator:
         asked for, so it runs at the server's transaction version, 2 (Kafka's ``endTransaction`` with
         ``transactionVersionLevel``), which bumps the epoch once more: the markers carry epoch + 2, and the fenced
         producer's own EndTxn, at epoch - 2 of the coordinator's, is PRODUCER_FENCED (epoch + 1 alone would
-        look like the retry of a v2 EndTxn to the coordinator)."""
+        look like the retry of a v2 EndTxn to the coordinator).
+
+        The producer id stays the open transaction's until its markers are written: they must close THAT
+        producer's transaction on the data partitions. At the exhausted epoch (``MAX_PRODUCER_EPOCH``) the
+        PrepareAbort carries ``Short.MAX_VALUE`` (the fence and the bump share the one epoch left, as Kafka's
+        ``prepareFenceProducerEpoch`` then ``prepareAbortOrCommit`` reach it) and a next producer id, which the
+        CompleteAbort puts in place (Kafka's ``prepareComplete``). Nothing written (a failed log write): the
+        transaction stays Ongoing at its epoch, and the next timeout pass fences it again."""
         meta.transition(TxnState.PREPARE_EPOCH_FENCE)  # in memory only, as Kafka
-        self._bump_epoch(meta)  # at most MAX_PRODUCER_EPOCH: one more bump cannot overflow
-        self._transition(
-            meta, TxnState.PREPARE_ABORT, producer_epoch=meta.producer_epoch + 1, client_version=TV2
-        )
+        exhausted = meta.producer_epoch >= MAX_PRODUCER_EPOCH
+        try:
+            self._transition(
+                meta,
+                TxnState.PREPARE_ABORT,
+                producer_epoch=_EPOCH_CEILING if exhausted else meta.producer_epoch + 2,
+                next_producer_id=self._next_producer_id() if exhausted else -1,
+                client_version=TV2,
+            )
+        except BaseException:
+            meta.state = TxnState.ONGOING
+            raise
         return self._complete(meta)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------------------------

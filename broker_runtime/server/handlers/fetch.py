@@ -207,9 +207,12 @@ def _count_out(
 class _Shape:
     """How a fetch's answer is shaped by its session: sessionless (every partition, SessionId 0), full (every
     partition; a new session is made from them when the cache admits it) or incremental (only the partitions
-    the session must answer)."""
+    the session must answer). Made while its request is handled: it keeps that request's principal, as a full
+    fetch parked in the purgatory makes its session when it completes -- on whichever request's append (another
+    connection's Produce, another principal's) or timer expiry completes it, when ``ctx.request_session`` is not
+    the fetcher's."""
 
-    __slots__ = ("ctx", "expected_epoch", "mode", "privileged", "session")
+    __slots__ = ("ctx", "expected_epoch", "mode", "principal", "privileged", "session")
 
     def __init__(
         self,
@@ -219,6 +222,7 @@ class _Shape:
         privileged: bool = False,
     ) -> None:
         self.ctx = ctx
+        self.principal = ctx.request_session.principal  # the fetcher's, whenever the answer is built
         self.mode = mode  # "sessionless", "full" or "incremental"
         self.session = session
         self.privileged = privileged
@@ -271,9 +275,7 @@ class _Shape:
             )
         if len(cached) > _partition_bound(ctx):
             return INVALID_SESSION_ID
-        return ctx.fetch_sessions.maybe_create(
-            ctx.request_session.principal, self.privileged, version >= 13, cached
-        )
+        return ctx.fetch_sessions.maybe_create(self.principal, self.privileged, version >= 13, cached)
 
 
 def _partition_bound(ctx: BrokerContext) -> int:

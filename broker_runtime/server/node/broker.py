@@ -120,7 +120,8 @@ class Broker:
         self.quotas: ConnectionQuotas | None = None
         #: The Prometheus endpoint (``pylog.metrics.listener``), None while metrics are off.
         self.metrics_server: MetricsServer | None = None
-        #: Listener name -> the (host, port) it is bound to (valid after ``start``), in ``listeners`` order.
+        #: Listener name -> the (host, port) it is bound to, in ``listeners`` order: each entry from the moment its
+        #: listener is bound (while ``start`` may still bind later ones), all of them after ``start``.
         self.bound: dict[str, tuple[str, int]] = {}
         #: Why the broker stopped by itself (its log directory failed), None otherwise.
         self.failure: str | None = None
@@ -403,15 +404,20 @@ class Broker:
         servers: list[asyncio.Server] = []
         try:
             for listener in cfg.listeners:
-                servers.append(await self._bind_listener(loop, listener, dispatcher))
+                srv = await self._bind_listener(loop, listener, dispatcher)
+                servers.append(srv)
+                # Recorded at once: this listener serves while a later one may still be binding (an OAUTHBEARER
+                # listener's first JWKS read).
+                port = int(srv.sockets[0].getsockname()[1])
+                host = socket.getfqdn() if listener.host in ("", "0.0.0.0", "::") else listener.host
+                self.bound[listener.name] = (host, port)
         except BaseException:
             for srv in servers:
                 srv.close()
+            self.bound.clear()
             raise
-        for listener, srv in zip(cfg.listeners, servers, strict=True):
-            port = int(srv.sockets[0].getsockname()[1])
-            host = socket.getfqdn() if listener.host in ("", "0.0.0.0", "::") else listener.host
-            self.bound[listener.name] = (host, port)
+        for listener in cfg.listeners:
+            host, port = self.bound[listener.name]
             advertised = cfg.advertised_listeners.get(listener.name)
             ctx.advertised_endpoints[listener.name] = (
                 advertised.host if advertised else host,
