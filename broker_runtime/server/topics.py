@@ -29,12 +29,7 @@ quiet disk, far more on a slow one: the loop would stall every connection that l
 only once registered here, on the loop, after its load: until then lookups say it does not exist (single node)
 or is not hosted (cluster, NOT_LEADER_OR_FOLLOWER), and clients retry, as they do while Kafka's brokers apply
 new metadata. The coordinators' first use of ``__consumer_offsets`` / ``__transaction_state`` on a single node
-still creates them with :meth:`create`, on the loop. A deletion (DeleteTopics on a single node, a topic gone from
-the cluster metadata) unregisters the topic and renames its directories ``-delete`` on the loop (a rename is one
-metadata operation), then leaves the fsyncs, the checkpoint rewrite and the removal to the partition-load thread,
-batched for everything deleted in one pass of the loop; every job of that thread first finishes the deletions
-queued before it, so a topic created again under the same name gets new directories after the old ones are
-gone (see :meth:`TopicManager.delete`).
+still creates them with :meth:`create`, on the loop.
 
 Topic ids (KIP-516): every topic has one, a random UUID drawn when it is created
 (:func:`~broker_runtime.protocol.topic_id.new_topic_id`) and written to each of its partition directories as
@@ -59,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -69,7 +63,7 @@ from broker_runtime.errors import ConfigError, ErrorCode, InconsistentTopicIdErr
 from broker_runtime.protocol.topic_id import format_topic_id, new_topic_id
 from broker_runtime.security.secrets import is_sensitive, redacted
 from broker_runtime.storage.config import TOPIC_CONFIG_NAMES, LogConfig
-from broker_runtime.storage.log_manager import DetachedLog, LogManager
+from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.partition_log import PartitionLog
 
 __all__ = ["MAX_TOPIC_NAME_LENGTH", "TopicError", "TopicManager", "topic_name_error"]
@@ -169,11 +163,6 @@ class TopicManager:
         self._loading: dict[tuple[str, int], asyncio.Future[Any]] = {}
         self._adding: dict[str, asyncio.Future[None]] = {}
         self._loader: ThreadPoolExecutor | None = None
-        #: Deleted partitions whose file work waits for the partition-load thread (see :meth:`delete`), and
-        #: whether a job that will take them is queued there; the lock is shared with that thread.
-        self._deletions: list[DetachedLog] = []
-        self._deletion_queued = False
-        self._deletions_lock = threading.Lock()
         #: Cluster: local logs of another incarnation of their topic moved aside (each also a WARNING line).
         self.stray_logs = 0
         #: Partition loads that failed (each also an ERROR line), for the metrics.
@@ -325,7 +314,6 @@ class TopicManager:
         self, name: str, partition: int, stray: uuid.UUID, topic_id: uuid.UUID | None, hosted: bool = True
     ) -> None:
         """Move aside the log of ``name``-``partition`` that belongs to the topic's incarnation ``stray``."""
-        self._finish_deletions()
         aside = self._logs.mark_stray(name, partition)
         self.stray_logs += 1
         _log.warning(
@@ -353,7 +341,6 @@ class TopicManager:
         """Partition-load thread: the logs of ``partitions``, all or none (a failure deletes the ones made);
         with ``stray``, the one partition's log of that other incarnation is moved aside first; with ``adopt``,
         that existing log (written before topic ids) of the one partition is given ``topic_id`` instead."""
-        self._finish_deletions()
         if adopt is not None and topic_id is not None:
             self._logs.assign_topic_id(adopt, topic_id)
             return [adopt]
@@ -504,7 +491,7 @@ class TopicManager:
                 self._load_failed(name, [partition], exc)
                 return
             if self._cluster_topics is not None and name not in self._cluster_topics():
-                self._delete_partitions([key])  # deleted while it loaded
+                self._logs.delete_log(name, partition)  # deleted while it loaded
                 return
             self._logs_by_tp[key] = loaded.result()[0]
             self._partitions[name] = max(self._partitions.get(name, 0), partition + 1)
@@ -560,12 +547,10 @@ class TopicManager:
         return found
 
     def stop_loads(self) -> None:
-        """Shutdown: wait for the partition-load thread's current work and stop it, then finish the deletions
-        still queued (their job may not have been submitted yet)."""
+        """Shutdown: wait for the partition-load thread's current work and stop it."""
         if self._loader is not None:
             self._loader.shutdown(wait=True)
             self._loader = None
-        self._finish_deletions()
 
     def ensure_partition(
         self, name: str, partition: int, overrides: Mapping[str, str], topic_id: uuid.UUID | None = None
@@ -582,66 +567,19 @@ class TopicManager:
     # -- changes ------------------------------------------------------------------------------------------
 
     def delete(self, name: str) -> int:
-        """Delete every local partition log of ``name``; returns how many were deleted. The topic is gone at
-        once (unregistered, its directories renamed ``-delete``: :meth:`LogManager.detach_logs`); on an event
-        loop the file work (fsyncs, checkpoints, removal) is queued for the partition-load thread
-        (:meth:`_delete_in_background`), off one it is done here."""
-        keys = [key for key in sorted(self._logs_by_tp) if key[0] == name]
-        for key in keys:
-            del self._logs_by_tp[key]
+        """Delete every local partition log of ``name``; returns how many were deleted."""
+        deleted = 0
+        for topic, partition in sorted(self._logs_by_tp):
+            if topic == name and self._logs.delete_log(topic, partition):
+                deleted += 1
+            if topic == name:
+                del self._logs_by_tp[(topic, partition)]
         self._partitions.pop(name, None)
         self._configs.pop(name, None)
         self._topic_ids.pop(name, None)
-        deleted = self._delete_partitions(keys)
         if deleted:
             _log.info("deleted topic %s (%d local partition(s))", name, deleted)
         return deleted
-
-    def _delete_partitions(self, keys: Sequence[tuple[str, int]]) -> int:
-        """Detach the logs of ``keys`` now and have their file work done (see :meth:`delete`)."""
-        detached = self._logs.detach_logs(keys)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # not on an event loop (tools, unit tests): here and now
-            self._logs.finish_deletions(detached)
-        else:
-            self._delete_in_background(detached)
-        return len(detached)
-
-    def _delete_in_background(self, detached: Sequence[DetachedLog]) -> None:
-        """Queue ``detached`` for the partition-load thread. The first deletion queued has a job submitted there
-        at the loop's next pass, which takes every deletion queued by the time it runs: the topics of one
-        DeleteTopics request (handled in one pass) share one fsync per directory and one checkpoint write. Every
-        other job of that thread (a creation, maybe of the same name) first finishes the deletions queued
-        (:meth:`_finish_deletions`), so none runs before the deletions asked for earlier."""
-        if not detached:
-            return
-        with self._deletions_lock:
-            self._deletions.extend(detached)
-            if self._deletion_queued:
-                return
-            self._deletion_queued = True
-        asyncio.get_running_loop().call_soon(self._submit_deletions)
-
-    def _submit_deletions(self) -> None:
-        with self._deletions_lock:
-            if not self._deletions:  # finished meanwhile (by another job of the thread, or by stop_loads)
-                self._deletion_queued = False
-                return
-        done = asyncio.get_running_loop().run_in_executor(self._load_thread(), self._finish_deletions)
-
-        def finish(job: asyncio.Future[None]) -> None:
-            if job.exception() is not None:
-                _log.error("deleting partition directories failed: %s", job.exception())
-
-        done.add_done_callback(finish)
-
-    def _finish_deletions(self) -> None:
-        """Partition-load thread: the file work of every deletion queued so far (first thing of every job)."""
-        with self._deletions_lock:
-            batch, self._deletions = self._deletions, []
-            self._deletion_queued = False
-        self._logs.finish_deletions(batch)
 
     def add_partitions(self, name: str, count: int) -> None:
         """Single node: create the logs of partitions ``current..count-1`` with the topic's overrides."""

@@ -20,7 +20,7 @@ Layout of each directory in ``log.dirs``::
             partition.metadata              the topic id (Kafka's file and format, :mod:`.partition_metadata`)
 
 Startup: per directory, take the lock, drop ``*-delete`` directories (Kafka's name for a topic deletion in
-progress) and what is left of their topic incarnations (see "Changes while running"), read the checkpoints, load every partition directory (recovering from its recovery point when the
+progress), read the checkpoints, load every partition directory (recovering from its recovery point when the
 clean-shutdown marker is absent, from offset 0 whatever the marker says when the operator asked for a full recovery,
 ``recover_all``; see :mod:`.log_loader`), then remove the marker. What recovery cut or deleted is logged at WARNING
 by the loader and summed in :attr:`LogManager.recovery_truncations` / ``recovery_bytes_dropped``. A partition's roll
@@ -44,15 +44,9 @@ directory: never loaded again, never deleted by the broker; a start says at WARN
 
 Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
 ``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
-defaults (both take effect at the next append, roll, retention pass or cleaning). A deletion has two halves, as
-Kafka's ``LogManager.asyncDelete`` and its delayed ``deleteLogs``: :meth:`LogManager.detach_logs` (cheap, the event
-loop may call it) forgets the partitions, marks their logs closed and renames each directory to
-``<topic>-<partition>.<id>-delete``; :meth:`LogManager.finish_deletions` (a thread that may wait for the disk)
-fsyncs each directory touched once, rewrites the checkpoints once for the batch and removes the renamed
-directories; :meth:`LogManager.delete_log` does both at once. A start removes every ``-delete`` directory and,
-since a crash may fall between the renames of one batch, also deletes the live directories of the same topic
-incarnation (same name and ``partition.metadata`` id) as any ``-delete`` one: no topic is served with partitions
-missing.
+defaults (both take effect at the next append, roll, retention pass or cleaning), :meth:`LogManager.delete_log`
+closes a log and renames its directory to ``<topic>-<partition>.<id>-delete`` before removing it (a start
+removes what an interrupted deletion left).
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
 its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. A creation
@@ -67,7 +61,6 @@ before closing the logs.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import re
@@ -97,14 +90,7 @@ from broker_runtime.storage.retention import run_retention
 if TYPE_CHECKING:
     from broker_runtime.storage.cleaner import CleanResult
 
-__all__ = [
-    "CLEAN_SHUTDOWN_FILE",
-    "LOCK_FILE",
-    "TOPIC_CONFIG_FILE",
-    "DetachedLog",
-    "LogManager",
-    "parse_partition_dir",
-]
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "TOPIC_CONFIG_FILE", "LogManager", "parse_partition_dir"]
 
 _log = logging.getLogger(__name__)
 
@@ -117,17 +103,6 @@ _STRAY_DIR_SUFFIX = "-stray"
 ROLL_FLUSH_THREADS = 2
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
-_DELETE_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)\.[0-9a-f]+-delete$")
-
-
-@dataclasses.dataclass(frozen=True)
-class DetachedLog:
-    """A partition :meth:`LogManager.detach_logs` took out of service: its log (closed), the log directory
-    that held it, and the ``-delete`` directory its files now live in."""
-
-    log: PartitionLog
-    log_dir: Path
-    doomed: Path
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -232,28 +207,9 @@ class LogManager:
             for log_dir in self.log_dirs:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._lock_dir(log_dir)
-            doomed = self._interrupted_deletions()
             for log_dir in self.log_dirs:
-                self._load_dir(log_dir, doomed)
+                self._load_dir(log_dir)
             self._started = True
-
-    def _interrupted_deletions(self) -> set[tuple[str, uuid.UUID | None]]:
-        """The topic incarnations (name, topic id) that ``-delete`` directories in any log directory belong to.
-        A deletion renames every partition of a request before it removes any (:meth:`detach_logs`), so a crash
-        between two renames leaves the rest of that incarnation under live names: :meth:`_load_dir` finishes
-        their deletion instead of serving a topic with partitions missing. A recreated topic of that name has a
-        new id and is kept."""
-        found: set[tuple[str, uuid.UUID | None]] = set()
-        for log_dir in self.log_dirs:
-            for entry in os.scandir(log_dir):
-                match = _DELETE_DIR.match(entry.name)
-                if match is None or not entry.is_dir():
-                    continue
-                try:
-                    found.add((match.group("topic"), read_topic_id(Path(entry.path))))
-                except StorageError as exc:  # unreadable: it cannot doom anything, and is removed anyway
-                    _log.warning("ignoring the topic id of %s being deleted: %s", entry.path, exc)
-        return found
 
     def _lock_dir(self, log_dir: Path) -> None:
         lock = FileLock(log_dir / LOCK_FILE)
@@ -268,7 +224,7 @@ class LogManager:
             raise StorageError(f"log directory {log_dir} is in use by another process") from None
         self._dir_locks[log_dir] = lock
 
-    def _load_dir(self, log_dir: Path, doomed: set[tuple[str, uuid.UUID | None]]) -> None:
+    def _load_dir(self, log_dir: Path) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists() and not self.recover_all
         if self.recover_all:
@@ -298,20 +254,8 @@ class LogManager:
                 )
             part_dir = Path(entry.path)
             topic, partition = parsed
-            topic_id = read_topic_id(part_dir)
-            if (topic, topic_id) in doomed:
-                _log.warning(
-                    "%s: its topic's deletion was interrupted (other partitions of topic id %s are being "
-                    "deleted): deleting it too",
-                    part_dir,
-                    format_topic_id(topic_id) if topic_id is not None else "none",
-                )
-                aside = log_dir / f"{entry.name}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
-                os.rename(part_dir, aside)
-                fsync_dir(log_dir)
-                shutil.rmtree(aside, ignore_errors=True)
-                continue
             overrides = _read_topic_config(part_dir / TOPIC_CONFIG_FILE)
+            topic_id = read_topic_id(part_dir)
             log = PartitionLog.load(
                 part_dir,
                 topic,
@@ -565,63 +509,24 @@ class LogManager:
                 log.reconfigure(config.with_topic_overrides(dict(log.config.topic_overrides)))
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Delete one partition here and now: :meth:`detach_logs` then :meth:`finish_deletions` (off the event
-        loop: a failed creation's cleanup, tools, tests). False when this manager has no such log."""
-        detached = self.detach_logs([(topic, partition)])
-        self.finish_deletions(detached)
-        return bool(detached)
-
-    def detach_logs(self, keys: Sequence[tuple[str, int]]) -> list[DetachedLog]:
-        """The loop-safe half of a deletion (Kafka's ``LogManager.asyncDelete``): forget each partition of
-        ``keys`` this manager has, mark its log closed without writing (Kafka's ``closeHandlers``) and rename its
-        directory to ``<topic>-<partition>.<id>-delete`` (Kafka's ``renameDir``). No fsync, no checkpoint: a
-        rename is one metadata operation, so the event loop may call this. From here the partition no longer
-        exists for this manager (a recreation of it makes a new directory); a start removes the renamed
-        directories (and finishes a deletion a crash cut short, see :meth:`startup`). The caller hands the result
-        to :meth:`finish_deletions`, on a thread that may wait for the disk."""
-        detached: list[DetachedLog] = []
+        """Delete one partition (DeleteTopics): close its log, rename its directory to
+        ``<topic>-<partition>.<id>-delete`` (Kafka's marker of a deletion in progress; a startup finishes it),
+        then remove it. False when this manager has no such log."""
         with self._lock:
             self._ensure_started()
-            for topic, partition in keys:
-                log = self._logs.pop((topic, partition), None)
-                log_dir = self._log_dir_of.pop((topic, partition), None)
-                if log is None or log_dir is None:
-                    continue
-                log.close_without_flush()
-                doomed = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
-                os.rename(log.dir, doomed)
-                detached.append(DetachedLog(log, log_dir, doomed))
-        return detached
-
-    def finish_deletions(self, detached: Sequence[DetachedLog]) -> None:
-        """The file work of deletions begun by :meth:`detach_logs` (Kafka's delayed ``deleteLogs``): each
-        directory touched is fsynced once (the renames are durable), the checkpoints written once for the whole
-        batch (not once per partition), then the renamed directories removed. A failure is logged at WARNING and
-        counted in ``periodic_failures["log deletion"]``; what is left is removed at the next start."""
-        if not detached:
-            return
-        try:
-            for log_dir in sorted({d.log_dir for d in detached}):
-                fsync_dir(log_dir)
-            with self._lock:  # a copy: the checkpoint fsyncs must not hold up the loop's detach_logs
-                started, dirs, logs = self._started, dict(self._log_dir_of), dict(self._logs)
-            if started:
-                self._write_checkpoints(dirs, logs)
-        except OSError as exc:
-            self.periodic_failures["log deletion"] += 1
-            _log.warning(
-                "deleting %d partition(s): fsync or checkpoint failed (the next start finishes it): %s",
-                len(detached),
-                exc,
-            )
-        for d in detached:
-            d.log.close_files()
-            shutil.rmtree(d.doomed, ignore_errors=True)
-            if d.doomed.exists():
-                self.periodic_failures["log deletion"] += 1
-                _log.warning("could not remove all of %s (the next start removes it)", d.doomed)
-            else:
-                _log.info("deleted partition %s (%s)", d.log.name, d.doomed)
+            key = (topic, partition)
+            log = self._logs.pop(key, None)
+            log_dir = self._log_dir_of.pop(key, None)
+            if log is None or log_dir is None:
+                return False
+            log.close()
+            doomed = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
+            os.rename(log.dir, doomed)
+            fsync_dir(log_dir)
+            self._write_checkpoints()
+        shutil.rmtree(doomed, ignore_errors=True)
+        _log.info("deleted partition %s-%d (%s)", topic, partition, log.dir)
+        return True
 
     def mark_stray(self, topic: str, partition: int) -> Path | None:
         """Move a stray log aside (Kafka's ``LogManager`` marking a replica of another incarnation of its topic
@@ -726,17 +631,10 @@ class LogManager:
             self._ensure_started()
             self._write_checkpoints()
 
-    def _write_checkpoints(
-        self,
-        dirs: Mapping[tuple[str, int], Path] | None = None,
-        all_logs: Mapping[tuple[str, int], PartitionLog] | None = None,
-    ) -> None:
-        """Write the three checkpoints of every directory: of the partition map (caller holds ``_lock``), or of
-        the copy ``dirs`` / ``all_logs`` of it (no lock needed)."""
-        dirs = self._log_dir_of if dirs is None else dirs
-        all_logs = self._logs if all_logs is None else all_logs
+    def _write_checkpoints(self) -> None:
         for log_dir in self.log_dirs:
-            logs = {k: all_logs[k] for k, d in dirs.items() if d == log_dir and k in all_logs}
+            keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
+            logs = {k: self._logs[k] for k in keys}
             with self._checkpoint_lock:
                 OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
                     {k: log.recovery_point for k, log in logs.items()}

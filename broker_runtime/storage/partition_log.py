@@ -785,15 +785,6 @@ class PartitionLog:
         with self._lock:
             self._closed = True
 
-    def close_files(self) -> None:
-        """Mark closed and close the segments' index files without flushing (the directory is being deleted;
-        errors are ignored: the files go with it)."""
-        with self._lock:
-            self._closed = True
-            for seg in self._segments:
-                with contextlib.suppress(OSError, StorageError):
-                    seg.close()
-
     def _ensure_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.name} is closed")

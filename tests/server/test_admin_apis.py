@@ -139,10 +139,7 @@ def test_confluent_admin_create_alter_describe_delete(broker: Broker, log_dir: P
 
     admin.delete_topics(["ck"])["ck"].result(10)
     assert _partition_dirs(log_dir, "ck") == []
-    # Renamed -delete at once, removed by the partition-load thread (tests/server/test_delete_async.py).
-    wait_for(
-        lambda: not [p for p in log_dir.iterdir() if p.name.endswith("-delete")], what="removal of ck's files"
-    )
+    assert not [p for p in log_dir.iterdir() if p.name.endswith("-delete")]
     assert "ck" not in admin.list_topics(timeout=10).topics
     with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
         admin.delete_topics(["ck"])["ck"].result(10)

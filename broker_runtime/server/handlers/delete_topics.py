@@ -8,8 +8,7 @@ UNKNOWN_TOPIC_OR_PARTITION; no DELETE on the topic -> TOPIC_AUTHORIZATION_FAILED
 state). Every topic of the request is checked and authorized before the first is deleted (as Kafka authorizes
 the whole request first). A deletion answers the topic's name and id (v6). An id names one incarnation of a topic: the id of a
 topic deleted and created again is UNKNOWN_TOPIC_ID, never the new topic. A single node
-deletes the topic at once (it is unregistered and its directories renamed ``-delete`` before the answer, as Kafka's
-``LogManager.asyncDelete``; the fsyncs, checkpoints and removal follow on the partition-load thread); in a cluster the topic leaves the metadata and every replica deletes its logs
+deletes the local logs at once; in a cluster the topic leaves the metadata and every replica deletes its logs
 when it sees that (this broker before answering, the others within the metadata poll interval).
 """
 
