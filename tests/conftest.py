@@ -97,6 +97,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         spark_cds.configure_environment()
     from pyspark.sql import SparkSession
 
+    # No conf raises the Python worker's connect-back wait, so none is set here. A streaming read of
+    # format("pylog") runs its source in a Python worker that Spark's StreamingPythonRunner starts directly
+    # (PythonWorkerFactory.createSimpleWorker, never through the daemon, whatever spark.python.use.daemon says),
+    # then waits a fixed 10 s (a literal in Spark 4.3.0) for it to connect back, failing the query with "Python
+    # worker failed to connect back." otherwise. spark.python.authenticate.socketTimeout only bounds the
+    # authentication that follows the connection. The worker normally connects within half a second (its imports:
+    # pyarrow, numpy, pyspark.sql); only a machine loaded far beyond its cores exceeds 10 s, seen once under load 16.
     session = (
         SparkSession.builder.master("local[2,2]")
         .appName("pylog-connector-tests")

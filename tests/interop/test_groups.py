@@ -184,7 +184,37 @@ def test_a_regex_subscription_under_the_consumer_protocol_picks_up_a_topic_creat
 
 
 def test_kafka_python_group_consumer_commits_and_a_new_member_resumes(bootstrap: str) -> None:
-    from kafka import KafkaConsumer
+    """What Kafka promises a group consumer (at least once): every record read, none of a committed offset read
+    again by the next member. A record read twice is legal only across a rebalance (with a 2 s session under
+    heavy load kafka-python's heartbeat thread can be late, the member's session expires, it rejoins and re-reads
+    what it had not committed): so duplicates are allowed exactly when the member was assigned more than once."""
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+    class Assignments(ConsumerRebalanceListener):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.count = 0
+
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            self.count += 1
+
+    def read_all() -> tuple[list[bytes], int]:
+        consumer = KafkaConsumer(**conf)
+        assignments = Assignments()
+        consumer.subscribe([topic], listener=assignments)
+        got = [m.value for m in consumer]
+        consumer.commit()
+        consumer.close()
+        return got, assignments.count
+
+    def check(got: list[bytes], expected: list[bytes], assignments: int) -> None:
+        assert set(got) == set(
+            expected
+        )  # every record at least once, nothing else (not one committed before)
+        if assignments == 1:  # no rebalance: each record exactly once
+            assert sorted(got) == sorted(expected)
 
     topic, group = "events", "kp-group"
     _create(bootstrap, topic, 3)
@@ -199,17 +229,12 @@ def test_kafka_python_group_consumer_commits_and_a_new_member_resumes(bootstrap:
         "heartbeat_interval_ms": 200,
         "consumer_timeout_ms": 3000,
     }
-    consumer = KafkaConsumer(topic, **conf)
-    got = [m.value for m in consumer]
-    assert sorted(got) == sorted(first)
-    consumer.commit()
-    consumer.close()
+    got, assignments = read_all()
+    check(got, first, assignments)
     second = [f"b{i}".encode() for i in range(20)]
     _produce(bootstrap, topic, second)
-    consumer = KafkaConsumer(topic, **conf)
-    got = [m.value for m in consumer]
-    consumer.close()
-    assert sorted(got) == sorted(second)  # resumed at the committed offsets: nothing of the first batch again
+    got, assignments = read_all()
+    check(got, second, assignments)  # resumed at the committed offsets: nothing of the first batch again
 
 
 def _consume_all(consumer: Consumer, n: int, timeout_s: float = 30) -> list[Any]:

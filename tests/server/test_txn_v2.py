@@ -69,6 +69,7 @@ def v2_commit_then_late_produce(txn: Txn) -> None:
     answer = end_v2(txn, commit=False)
     assert (answer["ErrorCode"], answer["ProducerEpoch"]) == (0, epoch + 2)
     wait_for(lambda: txn.offsets() == (base + 6,) * 2, what="the ABORT marker")
+    txn.completed("CompleteAbort")  # the retry below meets CompleteAbort, not PrepareAbort (parked)
     retry = end_v2(txn, commit=False)  # the answer lost: the same request again
     assert (retry["ErrorCode"], retry["ProducerId"], retry["ProducerEpoch"]) == (0, txn.pid, epoch + 2)
     assert end_v2(txn, commit=True)["ErrorCode"] == ErrorCode.INVALID_TXN_STATE  # not a retry of that abort

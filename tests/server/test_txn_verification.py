@@ -105,6 +105,20 @@ class Txn:
         }
         assert self.coord.call(ApiKey.END_TXN, 3, body)["ErrorCode"] == 0
 
+    def completed(self, state: str) -> None:
+        """Wait until the coordinator logged ``state`` (``CompleteAbort``, ``CompleteCommit``) for the id. In a
+        cluster a partition shows its marker before the coordinator learns it was written (the WriteTxnMarkers
+        answer crosses the wire, then the Complete record is logged): a request meanwhile finds the Prepare state
+        (CONCURRENT_TRANSACTIONS, which a verification answers the produce as NOT_ENOUGH_REPLICAS)."""
+
+        def found() -> str:
+            body = {"TransactionalIds": [self.txn_id]}
+            answer = self.coord.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, body)["TransactionStates"][0]
+            assert answer["ErrorCode"] == 0, answer
+            return str(answer["TransactionState"])
+
+        wait_for(lambda: found() == state, what=f"the coordinator's {state} of {self.txn_id!r}")
+
     def offsets(self) -> tuple[int, int]:
         """(high watermark, last stable offset) of the partition, from its leader."""
         return self._latest(IsolationLevel.READ_UNCOMMITTED), self._latest(IsolationLevel.READ_COMMITTED)
@@ -140,6 +154,7 @@ def _abort_then_late_produce(txn: Txn) -> None:
     txn.end(commit=False)
     # 2 records and the ABORT marker (in a cluster the marker follows the answer, written in the background)
     after_abort = wait_for(lambda: txn.offsets() == (3, 3) and txn.offsets(), what="the ABORT marker")
+    txn.completed("CompleteAbort")  # a "late" produce must not meet the coordinator still in PrepareAbort
     late = txn.produce(version=9)  # the same producer and epoch, as a request delayed past the abort
     assert late["ErrorCode"] == ErrorCode.INVALID_TXN_STATE, late
     assert "not added to the transaction" in (late["ErrorMessage"] or "")

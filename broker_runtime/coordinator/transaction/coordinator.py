@@ -33,7 +33,8 @@ Requests (the handlers decode and encode only; each method returns Kafka's error
   need not coordinate the group: the marker reaches the partition's leader like any other).
 * :meth:`end_txn`: from Ongoing, PrepareCommit/PrepareAbort is logged, a COMMIT/ABORT marker is written to every
   partition of the transaction through the marker sender, then CompleteCommit/CompleteAbort is logged. A retry of
-  a completed end with the same result is NONE; the other result, Empty or Dead is INVALID_TXN_STATE. From a
+  a completed end with the same result is NONE, of one in its Prepare state CONCURRENT_TRANSACTIONS; the other
+  result (in a Prepare or a Complete state), Empty or Dead is INVALID_TXN_STATE, as Kafka's. From a
   transaction version 2 client (EndTxn v5, :meth:`end_transaction`) every commit and abort bumps the epoch
   (:meth:`_end_v2` says how retries are told from the next transaction and how the producer id rotates).
 * :meth:`abort_timed_out` (periodic): an Ongoing transaction older than its timeout gets its producer fenced
@@ -667,10 +668,12 @@ class TransactionCoordinator:
             # background once the Prepare record is replicated, and the answer does not wait for them (Kafka's).
             self._complete(meta)
             return ErrorCode.NONE
-        if meta.in_prepare:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if meta.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS  # a retry of the end whose markers are being written
         if meta.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
             return ErrorCode.NONE  # a retry of the end that completed
+        # The other result while the markers are written, or after (Kafka's v1 ``endTransaction``): no wait
+        # can make it valid, so it is answered at once rather than parked until the markers complete.
         return ErrorCode.INVALID_TXN_STATE
 
     def _end_v2(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> EndResult:

@@ -14,7 +14,8 @@ the failures it found as sentences (empty: it holds); :mod:`.runner` runs them a
                            offset the group has committed at the end is not below its last successful commit
 :func:`replicas`           every replica of a partition holds the same bytes up to the high watermark, batch by
                            batch, read from the segment files and decoded (CRC-32C checked)
-:func:`client_errors`      no fatal client error (none of the clients is ever fenced, so Kafka would give none),
+:func:`client_errors`      no fatal client error (none of the clients is ever fenced, so Kafka would give none,
+                           but for the one a workload names ``kafka_too``: see :class:`.workload.AddsSeen`),
                            no delivery failure of an acks=all record, nothing left undelivered, no workload died
 =========================  ==================================================================================
 
@@ -259,7 +260,7 @@ def client_errors(workloads: Iterable[Idempotent | Transactional | GroupMember])
     for workload in workloads:
         if workload.crashed is not None:
             failures.append(f"{workload.name_prefix}: the workload died: {workload.crashed!r}")
-        fatal = [e for e in workload.errors if e.fatal]
+        fatal = [e for e in workload.errors if e.fatal and not e.kafka_too]
         if fatal:
             failures.append(f"{workload.name_prefix}: {len(fatal)} fatal error(s), first {fatal[0]}")
         if isinstance(workload, Idempotent):
@@ -279,5 +280,7 @@ def error_counts(workloads: Iterable[Idempotent | Transactional | GroupMember]) 
     """Every client error by ``client:name`` (what the run's summary prints)."""
     counts: Counter[str] = Counter()
     for workload in workloads:
-        counts.update(f"{e.client}:{e.name}" for e in workload.errors)
+        counts.update(
+            f"{e.client}:{e.name}{' (as with Kafka)' if e.kafka_too else ''}" for e in workload.errors
+        )
     return dict(sorted(counts.items()))

@@ -17,7 +17,10 @@
 Every error a client reports (an exception, a delivery report, librdkafka's ``error_cb``) is kept as a
 :class:`ClientError` with librdkafka's classification (``fatal``, ``retriable``, ``txn_requires_abort``), so the
 checkers (:mod:`.checkers`) can fail on what Kafka would not answer in the same situation: none of these clients
-is ever fenced (one producer per transactional id, one member per group), so a fatal error is always a failure.
+is ever fenced (one producer per transactional id, one member per group), so a fatal error is a failure, but
+for one that Kafka gives this client too (:class:`AddsSeen`: an abort whose AddPartitionsToTxn were all answered
+CONCURRENT_TRANSACTIONS while the previous commit's markers waited for a leaderless partition), which the error
+names (``kafka_too``) and the checkers count apart.
 
 Timings are the clients' own: ``message.timeout.ms`` 120 s (longer than any fault a schedule holds, so an
 acknowledged-or-failed record is the broker's answer, not the client giving up), ``transaction.timeout.ms`` 30 s
@@ -35,6 +38,7 @@ close its client; ``join`` waits. The recorded lists are read only after ``join`
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import random
@@ -46,7 +50,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-__all__ = ["ClientError", "GroupMember", "Idempotent", "Transactional"]
+__all__ = ["AddsSeen", "ClientError", "GroupMember", "Idempotent", "Transactional"]
 
 #: librdkafka's own log lines (a connection refused by every restarted node's old port, hundreds per run) go
 #: to this logger, which pytest captures, instead of stderr.
@@ -83,16 +87,75 @@ class ClientError:
     retriable: bool
     txn_requires_abort: bool
     text: str
+    #: why Apache Kafka would fail this client the same way (empty: it would not); only
+    #: :meth:`Transactional._finish` sets it, for the one case :class:`AddsSeen` proves
+    kafka_too: str = ""
 
     @classmethod
-    def of(cls, client: str, where: str, err: KafkaError) -> ClientError:
+    def of(cls, client: str, where: str, err: KafkaError, kafka_too: str = "") -> ClientError:
         return cls(
-            client, where, err.name(), err.fatal(), err.retriable(), err.txn_requires_abort(), err.str()
+            client,
+            where,
+            err.name(),
+            err.fatal(),
+            err.retriable(),
+            err.txn_requires_abort(),
+            err.str(),
+            kafka_too,
         )
 
     def __str__(self) -> str:
         kind = "FATAL " if self.fatal else ""
-        return f"{self.client} {self.where}: {kind}{self.name} ({self.text})"
+        also = f" [as with Kafka: {self.kafka_too}]" if self.kafka_too else ""
+        return f"{self.client} {self.where}: {kind}{self.name} ({self.text}){also}"
+
+
+class AddsSeen(logging.Filter):
+    """What the transactional producer was answered to its AddPartitionsToTxn requests in its current transaction,
+    read from librdkafka's ``eos`` debug lines (the producer's ``logger``; the lines are dropped here, not logged).
+
+    librdkafka's log lines come in the order it made them, so a transaction's lines are those after its
+    ``-> InTransaction`` state change: ``concurrent`` counts the answers CONCURRENT_TRANSACTIONS
+    (``rd_kafka_txn_handle_AddPartitionsToTxn``), ``registered`` the partitions the coordinator accepted
+    (``rd_kafka_txn_partition_registered``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.concurrent = 0
+        self.registered = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG:
+            return True
+        text = record.getMessage()
+        if "Transaction state change" in text and text.rstrip().endswith("-> InTransaction"):
+            self.concurrent = self.registered = 0
+        elif "AddPartitionsToTxn response: partition" in text and "concurrent operation" in text:
+            self.concurrent += 1
+        elif "] registered with transaction" in text:
+            self.registered += 1
+        return bool(DEBUG)  # the eos lines reach the run's librdkafka log only when asked for
+
+    def kafka_too(self, err: KafkaError) -> str:
+        """Why Kafka would answer this abort's EndTxn INVALID_TXN_STATE too, or "".
+
+        The transaction has no partition the coordinator accepted, and its AddPartitionsToTxn were answered
+        CONCURRENT_TRANSACTIONS (the previous transaction's markers were still being written). librdkafka
+        still sends EndTxn(abort): it counts each AddPartitionsToTxn answered with a broker error as one the
+        coordinator may have applied (``txn_req_cnt``, rdkafka_txnmgr.c ``rd_kafka_txn_handle_AddPartitionsToTxn``;
+        ``rd_kafka_txn_op_abort_transaction`` skips EndTxn only when it is 0). Kafka's transaction version 1
+        ``TransactionCoordinator.endTransaction`` answers an abort with no transaction Ongoing (PrepareCommit,
+        CompleteCommit, Empty) INVALID_TXN_STATE, which ``rd_kafka_txn_handle_EndTxn`` makes FATAL
+        (tests/replication/test_txn_abort_race.py sees Kafka 4.4.0 do it; tests/server/test_txn_abort_in_prepare.py
+        holds the sequence on pylog)."""
+        if err.code() != KafkaError.INVALID_TXN_STATE or not err.fatal():
+            return ""
+        if self.registered or not self.concurrent:
+            return ""
+        return (
+            f"no partition of this transaction was accepted ({self.concurrent} AddPartitionsToTxn answered "
+            "CONCURRENT_TRANSACTIONS), so the abort met no Ongoing transaction"
+        )
 
 
 class _Workload(threading.Thread):
@@ -185,19 +248,24 @@ class Transactional(_Workload):
         #: transaction number -> (its records as (partition, value), outcome)
         self.transactions: dict[int, tuple[list[tuple[int, bytes]], str]] = {}
         self.producers = 0
+        self.adds = AddsSeen()
 
     def _producer(self) -> Producer:
+        self.adds = AddsSeen()
+        logger = LIBRDKAFKA_LOG.getChild(f"{self.transactional_id}.{self.producers}")
+        logger.addFilter(self.adds)
         producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap(),
                 "transactional.id": self.transactional_id,
-                **({"debug": DEBUG} if DEBUG else {}),
+                # eos: what AddsSeen reads (to tell the one fatal error Kafka gives this client too)
+                "debug": ",".join(sorted({"eos", *filter(None, DEBUG.split(","))})),
                 "transaction.timeout.ms": 30000,
                 # under the transaction timeout (librdkafka wants no more) with a margin: a record that times out
                 # must leave the transaction abortable, not already aborted and fenced by the coordinator
                 "message.timeout.ms": 20000,
                 "error_cb": self._error_cb,
-                "logger": LIBRDKAFKA_LOG,
+                "logger": logger,
             }
         )
         self.producers += 1
@@ -224,8 +292,11 @@ class Transactional(_Workload):
                 return outcome
             except KafkaException as exc:
                 err = exc.args[0]
+                with contextlib.suppress(KafkaException):  # poll raises a fatal error again
+                    producer.poll(0)  # librdkafka's log lines of this transaction, for AddsSeen
+                kafka_too = "" if commit else self.adds.kafka_too(err)
                 self.errors.append(
-                    ClientError.of(self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err)
+                    ClientError.of(self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err, kafka_too)
                 )
                 if err.fatal():
                     raise _Fatal from exc
@@ -265,10 +336,12 @@ class Transactional(_Workload):
                 outcome = self._one(producer, txn, records, commit)
                 self.transactions[txn] = (records, outcome)
                 if outcome == "unknown":  # a new producer fences the old one and ends what it left open
-                    producer.flush(0)
+                    with contextlib.suppress(KafkaException):  # a fatally failed one raises its error again
+                        producer.flush(0)
                     producer = self._producer()
         finally:
-            producer.flush(5)
+            with contextlib.suppress(KafkaException):  # a fatally failed producer raises its error again
+                producer.flush(5)
 
 
 class GroupMember(_Workload):
