@@ -258,6 +258,11 @@ class InconsistentTopicIdError(StorageError):
     ``InconsistentTopicIdException``): the directory belongs to another incarnation of the topic."""
 
 
+class LogDirOfflineError(StorageError):
+    """The log directories failed earlier (a write the disk refused): every later read and write of a log is
+    refused at once (Kafka's ``KafkaStorageException`` for an offline log dir), answered KAFKA_STORAGE_ERROR."""
+
+
 class OffsetOutOfRangeError(StorageError):
     """An offset outside the log's [log start offset, log end offset] range."""
 

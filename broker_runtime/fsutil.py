@@ -12,6 +12,14 @@ unbounded or no wait, and a probe telling whether some process holds it). A ``fl
 included, which is what liveness checks rely on; it is tied to the open file, so two opens in one process conflict
 too. Both are single-host mechanisms: they hold between the processes of one machine only.
 
+:data:`LOG_DIR_FAILURE_FILE` is the one fact the broker and its launchers share about a failed log directory: a
+broker halting because a write the disk refused (:mod:`broker_runtime.server.node.broker`) leaves it in each log
+directory, as text: its CRITICAL line, then ``errno=<number> (<name>)``; the next start of a broker on that
+directory removes it (:mod:`broker_runtime.storage.log_manager`); the embedded broker's launcher
+(:mod:`broker_runtime.launch.embedded`) refuses to start a broker while it is there, rather than restarting one
+that halts again. It is created empty first (an inode, no data block: that still works on a full disk), then
+written (which may fail there: an empty file still says "failed").
+
 ``write_atomically`` has no state and is thread-safe as far as the file system is (concurrent writers of one path:
 the last rename wins); a :class:`FileLock` object belongs to one thread.
 """
@@ -19,12 +27,24 @@ the last rename wins); a :class:`FileLock` object belongs to one thread.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
 from pathlib import Path
 
-__all__ = ["FileLock", "fsync_dir", "write_atomically", "write_synced"]
+__all__ = [
+    "LOG_DIR_FAILURE_FILE",
+    "FileLock",
+    "fsync_dir",
+    "read_log_dir_failure",
+    "record_log_dir_failure",
+    "write_atomically",
+    "write_synced",
+]
+
+#: In a log directory: the broker halted because a write there failed (see the module docstring).
+LOG_DIR_FAILURE_FILE = "log-dir-failure"
 
 
 class FileLock:
@@ -141,3 +161,33 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, mode: int | None
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(target.parent)
+
+
+def record_log_dir_failure(
+    log_dir: str | os.PathLike[str], critical_line: str, errno_value: int | None
+) -> None:
+    """Leave :data:`LOG_DIR_FAILURE_FILE` in ``log_dir``: created empty, then ``critical_line`` and the errno
+    written and fsynced. Raises OSError when even the empty file cannot be created; a failed write of the text
+    (a full disk) leaves the empty file and raises too (the caller says so in its log)."""
+    path = Path(log_dir) / LOG_DIR_FAILURE_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        name = errno_name(errno_value)
+        os.write(fd, f"{critical_line}\nerrno={errno_value} ({name})\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def errno_name(errno_value: int | None) -> str:
+    """``"ENOSPC"`` for 28; ``"unknown"`` for None or a number without a name."""
+    return errno.errorcode.get(errno_value, "unknown") if errno_value is not None else "unknown"
+
+
+def read_log_dir_failure(log_dir: str | os.PathLike[str]) -> str | None:
+    """The text of ``log_dir``'s :data:`LOG_DIR_FAILURE_FILE` ("" when the broker could not write it), or None
+    when there is none."""
+    try:
+        return (Path(log_dir) / LOG_DIR_FAILURE_FILE).read_text(errors="replace")
+    except FileNotFoundError:
+        return None

@@ -31,7 +31,11 @@ its log.
 Discovery rule: the discovery file names a live broker when its pid is running (not a zombie), that process's
 command line is the broker of THIS data directory (``broker_runtime start --config <data_dir>/broker.properties``;
 so a reused pid is never trusted, nor signalled), AND its port accepts a TCP connection; otherwise the file is
-stale and :func:`ensure_embedded_broker` replaces it with a freshly started broker. :func:`stop_embedded_broker`
+stale and :func:`ensure_embedded_broker` replaces it with a freshly started broker -- except after a halt on a
+failed write (a full disk): while ``logs/log-dir-failure`` (:data:`~broker_runtime.fsutil.LOG_DIR_FAILURE_FILE`)
+is there, it raises :class:`~broker_runtime.errors.EmbeddedBrokerError` naming the log directory, the failure and
+its errno, and how to recover (free space, then remove that file), instead of starting a broker that recovers
+and halts again at each Spark job. :func:`stop_embedded_broker`
 sends SIGTERM (clean shutdown), then SIGKILL after its timeout.
 
 Thread-safety: every call is independent; start and stop are serialized across processes by the lock file.
@@ -52,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.errors import ConfigError, EmbeddedBrokerError
-from broker_runtime.fsutil import FileLock, write_atomically
+from broker_runtime.fsutil import LOG_DIR_FAILURE_FILE, FileLock, read_log_dir_failure, write_atomically
 from broker_runtime.launch.broker_log import log_size, read_since, startup_failure
 from broker_runtime.launch.command import parse_listening_line, start_command
 from broker_runtime.launch.layout import LOOPBACK_LISTENER, broker_log_dir
@@ -226,6 +230,28 @@ def _start(data_dir: Path, overrides: Mapping[str, str], timeout_s: float) -> di
     raise EmbeddedBrokerError(startup_failure(headline, log_path, log_start))
 
 
+def _refuse_after_log_dir_failure(data_dir: Path) -> None:
+    """Raise EmbeddedBrokerError when the last broker of ``data_dir`` halted on a failed write (see the module
+    docstring)."""
+    log_dir = broker_log_dir(data_dir)
+    recorded = read_log_dir_failure(log_dir)
+    if recorded is None:
+        return
+    lines = recorded.splitlines()
+    why = lines[0] if lines else "(no details recorded: see the broker's log)"
+    cause = ""
+    if len(lines) > 1 and lines[1].startswith("errno="):
+        number = lines[1].split()[0].removeprefix("errno=")
+        if number.isdigit():
+            cause = f" [{lines[1]}: {os.strerror(int(number))}]"
+    raise EmbeddedBrokerError(
+        f"the embedded broker of {data_dir} halted because a write to its log directory {log_dir} failed, and is "
+        f"not started again (it would halt again): {why}{cause}. To recover: free space on that file system "
+        f"(or fix the disk), then remove {log_dir / LOG_DIR_FAILURE_FILE}; the next start recovers the logs "
+        f"from their files. Its log: {data_dir / LOG_FILE}"
+    )
+
+
 def _address(info: Mapping[str, Any]) -> str:
     return f"{info['host']}:{info['port']}"
 
@@ -242,7 +268,7 @@ def ensure_embedded_broker(
     ``log.dirs`` are decided by the data directory and may not be overridden
     (:class:`~broker_runtime.errors.ConfigError`, a ValueError). Raises
     :class:`~broker_runtime.errors.EmbeddedBrokerError` (cause first, then its log's tail) when the broker
-    cannot start.
+    cannot start, and when its last run halted on a failed write (see the module docstring).
     """
     fixed = sorted(_FIXED_KEYS.intersection(overrides or {}))
     if fixed:
@@ -256,6 +282,7 @@ def ensure_embedded_broker(
         info = _read_discovery(path)
         if info is not None and _alive(info, path):
             return _address(info)
+        _refuse_after_log_dir_failure(path)
         info = _start(path, overrides or {}, timeout_s)
         write_atomically(path / DISCOVERY_FILE, json.dumps(info).encode("utf-8"))
         return _address(info)

@@ -46,7 +46,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker_runtime.errors import ErrorCode, OffsetOutOfRangeError, ProducerStateError, StorageError
+from broker_runtime.errors import (
+    ErrorCode,
+    LogDirOfflineError,
+    OffsetOutOfRangeError,
+    ProducerStateError,
+    StorageError,
+)
 from broker_runtime.protocol.compression import codec_from_name
 from broker_runtime.protocol.records import Buffer, build_control_batch
 from broker_runtime.protocol.topic_partition import TopicPartition
@@ -386,6 +392,8 @@ class ReplicaManager:
             info = log.append(checked.records, leader_epoch=max(replica.leader_epoch, 0))
         except ProducerStateError as exc:
             return AppendResult(exc.code, message=str(exc) or None)
+        except LogDirOfflineError as exc:  # the failure was logged once, where it happened
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         except (StorageError, OSError) as exc:
             # A failing disk or a vanished directory costs this partition's answer, never the connection or
             # the other partitions of the request; one log line, no traceback.
@@ -491,6 +499,8 @@ class ReplicaManager:
         except ProducerStateError as exc:
             _log.warning("transaction marker for %s-%d refused: %s", topic, partition, exc)
             return AppendResult(exc.code, message=str(exc))
+        except LogDirOfflineError as exc:
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         except (StorageError, OSError) as exc:
             _log.error("transaction marker append to %s-%d failed: %s", topic, partition, exc)
             self._log_dir_failed(f"{topic}-{partition}", exc)
@@ -538,6 +548,8 @@ class ReplicaManager:
         committed = read_committed and replica_id < 0
         limit = leo if replica_id >= 0 else (lso if committed else hw)
         no_aborted: list[tuple[int, int]] | None = [] if committed else None
+        if log.dir_failure.offline is not None:  # even a read that would touch no file (Kafka's order)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
         if fetch_offset < start or fetch_offset > leo:
             return ReadResult(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -561,6 +573,8 @@ class ReplicaManager:
                 high_watermark=log.high_watermark,
                 log_start_offset=log.log_start_offset,
             )
+        except LogDirOfflineError:
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)
         except StorageError as exc:
             _log.error("read of %s-%d at %d failed: %s", topic, partition, fetch_offset, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=hw, log_start_offset=start)

@@ -5,6 +5,8 @@ Layout of each directory in ``log.dirs``::
     <log.dir>/
         .lock                               held (flock) while a LogManager uses the directory
         .kafka_cleanshutdown                present only after a clean shutdown (Kafka's marker name)
+        log-dir-failure                     present after a halt on a failed write (pylog; removed by the next
+                                            start, see broker_runtime.fsutil.LOG_DIR_FAILURE_FILE)
         recovery-point-offset-checkpoint    \\
         log-start-offset-checkpoint          } text checkpoints, see :mod:`.checkpoint`
         replication-offset-checkpoint       /
@@ -73,7 +75,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker_runtime.errors import ConfigError, InconsistentTopicIdError, StorageError
-from broker_runtime.fsutil import FileLock, fsync_dir, write_atomically
+from broker_runtime.fsutil import (
+    LOG_DIR_FAILURE_FILE,
+    FileLock,
+    fsync_dir,
+    read_log_dir_failure,
+    write_atomically,
+)
 from broker_runtime.protocol.topic_id import format_topic_id
 from broker_runtime.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -83,6 +91,7 @@ from broker_runtime.storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_dir_failure import LogDirFailureChannel
 from broker_runtime.storage.partition_log import PartitionLog, default_clock
 from broker_runtime.storage.partition_metadata import read_topic_id, write_topic_id
 from broker_runtime.storage.retention import run_retention
@@ -103,6 +112,19 @@ _STRAY_DIR_SUFFIX = "-stray"
 ROLL_FLUSH_THREADS = 2
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+
+
+#: Longest file name the common file systems take (ext4, xfs, btrfs: 255 bytes; topic names are ASCII).
+_MAX_FILE_NAME = 255
+
+
+def dir_name_with_suffix(topic: str, partition: int, suffix: str) -> str:
+    """``<topic>-<partition>.<32 hex>-<suffix>`` for a log directory moved aside, the topic cut short so the name
+    fits in :data:`_MAX_FILE_NAME` (a legal topic name has up to 249 characters; Kafka caps the same way in
+    ``LocalLog.logDirNameWithSuffixCappedLength``). The cut name is never parsed back: such directories are
+    found by their suffix alone."""
+    tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    return topic[: _MAX_FILE_NAME - len(tail)] + tail
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -196,6 +218,9 @@ class LogManager:
         #: ``"producer snapshot"``: the snapshot written after it), each also logged at WARNING by the log.
         self.roll_flush_failures: collections.Counter[str] = collections.Counter()
         self._failures_lock = threading.Lock()
+        #: Set once by :meth:`mark_offline` and shared with every log: then every read, write, checkpoint and
+        #: background pass is refused before any I/O (:mod:`.log_dir_failure`).
+        self.dir_failure = LogDirFailureChannel()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -271,13 +296,23 @@ class LogManager:
             log.topic_id = topic_id
             self.recovery_truncations += log.recovery_truncations
             self.recovery_bytes_dropped += log.recovery_bytes_dropped
+            log.dir_failure = self.dir_failure
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
             log.on_flush_failure = self._roll_flush_failed
             self._logs[parsed] = log
             self._log_dir_of[parsed] = log_dir
-        if marker.exists():
-            marker.unlink()
+        failed = read_log_dir_failure(log_dir)
+        if failed is not None:  # the last broker here halted on a failed write; this start got through
+            _log.warning(
+                "%s: the last broker on this directory halted (%s); its files were recovered, removing %s",
+                log_dir,
+                failed.splitlines()[0] if failed else "no details recorded",
+                LOG_DIR_FAILURE_FILE,
+            )
+            (log_dir / LOG_DIR_FAILURE_FILE).unlink()
+        if marker.exists() or failed is not None:
+            marker.unlink(missing_ok=True)
             fsync_dir(log_dir)
 
     def start_cleaner(self, backoff_ms: int) -> None:
@@ -340,7 +375,11 @@ class LogManager:
             flusher.shutdown(wait=True)
 
     def shutdown(self) -> None:
-        """Close every log, write the checkpoints and the clean-shutdown markers, release the directories."""
+        """Close every log, write the checkpoints and the clean-shutdown markers, release the directories.
+        Once the directories went offline, nothing is written: :meth:`close_without_shutdown` instead."""
+        if self.dir_failure.offline is not None:
+            self.close_without_shutdown()
+            return
         self.stop_cleaner()
         self._stop_roll_flushes()
         self._stop_recovery_point_writer()
@@ -353,6 +392,13 @@ class LogManager:
             for log_dir in self.log_dirs:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             self._release()
+
+    def mark_offline(self, reason: str) -> None:
+        """The directories failed (a write the disk refused; ``reason`` says which): from now on every log read
+        and write, creation, deletion, config write, checkpoint, cleaning and retention pass is refused with
+        :class:`~broker_runtime.errors.LogDirOfflineError` or skipped, before any I/O (Kafka's
+        ``LogDirFailureChannel.maybeAddOfflineLogDir``). Any thread; synchronous; idempotent."""
+        self.dir_failure.mark_offline(reason)
 
     def close_without_shutdown(self) -> None:
         """Release the directories without flushing, checkpoints or marker: a broker halted because its log dir
@@ -448,6 +494,7 @@ class LogManager:
                     shutil.rmtree(part_dir, ignore_errors=True)
                 raise
             log.topic_id = topic_id if topic_id is not None else found_id
+            log.dir_failure = self.dir_failure
             log.on_roll = self._persist_recovery_point
             log.flush_executor = self._roll_flush_executor()
             log.on_flush_failure = self._roll_flush_failed
@@ -520,7 +567,7 @@ class LogManager:
             if log is None or log_dir is None:
                 return False
             log.close()
-            doomed = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_DELETE_DIR_SUFFIX}"
+            doomed = log_dir / dir_name_with_suffix(topic, partition, _DELETE_DIR_SUFFIX)
             os.rename(log.dir, doomed)
             fsync_dir(log_dir)
             self._write_checkpoints()
@@ -541,7 +588,7 @@ class LogManager:
             if log is None or log_dir is None:
                 return None
             log.close()
-            aside = log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{_STRAY_DIR_SUFFIX}"
+            aside = log_dir / dir_name_with_suffix(topic, partition, _STRAY_DIR_SUFFIX)
             os.rename(log.dir, aside)
             fsync_dir(log_dir)
             self._write_checkpoints()
@@ -568,8 +615,11 @@ class LogManager:
         self._for_each_log("producer expiration", lambda log: log.remove_expired_producers(now))
 
     def _for_each_log(self, task: str, work: Callable[[PartitionLog], object]) -> None:
-        """Run ``work`` on every log; a failure is reported (:meth:`_periodic_failed`) and the others go on."""
+        """Run ``work`` on every log; a failure is reported (:meth:`_periodic_failed`) and the others go on.
+        Nothing once the directories went offline (that failure was reported where it happened)."""
         for key, log in self.all_logs().items():
+            if self.dir_failure.offline is not None:
+                return
             try:
                 work(log)
             except (StorageError, OSError) as exc:
@@ -596,6 +646,8 @@ class LogManager:
         done: dict[tuple[str, int], CleanResult] = {}
         with self._cleaner_lock:
             for key, log in self.all_logs().items():
+                if self.dir_failure.offline is not None:
+                    break  # no cleaned segment is written to an offline directory
                 if not log.config.compact:
                     continue
                 log_dir = self._log_dir_of.get(key)
@@ -632,6 +684,7 @@ class LogManager:
             self._write_checkpoints()
 
     def _write_checkpoints(self) -> None:
+        self.dir_failure.check("writing the checkpoints")
         for log_dir in self.log_dirs:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
             logs = {k: self._logs[k] for k in keys}
@@ -682,6 +735,8 @@ class LogManager:
         """Write ``log_dir``'s recovery-point checkpoint. No manager lock is taken (a retention pass holds it
         while it takes partition locks); the partition map is copied instead. A failed write is logged at
         WARNING and counted; the periodic checkpoint writes it again."""
+        if self.dir_failure.offline is not None:
+            return  # a recovery point written now could claim data the failed write left behind
         dirs = dict(self._log_dir_of)
         logs = dict(self._logs)
         points = {k: log.recovery_point for k, log in logs.items() if dirs.get(k) == log_dir}
@@ -710,5 +765,7 @@ class LogManager:
             self._rp_stop = False
 
     def _ensure_started(self) -> None:
+        """Every change of the directories starts here: refused once they went offline, or before startup."""
+        self.dir_failure.check("changing the log directories")
         if not self._started:
             raise StorageError("the log manager is not started (call startup() first)")

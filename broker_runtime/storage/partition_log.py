@@ -92,6 +92,7 @@ from broker_runtime.protocol.batch_header import (
 )
 from broker_runtime.protocol.records import RecordBatch
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_dir_failure import LogDirFailureChannel
 from broker_runtime.storage.log_loader import (
     index_aborted_txn,
     load_segments,
@@ -198,6 +199,10 @@ class PartitionLog:
         #: Called (on the flush thread, no lock held) with ``"segment"`` or ``"producer snapshot"`` when a
         #: roll's fsync or its producer snapshot failed (the log manager counts them for the metrics).
         self.on_flush_failure: Callable[[str], None] | None = None
+        #: The offline flag of the directories (the log manager shares its own with every log it holds): once
+        #: set, every read and write of this log raises LogDirOfflineError before any I/O
+        #: (:mod:`.log_dir_failure`).
+        self.dir_failure = LogDirFailureChannel()
         #: Rolled segments whose fsync has not finished yet, oldest first.
         self._unflushed: list[LogSegment] = []
         #: Bumped by every truncation: a roll flush that started before one does not move the recovery point.
@@ -476,7 +481,9 @@ class PartitionLog:
     def _flush_rolled(self, target: int, truncations: int, snapshot: bytes | None = None) -> None:
         """fsync the rolled segments below ``target`` and the directory, write the producer ``snapshot`` taken
         at the roll as ``<target>.snapshot``, then move the recovery point to ``target`` (unless a truncation
-        came in between); see "Roll" in the module docstring."""
+        came in between); see "Roll" in the module docstring. Nothing once the directories went offline."""
+        if self.dir_failure.offline is not None:
+            return
         with self._lock:
             pending = [seg for seg in self._unflushed if seg.base_offset < target]
         try:
@@ -496,11 +503,13 @@ class PartitionLog:
             )
             self._flush_failed("segment")
             return
-        if snapshot is not None:
+        if snapshot is not None and self.dir_failure.offline is None:
             self._write_roll_snapshot(target, truncations, snapshot)
         with self._lock:
             done = set(map(id, pending))
             self._unflushed = [seg for seg in self._unflushed if id(seg) not in done]
+            if self.dir_failure.offline is not None:
+                return  # the recovery point (and its checkpoint) must not claim more after a failure
             if self._closed or truncations != self._truncations or target <= self.recovery_point:
                 return
             # Everything before ``target`` is now on disk (older segments were fsynced after their roll).
@@ -544,6 +553,7 @@ class PartitionLog:
     def roll(self) -> None:
         """Force a roll now (no-op when the active segment is empty)."""
         with self._lock:
+            self.dir_failure.check(f"log {self.name}")
             if self._segments[-1].size:
                 self._roll(self._leo, self.clock())
 
@@ -756,8 +766,8 @@ class PartitionLog:
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when ``flush.ms`` passed since the last flush and something is unflushed (for a scheduler)."""
         with self._lock:
-            if self._closed:
-                return False
+            if self._closed or self.dir_failure.offline is not None:
+                return False  # offline: the failure was reported once, where it happened
             now = self.clock() if now_ms is None else now_ms
             if self.recovery_point < self._leo and now - self._last_flush_ms >= self.config.flush_ms:
                 self._flush_locked(now)
@@ -766,9 +776,12 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the LEO, write the final time-index entries and trim the
-        indexes. Idempotent."""
+        indexes. Idempotent. Once the directories went offline it writes nothing (as close_without_flush)."""
         with self._lock:
             if self._closed:
+                return
+            if self.dir_failure.offline is not None:
+                self._closed = True
                 return
             with contextlib.suppress(FileNotFoundError):
                 self._flush_locked(self.clock())
@@ -786,6 +799,8 @@ class PartitionLog:
             self._closed = True
 
     def _ensure_open(self) -> None:
+        """Every read and write starts here: refused once the directories went offline, or the log closed."""
+        self.dir_failure.check(f"log {self.name}")
         if self._closed:
             raise StorageError(f"log {self.name} is closed")
 

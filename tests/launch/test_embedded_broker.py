@@ -6,6 +6,7 @@ Every broker here is a real detached process started through :func:`ensure_embed
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import pytest
 
 import spark_kafka_log
 from broker_runtime.errors import ConfigError, EmbeddedBrokerError
+from broker_runtime.fsutil import LOG_DIR_FAILURE_FILE, record_log_dir_failure
 from broker_runtime.launch import (
     broker_log_dir,
     create_topic,
@@ -141,6 +143,23 @@ def test_restart_after_stop_keeps_the_data_and_replaces_the_discovery_file(data_
     while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert embedded_broker_status(data_dir) is None and embedded_broker_address(data_dir) is None
+    # Had it halted on a full disk (its record of the failure left in its log dir), no broker is started again
+    # to recover and halt at each job: the error names the dir, the cause and the way out.
+    log_dir = broker_log_dir(data_dir)
+    critical = (
+        f"Shutdown broker 0 because all log dirs in {log_dir} have failed: writing kept-0 raised OSError"
+    )
+    record_log_dir_failure(log_dir, critical, errno.ENOSPC)
+    with pytest.raises(EmbeddedBrokerError) as refused:
+        ensure_embedded_broker(data_dir)
+    message = str(refused.value)
+    assert str(log_dir) in message and critical in message and "No space left on device" in message
+    assert (
+        f"free space on that file system (or fix the disk), then remove {log_dir / LOG_DIR_FAILURE_FILE}"
+        in message
+    )
+    assert embedded_broker_status(data_dir) is None
+    (log_dir / LOG_DIR_FAILURE_FILE).unlink()
     second = ensure_embedded_broker(data_dir)
     info = embedded_broker_status(data_dir)
     assert info is not None and info["pid"] != pid and info["bootstrap"] == second

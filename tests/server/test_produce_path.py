@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import shutil
 import struct
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from broker_runtime.errors import ErrorCode
+from broker_runtime.fsutil import read_log_dir_failure
 from broker_runtime.protocol.batch_header import ATTR_CONTROL, CRC_OFFSET, compute_crc
 from broker_runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
@@ -260,10 +262,12 @@ def test_storage_failure_is_answered_per_partition_then_halts_the_broker(
     broker: Any, bootstrap: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A partition directory vanishing under the broker (a failed or unmounted disk) makes the next segment roll
-    fail: that partition answers KAFKA_STORAGE_ERROR, the other one of the same request is appended, and the
-    request gets its answer; then the broker halts as Kafka's does when its only log dir failed ("Shutdown
-    broker because all log dirs in ... have failed"), since the failed log's memory may no longer match its
-    files: one ERROR line for the append, the CRITICAL shutdown lines, no traceback, no clean-shutdown marker."""
+    fail: that partition answers KAFKA_STORAGE_ERROR and the request gets its answer; then the broker halts as
+    Kafka's does when its only log dir failed ("Shutdown broker because all log dirs in ... have failed"), since
+    the failed log's memory may no longer match its files: one ERROR line for the append, the CRITICAL shutdown
+    lines, no traceback, no clean-shutdown marker. From the failure on, before the halt, the log dir is offline
+    (Kafka's hasOfflineLogDir check): the other partition of the same request, a fetch and a produce queued
+    behind it on the connection are all answered KAFKA_STORAGE_ERROR, and nothing more is written."""
     batch = build_batch(3, value_size=100)
     with RawConnection(bootstrap) as conn:
         resp = conn.call(CREATE, 5, create_topic_body("disk", 2, 1, {"segment.bytes": str(len(batch))}))
@@ -274,21 +278,35 @@ def test_storage_failure_is_answered_per_partition_then_halts_the_broker(
         assert [(p["Index"], p["ErrorCode"], p["BaseOffset"]) for p in first] == [(0, 0, 0), (1, 0, 0)]
 
         lost = broker.ctx.topics.get_log("disk", 0).dir
+        kept = broker.ctx.topics.get_log("disk", 1).dir
+        kept_files = {f.name: f.stat().st_size for f in kept.iterdir()}
         shutil.rmtree(lost)
         caplog.clear()
         with caplog.at_level(logging.INFO):
-            # Each partition's segment is full: this append has to roll, which needs the directory.
+            # Each partition's segment is full: this append has to roll, which needs the directory. The fetch
+            # and the produce behind it arrive in the same read, so they are handled before the loop stops.
             body = produce_body("disk", 0, build_batch(3, value_size=100))
             body["TopicData"][0]["PartitionData"].append(
                 {"Index": 1, "Records": build_batch(3, value_size=100)}
             )
-            second = conn.call(PRODUCE, 9, body)["Responses"][0]["PartitionResponses"]
+            conn.send_raw(
+                conn.encode(PRODUCE, 9, body)
+                + conn.encode(FETCH, 12, fetch_body("disk", 1, 0))
+                + conn.encode(PRODUCE, 9, produce_body("disk", 1, build_batch(1)))
+            )
+            second = conn.read_response(PRODUCE, 9)[1]["Responses"][0]["PartitionResponses"]
             assert [(p["Index"], p["ErrorCode"], p["BaseOffset"]) for p in second] == [
                 (0, ErrorCode.KAFKA_STORAGE_ERROR, -1),
-                (1, 0, 3),
+                (1, ErrorCode.KAFKA_STORAGE_ERROR, -1),
             ]
-            assert second[0]["ErrorMessage"]
+            assert second[0]["ErrorMessage"] and "offline" in second[1]["ErrorMessage"]
+            fetched = conn.read_response(FETCH, 12)[1]["Responses"][0]["Partitions"][0]
+            assert (fetched["ErrorCode"], fetched["Records"] or b"") == (ErrorCode.KAFKA_STORAGE_ERROR, b"")
+            third = conn.read_response(PRODUCE, 9)[1]["Responses"][0]["PartitionResponses"][0]
+            assert third["ErrorCode"] == ErrorCode.KAFKA_STORAGE_ERROR
             assert broker.wait(10), "the broker still runs after its log dir failed"
+    assert broker.ctx.topics.get_log("disk", 1).log_end_offset == 3
+    assert {f.name: f.stat().st_size for f in kept.iterdir()} == kept_files
     assert broker.failure is not None and "disk-0" in broker.failure and "have failed" in broker.failure
     assert not [r for r in caplog.records if r.exc_info]
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
@@ -296,3 +314,6 @@ def test_storage_failure_is_answered_per_partition_then_halts_the_broker(
     critical = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
     assert critical and critical[0].startswith("Shutdown broker 0 because all log dirs in"), critical
     assert not (Path(broker.config.log_dirs[0]) / CLEAN_SHUTDOWN_FILE).exists()
+    # Its record for a launcher (the embedded broker's refuses to start it again): the CRITICAL line, the errno.
+    recorded = read_log_dir_failure(broker.config.log_dirs[0])
+    assert recorded == f"{critical[0]}\nerrno={errno.ENOENT} (ENOENT)\n"

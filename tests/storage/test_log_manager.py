@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from broker_runtime.errors import ConfigError, StorageError
+from broker_runtime.errors import ConfigError, LogDirOfflineError, StorageError
+from broker_runtime.fsutil import read_log_dir_failure, record_log_dir_failure
 from broker_runtime.storage.checkpoint import OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager, parse_partition_dir
@@ -189,4 +192,70 @@ def test_a_failed_retention_pass_warns_counts_and_leaves_other_logs_alone(tmp_pa
     assert len(fine.segments) == 1 and fine.log_start_offset == 20
     assert mgr.periodic_failures["retention"] == 1
     assert any("retention of stuck-0 failed" in r.getMessage() for r in caplog.records)
+    mgr.shutdown()
+
+
+def test_a_partition_of_a_249_character_topic_is_moved_aside_and_deleted(tmp_path, clock):
+    """The longest legal topic name: ``<topic>-<p>.<32 hex>-stray`` would exceed a 255-byte file name, so the
+    topic is cut short (Kafka's ``logDirNameWithSuffixCappedLength``) and the rename succeeds."""
+    topic = "t" * 249
+    mgr = LogManager([tmp_path], LogConfig(), clock)
+    mgr.startup()
+    for p in (0, 11):
+        mgr.create_log(topic, p).append(make_batch(2))
+    aside = mgr.mark_stray(topic, 11)
+    assert aside is not None and aside.is_dir() and len(aside.name) == 255
+    assert aside.name.endswith("-stray") and "-11." in aside.name
+    assert mgr.delete_log(topic, 0)
+    assert mgr.all_logs() == {}
+    mgr.shutdown()
+    again = LogManager([tmp_path], LogConfig(), clock)
+    again.startup()
+    assert again.all_logs() == {} and aside.is_dir()
+    again.shutdown()
+
+
+def test_an_offline_manager_refuses_every_log_io_before_touching_a_file(tmp_path, clock):
+    """After mark_offline (a write the disk refused): appends, reads, rolls, creations, checkpoints and the
+    background passes are refused or skipped before any I/O, and a shutdown writes no clean-shutdown marker
+    (Kafka's hasOfflineLogDir check at the top of LocalLog.maybeHandleIOException)."""
+    mgr = LogManager([tmp_path], LogConfig(segment_bytes=300), clock)
+    mgr.startup()
+    log = mgr.create_log("t", 0)
+    log.append(make_batch(2))
+    mgr.checkpoint()
+    files = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    sizes = {p: p.stat().st_size for p in files}
+    mgr.mark_offline("writing t-1 raised OSError: [Errno 28] No space left on device")
+    for refused in (
+        lambda: log.append(make_batch(2)),
+        lambda: log.append_as_follower(make_batch(2)),
+        lambda: log.read(0, 1 << 20),
+        log.roll,
+        log.flush,
+        lambda: log.truncate_to(0),
+        lambda: mgr.create_log("u", 0),
+        mgr.checkpoint,
+        lambda: mgr.set_topic_overrides("t", {"retention.ms": "1"}),
+    ):
+        with pytest.raises(LogDirOfflineError, match="No space left on device"):
+            refused()
+    assert not log.flush_if_due(clock() + 10**9)
+    mgr.run_retention()
+    assert mgr.periodic_failures == {} and log.log_end_offset == 2
+    mgr.shutdown()
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert {p: p.stat().st_mtime_ns for p in files} == files
+    assert {p: p.stat().st_size for p in files} == sizes
+
+
+def test_a_start_removes_the_record_of_the_last_halt(tmp_path, clock, caplog):
+    """The record a broker halting on a failed write left (broker_runtime.fsutil.LOG_DIR_FAILURE_FILE) goes once a
+    start loaded the directory, with one WARNING line saying what it said."""
+    record_log_dir_failure(tmp_path, "Shutdown broker 0 because all log dirs in x have failed", 28)
+    mgr = LogManager([tmp_path], LogConfig(), clock)
+    with caplog.at_level(logging.WARNING):
+        mgr.startup()
+    assert read_log_dir_failure(tmp_path) is None
+    assert [r.getMessage() for r in caplog.records if "Shutdown broker 0 because" in r.getMessage()]
     mgr.shutdown()

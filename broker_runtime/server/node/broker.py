@@ -45,7 +45,10 @@ partition log that the disk refused (an OSError: ENOSPC on a full disk, EIO) sto
 Kafka's ``Exit.halt(1)`` after "Shutdown broker because all log dirs in ... have failed" (CRITICAL line):
 no controlled shutdown (its leaderships move when its liveness lapses, as for a crash), no flush, no checkpoint,
 no clean-shutdown marker, so the next start recovers every log from its files (a batch written in part is cut
-there). :attr:`Broker.failure` says why it stopped; ``pylog-broker`` then exits with status 1.
+there). :attr:`Broker.failure` says why it stopped; ``pylog-broker`` then exits with status 1. The failure
+marks the log manager offline in the same call (:mod:`broker_runtime.storage.log_dir_failure`): until the loop
+reaches the stop, every other append, fetch, follower append, cleaning pass, roll flush and checkpoint write is
+refused before any I/O and answered KAFKA_STORAGE_ERROR.
 
 Stop order: the metrics endpoint, controlled shutdown (a cluster node hands its leaderships over), listeners and
 connections, periodic tasks, the purgatory timers, the markers channel, the follower fetchers, the purgatories,
@@ -66,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_runtime.errors import IllegalStateError, WaitTimeoutError
+from broker_runtime.fsutil import record_log_dir_failure
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.security.jaas import parse_jaas
@@ -457,7 +461,8 @@ class Broker:
 
     def _log_dir_failed(self, partition: str, exc: OSError) -> None:
         """A write to ``partition``'s log failed with ``exc``: the broker's only log directory has failed (loop
-        thread). Stop serving now, without a clean shutdown (see the module docstring)."""
+        thread). Refuse every later log I/O at once, and stop serving, without a clean shutdown (see the module
+        docstring)."""
         if self.failure is not None:
             return
         dirs = ", ".join(str(d) for d in self.config.log_dirs)
@@ -469,7 +474,18 @@ class Broker:
                 else ""
             )
         )
-        _log.critical("Shutdown broker %d because %s", self.config.node_id, self.failure)
+        if self.logs is not None:
+            # At once, before the loop reaches the stop: requests already queued, followers' fetchers, the
+            # cleaner, the roll flushes and the checkpoint writers are refused from here on (Kafka's
+            # hasOfflineLogDir check), so nothing more is written to a directory whose files no longer match.
+            self.logs.mark_offline(self.failure)
+        critical = f"Shutdown broker {self.config.node_id} because {self.failure}"
+        _log.critical("%s", critical)
+        for log_dir in self.config.log_dirs:  # what a launcher reads before starting a broker here again
+            try:
+                record_log_dir_failure(log_dir, critical, exc.errno)
+            except OSError as marker_exc:
+                _log.warning("could not record the failure in %s: %s", log_dir, marker_exc)
         if self._stop_event is not None:
             self._stop_event.set()
 
