@@ -1080,12 +1080,48 @@ def _short(name: str) -> str:
     return name.split(" (Spark ")[0].split(", at ")[0]
 
 
+def _cell(values: list[float], unit: str) -> str:
+    """One table cell: the median, with the spread (min-max) when there were several runs; msg/s in thousands."""
+
+    def shown(v: float) -> str:
+        if unit == "msg/s" and v >= 10_000:
+            return f"{v / 1000:,.0f}k"
+        if v >= 100:
+            return f"{v:,.0f}"
+        return f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+    median = shown(statistics.median(values))
+    return median if len(values) < 2 else f"{median} ({shown(min(values))}-{shown(max(values))})"
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The README's table of the pairs, rendered from ``anchors.json`` (``--table``), so the two never differ."""
+    lines = [
+        "| pair | unit | pylog | alternative | pylog's advantage | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for pair in doc["pairs"]:
+        if not pair.get("other"):
+            continue
+        target = pair.get("target")
+        verdict = "" if target is None else f">= {target:.2f}x: " + ("met" if pair["met"] else "**not met**")
+        lines.append(
+            f"| {pair['name']} | {pair['unit']} | {_cell(pair['pylog'], pair['unit'])} | "
+            f"{_cell(pair['other'], pair['unit'])} | {pair['advantage']:.2f}x | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m jobs.bench.anchors [--quick]`` runs the section; ``--chart`` redraws the chart from the JSON."""
+    """``python -m jobs.bench.anchors [--quick]`` runs the section; ``--chart`` redraws the chart from the JSON;
+    ``--table`` prints the README's table from it."""
     args = sys.argv[1:] if argv is None else argv
-    if "--chart" in args:
+    if "--chart" in args or "--table" in args:
         doc = json.loads((RESULTS / "anchors.json").read_text())
-        _chart(RESULTS / "anchors.png", doc["pairs"], doc)
+        if "--chart" in args:
+            _chart(RESULTS / "anchors.png", doc["pairs"], doc)
+        if "--table" in args:
+            print(table(doc))
         return 0
     quick = "--quick" in args
     for r in run(quick):
