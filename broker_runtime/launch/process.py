@@ -243,8 +243,14 @@ def _wait_listening(child: _Child, timeout_s: float) -> str:
     reader.join(1.0)  # an exited child's last stdout line may still be in the pipe
     if found:
         return found[0]
+    closed = not reader.is_alive()  # stdout ended: the child is exiting, though it may not be reaped yet
+    if closed:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(_STOP_TIMEOUT_S)
     code = proc.poll()
-    if code is None:
+    if code is None and closed:
+        headline = f"broker (pid {proc.pid}) closed its output before listening"
+    elif code is None:
         headline = f"broker (pid {proc.pid}) did not print its listening line within {timeout_s:g} s"
     else:
         headline = f"broker exited with status {code} before listening"
