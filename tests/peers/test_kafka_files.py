@@ -700,7 +700,9 @@ def kafka_files(apache_kafka: KafkaCluster) -> Iterator[KafkaFiles]:
             "bootstrap.servers": bootstrap,
             "enable.idempotence": False,
             "compression.type": "gzip",
-            "linger.ms": 5,
+            # The flushes alone end the batches (a flush sends at once whatever linger.ms): with 5 ms a loaded
+            # machine's slow produce calls split the second batch in two.
+            "linger.ms": 1000,
         }
     )
     for i in range(12):
@@ -801,8 +803,9 @@ def test_pylog_dump_log_reads_apache_kafkas_segments(kafka_files: KafkaFiles) ->
     assert [int(r["offset"]) for r in dumped.records] == sorted(consumed | marker_offsets)
     assert not consumed & marker_offsets and [m for _, m in markers] == ["ABORT", "COMMIT"]
     codecs = [(b["compresscodec"], b["isTransactional"], int(b["producerId"]) >= 0) for b in dumped.batches]
-    assert codecs[0] == ("lz4", "false", True) and codecs[1:3] == [("gzip", "false", False)] * 2
-    assert set(codecs[3:]) == {("none", "true", True)}
+    gzip_end = next(n for n, codec in enumerate(codecs[1:], 1) if codec != ("gzip", "false", False))
+    assert codecs[0] == ("lz4", "false", True) and gzip_end >= 3, codecs  # at least the two flushed batches
+    assert set(codecs[gzip_end:]) == {("none", "true", True)}, codecs
     assert files.verify.returncode == 0, files.verify.stdout + files.verify.stderr
     verified = _sections(files.verify.stdout)
     assert set(verified) == {
