@@ -560,19 +560,12 @@ class LogManager:
         ``<topic>-<partition>.<id>-delete`` (Kafka's marker of a deletion in progress; a startup finishes it),
         then remove it. False when this manager has no such log."""
         with self._lock:
-            self._ensure_started()
-            key = (topic, partition)
-            log = self._logs.pop(key, None)
-            log_dir = self._log_dir_of.pop(key, None)
-            if log is None or log_dir is None:
-                return False
-            log.close()
-            doomed = log_dir / dir_name_with_suffix(topic, partition, _DELETE_DIR_SUFFIX)
-            os.rename(log.dir, doomed)
-            fsync_dir(log_dir)
-            self._write_checkpoints()
+            moved = self._close_and_rename(topic, partition, _DELETE_DIR_SUFFIX)
+        if moved is None:
+            return False
+        old_dir, doomed = moved
         shutil.rmtree(doomed, ignore_errors=True)
-        _log.info("deleted partition %s-%d (%s)", topic, partition, log.dir)
+        _log.info("deleted partition %s-%d (%s)", topic, partition, old_dir)
         return True
 
     def mark_stray(self, topic: str, partition: int) -> Path | None:
@@ -581,18 +574,25 @@ class LogManager:
         start loads and nothing deletes (Kafka keeps a stray replica's data for the operator to remove). Returns
         the new path; None when this manager has no such log."""
         with self._create_lock, self._lock:
-            self._ensure_started()
-            key = (topic, partition)
-            log = self._logs.pop(key, None)
-            log_dir = self._log_dir_of.pop(key, None)
-            if log is None or log_dir is None:
-                return None
-            log.close()
-            aside = log_dir / dir_name_with_suffix(topic, partition, _STRAY_DIR_SUFFIX)
-            os.rename(log.dir, aside)
-            fsync_dir(log_dir)
-            self._write_checkpoints()
-        return aside
+            moved = self._close_and_rename(topic, partition, _STRAY_DIR_SUFFIX)
+        return None if moved is None else moved[1]
+
+    def _close_and_rename(self, topic: str, partition: int, suffix: str) -> tuple[Path, Path] | None:
+        """Forget and close one log, rename its directory to ``<topic>-<partition>.<id><suffix>`` durably and
+        rewrite the checkpoints without it: (old directory, new directory), or None when there is no such log.
+        The caller holds ``_lock``."""
+        self._ensure_started()
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
+        if log is None or log_dir is None:
+            return None
+        log.close()
+        moved = log_dir / dir_name_with_suffix(topic, partition, suffix)
+        os.rename(log.dir, moved)
+        fsync_dir(log_dir)
+        self._write_checkpoints()
+        return log.dir, moved
 
     def dir_of(self, topic: str, partition: int) -> Path | None:
         """The log directory (one of ``log.dirs``) holding the partition, or None."""
