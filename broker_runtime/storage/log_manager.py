@@ -392,7 +392,9 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories.
-        Once the directories went offline, nothing is written: :meth:`close_without_shutdown` instead."""
+        Once the directories went offline, nothing is written: :meth:`close_without_shutdown` instead. A checkpoint
+        write refused now fails the directories like any other (the broker is told) and leaves no marker, so the
+        next start recovers (Kafka's shutdown writes no clean-shutdown file for a directory whose jobs failed)."""
         if self.dir_failure.offline is not None:
             self.close_without_shutdown()
             return
@@ -404,7 +406,11 @@ class LogManager:
                 return
             for log in self._logs.values():
                 log.close()
-            self._write_checkpoints()
+            try:
+                self._write_checkpoints()
+            except OSError:  # reported to dir_failure by the checkpoint file
+                self._release()
+                return
             for log_dir in self.log_dirs:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             self._release()

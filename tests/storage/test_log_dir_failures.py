@@ -182,6 +182,24 @@ def test_a_refused_write_fails_the_log_dirs(
     assert len(failures.calls) == 1
 
 
+def test_a_checkpoint_refused_at_shutdown_leaves_no_clean_shutdown_marker(
+    manager: tuple[LogManager, _Failures], tmp_path: Path, clock: FakeClock
+) -> None:
+    """A clean shutdown whose checkpoints are refused fails the dirs too, writes no clean-shutdown marker (the next
+    start must recover: the checkpoints on disk are older than the logs) and still releases the directories."""
+    mgr, failures = manager
+    mgr.create_log("t", 0).append(make_batch(2))
+    _refuse(_tmp(tmp_path / "log-start-offset-checkpoint"))
+    mgr.shutdown()
+    assert [reason for reason, _, _ in failures.calls] == [mgr.dir_failure.offline]
+    assert "log-start-offset-checkpoint" in failures.calls[0][0]
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    again = LogManager([tmp_path], LogConfig(), clock)
+    again.startup()  # the directory lock was released
+    assert again.get_log("t", 0) is not None and again.get_log("t", 0).log_end_offset == 2
+    again.shutdown()
+
+
 def test_background_writes_report_on_their_own_thread(
     manager: tuple[LogManager, _Failures], tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -398,7 +398,7 @@ class Broker:
             deployment.close()
             for jwks in self._jwks.values():
                 jwks.close()
-            if halted:
+            if self.failure is not None:  # also a checkpoint refused by the shutdown itself
                 _log.critical("broker %d halted: %s", cfg.node_id, self.failure)
             else:
                 _log.info("broker %d stopped cleanly", cfg.node_id)
