@@ -34,7 +34,7 @@ Which library: ``libfaketime.so.1`` (the one without its own pthread locking): p
 from Python code only, under the interpreter's lock, so no two threads run libfaketime's parser at once.
 
 Requires libfaketime (Debian's ``libfaketime``: ``/usr/lib/<arch>/faketime/libfaketime.so.1``) and a C compiler
-(``cc``); :func:`unavailable` says why not when one is missing, :func:`install` installs libfaketime with apt-get
+(``cc``); :func:`unavailable` says why not when one is missing, :func:`install` installs what is missing with apt-get
 (as the console tests install chromium). Threading: one thread.
 """
 
@@ -47,10 +47,12 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["APT_PACKAGE", "VISIBLE_S", "Clocks", "install", "library", "unavailable"]
+__all__ = ["APT_PACKAGES", "COMPILER_PACKAGES", "VISIBLE_S", "Clocks", "install", "library", "unavailable"]
 
 #: Debian's package of ``libfaketime.so.1``.
-APT_PACKAGE = "libfaketime"
+APT_PACKAGES = ("libfaketime",)
+#: Debian's packages of ``cc`` and the C library's headers, which the shim needs.
+COMPILER_PACKAGES = ("gcc", "libc6-dev")
 #: How long a running node may take to see its clock stepped (libfaketime's cache of one second, counted in
 #: whole seconds).
 VISIBLE_S = 2.0
@@ -75,9 +77,7 @@ def library() -> str | None:
 def unavailable() -> str | None:
     """Why this machine cannot fake the nodes' clocks (None when it can)."""
     if library() is None:
-        return (
-            f"libfaketime is not installed (libfaketime.so.1; Debian/Ubuntu: apt-get install {APT_PACKAGE})"
-        )
+        return "libfaketime is not installed (libfaketime.so.1; Debian/Ubuntu: apt-get install libfaketime)"
     if shutil.which("cc") is None:
         return (
             f"no C compiler ('cc') to build {_SHIM_SOURCE.name}, which every node preloads before libfaketime"
@@ -86,20 +86,20 @@ def unavailable() -> str | None:
 
 
 def install() -> str | None:
-    """Install libfaketime with apt-get when it is missing; None when it is there afterwards, else one line
-    saying why not."""
-    if library() is not None:
+    """Install what is missing with apt-get: libfaketime, and a C compiler (``gcc``, ``libc6-dev``) for the shim;
+    None when both are there afterwards, else one line saying why not."""
+    missing = [
+        *(() if library() is not None else APT_PACKAGES),
+        *(() if shutil.which("cc") else COMPILER_PACKAGES),
+    ]
+    if not missing:
         return None
     if shutil.which("apt-get") is None:
-        return f"libfaketime is missing and there is no apt-get to install {APT_PACKAGE}"
+        return f"{unavailable()}, and there is no apt-get to install {' '.join(missing)}"
     subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-    done = subprocess.run(
-        ["apt-get", "install", "-y", APT_PACKAGE], capture_output=True, text=True, timeout=600
-    )
-    if library() is None:
-        return (
-            f"apt-get install -y {APT_PACKAGE} failed (exit {done.returncode}: {done.stderr.strip()[-300:]})"
-        )
+    done = subprocess.run(["apt-get", "install", "-y", *missing], capture_output=True, text=True, timeout=600)
+    if unavailable() is not None:
+        return f"apt-get install -y {' '.join(missing)} failed (exit {done.returncode}: {done.stderr.strip()[-300:]})"
     return None
 
 
