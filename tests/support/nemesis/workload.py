@@ -90,9 +90,12 @@ class ClientError:
     #: why Apache Kafka would fail this client the same way (empty: it would not); only
     #: :meth:`Transactional._finish` sets it, for the one case :class:`AddsSeen` proves
     kafka_too: str = ""
+    #: what the client saw before the error (:meth:`AddsSeen.story`, for a transactional producer's fatal
+    #: error), printed under a failure the error causes
+    seen: str = ""
 
     @classmethod
-    def of(cls, client: str, where: str, err: KafkaError, kafka_too: str = "") -> ClientError:
+    def of(cls, client: str, where: str, err: KafkaError, kafka_too: str = "", seen: str = "") -> ClientError:
         return cls(
             client,
             where,
@@ -102,6 +105,7 @@ class ClientError:
             err.txn_requires_abort(),
             err.str(),
             kafka_too,
+            seen,
         )
 
     def __str__(self) -> str:
@@ -111,30 +115,78 @@ class ClientError:
 
 
 class AddsSeen(logging.Filter):
-    """What the transactional producer was answered to its AddPartitionsToTxn requests in its current transaction,
-    read from librdkafka's ``eos`` debug lines (the producer's ``logger``; the lines are dropped here, not logged).
+    """What the transactional producer saw of its current transaction, read from librdkafka's ``eos`` debug lines
+    (the producer's ``logger``; the lines are dropped here unless ``PYLOG_NEMESIS_DEBUG`` asks for them).
 
     librdkafka's log lines come in the order it made them, so a transaction's lines are those after its
     ``-> InTransaction`` state change: ``concurrent`` counts the answers CONCURRENT_TRANSACTIONS
     (``rd_kafka_txn_handle_AddPartitionsToTxn``), ``registered`` the partitions the coordinator accepted
-    (``rd_kafka_txn_partition_registered``)."""
+    (``rd_kafka_txn_partition_registered``). :meth:`story` tells the transaction for a failure report, without
+    ``PYLOG_NEMESIS_DEBUG``: the AddPartitionsToTxn sent and to which coordinator, their answers by error, the
+    partitions registered, the coordinator changes, and the last :data:`STORY_LINES` of its eos lines."""
+
+    #: How many eos lines of one transaction :meth:`story` keeps (the last ones).
+    STORY_LINES = 30
+    #: The eos lines kept for the story (librdkafka's facility names); the others (coordinator queries, partitions
+    #: marked for registration) would crowd them out.
+    _KEPT = ("ADDPARTS", "ENDTXN", "TXNABORT", "TXNCOMMIT", "TXNERR", "FATAL", "TXNSTATE")
+    _NOISE = ("Marked ", "Not registering partitions")
 
     def __init__(self) -> None:
         super().__init__()
         self.concurrent = 0
         self.registered = 0
+        self._new_transaction()
+
+    def _new_transaction(self) -> None:
+        self.concurrent = self.registered = 0
+        #: the coordinator (librdkafka's broker name) each AddPartitionsToTxn was sent to, in order
+        self.sent: list[str] = []
+        #: AddPartitionsToTxn answers with an error, by librdkafka's text of the error
+        self.answers: collections.Counter[str] = collections.Counter()
+        self.partitions: list[str] = []
+        #: "old -> new: why" of every coordinator change, in order
+        self.moves: list[str] = []
+        self.lines: collections.deque[str] = collections.deque(maxlen=self.STORY_LINES)
 
     def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        fac, _, rest = text.partition(" ")
+        line = rest.partition("]: ")[2] or rest  # past "[rdkafka#producer-N] [thrd:x]"
+        if "Transaction state change" in line and line.rstrip().endswith("-> InTransaction"):
+            self._new_transaction()
+        elif "Registering partitions with transaction" in line:
+            self.sent.append(line.partition(": ")[0])
+        elif "AddPartitionsToTxn response: partition" in line or "Failed to add partition" in line:
+            self.answers[line.rsplit(": ", 1)[-1]] += 1
+            self.concurrent += "concurrent operation" in line
+        elif "] registered with transaction" in line:
+            self.registered += 1
+            self.partitions.append(line.partition(" registered")[0])
+        elif line.startswith("Transaction coordinator changed from "):
+            self.moves.append(line.removeprefix("Transaction coordinator changed from "))
+        if (fac in self._KEPT or line.startswith("Transaction coordinator changed")) and not line.startswith(
+            self._NOISE
+        ):
+            at = time.strftime("%H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs):03d}"
+            self.lines.append(f"{at} {fac} {line}")
         if record.levelno > logging.DEBUG:
             return True
-        text = record.getMessage()
-        if "Transaction state change" in text and text.rstrip().endswith("-> InTransaction"):
-            self.concurrent = self.registered = 0
-        elif "AddPartitionsToTxn response: partition" in text and "concurrent operation" in text:
-            self.concurrent += 1
-        elif "] registered with transaction" in text:
-            self.registered += 1
         return bool(DEBUG)  # the eos lines reach the run's librdkafka log only when asked for
+
+    def story(self) -> str:
+        """The current transaction as the producer saw it (see the class docstring), several lines."""
+        answers = ", ".join(f"{n} x {text}" for text, n in self.answers.items()) or "none"
+        return "\n".join(
+            [
+                f"AddPartitionsToTxn sent {len(self.sent)} time(s), to {sorted(set(self.sent)) or '-'}; "
+                f"answered with errors: {answers}; partitions registered: {self.partitions or 'none'}",
+                f"coordinator changes: {'; '.join(self.moves) or 'none'} "
+                f"({'the EndTxn went to another coordinator than the AddPartitionsToTxn' if self.moves else 'one coordinator'})",
+                f"its eos lines (the last {self.STORY_LINES}):",
+                *(f"  {line}" for line in self.lines),
+            ]
+        )
 
     def kafka_too(self, err: KafkaError) -> str:
         """Why Kafka would answer this abort's EndTxn INVALID_TXN_STATE too, or "".
@@ -295,8 +347,11 @@ class Transactional(_Workload):
                 with contextlib.suppress(KafkaException):  # poll raises a fatal error again
                     producer.poll(0)  # librdkafka's log lines of this transaction, for AddsSeen
                 kafka_too = "" if commit else self.adds.kafka_too(err)
+                seen = self.adds.story() if err.fatal() else ""
                 self.errors.append(
-                    ClientError.of(self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err, kafka_too)
+                    ClientError.of(
+                        self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err, kafka_too, seen
+                    )
                 )
                 if err.fatal():
                     raise _Fatal from exc
