@@ -18,9 +18,11 @@ Every error a client reports (an exception, a delivery report, librdkafka's ``er
 :class:`ClientError` with librdkafka's classification (``fatal``, ``retriable``, ``txn_requires_abort``), so the
 checkers (:mod:`.checkers`) can fail on what Kafka would not answer in the same situation: none of these clients
 is ever fenced (one producer per transactional id, one member per group), so a fatal error is a failure, but
-for one that Kafka gives this client too (:class:`AddsSeen`: an abort whose AddPartitionsToTxn were all answered
-CONCURRENT_TRANSACTIONS while the previous commit's markers waited for a leaderless partition), which the error
-names (``kafka_too``) and the checkers count apart.
+for one that Kafka gives this client too (:class:`AddsSeen`: an abort with no partition accepted, whose
+AddPartitionsToTxn were answered CONCURRENT_TRANSACTIONS while the previous commit's markers waited for a
+leaderless partition, or whose EndTxn went to a new coordinator elected before its AddPartitionsToTxn was
+replicated), which the error names (``kafka_too``) and the checkers count apart. A fatal error's report says
+what the producer saw of its transaction (:meth:`AddsSeen.story`).
 
 Timings are the clients' own: ``message.timeout.ms`` 120 s (longer than any fault a schedule holds, so an
 acknowledged-or-failed record is the broker's answer, not the client giving up), ``transaction.timeout.ms`` 30 s
@@ -136,6 +138,8 @@ class AddsSeen(logging.Filter):
         super().__init__()
         self.concurrent = 0
         self.registered = 0
+        #: the node id of the transaction coordinator librdkafka uses now (None: none known)
+        self.coordinator: str | None = None
         self._new_transaction()
 
     def _new_transaction(self) -> None:
@@ -156,7 +160,7 @@ class AddsSeen(logging.Filter):
         if "Transaction state change" in line and line.rstrip().endswith("-> InTransaction"):
             self._new_transaction()
         elif "Registering partitions with transaction" in line:
-            self.sent.append(line.partition(": ")[0])
+            self.sent.append(line.partition(": ")[0])  # e.g. "TxnCoordinator/2"
         elif "AddPartitionsToTxn response: partition" in line or "Failed to add partition" in line:
             self.answers[line.rsplit(": ", 1)[-1]] += 1
             self.concurrent += "concurrent operation" in line
@@ -165,6 +169,8 @@ class AddsSeen(logging.Filter):
             self.partitions.append(line.partition(" registered")[0])
         elif line.startswith("Transaction coordinator changed from "):
             self.moves.append(line.removeprefix("Transaction coordinator changed from "))
+            to = line.partition(" -> ")[2].partition(": ")[0]  # e.g. "10.0.0.3:9092/2" or "(none)"
+            self.coordinator = _node(to)
         if (fac in self._KEPT or line.startswith("Transaction coordinator changed")) and not line.startswith(
             self._NOISE
         ):
@@ -189,25 +195,47 @@ class AddsSeen(logging.Filter):
         )
 
     def kafka_too(self, err: KafkaError) -> str:
-        """Why Kafka would answer this abort's EndTxn INVALID_TXN_STATE too, or "".
+        """Why Kafka would answer this abort's EndTxn INVALID_TXN_STATE too, or "". Two cases, both with no
+        partition of the transaction accepted (no AddPartitionsToTxn answered NONE), so the abort's EndTxn met no
+        Ongoing transaction. librdkafka still sends it: it counts each AddPartitionsToTxn it sent as one the
+        coordinator may have applied (``txn_req_cnt``, rdkafka_txnmgr.c ``rd_kafka_txn_register_partitions`` and
+        ``rd_kafka_txn_handle_AddPartitionsToTxn``; ``rd_kafka_txn_op_abort_transaction`` skips EndTxn only when
+        it is 0). Kafka's transaction version 1 ``TransactionCoordinator.handleEndTransaction`` answers an abort
+        with no transaction Ongoing (PrepareCommit, CompleteCommit, Empty) INVALID_TXN_STATE, which
+        ``rd_kafka_txn_handle_EndTxn`` makes FATAL.
 
-        The transaction has no partition the coordinator accepted, and its AddPartitionsToTxn were answered
-        CONCURRENT_TRANSACTIONS (the previous transaction's markers were still being written). librdkafka
-        still sends EndTxn(abort): it counts each AddPartitionsToTxn answered with a broker error as one the
-        coordinator may have applied (``txn_req_cnt``, rdkafka_txnmgr.c ``rd_kafka_txn_handle_AddPartitionsToTxn``;
-        ``rd_kafka_txn_op_abort_transaction`` skips EndTxn only when it is 0). Kafka's transaction version 1
-        ``TransactionCoordinator.endTransaction`` answers an abort with no transaction Ongoing (PrepareCommit,
-        CompleteCommit, Empty) INVALID_TXN_STATE, which ``rd_kafka_txn_handle_EndTxn`` makes FATAL
-        (tests/replication/test_txn_abort_race.py sees Kafka 4.4.0 do it; tests/server/test_txn_abort_in_prepare.py
-        holds the sequence on pylog)."""
-        if err.code() != KafkaError.INVALID_TXN_STATE or not err.fatal():
+        * Its AddPartitionsToTxn were answered CONCURRENT_TRANSACTIONS (the previous transaction's markers were
+          still being written): tests/replication/test_txn_abort_race.py sees Kafka 4.4.0 do it,
+          tests/server/test_txn_abort_in_prepare.py holds the sequence on pylog.
+        * The coordinator moved after its last AddPartitionsToTxn was sent, and the EndTxn went to the new one: an
+          AddPartitionsToTxn that the new coordinator does not know was not replicated when it was elected (from
+          the ISR; Kafka's ``TransactionStateManager`` loads a partition from the new leader's log, and completes a
+          transition in its cache only once the record is replicated, ``appendTransactionToLog``), and none was
+          answered NONE: pylog answers one only once its state is replicated
+          (tests/replication/test_txn_unreplicated_state.py), so a partition registered means the new coordinator
+          has the transaction and this case does not apply."""
+        if err.code() != KafkaError.INVALID_TXN_STATE or not err.fatal() or self.registered:
             return ""
-        if self.registered or not self.concurrent:
-            return ""
-        return (
-            f"no partition of this transaction was accepted ({self.concurrent} AddPartitionsToTxn answered "
-            "CONCURRENT_TRANSACTIONS), so the abort met no Ongoing transaction"
-        )
+        if self.concurrent:
+            return (
+                f"no partition of this transaction was accepted ({self.concurrent} AddPartitionsToTxn answered "
+                "CONCURRENT_TRANSACTIONS), so the abort met no Ongoing transaction"
+            )
+        added_at = _node(self.sent[-1]) if self.sent else None
+        if added_at is not None and self.coordinator is not None and self.coordinator != added_at:
+            return (
+                f"no partition of this transaction was accepted and the coordinator moved from node {added_at} "
+                f"(its AddPartitionsToTxn) to node {self.coordinator} (its EndTxn), which never had the "
+                "transaction, so the abort met no Ongoing transaction"
+            )
+        return ""
+
+
+def _node(broker: str) -> str | None:
+    """The node id in librdkafka's name of a broker (``TxnCoordinator/2``, ``10.0.0.3:9092/2``), None for
+    ``(none)``."""
+    head, slash, node = broker.rpartition("/")
+    return node if slash and head and node.isdigit() else None
 
 
 class _Workload(threading.Thread):
