@@ -55,6 +55,7 @@ def test_an_abort_whose_end_txn_went_to_a_new_coordinator_with_nothing_registere
     story = adds.story()
     assert "AddPartitionsToTxn sent 1 time(s), to ['TxnCoordinator/2']" in story, story
     assert "partitions registered: none" in story and "-> 10.110.38.1:9092/0" in story, story
+    assert "the last AddPartitionsToTxn went to node 2, the coordinator now is node 0" in story, story
 
 
 def test_a_registered_partition_or_one_coordinator_is_not_named_as_kafka_would() -> None:

@@ -187,8 +187,9 @@ class AddsSeen(logging.Filter):
             [
                 f"AddPartitionsToTxn sent {len(self.sent)} time(s), to {sorted(set(self.sent)) or '-'}; "
                 f"answered with errors: {answers}; partitions registered: {self.partitions or 'none'}",
-                f"coordinator changes: {'; '.join(self.moves) or 'none'} "
-                f"({'the EndTxn went to another coordinator than the AddPartitionsToTxn' if self.moves else 'one coordinator'})",
+                f"coordinator changes: {'; '.join(self.moves) or 'none'}; the last AddPartitionsToTxn went to "
+                f"node {_node(self.sent[-1]) if self.sent else '-'}, the coordinator now is node "
+                f"{self.coordinator or '-'}",
                 f"its eos lines (the last {self.STORY_LINES}):",
                 *(f"  {line}" for line in self.lines),
             ]
