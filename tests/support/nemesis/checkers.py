@@ -425,7 +425,12 @@ def client_errors(workloads: Iterable[Idempotent | Transactional | GroupMember])
             failures.append(f"{workload.name_prefix}: the workload died: {workload.crashed!r}")
         fatal = [e for e in workload.errors if e.fatal and not e.kafka_too]
         if fatal:
-            failures.append(f"{workload.name_prefix}: {len(fatal)} fatal error(s), first {fatal[0]}")
+            seen = (
+                "\n  what the client saw of it:\n    " + fatal[0].seen.replace("\n", "\n    ")
+                if fatal[0].seen
+                else ""
+            )
+            failures.append(f"{workload.name_prefix}: {len(fatal)} fatal error(s), first {fatal[0]}{seen}")
         if isinstance(workload, Idempotent):
             undelivered = [e for e in workload.errors if e.where.startswith("delivery")]
             if undelivered:
