@@ -308,17 +308,17 @@ def _fail(cause: str, status: int) -> int:
 
 def freeze_start_heap() -> None:
     """Take what the start built (modules, configs, the loaded logs) out of the cyclic garbage collector's sight
-    (``gc.freeze``), after one collection so the start's own cyclic garbage is freed rather than kept.
+    (``gc.freeze``).
 
     A full collection walks every tracked object with the GIL held, so it stalls the event loop: measured on
     11-27 (2-core machine at load 15), a started broker held 43,000 tracked objects and a full collection took
     19-20 ms of CPU, four times the acks=1 p99 target; with the start's objects frozen it took 0.01 ms. CPython
-    runs one once the old generation grew by a quarter since the last (young collections, 0.1 ms, and
-    middle ones, 1.3 ms, are unaffected). The cost: an object of the start that later becomes cyclic garbage
-    (a log of a topic deleted afterwards) is never collected, at most the start's own heap. Only the broker
-    process's ``start`` command does this; a broker run inside another program leaves that program's collector
-    alone. The one collection here (about 20-30 ms) runs once, right after the listening line."""
-    gc.collect()
+    runs one once the old generation grew by a quarter since the last (young collections, 0.1 ms, and middle
+    ones, 1.3 ms, are unaffected). No collection first: it would stall the first requests (54 ms of wall time
+    at that load) to free what a started broker holds as cyclic garbage, 10 objects measured, which stay.
+    Likewise an object of the start that later becomes cyclic garbage (a log of a topic deleted afterwards) is
+    never collected: at most the start's own heap. Only the broker process's ``start`` command does this; a
+    broker run inside another program leaves that program's collector alone."""
     gc.freeze()
 
 
