@@ -338,6 +338,7 @@ class Broker:
         servers = await self._bind_listeners(loop, ctx)
         deployment.store.register(ctx.advertised_host, ctx.advertised_port, dict(ctx.advertised_endpoints))
         ctx.refresh_cluster()
+        lag_probe = None
         if ctx.metrics is not None and cfg.metrics_listener is not None:
             metrics = ctx.metrics
             group_lag = GroupLagReader(cfg.metrics_consumer_lag_max_partitions)
@@ -355,6 +356,11 @@ class Broker:
             _log.info(
                 "broker %d serves metrics on http://%s/metrics", cfg.node_id, self.metrics_server.address
             )
+            if cfg.metrics_event_loop_lag_interval_ms:
+                from broker_runtime.server.loop_lag import LoopLagProbe  # only with the probe on
+
+                lag_probe = LoopLagProbe(loop, cfg.metrics_event_loop_lag_interval_ms, metrics.loop_lagged)
+                lag_probe.start()
         # Retention and checkpoints: storage work off the loop (see the module docstring).
         storage_tasks = ThreadPoolExecutor(1, thread_name_prefix="pylog-storage-task")
         periodic = [
@@ -373,6 +379,8 @@ class Broker:
             _log.info("broker %d stopping", cfg.node_id)
             if self.metrics_server is not None:
                 self.metrics_server.close()
+            if lag_probe is not None:
+                lag_probe.stop()
             if not halted:
                 deployment.controlled_shutdown()
             for srv in servers:
