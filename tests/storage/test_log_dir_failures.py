@@ -27,7 +27,7 @@ from broker_runtime.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetC
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.producer_state import snapshot_path
-from tests.storage.test_cleaner import keyed_batch
+from tests.storage.test_cleaner import keyed_batch, read_all
 from tests.support.storage import FakeClock, make_batch
 
 pytestmark = pytest.mark.timeout(30)
@@ -257,3 +257,54 @@ def test_deleting_a_partition_aborts_its_cleaning_and_waits_for_it(
     assert key not in OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
     assert failures.calls == [] and mgr.dir_failure.offline is None
     assert again.log_end_offset == 0
+
+
+# -- internal races that must not fail the log dirs (each a healthy broker's own doing, not a disk's refusal) ------
+
+
+def test_retention_skips_the_log_the_cleaner_cleans(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compact,delete log whose segments all expired while the broker was down: after the restart the segments'
+    files are opened lazily, by path. Retention runs on another thread just before the cleaner reads its first
+    segment: it must skip the log being cleaned (Kafka's deletableLogs) instead of deleting a segment of the
+    cleaner's snapshot (whose read then fails with ENOENT and halts the broker). Its next pass deletes them."""
+    config = LogConfig(segment_bytes=300, min_cleanable_dirty_ratio=0.0)
+    first = LogManager([tmp_path], config, clock)
+    first.startup()
+    log = first.create_log("c", 0, {"cleanup.policy": "compact,delete", "retention.ms": "60000"})
+    for i in range(30):
+        log.append(keyed_batch([(b"k%d" % (i % 3), b"v%d" % i)], clock.now))
+    first.shutdown()
+    clock.advance(120_000)
+    mgr = LogManager([tmp_path], config, clock)
+    failures = _Failures()
+    mgr.dir_failure.on_offline = failures
+    mgr.startup()
+    try:
+        log = mgr.get_log("c", 0)
+        assert log is not None
+        log.append(keyed_batch([(b"k0", b"fresh")], clock.now))  # retention keeps it
+        real_layout = cleaner._layout
+        raced: list[bool] = []
+
+        def racing_layout(segment):  # noqa: ANN001, ANN202 - the real one's types
+            if not raced:
+                raced.append(True)
+                retention = threading.Thread(target=mgr.run_retention)
+                retention.start()
+                retention.join(10)
+                assert not retention.is_alive()
+            return real_layout(segment)
+
+        monkeypatch.setattr(cleaner, "_layout", racing_layout)
+        assert ("c", 0) in mgr.run_cleaner(force=True)
+        assert raced and failures.calls == [] and mgr.dir_failure.offline is None
+        latest = {key: value for _, key, value in read_all(log)}
+        assert latest == {b"k0": b"fresh", b"k1": b"v28", b"k2": b"v29"}
+        mgr.run_retention()  # not cleaning now: the expired segments go
+        assert log.log_start_offset > 0
+        assert [value for _, _, value in read_all(log)][-1] == b"fresh"
+        assert mgr.periodic_failures == {}
+    finally:
+        mgr.close_without_shutdown()
