@@ -827,6 +827,16 @@ class PartitionLog:
         with self._lock:
             self._closed = True
 
+    @contextlib.contextmanager
+    def held_open(self) -> Iterator[None]:
+        """Keep the log open while inside, for a write of a file another module keeps in its directory (the
+        replication's ``leader-epoch-checkpoint`` after a truncation): StorageError when the log is closed or the
+        directories are offline; a close (a deletion's or stray move's, before the directory is renamed) waits
+        until the end, so such a write never meets a renamed directory. The log's lock is held inside."""
+        with self._lock:
+            self._ensure_open()
+            yield
+
     def _ensure_open(self) -> None:
         """Every read and write starts here: refused once the directories went offline, or the log closed."""
         self.dir_failure.check(f"log {self.name}")

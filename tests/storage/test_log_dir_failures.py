@@ -22,6 +22,7 @@ import pytest
 
 from broker_runtime.errors import LogDirOfflineError
 from broker_runtime.replication.epoch_cache import LeaderEpochCache
+from broker_runtime.replication.partition import Partition
 from broker_runtime.storage import cleaner
 from broker_runtime.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
@@ -308,3 +309,32 @@ def test_retention_skips_the_log_the_cleaner_cleans(
         assert mgr.periodic_failures == {}
     finally:
         mgr.close_without_shutdown()
+
+
+def test_a_deletion_waits_for_a_follower_truncation_and_its_epoch_checkpoint(
+    manager: tuple[LogManager, _Failures], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower truncates on a worker thread, then rewrites its ``leader-epoch-checkpoint``; DeleteTopics comes
+    in between. The deletion must wait for both steps (Kafka's leaderIsrUpdateLock) instead of renaming the
+    directory under the checkpoint's write (ENOENT, which would halt the broker)."""
+    mgr, failures = manager
+    log = mgr.create_log("f", 0)
+    for _ in range(3):
+        log.append(make_batch(2))
+    follower = Partition("f", 0, log, 1, lambda *_: None)  # type: ignore[arg-type,return-value]
+    follower.epoch_cache.assign(0, 0)
+    follower.epoch_cache.assign(1, 4)  # dropped by the truncation to 2
+    real_truncate = LeaderEpochCache.truncate_from_end
+    deleting = threading.Thread(target=mgr.delete_log, args=("f", 0))
+
+    def racing_truncate(cache: LeaderEpochCache, end_offset: int) -> bool:
+        deleting.start()
+        deleting.join(0.2)  # without the exclusion the directory is renamed now
+        return real_truncate(cache, end_offset)
+
+    monkeypatch.setattr(LeaderEpochCache, "truncate_from_end", racing_truncate)
+    follower.truncate_to(2)
+    deleting.join(10)
+    assert not deleting.is_alive()
+    assert failures.calls == [] and mgr.dir_failure.offline is None
+    assert mgr.get_log("f", 0) is None and log.log_end_offset == 2
