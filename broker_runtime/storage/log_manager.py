@@ -550,8 +550,15 @@ class LogManager:
     def assign_topic_id(self, log: PartitionLog, topic_id: uuid.UUID) -> None:
         """Give ``log`` the id of its topic: written to its ``partition.metadata`` when it has none yet;
         :class:`InconsistentTopicIdError` when the file names another (the log belongs to another incarnation of
-        the topic; Kafka refuses such a log the same way)."""
-        with self._create_lock:
+        the topic; Kafka refuses such a log the same way); StorageError when ``log`` is no longer this manager's
+        (deleted or moved aside meanwhile: the file would land in its renamed directory). Holds ``_lock`` across the
+        write, so a deletion or stray move waits for it."""
+        with self._create_lock, self._lock:
+            if self._logs.get((log.topic, log.partition)) is not log:
+                raise StorageError(
+                    f"log {log.name} was deleted or moved aside before its topic id {format_topic_id(topic_id)} "
+                    "was written; nothing written"
+                )
             current = log.topic_id
             if current == topic_id:
                 return

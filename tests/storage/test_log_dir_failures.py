@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.errors import LogDirOfflineError
+from broker_runtime.errors import LogDirOfflineError, StorageError
 from broker_runtime.replication.epoch_cache import LeaderEpochCache
 from broker_runtime.replication.partition import Partition
-from broker_runtime.storage import cleaner
+from broker_runtime.storage import cleaner, log_manager
 from broker_runtime.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
@@ -338,3 +338,28 @@ def test_a_deletion_waits_for_a_follower_truncation_and_its_epoch_checkpoint(
     assert not deleting.is_alive()
     assert failures.calls == [] and mgr.dir_failure.offline is None
     assert mgr.get_log("f", 0) is None and log.log_end_offset == 2
+
+
+def test_a_topic_id_is_not_written_into_a_deleted_partitions_directory(
+    manager: tuple[LogManager, _Failures], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partition-load thread gives an old log its topic id while DeleteTopics deletes the partition: the
+    deletion waits for the ``partition.metadata`` write (no write into a renamed or removed directory, which would
+    halt the broker), and an id given to a log already deleted is refused with a StorageError, nothing written."""
+    mgr, failures = manager
+    log = mgr.create_log("a", 0)
+    real_write = log_manager.write_topic_id
+    deleting = threading.Thread(target=mgr.delete_log, args=("a", 0))
+
+    def racing_write(path: Path, topic_id: uuid.UUID) -> None:
+        deleting.start()
+        deleting.join(0.2)  # without the exclusion the directory is renamed and removed now
+        real_write(path, topic_id)
+
+    monkeypatch.setattr(log_manager, "write_topic_id", racing_write)
+    mgr.assign_topic_id(log, uuid.uuid4())
+    deleting.join(10)
+    assert not deleting.is_alive() and mgr.get_log("a", 0) is None
+    with pytest.raises(StorageError, match="deleted or moved aside"):
+        mgr.assign_topic_id(log, uuid.uuid4())
+    assert failures.calls == [] and mgr.dir_failure.offline is None
