@@ -732,13 +732,15 @@ class LogManager:
                     break  # no cleaned segment is written to an offline directory
                 if not log.config.compact:
                     continue
-                log_dir = self._log_dir_of.get(key)
-                if log_dir is None:
-                    continue
                 with self._cleaning_cond:
                     while self._retaining == key:  # one log's retention: its segments' deletion, short
                         self._cleaning_cond.wait()
                     if self._cleaning_paused[key]:  # being deleted or moved aside
+                        continue
+                    # Deleted (or moved aside, maybe created again) since this pass took its list: nothing to
+                    # clean, and not a failure (a deletion pauses the key here before it drops the log).
+                    log_dir = self._log_dir_of.get(key)
+                    if self._logs.get(key) is not log or log_dir is None:
                         continue
                     self._cleaning = key
                 try:

@@ -672,7 +672,10 @@ class PartitionLog:
         deleted (readers holding them keep reading the old bytes), the swap files take the first segment's
         names, its indexes are rebuilt."""
         with self._lock:
-            self._ensure_open()
+            self.dir_failure.check(f"log {self.name}")  # offline: no I/O at all
+            if self._closed:
+                discard_swap(swap)  # not left behind in a directory moved aside (a stray's)
+                raise StorageError(f"log {self.name} is closed; the cleaned copy of its segments is dropped")
             segments = list(self._segments)
             i = segments.index(old[0]) if old[0] in segments else -1
             if i < 0 or segments[i : i + len(old)] != old or i + len(old) >= len(segments):

@@ -363,3 +363,44 @@ def test_a_topic_id_is_not_written_into_a_deleted_partitions_directory(
     with pytest.raises(StorageError, match="deleted or moved aside"):
         mgr.assign_topic_id(log, uuid.uuid4())
     assert failures.calls == [] and mgr.dir_failure.offline is None
+
+
+def test_the_cleaner_passes_over_a_log_deleted_since_its_pass_began(
+    manager: tuple[LogManager, _Failures], tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the cleaner cleans one log, another compacted topic is deleted and created again: the pass's list
+    still holds the old, closed log, which is passed over (no WARNING, no periodic failure), not cleaned."""
+    mgr, failures = manager
+    _compacted(mgr, clock, "a")
+    _compacted(mgr, clock, "c")
+    real_layout = cleaner._layout
+    recreated: list[bool] = []
+
+    def recreating_layout(segment):  # noqa: ANN001, ANN202 - the real one's types
+        if not recreated:
+            recreated.append(True)
+            assert mgr.delete_log("c", 0)
+            mgr.create_log("c", 0, {"cleanup.policy": "compact"})
+        return real_layout(segment)
+
+    monkeypatch.setattr(cleaner, "_layout", recreating_layout)
+    assert set(mgr.run_cleaner(force=True)) == {("a", 0)}
+    assert recreated and mgr.periodic_failures == {}
+    assert failures.calls == [] and mgr.dir_failure.offline is None
+
+
+def test_a_closed_log_drops_a_cleaned_swap_it_is_given(
+    manager: tuple[LogManager, _Failures], clock: FakeClock
+) -> None:
+    """A cleaned group's ``.swap`` handed to a log closed meanwhile is removed, not left in its directory."""
+    mgr, _ = manager
+    _compacted(mgr, clock)
+    log = mgr.get_log("c", 0)
+    assert log is not None
+    old = log.segments[:1]
+    swap = log.dir / f"{old[0].log_path.name}.swap"
+    swap.write_bytes(b"")
+    log.close()
+    with pytest.raises(StorageError, match="closed"):
+        log.replace_segments(old, swap)
+    assert not swap.exists()
