@@ -2,7 +2,10 @@
 whichever thread it ran: the manager goes offline (every later log I/O refused) and its channel's listener (the
 broker's halt, :mod:`broker_runtime.server.node.broker`) is called once, on the failing thread, with a reason naming
 the write. And a partition deleted while the cleaner cleans it: the cleaning is aborted and waited for, so nothing
-of it lands in the directory of the topic created again under that name.
+of it lands in the directory of the topic created again under that name. And the broker's own operations on one
+partition racing each other (retention and the cleaner, a deletion and a follower's truncation or a topic id's
+write, the cleaner and a deletion since its pass began) never fail the log dirs: each race is driven by a hook at
+its step, on real files.
 
 The refused writes are real: the file a write goes through (the temporary file of an atomic replacement, a
 ``.cleaned`` segment) is a symlink to ``/dev/full``, whose writes fail with ENOSPC as on a full disk; a retention
