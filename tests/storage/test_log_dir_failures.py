@@ -292,14 +292,14 @@ def test_retention_skips_the_log_the_cleaner_cleans(
         real_layout = cleaner._layout
         raced: list[bool] = []
 
-        def racing_layout(segment):  # noqa: ANN001, ANN202 - the real one's types
+        def racing_layout(data):  # noqa: ANN001, ANN202 - the real one's types
             if not raced:
                 raced.append(True)
                 retention = threading.Thread(target=mgr.run_retention)
                 retention.start()
                 retention.join(10)
                 assert not retention.is_alive()
-            return real_layout(segment)
+            return real_layout(data)
 
         monkeypatch.setattr(cleaner, "_layout", racing_layout)
         assert ("c", 0) in mgr.run_cleaner(force=True)
@@ -379,12 +379,12 @@ def test_the_cleaner_passes_over_a_log_deleted_since_its_pass_began(
     real_layout = cleaner._layout
     recreated: list[bool] = []
 
-    def recreating_layout(segment):  # noqa: ANN001, ANN202 - the real one's types
+    def recreating_layout(data):  # noqa: ANN001, ANN202 - the real one's types
         if not recreated:
             recreated.append(True)
             assert mgr.delete_log("c", 0)
             mgr.create_log("c", 0, {"cleanup.policy": "compact"})
-        return real_layout(segment)
+        return real_layout(data)
 
     monkeypatch.setattr(cleaner, "_layout", recreating_layout)
     assert set(mgr.run_cleaner(force=True)) == {("a", 0)}
@@ -407,3 +407,27 @@ def test_a_closed_log_drops_a_cleaned_swap_it_is_given(
     with pytest.raises(StorageError, match="closed"):
         log.replace_segments(old, swap)
     assert not swap.exists()
+
+
+def test_an_aborted_cleaning_stops_within_one_chunk_of_a_segment(
+    manager: tuple[LogManager, _Failures], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The abort is checked per read chunk, not per segment (Kafka's checkDone per read buffer): a deletion waits
+    for at most one chunk's read and decode, however large the segment being cleaned."""
+    mgr, _ = manager
+    log = mgr.create_log("big", 0, {"cleanup.policy": "compact", "segment.bytes": "20000"})
+    for i in range(300):
+        log.append(keyed_batch([(b"k%d" % (i % 3), b"v%d" % i)], clock.now))
+    assert len(log.segments) == 2 and log.segments[0].size > 10_000
+    monkeypatch.setattr(cleaner, "_CHUNK_BYTES", 1000, raising=False)
+    real_layout = cleaner._layout
+    laid_out: list[int] = []
+
+    def counting_layout(data):  # noqa: ANN001, ANN202 - the real one's types
+        laid_out.append(len(data) if isinstance(data, bytes) else data.size)  # a segment, before chunks
+        return real_layout(data)
+
+    monkeypatch.setattr(cleaner, "_layout", counting_layout)
+    with pytest.raises(cleaner.LogCleaningAbortedError):
+        cleaner.clean_log(log, 0, clock.now, force=True, aborted=lambda: bool(laid_out))
+    assert len(laid_out) == 1 and laid_out[0] <= 1000
