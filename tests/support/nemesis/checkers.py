@@ -40,6 +40,7 @@ Threading: the runner's thread; nothing here runs concurrently with the workload
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -52,6 +53,7 @@ from broker_runtime.launch import BrokerCluster
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
 from broker_runtime.protocol.record_codec.decode import decode_batches
+from broker_runtime.storage.offset_index import OFFSET_INDEX_ENTRY
 from broker_runtime.storage.time_index import TIME_INDEX_ENTRY
 from tests.support.nemesis.workload import LIBRDKAFKA_LOG, GroupMember, Idempotent, Transactional
 
@@ -306,18 +308,42 @@ def _time_index_entries(path: Path) -> list[tuple[int, int]]:
     return entries
 
 
-def _time_index(path: Path, where: str) -> list[str]:
+def _time_index(path: Path, where: str, interval_bytes: int) -> list[str]:
+    """The entries of one ``.timeindex`` against its ``.log``; and that there are entries where the index rule
+    (:mod:`broker_runtime.storage.segment`, Kafka's ``LogSegment.append``) must have written one: an entry goes
+    in before a batch once more than ``index.interval.bytes`` were appended since the last one, so a segment
+    holding more than that before its last batch has one. A truncation (a follower cutting its log back) may
+    remove the first entry and restarts the count, so the bound allows for one: more than twice the interval
+    plus the largest batch. And an entry of the offset index (written with each time-index entry; a truncation
+    cuts both by offset) means the time index has one."""
     base = int(path.stem)
     log = path.with_suffix(".log").read_bytes()
     #: last offset of each batch -> (its max timestamp, the largest batch timestamp of the segment up to it)
     batches: dict[int, tuple[int, int]] = {}
     largest = -1
+    sizes: list[int] = []
     for _, header in iter_batch_spans(log):
         largest = max(largest, header.max_timestamp)
         batches[header.last_offset] = (header.max_timestamp, largest)
+        sizes.append(header.size)
     failures = []
+    entries = _time_index_entries(path)
+    if not entries and sizes:
+        before_last = sum(sizes) - sizes[-1]
+        offset_index = path.with_suffix(".index")
+        with offset_index.open("rb") if offset_index.exists() else contextlib.nullcontext(None) as file:
+            first = file.read(OFFSET_INDEX_ENTRY.size) if file else b""
+        # an entry's position is never 0 (no entry before the first batch); the preallocated tail is zeros
+        indexed = len(first) == OFFSET_INDEX_ENTRY.size and OFFSET_INDEX_ENTRY.unpack(first)[1] != 0
+        if before_last > 2 * interval_bytes + max(sizes) or indexed:
+            failures.append(
+                f"time index: {where} {path.name} has no entry, yet its log holds {len(sizes)} batches, "
+                f"{before_last} bytes before the last (index.interval.bytes {interval_bytes})"
+                + (" and its offset index has an entry" if indexed else "")
+                + ": the broker did not write its time index"
+            )
     previous = (-1, -1)
-    for ts, rel in _time_index_entries(path):
+    for ts, rel in entries:
         offset = base + rel
         if ts <= previous[0] or offset < previous[1]:
             failures.append(
@@ -339,12 +365,23 @@ def _time_index(path: Path, where: str) -> list[str]:
 
 
 def time_indexes(cluster: BrokerCluster, topics: Iterable[tuple[str, int]]) -> list[str]:
+    """Every replica's time index (see :func:`_time_index`); a segment whose ``.timeindex`` is missing counts as
+    one without entries. Each topic's ``index.interval.bytes`` is asked of the cluster (DescribeConfigs)."""
+    topics = list(topics)
+    with KafkaClient(cluster.bootstrap, request_timeout_ms=5000, retry_timeout_ms=20000) as client:
+        described = client.admin.describe_configs({topic: ["index.interval.bytes"] for topic, _ in topics})
     failures = []
     for topic, partitions in topics:
+        interval = int(described[topic]["index.interval.bytes"] or 4096)
         for p in range(partitions):
             for node_id, directory in _replica_dirs(cluster, topic, p):
-                for path in sorted(directory.glob("*.timeindex")):
-                    failures += _time_index(path, f"{topic}-{p} on node {node_id}")
+                for log in sorted(directory.glob("*.log")):
+                    path = log.with_suffix(".timeindex")
+                    where = f"{topic}-{p} on node {node_id}"
+                    if path.exists():
+                        failures += _time_index(path, where, interval)
+                    elif log.stat().st_size > 2 * interval:
+                        failures.append(f"time index: {where} {log.name} has no {path.name} beside it")
     return failures
 
 

@@ -30,12 +30,16 @@ instead of 0.4 us (0.7 us with the cache), and a broker reads the wall clock abo
 2-core test machine. The nemesis therefore keeps the cache and holds a jump :data:`VISIBLE_S` longer. The file is
 replaced by a rename, so a reader never sees half of it.
 
-Which library: ``libfaketime.so.1`` (the one without its own pthread locking): pylog's broker reads the clock
-from Python code only, under the interpreter's lock, so no two threads run libfaketime's parser at once.
+Which library: ``libfaketimeMT.so.1``, the one that serializes its own state with a pthread lock. The
+interpreter's lock does not keep two threads out of libfaketime: CPython reads the clock without it while a
+thread waits for it, and OpenSSL (TLS) and other C code call ``time()`` with it released. Its lock costs about
+1 us a clock read: ``time.time()`` took 1.3-1.45 us under it (cache kept) against 0.29-0.36 us under
+``libfaketime.so.1`` and 0.29 us with no preload (measured once, 2-core test machine), some 2 us a produce request.
 
-Requires libfaketime (Debian's ``libfaketime``: ``/usr/lib/<arch>/faketime/libfaketime.so.1``) and a C compiler
-(``cc``); :func:`unavailable` says why not when one is missing, :func:`install` installs what is missing with apt-get
-(as the console tests install chromium). Threading: one thread.
+Requires libfaketime (Debian's ``libfaketime``: ``/usr/lib/<arch>/faketime/libfaketimeMT.so.1``) and a C compiler
+(``cc``); :func:`unavailable` says why not when one is missing, :func:`install` installs what is missing with
+apt-get (root only; as the console tests install chromium) and says in one line why it could not. Threading: one
+thread.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from pathlib import Path
 
 __all__ = ["APT_PACKAGES", "COMPILER_PACKAGES", "VISIBLE_S", "Clocks", "install", "library", "unavailable"]
 
-#: Debian's package of ``libfaketime.so.1``.
+#: Debian's package of ``libfaketimeMT.so.1``.
 APT_PACKAGES = ("libfaketime",)
 #: Debian's packages of ``cc`` and the C library's headers, which the shim needs.
 COMPILER_PACKAGES = ("gcc", "libc6-dev")
@@ -58,15 +62,15 @@ COMPILER_PACKAGES = ("gcc", "libc6-dev")
 VISIBLE_S = 2.0
 _SHIM_SOURCE = Path(__file__).with_name("monotonic_sleep.c")
 _LIBRARY_GLOBS = (
-    "/usr/lib/*/faketime/libfaketime.so.1",
-    "/usr/lib/faketime/libfaketime.so.1",
-    "/usr/local/lib/faketime/libfaketime.so.1",
-    "/usr/lib64/faketime/libfaketime.so.1",
+    "/usr/lib/*/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+    "/usr/local/lib/faketime/libfaketimeMT.so.1",
+    "/usr/lib64/faketime/libfaketimeMT.so.1",
 )
 
 
 def library() -> str | None:
-    """The path of ``libfaketime.so.1`` on this machine (None: not installed)."""
+    """The path of ``libfaketimeMT.so.1`` on this machine (None: not installed)."""
     for pattern in _LIBRARY_GLOBS:
         found = sorted(glob.glob(pattern))
         if found:
@@ -77,7 +81,7 @@ def library() -> str | None:
 def unavailable() -> str | None:
     """Why this machine cannot fake the nodes' clocks (None when it can)."""
     if library() is None:
-        return "libfaketime is not installed (libfaketime.so.1; Debian/Ubuntu: apt-get install libfaketime)"
+        return "libfaketime is not installed (libfaketimeMT.so.1; Debian/Ubuntu: apt-get install libfaketime)"
     if shutil.which("cc") is None:
         return (
             f"no C compiler ('cc') to build {_SHIM_SOURCE.name}, which every node preloads before libfaketime"
@@ -87,7 +91,8 @@ def unavailable() -> str | None:
 
 def install() -> str | None:
     """Install what is missing with apt-get: libfaketime, and a C compiler (``gcc``, ``libc6-dev``) for the shim;
-    None when both are there afterwards, else one line saying why not."""
+    None when both are there afterwards, else one line saying why not (not root, no apt-get, apt-get's exit
+    and last line, or its timeout)."""
     missing = [
         *(() if library() is not None else APT_PACKAGES),
         *(() if shutil.which("cc") else COMPILER_PACKAGES),
@@ -96,10 +101,17 @@ def install() -> str | None:
         return None
     if shutil.which("apt-get") is None:
         return f"{unavailable()}, and there is no apt-get to install {' '.join(missing)}"
-    subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-    done = subprocess.run(["apt-get", "install", "-y", *missing], capture_output=True, text=True, timeout=600)
+    if os.geteuid() != 0:
+        return f"{unavailable()}, and installing {' '.join(missing)} with apt-get needs root"
+    command = ["apt-get", "install", "-y", *missing]
+    try:
+        subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired as exc:
+        return f"{' '.join(exc.cmd)} did not finish within {exc.timeout:g} s"
     if unavailable() is not None:
-        return f"apt-get install -y {' '.join(missing)} failed (exit {done.returncode}: {done.stderr.strip()[-300:]})"
+        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        return f"{' '.join(command)} failed (exit {done.returncode}: {lines[-1][-300:] if lines else 'no output'})"
     return None
 
 
