@@ -486,8 +486,10 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         """Follower truncation (a DivergingEpoch answer, or the leader said our fetch offset is beyond its log):
         the log (whole batches; its producer state is rebuilt from what remains), then the epoch cache's
-        entries at or above the new log end offset."""
-        with self._storage_lock:
+        entries at or above the new log end offset. The log is held open throughout: a deletion or stray move
+        waits for both steps (as Kafka's ``leaderIsrUpdateLock`` serialises a truncation and ``Partition.delete``),
+        or has closed the log already (StorageError, nothing written)."""
+        with self._storage_lock, self.log.held_open():
             self.log.truncate_to(offset)
             self.epoch_cache.truncate_from_end(self.log.log_end_offset)
 
@@ -502,8 +504,9 @@ class Partition:
         await asyncio.shield(asyncio.to_thread(self.truncate_fully_and_start_at, offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Follower whose log end is below the leader's log start: drop the whole log, restart it at ``offset``."""
-        with self._storage_lock:
+        """Follower whose log end is below the leader's log start: drop the whole log, restart it at ``offset``
+        (the log held open as in :meth:`truncate_to`)."""
+        with self._storage_lock, self.log.held_open():
             self.log.truncate_fully_and_start_at(offset)
             self.epoch_cache.clear()
 

@@ -48,8 +48,10 @@ Crash safety: each group is written and installed through the swap-file protocol
 lock by the partition log's ``replace_segments``; a load finishes or undoes what a crash interrupted).
 
 Aborting (Kafka's ``LogCleaningAbortedException``, checked by its ``checkDone``): :func:`clean_log` asks its
-``aborted`` callable before each segment it reads and before each group's commit; once it answers True the pass
-raises :class:`LogCleaningAbortedError`, its ``.cleaned`` file removed and nothing swapped in. The log manager aborts
+``aborted`` callable before each chunk of a segment it reads and filters (8 MiB of whole batches, as Kafka checks per
+read buffer) and before each group's commit; once it answers True the pass raises :class:`LogCleaningAbortedError`,
+its ``.cleaned`` file removed and nothing swapped in. Not interruptible: the merge of the offset map (one Arrow
+group-by over the dirty section's keys) and a group's commit and installation once begun. The log manager aborts
 the cleaning of a partition it deletes or moves aside, and waits for the pass to leave it first.
 
 Threading: :func:`clean_log` reads closed segments (immutable) without the partition lock and takes it per
@@ -61,7 +63,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -71,7 +73,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker_runtime.protocol import compression as _compression
-from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader
+from broker_runtime.protocol.batch_header import ATTR_COMPRESSION_MASK, BatchHeader, iter_batch_spans
 from broker_runtime.protocol.record_codec.decode import RecordLayout, record_layout
 from broker_runtime.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, assemble_batch
 from broker_runtime.storage.segment import LogSegment
@@ -181,13 +183,46 @@ _Layout = tuple[bytes, list[BatchHeader], list[int], RecordLayout | None]
 _LAYOUT_CACHE_BYTES = 32 * 1024 * 1024
 
 
-def _layout(segment: LogSegment) -> _Layout:
-    """The segment's bytes, every batch header and position, and its records laid out (None: no records)."""
-    data = segment.pread(0, segment.size)
+#: Bytes of a segment read, decoded and filtered at once (whole batches; a larger batch is a chunk of its own): the
+#: abort is checked before each chunk (Kafka's ``checkDone`` per read buffer), so an aborted pass ends within one.
+_CHUNK_BYTES = 8 * 1024 * 1024
+_BATCH_LENGTH = struct.Struct(">qi")  # a batch's base offset and length (the bytes after these 12)
+
+
+def _whole_batches(data: bytes) -> int:
+    """How many bytes at the start of ``data`` are whole batches."""
+    position = 0
+    while position + _BATCH_LENGTH.size <= len(data):
+        end = position + _BATCH_LENGTH.size + _BATCH_LENGTH.unpack_from(data, position)[1]
+        if end > len(data):
+            break
+        position = end
+    return position
+
+
+def _layouts(segment: LogSegment, check_aborted: Callable[[], None]) -> Iterator[_Layout]:
+    """The segment in chunks of whole batches of about :data:`_CHUNK_BYTES`, each laid out by :func:`_layout`;
+    the abort is checked before each chunk is read."""
+    position, size = 0, segment.size
+    while position < size:
+        check_aborted()
+        data = segment.pread(position, min(_CHUNK_BYTES, size - position))
+        end = _whole_batches(data)
+        if end == 0:  # one batch larger than a chunk (or a torn tail, which the decoder reports)
+            if len(data) >= _BATCH_LENGTH.size:
+                data = segment.pread(position, _BATCH_LENGTH.size + _BATCH_LENGTH.unpack_from(data)[1])
+            end = len(data)
+        yield _layout(data[:end])
+        position += end
+
+
+def _layout(data: bytes) -> _Layout:
+    """Whole batches' bytes, every batch header and position in them, and their records laid out (None: no
+    records)."""
     layout = record_layout(data, include_control=True, verify_crc=False, allow_partial_tail=False)
     if layout is not None:
         return data, [s.header for s in layout.selected], [s.position for s in layout.selected], layout
-    spans = list(segment.scan(0, segment.size))
+    spans = list(iter_batch_spans(memoryview(data)))
     return data, [h for _, h in spans], [p for p, _ in spans], None
 
 
@@ -277,6 +312,14 @@ class _Cleaned:
     removed: int = 0
     changed: bool = False
     entries: list[AbortedTxn] = field(default_factory=list)
+
+    def extend(self, part: _Cleaned) -> None:
+        """Append the next chunk's result (of the same segment)."""
+        self.chunks.extend(part.chunks)
+        self.size += part.size
+        self.removed += part.removed
+        self.changed |= part.changed
+        self.entries.extend(part.entries)
 
 
 class _LastOfProducers:
@@ -513,16 +556,19 @@ def clean_log(
 
     offsets = _OffsetMap()
     map_tracker = _TxnTracker(log.collect_aborted_transactions(first_dirty, end))
-    cache: dict[int, _Layout] = {}
+    cache: dict[int, list[_Layout]] = {}
     cached_bytes = 0
     for seg in dirty:
-        check_aborted()
-        laid_out = _layout(seg)
-        _add_to_offset_map(offsets, laid_out, first_dirty, map_tracker)
-        if cached_bytes + seg.size <= _LAYOUT_CACHE_BYTES:
-            cache[seg.base_offset] = laid_out
+        keep = cached_bytes + seg.size <= _LAYOUT_CACHE_BYTES
+        kept: list[_Layout] = []
+        for laid_out in _layouts(seg, check_aborted):
+            _add_to_offset_map(offsets, laid_out, first_dirty, map_tracker)
+            if keep:
+                kept.append(laid_out)
+            del laid_out
+        if keep:
+            cache[seg.base_offset] = kept
             cached_bytes += seg.size
-        del laid_out
     offsets.seal()
     tracker = _TxnTracker(log.collect_aborted_transactions(cleanable[0].base_offset, end))
     last_of_producers = _LastOfProducers(log.last_records_of_active_producers())
@@ -537,9 +583,12 @@ def clean_log(
             drop_deletes = (
                 upper <= first_dirty and now_ms - seg.largest_timestamp() > config.delete_retention_ms
             )
-            laid_out = cache.pop(seg.base_offset) if seg.base_offset in cache else _layout(seg)
-            cleaned = _filter_segment(laid_out, offsets, tracker, drop_deletes, last_of_producers)
-            del laid_out
+            chunks = cache.pop(seg.base_offset) if seg.base_offset in cache else _layouts(seg, check_aborted)
+            cleaned = _Cleaned()
+            for laid_out in chunks:
+                check_aborted()
+                cleaned.extend(_filter_segment(laid_out, offsets, tracker, drop_deletes, last_of_producers))
+            del chunks
             removed += cleaned.removed
             if group is not None and group.fits(
                 cleaned, upper, config.segment_bytes, max_index_entries, config.index_interval_bytes

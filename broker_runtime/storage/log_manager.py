@@ -234,6 +234,10 @@ class LogManager:
         #: (a deletion or a stray move under way; Kafka's LogCleanerManager states), under ``_cleaning_cond``.
         self._cleaning: tuple[str, int] | None = None
         self._cleaning_paused: collections.Counter[tuple[str, int]] = collections.Counter()
+        #: The partition a retention pass is deleting segments of now, under ``_cleaning_cond``: the cleaner does
+        #: not start on it meanwhile, and retention skips the log the cleaner cleans (Kafka's
+        #: ``LogCleanerManager.deletableLogs`` marks a compact,delete log in progress, or leaves it to the cleaner).
+        self._retaining: tuple[str, int] | None = None
         self._cleaning_cond = threading.Condition()
         #: Serializes the read-modify-write of each directory's ``cleaner-offset-checkpoint``.
         self._cleaner_checkpoint_lock = threading.Lock()
@@ -546,8 +550,15 @@ class LogManager:
     def assign_topic_id(self, log: PartitionLog, topic_id: uuid.UUID) -> None:
         """Give ``log`` the id of its topic: written to its ``partition.metadata`` when it has none yet;
         :class:`InconsistentTopicIdError` when the file names another (the log belongs to another incarnation of
-        the topic; Kafka refuses such a log the same way)."""
-        with self._create_lock:
+        the topic; Kafka refuses such a log the same way); StorageError when ``log`` is no longer this manager's
+        (deleted or moved aside meanwhile: the file would land in its renamed directory). Holds ``_lock`` across the
+        write, so a deletion or stray move waits for it."""
+        with self._create_lock, self._lock:
+            if self._logs.get((log.topic, log.partition)) is not log:
+                raise StorageError(
+                    f"log {log.name} was deleted or moved aside before its topic id {format_topic_id(topic_id)} "
+                    "was written; nothing written"
+                )
             current = log.topic_id
             if current == topic_id:
                 return
@@ -649,9 +660,28 @@ class LogManager:
         A log whose pass fails with a StorageError (say, closed by a deletion meanwhile) is logged at WARNING with the
         error and counted in :attr:`periodic_failures`; the other logs are not held up. A segment file that cannot be
         renamed or removed (an OSError) fails the log directories (Kafka's ``deleteSegments`` under
-        ``maybeHandleIOException``; the partition log reports it) and ends the pass."""
+        ``maybeHandleIOException``; the partition log reports it) and ends the pass. The log the cleaner cleans now is
+        skipped until the next pass, and the cleaner waits for a log's retention before it starts on that log
+        (``_retaining``)."""
         now = self.clock()
-        self._for_each_log("retention", lambda log: run_retention(log, now))
+
+        def retain(log: PartitionLog) -> None:
+            # The cleaner reads segments of its snapshot by path: never delete one under it (a vanished file would
+            # fail the log dirs). A skipped log's retention runs at the next pass (Kafka's cleanupLogs too).
+            key = (log.topic, log.partition)
+            with self._cleaning_cond:
+                if self._cleaning == key:
+                    _log.debug("retention of %s skipped this pass: the cleaner is cleaning it", log.name)
+                    return
+                self._retaining = key
+            try:
+                run_retention(log, now)
+            finally:
+                with self._cleaning_cond:
+                    self._retaining = None
+                    self._cleaning_cond.notify_all()
+
+        self._for_each_log("retention", retain)
 
     def remove_expired_producers(self) -> None:
         """Forget producers idle for ``producer.id.expiration.ms`` in every log (the server calls this every
@@ -702,11 +732,15 @@ class LogManager:
                     break  # no cleaned segment is written to an offline directory
                 if not log.config.compact:
                     continue
-                log_dir = self._log_dir_of.get(key)
-                if log_dir is None:
-                    continue
                 with self._cleaning_cond:
+                    while self._retaining == key:  # one log's retention: its segments' deletion, short
+                        self._cleaning_cond.wait()
                     if self._cleaning_paused[key]:  # being deleted or moved aside
+                        continue
+                    # Deleted (or moved aside, maybe created again) since this pass took its list: nothing to
+                    # clean, and not a failure (a deletion pauses the key here before it drops the log).
+                    log_dir = self._log_dir_of.get(key)
+                    if self._logs.get(key) is not log or log_dir is None:
                         continue
                     self._cleaning = key
                 try:

@@ -672,7 +672,10 @@ class PartitionLog:
         deleted (readers holding them keep reading the old bytes), the swap files take the first segment's
         names, its indexes are rebuilt."""
         with self._lock:
-            self._ensure_open()
+            self.dir_failure.check(f"log {self.name}")  # offline: no I/O at all
+            if self._closed:
+                discard_swap(swap)  # not left behind in a directory moved aside (a stray's)
+                raise StorageError(f"log {self.name} is closed; the cleaned copy of its segments is dropped")
             segments = list(self._segments)
             i = segments.index(old[0]) if old[0] in segments else -1
             if i < 0 or segments[i : i + len(old)] != old or i + len(old) >= len(segments):
@@ -826,6 +829,16 @@ class PartitionLog:
         """Mark closed without writing (the directory is about to be deleted)."""
         with self._lock:
             self._closed = True
+
+    @contextlib.contextmanager
+    def held_open(self) -> Iterator[None]:
+        """Keep the log open while inside, for a write of a file another module keeps in its directory (the
+        replication's ``leader-epoch-checkpoint`` after a truncation): StorageError when the log is closed or the
+        directories are offline; a close (a deletion's or stray move's, before the directory is renamed) waits
+        until the end, so such a write never meets a renamed directory. The log's lock is held inside."""
+        with self._lock:
+            self._ensure_open()
+            yield
 
     def _ensure_open(self) -> None:
         """Every read and write starts here: refused once the directories went offline, or the log closed."""

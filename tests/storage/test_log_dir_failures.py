@@ -2,7 +2,10 @@
 whichever thread it ran: the manager goes offline (every later log I/O refused) and its channel's listener (the
 broker's halt, :mod:`broker_runtime.server.node.broker`) is called once, on the failing thread, with a reason naming
 the write. And a partition deleted while the cleaner cleans it: the cleaning is aborted and waited for, so nothing
-of it lands in the directory of the topic created again under that name.
+of it lands in the directory of the topic created again under that name. And the broker's own operations on one
+partition racing each other (retention and the cleaner, a deletion and a follower's truncation or a topic id's
+write, the cleaner and a deletion since its pass began) never fail the log dirs: each race is driven by a hook at
+its step, on real files.
 
 The refused writes are real: the file a write goes through (the temporary file of an atomic replacement, a
 ``.cleaned`` segment) is a symlink to ``/dev/full``, whose writes fail with ENOSPC as on a full disk; a retention
@@ -20,14 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from broker_runtime.errors import LogDirOfflineError
+from broker_runtime.errors import LogDirOfflineError, StorageError
 from broker_runtime.replication.epoch_cache import LeaderEpochCache
-from broker_runtime.storage import cleaner
+from broker_runtime.replication.partition import Partition
+from broker_runtime.storage import cleaner, log_manager
 from broker_runtime.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.log_manager import LogManager
 from broker_runtime.storage.producer_state import snapshot_path
-from tests.storage.test_cleaner import keyed_batch
+from tests.storage.test_cleaner import keyed_batch, read_all
 from tests.support.storage import FakeClock, make_batch
 
 pytestmark = pytest.mark.timeout(30)
@@ -257,3 +261,173 @@ def test_deleting_a_partition_aborts_its_cleaning_and_waits_for_it(
     assert key not in OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
     assert failures.calls == [] and mgr.dir_failure.offline is None
     assert again.log_end_offset == 0
+
+
+# -- internal races that must not fail the log dirs (each a healthy broker's own doing, not a disk's refusal) ------
+
+
+def test_retention_skips_the_log_the_cleaner_cleans(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compact,delete log whose segments all expired while the broker was down: after the restart the segments'
+    files are opened lazily, by path. Retention runs on another thread just before the cleaner reads its first
+    segment: it must skip the log being cleaned (Kafka's deletableLogs) instead of deleting a segment of the
+    cleaner's snapshot (whose read then fails with ENOENT and halts the broker). Its next pass deletes them."""
+    config = LogConfig(segment_bytes=300, min_cleanable_dirty_ratio=0.0)
+    first = LogManager([tmp_path], config, clock)
+    first.startup()
+    log = first.create_log("c", 0, {"cleanup.policy": "compact,delete", "retention.ms": "60000"})
+    for i in range(30):
+        log.append(keyed_batch([(b"k%d" % (i % 3), b"v%d" % i)], clock.now))
+    first.shutdown()
+    clock.advance(120_000)
+    mgr = LogManager([tmp_path], config, clock)
+    failures = _Failures()
+    mgr.dir_failure.on_offline = failures
+    mgr.startup()
+    try:
+        log = mgr.get_log("c", 0)
+        assert log is not None
+        log.append(keyed_batch([(b"k0", b"fresh")], clock.now))  # retention keeps it
+        real_layout = cleaner._layout
+        raced: list[bool] = []
+
+        def racing_layout(data):  # noqa: ANN001, ANN202 - the real one's types
+            if not raced:
+                raced.append(True)
+                retention = threading.Thread(target=mgr.run_retention)
+                retention.start()
+                retention.join(10)
+                assert not retention.is_alive()
+            return real_layout(data)
+
+        monkeypatch.setattr(cleaner, "_layout", racing_layout)
+        assert ("c", 0) in mgr.run_cleaner(force=True)
+        assert raced and failures.calls == [] and mgr.dir_failure.offline is None
+        latest = {key: value for _, key, value in read_all(log)}
+        assert latest == {b"k0": b"fresh", b"k1": b"v28", b"k2": b"v29"}
+        mgr.run_retention()  # not cleaning now: the expired segments go
+        assert log.log_start_offset > 0
+        assert [value for _, _, value in read_all(log)][-1] == b"fresh"
+        assert mgr.periodic_failures == {}
+    finally:
+        mgr.close_without_shutdown()
+
+
+def test_a_deletion_waits_for_a_follower_truncation_and_its_epoch_checkpoint(
+    manager: tuple[LogManager, _Failures], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower truncates on a worker thread, then rewrites its ``leader-epoch-checkpoint``; DeleteTopics comes
+    in between. The deletion must wait for both steps (Kafka's leaderIsrUpdateLock) instead of renaming the
+    directory under the checkpoint's write (ENOENT, which would halt the broker)."""
+    mgr, failures = manager
+    log = mgr.create_log("f", 0)
+    for _ in range(3):
+        log.append(make_batch(2))
+    follower = Partition("f", 0, log, 1, lambda *_: None)  # type: ignore[arg-type,return-value]
+    follower.epoch_cache.assign(0, 0)
+    follower.epoch_cache.assign(1, 4)  # dropped by the truncation to 2
+    real_truncate = LeaderEpochCache.truncate_from_end
+    deleting = threading.Thread(target=mgr.delete_log, args=("f", 0))
+
+    def racing_truncate(cache: LeaderEpochCache, end_offset: int) -> bool:
+        deleting.start()
+        deleting.join(0.2)  # without the exclusion the directory is renamed now
+        return real_truncate(cache, end_offset)
+
+    monkeypatch.setattr(LeaderEpochCache, "truncate_from_end", racing_truncate)
+    follower.truncate_to(2)
+    deleting.join(10)
+    assert not deleting.is_alive()
+    assert failures.calls == [] and mgr.dir_failure.offline is None
+    assert mgr.get_log("f", 0) is None and log.log_end_offset == 2
+
+
+def test_a_topic_id_is_not_written_into_a_deleted_partitions_directory(
+    manager: tuple[LogManager, _Failures], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partition-load thread gives an old log its topic id while DeleteTopics deletes the partition: the
+    deletion waits for the ``partition.metadata`` write (no write into a renamed or removed directory, which would
+    halt the broker), and an id given to a log already deleted is refused with a StorageError, nothing written."""
+    mgr, failures = manager
+    log = mgr.create_log("a", 0)
+    real_write = log_manager.write_topic_id
+    deleting = threading.Thread(target=mgr.delete_log, args=("a", 0))
+
+    def racing_write(path: Path, topic_id: uuid.UUID) -> None:
+        deleting.start()
+        deleting.join(0.2)  # without the exclusion the directory is renamed and removed now
+        real_write(path, topic_id)
+
+    monkeypatch.setattr(log_manager, "write_topic_id", racing_write)
+    mgr.assign_topic_id(log, uuid.uuid4())
+    deleting.join(10)
+    assert not deleting.is_alive() and mgr.get_log("a", 0) is None
+    with pytest.raises(StorageError, match="deleted or moved aside"):
+        mgr.assign_topic_id(log, uuid.uuid4())
+    assert failures.calls == [] and mgr.dir_failure.offline is None
+
+
+def test_the_cleaner_passes_over_a_log_deleted_since_its_pass_began(
+    manager: tuple[LogManager, _Failures], tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the cleaner cleans one log, another compacted topic is deleted and created again: the pass's list
+    still holds the old, closed log, which is passed over (no WARNING, no periodic failure), not cleaned."""
+    mgr, failures = manager
+    _compacted(mgr, clock, "a")
+    _compacted(mgr, clock, "c")
+    real_layout = cleaner._layout
+    recreated: list[bool] = []
+
+    def recreating_layout(data):  # noqa: ANN001, ANN202 - the real one's types
+        if not recreated:
+            recreated.append(True)
+            assert mgr.delete_log("c", 0)
+            mgr.create_log("c", 0, {"cleanup.policy": "compact"})
+        return real_layout(data)
+
+    monkeypatch.setattr(cleaner, "_layout", recreating_layout)
+    assert set(mgr.run_cleaner(force=True)) == {("a", 0)}
+    assert recreated and mgr.periodic_failures == {}
+    assert failures.calls == [] and mgr.dir_failure.offline is None
+
+
+def test_a_closed_log_drops_a_cleaned_swap_it_is_given(
+    manager: tuple[LogManager, _Failures], clock: FakeClock
+) -> None:
+    """A cleaned group's ``.swap`` handed to a log closed meanwhile is removed, not left in its directory."""
+    mgr, _ = manager
+    _compacted(mgr, clock)
+    log = mgr.get_log("c", 0)
+    assert log is not None
+    old = log.segments[:1]
+    swap = log.dir / f"{old[0].log_path.name}.swap"
+    swap.write_bytes(b"")
+    log.close()
+    with pytest.raises(StorageError, match="closed"):
+        log.replace_segments(old, swap)
+    assert not swap.exists()
+
+
+def test_an_aborted_cleaning_stops_within_one_chunk_of_a_segment(
+    manager: tuple[LogManager, _Failures], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The abort is checked per read chunk, not per segment (Kafka's checkDone per read buffer): a deletion waits
+    for at most one chunk's read and decode, however large the segment being cleaned."""
+    mgr, _ = manager
+    log = mgr.create_log("big", 0, {"cleanup.policy": "compact", "segment.bytes": "20000"})
+    for i in range(300):
+        log.append(keyed_batch([(b"k%d" % (i % 3), b"v%d" % i)], clock.now))
+    assert len(log.segments) == 2 and log.segments[0].size > 10_000
+    monkeypatch.setattr(cleaner, "_CHUNK_BYTES", 1000, raising=False)
+    real_layout = cleaner._layout
+    laid_out: list[int] = []
+
+    def counting_layout(data):  # noqa: ANN001, ANN202 - the real one's types
+        laid_out.append(len(data) if isinstance(data, bytes) else data.size)  # a segment, before chunks
+        return real_layout(data)
+
+    monkeypatch.setattr(cleaner, "_layout", counting_layout)
+    with pytest.raises(cleaner.LogCleaningAbortedError):
+        cleaner.clean_log(log, 0, clock.now, force=True, aborted=lambda: bool(laid_out))
+    assert len(laid_out) == 1 and laid_out[0] <= 1000
