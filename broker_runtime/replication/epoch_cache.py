@@ -11,7 +11,8 @@ File format (UTF-8 text in the partition directory, ``\\n`` line ends)::
 Invariants: epochs strictly increase down the list and so do start offsets (an entry whose start offset is
 not above the previous entry's replaces it, as Kafka does when a leader wrote nothing in an epoch). The file
 is rewritten atomically (``.tmp``, fsync, rename, fsync dir) whenever the list changes, which happens once per
-leader change, not per append.
+leader change, not per append. A failed write fails the log directory (Kafka's ``LeaderEpochCheckpointFile`` is a
+``CheckpointFileWithFailureHandler``) when the cache was given the directory's failure channel, then raises on.
 
 Who writes: a leader calls :meth:`LeaderEpochCache.assign` with its epoch and log end offset when it becomes
 leader; a follower calls it for every appended batch whose ``partitionLeaderEpoch`` is newer than the latest
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from broker_runtime.errors import StorageError
 from broker_runtime.fsutil import write_atomically
+from broker_runtime.storage.log_dir_failure import LogDirFailureChannel
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "EpochEntry", "LeaderEpochCache"]
 
@@ -44,10 +46,12 @@ EpochEntry = tuple[int, int]
 class LeaderEpochCache:
     """Epoch -> start offset of one partition, persisted in ``<partition dir>/leader-epoch-checkpoint``."""
 
-    __slots__ = ("_entries", "path")
+    __slots__ = ("_entries", "_failure", "path")
 
-    def __init__(self, partition_dir: Path) -> None:
+    def __init__(self, partition_dir: Path, failure: LogDirFailureChannel | None = None) -> None:
         self.path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT
+        #: Told of a failed write (the log manager's channel; None: the caller handles it).
+        self._failure = failure
         self._entries: list[EpochEntry] = self._read()
 
     # -- queries --------------------------------------------------------------------------------------------
@@ -168,7 +172,14 @@ class LeaderEpochCache:
 
     def _write(self) -> None:
         body = f"{_VERSION}\n{len(self._entries)}\n" + "".join(f"{e} {s}\n" for e, s in self._entries)
-        write_atomically(self.path, body.encode("utf-8"))
+        try:
+            write_atomically(self.path, body.encode("utf-8"))
+        except OSError as exc:
+            if self._failure is not None:
+                self._failure.maybe_add_offline_log_dir(
+                    f"{self.path.parent.name} ({LEADER_EPOCH_CHECKPOINT})", exc
+                )
+            raise
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.path.parent.name}, {self._entries})"

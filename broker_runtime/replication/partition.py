@@ -121,7 +121,7 @@ class Partition:
         self.leader_epoch = -1
         self.isr: frozenset[int] = frozenset()
         self.remote: dict[int, ReplicaState] = {}
-        self.epoch_cache = LeaderEpochCache(log.dir)
+        self.epoch_cache = LeaderEpochCache(log.dir, log.dir_failure)
         #: Held while the log and the epoch cache change together: by a truncation (on a worker thread, see
         #: :meth:`truncate_to_off_loop`) and by the role changes and follower appends that assign epochs, so
         #: neither reads a log end offset the other is about to change.

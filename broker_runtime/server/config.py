@@ -717,6 +717,15 @@ class BrokerConfig:
         "is left out, with a WARNING and `pylog_consumergroup_lag_truncated_scrapes_total` (see [Metrics](#metrics))",
         minimum=0,
     )
+    metrics_event_loop_lag_interval_ms: int = _field(
+        "pylog.metrics.event.loop.lag.interval.ms",
+        _INT,
+        "0",
+        "pylog",
+        "how often (ms) a probe measures how late the event loop runs what is due, into the "
+        "`pylog_event_loop_lag_ms` histogram; 0: no probe. Needs `pylog.metrics.listener` (see [Metrics](#metrics))",
+        minimum=0,
+    )
     cluster_dir: str | None = _field(
         "pylog.cluster.dir",
         _STRING,
@@ -871,6 +880,11 @@ class BrokerConfig:
                 f"group.consumer.heartbeat.interval.ms={heartbeat_ms} must be less than "
                 f"group.consumer.session.timeout.ms={session_ms} (a consumer group member would be fenced "
                 "between two heartbeats)"
+            )
+        if values["metrics_event_loop_lag_interval_ms"] and values["metrics_listener"] is None:
+            raise ConfigError(
+                f"pylog.metrics.event.loop.lag.interval.ms={values['metrics_event_loop_lag_interval_ms']}: the "
+                "probe reports to the metrics endpoint, which is off; set pylog.metrics.listener too, or set 0"
             )
         num_partitions, max_partitions = values["num_partitions"], values["max_partitions_per_topic"]
         if num_partitions > max_partitions:

@@ -25,6 +25,9 @@ to its turn on the connection (answers leave in request order), ``totaltimems`` 
 handed to the socket. Kafka's ``ResponseSendTimeMs`` has no counterpart: asyncio hands the bytes to the kernel
 without reporting when they left.
 
+Event-loop lag (opt-in, :mod:`.loop_lag`): ``pylog_event_loop_lag_ms``, how late the loop ran a probe callback that
+was due, in the same buckets; the probe reports through :meth:`BrokerMetrics.loop_lagged` (loop thread).
+
 Threads: the request-path state and the broker are read and written on the loop thread only (the snapshot runs
 there); the HTTP thread only turns a finished snapshot into text (and counts its own timeouts in a
 prometheus-client counter, which locks), so a slow scraper never blocks the loop. prometheus-client itself is
@@ -150,6 +153,8 @@ class Snapshot:
     fetch_session_evictions: int = 0
     fetch_session_incremental_fetches: int = 0
     fetch_session_oversize_closed: int = 0
+    #: Event-loop lag (:mod:`.loop_lag`): bucket counts (not cumulative, +Inf last) and sum in ms; None: no probe.
+    loop_lag: tuple[list[int], float] | None = None
 
 
 class RequestTiming:
@@ -207,6 +212,8 @@ class BrokerMetrics:
         self._isr_expands = 0
         #: listener -> connections closed for an expired SASL session (loop thread).
         self._expired_killed: dict[str, int] = {}
+        #: The event-loop lag histogram (:mod:`.loop_lag`): [bucket counts (+Inf last), sum]; None: no probe.
+        self._loop_lag: list[Any] | None = None
         self._snapshot: Callable[[], Snapshot] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -246,6 +253,7 @@ class BrokerMetrics:
             isr_shrinks=self._isr_shrinks,
             isr_expands=self._isr_expands,
             expired_connections_killed=dict(self._expired_killed),
+            loop_lag=None if self._loop_lag is None else (list(self._loop_lag[0]), self._loop_lag[1]),
         )
 
     # -- the request path (event-loop thread) ----------------------------------------------------------------
@@ -276,6 +284,15 @@ class BrokerMetrics:
     def expired_connection_killed(self, listener: str) -> None:
         """A connection of ``listener`` was closed: its SASL session expired without re-authentication."""
         self._expired_killed[listener] = self._expired_killed.get(listener, 0) + 1
+
+    def loop_lagged(self, lag_ms: float) -> None:
+        """One event-loop lag probe ran ``lag_ms`` late (see :mod:`.loop_lag`); the histogram exists from the
+        first probe on."""
+        hist = self._loop_lag
+        if hist is None:
+            hist = self._loop_lag = [[0] * (len(_TIME_BUCKETS_MS) + 1), 0.0]
+        hist[0][bisect.bisect_left(_TIME_BUCKETS_MS, lag_ms)] += 1
+        hist[1] += lag_ms
 
     def request_started(self, api: str, version: int, received_ns: int) -> RequestTiming:
         return RequestTiming(self, api, version, received_ns, time.monotonic_ns())
@@ -397,6 +414,14 @@ class BrokerMetrics:
         for (api, code), n in sorted(snap.errors.items()):
             errors.add_metric([api, _ERROR_NAMES.get(code, str(code))], n)
         yield errors
+        if snap.loop_lag is not None:
+            lag = HistogramMetricFamily(
+                "pylog_event_loop_lag_ms",
+                "How late the event loop ran a probe callback that was due, in milliseconds "
+                "(pylog.metrics.event.loop.lag.interval.ms; under 1 ms: the probe's granularity)",
+            )
+            lag.add_metric([], _cumulative(snap.loop_lag[0]), sum_value=snap.loop_lag[1])
+            yield lag
         for index, (name, doc) in enumerate(_TIME_NAMES):
             histogram = HistogramMetricFamily(
                 f"kafka_network_requestmetrics_{name}",
@@ -405,12 +430,7 @@ class BrokerMetrics:
             )
             for api, hists in sorted(snap.times.items()):
                 counts, total = hists[index]
-                cumulative: list[tuple[str, float]] = []
-                running = 0
-                for label, count in zip(_BUCKET_LABELS, counts, strict=True):
-                    running += count
-                    cumulative.append((label, running))
-                histogram.add_metric([api], cumulative, sum_value=total)
+                histogram.add_metric([api], _cumulative(counts), sum_value=total)
             yield histogram
         for name, doc, value in (
             (
@@ -650,6 +670,16 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def _cumulative(counts: list[int]) -> list[tuple[str, float]]:
+    """Prometheus' cumulative buckets (label, count) of per-bucket ``counts`` in :data:`_TIME_BUCKETS_MS` order."""
+    cumulative: list[tuple[str, float]] = []
+    running = 0
+    for label, count in zip(_BUCKET_LABELS, counts, strict=True):
+        running += count
+        cumulative.append((label, running))
+    return cumulative
 
 
 def _counter_by(

@@ -180,8 +180,9 @@ class ReplicaManager:
         #: (topic, partition, producer id) -> the guard of a transaction verification in flight there
         #: (:meth:`begin_verification`); a marker of that producer on that partition kills it.
         self._verifications: dict[tuple[str, int, int], VerificationGuard] = {}
-        #: Called with the OSError of a failed write to a partition log (leader, marker or follower append):
-        #: the log directory failed (Kafka's ``LogDirFailureChannel.maybeAddOfflineLogDir``); the broker halts.
+        #: Called with the OSError of a failed write to a partition log (leader, marker or follower append, a
+        #: follower's truncation or epoch checkpoint): the log directory failed (the broker sets the log manager's
+        #: ``LogDirFailureChannel.maybe_add_offline_log_dir``; the partition log reported its own writes already).
         self.on_log_dir_failure: Callable[[str, OSError], None] | None = None
 
     def set_high_watermark_listener(self, listener: Callable[[str, int], None]) -> None:

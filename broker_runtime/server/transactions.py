@@ -15,7 +15,8 @@
   acks=-1 rules (leadership confirmed, NOT_ENOUGH_REPLICAS under the minimum ISR); the request handlers answer
   only once the records are replicated (:func:`answer_after_state_write`: NOT_COORDINATOR when leadership moved
   meanwhile, COORDINATOR_NOT_AVAILABLE when the ISR shrank or the wait timed out; the client retries; a single
-  node answers at once).
+  node answers at once), and an answer read from a transactional id's state without writing waits for that
+  state's last record too (the coordinator applies a record once appended here, before it is replicated).
 * **Markers** (:class:`ClusterTransactions`, the cluster's marker channel): in the background, once the Prepare record is replicated, one
   WriteTxnMarkers request per partition leader (this node's own partitions are appended directly, with the same
   rules), carrying the coordinator epoch. Retriable failures (no leader, NOT_LEADER_OR_FOLLOWER, the ISR under
@@ -35,7 +36,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, MarkerDone, MarkerRequest
@@ -135,11 +136,30 @@ def coordinator_node(ctx: BrokerContext, transactional_id: str) -> tuple[ErrorCo
     return ErrorCode.NONE, leader, *ctx.endpoint_of(broker)
 
 
-def answer_after_state_write(ctx: BrokerContext, body: Callable[[ErrorCode | None], dict[str, Any]]) -> Any:
+def answer_after_state_write(
+    ctx: BrokerContext,
+    body: Callable[[ErrorCode | None], dict[str, Any]],
+    transactional_ids: Iterable[str] = (),
+) -> Any:
     """The handler's answer: ``body(None)`` at once, or, in a cluster after the coordinator appended to
     ``__transaction_state``, a future of ``body(None)`` once those appends are replicated, else of
-    ``body(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``."""
-    appended = ctx.txn_coordinator.take_appended()
+    ``body(NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE)``.
+
+    ``transactional_ids``: the ids whose state the answer was read from. An answer that wrote nothing can still
+    rest on a state record not yet replicated (the coordinator applies a record once the leader appended it; the
+    request that wrote it may have been answered with an error when its replication failed, and a retry finds
+    the partitions already added): it waits for that record too, so a client is never told what a new
+    coordinator elected from the ISR would not know (Kafka's cache holds only replicated states:
+    ``TransactionStateManager.appendTransactionToLog`` completes a transition in its replication callback)."""
+    coordinator = ctx.txn_coordinator
+    appended = coordinator.take_appended()
+    for transactional_id in transactional_ids:
+        end = coordinator.state_end(transactional_id)
+        if end is None or end[0] in appended:
+            continue
+        replica = ctx.replicas.partition(TRANSACTION_STATE_TOPIC, end[0])
+        if replica is not None and replica.log.high_watermark < end[1]:
+            appended.add(end[0])
     return answer_after_replication(
         ctx, TRANSACTION_STATE_TOPIC, appended, REPLICATION_TIMEOUT_MS, body, "transaction state write"
     )

@@ -171,7 +171,8 @@ def answer_or_park(
 ) -> Any:
     """The ``{"ThrottleTimeMs", "ErrorCode"}`` answer of AddOffsetsToTxn or EndTxn whose coordinator call gave
     ``code``: parked until the transaction completes when that was CONCURRENT_TRANSACTIONS from a Prepare state
-    (:func:`park_until_completed`), else once this request's state writes are replicated. ``extra``: more fields
+    (:func:`park_until_completed`), else once this request's state writes, and the id's state it read, are
+    replicated. ``extra``: more fields
     of a successful answer (EndTxn v5's producer id and epoch), left out when the state write fails."""
     if code == ErrorCode.CONCURRENT_TRANSACTIONS:
         parked = park_until_completed(
@@ -186,4 +187,5 @@ def answer_or_park(
             if failed
             else {"ThrottleTimeMs": 0, "ErrorCode": code, **(extra or {})}
         ),
+        [transactional_id],
     )

@@ -291,20 +291,21 @@ async def _ask_here(
     partitions: list[TopicPartition],
     add: bool,
 ) -> dict[TopicPartition, ErrorCode]:
-    """The answer of this node's coordinator: the partitions verified, or added (transaction version 2) once
-    that state write is replicated (at once on a single node), as an AddPartitionsToTxn is answered."""
+    """The answer of this node's coordinator: the partitions verified, or added (transaction version 2), once
+    the state write and the id's state the answer read are replicated (at once on a single node), as an
+    AddPartitionsToTxn is answered."""
     coordinator = ctx.txn_coordinator
+    coordinator.take_appended()  # only this add's state write (and the id's state read) is waited for
     if not add:
-        return coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
-    coordinator.take_appended()  # only this add's state write is waited for
-    if [tp[0] for tp in partitions] == [
+        codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+    elif [tp[0] for tp in partitions] == [
         CONSUMER_OFFSETS_TOPIC
     ]:  # TxnOffsetCommit: as AddOffsetsToTxn adds it
         code = coordinator.add_offsets(transactional_id, producer_id, epoch, partitions[0], client_version=2)
         codes = {partitions[0]: code}
     else:
         codes = coordinator.add_partitions(transactional_id, producer_id, epoch, partitions, client_version=2)
-    answer = answer_after_state_write(ctx, lambda failed: {"failed": failed})
+    answer = answer_after_state_write(ctx, lambda failed: {"failed": failed}, [transactional_id])
     if isinstance(answer, asyncio.Future):
         answer = await answer
     failed = answer["failed"]

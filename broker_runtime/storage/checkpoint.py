@@ -16,7 +16,9 @@ Format (UTF-8 text, ``\\n`` line ends)::
 
 Writes are atomic: the content goes to ``<name>.tmp``, is fsynced, renamed over ``<name>``, then the directory
 is fsynced, so a crash leaves either the old or the new file. Reading a malformed file raises
-:class:`~broker_runtime.errors.StorageError` naming the file and line.
+:class:`~broker_runtime.errors.StorageError` naming the file and line. A write that fails (an OSError) fails the
+log directory when the file was given the directory's failure channel (Kafka's
+``CheckpointFileWithFailureHandler``: :mod:`.log_dir_failure`), then raises on.
 
 Thread-safety: a :class:`OffsetCheckpointFile` serializes its own writes with a lock; reads take no lock
 (the file is replaced atomically).
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from broker_runtime.errors import StorageError
 from broker_runtime.fsutil import write_atomically
+from broker_runtime.storage.log_dir_failure import LogDirFailureChannel
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -51,16 +54,23 @@ _VERSION = 0
 class OffsetCheckpointFile:
     """One checkpoint file mapping (topic, partition) to an offset."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, failure: LogDirFailureChannel | None = None) -> None:
         self.path = path
         self._lock = threading.Lock()
+        #: Told of a failed write (the log manager's; None: the caller handles it).
+        self._failure = failure
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         lines = [str(_VERSION), str(len(offsets))]
         lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
         data = ("\n".join(lines) + "\n").encode()
         with self._lock:
-            write_atomically(self.path, data)
+            try:
+                write_atomically(self.path, data)
+            except OSError as exc:
+                if self._failure is not None:
+                    self._failure.maybe_add_offline_log_dir(str(self.path), exc)
+                raise
 
     def read(self) -> dict[tuple[str, int], int]:
         """The checkpointed offsets; an absent file reads as empty."""

@@ -47,6 +47,11 @@ Crash safety: each group is written and installed through the swap-file protocol
 (``B.log.cleaned`` fsynced, renamed to ``B.log.swap`` as the commit point, then installed under the partition
 lock by the partition log's ``replace_segments``; a load finishes or undoes what a crash interrupted).
 
+Aborting (Kafka's ``LogCleaningAbortedException``, checked by its ``checkDone``): :func:`clean_log` asks its
+``aborted`` callable before each segment it reads and before each group's commit; once it answers True the pass
+raises :class:`LogCleaningAbortedError`, its ``.cleaned`` file removed and nothing swapped in. The log manager aborts
+the cleaning of a partition it deletes or moves aside, and waits for the pass to leave it first.
+
 Threading: :func:`clean_log` reads closed segments (immutable) without the partition lock and takes it per
 group through :meth:`~broker_runtime.storage.partition_log.PartitionLog.replace_segments`; one cleaner per log
 at a time (the log manager runs one cleaner thread).
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -75,12 +81,16 @@ from broker_runtime.storage.txn_index import AbortedTxn
 if TYPE_CHECKING:
     from broker_runtime.storage.partition_log import PartitionLog
 
-__all__ = ["CleanResult", "clean_log"]
+__all__ = ["CleanResult", "LogCleaningAbortedError", "clean_log"]
 
 _INT32_MAX = 2**31 - 1
 #: Bytes of one time-index entry (the larger of the two index entry sizes).
 _TIME_INDEX_ENTRY = 12
 _CONTROL_KEY = struct.Struct(">hh")
+
+
+class LogCleaningAbortedError(Exception):
+    """The cleaning of a log was aborted (its deletion or move aside): nothing of the pass was installed."""
 
 
 @dataclass(frozen=True)
@@ -462,10 +472,21 @@ class _Group:
 
 
 def clean_log(
-    log: PartitionLog, first_dirty_offset: int, now_ms: int, *, force: bool = False
+    log: PartitionLog,
+    first_dirty_offset: int,
+    now_ms: int,
+    *,
+    force: bool = False,
+    aborted: Callable[[], bool] | None = None,
 ) -> CleanResult | None:
     """One cleaning pass over ``log`` if it is due (or ``force``); None when there is nothing to clean or the
-    dirty ratio is below ``min.cleanable.dirty.ratio``."""
+    dirty ratio is below ``min.cleanable.dirty.ratio``. :class:`LogCleaningAbortedError` once ``aborted()`` answers
+    True (see "Aborting" in the module docstring)."""
+
+    def check_aborted() -> None:
+        if aborted is not None and aborted():
+            raise LogCleaningAbortedError(f"the cleaning of {log.name} was aborted")
+
     config = log.config
     segments = list(log.segments)
     first_dirty = max(first_dirty_offset, log.log_start_offset)
@@ -495,6 +516,7 @@ def clean_log(
     cache: dict[int, _Layout] = {}
     cached_bytes = 0
     for seg in dirty:
+        check_aborted()
         laid_out = _layout(seg)
         _add_to_offset_map(offsets, laid_out, first_dirty, map_tracker)
         if cached_bytes + seg.size <= _LAYOUT_CACHE_BYTES:
@@ -510,6 +532,7 @@ def clean_log(
     group: _Group | None = None
     try:
         for seg in cleanable:
+            check_aborted()
             upper = uppers[seg.base_offset]
             drop_deletes = (
                 upper <= first_dirty and now_ms - seg.largest_timestamp() > config.delete_retention_ms
@@ -524,12 +547,12 @@ def clean_log(
                 group.add(seg, cleaned)
                 continue
             if group is not None:
-                written += _finish_group(log, group)
+                written += _finish_group(log, group, check_aborted)
                 after += 1
             group = _Group(seg)
             group.add(None, cleaned)
         if group is not None:
-            written += _finish_group(log, group)
+            written += _finish_group(log, group, check_aborted)
             after += 1
             group = None
     finally:
@@ -538,10 +561,12 @@ def clean_log(
     return CleanResult(end, total, written, removed, len(cleanable), after)
 
 
-def _finish_group(log: PartitionLog, group: _Group) -> int:
-    """Install the group's cleaned segment (when anything changed); returns its size."""
+def _finish_group(log: PartitionLog, group: _Group, check_aborted: Callable[[], None]) -> int:
+    """Install the group's cleaned segment (when anything changed); returns its size. The last abort check is
+    before the commit: a committed ``.swap`` is installed (the deletion waits for it)."""
     if not group.needs_rewrite:
         return group.size
+    check_aborted()
     swap = group.commit()
     log.replace_segments(group.segments, swap)
     return group.size

@@ -47,8 +47,15 @@ directory: never loaded again, never deleted by the broker; a start says at WARN
 Changes while running (the admin APIs): :meth:`LogManager.set_topic_overrides` rewrites a topic's
 ``topic.config`` and reconfigures its open logs, :meth:`LogManager.set_base_config` gives every log new broker
 defaults (both take effect at the next append, roll, retention pass or cleaning), :meth:`LogManager.delete_log`
-closes a log and renames its directory to ``<topic>-<partition>.<id>-delete`` before removing it (a start
-removes what an interrupted deletion left).
+aborts the log's cleaning and waits for the cleaner to leave it (Kafka's ``abortCleaning`` in ``asyncDelete``, so
+no ``.cleaned`` or ``.swap`` of it lands in a directory of the same name created again), closes the log, renames its
+directory to ``<topic>-<partition>.<id>-delete``, drops it from the checkpoints (the cleaner's too) and removes it (a
+start removes what an interrupted deletion left); :meth:`LogManager.mark_stray` aborts the cleaning the same way.
+
+Failed writes: every OSError of a write in a directory (the checkpoints, the cleaner, the renames of a deleted or
+stray log, ``topic.config`` and ``partition.metadata`` rewrites; the partition logs report their own) fails the
+directories through :attr:`LogManager.dir_failure` (:mod:`.log_dir_failure`), as Kafka's LogDirFailureChannel. A
+new log's files failing do not: :meth:`LogManager.create_log` raises, and its caller rolls the topic back.
 
 Thread-safety: a manager-wide lock guards the partition map and directory choices; each partition log has
 its own lock (see :mod:`.partition_log`). All public methods may be called from any thread. A creation
@@ -63,13 +70,14 @@ before closing the logs.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import re
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -218,9 +226,17 @@ class LogManager:
         #: ``"producer snapshot"``: the snapshot written after it), each also logged at WARNING by the log.
         self.roll_flush_failures: collections.Counter[str] = collections.Counter()
         self._failures_lock = threading.Lock()
-        #: Set once by :meth:`mark_offline` and shared with every log: then every read, write, checkpoint and
-        #: background pass is refused before any I/O (:mod:`.log_dir_failure`).
+        #: Set once by :meth:`mark_offline` or by the first write the disk refused, and shared with every log:
+        #: then every read, write, checkpoint and background pass is refused before any I/O
+        #: (:mod:`.log_dir_failure`; the broker listens on it and halts).
         self.dir_failure = LogDirFailureChannel()
+        #: The partition the cleaner is cleaning now, and the partitions whose cleaning is aborted and paused
+        #: (a deletion or a stray move under way; Kafka's LogCleanerManager states), under ``_cleaning_cond``.
+        self._cleaning: tuple[str, int] | None = None
+        self._cleaning_paused: collections.Counter[tuple[str, int]] = collections.Counter()
+        self._cleaning_cond = threading.Condition()
+        #: Serializes the read-modify-write of each directory's ``cleaner-offset-checkpoint``.
+        self._cleaner_checkpoint_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -376,7 +392,9 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log, write the checkpoints and the clean-shutdown markers, release the directories.
-        Once the directories went offline, nothing is written: :meth:`close_without_shutdown` instead."""
+        Once the directories went offline, nothing is written: :meth:`close_without_shutdown` instead. A checkpoint
+        write refused now fails the directories like any other (the broker is told) and leaves no marker, so the
+        next start recovers (Kafka's shutdown writes no clean-shutdown file for a directory whose jobs failed)."""
         if self.dir_failure.offline is not None:
             self.close_without_shutdown()
             return
@@ -388,10 +406,24 @@ class LogManager:
                 return
             for log in self._logs.values():
                 log.close()
-            self._write_checkpoints()
+            try:
+                self._write_checkpoints()
+            except OSError:  # reported to dir_failure by the checkpoint file
+                self._release()
+                return
             for log_dir in self.log_dirs:
                 write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             self._release()
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """An OSError inside fails the log directories (:attr:`dir_failure`), then is raised on (Kafka routes every
+        IOException of a log-dir write to its LogDirFailureChannel); ``what`` names the write."""
+        try:
+            yield
+        except OSError as exc:
+            self.dir_failure.maybe_add_offline_log_dir(what, exc)
+            raise
 
     def mark_offline(self, reason: str) -> None:
         """The directories failed (a write the disk refused; ``reason`` says which): from now on every log read
@@ -460,7 +492,9 @@ class LogManager:
                     counts[d] += 1
                 log_dir = min(self.log_dirs, key=lambda d: counts[d])
             # The file work (directory, config file, segment files, fsyncs) runs without the manager lock, so
-            # the event loop's own calls (all_logs, topic_overrides, ...) never wait for a disk.
+            # the event loop's own calls (all_logs, topic_overrides, ...) never wait for a disk. Its OSError does
+            # not fail the directories, where Kafka's getOrCreateLog does: the caller rolls the topic's other new
+            # partitions back (on a single node a topic's existence is its directories), which needs them online.
             part_dir = log_dir / f"{topic}-{partition}"
             made_dir = not part_dir.exists()
             part_dir.mkdir(parents=True, exist_ok=True)
@@ -519,7 +553,9 @@ class LogManager:
                 return
             if current is not None:
                 raise InconsistentTopicIdError(_inconsistent(log.topic, log.partition, topic_id, current))
-            write_topic_id(log.dir, topic_id)
+            # Kafka's PartitionMetadataFile.maybeFlush fails the log dir too.
+            with self._writing(f"{log.name} (partition.metadata)"):
+                write_topic_id(log.dir, topic_id)
             log.topic_id = topic_id
 
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
@@ -544,7 +580,9 @@ class LogManager:
                 if t != topic:
                     continue
                 if dict(log.config.topic_overrides) != dict(overrides):
-                    _write_topic_config(log.dir / TOPIC_CONFIG_FILE, overrides)
+                    # Kafka keeps topic configs in its metadata log, whose failed write halts the broker too.
+                    with self._writing(f"{log.name} ({TOPIC_CONFIG_FILE})"):
+                        _write_topic_config(log.dir / TOPIC_CONFIG_FILE, overrides)
                     log.reconfigure(config)
 
     def set_base_config(self, config: LogConfig) -> None:
@@ -556,14 +594,17 @@ class LogManager:
                 log.reconfigure(config.with_topic_overrides(dict(log.config.topic_overrides)))
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Delete one partition (DeleteTopics): close its log, rename its directory to
-        ``<topic>-<partition>.<id>-delete`` (Kafka's marker of a deletion in progress; a startup finishes it),
-        then remove it. False when this manager has no such log."""
-        with self._lock:
+        """Delete one partition (DeleteTopics): abort its cleaning and wait for the cleaner to leave it, close its
+        log, rename its directory to ``<topic>-<partition>.<id>-delete`` (Kafka's marker of a deletion in
+        progress; a startup finishes it), drop it from the checkpoints, then remove it. False when this manager has
+        no such log."""
+        with self._cleaning_aborted((topic, partition)), self._lock:
             moved = self._close_and_rename(topic, partition, _DELETE_DIR_SUFFIX)
         if moved is None:
             return False
         old_dir, doomed = moved
+        # Tolerated, as Kafka's deleteLogs only logs a failed removal: the directory is already out of every
+        # checkpoint and a start removes what is left of a -delete directory.
         shutil.rmtree(doomed, ignore_errors=True)
         _log.info("deleted partition %s-%d (%s)", topic, partition, old_dir)
         return True
@@ -573,7 +614,7 @@ class LogManager:
         stray): close it, forget it and rename its directory to ``<topic>-<partition>.<id>-stray``, which no
         start loads and nothing deletes (Kafka keeps a stray replica's data for the operator to remove). Returns
         the new path; None when this manager has no such log."""
-        with self._create_lock, self._lock:
+        with self._cleaning_aborted((topic, partition)), self._create_lock, self._lock:
             moved = self._close_and_rename(topic, partition, _STRAY_DIR_SUFFIX)
         return None if moved is None else moved[1]
 
@@ -589,9 +630,11 @@ class LogManager:
             return None
         log.close()
         moved = log_dir / dir_name_with_suffix(topic, partition, suffix)
-        os.rename(log.dir, moved)
-        fsync_dir(log_dir)
+        with self._writing(f"{log.name} (rename to {moved.name})"):  # Kafka's renameDir fails the log dir
+            os.rename(log.dir, moved)
+            fsync_dir(log_dir)
         self._write_checkpoints()
+        self._remove_cleaner_checkpoint(log_dir, key)
         return log.dir, moved
 
     def dir_of(self, topic: str, partition: int) -> Path | None:
@@ -603,8 +646,10 @@ class LogManager:
     def run_retention(self) -> None:
         """One retention pass over all logs (the server calls this every log.retention.check.interval.ms).
 
-        A log whose pass fails (a file that cannot be renamed or read) is logged at WARNING with the error and
-        counted in :attr:`periodic_failures`; the other logs are not held up, and the next pass runs as usual."""
+        A log whose pass fails with a StorageError (say, closed by a deletion meanwhile) is logged at WARNING with the
+        error and counted in :attr:`periodic_failures`; the other logs are not held up. A segment file that cannot be
+        renamed or removed (an OSError) fails the log directories (Kafka's ``deleteSegments`` under
+        ``maybeHandleIOException``; the partition log reports it) and ends the pass."""
         now = self.clock()
         self._for_each_log("retention", lambda log: run_retention(log, now))
 
@@ -622,7 +667,11 @@ class LogManager:
                 return
             try:
                 work(log)
-            except (StorageError, OSError) as exc:
+            except OSError as exc:
+                # Not a write the log reported (those fail the directories, and end the pass below).
+                if self.dir_failure.offline is None:
+                    self._periodic_failed(task, key, exc)
+            except StorageError as exc:
                 self._periodic_failed(task, key, exc)
 
     def _periodic_failed(self, task: str, key: tuple[str, int], exc: Exception) -> None:
@@ -640,8 +689,11 @@ class LogManager:
     def run_cleaner(self, *, force: bool = False) -> dict[tuple[str, int], CleanResult]:
         """One log-cleaner pass over the logs whose ``cleanup.policy`` holds ``compact`` (the server calls
         this from its cleaner thread every ``log.cleaner.backoff.ms``). Each log is cleaned if due (see
-        :mod:`.cleaner`), then its first dirty offset goes to ``cleaner-offset-checkpoint``. Failures as
-        :meth:`run_retention`. Only one pass may run at a time."""
+        :mod:`.cleaner`), then its first dirty offset goes to ``cleaner-offset-checkpoint``. A StorageError
+        is reported as in :meth:`run_retention`; an OSError fails the log directories and ends the pass (Kafka's
+        CleanerThread: "Failed to clean up log ... due to IOException"). A log whose cleaning was aborted
+        (:meth:`delete_log`, :meth:`mark_stray`) is left at once, its checkpoint untouched. Only one pass may run
+        at a time."""
         now = self.clock()
         done: dict[tuple[str, int], CleanResult] = {}
         with self._cleaner_lock:
@@ -653,23 +705,83 @@ class LogManager:
                 log_dir = self._log_dir_of.get(key)
                 if log_dir is None:
                     continue
-                checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT)
-                # Imported at the first compacted log: the cleaner brings numpy and pyarrow, which a broker
-                # without compacted topics never needs (its start time and idle memory).
-                from broker_runtime.storage.cleaner import clean_log
-
-                try:
-                    result = clean_log(log, checkpoint.read().get(key, 0), now, force=force)
-                    if result is None:
+                with self._cleaning_cond:
+                    if self._cleaning_paused[key]:  # being deleted or moved aside
                         continue
+                    self._cleaning = key
+                try:
+                    result = self._clean(log_dir, key, log, now, force)
+                finally:
+                    with self._cleaning_cond:
+                        self._cleaning = None
+                        self._cleaning_cond.notify_all()
+                if result is not None:
+                    done[key] = result
+        return done
+
+    def _clean(
+        self, log_dir: Path, key: tuple[str, int], log: PartitionLog, now: int, force: bool
+    ) -> CleanResult | None:
+        """Clean one log (the cleaner thread, ``_cleaning`` set to ``key``) and checkpoint its first dirty offset."""
+        # Imported at the first compacted log: the cleaner brings numpy and pyarrow, which a broker
+        # without compacted topics never needs (its start time and idle memory).
+        from broker_runtime.storage.cleaner import LogCleaningAbortedError, clean_log
+
+        checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, self.dir_failure)
+        try:
+            with self._writing(f"{log.name} (log cleaning)"):
+                result = clean_log(
+                    log,
+                    checkpoint.read().get(key, 0),
+                    now,
+                    force=force,
+                    aborted=lambda: self._cleaning_paused[key] > 0,
+                )
+                if result is None:
+                    return None
+                with self._cleaner_checkpoint_lock:
+                    if self._cleaning_paused[key]:
+                        return None  # its deletion drops its entry next; do not write it back
                     offsets = checkpoint.read()
                     offsets[key] = result.first_dirty_offset
                     checkpoint.write(offsets)
-                except (StorageError, OSError) as exc:
-                    self._periodic_failed("log cleaning", key, exc)
-                    continue
-                done[key] = result
-        return done
+        except LogCleaningAbortedError:
+            _log.info("cleaning of %s aborted (the partition is being deleted or moved aside)", log.name)
+            return None
+        except OSError:
+            return None  # the directories failed (reported by _writing)
+        except StorageError as exc:
+            self._periodic_failed("log cleaning", key, exc)
+            return None
+        return result
+
+    @contextlib.contextmanager
+    def _cleaning_aborted(self, key: tuple[str, int]) -> Iterator[None]:
+        """Abort and pause the cleaning of ``key`` while inside: a pass cleaning it now stops at its next check
+        (its ``.cleaned`` file removed, nothing swapped in) and this waits until the cleaner left the log; no pass
+        picks it up until the end (Kafka's ``LogCleanerManager.abortCleaning``, called by ``LogManager.asyncDelete``
+        before the log's directory is renamed)."""
+        with self._cleaning_cond:
+            self._cleaning_paused[key] += 1
+            while self._cleaning == key:
+                self._cleaning_cond.wait()
+        try:
+            yield
+        finally:
+            with self._cleaning_cond:
+                self._cleaning_paused[key] -= 1
+                if not self._cleaning_paused[key]:
+                    del self._cleaning_paused[key]
+
+    def _remove_cleaner_checkpoint(self, log_dir: Path, key: tuple[str, int]) -> None:
+        """Drop ``key``'s first dirty offset from ``log_dir``'s cleaner checkpoint (a deleted or stray log: a topic
+        created again under that name must start dirty from its own first offset; Kafka's
+        ``updateCheckpoints(dir, partitionToRemove)``)."""
+        checkpoint = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, self.dir_failure)
+        with self._cleaner_checkpoint_lock:
+            offsets = checkpoint.read()
+            if offsets.pop(key, None) is not None:
+                checkpoint.write(offsets)
 
     def flush_dirty_logs(self) -> None:
         """Flush logs whose flush.ms elapsed (the server may call this periodically)."""
@@ -689,13 +801,13 @@ class LogManager:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
             logs = {k: self._logs[k] for k in keys}
             with self._checkpoint_lock:
-                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT, self.dir_failure).write(
                     {k: log.recovery_point for k, log in logs.items()}
                 )
-                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT, self.dir_failure).write(
                     {k: log.log_start_offset for k, log in logs.items()}
                 )
-                OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT).write(
+                OffsetCheckpointFile(log_dir / REPLICATION_CHECKPOINT, self.dir_failure).write(
                     {k: log.high_watermark for k, log in logs.items()}
                 )
 
@@ -733,8 +845,8 @@ class LogManager:
 
     def _write_recovery_points(self, log_dir: Path) -> None:
         """Write ``log_dir``'s recovery-point checkpoint. No manager lock is taken (a retention pass holds it
-        while it takes partition locks); the partition map is copied instead. A failed write is logged at
-        WARNING and counted; the periodic checkpoint writes it again."""
+        while it takes partition locks); the partition map is copied instead. A failed write is counted and
+        fails the log directories (Kafka's CheckpointFileWithFailureHandler)."""
         if self.dir_failure.offline is not None:
             return  # a recovery point written now could claim data the failed write left behind
         dirs = dict(self._log_dir_of)
@@ -742,15 +854,9 @@ class LogManager:
         points = {k: log.recovery_point for k, log in logs.items() if dirs.get(k) == log_dir}
         try:
             with self._checkpoint_lock:
-                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
-        except OSError as exc:
+                OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT, self.dir_failure).write(points)
+        except OSError:  # reported to dir_failure by the checkpoint file
             self.periodic_failures["recovery-point checkpoint"] += 1
-            _log.warning(
-                "writing %s after a roll failed (%d failure(s) so far): %s",
-                log_dir / RECOVERY_POINT_CHECKPOINT,
-                self.periodic_failures["recovery-point checkpoint"],
-                exc,
-            )
 
     def _stop_recovery_point_writer(self) -> None:
         """Finish the pending recovery-point writes and stop their thread (shutdown, or a simulated crash)."""

@@ -35,9 +35,14 @@ for the disk), else at once: the old segment and the directory are fsynced; the 
 never claiming offsets whose batches are not durable); the recovery point moves to the new base offset and
 :attr:`PartitionLog.on_roll` is called. Until then the segment is listed as unflushed; :meth:`PartitionLog.flush`
 and :meth:`PartitionLog.close` fsync it themselves. A truncation or close meanwhile wins (the task leaves the
-snapshot and the recovery point alone). A failed fsync keeps the recovery point (a crash recovers those
-segments); a failed snapshot does not (a load replays from an older one); both are logged at WARNING and go to
-:attr:`PartitionLog.on_flush_failure` (the log manager counts them).
+snapshot and the recovery point alone). A failed fsync or snapshot write keeps the recovery point, is counted
+through :attr:`PartitionLog.on_flush_failure` and fails the log directory like any other write (below).
+
+Failed writes (Kafka's ``LocalLog.maybeHandleIOException``): an OSError of an append, follower append, roll,
+flush, truncation, segment deletion (retention, DeleteRecords), cleaned-segment swap, roll flush or roll snapshot
+goes to :attr:`PartitionLog.dir_failure` (:mod:`.log_dir_failure`: the directories go offline, the broker halts)
+and is raised on. :meth:`PartitionLog.close` is the exception: its producer snapshot failing is logged at WARNING
+(the next load replays the log instead), since a close is followed by no write of this log.
 
 Flush: fsync when ``flush.messages`` messages are unflushed or ``flush.ms`` passed since the last flush (both
 default to never: the page cache, as Kafka), on roll and on close. Everything below the recovery point is on disk.
@@ -70,7 +75,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,6 +280,16 @@ class PartitionLog:
         step (a retention pass does, :mod:`.retention`)."""
         return self._lock
 
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """An OSError inside fails the log directory (:attr:`dir_failure`), then is raised on (Kafka's
+        ``LocalLog.maybeHandleIOException``); ``what`` names the write in the reason."""
+        try:
+            yield
+        except OSError as exc:
+            self.dir_failure.maybe_add_offline_log_dir(f"{self.name} ({what})", exc)
+            raise
+
     # -- offsets ------------------------------------------------------------------------------------------------
 
     @property
@@ -370,20 +385,21 @@ class PartitionLog:
                     max_ts, offset_of_max = ts, last
                 assigned.append((offset, last, ts))
                 offset = last + 1
-            self._append_set(buf, first, offset - 1, max_ts, offset_of_max, now)
-            if idempotent:
-                for (pos, header), (batch_first, batch_last, ts) in zip(spans, assigned, strict=True):
-                    control = _control_marker(buf, pos, header)
-                    completed = producer_state.update(
-                        header,
-                        batch_first,
-                        batch_last,
-                        ts,
-                        coordinator_epoch=None if control is None else control[1],
-                        control_type=None if control is None else control[0],
-                    )
-                    if completed is not None:
-                        index_aborted_txn(producer_state, completed, self._segments[-1])
+            with self._writing("append"):
+                self._append_set(buf, first, offset - 1, max_ts, offset_of_max, now)
+                if idempotent:
+                    for (pos, header), (batch_first, batch_last, ts) in zip(spans, assigned, strict=True):
+                        control = _control_marker(buf, pos, header)
+                        completed = producer_state.update(
+                            header,
+                            batch_first,
+                            batch_last,
+                            ts,
+                            coordinator_epoch=None if control is None else control[1],
+                            control_type=None if control is None else control[0],
+                        )
+                        if completed is not None:
+                            index_aborted_txn(producer_state, completed, self._segments[-1])
             producer_state.update_map_end_offset(self._leo)
             return AppendInfo(
                 first, offset - 1, now if log_append else -1, max_ts, offset_of_max, len(spans), buf.nbytes
@@ -422,11 +438,12 @@ class PartitionLog:
                     max_ts, offset_of_max = header.max_timestamp, header.last_offset
                 expected = header.next_offset
             first = spans[0][1].base_offset
-            self._append_set(buf, first, expected - 1, max_ts, offset_of_max, now)
-            for pos, header in spans:
-                if header.producer_id >= 0:
-                    marker = functools.partial(_control_marker, buf, pos, header)
-                    replay_batch(self._producer_state, header, marker, self._segments[-1])
+            with self._writing("follower append"):
+                self._append_set(buf, first, expected - 1, max_ts, offset_of_max, now)
+                for pos, header in spans:
+                    if header.producer_id >= 0:
+                        marker = functools.partial(_control_marker, buf, pos, header)
+                        replay_batch(self._producer_state, header, marker, self._segments[-1])
             self._producer_state.update_map_end_offset(self._leo)
             return AppendInfo(first, expected - 1, -1, max_ts, offset_of_max, len(spans), buf.nbytes)
 
@@ -502,6 +519,8 @@ class PartitionLog:
                 exc,
             )
             self._flush_failed("segment")
+            if isinstance(exc, OSError):  # Kafka's flush after a roll fails the log dir (UnifiedLog.flush)
+                self.dir_failure.maybe_add_offline_log_dir(f"{self.name} (fsync after a roll)", exc)
             return
         if snapshot is not None and self.dir_failure.offline is None:
             self._write_roll_snapshot(target, truncations, snapshot)
@@ -521,7 +540,8 @@ class PartitionLog:
         """Write the producer snapshot a roll at ``target`` encoded (its segments are fsynced already): a
         temporary file written and fsynced outside the lock, renamed under it unless the log was truncated or
         closed meanwhile (a truncation rebuilt the state; close writes its own), then the directory fsynced.
-        A failure is logged at WARNING and counted; a later load then replays from an older snapshot."""
+        A failure is logged at WARNING, counted and fails the log directory (a later load replays from an older
+        snapshot)."""
         path = snapshot_path(self.dir, target)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.roll.tmp")
         try:
@@ -545,6 +565,8 @@ class PartitionLog:
                 exc,
             )
             self._flush_failed("producer snapshot")
+            # Kafka takes this snapshot inside UnifiedLog.roll, whose IOException fails the log dir.
+            self.dir_failure.maybe_add_offline_log_dir(f"{self.name} (producer snapshot {path.name})", exc)
 
     def _flush_failed(self, what: str) -> None:
         if self.on_flush_failure is not None:
@@ -555,7 +577,8 @@ class PartitionLog:
         with self._lock:
             self.dir_failure.check(f"log {self.name}")
             if self._segments[-1].size:
-                self._roll(self._leo, self.clock())
+                with self._writing("roll"):
+                    self._roll(self._leo, self.clock())
 
     # -- reads -------------------------------------------------------------------------------------------------
 
@@ -633,13 +656,14 @@ class PartitionLog:
                 deletable.append(seg)
             if not deletable:
                 return 0
-            if len(deletable) == len(segments):
-                self._roll(self._leo, self.clock())
-            remaining = list(self._segments[len(deletable) :])
-            self._set_segments(remaining)
-            self._log_start = max(self._log_start, remaining[0].base_offset)
-            for seg in deletable:
-                seg.delete()
+            with self._writing("segment deletion"):
+                if len(deletable) == len(segments):
+                    self._roll(self._leo, self.clock())
+                remaining = list(self._segments[len(deletable) :])
+                self._set_segments(remaining)
+                self._log_start = max(self._log_start, remaining[0].base_offset)
+                for seg in deletable:
+                    seg.delete()
             return len(deletable)
 
     def replace_segments(self, old: list[LogSegment], swap: Path) -> None:
@@ -658,13 +682,14 @@ class PartitionLog:
                     "or active; their cleaned copy is dropped"
                 )
             base = old[0].base_offset
-            finish_swap(self.dir, base, [s.base_offset for s in old])
-            new = LogSegment.open(self.dir, base, self.config, self.clock())
-            if new.recover().truncated_bytes:
-                raise StorageError(
-                    f"the cleaned copy of {old[0].log_path.name} of {self.name} did not recover whole"
-                )
-            new.flush()
+            with self._writing("cleaned segment swap"):
+                finish_swap(self.dir, base, [s.base_offset for s in old])
+                new = LogSegment.open(self.dir, base, self.config, self.clock())
+                if new.recover().truncated_bytes:
+                    raise StorageError(
+                        f"the cleaned copy of {old[0].log_path.name} of {self.name} did not recover whole"
+                    )
+                new.flush()
             segments[i : i + len(old)] = [new]
             self._set_segments(segments)
 
@@ -679,7 +704,7 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every offset >= ``offset`` (replication). A batch holding ``offset`` is dropped whole."""
-        with self._lock:
+        with self._lock, self._writing("truncation"):
             self._ensure_open()
             if offset >= self._leo:
                 return
@@ -710,7 +735,7 @@ class PartitionLog:
         """
         if offset < 0:
             raise StorageError(f"cannot start {self.name} at negative offset {offset}")
-        with self._lock:
+        with self._lock, self._writing("full truncation"):
             self._ensure_open()
             now = self.clock()
             self._start_empty_at(offset, now)
@@ -761,7 +786,8 @@ class PartitionLog:
         """fsync everything appended so far; the recovery point becomes the LEO."""
         with self._lock:
             self._ensure_open()
-            self._flush_locked(self.clock())
+            with self._writing("flush"):
+                self._flush_locked(self.clock())
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when ``flush.ms`` passed since the last flush and something is unflushed (for a scheduler)."""
@@ -770,7 +796,8 @@ class PartitionLog:
                 return False  # offline: the failure was reported once, where it happened
             now = self.clock() if now_ms is None else now_ms
             if self.recovery_point < self._leo and now - self._last_flush_ms >= self.config.flush_ms:
-                self._flush_locked(now)
+                with self._writing("flush"):
+                    self._flush_locked(now)
                 return True
             return False
 
@@ -783,6 +810,8 @@ class PartitionLog:
             if self.dir_failure.offline is not None:
                 self._closed = True
                 return
+            # Not routed to dir_failure (see "Failed writes" in the module docstring): nothing writes this log
+            # after its close, and the next load recovers what the close could not write.
             with contextlib.suppress(FileNotFoundError):
                 self._flush_locked(self.clock())
             try:

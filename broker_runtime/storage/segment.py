@@ -561,6 +561,8 @@ class LogSegment:
         renamed: list[Path] = []
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             target = path.with_name(path.name + DELETED_SUFFIX)
+            # A file already gone is tolerated, as Kafka's deleteIfExists; any other OSError is raised (the
+            # partition log then fails the log directory).
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, target)
                 renamed.append(target)

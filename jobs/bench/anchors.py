@@ -13,7 +13,9 @@ pom's ``spark.version`` (the nearest served one) is used and its Spark runs from
 cache (``venv/``, PySpark of that version, made on first use with pip); the figures then name both versions.
 The child processes alternate (kafka, pylog, kafka, pylog, ...: ``ROUNDS`` rounds), each with one warm-up and
 ``REPEAT`` runs of every step; a figure is the median over all runs with its spread, the ratio is the ratio of
-medians (pylog rows/s over Spark's connector's).
+medians (pylog rows/s over Spark's connector's). The stream read is also split in two (seconds, same runs): from
+``start()`` to its first micro-batch (for ``format("pylog")`` this holds the fresh Python interpreter Spark
+starts for every query of a Python streaming source) and the time inside its micro-batches.
 
 **Broker pairs**: pylog's broker (a child process, ``broker_runtime.launch.broker_process``) against one Apache
 Kafka node (started with the JVM settings of Kafka's own start script, :data:`KAFKA_SCRIPT_JVM`: G1, 1 GB heap,
@@ -90,7 +92,16 @@ ROWS, QUICK_ROWS = 2_000_000, 2_000
 ROUNDS, REPEAT = 2, 1
 MESSAGES, QUICK_MESSAGES = 1_000_000, 5_000
 LATENCY_MESSAGES, QUICK_LATENCY_MESSAGES = 100_000, 2_000
+#: Messages of each paced latency run: at half of a ~400k msg/s maximum about 2 s, so that its p99 is the
+#: worst 20 ms of a run, not of half a second (100,000 made the producer start a percent of the run).
+PACED_LATENCY_MESSAGES = 400_000
 MESSAGE_BYTES = 4 + len(VALUE)
+#: The two parts of a connector stream run that the section reports beside its rate (seconds, see
+#: :mod:`jobs.bench.anchors_spark`): the query's start, and its micro-batches.
+STREAM_PARTS = {
+    "stream_start": "query start to its first micro-batch",
+    "stream_batches": "time in its micro-batches",
+}
 #: Targets of issue #34: pylog / alternative, or alternative / pylog where lower is better ("advantage").
 CONNECTOR_TARGETS = {"write": 1.5, "read": 1.2, "stream": 1.2, "stack write": 1.5}
 INGEST_TARGET = 0.8
@@ -459,6 +470,17 @@ def _connector_pairs(figures: _Pairs, meta: dict[str, Any]) -> None:
                 target=CONNECTOR_TARGETS[step],
                 quick=False,
             )
+        for step, what in STREAM_PARTS.items():
+            figures.pair(
+                f"connector stream, {kind}, same Kafka node: {what}",
+                "s",
+                times["pylog"]["kafka-node"][kind][step],
+                times["kafka"]["kafka-node"][kind][step],
+                other,
+                higher_is_better=False,
+                target=None,
+                quick=False,
+            )
         for step in ("write", "read", "stream"):
             figures.pair(
                 f"whole stack {step}, {kind}: pylog+embedded vs kafka connector+Kafka node",
@@ -764,7 +786,13 @@ def _broker_pairs(figures: _Pairs, *, quick: bool, meta: dict[str, Any]) -> None
                 lats = _interleaved(
                     brokers,
                     repeat,
-                    functools.partial(_paced, acks=acks, n=lat_n, rate=rate, topics=lat_topic),
+                    functools.partial(
+                        _paced,
+                        acks=acks,
+                        n=lat_n if quick else PACED_LATENCY_MESSAGES,
+                        rate=rate,
+                        topics=lat_topic,
+                    ),
                 )
                 for q, field in (("p50", 0), ("p99", 1), ("p99.9", 2)):
                     # Issue #34's p99 target is for acks=all on RF=3: judged in the three-node pairs.

@@ -21,7 +21,10 @@ Steps, per target and kind, each run on its own topic written in that run:
   * read: ``spark.read.format(F)`` of that topic from earliest to latest into Spark's ``noop`` sink (every
     column materialised, nothing kept);
   * stream: ``spark.readStream.format(F)`` from earliest with ``Trigger.AvailableNow`` into ``noop``, until it
-    stops by itself.
+    stops by itself; besides its run time (``stream``) two parts of it: ``stream_start``, from ``start()`` to the
+    start of its first micro-batch (the query's start: for a Python source, Spark's fresh interpreter that
+    serves the source's calls, then the starting offsets), and ``stream_batches``, the sum of its micro-batches'
+    ``triggerExecution`` (Spark's progress).
 The DataFrames are N rows of a 16-byte key and a 100-byte value in ``partitions`` partitions, cached and counted
 before any timing; ``incompressible`` keys and values are cut from SHA-2 digests, ``compressible`` ones are the
 same digests as hex text (as the "writer" section's).
@@ -33,6 +36,7 @@ import json
 import os
 import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 KINDS = {
@@ -46,6 +50,8 @@ KINDS = {
         "cast(substr(sha2(cast(id as string), 512), 1, 100) as binary) as value",
     ),
 }
+#: What :func:`measure` times per run (see the module docstring).
+STEPS = ("write", "read", "stream", "stream_start", "stream_batches")
 #: The producer settings both connectors get (Kafka's names, Spark's ``kafka.`` prefix).
 WRITE_OPTIONS = {"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.compression.type": "lz4"}
 #: The session settings both connectors run under.
@@ -70,7 +76,7 @@ def session(jars: str) -> Any:
 
 def measure(spark: Any, config: dict[str, Any]) -> dict[str, Any]:
     """Run times (s) per target, kind and step: ``{target: {kind: {"write": [...], "read": [...], "stream":
-    [...]}}}`` (warm-up runs left out)."""
+    [...], "stream_start": [...], "stream_batches": [...]}}}`` (warm-up runs left out)."""
     fmt = config["format"]
     rows, parts = int(config["rows"]), int(config["partitions"])
     runs = int(config["warmup"]) + int(config["repeat"])
@@ -84,7 +90,7 @@ def measure(spark: Any, config: dict[str, Any]) -> dict[str, Any]:
             name, options = target["name"], target["options"]
             per_kind: dict[str, Any] = {}
             for kind, df in frames.items():
-                times: dict[str, list[float]] = {"write": [], "read": [], "stream": []}
+                times: dict[str, list[float]] = {step: [] for step in STEPS}
                 topics = config["topics"][name][kind]
                 if len(topics) < runs:
                     raise ValueError(f"{name}/{kind}: {len(topics)} topics for {runs} runs")
@@ -92,13 +98,12 @@ def measure(spark: Any, config: dict[str, Any]) -> dict[str, Any]:
                     topic = topics[i]
                     t = _write(df, fmt, options, topic)
                     r = _read(spark, fmt, options, topic)
-                    s = _stream(
+                    s, start, batches = _stream(
                         spark, fmt, options, topic, os.path.join(config["work"], f"cp-{name}-{topic}")
                     )
                     if i >= int(config["warmup"]):
-                        times["write"].append(t)
-                        times["read"].append(r)
-                        times["stream"].append(s)
+                        for step, value in zip(STEPS, (t, r, s, start, batches), strict=True):
+                            times[step].append(value)
                 per_kind[kind] = times
             out[name] = per_kind
     finally:
@@ -126,7 +131,11 @@ def _read(spark: Any, fmt: str, options: dict[str, str], topic: str) -> float:
     return time.perf_counter() - t0
 
 
-def _stream(spark: Any, fmt: str, options: dict[str, str], topic: str, checkpoint: str) -> float:
+def _stream(
+    spark: Any, fmt: str, options: dict[str, str], topic: str, checkpoint: str
+) -> tuple[float, float, float]:
+    """(run time, start() to the first micro-batch's start, time in micro-batches), in seconds."""
+    started_at = time.time()
     t0 = time.perf_counter()
     source = _with(
         spark.readStream.format(fmt), {**options, "subscribe": topic, "startingOffsets": "earliest"}
@@ -141,7 +150,14 @@ def _stream(spark: Any, fmt: str, options: dict[str, str], topic: str, checkpoin
     query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"the AvailableNow stream read of {topic} failed: {query.exception()}")
-    return time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
+    progress = query.recentProgress
+    if not progress:
+        raise RuntimeError(f"the AvailableNow stream read of {topic} reported no micro-batch")
+    # The progress timestamp is when the trigger began (UTC, milliseconds).
+    first = datetime.strptime(progress[0]["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    in_batches = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return elapsed, first.timestamp() - started_at, in_batches
 
 
 def main(argv: list[str]) -> int:

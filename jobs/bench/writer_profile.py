@@ -8,12 +8,17 @@ runs :func:`spark_kafka_log.write.writer.write_task` on them under cProfile, onc
 topic of that many partitions, created up front). It prints the wall time, the broker process's CPU time
 (``/proc/<pid>/stat`` just before and after the task: start-up not counted) per row and per MB of message bytes
 (key + value, 116 B a row, 10^6 bytes per MB: the unit of the "broker" section's ingest figure, so the two
-compare) and the top functions of the task by own time. ``--broker-profile FILE`` additionally
+compare) and the top functions of the task by own CPU time (the profiler's clock is the process's CPU time,
+so neither waiting for acknowledgements nor a loaded machine's run queue is counted as the task's work).
+``--bootstrap HOST:PORT --broker-pid PID`` writes to a broker already running instead of the embedded one,
+e.g. an Apache Kafka node (the bench's ``anchors`` pairs), and reads that process's CPU time.
+``--broker-profile FILE`` additionally
 records the broker with ``py-spy`` when it is installed (collapsed stacks, ``FILE.<partitions>.txt``).
 ``--rss`` makes the rows while the task writes them and prints the peak RSS of the task process and of the
 broker (the memory bound: run N and 10 x N rows, each run with its own broker, and compare).
 
-Run: ``python -m jobs.bench.writer_profile [--rows N] [--partitions 1 4] [--compressible] [--top 25]``.
+Run: ``python -m jobs.bench.writer_profile [--rows N] [--partitions 1 4] [--compressible] [--top 25]
+[--option kafka.compression.type=lz4] [--bootstrap HOST:PORT --broker-pid PID]``.
 """
 
 from __future__ import annotations
@@ -104,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         "--broker-profile", help="record the broker with py-spy (collapsed stacks) into FILE.<partitions>.txt"
     )
     parser.add_argument("--option", action="append", default=[], help="extra writer option KEY=VALUE")
+    parser.add_argument("--bootstrap", help="write to this running broker instead of an embedded one")
+    parser.add_argument(
+        "--broker-pid", type=int, help="with --bootstrap: the broker process whose CPU is read"
+    )
     parser.add_argument(
         "--rss",
         action="store_true",
@@ -111,21 +120,33 @@ def main(argv: list[str] | None = None) -> int:
         "and of the broker; compare runs of N and 10 x N rows (each run starts its own broker)",
     )
     args = parser.parse_args(argv)
+    if (args.bootstrap is None) != (args.broker_pid is None):
+        parser.error("--bootstrap and --broker-pid go together (the broker's CPU is read from /proc/PID)")
 
     batches = None if args.rss else arrow_rows(args.rows, args.compressible)
     work = tempfile.mkdtemp(prefix="pylog-writer-profile-")
     data_dir = os.path.join(work, "data")
     try:
-        bootstrap = ensure_embedded_broker(data_dir)
-        status = embedded_broker_status(data_dir)
-        assert status is not None
-        broker_pid = int(status["pid"])
+        if args.bootstrap is not None:
+            bootstrap, broker_pid = args.bootstrap, args.broker_pid
+        else:
+            bootstrap = ensure_embedded_broker(data_dir)
+            status = embedded_broker_status(data_dir)
+            assert status is not None
+            broker_pid = int(status["pid"])
         for n_parts in args.partitions:
             topic = f"prof-{uuid.uuid4().hex[:8]}"
             with KafkaClient(bootstrap) as client:
                 client.admin.create_topics({topic: (n_parts, 1)})
             extra = dict(o.split("=", 1) for o in args.option)
-            options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": topic, **extra})
+            options = parse_writer_options(
+                {
+                    "kafka.bootstrap.servers": bootstrap,
+                    "topic": topic,
+                    "pylog.producerStateDir": work,
+                    **extra,
+                }
+            )
             layout = InputLayout(value="value", key="key")
             spy = None
             if args.broker_profile and shutil.which("py-spy"):
@@ -148,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             cpu0 = broker_cpu_seconds(broker_pid)
             t0 = time.perf_counter()
             c0 = time.process_time()
-            prof = None if args.no_profile else cProfile.Profile()
+            prof = None if args.no_profile else cProfile.Profile(time.process_time)
             if prof is not None:
                 prof.enable()
             identity = TaskIdentity(f"write-{uuid.uuid4().hex}", 0, 0)
@@ -184,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                 stats.sort_stats("tottime").print_stats(args.top)
                 print(out.getvalue())
     finally:
-        stop_embedded_broker(data_dir)
+        if args.bootstrap is None:
+            stop_embedded_broker(data_dir)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

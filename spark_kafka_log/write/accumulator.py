@@ -13,12 +13,19 @@ Data path per incoming ``pyarrow.RecordBatch`` (never a Python loop per row)::
     group rows   -> one stable argsort by (topic, partition); one ``take`` in that order, zero-copy
                     slices per group
     accumulate   -> per (topic, partition) list of Arrow slices; sealed once >= batch.size bytes
-                    (or older than linger.ms) into magic-2 RecordBatches of <= batch.size bytes by
-                    :func:`broker_runtime.protocol.record_codec.encode.build_batches` (vectorized encode,
-                    compression, CRC-32C), stamped with producer id/epoch and per-partition sequences;
-                    the partitions due at one moment are encoded in ONE call (row groups), since the
-                    builder's cost is mostly per call (a 4-partition write cost ~1.5x the CPU per row of a
-                    1-partition one when each partition was encoded on its own)
+                    (or older than linger.ms) into magic-2 RecordBatches of <= batch.size bytes before
+                    compression by :func:`broker_runtime.protocol.record_codec.encode.build_batches`
+                    (vectorized encode, compression, CRC-32C), stamped with producer id/epoch and
+                    per-partition sequences; the partitions due at one moment are encoded in ONE call (row
+                    groups), since the builder's cost is mostly per call (a 4-partition write cost ~1.5x the
+                    CPU per row of a 1-partition one when each partition was encoded on its own)
+    fit          -> a batch that compression made LARGER than kafka.max.request.size (incompressible rows:
+                    lz4 adds 4 bytes per 64 KiB block and its frame, so a batch of batch.size = 1 MiB of
+                    random bytes comes out ~70 bytes above the 1 MiB request bound) is encoded again as
+                    two halves, recursively, before the batches are sealed; only a single record above
+                    the bound fails the task (Kafka's producer ends the same way: it sends such a batch,
+                    the broker answers MESSAGE_TOO_LARGE above message.max.bytes and the producer splits
+                    the batch)
 
 Invariants:
 
@@ -35,6 +42,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -46,7 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker_runtime.errors import InputDataError, ProduceFailedError
-from broker_runtime.protocol.record_codec.encode import build_batches
+from broker_runtime.protocol.record_codec.encode import BuiltBatch, build_batches
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.protocol.topic_partition import TopicPartition
 from spark_kafka_log.common.commit_summary import PartitionStats
@@ -313,23 +321,62 @@ class RecordAccumulator:
         for parts in by_schema.values():
             self._encode(parts)
 
-    def _encode(self, parts: list[tuple[PartitionQueue, pa.Table, int]]) -> None:
-        idempotent = self._opts.enable_idempotence
-        table = pa.concat_tables([t for _, t, _ in parts]).combine_chunks()
-        lengths = [t.num_rows for _, t, _ in parts]
-        built = build_batches(
+    def _build(
+        self,
+        table: pa.Table,
+        max_batch_bytes: int,
+        base_sequence: int | list[int],
+        group_starts: list[int] | None,
+        now_ms: int,
+    ) -> list[BuiltBatch]:
+        return build_batches(
             table.column("value"),
             table.column("key") if "key" in table.column_names else None,
             table.column("headers") if "headers" in table.column_names else None,
             table.column("timestamp") if "timestamp" in table.column_names else None,
             compression=self._opts.compression,
-            max_batch_bytes=self._opts.batch_size,
+            max_batch_bytes=max_batch_bytes,
+            timestamp_ms=now_ms,
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
-            base_sequence=[q.next_sequence if idempotent else -1 for q, _, _ in parts],
+            base_sequence=base_sequence,
             is_transactional=self._transactional,
-            group_starts=np.concatenate(([0], np.cumsum(lengths)[:-1])).tolist(),
+            group_starts=group_starts,
         )
+
+    def _fit(self, built: list[BuiltBatch], table: pa.Table, now_ms: int) -> list[BuiltBatch]:
+        """``built`` with every batch of several records that is larger than max.request.size encoded again
+        in two halves (recursively): the same records and sequences, in the same order (module docstring)."""
+        limit = self._opts.max_request_size
+        if all(len(b.data) <= limit or b.record_count == 1 for b in built):
+            return built
+        out: list[BuiltBatch] = []
+        for b in built:
+            if len(b.data) <= limit or b.record_count == 1:
+                out.append(b)
+                continue
+            rows = table.slice(b.first_row, b.record_count)
+            halves = self._build(rows, max(1, b.uncompressed_size // 2), b.base_sequence, None, now_ms)
+            out.extend(
+                dataclasses.replace(h, first_row=b.first_row + h.first_row, group=b.group)
+                for h in self._fit(halves, rows, now_ms)
+            )
+        return out
+
+    def _encode(self, parts: list[tuple[PartitionQueue, pa.Table, int]]) -> None:
+        idempotent = self._opts.enable_idempotence
+        table = pa.concat_tables([t for _, t, _ in parts]).combine_chunks()
+        lengths = [t.num_rows for _, t, _ in parts]
+        # One write time for the rows without a timestamp, also when a batch is encoded again by _fit.
+        now_ms = int(time.time() * 1000)
+        built = self._build(
+            table,
+            self._opts.batch_size,
+            [q.next_sequence if idempotent else -1 for q, _, _ in parts],
+            np.concatenate(([0], np.cumsum(lengths)[:-1])).tolist(),
+            now_ms,
+        )
+        built = self._fit(built, table, now_ms)
         now = time.monotonic()
         sealed_bytes = 0
         for b in built:

@@ -16,9 +16,12 @@ import pytest
 
 from broker_runtime.errors import InjectedFailure, KafkaError, ProduceFailedError
 from broker_runtime.launch.embedded import DISCOVERY_FILE, ensure_embedded_broker, stop_embedded_broker
+from broker_runtime.protocol.record_codec.decode import decode_batches
 from spark_kafka_log.common.commit_summary import PartitionStats, PylogCommitMessage, summarize
 from spark_kafka_log.common.schema import InputLayout
 from spark_kafka_log.common.writer_options import WriterOptions, parse_writer_options
+from spark_kafka_log.write.accumulator import RecordAccumulator
+from spark_kafka_log.write.partitioner import Partitioner
 from spark_kafka_log.write.producer import TaskProducer
 from spark_kafka_log.write.task_state import TaskIdentity, prepare_write_dir
 from spark_kafka_log.write.write_plan import prepare_write
@@ -139,6 +142,33 @@ def test_a_batch_larger_than_the_topic_allows_fails_naming_kafka_batch_size(
 
 def _ensure(data_dir: str, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     queue.put(ensure_embedded_broker(data_dir))
+
+
+def test_a_batch_that_compression_makes_larger_than_max_request_size_is_split() -> None:
+    """lz4 makes a batch of batch.size (1 MiB) random bytes ~70 bytes larger than the 1 MiB request bound: such a
+    batch is encoded again in halves (same records, same sequences) instead of failing the task as if one
+    record were above kafka.max.request.size."""
+    rng = np.random.default_rng(5)
+    keys = pa.array([rng.bytes(16) for _ in range(1100)], pa.binary())
+    values = pa.array([rng.bytes(1000) for _ in range(1100)], pa.binary())
+    options = parse_writer_options(
+        {"kafka.bootstrap.servers": "localhost:9", "topic": "t", "kafka.compression.type": "lz4"}
+    )
+    accumulator = RecordAccumulator(
+        options,
+        InputLayout(value="value", key="key"),
+        Partitioner(options.batch_size, seed="s"),
+        partition_count=lambda topic: 1,
+        before_first_record=lambda tp: None,
+    )
+    accumulator.set_producer(7, 0, {})
+    accumulator.append(pa.RecordBatch.from_arrays([keys, values], ["key", "value"]))
+    accumulator.seal_all()
+    sealed = list(accumulator.queue(("t", 0)).ready)
+    assert len(sealed) > 2 and max(len(b.data) for b in sealed) <= options.max_request_size
+    assert [b.base_sequence for b in sealed] == np.cumsum([0] + [b.count for b in sealed[:-1]]).tolist()
+    decoded = pa.Table.from_batches([decode_batches(b.data) for b in sealed])
+    assert decoded.column("value").to_pylist() == values.to_pylist()
 
 
 def test_concurrent_processes_start_one_embedded_broker(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from broker_runtime.replication import (
     assign_replicas,
 )
 from broker_runtime.storage.config import LogConfig
+from broker_runtime.storage.log_dir_failure import LogDirFailureChannel
 from broker_runtime.storage.partition_log import PartitionLog
 from tests.support.storage import decode_all, idempotent_batch, make_batch
 
@@ -37,6 +38,7 @@ class FakeLog:
         self.log_end_offset = leo
         self._hw = 0
         self.hw_follows_leo = True
+        self.dir_failure = LogDirFailureChannel()  # the epoch cache reports a failed write there
 
     @property
     def high_watermark(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -16,6 +17,7 @@ from broker_runtime.fsutil import read_log_dir_failure
 from broker_runtime.protocol.batch_header import ATTR_CONTROL, CRC_OFFSET, compute_crc
 from broker_runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.server.rawclient import RawConnection, build_batch, create_topic_body, fetch_body, produce_body
+from tests.support.brokers import start_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -317,3 +319,28 @@ def test_storage_failure_is_answered_per_partition_then_halts_the_broker(
     # Its record for a launcher (the embedded broker's refuses to start it again): the CRITICAL line, the errno.
     recorded = read_log_dir_failure(broker.config.log_dirs[0])
     assert recorded == f"{critical[0]}\nerrno={errno.ENOENT} (ENOENT)\n"
+
+
+def test_a_refused_checkpoint_write_on_the_storage_thread_halts_the_broker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write the disk refuses off the event loop (here the periodic checkpoint on the storage thread; the full
+    list is in broker_runtime.storage.log_dir_failure) halts the broker as a refused append does (Kafka's
+    CheckpointFileWithFailureHandler sends it to the LogDirFailureChannel): the loop is woken from that thread,
+    one CRITICAL shutdown line naming the file and what to do, no traceback, the record for launchers with the
+    errno, no clean-shutdown marker. The refusal is real: the checkpoint's temporary file is /dev/full (ENOSPC)."""
+    log_dir = tmp_path / "kafka-logs"
+    broker = start_broker(tmp_path, {"log.flush.offset.checkpoint.interval.ms": "50"})
+    try:
+        with caplog.at_level(logging.INFO):
+            (log_dir / f"recovery-point-offset-checkpoint.{os.getpid()}.tmp").symlink_to("/dev/full")
+            assert broker.wait(10), "the broker still runs after its checkpoint write was refused"
+    finally:
+        broker.stop()
+    assert broker.failure is not None and "recovery-point-offset-checkpoint" in broker.failure, broker.failure
+    assert "No space left on device (free space on that file system" in broker.failure
+    assert not [r for r in caplog.records if r.exc_info]
+    critical = [r.getMessage() for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert critical and critical[0] == f"Shutdown broker 0 because {broker.failure}", critical
+    assert not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+    assert read_log_dir_failure(log_dir) == f"{critical[0]}\nerrno={errno.ENOSPC} (ENOSPC)\n"

@@ -10,7 +10,8 @@ broker runs in this process, so the wrapper is the one its storage calls).
   roll's producer snapshot must not exist before that fsync has finished (it would claim data not on disk).
 * With the fsync of that producer snapshot slow, the produce that rolled and one to another topic are answered
   at once (the snapshot is written on the flush thread).
-* A failed roll fsync, of the segment or of the snapshot, is logged at WARNING and counted in the metrics.
+* A failed roll fsync, of the segment or of the snapshot, is logged at WARNING, counted, and halts the broker (it
+  fails the log dir, as Kafka's flush after a roll).
 * While the periodic checkpoint write waits for its slow fsync, a produce is answered at once.
 * While a CreateTopics waits for a slow fsync of a new partition's directory, a produce to another topic is
   answered at once and the new topic is not served until the CreateTopics is answered; a creation whose fsync
@@ -178,12 +179,14 @@ def test_slow_producer_snapshot_at_roll_does_not_stall_requests(
 
 
 @pytest.mark.parametrize("file", ["segment", "producer snapshot"])
-def test_failed_roll_flush_is_logged_and_counted(
+def test_failed_roll_flush_is_logged_counted_and_halts_the_broker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, file: str
 ) -> None:
     """A roll whose fsync (of the segment, or of the producer snapshot written after it) fails is logged at
-    WARNING and counted in ``pylog_log_roll_flush_failures_total{file}``; a failed segment fsync leaves the
-    recovery point below the rolled segment (a crash recovers it)."""
+    WARNING, counted in ``pylog_log_roll_flush_failures_total{file}``, and fails the log dir from the roll-flush
+    thread (Kafka's ``UnifiedLog.roll``/``flush`` under ``maybeHandleIOException``): the broker halts, naming the
+    write and the I/O error; a failed segment fsync leaves the recovery point below the rolled segment (the
+    restart recovers it)."""
     from tests.server.test_metrics import scrape
 
     real_fsync = os.fsync
@@ -210,10 +213,14 @@ def test_failed_roll_flush_is_logged_and_counted(
         monkeypatch.setattr(os, "fsync", fsync)
         _produce(broker.bootstrap, "slow")  # rolls slow-0
         assert log.segments[-1].base_offset == rolled_at
-        deadline = time.monotonic() + 10
-        while scrape(broker).get(key, 0.0) < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert scrape(broker).get(key, 0.0) == 1.0
+        assert broker.wait(10), "the broker still runs after a roll flush failed"
+        assert broker.logs.roll_flush_failures == {file: 1}
+        assert (
+            broker.failure is not None
+            and "slow-0" in broker.failure
+            and "Input/output error" in broker.failure
+        )
+        assert "check the disk" in broker.failure, broker.failure
         warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         if file == "segment":
             assert log.recovery_point < rolled_at

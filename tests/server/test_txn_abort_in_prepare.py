@@ -147,6 +147,9 @@ def test_librdkafka_abort_after_concurrent_adds_is_fatal_and_named_as_kafka_woul
         with pytest.raises(KafkaException):  # a fatally failed producer raises its error again (the nemesis's
             producer.poll(0)  # workload died of that once), after serving librdkafka's log lines
         assert "CONCURRENT_TRANSACTIONS" in adds.kafka_too(err), vars(adds)
+        story = adds.story()  # what a nemesis failure report prints of this transaction
+        assert "2 x Producer attempted to update a transaction while another concurrent" in story, story
+        assert "partitions registered: none" in story and "EndTxn returned INVALID_TXN_STATE" in story, story
         adds.registered = 1  # had the coordinator accepted a partition, Kafka's abort would have succeeded
         assert adds.kafka_too(err) == "", "an abort of an Ongoing transaction named as failing with Kafka too"
     finally:

@@ -212,6 +212,10 @@ class TransactionCoordinator:
         self._failing_writes: dict[str, tuple[str, str]] = {}
         #: State writes that failed (the client or the periodic check retries them), by error name.
         self.state_write_failures: dict[str, int] = {}
+        #: Transactional id -> (its ``__transaction_state`` partition, the log end offset after the last state
+        #: record this node appended for it): what must be replicated before an answer read from its state counts
+        #: (:meth:`state_end`).
+        self._state_ends: dict[str, tuple[int, int]] = {}
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -252,6 +256,15 @@ class TransactionCoordinator:
         """This node no longer leads ``partition``: forget its ids (requests for them get NOT_COORDINATOR)."""
         self._ownership.resign(partition)
 
+    def state_end(self, transactional_id: str) -> tuple[int, int] | None:
+        """(partition, log end offset) after the last state record of ``transactional_id`` appended here since
+        this node loaded its partition, or None (none appended: its state is what the load read). In a cluster
+        that record is applied in memory once appended to the leader's log, before it is replicated: an answer
+        read from that state (an AddPartitionsToTxn whose partitions are already in the transaction) must wait
+        for it too, as Kafka's cache holds only replicated states (``TransactionStateManager.
+        appendTransactionToLog`` completes the transition in its replication callback)."""
+        return self._state_ends.get(transactional_id)
+
     def take_appended(self) -> set[int]:
         """The ``__transaction_state`` partitions appended to since the last call (the handler waits until they
         are replicated before it answers; at once on a single node)."""
@@ -277,6 +290,7 @@ class TransactionCoordinator:
         dropped = [tid for tid in self._txns if self.partition_for(tid) == partition]
         for tid in dropped:
             del self._txns[tid]
+            self._state_ends.pop(tid, None)
             self._in_flight.discard(tid)
             self._failing_writes.pop(tid, None)
             self._completed(tid)  # the parked requests are answered NOT_COORDINATOR now
@@ -392,6 +406,9 @@ class TransactionCoordinator:
         builder.append(now, encode_key(transactional_id), value)
         self._state_topic.append(partition, bytes(builder.build()))  # raises when not written
         self._ownership.appended(partition)
+        log = self._state_topic.log(partition)
+        if log is not None:
+            self._state_ends[transactional_id] = (partition, log.log_end_offset)
 
     def _transition(
         self,
@@ -722,13 +739,7 @@ class TransactionCoordinator:
             return self._prepare_v2(meta, commit)
         if meta.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
             return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
-        _log.info(
-            "transactional id %r: EndTxn(%s) in state %s is not a valid transition",
-            transactional_id,
-            "commit" if commit else "abort",
-            meta.state.kafka_name,
-        )
-        return EndResult(ErrorCode.INVALID_TXN_STATE)
+        return EndResult(ErrorCode.INVALID_TXN_STATE)  # logged by the handler, with the state it met
 
     def _prepare_v2(self, meta: TransactionMetadata, commit: bool) -> EndResult:
         """Log PrepareCommit/PrepareAbort at epoch + 1 (a next producer id when the epoch is exhausted), then
@@ -873,6 +884,7 @@ class TransactionCoordinator:
                     continue
                 meta.state = TxnState.DEAD
                 del self._txns[tid]
+                self._state_ends.pop(tid, None)
                 self._failing_writes.pop(tid, None)
                 expired += 1
         if expired:

@@ -52,6 +52,7 @@ def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> 
     coordinator = ctx.txn_coordinator
     txn_id = body["V3AndBelowTransactionalId"]
     denied = {t for t, _ in partitions if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t)}
+    read: list[str] = []  # the transactional id whose state the answer comes from
     if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
         results = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif denied:
@@ -70,6 +71,7 @@ def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> 
             body["V3AndBelowProducerEpoch"],
             partitions,
         )
+        read.append(txn_id)
 
     def answer(failed: ErrorCode | None) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -88,7 +90,7 @@ def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> 
         )
         if parked is not None:
             return parked
-    return answer_after_state_write(ctx, answer)
+    return answer_after_state_write(ctx, answer, read)
 
 
 def _handle_batch(ctx: BrokerContext, body: dict[str, Any], version: int) -> Any:
@@ -120,6 +122,7 @@ def _handle_batch(ctx: BrokerContext, body: dict[str, Any], version: int) -> Any
                 client_version=2 if version >= 5 else 0,
             )
         results.append((txn["TransactionalId"], codes))
+    read = [txn_id for txn_id, _ in results if txn_id]
 
     def answer(failed: ErrorCode | None) -> dict[str, Any]:
         out = []
@@ -137,4 +140,4 @@ def _handle_batch(ctx: BrokerContext, body: dict[str, Any], version: int) -> Any
             )
         return {"ThrottleTimeMs": 0, "ErrorCode": ErrorCode.NONE, "ResultsByTransaction": out}
 
-    return answer_after_state_write(ctx, answer)
+    return answer_after_state_write(ctx, answer, read)

@@ -11,8 +11,10 @@ carries the producer id and epoch the producer uses next (-1 / -1 on an error).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from broker_runtime.errors import ErrorCode
 from broker_runtime.protocol.messages import RequestHeader, end_txn
 from broker_runtime.security.acl import AclOperation, ResourceType
@@ -20,6 +22,8 @@ from broker_runtime.server.context import BrokerContext
 from broker_runtime.server.txn_parking import answer_or_park, in_order
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST", "handle"]
+
+_log = logging.getLogger(__name__)
 
 REQUEST = end_txn.REQUEST
 MIN_VERSION = 0
@@ -48,7 +52,49 @@ def _handle(ctx: BrokerContext, header: RequestHeader, body: dict[str, Any]) -> 
         body["Committed"],
         client_version=2 if tv2 else 0,
     )
+    if result.error == ErrorCode.INVALID_TXN_STATE:
+        _log_invalid_state(ctx, body, header.api_version)
     extra = {"ProducerId": result.producer_id, "ProducerEpoch": result.producer_epoch} if tv2 else None
     return answer_or_park(
         ctx, result.error, body["TransactionalId"], "EndTxn", lambda: _handle(ctx, header, body), extra
+    )
+
+
+def _log_invalid_state(ctx: BrokerContext, body: dict[str, Any], version: int) -> None:
+    """WARNING: what an EndTxn answered INVALID_TXN_STATE met (librdkafka and the Java client fail fatally on
+    that answer, so the line says why a producer died): the coordinator's node and epoch, the state, producer id
+    and epoch, partitions, the age of the state, and whether its last record is replicated yet."""
+    coordinator = ctx.txn_coordinator
+    txn_id = body["TransactionalId"]
+    meta = coordinator.metadata(txn_id)
+    if meta is None:
+        return  # not answered INVALID_TXN_STATE from a state
+    end = coordinator.state_end(txn_id)
+    replica = ctx.replicas.partition(TRANSACTION_STATE_TOPIC, end[0]) if end is not None else None
+    if end is None:
+        record = "its state as loaded at this coordinator epoch"
+    elif replica is None:
+        record = f"its last record ends at offset {end[1]} (no local replica)"
+    else:
+        hw = replica.log.high_watermark
+        record = f"its last record ends at offset {end[1]}, {'replicated' if hw >= end[1] else 'NOT replicated'} (high watermark {hw})"
+    _log.warning(
+        "transactional id %r: EndTxn v%d (%s) of producer %d epoch %d answered INVALID_TXN_STATE by node %d "
+        "(coordinator epoch %d of %s-%d): the transaction is %s (producer %d epoch %d, partitions %s, state "
+        "%d ms old; %s)",
+        txn_id,
+        version,
+        "commit" if body["Committed"] else "abort",
+        body["ProducerId"],
+        body["ProducerEpoch"],
+        ctx.config.node_id,
+        coordinator.epoch_for(txn_id),
+        TRANSACTION_STATE_TOPIC,
+        coordinator.partition_for(txn_id),
+        meta.state.kafka_name,
+        meta.producer_id,
+        meta.producer_epoch,
+        sorted(f"{t}-{p}" for t, p in meta.partitions) or "none",
+        max(0, ctx.wall_ms() - meta.last_update_ms) if meta.last_update_ms >= 0 else -1,
+        record,
     )

@@ -40,15 +40,18 @@ checkpoints (the high watermarks included) and flushes logs whose flush.ms elaps
 ``transaction.remove.expired.transaction.cleanup.interval.ms``; the group coordinator expires offsets every
 ``offsets.retention.check.interval.ms``. A cluster node adds metadata polling, its heartbeat and the controller.
 
-A failed log directory (Kafka's ``LogManager.handleLogDirFailure`` with its only log dir gone): a write to a
-partition log that the disk refused (an OSError: ENOSPC on a full disk, EIO) stops the broker at once, as
-Kafka's ``Exit.halt(1)`` after "Shutdown broker because all log dirs in ... have failed" (CRITICAL line):
-no controlled shutdown (its leaderships move when its liveness lapses, as for a crash), no flush, no checkpoint,
-no clean-shutdown marker, so the next start recovers every log from its files (a batch written in part is cut
-there). :attr:`Broker.failure` says why it stopped; ``pylog-broker`` then exits with status 1. The failure
-marks the log manager offline in the same call (:mod:`broker_runtime.storage.log_dir_failure`): until the loop
-reaches the stop, every other append, fetch, follower append, cleaning pass, roll flush and checkpoint write is
-refused before any I/O and answered KAFKA_STORAGE_ERROR.
+A failed log directory (Kafka's ``LogManager.handleLogDirFailure`` with its only log dir gone): a write in a log
+directory that the disk refused (an OSError: ENOSPC on a full disk, EIO, EROFS, a directory gone), on whichever
+thread it ran (the loop's appends, the storage thread's checkpoints and retention, the cleaner, the roll flushes;
+the list is in :mod:`broker_runtime.storage.log_dir_failure`), stops the broker at once, as Kafka's
+``Exit.halt(1)`` after "Shutdown broker because all log dirs in ... have failed" (CRITICAL line): no controlled
+shutdown (its leaderships move when its liveness lapses, as for a crash), no flush, no checkpoint, no
+clean-shutdown marker, so the next start recovers every log from its files (a batch written in part is cut
+there). :attr:`Broker.failure` says why it stopped; ``pylog-broker`` then exits with status 1. The failing write
+marks the log manager offline before it returns (its ``LogDirFailureChannel``): from then on every other append,
+fetch, follower append, cleaning pass, roll flush and checkpoint write is refused before any I/O and answered
+KAFKA_STORAGE_ERROR; the channel then calls :meth:`Broker._log_dir_failed` on the failing thread, which logs, leaves
+the record for launchers and wakes the loop (thread-safely) to stop.
 
 Stop order: the metrics endpoint, controlled shutdown (a cluster node hands its leaderships over), listeners and
 connections, periodic tasks, the purgatory timers, the markers channel, the follower fetchers, the purgatories,
@@ -60,7 +63,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import socket
 import threading
@@ -310,6 +312,7 @@ class Broker:
         logs = LogManager(
             cfg.log_dirs, log_config, hw_follows_leo=cfg.cluster_dir is None, recover_all=cfg.log_recover_all
         )
+        logs.dir_failure.on_offline = self._log_dir_failed  # any failed write from here on halts the broker
         logs.startup()
         self.logs = logs
         if cfg.log_cleaner_enable:
@@ -326,7 +329,7 @@ class Broker:
         cfg = self.config
         timer = PurgatoryTimer(self._clock, loop)
         ctx = self.ctx = compose(cfg, self._clock, loop, logs, log_config, timer)
-        ctx.replicas.on_log_dir_failure = self._log_dir_failed
+        ctx.replicas.on_log_dir_failure = logs.dir_failure.maybe_add_offline_log_dir
         deployment = ctx.deployment
         quotas = self.quotas = ConnectionQuotas(
             cfg.max_connections,
@@ -339,6 +342,7 @@ class Broker:
         servers = await self._bind_listeners(loop, ctx)
         deployment.store.register(ctx.advertised_host, ctx.advertised_port, dict(ctx.advertised_endpoints))
         ctx.refresh_cluster()
+        lag_probe = None
         if ctx.metrics is not None and cfg.metrics_listener is not None:
             metrics = ctx.metrics
             group_lag = GroupLagReader(cfg.metrics_consumer_lag_max_partitions)
@@ -356,6 +360,11 @@ class Broker:
             _log.info(
                 "broker %d serves metrics on http://%s/metrics", cfg.node_id, self.metrics_server.address
             )
+            if cfg.metrics_event_loop_lag_interval_ms:
+                from broker_runtime.server.loop_lag import LoopLagProbe  # only with the probe on
+
+                lag_probe = LoopLagProbe(loop, cfg.metrics_event_loop_lag_interval_ms, metrics.loop_lagged)
+                lag_probe.start()
         # Retention and checkpoints: storage work off the loop (see the module docstring).
         storage_tasks = ThreadPoolExecutor(1, thread_name_prefix="pylog-storage-task")
         periodic = [
@@ -374,6 +383,8 @@ class Broker:
             _log.info("broker %d stopping", cfg.node_id)
             if self.metrics_server is not None:
                 self.metrics_server.close()
+            if lag_probe is not None:
+                lag_probe.stop()
             if not halted:
                 deployment.controlled_shutdown()
             for srv in servers:
@@ -399,7 +410,7 @@ class Broker:
             deployment.close()
             for jwks in self._jwks.values():
                 jwks.close()
-            if halted:
+            if self.failure is not None:  # also a checkpoint refused by the shutdown itself
                 _log.critical("broker %d halted: %s", cfg.node_id, self.failure)
             else:
                 _log.info("broker %d stopped cleanly", cfg.node_id)
@@ -463,26 +474,14 @@ class Broker:
                 port,
             )
 
-    def _log_dir_failed(self, partition: str, exc: OSError) -> None:
-        """A write to ``partition``'s log failed with ``exc``: the broker's only log directory has failed (loop
-        thread). Refuse every later log I/O at once, and stop serving, without a clean shutdown (see the module
-        docstring)."""
-        if self.failure is not None:
-            return
+    def _log_dir_failed(self, reason: str, exc: OSError) -> None:
+        """The log manager's directories went offline (``reason``: what was written and the error, from its
+        :class:`~broker_runtime.storage.log_dir_failure.LogDirFailureChannel`, which calls this once, on the
+        failing thread: the loop, the storage thread, the cleaner or a roll flush). The broker's only log
+        directories have failed: log it, leave the record for launchers, and stop serving without a clean shutdown
+        (see the module docstring)."""
         dirs = ", ".join(str(d) for d in self.config.log_dirs)
-        self.failure = (
-            f"all log dirs in {dirs} have failed: writing {partition} raised {type(exc).__name__}: {exc}"
-            + (
-                " (free space on that file system, then start the broker again)"
-                if exc.errno == errno.ENOSPC
-                else ""
-            )
-        )
-        if self.logs is not None:
-            # At once, before the loop reaches the stop: requests already queued, followers' fetchers, the
-            # cleaner, the roll flushes and the checkpoint writers are refused from here on (Kafka's
-            # hasOfflineLogDir check), so nothing more is written to a directory whose files no longer match.
-            self.logs.mark_offline(self.failure)
+        self.failure = f"all log dirs in {dirs} have failed: {reason}"
         critical = f"Shutdown broker {self.config.node_id} because {self.failure}"
         _log.critical("%s", critical)
         for log_dir in self.config.log_dirs:  # what a launcher reads before starting a broker here again
@@ -490,8 +489,14 @@ class Broker:
                 record_log_dir_failure(log_dir, critical, exc.errno)
             except OSError as marker_exc:
                 _log.warning("could not record the failure in %s: %s", log_dir, marker_exc)
-        if self._stop_event is not None:
-            self._stop_event.set()
+        loop, event = self._loop, self._stop_event
+        if loop is None or event is None:
+            return  # no loop to stop (the event is made before the log manager starts)
+        if threading.current_thread() is self._thread:
+            event.set()
+        else:  # an asyncio.Event is the loop's alone
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: it stopped anyway
+                loop.call_soon_threadsafe(event.set)
 
     async def _every(
         self, interval_ms: int, action: Any, name: str, executor: ThreadPoolExecutor | None = None
@@ -506,7 +511,10 @@ class Broker:
                 else:
                     await loop.run_in_executor(executor, action)
             except Exception:
-                _log.exception("periodic task %s failed", name)
+                if self.failure is None:
+                    _log.exception("periodic task %s failed", name)
+                else:  # its failed write was the log dir's failure, logged once (CRITICAL); the broker stops
+                    _log.debug("periodic task %s failed after the log dirs failed", name, exc_info=True)
 
     def _metrics_snapshot(
         self, logs: LogManager, ctx: BrokerContext, timer: PurgatoryTimer, group_lag: GroupLagReader

@@ -14,10 +14,21 @@ the failures it found as sentences (empty: it holds); :mod:`.runner` runs them a
                            offset the group has committed at the end is not below its last successful commit
 :func:`replicas`           every replica of a partition holds the same bytes up to the high watermark, batch by
                            batch, read from the segment files and decoded (CRC-32C checked)
+:func:`log_starts`         no segment deleted: every replica of a partition still starts at offset 0 (each topic's
+                           ``retention.ms`` is longer than a run, so only a clock read wrongly could delete)
+:func:`time_indexes`       every replica's time index increases strictly in timestamp, never back in offset, and
+                           each entry ``(t, o)`` is its segment's largest timestamp up to offset ``o``, reached at
+                           the batch ending at ``o`` (Kafka's rule: a clock stepped back writes no smaller entry)
+:func:`offsets_for_times`  ListOffsets by timestamp answers, for timestamps taken from the log (those written after
+                           a clock stepped back among them), the first offset whose record is at or after it, and
+                           that record's timestamp; past the largest, no offset
 :func:`client_errors`      no fatal client error (none of the clients is ever fenced, so Kafka would give none,
                            but for the one a workload names ``kafka_too``: see :class:`.workload.AddsSeen`),
                            no delivery failure of an acks=all record, nothing left undelivered, no workload died
 =========================  ==================================================================================
+
+The file checks read node 0's files as the reference where one is needed (:func:`replicas` has checked that the
+others hold the same bytes up to the high watermark).
 
 Reading uses librdkafka's consumer (the same client as the workloads) with ``enable.partition.eof``: a partition
 is read once it reported its end (the high watermark for read_uncommitted, the last stable offset for
@@ -29,6 +40,7 @@ Threading: the runner's thread; nothing here runs concurrently with the workload
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -41,6 +53,8 @@ from broker_runtime.launch import BrokerCluster
 from broker_runtime.protocol.batch_header import iter_batch_spans
 from broker_runtime.protocol.messages import LATEST_TIMESTAMP
 from broker_runtime.protocol.record_codec.decode import decode_batches
+from broker_runtime.storage.offset_index import OFFSET_INDEX_ENTRY
+from broker_runtime.storage.time_index import TIME_INDEX_ENTRY
 from tests.support.nemesis.workload import LIBRDKAFKA_LOG, GroupMember, Idempotent, Transactional
 
 __all__ = [
@@ -48,9 +62,14 @@ __all__ = [
     "acknowledged",
     "client_errors",
     "group_offsets",
+    "log_starts",
+    "log_timestamps",
+    "offsets_for_times",
     "read",
     "replicas",
     "stable",
+    "steps_back",
+    "time_indexes",
     "transactions",
 ]
 
@@ -255,6 +274,187 @@ def _batches(directory: Path, high_watermark: int) -> list[bytes]:
     return found
 
 
+def _replica_dirs(cluster: BrokerCluster, topic: str, partition: int) -> list[tuple[int, Path]]:
+    base = Path(cluster.data_dir) / "kafka-logs"
+    return [(node.node_id, base / f"node-{node.node_id}" / f"{topic}-{partition}") for node in cluster.nodes]
+
+
+def log_starts(cluster: BrokerCluster, topics: Iterable[tuple[str, int]]) -> list[str]:
+    failures = []
+    for topic, partitions in topics:
+        for p in range(partitions):
+            for node_id, directory in _replica_dirs(cluster, topic, p):
+                bases = sorted(int(path.stem) for path in directory.glob("*.log"))
+                if bases and bases[0] != 0:
+                    failures.append(
+                        f"log start: {topic}-{p} on node {node_id} starts at offset {bases[0]}: segments were "
+                        f"deleted although no record is older than retention.ms"
+                    )
+    return failures
+
+
+def _time_index_entries(path: Path) -> list[tuple[int, int]]:
+    """(timestamp, relative offset) of each entry, up to the zero tail of an active segment's preallocated file
+    (read in chunks: that file is ``segment.index.bytes`` long, mostly zeros)."""
+    entries: list[tuple[int, int]] = []
+    size = TIME_INDEX_ENTRY.size
+    with path.open("rb") as file:
+        while chunk := file.read(size * 4096):
+            for pos in range(0, len(chunk) - len(chunk) % size, size):
+                entry = TIME_INDEX_ENTRY.unpack_from(chunk, pos)
+                if entry == (0, 0):  # no entry has timestamp 0 (1970)
+                    return entries
+                entries.append(entry)
+    return entries
+
+
+def _time_index(path: Path, where: str, interval_bytes: int) -> list[str]:
+    """The entries of one ``.timeindex`` against its ``.log``; and that there are entries where the index rule
+    (:mod:`broker_runtime.storage.segment`, Kafka's ``LogSegment.append``) must have written one: an entry goes
+    in before a batch once more than ``index.interval.bytes`` were appended since the last one, so a segment
+    holding more than that before its last batch has one. A truncation (a follower cutting its log back) may
+    remove the first entry and restarts the count, so the bound allows for one: more than twice the interval
+    plus the largest batch. And an entry of the offset index (written with each time-index entry; a truncation
+    cuts both by offset) means the time index has one."""
+    base = int(path.stem)
+    log = path.with_suffix(".log").read_bytes()
+    #: last offset of each batch -> (its max timestamp, the largest batch timestamp of the segment up to it)
+    batches: dict[int, tuple[int, int]] = {}
+    largest = -1
+    sizes: list[int] = []
+    for _, header in iter_batch_spans(log):
+        largest = max(largest, header.max_timestamp)
+        batches[header.last_offset] = (header.max_timestamp, largest)
+        sizes.append(header.size)
+    failures = []
+    entries = _time_index_entries(path)
+    if not entries and sizes:
+        before_last = sum(sizes) - sizes[-1]
+        offset_index = path.with_suffix(".index")
+        with offset_index.open("rb") if offset_index.exists() else contextlib.nullcontext(None) as file:
+            first = file.read(OFFSET_INDEX_ENTRY.size) if file else b""
+        # an entry's position is never 0 (no entry before the first batch); the preallocated tail is zeros
+        indexed = len(first) == OFFSET_INDEX_ENTRY.size and OFFSET_INDEX_ENTRY.unpack(first)[1] != 0
+        if before_last > 2 * interval_bytes + max(sizes) or indexed:
+            failures.append(
+                f"time index: {where} {path.name} has no entry, yet its log holds {len(sizes)} batches, "
+                f"{before_last} bytes before the last (index.interval.bytes {interval_bytes})"
+                + (" and its offset index has an entry" if indexed else "")
+                + ": the broker did not write its time index"
+            )
+    previous = (-1, -1)
+    for ts, rel in entries:
+        offset = base + rel
+        if ts <= previous[0] or offset < previous[1]:
+            failures.append(
+                f"time index: {where} {path.name} entry ({ts}, {offset}) after ({previous[0]}, {previous[1]}): "
+                "timestamps must increase and offsets never go back"
+            )
+        elif offset not in batches:
+            failures.append(
+                f"time index: {where} {path.name} entry ({ts}, {offset}): no batch ends at {offset}"
+            )
+        elif batches[offset] != (ts, ts):
+            batch_ts, up_to = batches[offset]
+            failures.append(
+                f"time index: {where} {path.name} entry ({ts}, {offset}) is not the largest timestamp so far: the "
+                f"batch ending there has {batch_ts}, the segment's largest up to it is {up_to}"
+            )
+        previous = (ts, offset)
+    return failures[:3]
+
+
+def time_indexes(cluster: BrokerCluster, topics: Iterable[tuple[str, int]]) -> list[str]:
+    """Every replica's time index (see :func:`_time_index`); a segment whose ``.timeindex`` is missing counts as
+    one without entries. Each topic's ``index.interval.bytes`` is asked of the cluster (DescribeConfigs)."""
+    topics = list(topics)
+    with KafkaClient(cluster.bootstrap, request_timeout_ms=5000, retry_timeout_ms=20000) as client:
+        described = client.admin.describe_configs({topic: ["index.interval.bytes"] for topic, _ in topics})
+    failures = []
+    for topic, partitions in topics:
+        interval = int(described[topic]["index.interval.bytes"] or 4096)
+        for p in range(partitions):
+            for node_id, directory in _replica_dirs(cluster, topic, p):
+                for log in sorted(directory.glob("*.log")):
+                    path = log.with_suffix(".timeindex")
+                    where = f"{topic}-{p} on node {node_id}"
+                    if path.exists():
+                        failures += _time_index(path, where, interval)
+                    elif log.stat().st_size > 2 * interval:
+                        failures.append(f"time index: {where} {log.name} has no {path.name} beside it")
+    return failures
+
+
+#: How many timestamps per partition :func:`offsets_for_times` asks for (the last one past the largest).
+LOOKUPS = 12
+
+
+def _lookup_targets(timestamps: list[int]) -> list[int]:
+    """Timestamps to look up: each first record after the log's timestamps went back (a clock stepped back on
+    its leader, or a leader with a slower clock), then timestamps spread over the log, then one past the end."""
+    stepped_back: list[tuple[int, int]] = []
+    largest = -1
+    for ts in timestamps:
+        if ts < largest and (not stepped_back or stepped_back[-1][1] != largest):
+            stepped_back.append((ts, largest))
+        largest = max(largest, ts)
+    targets = [ts for ts, _ in stepped_back[: LOOKUPS // 2]]
+    ordered = sorted(set(timestamps))
+    spread = LOOKUPS - 1 - len(targets)
+    targets += (
+        [ordered[i * (len(ordered) - 1) // max(1, spread - 1)] for i in range(spread)] if ordered else []
+    )
+    return [*targets, largest + 1]
+
+
+def log_timestamps(
+    cluster: BrokerCluster, topic: str, partition: int, high_watermark: int
+) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of node 0's replica below ``high_watermark``, in log order."""
+    _, directory = _replica_dirs(cluster, topic, partition)[0]
+    records = decode_batches(b"".join(_batches(directory, high_watermark)), allow_partial_tail=False)
+    return list(
+        zip(records.column("offset").to_pylist(), records.column("timestamp").to_pylist(), strict=True)
+    )
+
+
+def steps_back(cluster: BrokerCluster, topic: str, partitions: int, at_least_ms: int = 1000) -> list[int]:
+    """Each place where a record's timestamp is ``at_least_ms`` or more below the one before it (a leader's
+    clock stepped back, or a leader with a slower clock took over): by how much, ms (negative)."""
+    steps = []
+    with KafkaClient(cluster.bootstrap, request_timeout_ms=5000, retry_timeout_ms=20000) as client:
+        ends = client.list_offsets({(topic, p): LATEST_TIMESTAMP for p in range(partitions)})
+    for p in range(partitions):
+        timestamps = [ts for _, ts in log_timestamps(cluster, topic, p, ends[(topic, p)][0])]
+        steps += [b - a for a, b in zip(timestamps, timestamps[1:], strict=False) if a - b >= at_least_ms]
+    return steps
+
+
+def offsets_for_times(cluster: BrokerCluster, topic: str, partitions: int) -> list[str]:
+    failures = []
+    with KafkaClient(cluster.bootstrap, request_timeout_ms=5000, retry_timeout_ms=20000) as client:
+        ends = client.list_offsets({(topic, p): LATEST_TIMESTAMP for p in range(partitions)})
+        expected: dict[int, list[tuple[int, tuple[int, int]]]] = {}
+        for p in range(partitions):
+            records = log_timestamps(cluster, topic, p, ends[(topic, p)][0])
+            answers = []
+            for target in _lookup_targets([ts for _, ts in records]):
+                found = next((record for record in records if record[1] >= target), (-1, -1))
+                answers.append((target, found))
+            expected[p] = answers
+        for i in range(max((len(a) for a in expected.values()), default=0)):
+            wanted = {(topic, p): answers[i][0] for p, answers in expected.items() if i < len(answers)}
+            got = client.list_offsets(wanted)
+            for (_, p), target in wanted.items():
+                want = expected[p][i][1]
+                if tuple(got[(topic, p)]) != want:
+                    failures.append(
+                        f"offsets for times: {topic}-{p} timestamp {target} answered (offset, timestamp) "
+                        f"{tuple(got[(topic, p)])}, the log says {want}"
+                    )
+    return failures
+
+
 def client_errors(workloads: Iterable[Idempotent | Transactional | GroupMember]) -> list[str]:
     failures = []
     for workload in workloads:
@@ -262,7 +462,12 @@ def client_errors(workloads: Iterable[Idempotent | Transactional | GroupMember])
             failures.append(f"{workload.name_prefix}: the workload died: {workload.crashed!r}")
         fatal = [e for e in workload.errors if e.fatal and not e.kafka_too]
         if fatal:
-            failures.append(f"{workload.name_prefix}: {len(fatal)} fatal error(s), first {fatal[0]}")
+            seen = (
+                "\n  what the client saw of it:\n    " + fatal[0].seen.replace("\n", "\n    ")
+                if fatal[0].seen
+                else ""
+            )
+            failures.append(f"{workload.name_prefix}: {len(fatal)} fatal error(s), first {fatal[0]}{seen}")
         if isinstance(workload, Idempotent):
             undelivered = [e for e in workload.errors if e.where.startswith("delivery")]
             if undelivered:

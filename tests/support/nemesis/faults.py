@@ -20,6 +20,11 @@ the hold runs from the halt, then the space is freed and the node started again 
 ``slow_disk`` makes every write, truncate and fsync of the node's disk take :data:`SLOW_DISK_DELAY_MS` more
 for the hold (:mod:`.slowfs`), then fast again, also when the hold is interrupted.
 
+Clock steps (``clock_jump``) need the nodes under :class:`~.clocks.Clocks`: the node's wall clock is set
+``jump_s`` seconds off the real one, held for :data:`~.clocks.VISIBLE_S` (until the node has seen it) plus the
+step's hold, and set right again (in a ``finally``), which is a second step of the opposite sign. The node need
+not run (a node started during the hold starts with the jumped clock, as a machine whose clock is wrong).
+
 Threading: called from the runner's thread only (the cluster handle belongs to it).
 """
 
@@ -33,9 +38,10 @@ from dataclasses import dataclass
 
 from broker_runtime.launch import BrokerCluster
 from tests.support.cluster import cluster_metadata, wait_for
+from tests.support.nemesis.clocks import VISIBLE_S, Clocks
 from tests.support.nemesis.disks import Disks
 from tests.support.nemesis.network import CLIENTS, Network
-from tests.support.nemesis.schedule import DISK_KINDS, NETWORK_KINDS, Step
+from tests.support.nemesis.schedule import CLOCK_KINDS, DISK_KINDS, NETWORK_KINDS, Step
 from tests.support.processes import process_state
 
 __all__ = ["HALT_BOUND_S", "SLOW_DISK_DELAY_MS", "Event", "fill_until_halted", "inflict"]
@@ -129,10 +135,23 @@ def inflict(
     began: float,
     network: Network | None = None,
     disks: Disks | None = None,
+    clocks: Clocks | None = None,
 ) -> Event:
     """Do ``step`` to ``cluster``, hold it, undo it; ``topic`` is the topic whose leaders targeted steps aim at."""
     nodes, note = _targets(cluster, step, topic)
     event = Event(step, nodes, time.monotonic() - began, note)
+    if step.kind in CLOCK_KINDS:
+        if clocks is None:
+            raise ValueError(f"a {step.kind} step needs the cluster's nodes under Clocks of their own")
+        if not nodes:
+            return event
+        event.note = f"wall clock {step.jump_s:+d} s, then back"
+        try:
+            clocks.set(nodes[0], step.jump_s)
+            time.sleep(VISIBLE_S + step.hold_s)
+        finally:
+            clocks.set(nodes[0], 0)
+        return event
     if step.kind in DISK_KINDS:
         if disks is None:
             raise ValueError(f"a {step.kind} step needs the cluster's log dirs on Disks of their own")

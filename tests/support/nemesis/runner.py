@@ -4,7 +4,9 @@
 the caller's settings; its topics, transactional id and group are named after ``name``, so several runs can share
 one cluster):
 
-1. creates two topics of ``PARTITIONS`` partitions, replication factor 3, ``min.insync.replicas=2``;
+1. creates two topics of ``PARTITIONS`` partitions, replication factor 3, ``min.insync.replicas=2``, time
+   retention :data:`RETENTION_MS` (longer than any run, so a segment deleted by time is a failure); with clocks
+   (:class:`~.clocks.Clocks`) the idempotent one also with :data:`CLOCK_TOPIC_CONFIGS`;
 2. starts the workloads (:mod:`.workload`) and waits until the idempotent producer has an acknowledgement;
 3. runs the schedule (:mod:`.schedule`, :func:`~.faults.inflict`), step after step;
 4. heals: every node runs, every node's metadata lists every broker unfenced and every partition led with its
@@ -32,6 +34,7 @@ from pathlib import Path
 from broker_runtime.launch import BrokerCluster
 from tests.support.cluster import FAST, cluster_metadata, create_replicated, heal
 from tests.support.nemesis import checkers
+from tests.support.nemesis.clocks import Clocks
 from tests.support.nemesis.disks import Disks
 from tests.support.nemesis.faults import Event, inflict
 from tests.support.nemesis.network import Network
@@ -46,12 +49,13 @@ from tests.support.nemesis.workload import (
     Transactional,
 )
 
-__all__ = ["HEAL_BOUND_S", "OVERRIDES", "PARTITIONS", "Report", "run"]
+__all__ = ["CLOCK_TOPIC_CONFIGS", "HEAL_BOUND_S", "OVERRIDES", "PARTITIONS", "RETENTION_MS", "Report", "run"]
 
 PARTITIONS = 3
 #: The cluster settings a nemesis run assumes: the tests' short timings (a killed or stopped node fenced within
 #: 1.5 s), few internal partitions (quick to create), transactions of dead producers aborted within a second of
-#: their timeout, no initial rebalance delay, a follower cut off for 3 s out of the ISR.
+#: their timeout, no initial rebalance delay, a follower cut off for 3 s out of the ISR, a retention pass every
+#: second (so that a clock jump meets one).
 OVERRIDES = {
     **FAST,
     "offsets.topic.num.partitions": "3",
@@ -59,7 +63,15 @@ OVERRIDES = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
     "group.initial.rebalance.delay.ms": "0",
     "replica.lag.time.max.ms": "3000",
+    "log.retention.check.interval.ms": "1000",
 }
+#: The workload topics' time retention: ten minutes, longer than a run plus the largest clock jump
+#: (:data:`.schedule.JUMP_S`), so no segment of a run is old enough to go, whatever a node's clock says.
+RETENTION_MS = 600_000
+#: The idempotent topic's settings when the nodes' clocks jump: its leaders stamp every batch with their wall
+#: clock (``LogAppendTime``), so a jump shows in the log and in its time index, and the index is dense (an entry
+#: every few batches) so that entries are written while a clock is off.
+CLOCK_TOPIC_CONFIGS = {"message.timestamp.type": "LogAppendTime", "index.interval.bytes": "256"}
 #: How long a cluster may take to be whole again after the last fault was undone (the bound the README states).
 HEAL_BOUND_S = 30.0
 #: How long the last stable offset may take to reach the high watermark once the producers stopped: the
@@ -76,8 +88,11 @@ class Report:
     counts: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    #: Seconds each phase took: setup (topics, clients, first acknowledgement), faults, heal, drain, checks.
+    #: Seconds each phase took: setup (topics, clients, first acknowledgement), faults, heal, drain, checks, time
+    #: checks (retention, time indexes, ListOffsets by timestamp).
     phases: dict[str, float] = field(default_factory=dict)
+    #: With clocks: each step back of the idempotent topic's record timestamps (LogAppendTime), seconds.
+    steps_back_s: list[int] = field(default_factory=list)
     #: The file holding every librdkafka log line of the run (beside the brokers' logs).
     librdkafka_log: Path | None = None
 
@@ -86,6 +101,8 @@ class Report:
         lines += [f"  {event}" for event in self.events]
         healed = "not healed" if self.heal_s is None else f"healed in {self.heal_s:.1f} s"
         lines.append(f"{healed}; workloads: {self.counts}")
+        if self.steps_back_s:
+            lines.append(f"record timestamps stepped back by (s): {self.steps_back_s}")
         lines.append("phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in self.phases.items()))
         lines.append(f"client errors by kind: {self.errors}")
         lines.append(f"{len(self.failures)} checker failure(s)" + (":" if self.failures else ""))
@@ -122,6 +139,7 @@ def run(
     kinds: tuple[str, ...] = KINDS,
     network: Network | None = None,
     disks: Disks | None = None,
+    clocks: Clocks | None = None,
     **timings: tuple[float, float],
 ) -> Report:
     """One run of ``steps`` faults drawn from ``seed``; see the module docstring. ``timings``: the ranges of
@@ -139,8 +157,11 @@ def run(
 
     print(describe(seed, report.schedule), flush=True)
     idem, txn = f"{name}-idempotent", f"{name}-transactional"
-    for topic in (idem, txn):
-        create_replicated(cluster, topic, PARTITIONS, configs={"min.insync.replicas": "2"})
+    configs = {"min.insync.replicas": "2", "retention.ms": str(RETENTION_MS)}
+    create_replicated(
+        cluster, idem, PARTITIONS, configs={**configs, **(CLOCK_TOPIC_CONFIGS if clocks else {})}
+    )
+    create_replicated(cluster, txn, PARTITIONS, configs=configs)
 
     def bootstrap() -> str:  # read from the workloads' threads: the nodes' addresses as they are now
         return cluster.bootstrap
@@ -162,7 +183,7 @@ def run(
         phase("setup")
         began = time.monotonic()
         for step in report.schedule:
-            report.events.append(inflict(cluster, step, idem, began, network, disks))
+            report.events.append(inflict(cluster, step, idem, began, network, disks, clocks))
             time.sleep(step.gap_s)
         phase("faults")
         try:
@@ -210,6 +231,13 @@ def run(
     )
     committed = checkers.committed_offsets(bootstrap, member.group, idem, PARTITIONS)
     report.failures += checkers.group_offsets(member, committed)
-    report.failures += checkers.replicas(cluster, [(idem, PARTITIONS), (txn, PARTITIONS)])
+    topics = [(idem, PARTITIONS), (txn, PARTITIONS)]
+    report.failures += checkers.replicas(cluster, topics)
     phase("checks")
+    report.failures += checkers.log_starts(cluster, topics)
+    report.failures += checkers.time_indexes(cluster, topics)
+    report.failures += checkers.offsets_for_times(cluster, idem, PARTITIONS)
+    if clocks is not None:  # what the jumps did to the log: how far its timestamps went back, in seconds
+        report.steps_back_s = [round(ms / 1000) for ms in checkers.steps_back(cluster, idem, PARTITIONS)]
+    phase("time checks")
     return report

@@ -18,9 +18,11 @@ Every error a client reports (an exception, a delivery report, librdkafka's ``er
 :class:`ClientError` with librdkafka's classification (``fatal``, ``retriable``, ``txn_requires_abort``), so the
 checkers (:mod:`.checkers`) can fail on what Kafka would not answer in the same situation: none of these clients
 is ever fenced (one producer per transactional id, one member per group), so a fatal error is a failure, but
-for one that Kafka gives this client too (:class:`AddsSeen`: an abort whose AddPartitionsToTxn were all answered
-CONCURRENT_TRANSACTIONS while the previous commit's markers waited for a leaderless partition), which the error
-names (``kafka_too``) and the checkers count apart.
+for one that Kafka gives this client too (:class:`AddsSeen`: an abort with no partition accepted, whose
+AddPartitionsToTxn were answered CONCURRENT_TRANSACTIONS while the previous commit's markers waited for a
+leaderless partition, or whose EndTxn went to a new coordinator elected before its AddPartitionsToTxn was
+replicated), which the error names (``kafka_too``) and the checkers count apart. A fatal error's report says
+what the producer saw of its transaction (:meth:`AddsSeen.story`).
 
 Timings are the clients' own: ``message.timeout.ms`` 120 s (longer than any fault a schedule holds, so an
 acknowledged-or-failed record is the broker's answer, not the client giving up), ``transaction.timeout.ms`` 30 s
@@ -90,9 +92,12 @@ class ClientError:
     #: why Apache Kafka would fail this client the same way (empty: it would not); only
     #: :meth:`Transactional._finish` sets it, for the one case :class:`AddsSeen` proves
     kafka_too: str = ""
+    #: what the client saw before the error (:meth:`AddsSeen.story`, for a transactional producer's fatal
+    #: error), printed under a failure the error causes
+    seen: str = ""
 
     @classmethod
-    def of(cls, client: str, where: str, err: KafkaError, kafka_too: str = "") -> ClientError:
+    def of(cls, client: str, where: str, err: KafkaError, kafka_too: str = "", seen: str = "") -> ClientError:
         return cls(
             client,
             where,
@@ -102,6 +107,7 @@ class ClientError:
             err.txn_requires_abort(),
             err.str(),
             kafka_too,
+            seen,
         )
 
     def __str__(self) -> str:
@@ -111,51 +117,126 @@ class ClientError:
 
 
 class AddsSeen(logging.Filter):
-    """What the transactional producer was answered to its AddPartitionsToTxn requests in its current transaction,
-    read from librdkafka's ``eos`` debug lines (the producer's ``logger``; the lines are dropped here, not logged).
+    """What the transactional producer saw of its current transaction, read from librdkafka's ``eos`` debug lines
+    (the producer's ``logger``; the lines are dropped here unless ``PYLOG_NEMESIS_DEBUG`` asks for them).
 
     librdkafka's log lines come in the order it made them, so a transaction's lines are those after its
     ``-> InTransaction`` state change: ``concurrent`` counts the answers CONCURRENT_TRANSACTIONS
     (``rd_kafka_txn_handle_AddPartitionsToTxn``), ``registered`` the partitions the coordinator accepted
-    (``rd_kafka_txn_partition_registered``)."""
+    (``rd_kafka_txn_partition_registered``). :meth:`story` tells the transaction for a failure report, without
+    ``PYLOG_NEMESIS_DEBUG``: the AddPartitionsToTxn sent and to which coordinator, their answers by error, the
+    partitions registered, the coordinator changes, and the last :data:`STORY_LINES` of its eos lines."""
+
+    #: How many eos lines of one transaction :meth:`story` keeps (the last ones).
+    STORY_LINES = 30
+    #: The eos lines kept for the story (librdkafka's facility names); the others (coordinator queries, partitions
+    #: marked for registration) would crowd them out.
+    _KEPT = ("ADDPARTS", "ENDTXN", "TXNABORT", "TXNCOMMIT", "TXNERR", "FATAL", "TXNSTATE")
+    _NOISE = ("Marked ", "Not registering partitions")
 
     def __init__(self) -> None:
         super().__init__()
         self.concurrent = 0
         self.registered = 0
+        #: the node id of the transaction coordinator librdkafka uses now (None: none known)
+        self.coordinator: str | None = None
+        self._new_transaction()
+
+    def _new_transaction(self) -> None:
+        self.concurrent = self.registered = 0
+        #: the coordinator (librdkafka's broker name) each AddPartitionsToTxn was sent to, in order
+        self.sent: list[str] = []
+        #: AddPartitionsToTxn answers with an error, by librdkafka's text of the error
+        self.answers: collections.Counter[str] = collections.Counter()
+        self.partitions: list[str] = []
+        #: "old -> new: why" of every coordinator change, in order
+        self.moves: list[str] = []
+        self.lines: collections.deque[str] = collections.deque(maxlen=self.STORY_LINES)
 
     def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        fac, _, rest = text.partition(" ")
+        line = rest.partition("]: ")[2] or rest  # past "[rdkafka#producer-N] [thrd:x]"
+        if "Transaction state change" in line and line.rstrip().endswith("-> InTransaction"):
+            self._new_transaction()
+        elif "Registering partitions with transaction" in line:
+            self.sent.append(line.partition(": ")[0])  # e.g. "TxnCoordinator/2"
+        elif "AddPartitionsToTxn response: partition" in line or "Failed to add partition" in line:
+            self.answers[line.rsplit(": ", 1)[-1]] += 1
+            self.concurrent += "concurrent operation" in line
+        elif "] registered with transaction" in line:
+            self.registered += 1
+            self.partitions.append(line.partition(" registered")[0])
+        elif line.startswith("Transaction coordinator changed from "):
+            self.moves.append(line.removeprefix("Transaction coordinator changed from "))
+            to = line.partition(" -> ")[2].partition(": ")[0]  # e.g. "10.0.0.3:9092/2" or "(none)"
+            self.coordinator = _node(to)
+        if (fac in self._KEPT or line.startswith("Transaction coordinator changed")) and not line.startswith(
+            self._NOISE
+        ):
+            at = time.strftime("%H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs):03d}"
+            self.lines.append(f"{at} {fac} {line}")
         if record.levelno > logging.DEBUG:
             return True
-        text = record.getMessage()
-        if "Transaction state change" in text and text.rstrip().endswith("-> InTransaction"):
-            self.concurrent = self.registered = 0
-        elif "AddPartitionsToTxn response: partition" in text and "concurrent operation" in text:
-            self.concurrent += 1
-        elif "] registered with transaction" in text:
-            self.registered += 1
         return bool(DEBUG)  # the eos lines reach the run's librdkafka log only when asked for
 
-    def kafka_too(self, err: KafkaError) -> str:
-        """Why Kafka would answer this abort's EndTxn INVALID_TXN_STATE too, or "".
-
-        The transaction has no partition the coordinator accepted, and its AddPartitionsToTxn were answered
-        CONCURRENT_TRANSACTIONS (the previous transaction's markers were still being written). librdkafka
-        still sends EndTxn(abort): it counts each AddPartitionsToTxn answered with a broker error as one the
-        coordinator may have applied (``txn_req_cnt``, rdkafka_txnmgr.c ``rd_kafka_txn_handle_AddPartitionsToTxn``;
-        ``rd_kafka_txn_op_abort_transaction`` skips EndTxn only when it is 0). Kafka's transaction version 1
-        ``TransactionCoordinator.endTransaction`` answers an abort with no transaction Ongoing (PrepareCommit,
-        CompleteCommit, Empty) INVALID_TXN_STATE, which ``rd_kafka_txn_handle_EndTxn`` makes FATAL
-        (tests/replication/test_txn_abort_race.py sees Kafka 4.4.0 do it; tests/server/test_txn_abort_in_prepare.py
-        holds the sequence on pylog)."""
-        if err.code() != KafkaError.INVALID_TXN_STATE or not err.fatal():
-            return ""
-        if self.registered or not self.concurrent:
-            return ""
-        return (
-            f"no partition of this transaction was accepted ({self.concurrent} AddPartitionsToTxn answered "
-            "CONCURRENT_TRANSACTIONS), so the abort met no Ongoing transaction"
+    def story(self) -> str:
+        """The current transaction as the producer saw it (see the class docstring), several lines."""
+        answers = ", ".join(f"{n} x {text}" for text, n in self.answers.items()) or "none"
+        return "\n".join(
+            [
+                f"AddPartitionsToTxn sent {len(self.sent)} time(s), to {sorted(set(self.sent)) or '-'}; "
+                f"answered with errors: {answers}; partitions registered: {self.partitions or 'none'}",
+                f"coordinator changes: {'; '.join(self.moves) or 'none'}; the last AddPartitionsToTxn went to "
+                f"node {_node(self.sent[-1]) if self.sent else '-'}, the coordinator now is node "
+                f"{self.coordinator or '-'}",
+                f"its eos lines (the last {self.STORY_LINES}):",
+                *(f"  {line}" for line in self.lines),
+            ]
         )
+
+    def kafka_too(self, err: KafkaError) -> str:
+        """Why Kafka would answer this abort's EndTxn INVALID_TXN_STATE too, or "". Two cases, both with no
+        partition of the transaction accepted (no AddPartitionsToTxn answered NONE), so the abort's EndTxn met no
+        Ongoing transaction. librdkafka still sends it: it counts each AddPartitionsToTxn it sent as one the
+        coordinator may have applied (``txn_req_cnt``, rdkafka_txnmgr.c ``rd_kafka_txn_register_partitions`` and
+        ``rd_kafka_txn_handle_AddPartitionsToTxn``; ``rd_kafka_txn_op_abort_transaction`` skips EndTxn only when
+        it is 0). Kafka's transaction version 1 ``TransactionCoordinator.handleEndTransaction`` answers an abort
+        with no transaction Ongoing (PrepareCommit, CompleteCommit, Empty) INVALID_TXN_STATE, which
+        ``rd_kafka_txn_handle_EndTxn`` makes FATAL.
+
+        * Its AddPartitionsToTxn were answered CONCURRENT_TRANSACTIONS (the previous transaction's markers were
+          still being written): tests/replication/test_txn_abort_race.py sees Kafka 4.4.0 do it,
+          tests/server/test_txn_abort_in_prepare.py holds the sequence on pylog.
+        * The coordinator moved after its last AddPartitionsToTxn was sent, and the EndTxn went to the new one: an
+          AddPartitionsToTxn that the new coordinator does not know was not replicated when it was elected (from
+          the ISR; Kafka's ``TransactionStateManager`` loads a partition from the new leader's log, and completes a
+          transition in its cache only once the record is replicated, ``appendTransactionToLog``), and none was
+          answered NONE: pylog answers one only once its state is replicated
+          (tests/replication/test_txn_unreplicated_state.py), so a partition registered means the new coordinator
+          has the transaction and this case does not apply."""
+        if err.code() != KafkaError.INVALID_TXN_STATE or not err.fatal() or self.registered:
+            return ""
+        if self.concurrent:
+            return (
+                f"no partition of this transaction was accepted ({self.concurrent} AddPartitionsToTxn answered "
+                "CONCURRENT_TRANSACTIONS), so the abort met no Ongoing transaction"
+            )
+        added_at = _node(self.sent[-1]) if self.sent else None
+        if added_at is not None and self.coordinator is not None and self.coordinator != added_at:
+            return (
+                f"no partition of this transaction was accepted and the coordinator moved from node {added_at} "
+                f"(its AddPartitionsToTxn) to node {self.coordinator} (its EndTxn), which never had the "
+                "transaction, so the abort met no Ongoing transaction"
+            )
+        return ""
+
+
+def _node(broker: str) -> str | None:
+    """The node id in librdkafka's name of a broker (``TxnCoordinator/2``, ``10.0.0.3:9092/2``), None for
+    ``(none)``."""
+    head, slash, node = broker.rpartition("/")
+    return node if slash and head and node.isdigit() else None
 
 
 class _Workload(threading.Thread):
@@ -295,8 +376,11 @@ class Transactional(_Workload):
                 with contextlib.suppress(KafkaException):  # poll raises a fatal error again
                     producer.poll(0)  # librdkafka's log lines of this transaction, for AddsSeen
                 kafka_too = "" if commit else self.adds.kafka_too(err)
+                seen = self.adds.story() if err.fatal() else ""
                 self.errors.append(
-                    ClientError.of(self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err, kafka_too)
+                    ClientError.of(
+                        self.name_prefix, f"{outcome[:-2]} of transaction {txn}", err, kafka_too, seen
+                    )
                 )
                 if err.fatal():
                     raise _Fatal from exc
