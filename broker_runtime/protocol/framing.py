@@ -12,7 +12,20 @@ chunks is assembled in a buffer that grows with the bytes received (never alloca
 prefix, which only the peer vouches for: a peer claiming ``max_frame_bytes`` and sending a few bytes costs a few
 bytes, not the claimed size). Growing costs amortized O(1) per byte (CPython over-allocates a bytearray).
 
-Not thread-safe: one decoder per connection, used by the thread that reads the socket.
+Reading straight into buffers (the broker's connections, an ``asyncio.BufferedProtocol``): :meth:`FrameDecoder.read_buffer`
+says where the next read lands and :meth:`FrameDecoder.read_done` takes what it brought. Reads land in the
+:class:`FramePool`'s read buffer (shared by the connections of one event loop) while no frame is open; a frame
+that ends in it is copied out (small frames: one short copy); a frame that does not is opened in a buffer of its
+own, and the reads that follow land in that buffer directly, so a large Produce request is copied only by the
+kernel (and once for the part its first read brought). A new frame buffer holds at most
+``max(frame_buffer_min, 2 x the bytes received)`` bytes and grows (doubling, one copy) as more arrive, so the size
+prefix still buys nothing; once handed out, the buffer is kept in the pool and reused for a later frame only when
+no view of the earlier frame is left (a handler that parked the frame, e.g. a produce awaiting its transaction's
+verification, keeps it intact). A frame handed out this way is a writable ``memoryview``: a handler may rewrite
+it in place (the log assigns offsets in it).
+
+Not thread-safe: one decoder per connection, used by the thread that reads the socket; a pool belongs to one
+thread (the broker's event loop) too.
 """
 
 from __future__ import annotations
@@ -21,12 +34,82 @@ import struct
 
 from broker_runtime.errors import ConfigError, ProtocolError
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FRAME_SIZE", "FrameDecoder", "frame"]
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FRAME_BUFFER_MIN",
+    "FRAME_SIZE",
+    "READ_BUFFER_BYTES",
+    "FrameDecoder",
+    "FramePool",
+    "frame",
+]
 
 #: The int32 size prefix of every frame.
 FRAME_SIZE = struct.Struct(">i")
 #: Kafka's socket.request.max.bytes default (100 MiB).
 DEFAULT_MAX_FRAME_BYTES = 104857600
+
+#: Reads land in the pool's shared buffer (this size, asyncio's read size) unless a frame is open.
+READ_BUFFER_BYTES = 256 * 1024
+#: A frame that does not end in the read that brought its size prefix gets a buffer of its own of at least
+#: this many bytes (up to its size), then at most twice the bytes received until whole.
+FRAME_BUFFER_MIN = 16 * 1024
+
+
+class FramePool:
+    """Read buffers of the connections of one event loop (one thread): the read buffer every read lands in while
+    its connection has no frame open, and the buffers of whole frames handed out, kept for reuse.
+
+    A kept buffer is reused for a later frame only once nothing refers to the frame any more: Python refuses to
+    resize a ``bytearray`` while a view of it exists, which :func:`_unviewed` asks. At most ``max_kept`` buffers
+    of at most ``max_kept_bytes`` together are kept (the oldest are dropped first); none larger than that.
+    """
+
+    __slots__ = ("read_view", "frame_buffer_min", "_kept", "_kept_bytes", "max_kept", "max_kept_bytes")
+
+    def __init__(
+        self,
+        max_kept: int = 4,
+        max_kept_bytes: int = 16 * 1024 * 1024,
+        *,
+        read_bytes: int = READ_BUFFER_BYTES,
+        frame_buffer_min: int = FRAME_BUFFER_MIN,
+    ) -> None:
+        self.read_view = memoryview(bytearray(read_bytes))
+        self.frame_buffer_min = frame_buffer_min
+        self._kept: list[bytearray] = []
+        self._kept_bytes = 0
+        self.max_kept = max_kept
+        self.max_kept_bytes = max_kept_bytes
+
+    def take(self, size: int) -> bytearray | None:
+        """A kept buffer of at least ``size`` bytes that no one views any more (removed from the pool), or None."""
+        for i in range(len(self._kept) - 1, -1, -1):
+            buf = self._kept[i]
+            if len(buf) >= size and _unviewed(buf):
+                del self._kept[i]
+                self._kept_bytes -= len(buf)
+                return buf
+        return None
+
+    def keep(self, buf: bytearray) -> None:
+        """Keep ``buf`` (a frame handed out: still viewed) for reuse once its frame is released."""
+        if len(buf) > self.max_kept_bytes:
+            return
+        self._kept.append(buf)
+        self._kept_bytes += len(buf)
+        while len(self._kept) > self.max_kept or self._kept_bytes > self.max_kept_bytes:
+            self._kept_bytes -= len(self._kept.pop(0))
+
+
+def _unviewed(buf: bytearray) -> bool:
+    """True when no view (memoryview, numpy array, ...) of ``buf`` exists: only then may it be resized."""
+    try:
+        del buf[-1:]
+    except BufferError:
+        return False
+    buf.append(0)  # back to its length (within its allocation: no copy)
+    return True
 
 
 def frame(payload: bytes | bytearray | memoryview) -> bytes:
@@ -37,7 +120,7 @@ def frame(payload: bytes | bytearray | memoryview) -> bytes:
 class FrameDecoder:
     """Incremental splitter of a size-prefixed byte stream into frames."""
 
-    __slots__ = ("max_frame_bytes", "limit_name", "_prefix", "_frame", "_size")
+    __slots__ = ("max_frame_bytes", "limit_name", "_prefix", "_frame", "_size", "_view", "_filled")
 
     def __init__(
         self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, limit_name: str = "max_frame_bytes"
@@ -51,10 +134,16 @@ class FrameDecoder:
         self._prefix = bytearray()  # the partial size prefix (< 4 bytes) while no frame is open
         self._frame: bytearray | None = None  # the frame being assembled: the bytes received so far
         self._size = 0  # the size its prefix announced
+        # Reading straight into buffers (read_buffer / read_done): the open frame's buffer (also in _frame, its
+        # capacity len(_view), at most _size) and the bytes of it received so far.
+        self._view: memoryview | None = None
+        self._filled = 0
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet handed out as a frame (an open frame's size prefix included)."""
+        if self._view is not None:
+            return FRAME_SIZE.size + self._filled
         if self._frame is not None:
             return FRAME_SIZE.size + len(self._frame)
         return len(self._prefix)
@@ -109,3 +198,73 @@ class FrameDecoder:
                 self._size = size
                 pos = end
         return frames
+
+    # -- reading straight into buffers (asyncio.BufferedProtocol) ----------------------------------------------
+
+    def read_buffer(self, pool: FramePool) -> memoryview:
+        """Where the next read should land: the rest of the open frame's own buffer, else the pool's read buffer
+        (after the partial size prefix carried over, copied to its start). Pair each call with
+        :meth:`read_done`; do not mix with :meth:`feed` on one decoder."""
+        if self._view is not None:
+            # never past the frame's end: a kept buffer may be larger than the frame, and the bytes after its end
+            # belong to the next frame
+            return self._view[self._filled : self._size]
+        view = pool.read_view
+        carried = len(self._prefix)
+        if carried:
+            view[:carried] = self._prefix
+        return view[carried:]
+
+    def read_done(self, nbytes: int, pool: FramePool) -> list[memoryview | bytes]:
+        """``nbytes`` landed where :meth:`read_buffer` said; return the frames now whole, in order."""
+        view = self._view
+        if view is not None:
+            self._filled += nbytes
+            if self._filled < self._size:
+                if self._filled == len(view):
+                    self._grow()
+                return []
+            return [self._close_frame(pool)]
+        carried = len(self._prefix)
+        self._prefix.clear()
+        data = pool.read_view
+        end = carried + nbytes
+        pos = 0
+        frames: list[memoryview | bytes] = []
+        while end - pos >= 4:
+            (size,) = FRAME_SIZE.unpack_from(data, pos)
+            self._check(size)
+            pos += 4
+            if end - pos >= size:
+                frames.append(bytes(data[pos : pos + size]))  # the read buffer is reused: copy
+                pos += size
+                continue
+            self._open(size, data[pos:end], pool)
+            return frames
+        self._prefix += data[pos:end]
+        return frames
+
+    def _open(self, size: int, first: memoryview, pool: FramePool) -> None:
+        """Start a frame of ``size`` bytes whose first bytes are ``first``: in a kept buffer of the pool that no
+        one views any more, else in a new one of at most ``max(pool.frame_buffer_min, 2 x len(first))`` bytes."""
+        buf = pool.take(size)
+        if buf is None:
+            buf = bytearray(min(size, max(pool.frame_buffer_min, 2 * len(first))))
+        view = memoryview(buf)
+        view[: len(first)] = first
+        self._frame, self._view, self._filled, self._size = buf, view, len(first), size
+
+    def _grow(self) -> None:
+        """The open frame's buffer is full: move it to one twice as large (at most the frame's size)."""
+        assert self._view is not None
+        buf = bytearray(min(self._size, 2 * len(self._view)))
+        buf[: self._filled] = self._view[: self._filled]
+        self._frame, self._view = buf, memoryview(buf)
+
+    def _close_frame(self, pool: FramePool) -> memoryview:
+        buf, view, size = self._frame, self._view, self._size
+        assert buf is not None and view is not None
+        self._frame = self._view = None
+        self._filled = self._size = 0
+        pool.keep(buf)
+        return view if len(view) == size else view[:size]

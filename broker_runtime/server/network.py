@@ -1,8 +1,12 @@
 """The listener and its connections: asyncio, one event-loop thread, one :class:`Connection` per client socket.
 
 Design (Kafka's ``SocketServer`` processor, single-threaded):
-  * bytes arrive in :meth:`Connection.data_received`, the :class:`~broker_runtime.protocol.framing.FrameDecoder`
-    cuts them into frames (int32 size prefix stripped; frames above ``socket.request.max.bytes`` are refused);
+  * bytes arrive in :meth:`Connection.buffer_updated` (plain sockets: an ``asyncio.BufferedProtocol`` whose
+    ``get_buffer`` hands asyncio the decoder's next buffer, so the kernel writes a large request straight into the
+    frame's own buffer: the broker's :class:`~broker_runtime.protocol.framing.FramePool`, see
+    :mod:`broker_runtime.protocol.framing`) or :meth:`Connection.data_received` (TLS), and the
+    :class:`~broker_runtime.protocol.framing.FrameDecoder` cuts them into frames (int32 size prefix stripped;
+    frames above ``socket.request.max.bytes`` are refused);
   * before login (Kafka's ``SaslServerAuthenticator``, CVE-2022-34917): on a SASL listener, while the session is
     not authenticated (a new connection, or one re-authenticating after its SaslHandshake), a size prefix above
     ``sasl.server.max.receive.size`` closes the connection at once with one WARNING line, before a byte of the
@@ -92,7 +96,7 @@ from collections.abc import Callable
 from typing import IO, Any, Protocol, cast
 
 from broker_runtime.errors import ProtocolError, StorageError
-from broker_runtime.protocol.framing import FrameDecoder
+from broker_runtime.protocol.framing import FrameDecoder, FramePool
 from broker_runtime.server.session import Session
 from broker_runtime.storage.file_handle import FileSlice
 
@@ -160,7 +164,7 @@ class RequestHandler(Protocol):
     def __call__(self, frame: memoryview, connection: Connection) -> Any: ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client socket: framing, in-order request processing, response writing."""
 
     def __init__(
@@ -176,8 +180,12 @@ class Connection(asyncio.Protocol):
         on_short_send: Callable[[Connection], None] | None = None,
         prelogin_max_frame_bytes: int | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        frame_pool: FramePool | None = None,
     ) -> None:
         self._handler = handler
+        #: The read buffers this connection reads into (see "Reads" in the module docstring): the broker's,
+        #: shared by its connections (one event loop), or one of its own.
+        self._pool = frame_pool if frame_pool is not None else FramePool(max_kept=1)
         #: Called (loop thread) when a sendfile sent fewer bytes than its slice (the file shrank); the
         #: connection is then closed and the cause logged at WARNING. The broker counts it for the metrics.
         self._on_short_send = on_short_send
@@ -304,6 +312,17 @@ class Connection(asyncio.Protocol):
         if self._on_made is not None:
             self._on_made(self, transport)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.read_buffer(self._pool)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._closing:
+            return
+        self._received(self._read_done, nbytes)
+
+    def _read_done(self, nbytes: int) -> list[Any]:
+        return self._decoder.read_done(nbytes, self._pool)
+
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
@@ -311,6 +330,10 @@ class Connection(asyncio.Protocol):
             # asyncio hands over what arrived with the client's last handshake message before start_tls returns
             self._early.append(data)
             return
+        self._received(self._decoder.feed, data)
+
+    def _received(self, frames_of: Callable[[Any], list[Any]], data: Any) -> None:
+        """Cut the frames out of what a read brought (``frames_of(data)``), queue them and process the queue."""
         self.last_active = time.monotonic()
         decoder = self._decoder
         if self._prelogin_max_frame_bytes is not None:
@@ -323,7 +346,7 @@ class Connection(asyncio.Protocol):
                 decoder.max_frame_bytes = self._prelogin_max_frame_bytes
                 decoder.limit_name = "sasl.server.max.receive.size"
         try:
-            frames = decoder.feed(data)
+            frames = frames_of(data)
         except ProtocolError as exc:
             if decoder.max_frame_bytes == self._prelogin_max_frame_bytes and not self.session.authenticated:
                 self.close(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_runtime.errors import ProtocolError
-from broker_runtime.protocol.framing import FrameDecoder, frame
+from broker_runtime.protocol.framing import FrameDecoder, FramePool, frame
 from broker_runtime.protocol.primitives import wire
 
 # (encoded, value): LEB128, seven bits per byte, least significant group first.
@@ -151,6 +151,52 @@ def test_split_and_merged_chunks(payloads: list[bytes], cuts: list[int], kind: t
         got.extend(bytes(f) for f in dec.feed(kind(data[a:b])))
     assert got == payloads
     assert dec.buffered == 0
+
+
+def _read(
+    dec: FrameDecoder, pool: FramePool, data: bytes, cuts: list[int], copy: bool = False
+) -> list[memoryview | bytes]:
+    """Feed ``data`` as reads into the decoder's buffers (each read at most what it offers, and ``cuts`` bytes);
+    ``copy``: keep a copy of each frame (its buffer may then be reused at once)."""
+    frames: list[memoryview | bytes] = []
+    pos, i = 0, 0
+    while pos < len(data):
+        buf = dec.read_buffer(pool)
+        n = min(len(buf), len(data) - pos, max(1, cuts[i % len(cuts)]) if cuts else len(data))
+        buf[:n] = data[pos : pos + n]
+        pos, i = pos + n, i + 1
+        frames.extend(bytes(f) if copy else f for f in dec.read_done(n, pool))
+    return frames
+
+
+@settings(max_examples=200)
+@given(
+    payloads=st.lists(st.binary(max_size=300), max_size=8), cuts=st.lists(st.integers(1, 400), max_size=12)
+)
+def test_reads_into_buffers_split_anywhere(payloads: list[bytes], cuts: list[int]) -> None:
+    # small pool buffers: frames that end in the read buffer, frames opened in buffers of their own that grow
+    pool = FramePool(read_bytes=64, frame_buffer_min=16, max_kept=2)
+    dec = FrameDecoder(max_frame_bytes=300)
+    got = _read(dec, pool, _framed(payloads), cuts, copy=True)
+    assert got == payloads
+    assert dec.buffered == 0
+
+
+def test_a_kept_frame_buffer_is_reused_only_once_no_view_of_its_frame_is_left() -> None:
+    # The guard of buffer reuse: a frame still referenced (a handler parked it) is never overwritten.
+    pool = FramePool(read_bytes=64, frame_buffer_min=16)
+    dec = FrameDecoder()
+    first = _read(dec, pool, _framed([b"a" * 1000]), [64])
+    second = _read(dec, pool, _framed([b"b" * 1000]), [64])
+    assert bytes(first[0]) == b"a" * 1000 and bytes(second[0]) == b"b" * 1000
+    assert isinstance(first[0], memoryview) and isinstance(second[0], memoryview)
+    reused = first[0].obj
+    del first
+    # a smaller frame in the reused (larger) buffer: reads stop at its end, the next frame stays whole
+    third = _read(dec, pool, _framed([b"c" * 900, b"d" * 5]), [64, 2000])
+    assert isinstance(third[0], memoryview) and third[0].obj is reused
+    assert [bytes(f) for f in third] == [b"c" * 900, b"d" * 5]
+    assert bytes(second[0]) == b"b" * 1000
 
 
 def test_byte_by_byte() -> None:

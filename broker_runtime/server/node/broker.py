@@ -72,6 +72,7 @@ from typing import Any
 
 from broker_runtime.errors import IllegalStateError, WaitTimeoutError
 from broker_runtime.fsutil import record_log_dir_failure
+from broker_runtime.protocol.framing import FramePool
 from broker_runtime.protocol.record_codec.walks import record_walk
 from broker_runtime.purgatory.clock import Clock, SystemClock
 from broker_runtime.security.jaas import parse_jaas
@@ -116,6 +117,8 @@ class Broker:
         self._jwks: dict[str, JwksKeys] = {}
         self._port = -1
         self._connections: set[Connection] = set()
+        #: The read buffers of every connection of this broker (its event loop), see broker_runtime.server.network.
+        self._frame_pool = FramePool()
         #: listener -> sendfile sends cut short because their segment file shrank (loop thread).
         self._short_sends: dict[str, int] = {}
         #: The broker's components (set once started).
@@ -234,6 +237,7 @@ class Broker:
                 on_short_send=self._short_send,
                 prelogin_max_frame_bytes=cfg.sasl_server_max_receive_size if sasl else None,
                 ssl_context=ssl_context,
+                frame_pool=self._frame_pool,
             )
             self._connections.add(conn)
             return conn
