@@ -19,8 +19,8 @@ that ends in it is copied out (small frames: one short copy); a frame that does 
 own, and the reads that follow land in that buffer directly, so a large Produce request is copied only by the
 kernel (and once for the part its first read brought). A new frame buffer holds at most
 ``max(frame_buffer_min, 2 x the bytes received)`` bytes and grows (doubling, one copy) as more arrive, so the size
-prefix still buys nothing; once handed out, the buffer is kept in the pool and reused for a later frame only when
-no view of the earlier frame is left (a handler that parked the frame, e.g. a produce awaiting its transaction's
+prefix still buys nothing; once handed out, the buffer is kept in the pool and reused for a later frame (of at least half its size) only
+when no view of the earlier frame is left (a handler that parked the frame, e.g. a produce awaiting its transaction's
 verification, keeps it intact). A frame handed out this way is a writable ``memoryview``: a handler may rewrite
 it in place (the log assigns offsets in it).
 
@@ -83,19 +83,27 @@ class FramePool:
         self.max_kept_bytes = max_kept_bytes
 
     def take(self, size: int) -> bytearray | None:
-        """A kept buffer of at least ``size`` bytes that no one views any more (removed from the pool), or None."""
-        for i in range(len(self._kept) - 1, -1, -1):
-            buf = self._kept[i]
-            if len(buf) >= size and _unviewed(buf):
-                del self._kept[i]
-                self._kept_bytes -= len(buf)
-                return buf
-        return None
+        """The smallest kept buffer of ``size`` to ``max(2 x size, frame_buffer_min)`` bytes that no one views any
+        more (removed from the pool), or None: a small frame kept by its handler never pins a large buffer."""
+        limit = max(2 * size, self.frame_buffer_min)
+        best = -1
+        for i, buf in enumerate(self._kept):
+            if (
+                size <= len(buf) <= limit
+                and (best < 0 or len(buf) < len(self._kept[best]))
+                and _unviewed(buf)
+            ):
+                best = i
+        if best < 0:
+            return None
+        buf = self._kept.pop(best)
+        self._kept_bytes -= len(buf)
+        return buf
 
     def keep(self, buf: bytearray) -> None:
         """Keep ``buf`` (a frame handed out: still viewed) for reuse once its frame is released."""
-        if len(buf) > self.max_kept_bytes:
-            return
+        if not self.frame_buffer_min <= len(buf) <= self.max_kept_bytes:
+            return  # a small frame's buffer is not worth a slot (it would push out a large one)
         self._kept.append(buf)
         self._kept_bytes += len(buf)
         while len(self._kept) > self.max_kept or self._kept_bytes > self.max_kept_bytes:

@@ -199,6 +199,21 @@ def test_a_kept_frame_buffer_is_reused_only_once_no_view_of_its_frame_is_left() 
     assert bytes(second[0]) == b"b" * 1000
 
 
+def test_a_small_frame_never_takes_a_large_kept_buffer() -> None:
+    # A small request split over two reads and kept by its handler must not pin a large kept buffer (the pool
+    # hands out the smallest fitting buffer of at most twice the frame, and keeps no buffer below the minimum).
+    pool = FramePool(read_bytes=64, frame_buffer_min=16)
+    dec = FrameDecoder()
+    big = _read(dec, pool, _framed([b"a" * 4000]), [64])
+    del big  # its 4000-byte buffer is kept and free
+    small = _read(dec, pool, _framed([b"s" * 100]), [64])
+    assert bytes(small[0]) == b"s" * 100
+    assert len(small[0].obj) <= 200
+    del small
+    again = _read(dec, pool, _framed([b"b" * 3000]), [64])
+    assert len(again[0].obj) == 4000  # the large buffer is still there for a large frame
+
+
 def test_byte_by_byte() -> None:
     data = _framed([b"x" * 10, b"yz"])
     dec = FrameDecoder()
