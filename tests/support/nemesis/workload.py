@@ -151,6 +151,9 @@ class AddsSeen(logging.Filter):
         self.partitions: list[str] = []
         #: "old -> new: why" of every coordinator change, in order
         self.moves: list[str] = []
+        #: a coordinator change (to another node, or through none back to the same one) after an AddPartitionsToTxn
+        #: of this transaction was sent: its fate is unknown to the client
+        self.moved_after_add = False
         self.lines: collections.deque[str] = collections.deque(maxlen=self.STORY_LINES)
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -169,6 +172,7 @@ class AddsSeen(logging.Filter):
             self.partitions.append(line.partition(" registered")[0])
         elif line.startswith("Transaction coordinator changed from "):
             self.moves.append(line.removeprefix("Transaction coordinator changed from "))
+            self.moved_after_add = self.moved_after_add or bool(self.sent)
             to = line.partition(" -> ")[2].partition(": ")[0]  # e.g. "10.0.0.3:9092/2" or "(none)"
             self.coordinator = _node(to)
         if (fac in self._KEPT or line.startswith("Transaction coordinator changed")) and not line.startswith(
@@ -208,13 +212,19 @@ class AddsSeen(logging.Filter):
         * Its AddPartitionsToTxn were answered CONCURRENT_TRANSACTIONS (the previous transaction's markers were
           still being written): tests/replication/test_txn_abort_race.py sees Kafka 4.4.0 do it,
           tests/server/test_txn_abort_in_prepare.py holds the sequence on pylog.
-        * The coordinator moved after its last AddPartitionsToTxn was sent, and the EndTxn went to the new one: an
-          AddPartitionsToTxn that the new coordinator does not know was not replicated when it was elected (from
-          the ISR; Kafka's ``TransactionStateManager`` loads a partition from the new leader's log, and completes a
-          transition in its cache only once the record is replicated, ``appendTransactionToLog``), and none was
-          answered NONE: pylog answers one only once its state is replicated
-          (tests/replication/test_txn_unreplicated_state.py), so a partition registered means the new coordinator
-          has the transaction and this case does not apply."""
+        * The coordinator changed after an AddPartitionsToTxn was sent (to another node, or through none back to
+          the same node: a node that restarted and was elected again is a new coordinator, and a connection lost
+          leaves the request's fate unknown), and none was answered NONE: either the request never reached a
+          coordinator (librdkafka issue 4849's race) or its Ongoing record was not replicated when the coordinator
+          that answers the EndTxn was elected (from the ISR; Kafka's ``TransactionStateManager`` loads a partition
+          from the new leader's log and completes a transition in its cache only once the record is replicated,
+          ``appendTransactionToLog``). pylog answers an AddPartitionsToTxn NONE only once its state is replicated
+          (tests/replication/test_txn_unreplicated_state.py), so a partition registered means the coordinator has
+          the transaction and this case does not apply; a replicated state lost by a failover would also fail the
+          replica checkers. Seen in the soak: seed 997525811 (EndTxn at another node) and seed 1458012765 (node 2
+          killed with the AddPartitionsToTxn in flight, elected again 36 s later from its own log, in which the
+          previous transaction was still PrepareCommit: Kafka answers CONCURRENT_TRANSACTIONS while those markers
+          are written and INVALID_TXN_STATE after, pylog the latter at once)."""
         if err.code() != KafkaError.INVALID_TXN_STATE or not err.fatal() or self.registered:
             return ""
         if self.concurrent:
@@ -223,11 +233,11 @@ class AddsSeen(logging.Filter):
                 "CONCURRENT_TRANSACTIONS), so the abort met no Ongoing transaction"
             )
         added_at = _node(self.sent[-1]) if self.sent else None
-        if added_at is not None and self.coordinator is not None and self.coordinator != added_at:
+        if added_at is not None and self.moved_after_add:
             return (
-                f"no partition of this transaction was accepted and the coordinator moved from node {added_at} "
-                f"(its AddPartitionsToTxn) to node {self.coordinator} (its EndTxn), which never had the "
-                "transaction, so the abort met no Ongoing transaction"
+                f"no partition of this transaction was accepted and the coordinator changed after its "
+                f"AddPartitionsToTxn to node {added_at} ({'; '.join(self.moves)}), so the EndTxn at node "
+                f"{self.coordinator or '-'} met no Ongoing transaction"
             )
         return ""
 
