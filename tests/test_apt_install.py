@@ -36,12 +36,15 @@ def path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _apt_get(bin_dir: Path, body: str) -> None:
     script = bin_dir / "apt-get"
-    script.write_text(f'#!/bin/sh\necho "$@" >> {bin_dir / "ran"}\n{body}')
+    # apt.install passes "-o DPkg::Lock::Timeout=N" first: the stand-in records and plays the rest.
+    script.write_text(f'#!/bin/sh\n[ "$1" = -o ] && shift 2\necho "$@" >> {bin_dir / "ran"}\n{body}')
     script.chmod(0o755)
 
 
-def _one_line(failed: str | None) -> str:
-    assert failed is not None and "\n" not in failed, failed
+def _one_line(missing: apt.Missing | None, *, tried: bool = True) -> str:
+    assert missing is not None and missing.tried is tried, missing
+    failed = missing.line
+    assert "\n" not in failed, failed
     assert failed.endswith(f"install it by hand as root: apt-get install -y {PACKAGE}") or (
         f"install it by hand as root: apt-get install -y {PACKAGE} (" in failed
     ), failed
@@ -49,7 +52,7 @@ def _one_line(failed: str | None) -> str:
 
 
 def test_no_apt_get_on_the_path_is_one_line(path: Path) -> None:
-    failed = _one_line(apt.install((PACKAGE,), "the thing", lambda: False))
+    failed = _one_line(apt.install((PACKAGE,), "the thing", lambda: False), tried=False)
     assert failed.startswith("the thing not installed, and no apt-get on the PATH"), failed
 
 
@@ -70,7 +73,7 @@ def test_a_timeout_is_one_line(path: Path) -> None:
 def test_not_root_is_said_without_running_apt_get(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _apt_get(path, UNKNOWN)
     monkeypatch.setattr(apt.os, "geteuid", lambda: 1000)
-    failed = _one_line(apt.install((PACKAGE,), "the thing", lambda: False))
+    failed = _one_line(apt.install((PACKAGE,), "the thing", lambda: False), tried=False)
     assert "installing it with apt-get needs root" in failed and not (path / "ran").exists(), failed
 
 
@@ -80,3 +83,15 @@ def test_what_is_there_is_not_installed_and_what_apt_get_installs_is_none(path: 
     assert not (path / "ran").exists()
     assert apt.install((PACKAGE,), "the thing", (path / "installed").exists) is None
     assert (path / "ran").read_text().splitlines() == ["update", f"install -y {PACKAGE}"]
+
+
+def test_a_fixture_skips_what_cannot_be_installed_here_and_fails_an_install_that_failed(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule: skip with the reason when a tool truly cannot be installed (no root), fail when a fetch fails."""
+    _apt_get(path, UNKNOWN)
+    with pytest.raises(pytest.fail.Exception, match="Unable to locate package"):
+        apt.require((PACKAGE,), "the thing", lambda: False)
+    monkeypatch.setattr(apt.os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception, match="needs root"):
+        apt.require((PACKAGE,), "the thing", lambda: False)

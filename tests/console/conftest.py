@@ -18,14 +18,12 @@ APT_PACKAGES = ("chromium", "chromium-driver")
 
 @pytest.fixture(scope="session")
 def chromium() -> tuple[str, str]:
-    """``(chromium, chromedriver)`` paths; apt-get installs them when missing, else the test fails in one line."""
-    failed = apt.install(
+    """``(chromium, chromedriver)`` paths; apt-get installs them when missing (:func:`tests.support.apt.require`: skipped in one line where that cannot run, failed where it failed)."""
+    apt.require(
         APT_PACKAGES,
         "chromium and chromedriver (the console's browser tests)",
         lambda: shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
     )
-    if failed is not None:
-        pytest.fail(failed, pytrace=False)
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
     assert browser is not None and driver is not None
     return browser, driver

@@ -66,11 +66,8 @@ def kafkajs_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def kcat() -> str:
-    """The ``kcat`` executable (``apt-get install -y kcat`` when missing); the test fails in one line when it cannot
-    be installed."""
-    failed = apt.install(("kcat",), "kcat", lambda: shutil.which("kcat") is not None)
-    if failed is not None:
-        pytest.fail(failed, pytrace=False)
+    """The ``kcat`` executable (``apt-get install -y kcat`` when missing, :func:`tests.support.apt.require`)."""
+    apt.require(("kcat",), "kcat", lambda: shutil.which("kcat") is not None)
     found = shutil.which("kcat")
     assert found is not None
     return found

@@ -11,6 +11,7 @@ removes it; one a failed test left is removed before the next)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +23,13 @@ from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, part
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
 from tests.server.rawclient import fetch_body, request
+from tests.support import transactions
 from tests.support.cluster import FAST as CLUSTER_FAST
 from tests.support.cluster import create_replicated, heal, metadata, partition_state, wait_for
-from tests.support.transactions import numbered_values, read_values, transactional_producer
+from tests.support.transactions import numbered_values, transactional_producer
+
+#: A cluster's reads wait longer than one broker's: a failover may come first.
+read_values = functools.partial(transactions.read_values, deadline_s=45)
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -64,7 +64,7 @@ def read_values(
     until: set[bytes] | None = None,
     *,
     wait_s: float = 3,
-    deadline_s: float = 45,
+    deadline_s: float = 30,
 ) -> list[bytes]:
     """Every value of ``parts`` from offset 0 at ``isolation``: until ``until`` is all seen (and 0.5 s more, for
     what must not follow), at most ``deadline_s``; without ``until`` (or an empty one), what ``wait_s`` brings."""

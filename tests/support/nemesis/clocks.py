@@ -92,7 +92,7 @@ def unavailable() -> str | None:
     return None
 
 
-def install() -> str | None:
+def install() -> apt.Missing | None:
     """Install what is missing with apt-get (:func:`tests.support.apt.install`): libfaketime, and a C compiler
     (``gcc``, ``libc6-dev``) for the shim; None when both are there afterwards, else one line saying why not."""
     no_library, no_cc = library() is None, shutil.which("cc") is None

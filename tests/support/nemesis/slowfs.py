@@ -48,7 +48,7 @@ def unavailable() -> str | None:
     return None
 
 
-def install_libfuse() -> str | None:
+def install_libfuse() -> apt.Missing | None:
     """Install libfuse 2 with apt-get when it is missing (:func:`tests.support.apt.install`); None when it is
     there afterwards, else one line saying why not."""
     return apt.install(
