@@ -1,5 +1,6 @@
-"""Measurement helpers shared by the benchmark sections: timings of repeated runs, printable results, and the
-CPU time of a broker child process.
+"""Measurement helpers shared by the benchmark sections: timings of repeated runs, printable results, the
+CPU time of a broker child process, and an embedded broker that the task-side tools (``reader_profile``,
+``reader_rss``) fill with the writer task's own code and read back with the read task's.
 
 A broker's CPU is read from ``/proc/<pid>/stat`` (utime + stime, clock ticks: 10 ms resolution) before and
 after the measured work only, so the broker's start-up (interpreter, imports, log recovery) is not counted;
@@ -8,19 +9,25 @@ after the measured work only, so the broker's start-up (interpreter, imports, lo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "EmbeddedBroker",
     "Figure",
     "Result",
     "Timing",
     "broker_pid",
+    "embedded_broker",
     "log_mb",
     "process_cpu_s",
     "spark_session",
@@ -179,3 +186,70 @@ def log_mb(data_dir: str, topic: str) -> float:
         if os.path.basename(root).startswith(f"{topic}-"):
             total += sum(os.path.getsize(os.path.join(root, f)) for f in files if f.endswith(".log"))
     return total / 1e6
+
+
+@dataclass(frozen=True)
+class EmbeddedBroker:
+    """A broker process of ``pylog-broker``'s embedded kind (:func:`embedded_broker`)."""
+
+    bootstrap: str
+    pid: int
+    log_dirs: tuple[str, ...]
+
+    def write(self, topic: str, rows: int, compressible: bool, **options: str) -> tuple[int, int]:
+        """Create ``topic`` (one partition) and write ``rows`` rows of 16-byte keys and 100-byte values to it with
+        the writer task's own code, fed while they are made (:func:`jobs.bench.writer_profile.iter_arrow_rows`);
+        ``options`` are more writer options. Returns the task's ``(records, bytes)``."""
+        from broker_runtime.client import KafkaClient
+        from jobs.bench.writer_profile import iter_arrow_rows
+        from spark_kafka_log.common.schema import InputLayout
+        from spark_kafka_log.common.writer_options import parse_writer_options
+        from spark_kafka_log.write.task_state import TaskIdentity, prepare_write_dir
+        from spark_kafka_log.write.writer import write_task
+
+        with KafkaClient(self.bootstrap) as client:
+            client.admin.create_topics({topic: (1, 1)})
+        parsed = parse_writer_options({"kafka.bootstrap.servers": self.bootstrap, "topic": topic, **options})
+        identity = TaskIdentity(f"write-{uuid.uuid4().hex}", 0, 0)
+        prepare_write_dir(parsed.producer_state_dir, identity.write_id)
+        layout = InputLayout(value="value", key="key")
+        msg = write_task(parsed, layout, self.bootstrap, identity, iter_arrow_rows(rows, compressible))
+        return msg.records, msg.bytes
+
+    def reader(self, topic: str, transport: str) -> Callable[[int], int]:
+        """A read of partition 0 of ``topic`` with the read task's own code over ``transport`` (``local``: the
+        direct segment scan, ``fetch``): called with the records it holds, it reads them all, dropping each Arrow
+        batch as Spark's ``noop`` sink would, and returns the rows read. The options are parsed here, once."""
+        from spark_kafka_log.common.reader_options import parse_reader_options
+        from spark_kafka_log.common.schema import arrow_schema, reader_schema
+        from spark_kafka_log.read.input_partition import PylogInputPartition
+        from spark_kafka_log.read.read_task import read_range
+
+        options = parse_reader_options(
+            {"kafka.bootstrap.servers": self.bootstrap, "subscribe": topic, "pylog.transport": transport}
+        )
+        schema = arrow_schema(reader_schema(False))
+
+        def read(records: int) -> int:
+            part = PylogInputPartition(topic, 0, 0, records, self.bootstrap, self.log_dirs)
+            return sum(batch.num_rows for batch in read_range(options, part, schema))
+
+        return read
+
+
+@contextlib.contextmanager
+def embedded_broker(prefix: str) -> Iterator[EmbeddedBroker]:
+    """An embedded broker on a data directory under a new temporary directory (named ``prefix...``), stopped and
+    the directory removed on exit."""
+    from broker_runtime.launch import embedded_broker_status, ensure_embedded_broker, stop_embedded_broker
+
+    work = tempfile.mkdtemp(prefix=prefix)
+    data_dir = os.path.join(work, "data")
+    try:
+        bootstrap = ensure_embedded_broker(data_dir)
+        status = embedded_broker_status(data_dir)
+        assert status is not None
+        yield EmbeddedBroker(bootstrap, int(status["pid"]), (str(status["log_dir"]),))
+    finally:
+        stop_embedded_broker(data_dir)
+        shutil.rmtree(work, ignore_errors=True)

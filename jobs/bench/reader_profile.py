@@ -20,11 +20,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import os
 import pstats
-import shutil
 import statistics
-import tempfile
 import time
 import uuid
 
@@ -34,16 +31,7 @@ KINDS = {"incompressible": False, "compressible": True}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from broker_runtime.client import KafkaClient
-    from broker_runtime.launch import embedded_broker_status, ensure_embedded_broker, stop_embedded_broker
-    from jobs.bench.writer_profile import iter_arrow_rows
-    from spark_kafka_log.common.reader_options import parse_reader_options
-    from spark_kafka_log.common.schema import InputLayout, arrow_schema, reader_schema
-    from spark_kafka_log.common.writer_options import parse_writer_options
-    from spark_kafka_log.read.input_partition import PylogInputPartition
-    from spark_kafka_log.read.read_task import read_range
-    from spark_kafka_log.write.task_state import TaskIdentity, prepare_write_dir
-    from spark_kafka_log.write.writer import write_task
+    from jobs.bench.common import embedded_broker
 
     parser = argparse.ArgumentParser(prog="python -m jobs.bench.reader_profile", description=__doc__)
     parser.add_argument("--rows", type=int, default=500_000)
@@ -53,41 +41,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=0, help="cProfile the last run of each kind: top N")
     args = parser.parse_args(argv)
 
-    work = tempfile.mkdtemp(prefix="pylog-reader-profile-")
-    data_dir = os.path.join(work, "data")
-    try:
-        bootstrap = ensure_embedded_broker(data_dir)
-        status = embedded_broker_status(data_dir)
-        assert status is not None
-        log_dirs = (str(status["log_dir"]),)
-        schema = arrow_schema(reader_schema(False))
+    with embedded_broker("pylog-reader-profile-") as broker:
         written: dict[str, tuple[str, int, int]] = {}
         for kind, compressible in KINDS.items():
             topic = f"profile-{kind[:3]}-{uuid.uuid4().hex[:8]}"
-            with KafkaClient(bootstrap) as client:
-                client.admin.create_topics({topic: (1, 1)})
-            options = parse_writer_options(
-                {"kafka.bootstrap.servers": bootstrap, "topic": topic, "kafka.compression.type": args.codec}
+            records, size = broker.write(
+                topic, args.rows, compressible, **{"kafka.compression.type": args.codec}
             )
-            identity = TaskIdentity(f"write-{uuid.uuid4().hex}", 0, 0)
-            prepare_write_dir(options.producer_state_dir, identity.write_id)
-            layout = InputLayout(value="value", key="key")
-            msg = write_task(options, layout, bootstrap, identity, iter_arrow_rows(args.rows, compressible))
-            written[kind] = (topic, msg.records, msg.bytes)
-        reader = parse_reader_options(
-            {"kafka.bootstrap.servers": bootstrap, "subscribe": "-", "pylog.transport": args.transport}
-        )
+            written[kind] = (topic, records, size)
+        readers = {kind: broker.reader(topic, args.transport) for kind, (topic, _, _) in written.items()}
         cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
         wall: dict[str, list[float]] = {kind: [] for kind in KINDS}
         profiles: dict[str, cProfile.Profile] = {}
         for run in range(args.repeat):
-            for kind, (topic, records, _) in written.items():
-                part = PylogInputPartition(topic, 0, 0, records, bootstrap, log_dirs)
+            for kind, (_, records, _) in written.items():
                 prof = cProfile.Profile() if args.top and run == args.repeat - 1 else None
                 t0, c0 = time.perf_counter(), time.process_time()
                 if prof is not None:
                     prof.enable()
-                rows = sum(batch.num_rows for batch in read_range(reader, part, schema))
+                rows = readers[kind](records)
                 if prof is not None:
                     prof.disable()
                     profiles[kind] = prof
@@ -108,9 +80,6 @@ def main(argv: list[str] | None = None) -> int:
                 out = io.StringIO()
                 pstats.Stats(profiles[kind], stream=out).sort_stats("tottime").print_stats(args.top)
                 print(out.getvalue())
-    finally:
-        stop_embedded_broker(data_dir)
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

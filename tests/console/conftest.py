@@ -1,16 +1,16 @@
-"""The console's browser: Debian's chromium and its chromedriver (installed with apt-get when missing, as the
-suite gets kcat), one headless browser per test module; and the console of a test's cluster."""
+"""The console's browser: Debian's chromium and its chromedriver (installed with apt-get when missing,
+:mod:`tests.support.apt`), one headless browser per test module; and the console of a test's cluster."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from jobs.console.demo import chromium_driver
+from tests.support import apt
 
 #: Debian's packages of the browser and its WebDriver (chromedriver).
 APT_PACKAGES = ("chromium", "chromium-driver")
@@ -18,23 +18,14 @@ APT_PACKAGES = ("chromium", "chromium-driver")
 
 @pytest.fixture(scope="session")
 def chromium() -> tuple[str, str]:
-    """``(chromium, chromedriver)`` paths; apt-get installs them when missing, else the test fails in one line."""
+    """``(chromium, chromedriver)`` paths; apt-get installs them when missing (:func:`tests.support.apt.require`: skipped in one line where that cannot run, failed where it failed)."""
+    apt.require(
+        APT_PACKAGES,
+        "chromium and chromedriver (the console's browser tests)",
+        lambda: shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
+    )
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if browser is None or driver is None:
-        detail = "apt-get not found"
-        if shutil.which("apt-get"):
-            subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-            done = subprocess.run(
-                ["apt-get", "install", "-y", *APT_PACKAGES], capture_output=True, text=True, timeout=600
-            )
-            detail = f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
-        browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
-        if browser is None or driver is None:
-            pytest.fail(
-                f"the console's browser tests need chromium and chromedriver; apt-get install -y "
-                f"{' '.join(APT_PACKAGES)} failed ({detail})",
-                pytrace=False,
-            )
+    assert browser is not None and driver is not None
     return browser, driver
 
 

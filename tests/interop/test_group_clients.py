@@ -21,6 +21,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support import apt
+
 pytestmark = pytest.mark.timeout(180)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,18 +66,10 @@ def kafkajs_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def kcat() -> str:
-    """The ``kcat`` executable (``apt-get install -y kcat`` when missing)."""
+    """The ``kcat`` executable (``apt-get install -y kcat`` when missing, :func:`tests.support.apt.require`)."""
+    apt.require(("kcat",), "kcat", lambda: shutil.which("kcat") is not None)
     found = shutil.which("kcat")
-    if found is None:
-        subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-        done = subprocess.run(
-            ["apt-get", "install", "-y", "kcat"], capture_output=True, text=True, timeout=300
-        )
-        found = shutil.which("kcat")
-        if found is None:
-            pytest.skip(
-                f"apt-get install -y kcat failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
-            )
+    assert found is not None
     return found
 
 

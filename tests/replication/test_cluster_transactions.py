@@ -11,20 +11,25 @@ removes it; one a failed test left is removed before the next)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from broker_runtime.launch import BrokerCluster, cluster_process
 from broker_runtime.protocol.messages import ApiKey
-from tests.server.rawclient import request
+from tests.server.rawclient import fetch_body, request
+from tests.support import transactions
 from tests.support.cluster import FAST as CLUSTER_FAST
 from tests.support.cluster import create_replicated, heal, metadata, partition_state, wait_for
+from tests.support.transactions import numbered_values, transactional_producer
+
+#: A cluster's reads wait longer than one broker's: a failover may come first.
+read_values = functools.partial(transactions.read_values, deadline_s=45)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -34,6 +39,8 @@ FAST = {
     "transaction.state.log.num.partitions": "5",
     "auto.leader.rebalance.enable": "false",
 }
+#: The producers wait out a failover (init_transactions and their records).
+PRODUCER_WAITS = {"init_timeout_s": 60, "message_timeout_ms": 60000}
 
 
 @pytest.fixture(scope="module")
@@ -56,55 +63,6 @@ def cluster(shared_cluster: BrokerCluster, hold: Path) -> BrokerCluster:
     hold.unlink(missing_ok=True)
     heal(shared_cluster)
     return shared_cluster
-
-
-def _producer(bootstrap: str, txn_id: str) -> Producer:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": txn_id,
-            "transaction.timeout.ms": 60000,
-            "message.timeout.ms": 60000,
-        }
-    )
-    producer.init_transactions(60)
-    return producer
-
-
-def _read(
-    bootstrap: str, parts: list[tuple[str, int]], isolation: str, until: set[bytes], wait_s: float = 3
-) -> list[bytes]:
-    """Values of ``parts`` from offset 0: until ``until`` is all seen (then 0.5 s more), or ``wait_s`` of quiet."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(t, p, 0) for t, p in parts])
-    got: list[bytes] = []
-    deadline = time.monotonic() + (45 if until else wait_s)
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-            if until and until <= set(got):
-                end = time.monotonic() + 0.5
-                while time.monotonic() < end:
-                    msg = consumer.poll(0.1)
-                    if msg is not None and msg.error() is None:
-                        got.append(msg.value())
-                break
-    finally:
-        consumer.close()
-    return got
-
-
-def _values(prefix: str, n: int) -> list[bytes]:
-    return [f"{prefix}-{i}".encode() for i in range(n)]
 
 
 def _coordinator(bootstrap: str, txn_id: str) -> int:
@@ -130,14 +88,14 @@ def test_commit_and_abort_across_partitions_led_by_different_nodes(cluster: Brok
     leaders = _leaders(cluster.bootstrap, "orders")
     assert len(set(leaders.values())) == 3, f"leaders should be spread over the nodes: {leaders}"
     parts = [("orders", p) for p in range(3)]
-    producer = _producer(cluster.bootstrap, "tx-cluster")
+    producer = transactional_producer(cluster.bootstrap, "tx-cluster", **PRODUCER_WAITS)
     coordinator = _coordinator(cluster.bootstrap, "tx-cluster")
     state = partition_state(cluster.bootstrap, TRANSACTION_STATE_TOPIC, partition_for("tx-cluster", 5))
     assert (
         state["LeaderId"] == coordinator and len(state["ReplicaNodes"]) == 3 and len(state["IsrNodes"]) == 3
     )
 
-    committed, aborted, after = _values("c", 30), _values("a", 12), _values("z", 6)
+    committed, aborted, after = numbered_values("c", 30), numbered_values("a", 12), numbered_values("z", 6)
     producer.begin_transaction()
     for i, value in enumerate(committed):
         producer.produce("orders", value=value, partition=i % 3)
@@ -153,8 +111,8 @@ def test_commit_and_abort_across_partitions_led_by_different_nodes(cluster: Brok
     producer.commit_transaction(60)
 
     everything = set(committed) | set(aborted) | set(after)
-    assert sorted(_read(cluster.bootstrap, parts, "read_uncommitted", everything)) == sorted(everything)
-    visible = _read(cluster.bootstrap, parts, "read_committed", set(committed) | set(after))
+    assert sorted(read_values(cluster.bootstrap, parts, "read_uncommitted", everything)) == sorted(everything)
+    visible = read_values(cluster.bootstrap, parts, "read_committed", set(committed) | set(after))
     assert sorted(visible) == sorted(committed + after), "aborted records must never reach read_committed"
     wait_for(
         lambda: _describe(_node(cluster, coordinator), "tx-cluster")["TransactionState"] == "CompleteCommit",
@@ -184,9 +142,9 @@ def _committed_while_markers_held(
     """A committed transaction over the 3 partitions of a new ``topic`` whose markers are held back; (its
     values, its coordinator)."""
     create_replicated(cluster, topic, 3, 3, {"min.insync.replicas": "2"})
-    producer = _producer(cluster.bootstrap, txn_id)
+    producer = transactional_producer(cluster.bootstrap, txn_id, **PRODUCER_WAITS)
     coordinator = _coordinator(cluster.bootstrap, txn_id)
-    values = _values(txn_id, 18)
+    values = numbered_values(txn_id, 18)
     hold.touch()
     producer.begin_transaction()
     for i, value in enumerate(values):
@@ -195,7 +153,7 @@ def _committed_while_markers_held(
     state = _describe(_node(cluster, coordinator), txn_id)
     assert state["TransactionState"] == "PrepareCommit", state
     parts = [(topic, p) for p in range(3)]
-    assert _read(cluster.bootstrap, parts, "read_committed", set(), wait_s=2) == [], (
+    assert read_values(cluster.bootstrap, parts, "read_committed", set(), wait_s=2) == [], (
         "nothing visible before markers"
     )
     return values, coordinator
@@ -223,7 +181,7 @@ def test_sigkill_of_the_coordinator_after_prepare_commit_the_new_coordinator_com
     hold.unlink()
     successor = _new_coordinator(cluster, "tx-coord-dies", coordinator)
     parts = [("orders-coord-dies", p) for p in range(3)]
-    visible = _read(_live(cluster, coordinator), parts, "read_committed", set(values))
+    visible = read_values(_live(cluster, coordinator), parts, "read_committed", set(values))
     assert sorted(visible) == sorted(values), "the new coordinator must complete the commit, all of it"
     wait_for(
         lambda: _describe(_node(cluster, successor), "tx-coord-dies")["TransactionState"] == "CompleteCommit",
@@ -250,7 +208,7 @@ def test_sigkill_of_a_partition_leader_while_markers_are_pending_the_marker_land
     )
 
     parts = [("orders-leader-dies", p) for p in range(3)]
-    visible = _read(live, parts, "read_committed", set(values))
+    visible = read_values(live, parts, "read_committed", set(values))
     assert sorted(visible) == sorted(values), (
         "the marker of the dead leader's partition must land on the new one"
     )
@@ -267,33 +225,9 @@ def _markers_on(bootstrap: str, topic: str, partition: int) -> list[tuple[int, i
     """(control type, coordinator epoch) of every transaction marker in ``topic``-``partition``, in log order."""
     from kafka.record.default_records import DefaultRecordBatch
 
-    body = {
-        "ReplicaId": -1,
-        "MaxWaitMs": 0,
-        "MinBytes": 1,
-        "MaxBytes": 1 << 20,
-        "IsolationLevel": 0,
-        "SessionId": 0,
-        "SessionEpoch": -1,
-        "Topics": [
-            {
-                "Topic": topic,
-                "Partitions": [
-                    {
-                        "Partition": partition,
-                        "CurrentLeaderEpoch": -1,
-                        "FetchOffset": 0,
-                        "LastFetchedEpoch": -1,
-                        "LogStartOffset": -1,
-                        "PartitionMaxBytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "ForgottenTopicsData": [],
-        "RackId": "",
-    }
-    part = request(bootstrap, ApiKey.FETCH, 11, body)["Responses"][0]["Partitions"][0]
+    part = request(bootstrap, ApiKey.FETCH, 11, fetch_body(topic, partition, 0))["Responses"][0][
+        "Partitions"
+    ][0]
     assert part["ErrorCode"] == 0, part
     data, pos, found = bytes(part["Records"] or b""), 0, []
     while pos + 12 <= len(data):
@@ -318,7 +252,7 @@ def test_a_stopped_coordinator_that_returns_cannot_end_the_transaction_again(
     with paused(cluster.nodes[old].pid):
         successor = _new_coordinator(cluster, "tx-zombie", old)
         hold.unlink()  # the successor writes the markers with its (higher) coordinator epoch
-        visible = _read(_live(cluster, old), parts, "read_committed", set(values))
+        visible = read_values(_live(cluster, old), parts, "read_committed", set(values))
         assert sorted(visible) == sorted(values)
         wait_for(
             lambda: _describe(_node(cluster, successor), "tx-zombie")["TransactionState"] == "CompleteCommit",
@@ -339,12 +273,14 @@ def test_a_stopped_coordinator_that_returns_cannot_end_the_transaction_again(
         assert markers and all(kind == 1 for kind, _ in markers), (p, markers)
         epochs = [epoch for _, epoch in markers]
         assert epochs == sorted(epochs), f"a stale coordinator's marker landed after a newer one: {markers}"
-    assert sorted(_read(cluster.bootstrap, parts, "read_committed", set(values))) == sorted(values)
+    assert sorted(read_values(cluster.bootstrap, parts, "read_committed", set(values))) == sorted(values)
 
 
 def test_state_writes_need_the_minimum_isr_of_the_transaction_state_partition(cluster: BrokerCluster) -> None:
     create_replicated(cluster, "orders-isr", 1, 3)
-    _producer(cluster.bootstrap, "tx-isr")  # creates __transaction_state (RF 3, min ISR 2)
+    transactional_producer(
+        cluster.bootstrap, "tx-isr", **PRODUCER_WAITS
+    )  # creates __transaction_state (RF 3, min ISR 2)
     coordinator = _coordinator(cluster.bootstrap, "tx-isr")
     index = partition_for("tx-isr", 5)
     state = partition_state(cluster.bootstrap, TRANSACTION_STATE_TOPIC, index)

@@ -2,23 +2,17 @@
 
 The time-index checker (:func:`tests.support.nemesis.checkers._time_index`) on segment files the broker's own
 storage wrote: a segment written by the index rule passes; one whose time index has no entry where the rule must
-have written one fails, so a broker that never writes its time index cannot pass the nemesis. And the way
-:func:`tests.support.nemesis.clocks.install` says why it could not install libfaketime: one line, whether apt-get
-timed out, failed with several lines of output, or the machine is not root (apt-get's failures stand in for a
-real apt-get, which cannot be made to time out or fail here)."""
+have written one fails, so a broker that never writes its time index cannot pass the nemesis. (How the nemesis's
+installs of libfaketime and libfuse 2 say why they failed: ``tests/test_apt_install.py``.)"""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
-from tests.support.nemesis import checkers, clocks
+from tests.support.nemesis import checkers
 from tests.support.storage import FakeClock, make_batch
 
 #: The nemesis's idempotent topic's ``index.interval.bytes`` (:data:`.runner.CLOCK_TOPIC_CONFIGS`).
@@ -57,36 +51,3 @@ def test_a_segment_smaller_than_the_rule_needs_passes_without_entries(tmp_path: 
     path = _segment(tmp_path / "t-0", 2)  # no entry before the first batch, and the second comes too soon
     assert checkers._time_index_entries(path) == []
     assert checkers._time_index(path, "t-0", INTERVAL) == []
-
-
-@pytest.fixture
-def no_libfaketime(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    monkeypatch.setattr(clocks, "library", lambda: None)
-    monkeypatch.setattr(clocks.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(clocks.os, "geteuid", lambda: 0)
-    return monkeypatch
-
-
-def test_an_apt_get_timeout_is_one_line(no_libfaketime: pytest.MonkeyPatch) -> None:
-    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
-
-    no_libfaketime.setattr(clocks.subprocess, "run", run)
-    assert clocks.install() == "apt-get update did not finish within 300 s"
-
-
-def test_an_apt_get_failure_is_its_last_line(no_libfaketime: pytest.MonkeyPatch) -> None:
-    stderr = "W: an old key\nE: Unable to locate package libfaketime\n\n"
-    no_libfaketime.setattr(
-        clocks.subprocess, "run", lambda command, **_: subprocess.CompletedProcess(command, 100, "", stderr)
-    )
-    assert clocks.install() == (
-        "apt-get install -y libfaketime failed (exit 100: E: Unable to locate package libfaketime)"
-    )
-
-
-def test_not_root_is_said_without_running_apt_get(no_libfaketime: pytest.MonkeyPatch) -> None:
-    no_libfaketime.setattr(clocks.os, "geteuid", lambda: 1000)
-    no_libfaketime.setattr(clocks.subprocess, "run", lambda *_, **__: pytest.fail("apt-get ran"))
-    failed = clocks.install()
-    assert failed is not None and "\n" not in failed and failed.endswith("with apt-get needs root"), failed

@@ -27,7 +27,6 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker_runtime.launch import create_topic
 from tests.support.apache_kafka import KafkaCluster
-from tests.support.brokers import start_broker, start_node_brokers
+from tests.support.brokers import start_node_brokers
 from tests.support.cluster import FAST, metadata, wait_for
+from tests.support.transactions import HOLD_MARKERS, broker_holding_markers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -175,23 +175,15 @@ def _check_pylog(bootstrap: str, hold: Path, txn_id: str) -> None:
     assert _visible(bootstrap, b"after") == [b"committed-0", b"after"], "aborted records must stay invisible"
 
 
-@pytest.fixture
-def hold(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "hold-markers"
-    yield path
-    path.unlink(missing_ok=True)
-
-
 def test_single_node_abort_right_after_a_commit_whose_markers_are_pending_succeeds(
-    tmp_path: Path, hold: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Then the bound of the wait: a request still waiting after ``COMPLETION_WAIT_MS`` gets Kafka's
     CONCURRENT_TRANSACTIONS (WARNING, counted), which librdkafka retries; the transaction commits once the
     markers are written."""
     from broker_runtime.server import txn_parking
 
-    broker = start_broker(tmp_path, {**SETTINGS, "pylog.test.transaction.markers.hold.file": str(hold)})
-    try:
+    with broker_holding_markers(tmp_path, SETTINGS) as (broker, hold):
         create_topic(broker.bootstrap, TOPIC, 1)
         _check_pylog(broker.bootstrap, hold, "abort-race-single")
 
@@ -210,13 +202,10 @@ def test_single_node_abort_right_after_a_commit_whose_markers_are_pending_succee
         producer.commit_transaction(30)
         assert any("CONCURRENT_TRANSACTIONS (the client retries)" in r.getMessage() for r in caplog.records)
         assert _visible(broker.bootstrap, b"second")[-2:] == [b"first", b"second"]
-    finally:
-        broker.stop()
 
 
-def test_cluster_abort_right_after_a_commit_whose_markers_are_pending_succeeds(
-    tmp_path: Path, hold: Path
-) -> None:
+def test_cluster_abort_right_after_a_commit_whose_markers_are_pending_succeeds(tmp_path: Path) -> None:
+    hold = tmp_path / "hold-markers"
     cluster_dir = tmp_path / "cluster"
     cluster_dir.mkdir()
     props = {
@@ -224,7 +213,7 @@ def test_cluster_abort_right_after_a_commit_whose_markers_are_pending_succeeds(
         "pylog.cluster.dir": str(cluster_dir),
         **FAST,
         **SETTINGS,
-        "pylog.test.transaction.markers.hold.file": str(hold),
+        HOLD_MARKERS: str(hold),
     }
     brokers = start_node_brokers(tmp_path, props, nodes=3)
     try:

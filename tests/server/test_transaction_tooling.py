@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import (
     DescribeTransactionsResponse,
@@ -21,6 +20,7 @@ from broker_runtime.errors import ErrorCode
 from broker_runtime.launch.process import broker_process
 from broker_runtime.protocol.messages import ApiKey, decode_request, encode_request
 from tests.server.rawclient import RawConnection
+from tests.support.transactions import transactional_producer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -64,33 +64,25 @@ def _list(bootstrap: str, version: int = 1, **filters: Any) -> tuple[Any, dict[s
     }
 
 
-def _producer(bootstrap: str, txn_id: str) -> Producer:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000}
-    )
-    producer.init_transactions(30)
-    return producer
-
-
 def test_describe_and_list_follow_the_state_of_each_transaction(broker: str) -> None:
-    committed = _producer(broker, "tool-committed")
+    committed = transactional_producer(broker, "tool-committed")
     committed.begin_transaction()
     committed.produce("tooling", b"c", partition=0)
     committed.commit_transaction(30)
 
-    ongoing = _producer(broker, "tool-ongoing")
+    ongoing = transactional_producer(broker, "tool-ongoing")
     before_ms = int(time.time() * 1000)
     ongoing.begin_transaction()
     ongoing.produce("tooling", b"o1", partition=1)
     ongoing.produce("tooling", b"o2", partition=2)
     ongoing.flush(30)  # the partitions are added before the first batch is sent
 
-    aborted = _producer(broker, "tool-aborted")
+    aborted = transactional_producer(broker, "tool-aborted")
     aborted.begin_transaction()
     aborted.produce("tooling", b"a", partition=0)
     aborted.flush(30)
     aborted.abort_transaction(30)
-    _producer(broker, "tool-empty")
+    transactional_producer(broker, "tool-empty")
 
     states = _describe(broker, "tool-committed", "tool-ongoing", "tool-aborted", "tool-empty", "tool-unknown")
     assert states["tool-committed"].error_code == ErrorCode.NONE

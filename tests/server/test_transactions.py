@@ -8,13 +8,12 @@ of their own, killed and started again on the same data."""
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker_runtime.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
@@ -31,6 +30,7 @@ from broker_runtime.storage.config import LogConfig
 from broker_runtime.storage.partition_log import PartitionLog
 from tests.support.brokers import start_broker
 from tests.support.processes import kill_broker
+from tests.support.transactions import numbered_values, read_values, transactional_producer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,55 +44,6 @@ def _create(bootstrap: str, *topics: tuple[str, int]) -> None:
         [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in topics]
     ).values():
         future.result(30)
-
-
-def _producer(bootstrap: str, txn_id: str, timeout_ms: int = 60000) -> Producer:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": timeout_ms}
-    )
-    producer.init_transactions(30)
-    return producer
-
-
-def _read(
-    bootstrap: str,
-    parts: list[tuple[str, int]],
-    isolation: str,
-    *,
-    until: set[bytes] | None = None,
-    wait_s: float = 3,
-) -> list[bytes]:
-    """Every value of ``parts`` from offset 0: until ``until`` is all seen (deadline 30 s) or ``wait_s`` of quiet."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(t, p, 0) for t, p in parts])
-    got: list[bytes] = []
-    deadline = time.monotonic() + (30 if until else wait_s)
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-            if until is not None and until <= set(got):
-                end = time.monotonic() + 0.5  # a little longer: nothing else may follow
-                while time.monotonic() < end:
-                    msg = consumer.poll(0.1)
-                    if msg is not None and msg.error() is None:
-                        got.append(msg.value())
-                break
-    finally:
-        consumer.close()
-    return got
-
-
-def _values(prefix: str, n: int) -> list[bytes]:
-    return [f"{prefix}-{i}".encode() for i in range(n)]
 
 
 def _decode_txnindex(path: Path) -> list[tuple[int, int, int, int, int]]:
@@ -123,8 +74,8 @@ def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(
 ) -> None:
     _create(broker, ("orders", 3), ("audit", 1))
     parts = [("orders", 0), ("orders", 1), ("orders", 2), ("audit", 0)]
-    producer = _producer(broker, "tx-commit-abort")
-    committed, aborted = _values("c", 30), _values("a", 12)
+    producer = transactional_producer(broker, "tx-commit-abort")
+    committed, aborted = numbered_values("c", 30), numbered_values("a", 12)
     producer.begin_transaction()
     for i, value in enumerate(committed):
         topic, partition = parts[i % 4]
@@ -136,16 +87,16 @@ def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(
         producer.produce(topic, value=value, partition=partition)
     producer.flush(30)
     producer.abort_transaction(30)
-    after = _values("z", 4)
+    after = numbered_values("z", 4)
     producer.begin_transaction()
     for i, value in enumerate(after):
         producer.produce("orders", value=value, partition=i % 3)
     producer.commit_transaction(30)
 
     everything = set(committed) | set(aborted) | set(after)
-    uncommitted = _read(broker, parts, "read_uncommitted", until=everything)
+    uncommitted = read_values(broker, parts, "read_uncommitted", until=everything)
     assert sorted(uncommitted) == sorted(everything)
-    read_committed = _read(broker, parts, "read_committed", until=set(committed) | set(after))
+    read_committed = read_values(broker, parts, "read_committed", until=set(committed) | set(after))
     assert sorted(read_committed) == sorted(committed + after), (
         "aborted records must never reach read_committed"
     )
@@ -164,11 +115,13 @@ def test_commit_is_visible_and_abort_is_not_across_partitions_and_topics(
 
 def test_a_second_producer_with_the_same_transactional_id_fences_the_first(broker: str) -> None:
     _create(broker, ("fence", 1))
-    first = _producer(broker, "tx-fence")
+    first = transactional_producer(broker, "tx-fence")
     first.begin_transaction()
     first.produce("fence", value=b"zombie", partition=0)
     first.flush(30)
-    second = _producer(broker, "tx-fence")  # bumps the epoch, aborts the first one's open transaction
+    second = transactional_producer(
+        broker, "tx-fence"
+    )  # bumps the epoch, aborts the first one's open transaction
     second.begin_transaction()
     second.produce("fence", value=b"alive", partition=0)
     second.commit_transaction(30)
@@ -177,53 +130,58 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(broke
         first.commit_transaction(10)
     error = raised.value.args[0]
     assert error.fatal() or "fenc" in error.str().lower(), error
-    assert _read(broker, [("fence", 0)], "read_committed", until={b"alive"}) == [b"alive"]
+    assert read_values(broker, [("fence", 0)], "read_committed", until={b"alive"}) == [b"alive"]
 
 
 def test_transaction_timeout_aborts_an_abandoned_transaction(broker: str) -> None:
     _create(broker, ("abandon", 2))
-    abandoned = _producer(broker, "tx-abandoned", timeout_ms=1500)
+    abandoned = transactional_producer(broker, "tx-abandoned", timeout_ms=1500)
     abandoned.begin_transaction()
-    for i, value in enumerate(_values("lost", 6)):
+    for i, value in enumerate(numbered_values("lost", 6)):
         abandoned.produce("abandon", value=value, partition=i % 2)
     abandoned.flush(30)  # written, never committed: the producer goes quiet
-    other = _producer(broker, "tx-other")
+    other = transactional_producer(broker, "tx-other")
     other.begin_transaction()
-    for i, value in enumerate(_values("kept", 4)):
+    for i, value in enumerate(numbered_values("kept", 4)):
         other.produce("abandon", value=value, partition=i % 2)
     other.commit_transaction(30)
     # The open transaction holds the last stable offset until the broker aborts it at its timeout.
-    got = _read(broker, [("abandon", 0), ("abandon", 1)], "read_committed", until=set(_values("kept", 4)))
-    assert sorted(got) == sorted(_values("kept", 4))
+    got = read_values(
+        broker, [("abandon", 0), ("abandon", 1)], "read_committed", until=set(numbered_values("kept", 4))
+    )
+    assert sorted(got) == sorted(numbered_values("kept", 4))
 
 
 def test_sigkill_mid_transaction_then_restart_aborts_it(tmp_path: Path) -> None:
     with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         _create(bootstrap, ("crash", 2))
-        producer = _producer(bootstrap, "tx-crash", timeout_ms=2000)
+        producer = transactional_producer(bootstrap, "tx-crash", timeout_ms=2000)
         producer.begin_transaction()
-        for i, value in enumerate(_values("before", 4)):
+        for i, value in enumerate(numbered_values("before", 4)):
             producer.produce("crash", value=value, partition=i % 2)
         producer.commit_transaction(30)
         producer.begin_transaction()
-        for i, value in enumerate(_values("open", 6)):
+        for i, value in enumerate(numbered_values("open", 6)):
             producer.produce("crash", value=value, partition=i % 2)
         producer.flush(30)
         kill_broker(tmp_path)
     del producer
     with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
-        later = _producer(bootstrap, "tx-later")
+        later = transactional_producer(bootstrap, "tx-later")
         later.begin_transaction()
-        for i, value in enumerate(_values("after", 4)):
+        for i, value in enumerate(numbered_values("after", 4)):
             later.produce("crash", value=value, partition=i % 2)
         later.commit_transaction(30)
-        want = set(_values("before", 4)) | set(_values("after", 4))
-        got = _read(bootstrap, [("crash", 0), ("crash", 1)], "read_committed", until=want)
+        want = set(numbered_values("before", 4)) | set(numbered_values("after", 4))
+        got = read_values(bootstrap, [("crash", 0), ("crash", 1)], "read_committed", until=want)
         assert sorted(got) == sorted(want), "the interrupted transaction is aborted, nothing of it visible"
-        raw = _read(
-            bootstrap, [("crash", 0), ("crash", 1)], "read_uncommitted", until=want | set(_values("open", 6))
+        raw = read_values(
+            bootstrap,
+            [("crash", 0), ("crash", 1)],
+            "read_uncommitted",
+            until=want | set(numbered_values("open", 6)),
         )
-        assert set(_values("open", 6)) <= set(raw), "the aborted records are still in the log"
+        assert set(numbered_values("open", 6)) <= set(raw), "the aborted records are still in the log"
 
 
 def _log_prepare_commit(data_dir: Path, txn_id: str) -> None:
@@ -265,14 +223,18 @@ def _log_prepare_commit(data_dir: Path, txn_id: str) -> None:
 def test_sigkill_after_prepare_commit_then_restart_completes_the_commit(tmp_path: Path) -> None:
     with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
         _create(bootstrap, ("decided", 2))
-        producer = _producer(bootstrap, "tx-decided", timeout_ms=60000)
+        producer = transactional_producer(bootstrap, "tx-decided", timeout_ms=60000)
         producer.begin_transaction()
-        for i, value in enumerate(_values("p", 6)):
+        for i, value in enumerate(numbered_values("p", 6)):
             producer.produce("decided", value=value, partition=i % 2)
         producer.flush(30)
         kill_broker(tmp_path)
     del producer
     _log_prepare_commit(tmp_path, "tx-decided")
     with broker_process(tmp_path, TXN_CLEANUP_FAST) as bootstrap:
-        got = _read(bootstrap, [("decided", 0), ("decided", 1)], "read_committed", until=set(_values("p", 6)))
-        assert sorted(got) == sorted(_values("p", 6)), "a logged commit decision is completed after a restart"
+        got = read_values(
+            bootstrap, [("decided", 0), ("decided", 1)], "read_committed", until=set(numbered_values("p", 6))
+        )
+        assert sorted(got) == sorted(numbered_values("p", 6)), (
+            "a logged commit decision is completed after a restart"
+        )

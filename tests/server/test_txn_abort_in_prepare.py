@@ -24,20 +24,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import create_topic
 from broker_runtime.protocol.messages import RequestHeader
 from broker_runtime.server import txn_parking
 from broker_runtime.server.handlers import end_txn
-from tests.support.brokers import start_broker
 from tests.support.nemesis.workload import AddsSeen
+from tests.support.transactions import broker_holding_markers, commit_held
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,29 +48,12 @@ SETTINGS = {
 }
 
 
-@pytest.fixture
-def hold(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "hold-markers"
-    yield path
-    path.unlink(missing_ok=True)
-
-
-def test_abort_while_the_commit_markers_are_written_is_invalid_txn_state_at_once(
-    tmp_path: Path, hold: Path
-) -> None:
-    broker = start_broker(tmp_path, {**SETTINGS, "pylog.test.transaction.markers.hold.file": str(hold)})
-    try:
+def test_abort_while_the_commit_markers_are_written_is_invalid_txn_state_at_once(tmp_path: Path) -> None:
+    with broker_holding_markers(tmp_path, SETTINGS) as (broker, hold):
         create_topic(broker.bootstrap, TOPIC, 1)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": TXN_ID})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        producer.produce(TOPIC, value=b"committed", partition=0)
-        hold.touch()
-        producer.commit_transaction(30)  # answered with the markers still held: PrepareCommit
+        producer, meta = commit_held(broker, hold, TOPIC, TXN_ID)
         ctx = broker.ctx
         coordinator = ctx.txn_coordinator
-        meta = coordinator.metadata(TXN_ID)
-        assert meta is not None and meta.in_prepare, meta
         header = RequestHeader(26, 3, 1, "test")  # EndTxn v3: transaction version 1
 
         def body(commit: bool) -> dict[str, Any]:
@@ -101,39 +83,23 @@ def test_abort_while_the_commit_markers_are_written_is_invalid_txn_state_at_once
             ErrorCode.INVALID_TXN_STATE
         )  # and from CompleteCommit, as Kafka
         producer.flush(0)
-    finally:
-        broker.stop()
 
 
 def test_librdkafka_abort_after_concurrent_adds_is_fatal_and_named_as_kafka_would(
-    tmp_path: Path, hold: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The nemesis's sequence with librdkafka: the next transaction's AddPartitionsToTxn are answered
     CONCURRENT_TRANSACTIONS (parked a short while here, instead of 10 s) while the markers are held, the
     application aborts: FATAL INVALID_TXN_STATE, which :class:`~tests.support.nemesis.workload.AddsSeen` names
     an error Kafka gives this client too; with a partition accepted first, the abort succeeds."""
     monkeypatch.setattr(txn_parking, "COMPLETION_WAIT_MS", 200)
-    broker = start_broker(tmp_path, {**SETTINGS, "pylog.test.transaction.markers.hold.file": str(hold)})
-    try:
+    with broker_holding_markers(tmp_path, SETTINGS) as (broker, hold):
         create_topic(broker.bootstrap, TOPIC, 1)
         adds = AddsSeen()
         logger = logging.getLogger(f"{__name__}.librdkafka")
         logger.setLevel(logging.DEBUG)
         logger.addFilter(adds)
-        producer = Producer(
-            {
-                "bootstrap.servers": broker.bootstrap,
-                "transactional.id": TXN_ID,
-                "debug": "eos",
-                "logger": logger,
-            }
-        )
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        producer.produce(TOPIC, value=b"committed", partition=0)
-        producer.poll(0)
-        hold.touch()
-        producer.commit_transaction(30)  # PrepareCommit, the markers held
+        producer, _ = commit_held(broker, hold, TOPIC, TXN_ID, debug="eos", logger=logger)
         producer.begin_transaction()
         producer.produce(TOPIC, value=b"never registered", partition=0)
         deadline = time.monotonic() + 20
@@ -152,6 +118,3 @@ def test_librdkafka_abort_after_concurrent_adds_is_fatal_and_named_as_kafka_woul
         assert "partitions registered: none" in story and "EndTxn returned INVALID_TXN_STATE" in story, story
         adds.registered = 1  # had the coordinator accepted a partition, Kafka's abort would have succeeded
         assert adds.kafka_too(err) == "", "an abort of an Ongoing transaction named as failing with Kafka too"
-    finally:
-        hold.unlink(missing_ok=True)
-        broker.stop()

@@ -14,18 +14,16 @@ connection's next request only after answering the previous one, so it can never
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from broker_runtime.errors import ErrorCode
 from broker_runtime.launch import create_topic
 from broker_runtime.protocol.messages import RequestHeader
 from broker_runtime.server.handlers import add_partitions_to_txn, end_txn
-from tests.support.brokers import start_broker
+from tests.support.transactions import broker_holding_markers, commit_held
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,33 +35,16 @@ SETTINGS = {
 }
 
 
-@pytest.fixture
-def hold(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "hold-markers"
-    yield path
-    path.unlink(missing_ok=True)
-
-
 async def _answer(result: Any) -> Any:
     return await result if isinstance(result, asyncio.Future) else result
 
 
-def test_end_txn_arriving_as_the_markers_complete_waits_for_the_parked_add_partitions(
-    tmp_path: Path, hold: Path
-) -> None:
-    broker = start_broker(tmp_path, {**SETTINGS, "pylog.test.transaction.markers.hold.file": str(hold)})
-    try:
+def test_end_txn_arriving_as_the_markers_complete_waits_for_the_parked_add_partitions(tmp_path: Path) -> None:
+    with broker_holding_markers(tmp_path, SETTINGS) as (broker, hold):
         create_topic(broker.bootstrap, TOPIC, 2)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": TXN_ID})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        producer.produce(TOPIC, value=b"committed", partition=0)
-        hold.touch()
-        producer.commit_transaction(30)  # answered with the markers still held: PrepareCommit
+        producer, meta = commit_held(broker, hold, TOPIC, TXN_ID)
         ctx = broker.ctx
         coordinator = ctx.txn_coordinator
-        meta = coordinator.metadata(TXN_ID)
-        assert meta is not None and meta.in_prepare, meta
         header = RequestHeader(0, 0, 1, "test")
         add_body = {
             "V3AndBelowTransactionalId": TXN_ID,
@@ -100,5 +81,3 @@ def test_end_txn_arriving_as_the_markers_complete_waits_for_the_parked_add_parti
             "it followed"
         )
         producer.flush(0)
-    finally:
-        broker.stop()

@@ -38,7 +38,8 @@ thread waits for it, and OpenSSL (TLS) and other C code call ``time()`` with it 
 
 Requires libfaketime (Debian's ``libfaketime``: ``/usr/lib/<arch>/faketime/libfaketimeMT.so.1``) and a C compiler
 (``cc``); :func:`unavailable` says why not when one is missing, :func:`install` installs what is missing with
-apt-get (root only; as the console tests install chromium) and says in one line why it could not. Threading: one
+apt-get (root only; :mod:`tests.support.apt`, as the console tests install chromium) and says in one line why
+it could not. Threading: one
 thread.
 """
 
@@ -50,6 +51,8 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+
+from tests.support import apt
 
 __all__ = ["APT_PACKAGES", "COMPILER_PACKAGES", "VISIBLE_S", "Clocks", "install", "library", "unavailable"]
 
@@ -89,30 +92,20 @@ def unavailable() -> str | None:
     return None
 
 
-def install() -> str | None:
-    """Install what is missing with apt-get: libfaketime, and a C compiler (``gcc``, ``libc6-dev``) for the shim;
-    None when both are there afterwards, else one line saying why not (not root, no apt-get, apt-get's exit
-    and last line, or its timeout)."""
-    missing = [
-        *(() if library() is not None else APT_PACKAGES),
-        *(() if shutil.which("cc") else COMPILER_PACKAGES),
-    ]
+def install() -> apt.Missing | None:
+    """Install what is missing with apt-get (:func:`tests.support.apt.install`): libfaketime, and a C compiler
+    (``gcc``, ``libc6-dev``) for the shim; None when both are there afterwards, else one line saying why not."""
+    no_library, no_cc = library() is None, shutil.which("cc") is None
+    missing = [*(APT_PACKAGES if no_library else ()), *(COMPILER_PACKAGES if no_cc else ())]
     if not missing:
         return None
-    if shutil.which("apt-get") is None:
-        return f"{unavailable()}, and there is no apt-get to install {' '.join(missing)}"
-    if os.geteuid() != 0:
-        return f"{unavailable()}, and installing {' '.join(missing)} with apt-get needs root"
-    command = ["apt-get", "install", "-y", *missing]
-    try:
-        subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired as exc:
-        return f"{' '.join(exc.cmd)} did not finish within {exc.timeout:g} s"
-    if unavailable() is not None:
-        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-        return f"{' '.join(command)} failed (exit {done.returncode}: {lines[-1][-300:] if lines else 'no output'})"
-    return None
+    what = " and ".join(
+        [
+            *(["libfaketime (libfaketimeMT.so.1)"] if no_library else []),
+            *([f"a C compiler ('cc', for {_SHIM_SOURCE.name})"] if no_cc else []),
+        ]
+    )
+    return apt.install(missing, what, lambda: unavailable() is None)
 
 
 def offset_spec(seconds: int) -> str:

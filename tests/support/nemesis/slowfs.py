@@ -23,11 +23,11 @@ import ctypes.util
 import errno
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 import time
 from typing import Any
+
+from tests.support import apt
 
 __all__ = ["APT_PACKAGE", "install_libfuse", "unavailable"]
 
@@ -48,22 +48,14 @@ def unavailable() -> str | None:
     return None
 
 
-def install_libfuse() -> str | None:
-    """Install libfuse 2 with apt-get when it is missing (as the console tests install chromium); None when it is
+def install_libfuse() -> apt.Missing | None:
+    """Install libfuse 2 with apt-get when it is missing (:func:`tests.support.apt.install`); None when it is
     there afterwards, else one line saying why not."""
-    if ctypes.util.find_library("fuse") is not None:
-        return None
-    if shutil.which("apt-get") is None:
-        return f"libfuse 2 is missing and there is no apt-get to install {APT_PACKAGE}"
-    subprocess.run(["apt-get", "update"], capture_output=True, timeout=300)
-    done = subprocess.run(
-        ["apt-get", "install", "-y", APT_PACKAGE], capture_output=True, text=True, timeout=600
+    return apt.install(
+        (APT_PACKAGE,),
+        "libfuse 2 (libfuse.so.2, which fusepy loads)",
+        lambda: ctypes.util.find_library("fuse") is not None,
     )
-    if ctypes.util.find_library("fuse") is None:
-        return (
-            f"apt-get install -y {APT_PACKAGE} failed (exit {done.returncode}: {done.stderr.strip()[-300:]})"
-        )
-    return None
 
 
 def _passthrough(backing: str, flag: str) -> Any:
