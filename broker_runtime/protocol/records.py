@@ -84,6 +84,7 @@ __all__ = [
     "RecordBatch",
     "RecordBatchBuilder",
     "assemble_batch",
+    "batch_header",
     "build_control_batch",
     "encode_record",
     "read_batches",
@@ -694,6 +695,36 @@ def _assemble(
     base_sequence: int,
     records_count: int,
 ) -> bytes:
+    header = _header(
+        records,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=records_count,
+    )
+    return b"".join((header, records))
+
+
+def _header(
+    records: bytes | memoryview,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytearray:
     size = HEADER_SIZE + len(records)
     if size - LOG_OVERHEAD > INT32_MAX:
         raise InvalidArgumentError(f"a batch of {size} bytes exceeds the int32 batchLength")
@@ -723,16 +754,19 @@ def _assemble(
             records_count,
         )
     )
-    # CRC-32C over [attributes, end): the header's tail, then the records (one copy of the records: the join)
+    # CRC-32C over [attributes, end): the header's tail, then the records
     crc = _crc32c.crc32c(records, _crc32c.crc32c(memoryview(header)[CRC_OFFSET + 4 :]))
     _UINT32.pack_into(header, CRC_OFFSET, crc)
-    return b"".join((header, records))
+    return header
 
 
 #: A batch from an already encoded (and, if the attributes name a codec, compressed) records section and every
 #: header field given explicitly; the CRC is computed. The log cleaner rewrites batches with it, the vectorized
 #: builder (record_codec.encode) assembles its batches with it.
 assemble_batch = _assemble
+#: The same batch's header alone (HEADER_SIZE bytes, CRC included), for a caller that keeps the records where
+#: they are and writes the header in front of them (no copy of the records).
+batch_header = _header
 
 
 def build_control_batch(

@@ -75,7 +75,7 @@ def _batches(partition: int, n: int, key_bytes: int, value_bytes: int) -> Iterat
             max_batch_bytes=_BATCH_BYTES,
         )
         for b in batches:  # Produce v3+ takes exactly one batch per partition and request
-            yield b.data
+            yield bytes(b.data)
 
 
 # ---------------------------------------------------------------------- the ceiling: prebuilt batches

@@ -61,7 +61,7 @@ def _batches(codec: int, count: int, n: int = 10_000) -> list[bytes]:
     values = pa.array([bytes(row) for row in rng.integers(0, 26, size=(n, 100), dtype=np.uint8) + 65])
     keys = pa.array([b"key-%04d" % (i % 10_000) for i in range(n)])
     built = build_batches(values, keys, compression=codec, max_batch_bytes=1 << 20)
-    return [b.data for b in built][:count]
+    return [bytes(b.data) for b in built][:count]
 
 
 def _path_cost(

@@ -37,7 +37,10 @@ Invariants:
   input);
 * memory: :attr:`RecordAccumulator.held_bytes` counts unsealed slices (approximate record sizes) plus sealed
   batches not yet acknowledged (their encoded size); the sender releases a batch's bytes when it is
-  acknowledged. The task producer stops reading input while it is above ``buffer.memory``.
+  acknowledged. The task producer stops reading input while it is above ``buffer.memory``. The batches of one
+  encoding call are views of one buffer from Arrow's memory pool (``build_batches(in_place=True)``: no fresh
+  pages per batch, see there), freed with the last of them, so while the acknowledgements of one call's
+  batches arrive the bytes alive exceed ``held_bytes`` by at most that call's batches already acknowledged.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class SealedBatch:
 
     topic: str
     partition: int
-    data: bytes
+    #: The batch's bytes; a view of the buffer its encoding call shares with the other batches of that call.
+    data: bytes | memoryview
     count: int
     base_sequence: int
     sealed_at: float
@@ -342,6 +346,7 @@ class RecordAccumulator:
             base_sequence=base_sequence,
             is_transactional=self._transactional,
             group_starts=group_starts,
+            in_place=True,
         )
 
     def _fit(self, built: list[BuiltBatch], table: pa.Table, now_ms: int) -> list[BuiltBatch]:

@@ -50,3 +50,17 @@ def test_group_rows_by_topic_and_partition_keeps_input_order() -> None:
     assert groups == {(0, 0): [1, 4], (0, 1): [0], (0, 2): [3], (1, 1): [2]}
     (single,) = group_rows(np.zeros(4, np.int32))
     assert single.indices.tolist() == [0, 1, 2, 3]
+
+
+def test_group_rows_radix_key_groups_as_the_topic_partition_pairs_do() -> None:
+    """The uint16 sort key gives the groups of a sort by (topic, partition); also past its 65,536 bound."""
+    rng = np.random.default_rng(5)
+    for top, topics in ((4, None), (300, 7), (70_000, None), (40_000, 3)):
+        parts = rng.integers(0, top, 5000).astype(np.int32)
+        tix = None if topics is None else rng.integers(0, topics, 5000).astype(np.int32)
+        pairs = list(zip([0] * 5000 if tix is None else tix.tolist(), parts.tolist(), strict=True))
+        expected: dict[tuple[int, int], list[int]] = {}
+        for i, pair in enumerate(pairs):
+            expected.setdefault(pair, []).append(i)
+        got = group_rows(parts, tix)
+        assert [((g.topic_index, g.partition), g.indices.tolist()) for g in got] == sorted(expected.items())

@@ -379,6 +379,42 @@ def test_row_groups_equal_one_call_per_group_byte_for_byte(codec: int) -> None:
 
 
 @pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
+@pytest.mark.parametrize("codec", [0, 3])
+def test_in_place_batches_equal_joined_ones_byte_for_byte(codec: int) -> None:
+    """``in_place`` (the writer's path: headers written into gaps of one pooled buffer) gives exactly the
+    batches of the default path: several row groups, null keys and values, headers, transactional."""
+    n = 3000
+    rows: list[Row] = [
+        (
+            1_700_000_000_000 + (i * 37) % 5000,
+            None if i % 11 == 0 else f"k{i}".encode(),
+            None if i % 13 == 0 else bytes([i % 251]) * (i % 90),
+            [("h", None if i % 2 else b"v")] if i % 7 == 0 else [],
+        )
+        for i in range(n)
+    ]
+    common: dict[str, Any] = {
+        **columns(rows),
+        "compression": codec,
+        "max_batch_bytes": 4096,
+        "producer_id": 9,
+        "producer_epoch": 2,
+        "is_transactional": True,
+        "base_sequence": [0, INT32_MAX - 5, 77],
+        "group_starts": [0, 1000, 1001],
+    }
+    joined = build_batches(**common)
+    in_place = build_batches(**common, in_place=True)
+    assert len(joined) > 3
+    assert [
+        (bytes(b.data), b.record_count, b.first_row, b.base_sequence, b.uncompressed_size, b.group)
+        for b in in_place
+    ] == [
+        (b.data, b.record_count, b.first_row, b.base_sequence, b.uncompressed_size, b.group) for b in joined
+    ]
+
+
+@pytest.mark.usefixtures("record_walk")  # the compiled and the numpy encoder
 def test_split_oversized_record_gets_own_batch() -> None:
     values = pa.array([b"a", b"b" * 5000, b"c", b"d"])
     built = build_batches(values, timestamp_ms=0, max_batch_bytes=200)

@@ -41,6 +41,12 @@
  *       offsets of Arrow large_binary arrays (empty when the column is absent: all its lengths are -1 / 0);
  *       kdata / vdata / hdata their data buffers. Every field is checked to lie in its buffer (ValueError),
  *       then written with the GIL released. Byte-identical to the numpy encoder (test_record_codec.py).
+ *   encode(..., offsets, gap, alloc) -> alloc's buffer
+ *       The same records, but gap bytes left free before each batch's records (for its header, written in
+ *       place by the caller: no join of header and records), so batch b's records start at
+ *       offsets[bounds[b]] + (b + 1) * gap; the output is alloc(size), a writable buffer of exactly size
+ *       bytes (e.g. from Arrow's memory pool, which keeps freed memory for the next call instead of handing
+ *       it back to the system and faulting it in again). offsets stay those of the records without gaps.
  *
  * Errors raise WalkError(batch, record, message): batch index (always 0 for scan), the record's index in its
  * batch or None when no one record is to blame; the caller turns it into CorruptRecordError.
@@ -552,15 +558,20 @@ static int get_int64_in(Py_buffer *view, Py_ssize_t need, const char *what)
 
 static PyObject *encode(PyObject *self, PyObject *args)
 {
-    Py_buffer in[11], out;
-    PyObject *out_obj;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*O", &in[0], &in[1], &in[2], &in[3], &in[4], &in[5],
-                          &in[6], &in[7], &in[8], &in[9], &in[10], &out_obj))
+    Py_buffer in[11], out, dest;
+    PyObject *out_obj, *alloc = Py_None;
+    Py_ssize_t gap = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*O|nO", &in[0], &in[1], &in[2], &in[3], &in[4], &in[5],
+                          &in[6], &in[7], &in[8], &in[9], &in[10], &out_obj, &gap, &alloc))
         return NULL;
     /* in: bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata */
     Py_ssize_t n = in[1].len / 8, nb = in[0].len / 8;
     PyObject *result = NULL;
-    int have_out = 0;
+    int have_out = 0, have_dest = 0;
+    if (gap < 0 || (gap > 0 && alloc == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "gap must be >= 0, and a gap needs alloc");
+        goto done;
+    }
     if (get_int64_in(&in[0], -1, "bounds") || nb < 1 || get_int64_in(&in[1], n, "ts") ||
         get_int64_in(&in[2], n, "klen") || get_int64_in(&in[5], n, "vlen") || get_int64_in(&in[8], n, "hcount") ||
         (in[3].len && get_int64_in(&in[3], n + 1, "koff")) || (in[6].len && get_int64_in(&in[6], n + 1, "voff")) ||
@@ -609,14 +620,34 @@ static PyObject *encode(PyObject *self, PyObject *args)
             offsets[i + 1] = offsets[i] + uvsize(zz(body)) + body;
         }
     }
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)offsets[n]);
-    if (result == NULL)
-        goto done;
+    Py_ssize_t size = (Py_ssize_t)offsets[n] + (nb - 1) * gap;
+    uint8_t *o;
+    if (alloc == Py_None) {
+        result = PyBytes_FromStringAndSize(NULL, size);
+        if (result == NULL)
+            goto done;
+        o = (uint8_t *)PyBytes_AS_STRING(result);
+    } else {
+        result = PyObject_CallFunction(alloc, "n", size);
+        if (result == NULL)
+            goto done;
+        if (PyObject_GetBuffer(result, &dest, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        have_dest = 1;
+        if (dest.len != size) {
+            PyErr_Format(PyExc_ValueError, "alloc(%zd) returned a buffer of %zd bytes", size, dest.len);
+            Py_CLEAR(result);
+            goto done;
+        }
+        o = dest.buf;
+    }
     /* pass 2: write them */
-    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(result);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t b = 0; b + 1 < nb; b++) {
         Py_ssize_t s = (Py_ssize_t)bounds[b], e = (Py_ssize_t)bounds[b + 1];
+        o += gap;
         for (Py_ssize_t i = s; i < e; i++) {
             int64_t kl = klen[i], vl = vlen[i], hl = in[9].len ? hoff[i + 1] - hoff[i] : 0;
             int64_t body = 1 + uvsize(zz((int64_t)((uint64_t)ts[i] - (uint64_t)ts[s]))) + uvsize(zz(i - s)) +
@@ -645,6 +676,8 @@ static PyObject *encode(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
 done:
+    if (have_dest)
+        PyBuffer_Release(&dest);
     if (have_out)
         PyBuffer_Release(&out);
     for (int k = 0; k < 11; k++)
