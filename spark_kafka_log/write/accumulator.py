@@ -39,8 +39,10 @@ Invariants:
   batches not yet acknowledged (their encoded size); the sender releases a batch's bytes when it is
   acknowledged. The task producer stops reading input while it is above ``buffer.memory``. The batches of one
   encoding call are views of one buffer from Arrow's memory pool (``build_batches(in_place=True)``: no fresh
-  pages per batch, see there), freed with the last of them, so while the acknowledgements of one call's
-  batches arrive the bytes alive exceed ``held_bytes`` by at most that call's batches already acknowledged.
+  pages per batch, see there), freed only with the last of them: such batches share a :class:`_Pin`, and their
+  bytes (the whole buffer) leave ``held_bytes`` when the last of them is acknowledged, so one partition that
+  cannot be sent keeps counting every buffer its batches hold alive (as Kafka's producer counts each batch's
+  pooled buffer until it is deallocated).
 """
 
 from __future__ import annotations
@@ -73,6 +75,15 @@ _INT32_MAX = 2**31 - 1
 
 
 @dataclass
+class _Pin:
+    """The buffer that several sealed batches are views of: its size, and how many of them are not yet
+    acknowledged (module docstring, memory)."""
+
+    nbytes: int
+    alive: int = 0
+
+
+@dataclass
 class SealedBatch:
     """A sealed record batch on its way to the broker (bytes and sequence fixed)."""
 
@@ -86,6 +97,8 @@ class SealedBatch:
     attempts: int = 0
     #: Why the last attempt failed (named when the delivery timeout runs out).
     last_error: str | None = None
+    #: The buffer ``data`` is a view of, shared with other batches (None: ``data`` owns its bytes).
+    pin: _Pin | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -179,9 +192,16 @@ class RecordAccumulator:
     def has_pending(self) -> bool:
         return any(q.pending or q.ready for q in self._queues.values())
 
-    def release(self, nbytes: int) -> None:
-        """The sender delivered a sealed batch of ``nbytes``: it no longer counts against buffer.memory."""
-        self.held_bytes -= nbytes
+    def release(self, batch: SealedBatch) -> None:
+        """The sender delivered ``batch``: its bytes no longer count against buffer.memory, or, for a view of a
+        buffer shared with other batches, once the last of them is delivered."""
+        pin = batch.pin
+        if pin is None:
+            self.held_bytes -= len(batch.data)
+            return
+        pin.alive -= 1
+        if pin.alive == 0:
+            self.held_bytes -= pin.nbytes
 
     # ------------------------------------------------------------------------------------------ input
 
@@ -384,6 +404,7 @@ class RecordAccumulator:
         built = self._fit(built, table, now_ms)
         now = time.monotonic()
         sealed_bytes = 0
+        pins: dict[int, _Pin] = {}
         for b in built:
             q = parts[b.group][0]
             if len(b.data) > self._opts.max_request_size:
@@ -393,8 +414,20 @@ class RecordAccumulator:
                     f"{self._opts.max_request_size} (a single record that large cannot be sent; raise the "
                     "option, and the broker's message.max.bytes, to allow it)"
                 )
-            q.ready.append(SealedBatch(q.topic, q.partition, b.data, b.record_count, b.base_sequence, now))
-            sealed_bytes += len(b.data)
+            pin = None
+            if isinstance(
+                b.data, memoryview
+            ):  # a view of the call's buffer: counted whole (module docstring)
+                pin = pins.get(id(b.data.obj))
+                if pin is None:
+                    pin = pins[id(b.data.obj)] = _Pin(memoryview(b.data.obj).nbytes)
+                    sealed_bytes += pin.nbytes
+                pin.alive += 1
+            else:
+                sealed_bytes += len(b.data)
+            q.ready.append(
+                SealedBatch(q.topic, q.partition, b.data, b.record_count, b.base_sequence, now, pin=pin)
+            )
             if idempotent:
                 q.next_sequence = (q.next_sequence + b.record_count) & _INT32_MAX
         # Sealed batches are accounted by their encoded size from now on.

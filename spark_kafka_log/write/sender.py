@@ -372,7 +372,7 @@ class Sender:
                 self._acc.stats[tp].add(
                     base_offset if code == ErrorCode.NONE else -1, batch.count, len(batch.data)
                 )
-                self._acc.release(len(batch.data))
+                self._acc.release(batch)
                 self._release_retries(tp)
                 continue
             err = KafkaError(code, message)

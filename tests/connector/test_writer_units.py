@@ -403,3 +403,41 @@ def test_a_write_process_names_its_encoder_once_and_warns_on_the_fallback(broker
         )
     else:
         assert named[0].startswith("INFO") and "compiled encoder" in named[0]
+
+
+def test_buffer_memory_counts_every_pooled_buffer_a_stuck_partition_keeps_alive() -> None:
+    """The batches of one encoding call are views of one pooled buffer: while one partition's batch is not
+    acknowledged, its whole buffer stays alive, and ``held_bytes`` (what buffer.memory bounds) must count it,
+    not only that batch (16 partitions, one never acknowledged: counting batches alone saw 1/16 of the memory)."""
+    rng = np.random.default_rng(7)
+    options = parse_writer_options({"kafka.bootstrap.servers": "localhost:9", "topic": "t"})
+    accumulator = RecordAccumulator(
+        options,
+        InputLayout(value="value", key="key"),
+        Partitioner(options.batch_size, seed="s"),
+        partition_count=lambda topic: 16,
+        before_first_record=lambda tp: None,
+    )
+    accumulator.set_producer(7, 0, {})
+    base = pa.total_allocated_bytes()
+    stuck = []
+    for _ in range(20):
+        keys = pa.array([rng.bytes(16) for _ in range(1600)], pa.binary())
+        values = pa.array([rng.bytes(100) for _ in range(1600)], pa.binary())
+        accumulator.append(pa.RecordBatch.from_arrays([keys, values], ["key", "value"]))
+        accumulator.seal_all()
+        for q in accumulator.queues():
+            while q.ready:
+                batch = q.ready.popleft()
+                if q.partition == 0:
+                    stuck.append(batch)  # never acknowledged: its partition has no leader
+                else:
+                    accumulator.release(batch)
+    del keys, values  # the input's own Arrow memory: not the writer's
+    alive = pa.total_allocated_bytes() - base
+    assert stuck and alive > 0
+    # the pool rounds each of the 20 calls' buffers up to 64 bytes
+    assert accumulator.held_bytes + 20 * 64 >= alive, (accumulator.held_bytes, alive)
+    for batch in stuck:
+        accumulator.release(batch)
+    assert accumulator.held_bytes == 0

@@ -568,8 +568,8 @@ static PyObject *encode(PyObject *self, PyObject *args)
     Py_ssize_t n = in[1].len / 8, nb = in[0].len / 8;
     PyObject *result = NULL;
     int have_out = 0, have_dest = 0;
-    if (gap < 0 || (gap > 0 && alloc == Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "gap must be >= 0, and a gap needs alloc");
+    if (gap < 0 || gap > (1 << 20) || (gap > 0 && alloc == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "gap must be 0 to 1 MiB, and a gap needs alloc");
         goto done;
     }
     if (get_int64_in(&in[0], -1, "bounds") || nb < 1 || get_int64_in(&in[1], n, "ts") ||
@@ -644,6 +644,7 @@ static PyObject *encode(PyObject *self, PyObject *args)
         o = dest.buf;
     }
     /* pass 2: write them */
+    uint8_t *const start = o;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t b = 0; b + 1 < nb; b++) {
         Py_ssize_t s = (Py_ssize_t)bounds[b], e = (Py_ssize_t)bounds[b + 1];
@@ -675,6 +676,10 @@ static PyObject *encode(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
+    if (o != start + size) { /* pass 1 and pass 2 disagree: never hand out such bytes */
+        PyErr_Format(PyExc_SystemError, "encode wrote %zd bytes of %zd", (Py_ssize_t)(o - start), size);
+        Py_CLEAR(result);
+    }
 done:
     if (have_dest)
         PyBuffer_Release(&dest);

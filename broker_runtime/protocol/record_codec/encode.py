@@ -660,7 +660,7 @@ def _assemble_in_place(
             base_sequence=sequence,
             records_count=count,
         )
-        out.append(BuiltBatch(data[at:end], count, s, sequence, end - at, group))
+        out.append(BuiltBatch(data[at:end].toreadonly(), count, s, sequence, end - at, group))
         if sequence != NO_SEQUENCE:
             sequence = (
                 count - (INT32_MAX - sequence) - 1 if sequence > INT32_MAX - count else sequence + count
