@@ -681,34 +681,9 @@ class RecordBatchBuilder:
         )
 
 
-def _assemble(
-    records: bytes | memoryview,
-    *,
-    base_offset: int,
-    partition_leader_epoch: int,
-    attributes: int,
-    last_offset_delta: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    records_count: int,
-) -> bytes:
-    header = _header(
-        records,
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=last_offset_delta,
-        base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        records_count=records_count,
-    )
-    return b"".join((header, records))
+def _assemble(records: bytes | memoryview, **fields: int) -> bytes:
+    """:func:`_header` (every header field by keyword) followed by ``records``."""
+    return b"".join((_header(records, **fields), records))
 
 
 def _header(

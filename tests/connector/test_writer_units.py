@@ -144,6 +144,19 @@ def _ensure(data_dir: str, queue: multiprocessing.Queue) -> None:  # type: ignor
     queue.put(ensure_embedded_broker(data_dir))
 
 
+def _accumulator(options: WriterOptions, partitions: int) -> RecordAccumulator:
+    """A task's accumulator outside Spark: key and value columns, ``partitions`` partitions a topic, producer 7."""
+    accumulator = RecordAccumulator(
+        options,
+        InputLayout(value="value", key="key"),
+        Partitioner(options.batch_size, seed="s"),
+        partition_count=lambda topic: partitions,
+        before_first_record=lambda tp: None,
+    )
+    accumulator.set_producer(7, 0, {})
+    return accumulator
+
+
 def test_a_batch_that_compression_makes_larger_than_max_request_size_is_split() -> None:
     """lz4 makes a batch of batch.size (1 MiB) random bytes ~70 bytes larger than the 1 MiB request bound: such a
     batch is encoded again in halves (same records, same sequences) instead of failing the task as if one
@@ -154,14 +167,7 @@ def test_a_batch_that_compression_makes_larger_than_max_request_size_is_split() 
     options = parse_writer_options(
         {"kafka.bootstrap.servers": "localhost:9", "topic": "t", "kafka.compression.type": "lz4"}
     )
-    accumulator = RecordAccumulator(
-        options,
-        InputLayout(value="value", key="key"),
-        Partitioner(options.batch_size, seed="s"),
-        partition_count=lambda topic: 1,
-        before_first_record=lambda tp: None,
-    )
-    accumulator.set_producer(7, 0, {})
+    accumulator = _accumulator(options, 1)
     accumulator.append(pa.RecordBatch.from_arrays([keys, values], ["key", "value"]))
     accumulator.seal_all()
     sealed = list(accumulator.queue(("t", 0)).ready)
@@ -411,14 +417,7 @@ def test_buffer_memory_counts_every_pooled_buffer_a_stuck_partition_keeps_alive(
     not only that batch (16 partitions, one never acknowledged: counting batches alone saw 1/16 of the memory)."""
     rng = np.random.default_rng(7)
     options = parse_writer_options({"kafka.bootstrap.servers": "localhost:9", "topic": "t"})
-    accumulator = RecordAccumulator(
-        options,
-        InputLayout(value="value", key="key"),
-        Partitioner(options.batch_size, seed="s"),
-        partition_count=lambda topic: 16,
-        before_first_record=lambda tp: None,
-    )
-    accumulator.set_producer(7, 0, {})
+    accumulator = _accumulator(options, 16)
     base = pa.total_allocated_bytes()
     stuck = []
     for _ in range(20):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -402,12 +402,10 @@ def build_batches(
         bounds, offsets, data = _encode_numpy(
             starts, max_batch_bytes, _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes)
         )
-    counts = np.diff(bounds)
     return _assemble(
         offsets,
         data,
         bounds,
-        counts,
         ts,
         starts,
         sequences,
@@ -571,11 +569,55 @@ def _encode_numpy(
     return bounds, offsets, data
 
 
+def _spans(
+    bounds: np.ndarray,
+    ts: np.ndarray,
+    starts: list[int],
+    sequences: list[int],
+    attrs: int,
+    producer_id: int,
+    producer_epoch: int,
+) -> Iterator[tuple[int, int, int, int, dict[str, int]]]:
+    """Per batch ``b``: its rows ``[s, e)``, its group, its base sequence and its header's fields (all but the
+    records); sequences run on per group, wrapping at int32 as Kafka's producer's do."""
+    max_ts = np.maximum.reduceat(ts, bounds[:-1])
+    group = 0
+    sequence = sequences[0]
+    for b in range(len(bounds) - 1):
+        s = int(bounds[b])
+        e = int(bounds[b + 1])
+        count = e - s
+        if group + 1 < len(starts) and s >= starts[group + 1]:
+            group += 1
+            sequence = sequences[group]
+        yield (
+            s,
+            e,
+            group,
+            sequence,
+            {
+                "base_offset": 0,
+                "partition_leader_epoch": _PARTITION_LEADER_EPOCH_NONE,
+                "attributes": attrs,
+                "last_offset_delta": count - 1,
+                "base_timestamp": int(ts[s]),
+                "max_timestamp": int(max_ts[b]),
+                "producer_id": producer_id,
+                "producer_epoch": producer_epoch,
+                "base_sequence": sequence,
+                "records_count": count,
+            },
+        )
+        if sequence != NO_SEQUENCE:
+            sequence = (
+                count - (INT32_MAX - sequence) - 1 if sequence > INT32_MAX - count else sequence + count
+            )
+
+
 def _assemble(
     offsets: np.ndarray,
     data: memoryview,
     bounds: np.ndarray,
-    counts: np.ndarray,
     ts: np.ndarray,
     starts: list[int],
     sequences: list[int],
@@ -584,40 +626,17 @@ def _assemble(
     producer_epoch: int,
 ) -> list[BuiltBatch]:
     """Cut the records sections into batches: compression, header, CRC-32C (one loop step per batch)."""
-    max_ts = np.maximum.reduceat(ts, bounds[:-1])
     compression = attrs & ATTR_COMPRESSION_MASK
     out: list[BuiltBatch] = []
-    group = 0
-    sequence = sequences[0]
-    for b in range(len(counts)):
-        s = int(bounds[b])
-        e = int(bounds[b + 1])
-        count = e - s
-        if group + 1 < len(starts) and s >= starts[group + 1]:
-            group += 1
-            sequence = sequences[group]
+    for s, e, group, sequence, fields in _spans(
+        bounds, ts, starts, sequences, attrs, producer_id, producer_epoch
+    ):
         records = data[int(offsets[s]) : int(offsets[e])]
         payload: bytes | memoryview = (
             records if compression == 0 else _compression.compress(compression, records)
         )
-        batch = assemble_batch(
-            payload,
-            base_offset=0,
-            partition_leader_epoch=_PARTITION_LEADER_EPOCH_NONE,
-            attributes=attrs,
-            last_offset_delta=count - 1,
-            base_timestamp=int(ts[s]),
-            max_timestamp=int(max_ts[b]),
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=sequence,
-            records_count=count,
-        )
-        out.append(BuiltBatch(batch, count, s, sequence, HEADER_SIZE + len(records), group))
-        if sequence != NO_SEQUENCE:
-            sequence = (
-                count - (INT32_MAX - sequence) - 1 if sequence > INT32_MAX - count else sequence + count
-            )
+        batch = assemble_batch(payload, **fields)
+        out.append(BuiltBatch(batch, e - s, s, sequence, HEADER_SIZE + len(records), group))
     return out
 
 
@@ -634,37 +653,14 @@ def _assemble_in_place(
 ) -> list[BuiltBatch]:
     """:func:`_assemble` for uncompressed records written with a header-sized gap before each batch's records
     (``_recordwalk.encode``'s ``gap``): each header goes into its gap, each batch is a view of ``data``."""
-    max_ts = np.maximum.reduceat(ts, bounds[:-1])
     out: list[BuiltBatch] = []
-    group = 0
-    sequence = sequences[0]
-    for b in range(len(bounds) - 1):
-        s = int(bounds[b])
-        e = int(bounds[b + 1])
-        count = e - s
-        if group + 1 < len(starts) and s >= starts[group + 1]:
-            group += 1
-            sequence = sequences[group]
+    for b, (s, e, group, sequence, fields) in enumerate(
+        _spans(bounds, ts, starts, sequences, attrs, producer_id, producer_epoch)
+    ):
         at = int(offsets[s]) + b * HEADER_SIZE
         end = int(offsets[e]) + (b + 1) * HEADER_SIZE
-        data[at : at + HEADER_SIZE] = batch_header(
-            data[at + HEADER_SIZE : end],
-            base_offset=0,
-            partition_leader_epoch=_PARTITION_LEADER_EPOCH_NONE,
-            attributes=attrs,
-            last_offset_delta=count - 1,
-            base_timestamp=int(ts[s]),
-            max_timestamp=int(max_ts[b]),
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=sequence,
-            records_count=count,
-        )
-        out.append(BuiltBatch(data[at:end].toreadonly(), count, s, sequence, end - at, group))
-        if sequence != NO_SEQUENCE:
-            sequence = (
-                count - (INT32_MAX - sequence) - 1 if sequence > INT32_MAX - count else sequence + count
-            )
+        data[at : at + HEADER_SIZE] = batch_header(data[at + HEADER_SIZE : end], **fields)
+        out.append(BuiltBatch(data[at:end].toreadonly(), e - s, s, sequence, end - at, group))
     return out
 
 
