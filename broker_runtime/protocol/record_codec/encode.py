@@ -375,44 +375,16 @@ def build_batches(
     hblob, hcount, hbytes = _header_column(headers, n)
 
     cwalk = walks.compiled
-    if cwalk is not None and in_place and compression == 0:
-        bounds, offsets, data = _encode_compiled(
-            cwalk,
-            starts,
-            max_batch_bytes,
-            _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes),
-            gap=HEADER_SIZE,
-        )
-        return _assemble_in_place(
-            offsets,
-            data,
-            bounds,
-            ts,
-            starts,
-            sequences,
-            compression | (ATTR_TRANSACTIONAL if is_transactional else 0),
-            producer_id,
-            producer_epoch,
-        )
+    rows = _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes)
+    in_place = in_place and cwalk is not None and compression == 0
     if cwalk is not None:
-        bounds, offsets, data = _encode_compiled(
-            cwalk, starts, max_batch_bytes, _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes)
-        )
+        gap = HEADER_SIZE if in_place else 0
+        bounds, offsets, data = _encode_compiled(cwalk, starts, max_batch_bytes, rows, gap)
     else:
-        bounds, offsets, data = _encode_numpy(
-            starts, max_batch_bytes, _Rows(ts, keys_arr, klen, vals, vlen, hblob, hcount, hbytes)
-        )
-    return _assemble(
-        offsets,
-        data,
-        bounds,
-        ts,
-        starts,
-        sequences,
-        compression | (ATTR_TRANSACTIONAL if is_transactional else 0),
-        producer_id,
-        producer_epoch,
-    )
+        bounds, offsets, data = _encode_numpy(starts, max_batch_bytes, rows)
+    assemble = _assemble_in_place if in_place else _assemble
+    attrs = compression | (ATTR_TRANSACTIONAL if is_transactional else 0)
+    return assemble(offsets, data, bounds, ts, starts, sequences, attrs, producer_id, producer_epoch)
 
 
 def _buffers(arr: pa.Array | None, n: int) -> tuple[np.ndarray, pa.Buffer | bytes]:
@@ -479,12 +451,10 @@ def _encode_compiled(
     voff, vdata = _buffers(vals, n)
     hoff, hdata = _buffers(hblob, n)
     offsets = np.empty(n + 1, dtype=np.int64)
-    if gap:
-        data = cwalk.encode(
-            bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata, offsets, gap, _pool_buffer
-        )
-        return bounds, offsets, data
-    data = cwalk.encode(bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata, offsets)
+    pooled = (gap, _pool_buffer) if gap else ()  # the records in Arrow's pool, a gap before each batch's
+    data = cwalk.encode(
+        bounds, ts, klen, koff, kdata, vlen, voff, vdata, hcount, hoff, hdata, offsets, *pooled
+    )
     return bounds, offsets, memoryview(data)
 
 
